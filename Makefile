@@ -1,0 +1,29 @@
+# The Makefile mirrors CI: .ci/run calls "make test".
+.PHONY: help demo test fmt vet lint unit bench fuzz
+
+help: ## list targets
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
+
+demo: ## run the main demo (needs Go and the PostgreSQL server binaries)
+	go run ./examples/demo
+
+test: fmt vet lint unit ## every check CI runs
+
+fmt: ## fail if gofmt would change a file
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+vet: ## go vet
+	go vet ./...
+
+lint: ## staticcheck, pinned
+	go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+
+unit: ## all tests with the race detector, against real PostgreSQL servers
+	go test -race -count=1 ./...
+
+bench: ## holdfast against plain pgxpool, same run, same server
+	go test -run '^$$' -bench . -benchmem -count 5 .
+
+fuzz: ## fuzz the classifier for a minute
+	go test -run '^$$' -fuzz FuzzClassify -fuzztime 60s ./classify/

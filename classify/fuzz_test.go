@@ -1,0 +1,290 @@
+package classify_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+
+	"cloud.google.com/go/auth"
+	"cloud.google.com/go/cloudsqlconn/errtype"
+	"cloud.google.com/go/compute/metadata"
+	"github.com/jackc/pgx/v5/pgconn"
+	"golang.org/x/oauth2"
+	"google.golang.org/api/googleapi"
+
+	"github.com/holdfast-db/holdfast/classify"
+)
+
+// reasonRE is the shape of every built-in Reason.
+var reasonRE = regexp.MustCompile(`^[a-z0-9]+(-[a-zA-Z0-9]+)*$`)
+
+// lazyWrap wraps without formatting at construction, so a chain holding an
+// *auth.Error without Response can be built; its Error would panic.
+type lazyWrap struct{ err error }
+
+func (w lazyWrap) Error() string { return "lazy " + secret + ": " + w.err.Error() }
+func (w lazyWrap) Unwrap() error { return w.err }
+
+// errorBuilder turns fuzz bytes into an error tree with a small stack
+// machine: leaf opcodes push an error, wrapper opcodes replace the top,
+// join opcodes combine the top two (or duplicate the top, sharing it).
+type errorBuilder struct {
+	data  []byte
+	stack []entry
+}
+
+type entry struct {
+	err  error
+	size int // node count, with shared subtrees counted once per path
+}
+
+func (b *errorBuilder) next() byte {
+	if len(b.data) == 0 {
+		return 0
+	}
+	c := b.data[0]
+	b.data = b.data[1:]
+	return c
+}
+
+var fuzzStatus = []int{400, 401, 403, 404, 408, 429, 500, 502, 503, 504}
+
+// code returns an HTTP status: bytes 0-9 pick a common one, others give
+// 310..555.
+func (b *errorBuilder) code() int {
+	c := int(b.next())
+	if c < len(fuzzStatus) {
+		return fuzzStatus[c]
+	}
+	return 300 + c
+}
+
+func (b *errorBuilder) pop() entry {
+	if len(b.stack) == 0 {
+		return entry{}
+	}
+	e := b.stack[len(b.stack)-1]
+	b.stack = b.stack[:len(b.stack)-1]
+	return e
+}
+
+func (b *errorBuilder) push(e error, size int) {
+	b.stack = append(b.stack, entry{e, min(size, 1<<20)})
+}
+
+var fuzzErrnos = []syscall.Errno{syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.EPIPE, syscall.ECONNABORTED,
+	syscall.EHOSTUNREACH, syscall.ENETUNREACH, syscall.ETIMEDOUT, syscall.EACCES, 0}
+
+var fuzzCodes = []string{"08006", "08P01", "28P01", "3D000", "53300", "57P01", "57P03", "40001", "XX000", ""}
+
+func (b *errorBuilder) leaf(op byte) error {
+	switch op % 24 {
+	case 0:
+		return errors.New(secret)
+	case 1:
+		return pgErr(fuzzCodes[int(b.next())%len(fuzzCodes)])
+	case 2:
+		return pgErr(string([]byte{b.next(), b.next(), b.next(), b.next(), b.next()}))
+	case 3:
+		return syscallErr("dial", fuzzErrnos[int(b.next())%len(fuzzErrnos)])
+	case 4:
+		return io.EOF
+	case 5:
+		return io.ErrUnexpectedEOF
+	case 6:
+		return context.Canceled
+	case 7:
+		return context.DeadlineExceeded
+	case 8:
+		return googleErr(b.code())
+	case 9:
+		return retrieveErr(b.code())
+	case 10:
+		return &oauth2.RetrieveError{} // Error() would panic
+	case 11:
+		return &auth.Error{} // Error() would panic
+	case 12:
+		return &auth.Error{Response: resp(b.code())}
+	case 13:
+		return &metadata.Error{Code: b.code(), Message: secret}
+	case 14:
+		return errtype.NewConfigError(secret, connName)
+	case 15:
+		c := b.next()
+		return &net.DNSError{Err: secret, IsNotFound: c&1 != 0, IsTemporary: c&2 != 0, IsTimeout: c&4 != 0}
+	case 16:
+		return &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}
+	case 17:
+		return x509.HostnameError{Host: secret}
+	case 18:
+		return &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	case 19:
+		var pe *pgconn.PgError
+		return pe // typed nil
+	case 20:
+		var re *errtype.RefreshError
+		return re // typed nil; its Unwrap would panic
+	case 21:
+		return pgconn.ErrConnClosed
+	case 22:
+		return timeoutErr{}
+	default:
+		return canceledLike{}
+	}
+}
+
+// wrap wraps e, whose tree has size nodes.
+func (b *errorBuilder) wrap(op byte, e error, size int) error {
+	switch (op & 0x3F) % 14 {
+	case 0:
+		if size > 256 {
+			// fmt.Errorf formats e at once, which is exponential in the
+			// depth of shared joins.
+			return lazyWrap{e}
+		}
+		return fmt.Errorf("wrapped %s: %w", secret, e)
+	case 1:
+		return lazyWrap{e}
+	case 2:
+		return errtype.NewRefreshError(secret, connName, e)
+	case 3:
+		return errtype.NewDialError(secret, connName, e)
+	case 4:
+		return errtype.NewResourceExhaustedError(secret, connName, e)
+	case 5:
+		return urlErr(e)
+	case 6:
+		return &net.OpError{Op: "dial", Net: "tcp", Err: e}
+	case 7:
+		return &os.SyscallError{Syscall: "connect", Err: e}
+	case 8:
+		return &auth.Error{Err: e} // nil Response
+	case 9:
+		return &auth.Error{Response: resp(b.code()), Err: e}
+	case 10:
+		ge := &googleapi.Error{Code: b.code()}
+		ge.Wrap(e)
+		return ge
+	case 11:
+		return &net.DNSError{Err: secret, UnwrapErr: e, IsNotFound: b.next()&1 != 0}
+	case 12:
+		return &tls.CertificateVerificationError{Err: e}
+	default:
+		return errors.Join(e, nil)
+	}
+}
+
+func buildError(data []byte) error {
+	if len(data) > 4096 {
+		data = data[:4096]
+	}
+	b := &errorBuilder{data: data}
+	for len(b.data) > 0 {
+		op := b.next()
+		switch op >> 6 {
+		case 0, 1:
+			b.push(b.leaf(op), 1)
+		case 2:
+			e := b.pop()
+			b.push(b.wrap(op, e.err, e.size), e.size+1)
+		default:
+			if op&1 == 0 {
+				e := b.pop()
+				b.push(errors.Join(e.err, e.err), 2*e.size+1) // shared subtree
+			} else {
+				x, y := b.pop(), b.pop()
+				b.push(errors.Join(y.err, x.err), x.size+y.size+1)
+			}
+		}
+	}
+	switch len(b.stack) {
+	case 0:
+		return nil
+	case 1:
+		return b.stack[0].err
+	default:
+		errs := make([]error, len(b.stack))
+		for i, e := range b.stack {
+			errs[i] = e.err
+		}
+		return errors.Join(errs...)
+	}
+}
+
+func FuzzClassify(f *testing.F) {
+	// Opcodes: 0x00-0x7F leaf (op%24), 0x80-0xBF wrapper ((op&0x3F)%14),
+	// 0xC0-0xFF join (even: errors.Join(top, top); odd: join the top two).
+	f.Add([]byte{})
+	f.Add([]byte{3, 0})                             // refused
+	f.Add([]byte{1, 5, 0x82})                       // RefreshError(57P01)
+	f.Add([]byte{11, 0x82, 0x80})                   // fmt(RefreshError(auth.Error without Response))
+	f.Add([]byte{9, 8, 0x89, 8, 0x85})              // url(auth.Error{503}(RetrieveError{503}))
+	f.Add([]byte{13, 8, 0x85, 0x82})                // RefreshError(url(metadata.Error{503}))
+	f.Add([]byte{8, 2, 0x82, 0x80})                 // fmt(RefreshError(googleapi.Error{403}))
+	f.Add([]byte{3, 0, 16, 0xC1})                   // join(refused, tls)
+	f.Add([]byte{3, 0, 0xC0, 0xC0, 0xC0, 0xC0})     // shared joins
+	f.Add([]byte{6, 3, 0, 0xC1, 0x83})              // DialError(join(canceled, refused))
+	f.Add([]byte{20, 19, 0xC1, 0x86})               // OpError(join(typed nils))
+	f.Add([]byte{2, 'p', '4', 's', 's', 'w', 0x80}) // odd SQLSTATE
+	deep := []byte{3, 0}
+	for i := 0; i < 100; i++ {
+		deep = append(deep, 0x81)
+	}
+	f.Add(deep) // 100 lazy wrappers around refused
+
+	f.Fuzz(func(t *testing.T, data []byte) {
+		err := buildError(data)
+		got := classify.Classify(err)
+		if got.Reason == "" {
+			t.Fatalf("empty Reason for %v", got)
+		}
+		if got.Class != classify.Fatal && got.Class != classify.Transient {
+			t.Fatalf("Class out of range: %v", got)
+		}
+		if !reasonRE.MatchString(got.Reason) || strings.Contains(got.Reason, secret) {
+			t.Fatalf("Reason %q is not a short machine-readable token", got.Reason)
+		}
+		if again := classify.Classify(err); again != got {
+			t.Fatalf("not deterministic: %v then %v", got, again)
+		}
+		if err == nil {
+			if got.Reason != classify.ReasonNoError {
+				t.Fatalf("nil error gave %v", got)
+			}
+			return
+		}
+		// Cross-check the "anywhere" rules against the standard library on
+		// trees small enough for errors.Is. Typed nil leaves are skipped by
+		// Classify but make errors.Is panic, so they are excluded.
+		if got.Reason == classify.ReasonTooComplex || hasTypedNil(data) {
+			return
+		}
+		if errors.Is(err, context.Canceled) && got.Reason != classify.ReasonCanceled {
+			t.Fatalf("context.Canceled in the tree but got %v", got)
+		}
+		var ce *errtype.ConfigError
+		if errors.As(err, &ce) && got.Class != classify.Fatal {
+			t.Fatalf("ConfigError in the tree but got %v", got)
+		}
+	})
+}
+
+// hasTypedNil reports whether the builder may have produced a typed nil leaf
+// (opcodes 19 and 20); it over-approximates, which only skips checks.
+func hasTypedNil(data []byte) bool {
+	for _, c := range data {
+		if c>>6 < 2 && (c%24 == 19 || c%24 == 20) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,44 @@
+package classify
+
+// Reasons produced by the built-in rules. Reasons built from a code
+// ("sqlstate-<code>", "admin-api-<code>", "token-fetch-<code>") use the
+// prefixes [ReasonPrefixSQLState], [ReasonPrefixAdminAPI] and
+// [ReasonPrefixTokenFetch].
+const (
+	ReasonNoError      = "no-error"         // err == nil (Fatal: nothing to retry)
+	ReasonUnknown      = "unknown"          // no built-in rule recognised the error (Fatal)
+	ReasonTooComplex   = "too-complex"      // the error tree exceeded the walk limits (Fatal)
+	ReasonRule         = "rule"             // a user Rule returned an empty Reason
+	ReasonCanceled     = "canceled"         // context.Canceled (Fatal)
+	ReasonTLS          = "tls-verification" // TLS certificate verification failure (Fatal)
+	ReasonDialerClosed = "dialer-closed"    // for a Sentinel rule on cloudsqlconn.ErrDialerClosed
+
+	ReasonCloudSQLConfig            = "cloudsql-config"             // *errtype.ConfigError (Fatal)
+	ReasonCloudSQLRefresh           = "cloudsql-refresh"            // *errtype.RefreshError, nil cause (Transient)
+	ReasonCloudSQLDial              = "cloudsql-dial"               // *errtype.DialError, nil cause (Transient)
+	ReasonCloudSQLResourceExhausted = "cloudsql-resource-exhausted" // *errtype.ResourceExhaustedError (Transient)
+
+	ReasonConnRefused     = "conn-refused"     // ECONNREFUSED (Transient)
+	ReasonConnReset       = "conn-reset"       // ECONNRESET (Transient)
+	ReasonBrokenPipe      = "broken-pipe"      // EPIPE (Transient)
+	ReasonConnAborted     = "conn-aborted"     // ECONNABORTED (Transient)
+	ReasonHostUnreachable = "host-unreachable" // EHOSTUNREACH (Transient)
+	ReasonNetUnreachable  = "net-unreachable"  // ENETUNREACH (Transient)
+	ReasonEOF             = "eof"              // io.EOF, io.ErrUnexpectedEOF (Transient)
+	ReasonTimeout         = "timeout"          // deadlines and network timeouts (Transient)
+	ReasonDNSTemporary    = "dns-temporary"    // *net.DNSError IsTimeout/IsTemporary (Transient)
+	ReasonDNSNotFound     = "dns-not-found"    // *net.DNSError IsNotFound (Fatal)
+	ReasonDNSError        = "dns-error"        // other *net.DNSError (Transient)
+
+	ReasonBadRequest       = "bad-request"        // *googleapi.Error 400 (Fatal)
+	ReasonPermissionDenied = "permission-denied"  // *googleapi.Error 401/403 (Fatal)
+	ReasonInstanceNotFound = "instance-not-found" // *googleapi.Error 404 (Fatal)
+
+	ReasonTokenInvalidGrant = "token-invalid-grant" // *oauth2.RetrieveError invalid_grant (Fatal)
+	ReasonTokenDenied       = "token-denied"        // token endpoint 400/401/403 (Fatal)
+	ReasonTokenError        = "token-error"         // token error without an HTTP status (Fatal)
+
+	ReasonPrefixSQLState   = "sqlstate-"    // + SQLSTATE, e.g. "sqlstate-57P01"
+	ReasonPrefixAdminAPI   = "admin-api-"   // + HTTP status, e.g. "admin-api-503"
+	ReasonPrefixTokenFetch = "token-fetch-" // + HTTP status, e.g. "token-fetch-503"
+)

@@ -1,0 +1,376 @@
+package classify
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"net"
+	"os"
+	"reflect"
+	"strconv"
+	"syscall"
+
+	"cloud.google.com/go/auth"
+	"cloud.google.com/go/cloudsqlconn/errtype"
+	"cloud.google.com/go/compute/metadata"
+	"github.com/jackc/pgx/v5/pgconn"
+	"golang.org/x/oauth2"
+	"google.golang.org/api/googleapi"
+)
+
+// Walk limits. Real chains are about ten levels deep; the limits only stop
+// pathological trees (for example errors.Join(e, e) nested many times, which
+// doubles the node count per level) from making Classify slow.
+const (
+	maxDepth = 64
+	maxNodes = 1024
+)
+
+// rank orders findings: a lower rank wins; among equal ranks the first found
+// (depth-first, outermost and leftmost first) wins.
+type rank int
+
+const (
+	rankCanceled rank = iota
+	rankTLS
+	rankConfig
+	rankFatal
+	rankTransient
+	rankNone // nothing recognised
+)
+
+type finding struct {
+	v Verdict
+	r rank
+}
+
+var none = finding{r: rankNone}
+
+func (f finding) or(g finding) finding {
+	if g.r < f.r {
+		return g
+	}
+	return f
+}
+
+func rankOf(v Verdict) rank {
+	if v.Class == Transient {
+		return rankTransient
+	}
+	return rankFatal
+}
+
+type walker struct {
+	nodes     int
+	truncated bool // a limit stopped the walk
+	nilNode   bool // a typed nil pointer was seen (errors.As may panic on it)
+}
+
+func builtin(err error) Verdict {
+	w := walker{}
+	f := w.visit(err, 0)
+	if w.truncated {
+		// Parts of the tree were not examined; they could hold a cause
+		// that outranks what was found.
+		return Verdict{Fatal, ReasonTooComplex}
+	}
+	if f.r != rankNone {
+		return f.v
+	}
+	// The whole tree has at most maxNodes nodes and no typed nil pointers,
+	// so errors.As inside pgconn.Timeout is cheap and safe here. It finds
+	// pgconn's unexported errTimeout, which can wrap a net.Error that no
+	// other rule recognises.
+	if !w.nilNode && pgconn.Timeout(err) {
+		return Verdict{Transient, ReasonTimeout}
+	}
+	return Verdict{Fatal, ReasonUnknown}
+}
+
+// visit classifies the tree rooted at err. Decisive nodes decide unless a
+// higher-ranked cause is found inside them; wrapper nodes let their
+// recognised causes decide and fall back to their own verdict only when no
+// cause is recognised.
+func (w *walker) visit(err error, depth int) finding {
+	if err == nil {
+		return none
+	}
+	w.nodes++
+	if depth > maxDepth || w.nodes > maxNodes {
+		w.truncated = true
+		return none
+	}
+	if isNilPointer(err) {
+		// A typed nil: its methods may dereference the receiver.
+		w.nilNode = true
+		return none
+	}
+	f, isDecisive := decisive(err)
+	sub := none
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		sub = w.visit(u.Unwrap(), depth+1)
+	case interface{ Unwrap() []error }:
+		for _, c := range u.Unwrap() {
+			sub = sub.or(w.visit(c, depth+1))
+		}
+	}
+	if isDecisive {
+		// Causes inside a decisive error only matter if they rank higher
+		// (context.Canceled inside a TLS error, a Fatal cause inside a
+		// transient-looking error).
+		return f.or(sub)
+	}
+	if sub.r != rankNone {
+		return sub
+	}
+	if v, ok := fallback(err); ok {
+		return finding{v, rankOf(v)}
+	}
+	return none
+}
+
+// decisive recognises errors that decide by themselves.
+func decisive(err error) (finding, bool) {
+	if is(err, context.Canceled) {
+		return finding{Verdict{Fatal, ReasonCanceled}, rankCanceled}, true
+	}
+	if isTLSVerification(err) {
+		return finding{Verdict{Fatal, ReasonTLS}, rankTLS}, true
+	}
+	if _, ok := as[*errtype.ConfigError](err); ok {
+		return finding{Verdict{Fatal, ReasonCloudSQLConfig}, rankConfig}, true
+	}
+	var v Verdict
+	switch {
+	case asOK[*pgconn.PgError](err, func(e *pgconn.PgError) { v = SQLState(e.Code) }):
+	case asOK[*oauth2.RetrieveError](err, func(e *oauth2.RetrieveError) { v = retrieveVerdict(e) }):
+	case asOK[*metadata.Error](err, func(e *metadata.Error) { v = tokenStatus(e.Code) }):
+	case asOK[syscall.Errno](err, func(e syscall.Errno) { v = errnoVerdict(e) }):
+		if v.Reason == "" {
+			return none, false
+		}
+	case is(err, io.EOF), is(err, io.ErrUnexpectedEOF):
+		v = Verdict{Transient, ReasonEOF}
+	case is(err, context.DeadlineExceeded), is(err, os.ErrDeadlineExceeded):
+		v = Verdict{Transient, ReasonTimeout}
+	default:
+		return none, false
+	}
+	return finding{v, rankOf(v)}, true
+}
+
+// fallback gives a wrapper's own verdict, used when nothing inside it is
+// recognised.
+func fallback(err error) (Verdict, bool) {
+	if e, ok := as[*errtype.RefreshError](err); ok {
+		if e.Err == nil {
+			return Verdict{Transient, ReasonCloudSQLRefresh}, true
+		}
+		return Verdict{}, false
+	}
+	if e, ok := as[*errtype.DialError](err); ok {
+		if e.Err == nil {
+			return Verdict{Transient, ReasonCloudSQLDial}, true
+		}
+		return Verdict{}, false
+	}
+	if _, ok := as[*errtype.ResourceExhaustedError](err); ok {
+		return Verdict{Transient, ReasonCloudSQLResourceExhausted}, true
+	}
+	if e, ok := as[*googleapi.Error](err); ok {
+		return adminAPIStatus(e.Code), true
+	}
+	if e, ok := as[*auth.Error](err); ok {
+		// Never call e.Error(): it dereferences e.Response.
+		if e.Response == nil {
+			return Verdict{Fatal, ReasonTokenError}, true
+		}
+		return tokenStatus(e.Response.StatusCode), true
+	}
+	if e, ok := as[*net.DNSError](err); ok {
+		switch {
+		case e.IsTimeout || e.IsTemporary:
+			return Verdict{Transient, ReasonDNSTemporary}, true
+		case e.IsNotFound:
+			return Verdict{Fatal, ReasonDNSNotFound}, true
+		default:
+			return Verdict{Transient, ReasonDNSError}, true
+		}
+	}
+	if e, ok := as[*net.OpError](err); ok && opTimeout(e) {
+		return Verdict{Transient, ReasonTimeout}, true
+	}
+	return Verdict{}, false
+}
+
+// opTimeout is (*net.OpError).Timeout without its nil-pointer hazards.
+func opTimeout(e *net.OpError) bool {
+	inner := e.Err
+	if se, ok := inner.(*os.SyscallError); ok {
+		if se == nil {
+			return false
+		}
+		inner = se.Err
+	}
+	if inner == nil || isNilPointer(inner) {
+		return false
+	}
+	t, ok := inner.(interface{ Timeout() bool })
+	return ok && t.Timeout()
+}
+
+func errnoVerdict(e syscall.Errno) Verdict {
+	switch e {
+	case syscall.ECONNREFUSED:
+		return Verdict{Transient, ReasonConnRefused}
+	case syscall.ECONNRESET:
+		return Verdict{Transient, ReasonConnReset}
+	case syscall.EPIPE:
+		return Verdict{Transient, ReasonBrokenPipe}
+	case syscall.ECONNABORTED:
+		return Verdict{Transient, ReasonConnAborted}
+	case syscall.EHOSTUNREACH:
+		return Verdict{Transient, ReasonHostUnreachable}
+	case syscall.ENETUNREACH:
+		return Verdict{Transient, ReasonNetUnreachable}
+	case syscall.ETIMEDOUT:
+		return Verdict{Transient, ReasonTimeout}
+	}
+	return Verdict{}
+}
+
+func retrieveVerdict(e *oauth2.RetrieveError) Verdict {
+	if e.ErrorCode == "invalid_grant" {
+		return Verdict{Fatal, ReasonTokenInvalidGrant}
+	}
+	if e.Response == nil {
+		return Verdict{Fatal, ReasonTokenError}
+	}
+	return tokenStatus(e.Response.StatusCode)
+}
+
+// retryableStatus reports whether an HTTP status says "try again later".
+func retryableStatus(code int) bool {
+	return code == 408 || code == 429 || (code >= 500 && code <= 599)
+}
+
+func adminAPIStatus(code int) Verdict {
+	switch {
+	case retryableStatus(code):
+		return Verdict{Transient, ReasonPrefixAdminAPI + strconv.Itoa(code)}
+	case code == 400:
+		return Verdict{Fatal, ReasonBadRequest}
+	case code == 401, code == 403:
+		return Verdict{Fatal, ReasonPermissionDenied}
+	case code == 404:
+		return Verdict{Fatal, ReasonInstanceNotFound}
+	default:
+		return Verdict{Fatal, ReasonPrefixAdminAPI + strconv.Itoa(code)}
+	}
+}
+
+func tokenStatus(code int) Verdict {
+	switch {
+	case retryableStatus(code):
+		return Verdict{Transient, ReasonPrefixTokenFetch + strconv.Itoa(code)}
+	case code == 400, code == 401, code == 403:
+		return Verdict{Fatal, ReasonTokenDenied}
+	default:
+		return Verdict{Fatal, ReasonPrefixTokenFetch + strconv.Itoa(code)}
+	}
+}
+
+func isTLSVerification(err error) bool {
+	if _, ok := as[*tls.CertificateVerificationError](err); ok {
+		return true
+	}
+	if _, ok := as[x509.UnknownAuthorityError](err); ok {
+		return true
+	}
+	if _, ok := as[*x509.UnknownAuthorityError](err); ok {
+		return true
+	}
+	if _, ok := as[x509.HostnameError](err); ok {
+		return true
+	}
+	if _, ok := as[*x509.HostnameError](err); ok {
+		return true
+	}
+	if _, ok := as[x509.CertificateInvalidError](err); ok {
+		return true
+	}
+	if _, ok := as[*x509.CertificateInvalidError](err); ok {
+		return true
+	}
+	return false
+}
+
+// is reports whether the single node err matches target, as one step of
+// errors.Is does (identity, then an Is method). It does not unwrap. target's
+// dynamic type must be comparable, so that == cannot panic.
+func is(err, target error) bool {
+	if err == target {
+		return true
+	}
+	if x, ok := err.(interface{ Is(error) bool }); ok {
+		return x.Is(target)
+	}
+	return false
+}
+
+// as reports whether the single node err is a T, as one step of errors.As
+// does (type assertion, then an As method). It does not unwrap. A nil
+// pointer T never matches.
+func as[T any](err error) (T, bool) {
+	if t, ok := err.(T); ok {
+		return t, !isNilPointer(t)
+	}
+	var t T
+	if x, ok := err.(interface{ As(any) bool }); ok && x.As(&t) {
+		return t, !isNilPointer(t)
+	}
+	return t, false
+}
+
+// asOK is as with a callback, for use in switch cases.
+func asOK[T any](err error, f func(T)) bool {
+	t, ok := as[T](err)
+	if ok {
+		f(t)
+	}
+	return ok
+}
+
+func isNilPointer(x any) bool {
+	v := reflect.ValueOf(x)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
+// contains reports whether target is found in err's tree by identity or an
+// Is method, within the walk limits. target must be non-nil and of a
+// comparable type.
+func contains(err, target error, depth int, nodes *int) bool {
+	if err == nil {
+		return false
+	}
+	*nodes++
+	if depth > maxDepth || *nodes > maxNodes || isNilPointer(err) {
+		return false
+	}
+	if is(err, target) {
+		return true
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return contains(u.Unwrap(), target, depth+1, nodes)
+	case interface{ Unwrap() []error }:
+		for _, c := range u.Unwrap() {
+			if contains(c, target, depth+1, nodes) {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,368 @@
+package holdfast
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/retry"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Factory plugs classification and bounded retry into pgxpool. Build one with
+// New, then call Configure on each *pgxpool.Config (or use NewPool). A Factory
+// is immutable and safe for concurrent use; one Factory may configure many
+// pools, which then share its retry budget.
+type Factory struct {
+	classifier *classify.Classifier
+	password   func(ctx context.Context) (string, error)
+	budget     *retry.Budget
+	logger     *slog.Logger
+
+	dial     retry.Retrier // one dial, stage "connect"
+	fetch    retry.Retrier // one password fetch, stage "password"
+	acquire  retry.Retrier // Factory.Acquire, stage "acquire"
+	startup  retry.Retrier // NewPool's first connection, stage "startup"
+	maxDials int
+}
+
+// Stages name where a failure happened, in logs and errors.
+const (
+	StageConnect  = "connect"  // a dial, inside pgx's DialFunc
+	StagePassword = "password" // a password or token fetch, inside BeforeConnect
+	StageAcquire  = "acquire"  // Factory.Acquire, around pool.Acquire
+	StageStartup  = "startup"  // NewPool's first connection
+)
+
+// New returns a Factory built from opts, or a *ConfigError if an option is
+// nil or a policy or budget makes no sense.
+func New(opts ...Option) (*Factory, error) {
+	c := defaults()
+	for _, o := range opts {
+		if o == nil {
+			return nil, &ConfigError{Field: "Option", Why: "an option is nil"}
+		}
+		o(&c)
+	}
+	if c.invalidOption != nil {
+		return nil, c.invalidOption
+	}
+	if err := c.policy.Validate(); err != nil {
+		return nil, &ConfigError{Field: "WithRetryPolicy", Why: "invalid policy", Err: err}
+	}
+	if err := c.startup.Validate(); err != nil {
+		return nil, &ConfigError{Field: "WithStartupPolicy", Why: "invalid policy", Err: err}
+	}
+	if !c.budgetSet {
+		c.budget = ProcessBudget()
+	}
+	f := &Factory{
+		classifier: classify.New(c.rules...),
+		password:   c.password,
+		budget:     c.budget,
+		logger:     c.logger,
+		maxDials:   c.policy.MaxAttempts,
+	}
+	f.dial = f.retrier(c.policy, StageConnect)
+	f.fetch = f.retrier(c.policy, StagePassword)
+	f.acquire = f.retrier(c.policy, StageAcquire)
+	f.startup = f.retrier(c.startup, StageStartup)
+	return f, nil
+}
+
+func (f *Factory) retrier(p retry.Policy, stage string) retry.Retrier {
+	return retry.Retrier{
+		Policy:   p,
+		Classify: f.classifier.Classify,
+		Budget:   f.budget,
+		OnRetry: func(ctx context.Context, e retry.Event) {
+			f.logger.LogAttrs(ctx, slog.LevelWarn, "holdfast: retrying after a transient failure",
+				slog.String("stage", stage),
+				slog.Int("attempt", e.Attempt),
+				slog.Duration("delay", e.Delay),
+				slog.String("error.class", e.Verdict.Class.String()),
+				slog.String("error.reason", e.Verdict.Reason),
+				slog.String("error", e.Err.Error()),
+			)
+		},
+	}
+}
+
+// Classify classifies err with the factory's rules (WithClassifier) and the
+// built-in ones.
+func (f *Factory) Classify(err error) classify.Verdict { return f.classifier.Classify(err) }
+
+// Configure installs the factory into cfg, which must come from
+// pgxpool.ParseConfig. It wraps cfg.ConnConfig.DialFunc (the user's, for
+// example a Cloud SQL dialer, or pgx's default) with classification and
+// bounded retry, and installs a BeforeConnect hook that fetches a fresh
+// password per connection when WithPasswordFunc was given. A BeforeConnect
+// the user already set still runs, after the factory's. Configure each
+// config once.
+//
+// Retries are counted per connection, not per dial: with sslmode=prefer pgx
+// dials twice for one connection (TLS, then plain), and both dials draw on
+// the same MaxAttempts.
+func (f *Factory) Configure(cfg *pgxpool.Config) error {
+	if f == nil {
+		return &ConfigError{Field: "Factory", Why: "nil factory: use holdfast.New"}
+	}
+	if cfg == nil {
+		return &ConfigError{Field: "pgxpool.Config", Why: "nil config"}
+	}
+	if cfg.ConnConfig == nil {
+		return &ConfigError{Field: "pgxpool.Config.ConnConfig", Why: "nil: build the config with pgxpool.ParseConfig"}
+	}
+	base := cfg.ConnConfig.DialFunc
+	if base == nil {
+		base = (&net.Dialer{KeepAlive: 5 * time.Minute}).DialContext // pgx's default
+	}
+	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return f.newConnectDial(base).dial(ctx, network, addr)
+	}
+	userBefore := cfg.BeforeConnect
+	cfg.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) error {
+		if f.password != nil {
+			pw, err := f.fetchPassword(ctx)
+			if err != nil {
+				return err
+			}
+			cc.Password = pw
+		}
+		cc.DialFunc = f.newConnectDial(base).dial
+		if userBefore != nil {
+			return userBefore(ctx, cc)
+		}
+		return nil
+	}
+	return nil
+}
+
+func (f *Factory) fetchPassword(ctx context.Context) (string, error) {
+	var pw string
+	err := f.fetch.Do(ctx, func(ctx context.Context) error {
+		p, err := f.password(ctx)
+		pw = p
+		return err
+	})
+	if err != nil {
+		return "", &ConnectError{Stage: StagePassword, Err: err}
+	}
+	return pw, nil
+}
+
+// connectDial is the DialFunc of one connection. It shares one attempt
+// allowance between all the dials pgx makes for that connection (fallbacks,
+// sslmode=prefer's second dial, cancel requests).
+type connectDial struct {
+	f    *Factory
+	base pgconn.DialFunc
+
+	mu   sync.Mutex
+	used int   // failed attempts so far
+	last error // the error that used them up
+}
+
+func (f *Factory) newConnectDial(base pgconn.DialFunc) *connectDial {
+	return &connectDial{f: f, base: base}
+}
+
+func (d *connectDial) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.used >= d.f.maxDials && d.last != nil {
+		return nil, d.last
+	}
+	r := d.f.dial
+	r.Policy.MaxAttempts -= d.used
+	var conn net.Conn
+	attempts := 0
+	err := r.Do(ctx, func(ctx context.Context) error {
+		attempts++
+		c, err := d.base(ctx, network, addr)
+		conn = c
+		return err
+	})
+	if err == nil {
+		d.used, d.last = 0, nil
+		return conn, nil
+	}
+	d.used += attempts
+	d.last = &ConnectError{Stage: StageConnect, Err: err}
+	return nil, d.last
+}
+
+// Acquire is pool.Acquire with request-scope retry. pgxpool never retries a
+// failed connect, and server errors of the startup handshake (57P03 the
+// database is starting up, 53300 too many connections, 57P01, an
+// authentication failure with a stale IAM token) arrive after the dial,
+// where the DialFunc wrapper cannot see them. Acquire retries those
+// transient failures under the retry policy; this is safe because no
+// statement has been sent. Failures already retried at the dial or password
+// layer are returned as they are, so retries do not multiply.
+//
+// When nothing fails, Acquire costs what pool.Acquire costs.
+func (f *Factory) Acquire(ctx context.Context, pool *pgxpool.Pool) (*pgxpool.Conn, error) {
+	if pool == nil {
+		return nil, &ConfigError{Field: "pool", Why: "nil pool"}
+	}
+	c, err := pool.Acquire(ctx)
+	if err == nil {
+		return c, nil
+	}
+	return f.acquireAgain(ctx, pool, err, &f.acquire, false)
+}
+
+// reasonRetriedBelow marks a failure that a lower layer already retried.
+const reasonRetriedBelow = "retried-below"
+
+// acquireAgain retries pool.Acquire after a first failure firstErr. Unless
+// patient, a failure that the dial or password layer already retried (it
+// carries a *retry.Error) ends the loop and is returned as it is.
+func (f *Factory) acquireAgain(ctx context.Context, pool *pgxpool.Pool, firstErr error, r *retry.Retrier, patient bool) (*pgxpool.Conn, error) {
+	rr := *r
+	authRetried := false
+	rr.Classify = func(err error) classify.Verdict {
+		var below *retry.Error
+		if !patient && errors.As(err, &below) {
+			return classify.Verdict{Class: classify.Fatal, Reason: reasonRetriedBelow}
+		}
+		v := f.classifier.Classify(err)
+		if v.Retryable() || f.password == nil || authRetried {
+			return v
+		}
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && (pe.Code == "28000" || pe.Code == "28P01") {
+			authRetried = true // one retry with a freshly fetched token
+			return classify.Verdict{Class: classify.Transient, Reason: "auth-failed-fresh-token"}
+		}
+		return v
+	}
+	var conn *pgxpool.Conn
+	first := firstErr
+	err := rr.Do(ctx, func(ctx context.Context) error {
+		if first != nil {
+			err := first
+			first = nil
+			return err
+		}
+		c, err := pool.Acquire(ctx)
+		conn = c
+		return err
+	})
+	var re *retry.Error
+	if errors.As(err, &re) && re.Verdict.Reason == reasonRetriedBelow && re.Attempts == 1 {
+		return nil, re.Last
+	}
+	if err != nil {
+		return nil, err
+	}
+	return conn, nil
+}
+
+// NewPool configures cfg, builds the pool with pgxpool.NewWithConfig and
+// makes the first connection under the startup policy, so that a pool that
+// is returned has reached the database. When the first connection cannot be
+// made, NewPool closes the pool and returns a *StartupError.
+func (f *Factory) NewPool(ctx context.Context, cfg *pgxpool.Config) (*pgxpool.Pool, error) {
+	if err := f.Configure(cfg); err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Start(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return pool, nil
+}
+
+// Start makes pool's first connection under the startup policy and releases
+// it to the pool. It returns nil or a *StartupError wrapping the last
+// failure. Failures already retried at the dial layer are retried again
+// here: startup is more patient than a request, and still bounded.
+func (f *Factory) Start(ctx context.Context, pool *pgxpool.Pool) error {
+	if pool == nil {
+		return &ConfigError{Field: "pool", Why: "nil pool"}
+	}
+	c, err := pool.Acquire(ctx)
+	if err != nil {
+		c, err = f.acquireAgain(ctx, pool, err, &f.startup, true)
+	}
+	if err != nil {
+		return &StartupError{Verdict: f.classifier.Classify(err), Err: err}
+	}
+	c.Release()
+	return nil
+}
+
+// ErrInvalidConfig is matched by every *ConfigError.
+var ErrInvalidConfig = errors.New("holdfast: invalid configuration")
+
+// ConfigError reports a nil or nonsense option, policy or pool config. It is
+// not retryable: fix the configuration.
+type ConfigError struct {
+	Field string
+	Why   string
+	Err   error // the underlying validation error, if any
+}
+
+func (e *ConfigError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("holdfast: invalid %s: %s: %v", e.Field, e.Why, e.Err)
+	}
+	return fmt.Sprintf("holdfast: invalid %s: %s", e.Field, e.Why)
+}
+
+// Unwrap returns the underlying validation error.
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// Is matches ErrInvalidConfig.
+func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+
+// ConnectError is a failed dial or password fetch of one connection, after
+// the factory's retries. Err is a *retry.Error that says how many attempts
+// were made and wraps the last failure. Whether it is worth trying again
+// later is Err's Retryable.
+type ConnectError struct {
+	Stage string // StageConnect or StagePassword
+	Err   error
+}
+
+func (e *ConnectError) Error() string {
+	return "holdfast: " + e.Stage + ": " + e.Err.Error()
+}
+
+// Unwrap returns the *retry.Error.
+func (e *ConnectError) Unwrap() error { return e.Err }
+
+// ErrStartup is matched by every *StartupError.
+var ErrStartup = errors.New("holdfast: first connection failed")
+
+// StartupError says that a pool's first connection could not be made within
+// the startup policy. Verdict classifies the cause: a Transient cause means
+// the database may come back (report not-ready and try again later); a Fatal
+// one is a mistake to fix (permission, database name, TLS).
+type StartupError struct {
+	Verdict classify.Verdict
+	Err     error
+}
+
+func (e *StartupError) Error() string {
+	return fmt.Sprintf("holdfast: first connection failed (%s %s): %v", e.Verdict.Class, e.Verdict.Reason, e.Err)
+}
+
+// Unwrap returns the last failure.
+func (e *StartupError) Unwrap() error { return e.Err }
+
+// Is matches ErrStartup.
+func (e *StartupError) Is(target error) bool { return target == ErrStartup }

@@ -1,0 +1,90 @@
+// Package fakes provides scripted stand-ins for the things a PostgreSQL
+// connection depends on, for holdfast's own tests and for your unit tests: a
+// [Connector] whose dials fail or succeed in a scripted order, and a
+// [PasswordSource] that does the same for a password or IAM token function.
+//
+// A script is a list of [Step] values played one per call. Failing steps
+// return errors built from the real types of the real libraries, wrapped
+// exactly as they arrive in production, so code that classifies errors with
+// errors.As and errors.Is sees what it would see in production:
+//
+//   - [TokenFetch503] and [TokenFetch]: the Cloud SQL Go connector
+//     (cloudsqlconn v1.26.0) failing to fetch the IAM login token;
+//   - [AdminAPI] and [Forbidden]: the Cloud SQL Admin API answering an
+//     HTTP error status;
+//   - [Refused]: a TCP connect to a closed port (ECONNREFUSED);
+//   - [Reset] and [ResetAfter]: a real connection reset by the peer
+//     (ECONNRESET) at once or after some bytes;
+//   - [Hang]: a connect that never answers until the context ends;
+//   - [Fail]: any error of yours.
+//
+// [Connect] dials the real target, a real PostgreSQL server or any TCP
+// listener. Once the script is used up, every call connects. Repeat a step
+// with [Step.Times] or [Step.Forever], and extend or replace the script while
+// the test runs with [Connector.Then] and [Connector.Set] (PasswordSource has
+// the same methods). [Connector.Attempts], [Connector.Successes] and
+// [Connector.Failures] count the calls exactly, even under heavy concurrency,
+// which lets a test assert how many times the code under test retried.
+//
+// # With plain pgx
+//
+// A [Connector.Dial] is a pgconn.DialFunc. It ignores the address pgx asks
+// for and dials its own target, like the Cloud SQL connector does:
+//
+//	cfg, err := pgx.ParseConfig(dsn)
+//	// ...
+//	target := net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
+//	c := fakes.NewConnector(target, fakes.TokenFetch503(), fakes.Connect())
+//	cfg.DialFunc = c.Dial
+//	cfg.LookupFunc = func(_ context.Context, host string) ([]string, error) {
+//		return []string{host}, nil // one dial per connect, no DNS
+//	}
+//
+//	_, err = pgx.ConnectConfig(ctx, cfg) // fails: errors.As finds *errtype.RefreshError, *auth.Error
+//	conn, err := pgx.ConnectConfig(ctx, cfg) // connects
+//	// c.Attempts() == 2
+//
+// Set LookupFunc as above when the host name may resolve to several
+// addresses ("localhost" often resolves to both ::1 and 127.0.0.1): pgx dials
+// once per address, and each dial takes a step of the script. pgx also dials
+// through the DialFunc to send a cancel request when a query's context ends.
+//
+// # With holdfast
+//
+// Install the Connector as the pool's dial function before the holdfast
+// Factory configures the pool, and give the PasswordSource to
+// holdfast.WithPasswordFunc:
+//
+//	cfg, err := pgxpool.ParseConfig(dsn)
+//	// ...
+//	c := fakes.NewConnector(target, fakes.Refused().Times(2), fakes.Connect())
+//	cfg.ConnConfig.DialFunc = c.Dial
+//	pw := fakes.NewPasswordSource("secret", fakes.TokenFetch503())
+//	f, err := holdfast.New(holdfast.WithPasswordFunc(pw.Password))
+//	// ...
+//	if err := f.Configure(cfg); err != nil { /* ... */ }
+//	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+//	// ...
+//	conn, err := f.Acquire(ctx, pool) // retried through both failures
+//	// c.Attempts() == 3, pw.Attempts() == 2
+//
+// To test that a fatal error is surfaced at once, script it forever and
+// assert that the code under test stopped after one attempt:
+//
+//	c := fakes.NewConnector(target, fakes.Forbidden().Forever())
+//	// ... connect, expect an error ...
+//	// c.Attempts() == 1
+//
+// # Concurrency and cleanup
+//
+// Connectors and PasswordSources are safe for concurrent use; each call takes
+// exactly one play of the script. They own no goroutines and need no Close.
+// A [Hang] step blocks its caller until the caller's context is done, so
+// give such calls a context that ends. Connections returned by Dial are the
+// caller's to close.
+//
+// # Secrets
+//
+// The password of a PasswordSource never appears in an error, nor in the
+// output of its String and GoString methods.
+package fakes

@@ -1,0 +1,114 @@
+package pgtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// EnvDSN names the environment variable that, when set, makes [DSN] return
+// its value instead of starting a server.
+const EnvDSN = "PGTEST_DSN"
+
+// EnvRequire names the environment variable that, when set to "1", makes
+// [DSN] fail the test instead of skipping it when the PostgreSQL binaries are
+// missing. CI sets it so that a broken installation cannot pass silently.
+const EnvRequire = "HOLDFAST_REQUIRE_PG"
+
+// startTimeout bounds starting the shared server.
+const startTimeout = 2 * time.Minute
+
+var shared struct {
+	mu     sync.Mutex
+	done   bool // a start was attempted
+	server *Server
+	err    error
+}
+
+// DSN returns a connection string for the test binary's shared server. If
+// PGTEST_DSN is set, it returns that. Otherwise the first call starts a server
+// with default [Options], which later calls reuse and [Main] stops. DSN is
+// safe for concurrent use, including from parallel tests.
+//
+// If the PostgreSQL binaries are absent, DSN calls t.Skip with a message
+// saying how to install them, or t.Fatal with the same message when
+// HOLDFAST_REQUIRE_PG=1. If the server fails to start, DSN calls t.Fatal with
+// the error and log tail; it never skips on a start failure.
+func DSN(t testing.TB) string {
+	t.Helper()
+	if dsn := os.Getenv(EnvDSN); dsn != "" {
+		return dsn
+	}
+	s, err := sharedServer()
+	if err != nil {
+		failStart(t, err)
+		return "" // not reached with a real testing.TB
+	}
+	return s.DSN()
+}
+
+// failStart ends the test because the shared server is unavailable: a skip
+// when the binaries are missing (a failure under HOLDFAST_REQUIRE_PG=1), and
+// always a failure when they exist but the server did not start.
+func failStart(t testing.TB, err error) {
+	t.Helper()
+	switch {
+	case errors.Is(err, ErrNotFound) && os.Getenv(EnvRequire) == "1":
+		t.Fatal(ErrNotFound.Error())
+	case errors.Is(err, ErrNotFound):
+		t.Skip(ErrNotFound.Error())
+	default:
+		t.Fatalf("pgtest: starting the shared server: %v", err)
+	}
+}
+
+func sharedServer() (*Server, error) {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if !shared.done {
+		shared.done = true
+		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+		shared.server, shared.err = Start(ctx, Options{})
+		cancel()
+	}
+	return shared.server, shared.err
+}
+
+// stopShared stops the shared server, if one was started.
+func stopShared() error {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.server == nil {
+		return nil
+	}
+	return shared.server.Stop()
+}
+
+// Main runs the tests of a package that uses [DSN]. Call it from TestMain:
+//
+//	func TestMain(m *testing.M) { pgtest.Main(m) }
+//
+// It runs the tests, stops the shared server, and, if the tests passed,
+// checks for leaked goroutines with [goleak.Find], failing the run if any
+// remain. It then exits the process with the run's status and does not
+// return.
+func Main(m *testing.M) {
+	code := m.Run()
+	if err := stopShared(); err != nil {
+		fmt.Fprintf(os.Stderr, "pgtest: stopping the shared server: %v\n", err)
+		code = 1
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "pgtest: goroutines leaked by the tests:\n%v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}

@@ -1,0 +1,137 @@
+package holdfast
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/retry"
+)
+
+// An Option configures a Factory. Options are checked by New.
+type Option func(*config)
+
+// config holds every setting; defaults lives in one place, below.
+type config struct {
+	password      func(ctx context.Context) (string, error)
+	rules         []classify.Rule
+	policy        retry.Policy
+	startup       retry.Policy
+	budget        *retry.Budget
+	budgetSet     bool
+	logger        *slog.Logger
+	invalidOption error
+}
+
+// defaults returns the configuration New starts from.
+func defaults() config {
+	return config{
+		policy:  retry.Default(),
+		startup: DefaultStartupPolicy(),
+		logger:  slog.New(slog.DiscardHandler),
+	}
+}
+
+// DefaultStartupPolicy is the policy NewPool uses for the first connection
+// unless WithStartupPolicy says otherwise: 5 attempts, 200ms doubling to at
+// most 2s with 20% jitter, 30s overall. It is more patient than the
+// request-scope default because nothing is waiting on a user request yet,
+// and still bounded, so that a dead database fails startup instead of
+// looping.
+func DefaultStartupPolicy() retry.Policy {
+	return retry.Policy{
+		MaxAttempts:     5,
+		InitialInterval: 200 * time.Millisecond,
+		Multiplier:      2,
+		Jitter:          0.2,
+		MaxInterval:     2 * time.Second,
+		MaxElapsed:      30 * time.Second,
+	}
+}
+
+var (
+	processBudgetOnce sync.Once
+	processBudget     *retry.Budget
+)
+
+// ProcessBudget returns the retry budget shared by every Factory of the
+// process that was not given WithRetryBudget. It is built on first use from
+// retry.DefaultBudget.
+func ProcessBudget() *retry.Budget {
+	processBudgetOnce.Do(func() {
+		processBudget, _ = retry.NewBudget(retry.DefaultBudget()) // the default config is valid
+	})
+	return processBudget
+}
+
+// WithPasswordFunc makes every new connection fetch a fresh password or IAM
+// token from fn (an RDS IAM auth token, a Cloud SQL IAM login token, a
+// secret that rotates). fn is called from pgxpool's BeforeConnect, on the
+// goroutine building the connection, with a context that carries the
+// Acquire caller's values but not its cancellation; it must honour ctx.
+// Transient failures of fn (a token endpoint returning 503) are retried
+// under the retry policy; fatal ones fail the connect at once. When fn is
+// set, an authentication failure (SQLSTATE 28000 or 28P01) seen by
+// Factory.Acquire is retried once with a freshly fetched token. The value
+// returned by fn is never logged.
+func WithPasswordFunc(fn func(ctx context.Context) (string, error)) Option {
+	return func(c *config) {
+		if fn == nil {
+			c.fail(&ConfigError{Field: "WithPasswordFunc", Why: "the function is nil"})
+		}
+		c.password = fn
+	}
+}
+
+// WithClassifier adds rules that the factory consults, in order, before the
+// built-in classify rules: use it for another SDK's error types.
+func WithClassifier(rules ...classify.Rule) Option {
+	return func(c *config) {
+		for _, r := range rules {
+			if r == nil {
+				c.fail(&ConfigError{Field: "WithClassifier", Why: "a rule is nil"})
+				return
+			}
+		}
+		c.rules = append(c.rules, rules...)
+	}
+}
+
+// WithRetryPolicy sets the policy for connect-level retries (each dial,
+// each password fetch) and for Factory.Acquire. Default: retry.Default().
+func WithRetryPolicy(p retry.Policy) Option {
+	return func(c *config) { c.policy = p }
+}
+
+// WithStartupPolicy sets the policy NewPool uses to make the first
+// connection. Default: DefaultStartupPolicy().
+func WithStartupPolicy(p retry.Policy) Option {
+	return func(c *config) { c.startup = p }
+}
+
+// WithRetryBudget sets the retry budget. Default: ProcessBudget(), shared by
+// the whole process. Pass nil to retry without a budget (not recommended
+// outside tests).
+func WithRetryBudget(b *retry.Budget) Option {
+	return func(c *config) { c.budget, c.budgetSet = b, true }
+}
+
+// WithLogger sets the logger for retried failures. Default: discard.
+// Log lines carry the stage, attempt, delay and classified reason; never a
+// password or token.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) {
+		if l == nil {
+			c.fail(&ConfigError{Field: "WithLogger", Why: "the logger is nil"})
+		}
+		c.logger = l
+	}
+}
+
+func (c *config) fail(err error) {
+	if c.invalidOption == nil {
+		c.invalidOption = err
+	}
+}

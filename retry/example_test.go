@@ -1,0 +1,58 @@
+package retry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/retry"
+)
+
+func ExampleRetrier_Do() {
+	errBlip := errors.New("token API returned 503")
+	r := &retry.Retrier{
+		Policy: retry.Policy{MaxAttempts: 3, InitialInterval: time.Millisecond, Multiplier: 2, MaxInterval: 10 * time.Millisecond},
+		Classify: func(err error) classify.Verdict {
+			if errors.Is(err, errBlip) {
+				return classify.Verdict{Class: classify.Transient, Reason: "token-fetch-503"}
+			}
+			return classify.Classify(err)
+		},
+		OnRetry: func(_ context.Context, e retry.Event) {
+			fmt.Printf("attempt %d failed (%s), retrying\n", e.Attempt, e.Verdict.Reason)
+		},
+	}
+	attempts := 0
+	err := r.Do(context.Background(), func(context.Context) error {
+		attempts++
+		if attempts == 1 {
+			return errBlip
+		}
+		return nil
+	})
+	fmt.Println("err:", err, "attempts:", attempts)
+	// Output:
+	// attempt 1 failed (token-fetch-503), retrying
+	// err: <nil> attempts: 2
+}
+
+func ExampleBudget() {
+	b, _ := retry.NewBudget(retry.BudgetConfig{Capacity: 2, RetryCost: 1})
+	r := &retry.Retrier{
+		Policy:   retry.Policy{MaxAttempts: 3, InitialInterval: time.Microsecond, Multiplier: 1, MaxInterval: time.Microsecond},
+		Classify: func(error) classify.Verdict { return classify.Verdict{Class: classify.Transient, Reason: "outage"} },
+		Budget:   b,
+	}
+	for i := range 3 {
+		err := r.Do(context.Background(), func(context.Context) error { return errors.New("down") })
+		var re *retry.Error
+		errors.As(err, &re)
+		fmt.Printf("request %d: %d attempts, %s\n", i+1, re.Attempts, re.Stop)
+	}
+	// Output:
+	// request 1: 3 attempts, attempts exhausted
+	// request 2: 1 attempts, retry budget exhausted
+	// request 3: 1 attempts, retry budget exhausted
+}

@@ -1,0 +1,222 @@
+package retry
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/holdfast-db/holdfast/classify"
+)
+
+// Policy is a bounded exponential backoff, as plain data. Copy it freely; a
+// Policy is never modified by this package. The zero value is not usable:
+// start from [Default] and change what you need.
+//
+// The n-th retry (n = 1, 2, ...) sleeps
+//
+//	d(n) = min(InitialInterval * Multiplier^(n-1), MaxInterval) * (1 ± Jitter)
+//
+// and never past the caller's deadline or MaxElapsed. With [Default]:
+//
+//	attempt  sleep before it
+//	1        none
+//	2        100ms ± 20%
+//	3        200ms ± 20%
+//	worst case ≈ 360ms of sleep plus three attempts, all within 10s.
+type Policy struct {
+	// MaxAttempts is the total number of tries, the first one included (>= 1).
+	// 1 means no retry.
+	MaxAttempts int
+	// InitialInterval is the delay before the first retry (> 0).
+	InitialInterval time.Duration
+	// Multiplier grows the delay after each retry (>= 1).
+	Multiplier float64
+	// Jitter is the randomization factor in [0, 1]: a delay d becomes uniformly
+	// random in [d*(1-Jitter), d*(1+Jitter)], so that clients that failed
+	// together do not retry together.
+	Jitter float64
+	// MaxInterval caps the delay before jitter (>= InitialInterval).
+	MaxInterval time.Duration
+	// MaxElapsed bounds the whole loop, attempts and sleeps together (>= 0;
+	// 0 means only the caller's context bounds it). It never extends the
+	// caller's context.
+	MaxElapsed time.Duration
+	// AttemptTimeout bounds each attempt (>= 0; 0 means none).
+	AttemptTimeout time.Duration
+}
+
+// Default returns the default policy: one try and two short retries (the
+// "two short backoffs" of a request-scope retry), 100ms initial interval,
+// multiplier 2, jitter 0.2, max interval 1s, 10s overall, no per-attempt
+// timeout.
+func Default() Policy {
+	return Policy{
+		MaxAttempts:     3,
+		InitialInterval: 100 * time.Millisecond,
+		Multiplier:      2,
+		Jitter:          0.2,
+		MaxInterval:     time.Second,
+		MaxElapsed:      10 * time.Second,
+	}
+}
+
+// Validate returns an *InvalidPolicyError naming the first nonsense field,
+// or nil.
+func (p Policy) Validate() error {
+	bad := func(field, why string, v any) error {
+		return &InvalidPolicyError{Field: field, Value: fmt.Sprint(v), Why: why}
+	}
+	switch {
+	case p.MaxAttempts < 1:
+		return bad("MaxAttempts", "must be at least 1", p.MaxAttempts)
+	case p.InitialInterval <= 0:
+		return bad("InitialInterval", "must be positive", p.InitialInterval)
+	case !(p.Multiplier >= 1) || p.Multiplier > 1e6: // also rejects NaN
+		return bad("Multiplier", "must be between 1 and 1e6", p.Multiplier)
+	case !(p.Jitter >= 0 && p.Jitter <= 1):
+		return bad("Jitter", "must be between 0 and 1", p.Jitter)
+	case p.MaxInterval < p.InitialInterval:
+		return bad("MaxInterval", "must be at least InitialInterval", p.MaxInterval)
+	case p.MaxElapsed < 0:
+		return bad("MaxElapsed", "must not be negative", p.MaxElapsed)
+	case p.AttemptTimeout < 0:
+		return bad("AttemptTimeout", "must not be negative", p.AttemptTimeout)
+	}
+	return nil
+}
+
+// backOff builds the un-shared backoff/v4 schedule for one loop.
+// ExponentialBackOff is not safe for concurrent use, so every Do gets its own.
+func (p Policy) backOff() *backoff.ExponentialBackOff {
+	return backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(p.InitialInterval),
+		backoff.WithMultiplier(p.Multiplier),
+		backoff.WithRandomizationFactor(p.Jitter),
+		backoff.WithMaxInterval(p.MaxInterval),
+		backoff.WithMaxElapsedTime(0), // the loop enforces MaxElapsed itself, against the deadline
+	)
+}
+
+// Event describes one failed attempt.
+type Event struct {
+	// Attempt is the 1-based number of the attempt that failed.
+	Attempt int
+	// Err is its error.
+	Err error
+	// Verdict is how Err was classified.
+	Verdict classify.Verdict
+	// Delay is how long the loop sleeps before the next attempt.
+	Delay time.Duration
+}
+
+// Retrier runs operations under a Policy. A Retrier is safe for concurrent
+// use by many goroutines once built; do not change its fields while Do runs.
+// The zero value retries with [Default], classify.Classify and no budget.
+type Retrier struct {
+	// Policy bounds the loop. A zero Policy means [Default]; an invalid one
+	// makes Do fail with an *InvalidPolicyError without running op.
+	Policy Policy
+	// Classify decides whether a failure is worth another attempt; nil means
+	// classify.Classify.
+	Classify func(error) classify.Verdict
+	// Budget, when not nil, is the process-wide retry budget: every retry
+	// (never a first attempt) spends from it, and every success refills it.
+	Budget *Budget
+	// OnRetry, when not nil, is called synchronously on the goroutine running
+	// Do after a transient failure, once the budget has allowed the retry and
+	// before the sleep. It must not block; it receives Do's context.
+	OnRetry func(ctx context.Context, e Event)
+}
+
+// Do calls op until it succeeds, fails with a Fatal verdict, or runs out of
+// attempts, time (MaxElapsed or ctx) or budget. op receives a context bounded
+// by AttemptTimeout, derived from ctx; it must honour it. Do never sleeps past
+// ctx's deadline: when the next delay would overrun it, Do stops at once.
+//
+// Do returns nil, or an *Error that wraps the last failure of op (errors.Is
+// and errors.As reach it) and, when ctx ended, context.Cause(ctx).
+func (r *Retrier) Do(ctx context.Context, op func(ctx context.Context) error) error {
+	p := r.Policy
+	if p == (Policy{}) {
+		p = Default()
+	}
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	classifyErr := r.Classify
+	if classifyErr == nil {
+		classifyErr = classify.Classify
+	}
+	if p.MaxElapsed > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.MaxElapsed)
+		defer cancel()
+	}
+
+	var bo *backoff.ExponentialBackOff // built lazily: the success path allocates nothing
+	for attempt := 1; ; attempt++ {
+		err := r.attempt(ctx, p, op)
+		if err == nil {
+			r.Budget.Success()
+			return nil
+		}
+		v := classifyErr(err)
+		stop := func(reason StopReason) error {
+			e := &Error{Attempts: attempt, Last: err, Verdict: v, Stop: reason}
+			if reason == StopContext {
+				e.Cause = context.Cause(ctx)
+			}
+			return e
+		}
+		if ctx.Err() != nil {
+			return stop(StopContext)
+		}
+		if !v.Retryable() {
+			return stop(StopFatal)
+		}
+		if attempt >= p.MaxAttempts {
+			return stop(StopExhausted)
+		}
+		if bo == nil {
+			bo = p.backOff()
+		}
+		delay := bo.NextBackOff()
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) <= delay {
+			return stop(StopDeadline)
+		}
+		if !r.Budget.Spend() {
+			return stop(StopBudget)
+		}
+		if r.OnRetry != nil {
+			r.OnRetry(ctx, Event{Attempt: attempt, Err: err, Verdict: v, Delay: delay})
+		}
+		if !sleep(ctx, delay) {
+			return stop(StopContext)
+		}
+	}
+}
+
+func (r *Retrier) attempt(ctx context.Context, p Policy, op func(context.Context) error) error {
+	if p.AttemptTimeout <= 0 {
+		return op(ctx)
+	}
+	actx, cancel := context.WithTimeout(ctx, p.AttemptTimeout)
+	defer cancel()
+	return op(actx)
+}
+
+// sleep waits for d or until ctx is done; it reports whether d elapsed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,378 @@
+package retry_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/retry"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var (
+	errTransient = errors.New("test: transient")
+	errFatal     = errors.New("test: fatal")
+)
+
+// testClassify treats errTransient and deadline errors as transient.
+func testClassify(err error) classify.Verdict {
+	switch {
+	case errors.Is(err, errTransient):
+		return classify.Verdict{Class: classify.Transient, Reason: "test-transient"}
+	case errors.Is(err, context.DeadlineExceeded):
+		return classify.Verdict{Class: classify.Transient, Reason: "timeout"}
+	}
+	return classify.Verdict{Class: classify.Fatal, Reason: "test-fatal"}
+}
+
+func fast() retry.Policy {
+	p := retry.Default()
+	p.InitialInterval = time.Microsecond
+	p.MaxInterval = time.Microsecond
+	return p
+}
+
+func TestPolicyValidate(t *testing.T) {
+	t.Parallel()
+	if err := retry.Default().Validate(); err != nil {
+		t.Fatalf("Default().Validate() = %v", err)
+	}
+	tests := []struct {
+		name  string
+		edit  func(*retry.Policy)
+		field string
+	}{
+		{"zero attempts", func(p *retry.Policy) { p.MaxAttempts = 0 }, "MaxAttempts"},
+		{"negative attempts", func(p *retry.Policy) { p.MaxAttempts = -1 }, "MaxAttempts"},
+		{"zero interval", func(p *retry.Policy) { p.InitialInterval = 0 }, "InitialInterval"},
+		{"negative interval", func(p *retry.Policy) { p.InitialInterval = -time.Second }, "InitialInterval"},
+		{"shrinking multiplier", func(p *retry.Policy) { p.Multiplier = 0.5 }, "Multiplier"},
+		{"NaN multiplier", func(p *retry.Policy) { p.Multiplier = nan() }, "Multiplier"},
+		{"jitter above one", func(p *retry.Policy) { p.Jitter = 1.5 }, "Jitter"},
+		{"negative jitter", func(p *retry.Policy) { p.Jitter = -0.1 }, "Jitter"},
+		{"max below initial", func(p *retry.Policy) { p.MaxInterval = time.Millisecond }, "MaxInterval"},
+		{"negative elapsed", func(p *retry.Policy) { p.MaxElapsed = -1 }, "MaxElapsed"},
+		{"negative attempt timeout", func(p *retry.Policy) { p.AttemptTimeout = -1 }, "AttemptTimeout"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := retry.Default()
+			tt.edit(&p)
+			err := p.Validate()
+			var ipe *retry.InvalidPolicyError
+			if !errors.As(err, &ipe) || ipe.Field != tt.field || !errors.Is(err, retry.ErrInvalidPolicy) {
+				t.Fatalf("Validate() = %v, want InvalidPolicyError on %s", err, tt.field)
+			}
+			// Do refuses an invalid policy without running the operation.
+			r := &retry.Retrier{Policy: p}
+			ran := false
+			if err := r.Do(context.Background(), func(context.Context) error { ran = true; return nil }); !errors.Is(err, retry.ErrInvalidPolicy) || ran {
+				t.Fatalf("Do with invalid policy = %v (ran=%v)", err, ran)
+			}
+		})
+	}
+}
+
+func nan() float64 { z := 0.0; return z / z }
+
+func TestDo(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		script    []error // results of successive attempts; the last repeats
+		wantCalls int
+		wantStop  retry.StopReason // 0 = success
+		wantIs    error
+	}{
+		{"success at once", []error{nil}, 1, 0, nil},
+		{"transient then success", []error{errTransient, nil}, 2, 0, nil},
+		{"two transient then success", []error{errTransient, errTransient, nil}, 3, 0, nil},
+		{"transient forever", []error{errTransient}, 3, retry.StopExhausted, retry.ErrExhausted},
+		{"fatal at once", []error{errFatal}, 1, retry.StopFatal, retry.ErrNotRetryable},
+		{"transient then fatal", []error{errTransient, errFatal}, 2, retry.StopFatal, retry.ErrNotRetryable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var calls int
+			var events []retry.Event
+			r := &retry.Retrier{Policy: fast(), Classify: testClassify,
+				OnRetry: func(_ context.Context, e retry.Event) { events = append(events, e) }}
+			err := r.Do(context.Background(), func(context.Context) error {
+				calls++
+				return tt.script[min(calls, len(tt.script))-1]
+			})
+			if calls != tt.wantCalls {
+				t.Errorf("calls = %d, want %d", calls, tt.wantCalls)
+			}
+			if tt.wantStop == 0 {
+				if err != nil {
+					t.Fatalf("Do = %v, want nil", err)
+				}
+			} else {
+				var re *retry.Error
+				if !errors.As(err, &re) {
+					t.Fatalf("Do = %v, want *retry.Error", err)
+				}
+				if re.Stop != tt.wantStop || re.Attempts != calls || !errors.Is(err, tt.wantIs) {
+					t.Errorf("Error = %+v, want stop %v after %d attempts, Is %v", re, tt.wantStop, calls, tt.wantIs)
+				}
+				last := tt.script[min(calls, len(tt.script))-1]
+				if !errors.Is(err, last) {
+					t.Errorf("errors.Is(err, last cause) = false; err = %v", err)
+				}
+				if re.Retryable() != (tt.wantStop == retry.StopExhausted) {
+					t.Errorf("Retryable() = %v", re.Retryable())
+				}
+			}
+			// One OnRetry event per retried failure, numbered from 1.
+			for i, e := range events {
+				if e.Attempt != i+1 || !errors.Is(e.Err, errTransient) || e.Verdict.Reason != "test-transient" {
+					t.Errorf("event %d = %+v", i, e)
+				}
+			}
+			if want := min(calls, 3) - 1; tt.wantStop == retry.StopExhausted && len(events) != want {
+				t.Errorf("events = %d, want %d", len(events), want)
+			}
+		})
+	}
+}
+
+func TestDoDelays(t *testing.T) {
+	t.Parallel()
+	p := retry.Policy{MaxAttempts: 5, InitialInterval: time.Millisecond, Multiplier: 2,
+		Jitter: 0.5, MaxInterval: 4 * time.Millisecond}
+	var delays []time.Duration
+	r := &retry.Retrier{Policy: p, Classify: testClassify,
+		OnRetry: func(_ context.Context, e retry.Event) { delays = append(delays, e.Delay) }}
+	_ = r.Do(context.Background(), func(context.Context) error { return errTransient })
+	base := []time.Duration{1, 2, 4, 4} // ms: doubling, capped at MaxInterval
+	if len(delays) != len(base) {
+		t.Fatalf("delays = %v, want %d of them", delays, len(base))
+	}
+	for i, d := range delays {
+		lo, hi := base[i]*time.Millisecond/2, base[i]*time.Millisecond*3/2
+		if d < lo || d > hi {
+			t.Errorf("delay %d = %v, want within [%v, %v]", i+1, d, lo, hi)
+		}
+	}
+}
+
+func TestDoCancelStopsAtOnce(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p := retry.Default()
+	p.InitialInterval, p.MaxInterval, p.MaxElapsed = time.Hour, time.Hour, 0
+	calls := 0
+	r := &retry.Retrier{Policy: p, Classify: testClassify,
+		// The cancel arrives while the loop is about to sleep for an hour.
+		OnRetry: func(context.Context, retry.Event) { cancel() }}
+	err := r.Do(ctx, func(context.Context) error { calls++; return errTransient })
+	var re *retry.Error
+	if !errors.As(err, &re) || re.Stop != retry.StopContext {
+		t.Fatalf("Do = %v, want StopContext", err)
+	}
+	if calls != 1 || !errors.Is(err, context.Canceled) || !errors.Is(err, errTransient) || re.Retryable() {
+		t.Fatalf("calls=%d err=%v", calls, err)
+	}
+}
+
+func TestDoCanceledDuringAttempt(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &retry.Retrier{Policy: fast(), Classify: testClassify}
+	calls := 0
+	err := r.Do(ctx, func(ctx context.Context) error {
+		calls++
+		cancel()
+		<-ctx.Done()
+		return errTransient // transient, but the caller has gone
+	})
+	if calls != 1 || !errors.Is(err, context.Canceled) {
+		t.Fatalf("calls=%d err=%v, want one call and context.Canceled", calls, err)
+	}
+}
+
+func TestDoNeverSleepsPastDeadline(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p := retry.Default()
+	p.InitialInterval, p.MaxInterval = time.Hour, time.Hour
+	calls := 0
+	err := (&retry.Retrier{Policy: p, Classify: testClassify}).Do(ctx, func(context.Context) error { calls++; return errTransient })
+	var re *retry.Error
+	if !errors.As(err, &re) || re.Stop != retry.StopDeadline || calls != 1 || !errors.Is(err, retry.ErrExhausted) {
+		t.Fatalf("Do = %v after %d calls, want StopDeadline after 1", err, calls)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("Do waited for the deadline instead of stopping at once")
+	}
+}
+
+func TestDoAttemptTimeout(t *testing.T) {
+	t.Parallel()
+	p := fast()
+	p.AttemptTimeout = 5 * time.Millisecond
+	calls := 0
+	err := (&retry.Retrier{Policy: p, Classify: testClassify}).Do(context.Background(), func(ctx context.Context) error {
+		calls++
+		if _, ok := ctx.Deadline(); !ok {
+			t.Error("attempt context has no deadline")
+		}
+		<-ctx.Done() // a connect that never answers
+		return ctx.Err()
+	})
+	if calls != 3 || !errors.Is(err, retry.ErrExhausted) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("calls=%d err=%v, want 3 timed-out attempts", calls, err)
+	}
+}
+
+func TestDoMaxElapsed(t *testing.T) {
+	t.Parallel()
+	p := fast()
+	p.MaxAttempts = 1 << 30
+	p.MaxElapsed = 20 * time.Millisecond
+	err := (&retry.Retrier{Policy: p, Classify: testClassify}).Do(context.Background(), func(ctx context.Context) error {
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	var re *retry.Error
+	if !errors.As(err, &re) || (re.Stop != retry.StopContext && re.Stop != retry.StopDeadline) {
+		t.Fatalf("Do = %v, want the loop bounded by MaxElapsed", err)
+	}
+}
+
+func TestZeroRetrierUsesDefaults(t *testing.T) {
+	t.Parallel()
+	var r retry.Retrier
+	calls := 0
+	// classify.Classify is Fatal for an error it does not know.
+	err := r.Do(context.Background(), func(context.Context) error { calls++; return errTransient })
+	if calls != 1 || !errors.Is(err, retry.ErrNotRetryable) {
+		t.Fatalf("calls=%d err=%v", calls, err)
+	}
+}
+
+func TestErrorMessage(t *testing.T) {
+	t.Parallel()
+	e := &retry.Error{Attempts: 3, Last: errTransient, Stop: retry.StopExhausted,
+		Verdict: classify.Verdict{Class: classify.Transient, Reason: "token-fetch-503"}}
+	want := "retry: gave up after 3 attempts (attempts exhausted; transient token-fetch-503): test: transient"
+	if got := e.Error(); got != want {
+		t.Errorf("Error() = %q\nwant      %q", got, want)
+	}
+}
+
+func TestBudgetConfigValidate(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		cfg  retry.BudgetConfig
+	}{
+		{"zero", retry.BudgetConfig{}},
+		{"negative capacity", retry.BudgetConfig{Capacity: -1, RetryCost: 1}},
+		{"zero cost", retry.BudgetConfig{Capacity: 10}},
+		{"cost above capacity", retry.BudgetConfig{Capacity: 1, RetryCost: 2}},
+		{"negative refill", retry.BudgetConfig{Capacity: 10, RetryCost: 1, SuccessRefill: -1}},
+		{"NaN per second", retry.BudgetConfig{Capacity: 10, RetryCost: 1, RefillPerSecond: nan()}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if b, err := retry.NewBudget(tt.cfg); !errors.Is(err, retry.ErrInvalidPolicy) || b != nil {
+				t.Fatalf("NewBudget(%+v) = %v, %v; want an InvalidPolicyError", tt.cfg, b, err)
+			}
+		})
+	}
+	if _, err := retry.NewBudget(retry.DefaultBudget()); err != nil {
+		t.Fatalf("NewBudget(DefaultBudget()) = %v", err)
+	}
+}
+
+func TestBudgetCapsRetriesAcrossGoroutines(t *testing.T) {
+	t.Parallel()
+	b, err := retry.NewBudget(retry.BudgetConfig{Capacity: 10, RetryCost: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &retry.Retrier{Policy: fast(), Classify: testClassify, Budget: b}
+	var calls atomic.Int64
+	var budgetStops atomic.Int64
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			err := r.Do(context.Background(), func(context.Context) error { calls.Add(1); return errTransient })
+			if errors.Is(err, retry.ErrBudgetExhausted) {
+				budgetStops.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	// 50 first attempts always run; only 10 retries fit the budget.
+	if got := calls.Load(); got != 60 {
+		t.Errorf("calls = %d, want 50 first attempts + 10 retries", got)
+	}
+	if b.Retries() != 10 || b.Denied() != budgetStops.Load() || b.Denied() < 40 {
+		t.Errorf("Retries=%d Denied=%d budgetStops=%d", b.Retries(), b.Denied(), budgetStops.Load())
+	}
+}
+
+func TestBudgetRefill(t *testing.T) {
+	t.Parallel()
+	b, _ := retry.NewBudget(retry.BudgetConfig{Capacity: 4, RetryCost: 2, SuccessRefill: 1, RefillPerSecond: 0.5})
+	now := time.Unix(1000, 0)
+	retry.SetBudgetClock(b, func() time.Time { return now })
+	if !b.Spend() || !b.Spend() || b.Spend() {
+		t.Fatal("a full bucket of 4 should allow exactly 2 retries of cost 2")
+	}
+	b.Success()
+	b.Success() // two successes refund one retry
+	if !b.Spend() || b.Spend() {
+		t.Fatal("two successes of 1 should allow exactly one retry of cost 2")
+	}
+	now = now.Add(4 * time.Second) // 0.5/s for 4s = 2 tokens
+	if !b.Spend() || b.Spend() {
+		t.Fatal("4 seconds at 0.5/s should allow exactly one retry")
+	}
+	for range 100 {
+		b.Success()
+	}
+	if got := b.Available(); got != 4 {
+		t.Fatalf("Available = %v, want capped at capacity 4", got)
+	}
+}
+
+func TestNilBudgetAllows(t *testing.T) {
+	t.Parallel()
+	var b *retry.Budget
+	if !b.Spend() || b.Retries() != 0 || b.Denied() != 0 {
+		t.Fatal("nil budget must allow every retry")
+	}
+	b.Success()
+}
+
+func BenchmarkDoSuccess(b *testing.B) {
+	r := &retry.Retrier{Policy: fast(), Classify: testClassify}
+	r.Policy.MaxElapsed = 0
+	ctx := context.Background()
+	op := func(context.Context) error { return nil }
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = r.Do(ctx, op)
+	}
+}
+
+func BenchmarkBudgetSuccessFull(b *testing.B) {
+	bud, _ := retry.NewBudget(retry.DefaultBudget())
+	b.ReportAllocs()
+	for b.Loop() {
+		bud.Success()
+	}
+}
