@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/holdfast-db/holdfast/classify"
@@ -125,7 +126,13 @@ func (f *Factory) Configure(cfg *pgxpool.Config) error {
 		base = (&net.Dialer{KeepAlive: 5 * time.Minute}).DialContext // pgx's default
 	}
 	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		return f.newConnectDial(base).dial(ctx, network, addr)
+		conn, err := base(ctx, network, addr)
+		if err == nil {
+			f.budget.Success()
+			return conn, nil
+		}
+		conn, _, err = f.redial(ctx, base, network, addr, err, f.maxDials)
+		return conn, err
 	}
 	userBefore := cfg.BeforeConnect
 	cfg.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) error {
@@ -136,7 +143,11 @@ func (f *Factory) Configure(cfg *pgxpool.Config) error {
 			}
 			cc.Password = pw
 		}
-		cc.DialFunc = f.newConnectDial(base).dial
+		if len(cc.Fallbacks) > 0 {
+			// pgx may dial more than once for this connection (sslmode=prefer
+			// or allow, several hosts): share one allowance between the dials.
+			cc.DialFunc = (&connectDial{f: f, base: base}).dial
+		}
 		if userBefore != nil {
 			return userBefore(ctx, cc)
 		}
@@ -146,8 +157,12 @@ func (f *Factory) Configure(cfg *pgxpool.Config) error {
 }
 
 func (f *Factory) fetchPassword(ctx context.Context) (string, error) {
-	var pw string
-	err := f.fetch.Do(ctx, func(ctx context.Context) error {
+	pw, err := f.password(ctx)
+	if err == nil {
+		f.budget.Success()
+		return pw, nil
+	}
+	err = f.fetch.Continue(ctx, err, func(ctx context.Context) error {
 		p, err := f.password(ctx)
 		pw = p
 		return err
@@ -158,45 +173,75 @@ func (f *Factory) fetchPassword(ctx context.Context) (string, error) {
 	return pw, nil
 }
 
-// connectDial is the DialFunc of one connection. It shares one attempt
-// allowance between all the dials pgx makes for that connection (fallbacks,
-// sslmode=prefer's second dial, cancel requests).
+// redial carries on after a failed dial, under the dial policy limited to
+// allowance attempts in all (the failed one included). It returns the
+// connection or a *ConnectError, and how many attempts were made.
+func (f *Factory) redial(ctx context.Context, base pgconn.DialFunc, network, addr string, firstErr error, allowance int) (net.Conn, int, error) {
+	r := f.dial
+	r.Policy.MaxAttempts = allowance
+	var conn net.Conn
+	attempts := 1
+	err := r.Continue(ctx, firstErr, func(ctx context.Context) error {
+		attempts++
+		c, err := base(ctx, network, addr)
+		conn = c
+		return err
+	})
+	if err != nil {
+		return nil, attempts, &ConnectError{Stage: StageConnect, Err: err}
+	}
+	return conn, attempts, nil
+}
+
+// connectDial is the DialFunc of one connection that pgx may dial several
+// times (fallbacks, sslmode=prefer's second dial, cancel requests). The
+// dials share one attempt allowance. Until a dial has failed, a dial costs
+// one atomic load.
 type connectDial struct {
 	f    *Factory
 	base pgconn.DialFunc
 
-	mu   sync.Mutex
-	used int   // failed attempts so far
-	last error // the error that used them up
-}
-
-func (f *Factory) newConnectDial(base pgconn.DialFunc) *connectDial {
-	return &connectDial{f: f, base: base}
+	failed atomic.Bool // a dial of this connection has failed
+	mu     sync.Mutex  // serializes the slow path
+	used   int         // failed dial attempts so far
+	last   error       // the error that used them up
 }
 
 func (d *connectDial) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if !d.failed.Load() {
+		conn, err := d.base(ctx, network, addr)
+		if err == nil {
+			d.f.budget.Success()
+			return conn, nil
+		}
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		d.failed.Store(true)
+		return d.retry(ctx, network, addr, err)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.used >= d.f.maxDials && d.last != nil {
+	if d.used >= d.f.maxDials {
 		return nil, d.last
 	}
-	r := d.f.dial
-	r.Policy.MaxAttempts -= d.used
-	var conn net.Conn
-	attempts := 0
-	err := r.Do(ctx, func(ctx context.Context) error {
-		attempts++
-		c, err := d.base(ctx, network, addr)
-		conn = c
-		return err
-	})
+	conn, err := d.base(ctx, network, addr)
 	if err == nil {
-		d.used, d.last = 0, nil
+		d.f.budget.Success()
 		return conn, nil
 	}
-	d.used += attempts
-	d.last = &ConnectError{Stage: StageConnect, Err: err}
-	return nil, d.last
+	return d.retry(ctx, network, addr, err)
+}
+
+// retry runs with d.mu held, after a failed dial.
+func (d *connectDial) retry(ctx context.Context, network, addr string, firstErr error) (net.Conn, error) {
+	conn, attempts, err := d.f.redial(ctx, d.base, network, addr, firstErr, d.f.maxDials-d.used)
+	if err != nil {
+		d.used += attempts
+		d.last = err
+		return nil, err
+	}
+	d.used += attempts - 1 // the last attempt succeeded
+	return conn, nil
 }
 
 // Acquire is pool.Acquire with request-scope retry. pgxpool never retries a
@@ -246,13 +291,7 @@ func (f *Factory) acquireAgain(ctx context.Context, pool *pgxpool.Pool, firstErr
 		return v
 	}
 	var conn *pgxpool.Conn
-	first := firstErr
-	err := rr.Do(ctx, func(ctx context.Context) error {
-		if first != nil {
-			err := first
-			first = nil
-			return err
-		}
+	err := rr.Continue(ctx, firstErr, func(ctx context.Context) error {
 		c, err := pool.Acquire(ctx)
 		conn = c
 		return err

@@ -423,10 +423,10 @@ func mustExec(t *testing.T, c *pgx.Conn, sql string) {
 
 type hookHandler struct{ fn func(slog.Record) }
 
-func (h hookHandler) Enabled(context.Context, slog.Level) bool   { return true }
+func (h hookHandler) Enabled(context.Context, slog.Level) bool      { return true }
 func (h hookHandler) Handle(_ context.Context, r slog.Record) error { h.fn(r); return nil }
-func (h hookHandler) WithAttrs([]slog.Attr) slog.Handler          { return h }
-func (h hookHandler) WithGroup(string) slog.Handler               { return h }
+func (h hookHandler) WithAttrs([]slog.Attr) slog.Handler            { return h }
+func (h hookHandler) WithGroup(string) slog.Handler                 { return h }
 
 func attrs(r slog.Record) string {
 	var b strings.Builder
@@ -589,5 +589,47 @@ func TestUserClassifierRulesComeFirst(t *testing.T) {
 	}
 	if conn.Attempts() != 2 {
 		t.Errorf("dials = %d, want 2", conn.Attempts())
+	}
+}
+
+// The hot path costs nothing extra: Acquire through the factory allocates
+// no more than pool.Acquire, and a successful dial through the wrapped
+// DialFunc allocates nothing (the benchmarks measure time).
+func TestHotPathAllocations(t *testing.T) {
+	cfg, _ := poolConfig(t, pgtest.DSN(t), "sslmode=disable")
+	f := newFactory(t)
+	pool := newPool(t, f, cfg)
+	ctx := context.Background()
+	if err := pool.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	plain := testing.AllocsPerRun(200, func() {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Release()
+	})
+	through := testing.AllocsPerRun(200, func() {
+		c, err := f.Acquire(ctx, pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Release()
+	})
+	if through > plain {
+		t.Errorf("f.Acquire allocates %v per call, pool.Acquire %v", through, plain)
+	}
+
+	client, server := net.Pipe()
+	defer client.Close()
+	defer server.Close()
+	cfg2, _ := poolConfig(t, pgtest.DSN(t), "sslmode=disable")
+	cfg2.ConnConfig.DialFunc = func(context.Context, string, string) (net.Conn, error) { return client, nil }
+	if err := f.Configure(cfg2); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(200, func() { _, _ = cfg2.ConnConfig.DialFunc(ctx, "tcp", "x:1") }); n != 0 {
+		t.Errorf("a successful dial through the factory allocates %v times, want 0", n)
 	}
 }

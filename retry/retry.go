@@ -38,9 +38,11 @@ type Policy struct {
 	Jitter float64
 	// MaxInterval caps the delay before jitter (>= InitialInterval).
 	MaxInterval time.Duration
-	// MaxElapsed bounds the whole loop, attempts and sleeps together (>= 0;
-	// 0 means only the caller's context bounds it). It never extends the
-	// caller's context.
+	// MaxElapsed bounds the loop once an attempt has failed (>= 0; 0 means
+	// only the caller's context bounds it): no sleep and no later attempt
+	// runs past the loop's start plus MaxElapsed. The first attempt is
+	// bounded by AttemptTimeout and the caller's context. MaxElapsed never
+	// extends the caller's context.
 	MaxElapsed time.Duration
 	// AttemptTimeout bounds each attempt (>= 0; 0 means none).
 	AttemptTimeout time.Duration
@@ -136,7 +138,25 @@ type Retrier struct {
 //
 // Do returns nil, or an *Error that wraps the last failure of op (errors.Is
 // and errors.As reach it) and, when ctx ended, context.Cause(ctx).
+//
+// When the first attempt succeeds, Do allocates nothing.
 func (r *Retrier) Do(ctx context.Context, op func(ctx context.Context) error) error {
+	return r.run(ctx, nil, op)
+}
+
+// Continue is Do for a caller that has already made the first attempt itself
+// (on its fast path, without a Retrier) and got firstErr. It classifies
+// firstErr as attempt 1 and carries on from there, so that a caller's
+// success path costs nothing and its failure path keeps every bound.
+// MaxElapsed counts from the call to Continue.
+func (r *Retrier) Continue(ctx context.Context, firstErr error, op func(ctx context.Context) error) error {
+	if firstErr == nil {
+		return nil
+	}
+	return r.run(ctx, firstErr, op)
+}
+
+func (r *Retrier) run(ctx context.Context, firstErr error, op func(ctx context.Context) error) error {
 	p := r.Policy
 	if p == (Policy{}) {
 		p = Default()
@@ -148,18 +168,27 @@ func (r *Retrier) Do(ctx context.Context, op func(ctx context.Context) error) er
 	if classifyErr == nil {
 		classifyErr = classify.Classify
 	}
-	if p.MaxElapsed > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, p.MaxElapsed)
-		defer cancel()
-	}
-
+	start := time.Now()
 	var bo *backoff.ExponentialBackOff // built lazily: the success path allocates nothing
 	for attempt := 1; ; attempt++ {
-		err := r.attempt(ctx, p, op)
+		var err error
+		if attempt == 1 && firstErr != nil {
+			err = firstErr
+		} else {
+			err = r.attempt(ctx, p, op)
+		}
 		if err == nil {
 			r.Budget.Success()
 			return nil
+		}
+		if attempt == 1 && p.MaxElapsed > 0 {
+			// MaxElapsed bounds everything after the first failure: sleeps
+			// and later attempts. Applying it lazily keeps the success path
+			// free of a timer; the first attempt is bounded by
+			// AttemptTimeout and ctx.
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, start.Add(p.MaxElapsed))
+			defer cancel()
 		}
 		v := classifyErr(err)
 		stop := func(reason StopReason) error {

@@ -240,13 +240,50 @@ func TestDoMaxElapsed(t *testing.T) {
 	p := fast()
 	p.MaxAttempts = 1 << 30
 	p.MaxElapsed = 20 * time.Millisecond
+	calls := 0
 	err := (&retry.Retrier{Policy: p, Classify: testClassify}).Do(context.Background(), func(ctx context.Context) error {
-		<-ctx.Done()
-		return ctx.Err()
+		calls++
+		if calls > 1 {
+			if _, ok := ctx.Deadline(); !ok {
+				t.Fatal("a retry runs without the MaxElapsed deadline")
+			}
+		}
+		return errTransient
 	})
 	var re *retry.Error
-	if !errors.As(err, &re) || (re.Stop != retry.StopContext && re.Stop != retry.StopDeadline) {
-		t.Fatalf("Do = %v, want the loop bounded by MaxElapsed", err)
+	if !errors.As(err, &re) || (re.Stop != retry.StopContext && re.Stop != retry.StopDeadline) || calls < 2 {
+		t.Fatalf("Do = %v after %d calls, want the loop bounded by MaxElapsed", err, calls)
+	}
+}
+
+func TestContinue(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		first     error
+		rest      error
+		wantCalls int // calls of op (the first attempt was made by the caller)
+		wantErr   error
+	}{
+		{"first attempt succeeded", nil, nil, 0, nil},
+		{"transient, then success", errTransient, nil, 1, nil},
+		{"transient forever", errTransient, errTransient, 2, retry.ErrExhausted},
+		{"fatal first", errFatal, nil, 0, retry.ErrNotRetryable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			calls := 0
+			err := (&retry.Retrier{Policy: fast(), Classify: testClassify}).Continue(context.Background(), tt.first,
+				func(context.Context) error { calls++; return tt.rest })
+			if calls != tt.wantCalls || !errors.Is(err, tt.wantErr) || (tt.wantErr == nil) != (err == nil) {
+				t.Fatalf("Continue = %v after %d calls; want %v after %d", err, calls, tt.wantErr, tt.wantCalls)
+			}
+			var re *retry.Error
+			if errors.As(err, &re) && re.Attempts != calls+1 {
+				t.Errorf("Attempts = %d, want %d (the caller's attempt counts)", re.Attempts, calls+1)
+			}
+		})
 	}
 }
 
@@ -358,9 +395,17 @@ func TestNilBudgetAllows(t *testing.T) {
 	b.Success()
 }
 
+func TestDoSuccessAllocatesNothing(t *testing.T) {
+	r := &retry.Retrier{Policy: fast(), Classify: testClassify}
+	ctx := context.Background()
+	op := func(context.Context) error { return nil }
+	if n := testing.AllocsPerRun(100, func() { _ = r.Do(ctx, op) }); n != 0 {
+		t.Fatalf("Do allocates %v times on success, want 0", n)
+	}
+}
+
 func BenchmarkDoSuccess(b *testing.B) {
 	r := &retry.Retrier{Policy: fast(), Classify: testClassify}
-	r.Policy.MaxElapsed = 0
 	ctx := context.Background()
 	op := func(context.Context) error { return nil }
 	b.ReportAllocs()
