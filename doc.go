@@ -1,0 +1,44 @@
+// Package holdfast keeps pgx v5 / pgxpool connections to Cloud SQL and
+// RDS/Aurora working through what managed databases do to them — short
+// control-plane blips such as an IAM token fetch that returns 503, restarts,
+// dropped connections — while surfacing real mistakes (wrong permission,
+// wrong instance name, bad SQL) at once.
+//
+// # Use
+//
+// Build a [Factory] with [New] and functional options, then let it configure
+// each pool before pgxpool.NewWithConfig:
+//
+//	f, err := holdfast.New(holdfast.WithPasswordFunc(tokenFunc))
+//	cfg, err := pgxpool.ParseConfig(dsn)
+//	err = f.Configure(cfg)
+//	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+//
+// or use [Factory.NewPool], which also makes the first connection under the
+// startup policy. [Factory.Acquire] is pool.Acquire with request-scope retry.
+//
+// # Which layer absorbs which failure
+//
+// Every failure is classified by the classify package (Transient or Fatal,
+// from error types and codes, never from message text) and only Transient
+// ones are retried, under a bounded retry.Policy and a process-wide
+// retry.Budget.
+//
+//	failure                                   where it is retried
+//	dial: token fetch 503, refused, reset     DialFunc wrapper (Configure)
+//	password/IAM token func: 503              BeforeConnect (Configure)
+//	startup handshake: 57P03, 53300, 57P01    Factory.Acquire / Factory.Start
+//	auth failure with a token func (28000)    Factory.Acquire, once, fresh token
+//	first connection of a pool                Factory.Start / NewPool (startup policy)
+//	a statement (query, exec, commit)         never: holdfast does not resend SQL
+//
+// Failures already retried at the dial or password layer are not retried
+// again by Factory.Acquire, so attempts never multiply across layers; only
+// the startup policy, which is more patient, retries them again.
+//
+// # Cost
+//
+// When nothing fails, the factory adds nothing to the hot path: Acquire is
+// pool.Acquire, and a successful dial is one call of the user's DialFunc
+// plus one atomic load of the retry budget, with no allocation.
+package holdfast

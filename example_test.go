@@ -1,0 +1,62 @@
+package holdfast_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/fakes"
+	"github.com/holdfast-db/holdfast/retry"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// A Factory configures a pool: dials and token fetches are classified and
+// retried. (Connecting needs a database; see examples/demo.)
+func Example() {
+	tokens := fakes.NewPasswordSource("iam-token")
+	f, err := holdfast.New(
+		holdfast.WithPasswordFunc(tokens.Password),
+		holdfast.WithRetryPolicy(retry.Default()),
+	)
+	if err != nil {
+		panic(err)
+	}
+	cfg, err := pgxpool.ParseConfig("postgres://app@db.internal:5432/app?sslmode=disable")
+	if err != nil {
+		panic(err)
+	}
+	if err := f.Configure(cfg); err != nil {
+		panic(err)
+	}
+	fmt.Println("DialFunc wrapped:", cfg.ConnConfig.DialFunc != nil)
+	fmt.Println("BeforeConnect installed:", cfg.BeforeConnect != nil)
+	// Output:
+	// DialFunc wrapped: true
+	// BeforeConnect installed: true
+}
+
+// Bad configuration is an error from New, never a panic.
+func ExampleNew_invalid() {
+	p := retry.Default()
+	p.MaxAttempts = 0
+	_, err := holdfast.New(holdfast.WithRetryPolicy(p))
+	fmt.Println(err)
+	fmt.Println(errors.Is(err, holdfast.ErrInvalidConfig))
+	// Output:
+	// holdfast: invalid WithRetryPolicy: invalid policy: retry: invalid MaxAttempts 0: must be at least 1
+	// true
+}
+
+// Classify tells what the factory would do with an error.
+func ExampleFactory_Classify() {
+	f, _ := holdfast.New()
+	conn := fakes.NewConnector("127.0.0.1:1", fakes.TokenFetch503(), fakes.Forbidden())
+	for range 2 {
+		_, err := conn.Dial(context.Background(), "tcp", "db:5432")
+		fmt.Println(f.Classify(err))
+	}
+	// Output:
+	// transient/token-fetch-503
+	// fatal/permission-denied
+}
