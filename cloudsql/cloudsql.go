@@ -1,0 +1,234 @@
+package cloudsql
+
+import (
+	"context"
+	"errors"
+	"net"
+	"time"
+
+	"cloud.google.com/go/cloudsqlconn"
+	"cloud.google.com/go/cloudsqlconn/errtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/retry"
+)
+
+// ErrInvalidConfig is matched by every *ConfigError.
+var ErrInvalidConfig = errors.New("cloudsql: invalid configuration")
+
+// ConfigError reports a nil or empty argument to [Configure]. It is not
+// retryable: fix the call.
+type ConfigError struct {
+	Field string // the argument: "cfg", "cfg.ConnConfig", "dialer" or "instance"
+	Why   string
+}
+
+func (e *ConfigError) Error() string { return "cloudsql: invalid " + e.Field + ": " + e.Why }
+
+// Is matches ErrInvalidConfig.
+func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+
+// Configure makes every connection of a pool built from cfg go through the
+// Cloud SQL connector: pgx's dial function becomes d.Dial(ctx, instance,
+// opts...). Call it before holdfast's Factory.Configure (or Factory.NewPool),
+// which wraps the dial function that Configure installs with classification
+// and bounded retry; calling it afterwards would remove holdfast's wrapper.
+//
+// instance is the instance connection name, "project:region:instance", or a
+// domain name when d was built with cloudsqlconn.WithDNSResolver. It is not
+// validated here: a malformed name fails the first dial with the
+// connector's *errtype.ConfigError, which holdfast classifies as Fatal and
+// does not retry.
+//
+// The connector encrypts the connection itself (TLS 1.3 with the
+// instance's server CA and an ephemeral client certificate), so Configure
+// turns pgx's own TLS off whatever the connection string's sslmode says:
+// it clears cfg.ConnConfig.TLSConfig and cfg.ConnConfig.Fallbacks, exactly
+// what sslmode=disable does. With pgx's default sslmode=prefer, pgx would
+// otherwise dial twice for every failed connect (TLS first, then plain),
+// doubling every retry count. Configure also installs a LookupFunc that
+// returns the host name unresolved, so that pgx dials once per connect
+// whatever the host name ("localhost" often resolves to two addresses) and
+// never queries DNS for it; the host name and port of the connection string
+// are otherwise ignored.
+//
+// Every Dial is bounded by [DialTimeout] (an earlier deadline of the
+// caller's context still wins). pgxpool builds connections with a context
+// that has none of the Acquire caller's deadline, and holdfast makes the
+// first dial of a connection without a per-attempt timeout, so without
+// this bound a Dial stuck on an Admin API call that never answers (with
+// cloudsqlconn.WithLazyRefresh nothing else bounds it) or on a TLS
+// handshake that never completes would hold a pool slot indefinitely.
+//
+// Configure keeps cfg.ConnConfig.ConnectTimeout as it is. pgx applies it to
+// the whole connect, retries included, so leave connect_timeout unset, or
+// set it above [DialTimeout] plus [RetryPolicy]'s MaxElapsed (42s): a
+// shorter one cuts holdfast's retry, or the connector's own Admin API retry,
+// short.
+//
+// Configure returns a *ConfigError if cfg, cfg.ConnConfig or d is nil or
+// instance is empty. The dialer stays the caller's: close the pool first,
+// then the dialer.
+func Configure(cfg *pgxpool.Config, d *cloudsqlconn.Dialer, instance string, opts ...cloudsqlconn.DialOption) error {
+	switch {
+	case cfg == nil:
+		return &ConfigError{Field: "cfg", Why: "nil *pgxpool.Config"}
+	case cfg.ConnConfig == nil:
+		return &ConfigError{Field: "cfg.ConnConfig", Why: "nil: build the config with pgxpool.ParseConfig"}
+	case d == nil:
+		return &ConfigError{Field: "dialer", Why: "nil *cloudsqlconn.Dialer: build one with cloudsqlconn.NewDialer"}
+	case instance == "":
+		return &ConfigError{Field: "instance", Why: `empty instance connection name: want "project:region:instance"`}
+	}
+	dialOpts := append([]cloudsqlconn.DialOption(nil), opts...)
+	cc := cfg.ConnConfig
+	cc.DialFunc = func(ctx context.Context, _, _ string) (net.Conn, error) {
+		ctx, cancel := context.WithTimeout(ctx, DialTimeout)
+		defer cancel()
+		return d.Dial(ctx, instance, dialOpts...)
+	}
+	cc.LookupFunc = func(_ context.Context, host string) ([]string, error) {
+		return []string{host}, nil
+	}
+	cc.TLSConfig = nil
+	cc.Fallbacks = nil
+	return nil
+}
+
+// ConnectorRetryMax is the longest the connector (cloudsqlconn v1.26.0) can
+// spend inside one Dial retrying Admin API 5xx answers before it returns
+// the error: five tries with a backoff of 200ms×1.618^(i+1+rand) after
+// each, the fifth included, 5.3s to 8.5s in all, plus the round trips.
+// Measured against the fake Cloud SQL on loopback: 5.8s to 7.5s.
+const ConnectorRetryMax = 8500 * time.Millisecond
+
+// DialTimeout bounds each Dial of the dial function that [Configure]
+// installs: above [ConnectorRetryMax], so that it never cuts the
+// connector's own Admin API retry short, with room for ten Admin API round
+// trips and the TLS handshake. It equals [RetryPolicy]'s AttemptTimeout.
+const DialTimeout = 12 * time.Second
+
+// RetryPolicy returns the holdfast retry policy sized for the Cloud SQL
+// connector, for holdfast.WithRetryPolicy:
+//
+//	MaxAttempts      2      one holdfast retry per connection
+//	InitialInterval  250ms  ±20% jitter (MaxInterval 1s)
+//	AttemptTimeout   12s    = DialTimeout, above ConnectorRetryMax
+//	MaxElapsed       30s    above AttemptTimeout + the interval: the loop ends by attempts
+//
+// Why these numbers:
+//
+//   - The connector does not retry an IAM or API token failure, a refused
+//     or reset connection or a failed TLS handshake: the Dial fails within
+//     milliseconds. One holdfast retry after about 250ms absorbs such a
+//     blip, as in the incident this library was built for (a token
+//     endpoint answering 503 once): measured 0.25s to 0.3s to a working
+//     connection.
+//   - The connector does retry Admin API 5xx answers itself, five times
+//     over 5.3s to 8.5s, before the Dial fails. A holdfast retry then runs
+//     one more connector cycle (five more Admin API calls): holdfast adds
+//     one cycle instead of multiplying the connector's five tries by its
+//     own attempts. An outage that outlasts both cycles fails after about
+//     2×(5.3s to 8.5s) + 0.25s (measured 12.3s to 14.9s) with the
+//     classified cause: admin-api-503, Transient, attempts exhausted.
+//   - No per-attempt bound may cut the connector's cycle short: a Dial cut
+//     by its context returns context.DeadlineExceeded, the connector
+//     cancels its refresh and evicts its cache, and the next attempt starts
+//     the Admin API retry from zero. Hence AttemptTimeout and
+//     [DialTimeout] of 12s. holdfast does not apply AttemptTimeout to the
+//     first dial of a connection; DialTimeout bounds that one.
+//   - MaxElapsed bounds the retries of a connection attempt, which nothing
+//     else bounds: pgxpool connects detached from the Acquire caller's
+//     context.
+//
+// A request context with a shorter deadline still wins: the retry loop
+// never sleeps past it, and the connector returns the context's error.
+// Factory.Acquire does not retry again a failure that this policy already
+// retried at the dial, so retries do not multiply across layers.
+func RetryPolicy() retry.Policy {
+	return retry.Policy{
+		MaxAttempts:     2,
+		InitialInterval: 250 * time.Millisecond,
+		Multiplier:      2,
+		Jitter:          0.2,
+		MaxInterval:     time.Second,
+		AttemptTimeout:  DialTimeout,
+		MaxElapsed:      30 * time.Second,
+	}
+}
+
+// StartupPolicy returns the policy for a pool's first connection
+// (holdfast.WithStartupPolicy): 3 attempts, 1s doubling to at most 5s with
+// 20% jitter, 90s overall, no per-attempt timeout. Each startup attempt is
+// a whole connection attempt, itself bounded by [RetryPolicy] (two dials of
+// at most [DialTimeout] each), so the worst case, an Admin API outage that
+// outlasts everything, is about 3×17s + 3s ≈ 55s (six connector cycles)
+// before startup fails with a *holdfast.StartupError whose Verdict says the
+// cause is Transient; a Fatal cause (permission denied, no such instance)
+// fails it after one dial.
+func StartupPolicy() retry.Policy {
+	return retry.Policy{
+		MaxAttempts:     3,
+		InitialInterval: time.Second,
+		Multiplier:      2,
+		Jitter:          0.2,
+		MaxInterval:     5 * time.Second,
+		MaxElapsed:      90 * time.Second,
+	}
+}
+
+// Rules returns the classification rules for errors that only the
+// connector's root package defines, for holdfast.WithClassifier or
+// classify.New:
+//
+//   - cloudsqlconn.ErrDialerClosed anywhere in the error → Fatal
+//     "dialer-closed" (classify.ReasonDialerClosed): the application closed
+//     the dialer; retrying cannot help.
+//   - a TLS handshake that failed because the server's identity did not
+//     match (the certificate's CN is not "project:instance", is empty, or
+//     there is no certificate; the connector reports these as an
+//     *errtype.DialError with no cause inside the handshake's DialError) →
+//     Fatal "tls-verification" (classify.ReasonTLS). The built-in rules
+//     would see only a DialError without a cause, which they treat as
+//     Transient. A certificate chain that does not verify is already Fatal
+//     "tls-verification" in the built-in rules.
+//
+// The rules never call Error on the errors they examine. They are safe for
+// concurrent use.
+func Rules() []classify.Rule {
+	return []classify.Rule{
+		classify.Sentinel(cloudsqlconn.ErrDialerClosed,
+			classify.Verdict{Class: classify.Fatal, Reason: classify.ReasonDialerClosed}),
+		serverIdentity,
+	}
+}
+
+// serverIdentity recognises the connector's server identity failures: the
+// handshake's *errtype.DialError wrapping an *errtype.DialError with no
+// cause, which only the connector's certificate verification returns.
+func serverIdentity(err error) (classify.Verdict, bool) {
+	var outer *errtype.DialError
+	if !errors.As(err, &outer) || outer == nil || outer.Err == nil {
+		return classify.Verdict{}, false
+	}
+	var inner *errtype.DialError
+	if errors.As(outer.Err, &inner) && inner != nil && inner.Err == nil {
+		return classify.Verdict{Class: classify.Fatal, Reason: classify.ReasonTLS}, true
+	}
+	return classify.Verdict{}, false
+}
+
+// Options returns the holdfast options for a Factory whose pools connect
+// through the Cloud SQL connector: WithRetryPolicy([RetryPolicy]()),
+// WithStartupPolicy([StartupPolicy]()) and WithClassifier([Rules]()...).
+// Append your own options after them; a later WithRetryPolicy or
+// WithStartupPolicy replaces these.
+func Options() []holdfast.Option {
+	return []holdfast.Option{
+		holdfast.WithRetryPolicy(RetryPolicy()),
+		holdfast.WithStartupPolicy(StartupPolicy()),
+		holdfast.WithClassifier(Rules()...),
+	}
+}

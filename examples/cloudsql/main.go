@@ -1,0 +1,89 @@
+// Command cloudsql connects to a Cloud SQL for PostgreSQL instance through
+// the Cloud SQL Go connector, with IAM database authentication and
+// holdfast's classification and bounded retry:
+//
+//	INSTANCE_CONNECTION_NAME=my-project:europe-west1:my-instance \
+//	DB_USER=app@my-project.iam DB_NAME=app go run ./examples/cloudsql
+//
+// It needs Application Default Credentials for a principal with the Cloud
+// SQL Client and Cloud SQL Instance User roles, and that principal as an
+// IAM database user (for a service account, its e-mail without
+// ".gserviceaccount.com").
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"os"
+	"os/signal"
+
+	"cloud.google.com/go/cloudsqlconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/cloudsql"
+)
+
+func main() {
+	if err := run(); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run() error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	instance, user, db := os.Getenv("INSTANCE_CONNECTION_NAME"), os.Getenv("DB_USER"), os.Getenv("DB_NAME")
+	if instance == "" || user == "" || db == "" {
+		return errors.New("set INSTANCE_CONNECTION_NAME, DB_USER and DB_NAME")
+	}
+
+	// The connector: IAM authn, Application Default Credentials.
+	d, err := cloudsqlconn.NewDialer(ctx, cloudsqlconn.WithIAMAuthN())
+	if err != nil {
+		return err
+	}
+	defer d.Close() // deferred first, runs last: after the pool is closed
+
+	cfg, err := pgxpool.ParseConfig("")
+	if err != nil {
+		return err
+	}
+	cfg.ConnConfig.User, cfg.ConnConfig.Database = user, db // no password: the connector logs in with IAM
+	// Dial through the connector, once per connect, without pgx's own TLS.
+	if err := cloudsql.Configure(cfg, d, instance); err != nil {
+		return err
+	}
+
+	// Retry sized for the connector, and its errors classified.
+	f, err := holdfast.New(append(cloudsql.Options(), holdfast.WithLogger(slog.Default()))...)
+	if err != nil {
+		return err
+	}
+	pool, err := f.NewPool(ctx, cfg) // the first connection, under cloudsql.StartupPolicy
+	var se *holdfast.StartupError
+	if errors.As(err, &se) {
+		// Transient: the instance or Google's APIs may come back; report
+		// not ready and try later. Fatal: fix the configuration.
+		return fmt.Errorf("database not reachable (%s/%s): %w", se.Verdict.Class, se.Verdict.Reason, err)
+	}
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	conn, err := f.Acquire(ctx, pool) // request-scope retry of a new connection
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	var who string
+	if err := conn.QueryRow(ctx, "SELECT current_user").Scan(&who); err != nil {
+		return err
+	}
+	fmt.Println("connected as", who)
+	return nil
+}

@@ -1,0 +1,134 @@
+package cloudsql
+
+import (
+	"strconv"
+	"time"
+)
+
+// Endpoint names one HTTP endpoint of the fake, for [Server.Fail],
+// [Server.Slow] and [Stats].
+type Endpoint int
+
+const (
+	// ConnectSettings is the Admin API call that returns the instance
+	// metadata: GET .../instances/{instance}/connectSettings.
+	ConnectSettings Endpoint = iota + 1
+	// GenerateEphemeralCert is the Admin API call that signs the dialer's
+	// client certificate: POST .../instances/{instance}:generateEphemeralCert.
+	GenerateEphemeralCert
+	// APIToken is the OAuth2 token endpoint when it mints a token for the
+	// Admin API ([Server.TokenSource] with [APIToken]).
+	APIToken
+	// LoginToken is the OAuth2 token endpoint when it mints an IAM database
+	// login token ([Server.TokenSource] with [LoginToken]).
+	LoginToken
+)
+
+// String returns the endpoint's name, for example "connectSettings".
+func (e Endpoint) String() string {
+	switch e {
+	case ConnectSettings:
+		return "connectSettings"
+	case GenerateEphemeralCert:
+		return "generateEphemeralCert"
+	case APIToken:
+		return "APIToken"
+	case LoginToken:
+		return "LoginToken"
+	}
+	return "Endpoint(" + strconv.Itoa(int(e)) + ")"
+}
+
+func (e Endpoint) valid() bool { return e >= ConnectSettings && e <= LoginToken }
+
+// budget counts how many more requests a fault applies to; a negative count
+// means every request until it is cleared.
+type budget int
+
+// take uses one play of the fault and reports whether it applies.
+func (b *budget) take() bool {
+	switch {
+	case *b < 0:
+		return true
+	case *b > 0:
+		*b--
+		return true
+	}
+	return false
+}
+
+// httpFault is the fault state of one HTTP endpoint.
+type httpFault struct {
+	failN  budget
+	status int
+	slowN  budget
+	delay  time.Duration
+}
+
+// instanceFault is the fault state of the fake instance.
+type instanceFault struct {
+	refuseN     budget
+	resetHSN    budget
+	resetAfterN budget
+	slowN       budget
+	slowDelay   time.Duration
+}
+
+// Stats counts what the fake has seen since it started. Take a snapshot with
+// [Server.Stats]. Requests and dials are counted when they arrive, whether
+// they then succeed or fail.
+type Stats struct {
+	// ConnectSettings and GenerateEphemeralCert count Admin API requests,
+	// including those answered with an injected error.
+	ConnectSettings       int
+	GenerateEphemeralCert int
+	// LoginCerts counts ephemeral certificates issued with an IAM login
+	// token in the request (the dialer uses WithIAMAuthN).
+	LoginCerts int
+	// APITokens and LoginTokens count requests to the token endpoint.
+	APITokens   int
+	LoginTokens int
+	// Failed counts HTTP requests answered with an injected error status.
+	Failed int
+
+	// Dials counts dials of the instance address through [Server.Dial],
+	// and Refused those refused by [Server.Refuse].
+	Dials   int
+	Refused int
+	// Resets counts connections the instance reset on purpose
+	// ([Server.ResetHandshake], [Server.ResetAfterHandshake]).
+	Resets int
+	// Handshakes counts completed TLS handshakes with a verified client
+	// certificate.
+	Handshakes int
+	// Forwarded counts connections forwarded to PostgreSQL.
+	Forwarded int
+}
+
+func (st *Stats) count(e Endpoint) {
+	switch e {
+	case ConnectSettings:
+		st.ConnectSettings++
+	case GenerateEphemeralCert:
+		st.GenerateEphemeralCert++
+	case APIToken:
+		st.APITokens++
+	case LoginToken:
+		st.LoginTokens++
+	}
+}
+
+// Requests returns the number of requests counted for endpoint e.
+func (st Stats) Requests(e Endpoint) int {
+	switch e {
+	case ConnectSettings:
+		return st.ConnectSettings
+	case GenerateEphemeralCert:
+		return st.GenerateEphemeralCert
+	case APIToken:
+		return st.APITokens
+	case LoginToken:
+		return st.LoginTokens
+	}
+	return 0
+}

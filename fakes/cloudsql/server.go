@@ -1,0 +1,554 @@
+package cloudsql
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/cloudsqlconn"
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
+)
+
+// Defaults for [Config].
+const (
+	DefaultProject         = "fake-project"
+	DefaultRegion          = "fake-region"
+	DefaultInstance        = "fake-instance"
+	DefaultDatabaseVersion = "POSTGRES_15"
+)
+
+// InstanceIP is the public IP address the fake's connectSettings reports for
+// the instance. The dialer dials InstanceIP:3307, which [Server.Dial]
+// redirects to the fake instance; it is a loopback address, so a dialer that
+// was not given [Server.Dial] cannot leave the machine either.
+const InstanceIP = "127.0.0.1"
+
+// Scopes the fake's token sources ask for, as a real Cloud SQL setup does.
+const (
+	ScopeAdmin = "https://www.googleapis.com/auth/sqlservice.admin"
+	ScopeLogin = "https://www.googleapis.com/auth/sqlservice.login"
+)
+
+// tokenLifetime is the lifetime of every token the fake mints. Tokens must
+// have an expiry: cloudsqlconn clamps the client certificate to the IAM
+// login token's expiry, and a zero expiry makes every dial force a refresh.
+const tokenLifetime = time.Hour
+
+// ErrClosed is returned by [Server.Dial] after [Server.Close].
+var ErrClosed = errors.New("fakes/cloudsql: server is closed")
+
+// ErrNotInstance is wrapped by the error [Server.Dial] returns for an address
+// other than the fake instance's: the fake never dials anything else.
+var ErrNotInstance = errors.New("fakes/cloudsql: not the fake instance's address")
+
+// Config configures [New]. Only Backend is required.
+type Config struct {
+	// Project, Region and Instance make the instance connection name
+	// "Project:Region:Instance". Defaults: DefaultProject, DefaultRegion,
+	// DefaultInstance.
+	Project  string
+	Region   string
+	Instance string
+
+	// DatabaseVersion is reported by connectSettings. Default
+	// DefaultDatabaseVersion. The dialer refuses IAM authentication unless
+	// it starts with "POSTGRES" or "MYSQL".
+	DatabaseVersion string
+
+	// Backend is the "host:port" of the PostgreSQL server the fake instance
+	// forwards connections to, for example a pgtest server's Addr. Required.
+	Backend string
+
+	// ServerCN is the Subject common name of the instance's TLS
+	// certificate. Default "Project:Instance", which the dialer expects; set
+	// another value to make the dialer reject the server's identity.
+	ServerCN string
+
+	// UntrustedServerCert makes the instance present a certificate signed
+	// by a CA that connectSettings does not list, so that the dialer's
+	// certificate verification fails.
+	UntrustedServerCert bool
+}
+
+// Server is a fake Cloud SQL: a fake SQL Admin API and OAuth2 token endpoint
+// over plain HTTP on loopback, and a fake instance (a TLS 1.3 listener on
+// loopback) that forwards to a real PostgreSQL server. Start one with [New]
+// and stop it with [Close].
+//
+// A Server is safe for concurrent use. Faults set with [Server.Fail],
+// [Server.Slow], [Server.Refuse], [Server.ResetHandshake],
+// [Server.ResetAfterHandshake] and [Server.SlowHandshake] apply to the
+// requests and connections that arrive after the call. The zero Server is
+// not usable.
+type Server struct {
+	cfg      Config
+	connName string
+
+	serverCA  *ca // listed in connectSettings
+	clientCA  *ca // signs ephemeral certificates; trusted by the instance
+	serverPEM string
+	tlsConfig *tls.Config
+
+	httpLn   net.Listener
+	http     *http.Server
+	adminURL string
+	client   *http.Client // for the token sources; idle connections closed by Close
+	inst     net.Listener
+	refused  *boundPort
+
+	closing chan struct{}
+	wg      sync.WaitGroup // the HTTP serve loop, the accept loop, every handler and connection
+
+	mu       sync.Mutex
+	closed   bool
+	conns    map[net.Conn]struct{}
+	http4    [LoginToken + 1]httpFault
+	instF    instanceFault
+	stats    Stats
+	apiToks  map[string]time.Time
+	loginTok map[string]time.Time
+}
+
+// New starts a fake Cloud SQL: the HTTP server and the instance listener,
+// both on 127.0.0.1 with free ports. It returns an error if cfg.Backend is
+// empty or a listener cannot be opened. The caller must call [Server.Close].
+func New(cfg Config) (*Server, error) {
+	if cfg.Backend == "" {
+		return nil, errors.New("fakes/cloudsql: Config.Backend is required (the PostgreSQL host:port to forward to)")
+	}
+	if cfg.Project == "" {
+		cfg.Project = DefaultProject
+	}
+	if cfg.Region == "" {
+		cfg.Region = DefaultRegion
+	}
+	if cfg.Instance == "" {
+		cfg.Instance = DefaultInstance
+	}
+	if cfg.DatabaseVersion == "" {
+		cfg.DatabaseVersion = DefaultDatabaseVersion
+	}
+	if cfg.ServerCN == "" {
+		cfg.ServerCN = cfg.Project + ":" + cfg.Instance
+	}
+	s := &Server{
+		cfg:      cfg,
+		connName: cfg.Project + ":" + cfg.Region + ":" + cfg.Instance,
+		closing:  make(chan struct{}),
+		conns:    map[net.Conn]struct{}{},
+		apiToks:  map[string]time.Time{},
+		loginTok: map[string]time.Time{},
+	}
+	if err := s.setupTLS(); err != nil {
+		return nil, fmt.Errorf("fakes/cloudsql: certificates: %w", err)
+	}
+	if err := s.listen(); err != nil {
+		s.closeListeners()
+		return nil, fmt.Errorf("fakes/cloudsql: %w", err)
+	}
+	s.client = &http.Client{Transport: &http.Transport{
+		DialContext:       (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		ForceAttemptHTTP2: false,
+		MaxIdleConns:      4,
+	}}
+	s.http = &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second}
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		_ = s.http.Serve(s.httpLn) // returns when Close closes the server
+	}()
+	go func() {
+		defer s.wg.Done()
+		s.acceptLoop()
+	}()
+	return s, nil
+}
+
+func (s *Server) setupTLS() error {
+	var err error
+	if s.serverCA, err = newCA("holdfast fake Cloud SQL server CA"); err != nil {
+		return err
+	}
+	if s.clientCA, err = newCA("holdfast fake Cloud SQL client CA"); err != nil {
+		return err
+	}
+	s.serverPEM = s.serverCA.pem()
+	signer := s.serverCA
+	if s.cfg.UntrustedServerCert {
+		if signer, err = newCA("holdfast fake untrusted CA"); err != nil {
+			return err
+		}
+	}
+	cert, err := signer.serverCert(s.cfg.ServerCN)
+	if err != nil {
+		return err
+	}
+	clients := x509.NewCertPool()
+	clients.AddCert(s.clientCA.cert)
+	s.tlsConfig = &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		ClientCAs:    clients,
+		MinVersion:   tls.VersionTLS13,
+	}
+	return nil
+}
+
+func (s *Server) listen() error {
+	var err error
+	if s.httpLn, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		return err
+	}
+	s.adminURL = "http://" + s.httpLn.Addr().String() + "/"
+	if s.inst, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		return err
+	}
+	if s.refused, err = bindPort(); err != nil {
+		return fmt.Errorf("reserving a refused port: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) closeListeners() {
+	if s.httpLn != nil {
+		_ = s.httpLn.Close()
+	}
+	if s.inst != nil {
+		_ = s.inst.Close()
+	}
+	if s.refused != nil {
+		_ = s.refused.Close()
+	}
+}
+
+// Close stops the fake: it closes the listeners and every open connection,
+// fails the requests still waiting in an injected delay, and waits for all
+// of the fake's goroutines to return. It is idempotent and safe to call
+// concurrently; every call returns nil. Close the pgx pool and the
+// cloudsqlconn dialer first.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.wg.Wait()
+		return nil
+	}
+	s.closed = true
+	close(s.closing)
+	conns := make([]net.Conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+
+	_ = s.http.Close() // closes the HTTP listener and connections
+	_ = s.inst.Close()
+	_ = s.refused.Close()
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	s.wg.Wait()
+	s.client.CloseIdleConnections()
+	return nil
+}
+
+// ConnName returns the instance connection name, "project:region:instance".
+func (s *Server) ConnName() string { return s.connName }
+
+// AdminURL returns the base URL of the fake Admin API, for
+// cloudsqlconn.WithAdminAPIEndpoint: "http://127.0.0.1:PORT/".
+func (s *Server) AdminURL() string { return s.adminURL }
+
+// TokenURL returns the URL of the fake OAuth2 token endpoint (client
+// credentials grant).
+func (s *Server) TokenURL() string { return s.adminURL + "token" }
+
+// InstanceAddr returns the "host:port" of the fake instance's TLS listener.
+func (s *Server) InstanceAddr() string { return s.inst.Addr().String() }
+
+// ServerCAPEM returns the PEM of the CA that connectSettings lists as the
+// instance's server CA.
+func (s *Server) ServerCAPEM() string { return s.serverPEM }
+
+// TokenSource returns an OAuth2 token source that fetches tokens from the
+// fake's token endpoint with the client credentials grant: kind [APIToken]
+// asks for the Admin API scope, kind [LoginToken] for the IAM database login
+// scope. Tokens are opaque, expire in one hour and carry that expiry.
+//
+// Like Google's token sources, the returned source caches its token until
+// it expires, so an injected token failure ([Server.Fail] with APIToken or
+// LoginToken) is seen by a source that has no token yet: a new source, or a
+// new dialer built with new sources. A failed fetch returns the error the
+// oauth2 package builds for the HTTP status, *oauth2.RetrieveError with its
+// Response set. Any other kind returns a source that always fails.
+func (s *Server) TokenSource(kind Endpoint) oauth2.TokenSource {
+	scope := ""
+	switch kind {
+	case APIToken:
+		scope = ScopeAdmin
+	case LoginToken:
+		scope = ScopeLogin
+	default:
+		return failingSource{fmt.Errorf("fakes/cloudsql: %v is not a token kind", kind)}
+	}
+	cc := clientcredentials.Config{
+		ClientID:     "holdfast-fake-client",
+		ClientSecret: "holdfast-fake-secret",
+		TokenURL:     s.TokenURL(),
+		Scopes:       []string{scope},
+		AuthStyle:    oauth2.AuthStyleInParams, // one request per fetch, no style probing
+	}
+	ctx := context.WithValue(context.Background(), oauth2.HTTPClient, s.client)
+	return cc.TokenSource(ctx)
+}
+
+type failingSource struct{ err error }
+
+func (f failingSource) Token() (*oauth2.Token, error) { return nil, f.err }
+
+// DialerOptions returns the cloudsqlconn options that point a real dialer at
+// this fake, without IAM database authentication:
+//
+//   - WithAdminAPIEndpoint(AdminURL()): the Admin API is the fake's;
+//   - WithTokenSource(TokenSource(APIToken)): explicit credentials, so the
+//     dialer never looks for Application Default Credentials;
+//   - WithDialFunc(Dial): the instance's address is redirected to the fake
+//     instance;
+//   - WithBuiltInMetrics(false): no Cloud Monitoring export and no metadata
+//     server probes;
+//   - WithRSAKey(RSAKey()): no key generation per dialer.
+//
+// Append your own options (WithLazyRefresh, WithRefreshTimeout, ...) after
+// these. Each call builds new token sources.
+func (s *Server) DialerOptions() ([]cloudsqlconn.Option, error) {
+	key, err := RSAKey()
+	if err != nil {
+		return nil, err
+	}
+	return []cloudsqlconn.Option{
+		cloudsqlconn.WithAdminAPIEndpoint(s.adminURL),
+		cloudsqlconn.WithTokenSource(s.TokenSource(APIToken)),
+		cloudsqlconn.WithDialFunc(s.Dial),
+		cloudsqlconn.WithBuiltInMetrics(false),
+		cloudsqlconn.WithRSAKey(key),
+	}, nil
+}
+
+// IAMDialerOptions is DialerOptions with IAM database authentication:
+// WithIAMAuthN and WithIAMAuthNTokenSources(TokenSource(APIToken),
+// TokenSource(LoginToken)) instead of WithTokenSource. The login token then
+// travels in every generateEphemeralCert request ([Stats] LoginCerts).
+func (s *Server) IAMDialerOptions() ([]cloudsqlconn.Option, error) {
+	key, err := RSAKey()
+	if err != nil {
+		return nil, err
+	}
+	return []cloudsqlconn.Option{
+		cloudsqlconn.WithAdminAPIEndpoint(s.adminURL),
+		cloudsqlconn.WithIAMAuthN(),
+		cloudsqlconn.WithIAMAuthNTokenSources(s.TokenSource(APIToken), s.TokenSource(LoginToken)),
+		cloudsqlconn.WithDialFunc(s.Dial),
+		cloudsqlconn.WithBuiltInMetrics(false),
+		cloudsqlconn.WithRSAKey(key),
+	}, nil
+}
+
+// Fail makes the next n requests to endpoint e fail with HTTP status code
+// (n < 0: every request until [Server.Clear]). It replaces an earlier Fail
+// of e. Admin API endpoints answer a JSON error body as the Admin API does
+// (403 "notAuthorized", 404 "instanceDoesNotExist", 5xx "backendError");
+// the token endpoint answers an OAuth2 error ("invalid_grant" for 400,
+// "invalid_client" for 401) or plain text for other codes. code must be 400
+// to 599; other values and unknown endpoints are ignored.
+//
+// The dialer retries Admin API 5xx answers itself (five tries, about 5 to
+// 8.5 seconds) and never retries token failures.
+func (s *Server) Fail(e Endpoint, code, n int) {
+	if !e.valid() || code < 400 || code > 599 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.http4[e].failN, s.http4[e].status = budget(n), code
+}
+
+// Slow delays the next n requests to endpoint e by d before they are
+// answered (n < 0: every request until [Server.Clear]); a delayed request
+// can still fail by [Server.Fail]. It replaces an earlier Slow of e. A
+// request whose client gives up, or that is pending when the fake closes,
+// ends early.
+func (s *Server) Slow(e Endpoint, d time.Duration, n int) {
+	if !e.valid() {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.http4[e].slowN, s.http4[e].delay = budget(n), d
+}
+
+// Refuse makes the next n dials of the instance through [Server.Dial] fail
+// like a TCP connect to a closed port (n < 0: every dial until
+// [Server.Clear]). The refusal is real: the dial goes to a loopback port
+// that is bound but not listening, and fails with ECONNREFUSED.
+func (s *Server) Refuse(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.instF.refuseN = budget(n)
+}
+
+// ResetHandshake makes the instance reset the next n connections in the
+// middle of the TLS handshake (n < 0: all until [Server.Clear]): it reads
+// the client's first handshake record, then closes the TCP connection with
+// a reset, so the dialer's handshake fails with ECONNRESET.
+func (s *Server) ResetHandshake(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.instF.resetHSN = budget(n)
+}
+
+// ResetAfterHandshake makes the instance complete the TLS handshake of the
+// next n connections and then reset them before forwarding (n < 0: all
+// until [Server.Clear]). The dial succeeds; the first read of the
+// PostgreSQL startup exchange fails with ECONNRESET.
+func (s *Server) ResetAfterHandshake(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.instF.resetAfterN = budget(n)
+}
+
+// SlowHandshake makes the instance wait d before it starts the TLS
+// handshake of the next n connections (n < 0: all until [Server.Clear]).
+func (s *Server) SlowHandshake(d time.Duration, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.instF.slowN, s.instF.slowDelay = budget(n), d
+}
+
+// Clear removes every injected fault. Requests and connections already
+// waiting in a delay keep waiting.
+func (s *Server) Clear() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.http4 = [LoginToken + 1]httpFault{}
+	s.instF = instanceFault{}
+}
+
+// Stats returns a snapshot of the fake's counters.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+// Dial is the dial function to give the dialer (cloudsqlconn.WithDialFunc;
+// [Server.DialerOptions] does). The dialer dials InstanceIP:3307; Dial
+// connects to the fake instance instead, or refuses the connection when
+// [Server.Refuse] says so. It fails with an error wrapping [ErrNotInstance]
+// for any other address, and with [ErrClosed] after Close.
+func (s *Server) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host != InstanceIP || port != "3307" || !strings.HasPrefix(network, "tcp") {
+		return nil, fmt.Errorf("%w: %s %s", ErrNotInstance, network, addr)
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, ErrClosed
+	}
+	s.stats.Dials++
+	refuse := s.instF.refuseN.take()
+	if refuse {
+		s.stats.Refused++
+	}
+	s.mu.Unlock()
+	target := s.inst.Addr().String()
+	if refuse {
+		target = s.refused.addr
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", target)
+}
+
+// newToken mints an opaque token of the given kind and remembers it.
+func (s *Server) newToken(kind Endpoint) (string, time.Time) {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	exp := time.Now().Add(tokenLifetime)
+	prefix, m := "fake-api-", s.apiToks
+	if kind == LoginToken {
+		prefix, m = "fake-login-", s.loginTok
+	}
+	tok := prefix + hex.EncodeToString(b[:])
+	s.mu.Lock()
+	m[tok] = exp
+	s.mu.Unlock()
+	return tok, exp
+}
+
+// validToken reports whether tok is an unexpired token of the given kind
+// minted by this fake.
+func (s *Server) validToken(kind Endpoint, tok string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.apiToks
+	if kind == LoginToken {
+		m = s.loginTok
+	}
+	exp, ok := m[tok]
+	return ok && time.Now().Before(exp)
+}
+
+// track registers c so that Close closes it, and counts one goroutine in
+// the wait group for the caller to release with untrack. It returns false,
+// having closed c, if the fake is closing.
+func (s *Server) track(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		_ = c.Close()
+		return false
+	}
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	return true
+}
+
+func (s *Server) untrack(c net.Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	s.wg.Done()
+}
+
+// wait sleeps for d, or until ctx is done or the fake closes; it reports
+// whether d elapsed.
+func (s *Server) wait(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-s.closing:
+		return false
+	}
+}
+
+// String describes the fake without secrets.
+func (s *Server) String() string {
+	return "fakes/cloudsql.Server{" + s.connName + ", admin " + s.adminURL + ", instance " + s.InstanceAddr() + ", backend " + s.cfg.Backend + "}"
+}

@@ -1,0 +1,216 @@
+package rdsiam
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/rds/auth"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/holdfast-db/holdfast/classify"
+)
+
+// TokenLifetime is how long an RDS IAM authentication token is valid after
+// it is minted (auth.BuildAuthToken signs it with X-Amz-Expires=900). It
+// only needs to be valid when the connection authenticates; an established
+// connection is not affected by its expiry.
+const TokenLifetime = 15 * time.Minute
+
+// Config says what to sign a token for. Every field is required.
+type Config struct {
+	// Endpoint is the "host:port" the client connects to: the DB instance,
+	// cluster or RDS Proxy endpoint, exactly as in the connection string.
+	// RDS checks the token against it.
+	Endpoint string
+	// Region is the AWS region of the database, for example "eu-west-1".
+	Region string
+	// User is the database user, which must have the rds_iam role.
+	User string
+	// Credentials sign the token. Pass a cached provider
+	// (aws.NewCredentialsCache, or the Credentials of an aws.Config from
+	// config.LoadDefaultConfig, which is cached): the password function
+	// retrieves credentials on every call.
+	Credentials aws.CredentialsProvider
+}
+
+// ErrInvalidConfig is matched by every *ConfigError.
+var ErrInvalidConfig = errors.New("rdsiam: invalid configuration")
+
+// ConfigError reports a missing or malformed [Config] field. It is not
+// retryable: fix the configuration.
+type ConfigError struct {
+	Field string // "Endpoint", "Region", "User", "Credentials", or a pgxpool.Config field
+	Why   string
+}
+
+func (e *ConfigError) Error() string { return "rdsiam: invalid " + e.Field + ": " + e.Why }
+
+// Is matches ErrInvalidConfig.
+func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+
+// ErrToken is matched by every *TokenError.
+var ErrToken = errors.New("rdsiam: cannot mint an auth token")
+
+// TokenError reports that a token could not be minted, almost always
+// because the AWS credentials could not be retrieved (the container or
+// instance credentials endpoint, STS). Err is the credential provider's
+// error. Whether it is worth retrying depends on Err: see [Rules]. The
+// message names the user, endpoint and region, never a secret.
+type TokenError struct {
+	Endpoint, Region, User string
+	Err                    error
+}
+
+func (e *TokenError) Error() string {
+	return fmt.Sprintf("rdsiam: cannot mint an auth token for user %q at %s (%s): %v", e.User, e.Endpoint, e.Region, e.Err)
+}
+
+// Unwrap returns the credential provider's error.
+func (e *TokenError) Unwrap() error { return e.Err }
+
+// Is matches ErrToken.
+func (e *TokenError) Is(target error) bool { return target == ErrToken }
+
+// PasswordFunc returns a function that mints a fresh RDS IAM authentication
+// token with auth.BuildAuthToken on every call, for
+// holdfast.WithPasswordFunc, which calls it once per new connection. The
+// token is a SigV4-presigned "connect" request for cfg.User at
+// cfg.Endpoint, valid for [TokenLifetime]; signing is local, the only I/O
+// is cfg.Credentials' own retrieval. The function is safe for concurrent
+// use and returns a *TokenError when minting fails.
+//
+// RDS answers an expired or rejected token with SQLSTATE 28000 ("PAM
+// authentication failed for user"). holdfast's Factory.Acquire and
+// Factory.Start retry such a failure once with a freshly minted token; the
+// second failure is Fatal (a missing rds_iam grant or IAM policy, a wrong
+// user or endpoint). The token is never logged by holdfast and never
+// appears in a TokenError.
+//
+// PasswordFunc returns a *ConfigError if a field of cfg is missing, or if
+// Endpoint is not "host:port" with a numeric port.
+func PasswordFunc(cfg Config) (func(ctx context.Context) (string, error), error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) (string, error) {
+		tok, err := auth.BuildAuthToken(ctx, cfg.Endpoint, cfg.Region, cfg.User, cfg.Credentials)
+		if err != nil {
+			return "", &TokenError{Endpoint: cfg.Endpoint, Region: cfg.Region, User: cfg.User, Err: err}
+		}
+		return tok, nil
+	}, nil
+}
+
+func (c Config) validate() error {
+	host, port, err := net.SplitHostPort(c.Endpoint)
+	switch {
+	case c.Endpoint == "":
+		return &ConfigError{Field: "Endpoint", Why: `empty: want "host:port" of the database`}
+	case err != nil || host == "" || port == "":
+		return &ConfigError{Field: "Endpoint", Why: fmt.Sprintf(`%q is not "host:port"`, c.Endpoint)}
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return &ConfigError{Field: "Endpoint", Why: fmt.Sprintf("%q has no valid port", c.Endpoint)}
+	}
+	switch {
+	case c.Region == "":
+		return &ConfigError{Field: "Region", Why: `empty: want the database's AWS region, e.g. "eu-west-1"`}
+	case c.User == "":
+		return &ConfigError{Field: "User", Why: "empty: want the database user that has the rds_iam role"}
+	case c.Credentials == nil:
+		return &ConfigError{Field: "Credentials", Why: "nil aws.CredentialsProvider"}
+	}
+	return nil
+}
+
+// ConfigFor returns the Config for the host, port and user of a pool
+// config: Endpoint is ConnConfig.Host:ConnConfig.Port and User is
+// ConnConfig.User. It returns a *ConfigError if the connection string names
+// several hosts (each needs its own token; use one pool per endpoint), a
+// Unix socket, or no user, or if region or creds is missing.
+func ConfigFor(cfg *pgxpool.Config, region string, creds aws.CredentialsProvider) (Config, error) {
+	switch {
+	case cfg == nil || cfg.ConnConfig == nil:
+		return Config{}, &ConfigError{Field: "pgxpool.Config", Why: "nil: build it with pgxpool.ParseConfig"}
+	case len(cfg.ConnConfig.Fallbacks) > 0 && differentHosts(cfg):
+		return Config{}, &ConfigError{Field: "pgxpool.Config", Why: "several hosts: an RDS IAM token is signed for one endpoint"}
+	case strings.HasPrefix(cfg.ConnConfig.Host, "/"):
+		return Config{}, &ConfigError{Field: "pgxpool.Config", Why: "a Unix socket: RDS is reached over TCP"}
+	}
+	c := Config{
+		Endpoint:    net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))),
+		Region:      region,
+		User:        cfg.ConnConfig.User,
+		Credentials: creds,
+	}
+	return c, c.validate()
+}
+
+// differentHosts reports whether a fallback names another host or port
+// (sslmode=prefer adds a fallback for the same host without TLS).
+func differentHosts(cfg *pgxpool.Config) bool {
+	for _, fb := range cfg.ConnConfig.Fallbacks {
+		if fb.Host != cfg.ConnConfig.Host || fb.Port != cfg.ConnConfig.Port {
+			return true
+		}
+	}
+	return false
+}
+
+// Reasons produced by [Rules].
+const (
+	// ReasonPrefixCredentials + HTTP status, e.g. "aws-credentials-503":
+	// the credentials endpoint answered that status.
+	ReasonPrefixCredentials = "aws-credentials-"
+	// ReasonCredentialsDenied: the credentials endpoint answered 400, 401
+	// or 403 (Fatal).
+	ReasonCredentialsDenied = "aws-credentials-denied"
+)
+
+// Rules returns the classification rules for failures of the password
+// function, for holdfast.WithClassifier. They decide only for a
+// [*TokenError] whose cause carries an HTTP status (the
+// HTTPStatusCode() int method of AWS SDK errors, such as the container
+// credentials endpoint's or STS's):
+//
+//	408, 429, 500–599   Transient "aws-credentials-<code>"
+//	400, 401, 403       Fatal     "aws-credentials-denied"
+//	other codes         Fatal     "aws-credentials-<code>"
+//
+// Any other failure is left to the built-in rules: a refused or timed-out
+// connection to the credentials endpoint is Transient, anything unknown is
+// Fatal. An authentication failure reported by the database (SQLSTATE 28000
+// or 28P01) is not a password-function failure; holdfast retries it once
+// with a fresh token on its own.
+//
+// The rules never call Error on the errors they examine and are safe for
+// concurrent use.
+func Rules() []classify.Rule {
+	return []classify.Rule{credentialsStatus}
+}
+
+func credentialsStatus(err error) (classify.Verdict, bool) {
+	var te *TokenError
+	if !errors.As(err, &te) || te == nil {
+		return classify.Verdict{}, false
+	}
+	var hs interface{ HTTPStatusCode() int }
+	if !errors.As(te.Err, &hs) {
+		return classify.Verdict{}, false
+	}
+	code := hs.HTTPStatusCode()
+	switch {
+	case code == 408 || code == 429 || (code >= 500 && code <= 599):
+		return classify.Verdict{Class: classify.Transient, Reason: ReasonPrefixCredentials + strconv.Itoa(code)}, true
+	case code == 400 || code == 401 || code == 403:
+		return classify.Verdict{Class: classify.Fatal, Reason: ReasonCredentialsDenied}, true
+	default:
+		return classify.Verdict{Class: classify.Fatal, Reason: ReasonPrefixCredentials + strconv.Itoa(code)}, true
+	}
+}
