@@ -1,0 +1,523 @@
+package a10
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/holdfast-db/holdfast/lb"
+	"github.com/holdfast-db/holdfast/lb/internal/rest"
+)
+
+// Vendor is the name [Client.Vendor] returns.
+const Vendor = "a10"
+
+// Defaults of [Config].
+const (
+	DefaultPartition      = "shared"
+	DefaultRequestTimeout = 30 * time.Second
+)
+
+// ACOS error codes this package recognises (response.err.code).
+const (
+	CodeNotFound       = 1023460352 // "Object specified does not exist"
+	CodeNoPrivilege    = 419545856  // "No write privilege of this admin session."
+	CodeSystemNotReady = 1023464192
+	CodeSystemBusy     = 1023464193
+	CodeInvalidSession = 419495936
+)
+
+// notFoundCodes are the codes acos-client maps to NotFound.
+var notFoundCodes = map[int64]bool{CodeNotFound: true, 1023410176: true, 1023410181: true, 1023475722: true, 1207959957: true}
+
+// Config configures [New]. Endpoint, Username and Password are required.
+type Config struct {
+	// Endpoint is the management address, "https://thunder.example.net".
+	Endpoint string
+	// Username and Password are the API account's. The password is only
+	// sent in the auth request; it never appears in errors.
+	Username string
+	Password lb.Secret
+	// Partition is made active after every login (POST
+	// /axapi/v3/active-partition/NAME) unless it is "" or "shared".
+	Partition string
+	// HTTPClient sends the requests. Default: an http.Client with a
+	// DefaultRequestTimeout timeout and the default transport.
+	HTTPClient *http.Client
+}
+
+// Client is an ACOS aXAPI v3 client implementing [lb.Balancer]. It uses
+// signature authentication (Authorization: A10 <signature>) and, when the
+// device answers that the session is invalid (HTTP 401, or code
+// 419495936), authenticates again once and retries: aXAPI has no session
+// extension call. Create it with [New]; it is safe for concurrent use.
+type Client struct {
+	cfg  Config
+	rest rest.Client
+
+	mu  sync.Mutex // guards sig and gen
+	sig string
+	gen uint64
+
+	loginMu sync.Mutex
+}
+
+var _ lb.Balancer = (*Client)(nil)
+
+// New validates cfg and returns a Client. It makes no request.
+func New(cfg Config) (*Client, error) {
+	if err := lb.ValidateEndpoint(cfg.Endpoint); err != nil {
+		return nil, err
+	}
+	switch {
+	case cfg.Username == "":
+		return nil, &lb.ConfigError{Field: "a10.Username", Why: "must not be empty"}
+	case cfg.Password == "":
+		return nil, &lb.ConfigError{Field: "a10.Password", Why: "must not be empty"}
+	case strings.ContainsAny(cfg.Partition, "/?#"):
+		return nil, &lb.ConfigError{Field: "a10.Partition", Why: "must not contain '/', '?' or '#'"}
+	}
+	if cfg.Partition == "" {
+		cfg.Partition = DefaultPartition
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: DefaultRequestTimeout}
+	}
+	c := &Client{cfg: cfg}
+	c.rest = rest.Client{HTTP: cfg.HTTPClient, Base: strings.TrimSuffix(cfg.Endpoint, "/"), Secrets: c.secrets}
+	return c, nil
+}
+
+func (c *Client) secrets() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return []string{c.cfg.Password.Reveal(), c.sig}
+}
+
+// Vendor returns "a10".
+func (c *Client) Vendor() string { return Vendor }
+
+func (c *Client) session() (string, uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sig, c.gen
+}
+
+func (c *Client) header(sig string) http.Header {
+	return http.Header{"Authorization": {"A10 " + sig}}
+}
+
+// Login authenticates (POST /axapi/v3/auth) and activates the partition.
+// An open session is logged off first.
+func (c *Client) Login(ctx context.Context) error {
+	c.loginMu.Lock()
+	defer c.loginMu.Unlock()
+	if old, _ := c.session(); old != "" {
+		c.logoff(ctx, old)
+	}
+	return c.login(ctx)
+}
+
+// login must be called with loginMu held.
+func (c *Client) login(ctx context.Context) error {
+	body := map[string]any{"credentials": map[string]string{"username": c.cfg.Username, "password": c.cfg.Password.Reveal()}}
+	resp, err := c.rest.Do(ctx, http.MethodPost, "/axapi/v3/auth", nil, body)
+	if err != nil {
+		return c.transportError("login", "", err)
+	}
+	if resp.Status != http.StatusOK {
+		e := c.apiError("login", "", resp)
+		if resp.Status == http.StatusUnauthorized || resp.Status == http.StatusForbidden {
+			e.Kind = lb.KindAuth
+		}
+		return e
+	}
+	var ar struct {
+		AuthResponse struct {
+			Signature string `json:"signature"`
+		} `json:"authresponse"`
+	}
+	if err := json.Unmarshal(resp.Body, &ar); err != nil || ar.AuthResponse.Signature == "" {
+		return &lb.APIError{Vendor: Vendor, Op: "login", Kind: lb.KindBadResponse, Status: resp.Status, Message: "no authresponse.signature in the auth answer"}
+	}
+	sig := ar.AuthResponse.Signature
+	c.mu.Lock()
+	c.sig = sig
+	c.gen++
+	c.mu.Unlock()
+	if c.cfg.Partition != DefaultPartition {
+		resp, err := c.rest.Do(ctx, http.MethodPost, "/axapi/v3/active-partition/"+url.PathEscape(c.cfg.Partition), c.header(sig), nil)
+		if err != nil {
+			return c.transportError("login", "", err)
+		}
+		if resp.Status != http.StatusOK {
+			e := c.apiError("login", "", resp)
+			e.Message = "activating partition " + strconv.Quote(c.cfg.Partition) + ": " + e.Message
+			return e
+		}
+	}
+	return nil
+}
+
+func (c *Client) relogin(ctx context.Context, gen uint64) error {
+	c.loginMu.Lock()
+	defer c.loginMu.Unlock()
+	if _, cur := c.session(); cur != gen {
+		return nil
+	}
+	return c.login(ctx)
+}
+
+// KeepAlive makes a cheap authenticated call (GET /axapi/v3/version/oper),
+// which resets the device's idle timer and re-authenticates if the session
+// has already expired. With no session open it logs in.
+func (c *Client) KeepAlive(ctx context.Context) error {
+	if sig, _ := c.session(); sig == "" {
+		return c.Login(ctx)
+	}
+	_, err := c.call(ctx, "keep-alive", lb.Member{}, http.MethodGet, "/axapi/v3/version/oper", nil)
+	return err
+}
+
+// Logout ends the session (POST /axapi/v3/logoff). An expired session
+// counts as logged out.
+func (c *Client) Logout(ctx context.Context) error {
+	c.loginMu.Lock()
+	defer c.loginMu.Unlock()
+	sig, _ := c.session()
+	if sig == "" {
+		return nil
+	}
+	resp, err := c.rest.Do(ctx, http.MethodPost, "/axapi/v3/logoff", c.header(sig), nil)
+	c.mu.Lock()
+	c.sig = ""
+	c.mu.Unlock()
+	if err != nil {
+		return c.transportError("logout", "", err)
+	}
+	if resp.Status == http.StatusOK || resp.Status == http.StatusUnauthorized {
+		return nil
+	}
+	return c.apiError("logout", "", resp)
+}
+
+func (c *Client) logoff(ctx context.Context, sig string) {
+	_, _ = c.rest.Do(ctx, http.MethodPost, "/axapi/v3/logoff", c.header(sig), nil)
+	c.mu.Lock()
+	if c.sig == sig {
+		c.sig = ""
+	}
+	c.mu.Unlock()
+}
+
+// call sends an authenticated request; when the session is invalid it
+// authenticates again once and retries.
+func (c *Client) call(ctx context.Context, op string, m lb.Member, method, path string, body any) (*rest.Response, error) {
+	member := ""
+	if m.Node != "" {
+		member = m.String()
+	}
+	sig, gen := c.session()
+	if sig == "" {
+		return nil, &lb.APIError{Vendor: Vendor, Op: op, Member: member, Kind: lb.KindSession, Message: "not logged in"}
+	}
+	resp, err := c.rest.Do(ctx, method, path, c.header(sig), body)
+	if err != nil {
+		return nil, c.transportError(op, member, err)
+	}
+	if resp.Status != http.StatusOK && c.apiError(op, member, resp).Kind == lb.KindSession {
+		if err := c.relogin(ctx, gen); err != nil {
+			return nil, err
+		}
+		sig, _ = c.session()
+		resp, err = c.rest.Do(ctx, method, path, c.header(sig), body)
+		if err != nil {
+			return nil, c.transportError(op, member, err)
+		}
+	}
+	if resp.Status != http.StatusOK {
+		return nil, c.apiError(op, member, resp)
+	}
+	return resp, nil
+}
+
+// apiError classifies an error answer by its ACOS code, then by its HTTP
+// status: not-found codes and 404 not found; 419545856 and 403 no
+// privilege; 1023464192/1023464193 (system not ready, busy) and 503 busy;
+// 419495936 and 401 session expired; other 5xx unavailable; other 4xx
+// rejected.
+func (c *Client) apiError(op, member string, resp *rest.Response) *lb.APIError {
+	var body struct {
+		Response *struct {
+			Err *struct {
+				Code int64  `json:"code"`
+				Msg  string `json:"msg"`
+			} `json:"err"`
+		} `json:"response"`
+		Auth *struct {
+			Code  int64  `json:"code"`
+			Error string `json:"error"`
+		} `json:"authorizationschema"`
+	}
+	e := &lb.APIError{Vendor: Vendor, Op: op, Member: member, Status: resp.Status}
+	if json.Unmarshal(resp.Body, &body) == nil {
+		switch {
+		case body.Response != nil && body.Response.Err != nil:
+			e.Code, e.Message = body.Response.Err.Code, body.Response.Err.Msg
+		case body.Auth != nil:
+			e.Message = body.Auth.Error
+		}
+	} else {
+		e.Message = string(resp.Body)
+	}
+	e.Message = c.rest.Message(e.Message)
+	switch {
+	case notFoundCodes[e.Code]:
+		e.Kind = lb.KindNotFound
+	case e.Code == CodeNoPrivilege:
+		e.Kind = lb.KindNoPrivilege
+	case e.Code == CodeSystemNotReady || e.Code == CodeSystemBusy:
+		e.Kind = lb.KindBusy
+	case e.Code == CodeInvalidSession || resp.Status == http.StatusUnauthorized:
+		e.Kind = lb.KindSession
+	case resp.Status == http.StatusForbidden:
+		e.Kind = lb.KindNoPrivilege
+	case resp.Status == http.StatusNotFound:
+		e.Kind = lb.KindNotFound
+	case resp.Status == http.StatusServiceUnavailable:
+		e.Kind = lb.KindBusy
+	case resp.Status >= 500:
+		e.Kind = lb.KindUnavailable
+	case resp.Status >= 400:
+		e.Kind = lb.KindRejected
+	default:
+		e.Kind = lb.KindBadResponse
+	}
+	return e
+}
+
+func (c *Client) transportError(op, member string, err error) *lb.APIError {
+	return &lb.APIError{Vendor: Vendor, Op: op, Member: member, Kind: lb.KindUnavailable, Err: err}
+}
+
+// paths returns the server path and, for a port, the port path.
+func paths(m lb.Member) (server, port string, err error) {
+	if err := m.Validate(); err != nil {
+		return "", "", err
+	}
+	if m.Pool != "" {
+		return "", "", &lb.ConfigError{Field: "member", Why: "a10: service-group members are not supported; name the server (and port) (got " + m.String() + ")"}
+	}
+	server = "/axapi/v3/slb/server/" + url.PathEscape(m.Node)
+	if m.Port != 0 {
+		proto := m.Protocol
+		if proto == "" {
+			proto = "tcp"
+		}
+		port = server + "/port/" + strconv.Itoa(m.Port) + "+" + proto
+	}
+	return server, port, nil
+}
+
+// serverObject is the part of GET /axapi/v3/slb/server/NAME this package
+// reads.
+type serverObject struct {
+	Server struct {
+		Action          string `json:"action"`
+		StatsDataAction string `json:"stats-data-action"`
+		PortList        []struct {
+			PortNumber      int    `json:"port-number"`
+			Protocol        string `json:"protocol"`
+			Action          string `json:"action"`
+			StatsDataAction string `json:"stats-data-action"`
+		} `json:"port-list"`
+	} `json:"server"`
+}
+
+// object reads the server and returns the action and stats-data-action of
+// the member (the server, or its port).
+func (c *Client) object(ctx context.Context, op string, m lb.Member) (action, serverAction string, statsOff bool, err error) {
+	sp, _, err := paths(m)
+	if err != nil {
+		return "", "", false, err
+	}
+	resp, err := c.call(ctx, op, m, http.MethodGet, sp, nil)
+	if err != nil {
+		return "", "", false, err
+	}
+	var obj serverObject
+	if err := json.Unmarshal(resp.Body, &obj); err != nil || obj.Server.Action == "" {
+		return "", "", false, &lb.APIError{Vendor: Vendor, Op: op, Member: m.String(), Kind: lb.KindBadResponse, Status: resp.Status, Message: "no server.action in the server object"}
+	}
+	s := obj.Server
+	statsOff = s.StatsDataAction == "stats-data-disable"
+	if m.Port == 0 {
+		return s.Action, s.Action, statsOff, nil
+	}
+	proto := m.Protocol
+	if proto == "" {
+		proto = "tcp"
+	}
+	for _, p := range s.PortList {
+		if p.PortNumber == m.Port && (p.Protocol == proto || p.Protocol == "") {
+			return p.Action, s.Action, statsOff || p.StatsDataAction == "stats-data-disable", nil
+		}
+	}
+	return "", "", false, &lb.APIError{Vendor: Vendor, Op: op, Member: m.String(), Kind: lb.KindNotFound, Status: resp.Status, Message: "server has no port " + strconv.Itoa(m.Port) + "+" + proto}
+}
+
+// AdminState maps an aXAPI action: "enable" is Enabled, "disable"
+// ForcedOffline, "disable-with-health-check" Disabled (our judgement: ACOS
+// has no persistence-only equivalent of F5's Disabled; the health monitor
+// keeps running, as with F5's).
+func AdminState(action string) lb.AdminState {
+	switch action {
+	case "enable":
+		return lb.Enabled
+	case "disable":
+		return lb.ForcedOffline
+	case "disable-with-health-check":
+		return lb.Disabled
+	}
+	return lb.StateUnknown
+}
+
+func actionOf(s lb.AdminState) (string, bool) {
+	switch s {
+	case lb.Enabled:
+		return "enable", true
+	case lb.ForcedOffline:
+		return "disable", true
+	case lb.Disabled:
+		return "disable-with-health-check", true
+	}
+	return "", false
+}
+
+// State reads the member's action from the server object and its
+// operational state from /oper.
+func (c *Client) State(ctx context.Context, m lb.Member) (lb.State, error) {
+	action, serverAction, _, err := c.object(ctx, "state", m)
+	if err != nil {
+		return lb.State{}, err
+	}
+	sp, pp, _ := paths(m)
+	operPath, key := sp+"/oper", "server"
+	if pp != "" {
+		operPath, key = pp+"/oper", "port"
+	}
+	resp, err := c.call(ctx, "state", m, http.MethodGet, operPath, nil)
+	if err != nil {
+		return lb.State{}, err
+	}
+	var oper map[string]struct {
+		Oper struct {
+			State string `json:"state"`
+		} `json:"oper"`
+	}
+	if err := json.Unmarshal(resp.Body, &oper); err != nil {
+		return lb.State{}, &lb.APIError{Vendor: Vendor, Op: "state", Member: m.String(), Kind: lb.KindBadResponse, Status: resp.Status, Message: "oper answer is not JSON"}
+	}
+	detail := "action=" + action
+	if pp != "" {
+		detail += " server-action=" + serverAction
+	}
+	return lb.State{Admin: AdminState(action), Availability: oper[key].Oper.State, Detail: detail}, nil
+}
+
+// Connections reads curr-conn (server) or curr_conn (port), accepting both
+// spellings at both levels. When statistics collection is disabled
+// (stats-data-action "stats-data-disable" on the server or the port) the
+// counters read 0 whatever the traffic, so it refuses with an error
+// matching [lb.ErrStatsDisabled] instead of returning a false 0.
+func (c *Client) Connections(ctx context.Context, m lb.Member) (int64, error) {
+	_, _, statsOff, err := c.object(ctx, "connections", m)
+	if err != nil {
+		return 0, err
+	}
+	if statsOff {
+		return 0, &lb.APIError{Vendor: Vendor, Op: "connections", Member: m.String(), Kind: lb.KindStatsDisabled,
+			Message: "stats-data-action is stats-data-disable: the counters read 0 whatever the traffic; enable statistics (stats-data-enable) to drain this member"}
+	}
+	sp, pp, _ := paths(m)
+	statsPath, key := sp+"/stats", "server"
+	if pp != "" {
+		statsPath, key = pp+"/stats", "port"
+	}
+	resp, err := c.call(ctx, "connections", m, http.MethodGet, statsPath, nil)
+	if err != nil {
+		return 0, err
+	}
+	n, err := ParseCurrConn(resp.Body, key)
+	if err != nil {
+		return 0, &lb.APIError{Vendor: Vendor, Op: "connections", Member: m.String(), Kind: lb.KindBadResponse, Status: resp.Status, Message: err.Error()}
+	}
+	return n, nil
+}
+
+// ParseCurrConn extracts <key>.stats.curr-conn (or curr_conn) from an
+// aXAPI /stats answer; key is "server" or "port".
+func ParseCurrConn(body []byte, key string) (int64, error) {
+	var env map[string]struct {
+		Stats map[string]json.Number `json:"stats"`
+	}
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.UseNumber()
+	if err := dec.Decode(&env); err != nil {
+		return 0, errors.New("stats answer is not JSON")
+	}
+	st := env[key].Stats
+	for _, k := range []string{"curr-conn", "curr_conn"} {
+		if v, ok := st[k]; ok {
+			n, err := strconv.ParseInt(string(v), 10, 64)
+			if err != nil || n < 0 {
+				return 0, errors.New(key + ".stats." + k + " is not a non-negative integer")
+			}
+			return n, nil
+		}
+	}
+	return 0, errors.New("stats answer has no " + key + ".stats.curr-conn")
+}
+
+// SetState posts the action to the server (POST /axapi/v3/slb/server/NAME
+// {"server":{"action":...}}) or its port, and checks the action echoed
+// back.
+func (c *Client) SetState(ctx context.Context, m lb.Member, s lb.AdminState) error {
+	action, ok := actionOf(s)
+	if !ok {
+		return &lb.ConfigError{Field: "state", Why: "cannot set " + s.String()}
+	}
+	sp, pp, err := paths(m)
+	if err != nil {
+		return err
+	}
+	path, key := sp, "server"
+	var body any = map[string]any{"server": map[string]string{"action": action}}
+	if pp != "" {
+		proto := m.Protocol
+		if proto == "" {
+			proto = "tcp"
+		}
+		path, key = pp, "port"
+		body = map[string]any{"port": map[string]any{"port-number": m.Port, "protocol": proto, "action": action}}
+	}
+	resp, err := c.call(ctx, "set-state", m, http.MethodPost, path, body)
+	if err != nil {
+		return err
+	}
+	var echo map[string]struct {
+		Action string `json:"action"`
+	}
+	if json.Unmarshal(resp.Body, &echo) == nil {
+		if got := echo[key].Action; got != "" && got != action {
+			return &lb.StateMismatchError{Member: Vendor + " " + m.String(), Want: s, Got: lb.State{Admin: AdminState(got), Detail: "action=" + got}}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,416 @@
+package lb
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Redacted is what a [Secret] prints as.
+const Redacted = "[REDACTED]"
+
+// Secret is a password or DSN. It prints, formats, logs (slog) and
+// marshals to JSON as [Redacted]; only [Secret.Reveal] returns the value.
+// It unmarshals from a JSON string as usual.
+type Secret string
+
+// Reveal returns the secret itself, for the one place that sends it.
+func (s Secret) Reveal() string { return string(s) }
+
+// String returns [Redacted].
+func (s Secret) String() string { return Redacted }
+
+// GoString returns [Redacted], quoted.
+func (s Secret) GoString() string { return strconv.Quote(Redacted) }
+
+// Format writes [Redacted] whatever the verb, so that %x or %d cannot leak
+// the value either.
+func (s Secret) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, Redacted) }
+
+// LogValue returns [Redacted], for log/slog.
+func (s Secret) LogValue() slog.Value { return slog.StringValue(Redacted) }
+
+// MarshalJSON returns "[REDACTED]".
+func (s Secret) MarshalJSON() ([]byte, error) { return json.Marshal(Redacted) }
+
+// Duration is a time.Duration that reads and writes JSON as a Go duration
+// string such as "1s" or "2m".
+type Duration time.Duration
+
+// MarshalJSON returns the duration as a string, such as "2m0s".
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON parses a string accepted by [time.ParseDuration].
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return errors.New("want a duration string such as \"1s\"")
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return errors.New("want a duration string such as \"1s\" (got " + strconv.Quote(s) + ")")
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Vendors this package's configuration knows.
+const (
+	VendorF5  = "f5"
+	VendorA10 = "a10"
+)
+
+// Config is the JSON configuration of [github.com/holdfast-db/holdfast/cmd/holdfast-lb]:
+// balancers, groups of members, operators' permissions, drain bounds and
+// the database holding the lock and the audit trail. Load it with
+// [LoadConfig] or [ParseConfig], which validate it. A Config is plain data;
+// do not modify it while others read it.
+//
+//	{
+//	  "database": {"dsn_env": "HOLDFAST_LB_DSN"},
+//	  "balancers": {
+//	    "f5-prod": {"vendor": "f5", "endpoint": "https://bigip.example.net",
+//	                "username": "deploy", "password_env": "F5_PASSWORD", "partition": "Common"}
+//	  },
+//	  "groups": {
+//	    "payments": [{"balancer": "f5-prod", "pool": "payments_443", "node": "pay-1", "port": 443}]
+//	  },
+//	  "operators": {"alice": ["payments"]},
+//	  "drain": {"interval": "1s", "timeout": "2m", "concurrency": 2}
+//	}
+type Config struct {
+	// Database holds the lock and the audit trail. Required.
+	Database DatabaseConfig `json:"database"`
+	// Balancers by name. At least one.
+	Balancers map[string]BalancerConfig `json:"balancers"`
+	// Groups of members by name; each group is locked and permitted as a
+	// whole. At least one, none empty.
+	Groups map[string][]Target `json:"groups"`
+	// Operators maps an operator to the groups they may control. "*"
+	// means every group.
+	Operators Permissions `json:"operators"`
+	// Drain bounds drains; zero fields mean the defaults.
+	Drain DrainSettings `json:"drain"`
+}
+
+// DatabaseConfig locates the PostgreSQL database. Exactly one field is set.
+type DatabaseConfig struct {
+	DSN    Secret `json:"dsn,omitempty"`     // a connection string (it may hold a password)
+	DSNEnv string `json:"dsn_env,omitempty"` // the environment variable holding it
+}
+
+// BalancerConfig is one load balancer. Exactly one of Password and
+// PasswordEnv is set; prefer PasswordEnv, so that the file holds no secret.
+type BalancerConfig struct {
+	Vendor      string `json:"vendor"`                 // "f5" or "a10"
+	Endpoint    string `json:"endpoint"`               // "https://host[:port]", no path, no user info
+	Username    string `json:"username"`               // the API account
+	Password    Secret `json:"password,omitempty"`     // inline password
+	PasswordEnv string `json:"password_env,omitempty"` // or the variable holding it
+	// Partition is the F5 partition (default "Common") or the A10
+	// partition (default "shared").
+	Partition string `json:"partition,omitempty"`
+	// CAFile is a PEM bundle to verify the device's certificate with,
+	// instead of the system roots.
+	CAFile string `json:"ca_file,omitempty"`
+	// InsecureSkipVerify turns off certificate verification. Avoid.
+	InsecureSkipVerify bool `json:"insecure_skip_verify,omitempty"`
+	// Timeout bounds each HTTP request. Default 30s.
+	Timeout Duration `json:"timeout,omitempty"`
+	// TokenTimeout (F5 only) is the token lifetime requested at login and
+	// on keep-alive, at most 10h. Default: the device's (1200 s).
+	TokenTimeout Duration `json:"token_timeout,omitempty"`
+}
+
+// Target is a member of a named balancer.
+type Target struct {
+	Balancer string `json:"balancer"`
+	Member
+}
+
+// String returns "balancer member", such as "f5-prod web/web-1:80".
+func (t Target) String() string { return t.Balancer + " " + t.Member.String() }
+
+// DrainSettings are the drain bounds in the configuration file.
+type DrainSettings struct {
+	Interval    Duration `json:"interval,omitempty"`    // default 1s
+	Timeout     Duration `json:"timeout,omitempty"`     // default 2m
+	Concurrency int      `json:"concurrency,omitempty"` // members drained at once, default 1
+}
+
+// LoadConfig reads and validates the JSON configuration file at path.
+func LoadConfig(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &ConfigError{Why: "cannot read the configuration file", Err: err}
+	}
+	return ParseConfig(bytes.NewReader(b))
+}
+
+// ParseConfig decodes and validates a JSON configuration. Unknown fields
+// are errors, so that a misspelt key is not silently ignored.
+func ParseConfig(r io.Reader) (*Config, error) {
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	var c Config
+	if err := dec.Decode(&c); err != nil {
+		return nil, &ConfigError{Why: "bad JSON", Err: jsonError(err)}
+	}
+	if dec.More() {
+		return nil, &ConfigError{Why: "bad JSON: data after the configuration object"}
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// jsonError keeps what locates a JSON error and drops anything that might
+// quote the input.
+func jsonError(err error) error {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Errorf("syntax error at byte %d", se.Offset)
+	case errors.As(err, &te):
+		return fmt.Errorf("field %q: want %s, got a JSON %s", te.Field, te.Type, te.Value)
+	case errors.Is(err, io.EOF):
+		return errors.New("empty input")
+	}
+	return err // unknown field names, Duration errors: no secret in them
+}
+
+// Validate checks the configuration and returns a [*ConfigError] naming
+// the first problem found (in a stable order), or nil.
+func (c *Config) Validate() error {
+	if (c.Database.DSN == "") == (c.Database.DSNEnv == "") {
+		return &ConfigError{Field: "database", Why: "set exactly one of dsn and dsn_env"}
+	}
+	if len(c.Balancers) == 0 {
+		return &ConfigError{Field: "balancers", Why: "at least one is required"}
+	}
+	for _, name := range sortedKeys(c.Balancers) {
+		if err := c.Balancers[name].Validate(); err != nil {
+			return prefix("balancers."+name, err)
+		}
+	}
+	if len(c.Groups) == 0 {
+		return &ConfigError{Field: "groups", Why: "at least one is required"}
+	}
+	for _, name := range sortedKeys(c.Groups) {
+		if err := c.validateGroup(name, c.Groups[name]); err != nil {
+			return prefix("groups."+name, err)
+		}
+	}
+	for _, op := range sortedKeys(c.Operators) {
+		if strings.TrimSpace(op) == "" {
+			return &ConfigError{Field: "operators", Why: "an operator name is empty"}
+		}
+		for _, g := range c.Operators[op] {
+			if _, ok := c.Groups[g]; !ok && g != "*" {
+				return &ConfigError{Field: "operators." + op, Why: "unknown group " + strconv.Quote(g)}
+			}
+		}
+	}
+	d := c.Drain
+	switch {
+	case d.Interval < 0:
+		return &ConfigError{Field: "drain.interval", Why: "must not be negative"}
+	case d.Timeout < 0:
+		return &ConfigError{Field: "drain.timeout", Why: "must not be negative"}
+	case d.Concurrency < 0:
+		return &ConfigError{Field: "drain.concurrency", Why: "must not be negative"}
+	}
+	return nil
+}
+
+func (c *Config) validateGroup(name string, members []Target) error {
+	if strings.TrimSpace(name) == "" {
+		return &ConfigError{Why: "a group name is empty"}
+	}
+	if len(members) == 0 {
+		return &ConfigError{Why: "has no members"}
+	}
+	seen := map[Target]bool{}
+	for i, t := range members {
+		field := strconv.Itoa(i)
+		b, ok := c.Balancers[t.Balancer]
+		if !ok {
+			return &ConfigError{Field: field + ".balancer", Why: "unknown balancer " + strconv.Quote(t.Balancer)}
+		}
+		if err := t.Member.Validate(); err != nil {
+			return prefix(field, err)
+		}
+		if err := checkVendorMember(b.Vendor, t.Member); err != nil {
+			return prefix(field, err)
+		}
+		if seen[t] {
+			return &ConfigError{Field: field, Why: "duplicate member " + t.String()}
+		}
+		seen[t] = true
+	}
+	return nil
+}
+
+// checkVendorMember applies the vendors' addressing rules.
+func checkVendorMember(vendor string, m Member) error {
+	switch vendor {
+	case VendorF5:
+		if (m.Pool == "") != (m.Port == 0) {
+			return &ConfigError{Field: "pool", Why: "f5: a pool member needs both pool and port; a node has neither"}
+		}
+	case VendorA10:
+		if m.Pool != "" {
+			return &ConfigError{Field: "pool", Why: "a10: service-group members are not supported; name the server (and port)"}
+		}
+	}
+	return nil
+}
+
+// Validate checks one balancer's settings.
+func (b BalancerConfig) Validate() error {
+	if b.Vendor != VendorF5 && b.Vendor != VendorA10 {
+		return &ConfigError{Field: "vendor", Why: "must be \"f5\" or \"a10\" (got " + strconv.Quote(b.Vendor) + ")"}
+	}
+	if err := ValidateEndpoint(b.Endpoint); err != nil {
+		return prefix("endpoint", err)
+	}
+	if b.Username == "" {
+		return &ConfigError{Field: "username", Why: "must not be empty"}
+	}
+	if (b.Password == "") == (b.PasswordEnv == "") {
+		return &ConfigError{Field: "password", Why: "set exactly one of password and password_env"}
+	}
+	if b.Timeout < 0 {
+		return &ConfigError{Field: "timeout", Why: "must not be negative"}
+	}
+	if b.TokenTimeout != 0 && b.Vendor != VendorF5 {
+		return &ConfigError{Field: "token_timeout", Why: "applies to f5 only"}
+	}
+	if b.TokenTimeout < 0 || time.Duration(b.TokenTimeout) > 10*time.Hour {
+		return &ConfigError{Field: "token_timeout", Why: "must be between 0 and 10h"}
+	}
+	return nil
+}
+
+// ValidateEndpoint checks a balancer endpoint: an absolute http or https
+// URL with a host and nothing after it, and no user info (credentials
+// belong in the password fields, which are never printed).
+func ValidateEndpoint(endpoint string) error {
+	u, err := url.Parse(endpoint)
+	switch {
+	case err != nil:
+		return &ConfigError{Why: "not a URL"}
+	case u.User != nil:
+		return &ConfigError{Why: "must not hold user info; use username and password_env"}
+	case u.Scheme != "https" && u.Scheme != "http":
+		return &ConfigError{Why: "scheme must be https (or http)"}
+	case u.Host == "":
+		return &ConfigError{Why: "host is missing"}
+	case (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "":
+		return &ConfigError{Why: "must not have a path, query or fragment"}
+	}
+	return nil
+}
+
+// ResolvePassword returns the password, from the file or from the
+// environment variable PasswordEnv read with getenv. An unset or empty
+// variable is a [*ConfigError] naming the variable.
+func (b BalancerConfig) ResolvePassword(getenv func(string) string) (Secret, error) {
+	if b.PasswordEnv == "" {
+		return b.Password, nil
+	}
+	v := getenv(b.PasswordEnv)
+	if v == "" {
+		return "", &ConfigError{Field: "password_env", Why: "environment variable " + b.PasswordEnv + " is unset or empty"}
+	}
+	return Secret(v), nil
+}
+
+// ResolveDSN returns the database DSN, from the file or the environment.
+func (d DatabaseConfig) ResolveDSN(getenv func(string) string) (Secret, error) {
+	if d.DSNEnv == "" {
+		return d.DSN, nil
+	}
+	v := getenv(d.DSNEnv)
+	if v == "" {
+		return "", &ConfigError{Field: "database.dsn_env", Why: "environment variable " + d.DSNEnv + " is unset or empty"}
+	}
+	return Secret(v), nil
+}
+
+// Members returns the targets of group, restricted to the given nodes when
+// any are named. Unknown groups and nodes are [*ConfigError]s.
+func (c *Config) Members(group string, nodes ...string) ([]Target, error) {
+	return selectMembers(c.Groups, group, nodes)
+}
+
+func selectMembers(groups map[string][]Target, group string, nodes []string) ([]Target, error) {
+	all, ok := groups[group]
+	if !ok {
+		return nil, &ConfigError{Field: "group", Why: "unknown group " + strconv.Quote(group)}
+	}
+	if len(nodes) == 0 {
+		return slices.Clone(all), nil
+	}
+	var out []Target
+	for _, n := range nodes {
+		found := false
+		for _, t := range all {
+			if t.Node == n {
+				out = append(out, t)
+				found = true
+			}
+		}
+		if !found {
+			return nil, &ConfigError{Field: "node", Why: "group " + strconv.Quote(group) + " has no node " + strconv.Quote(n)}
+		}
+	}
+	return out, nil
+}
+
+// Permissions maps an operator to the groups they may control. A group
+// "*" grants every group. The zero value permits nothing. It is read-only
+// after construction and then safe for concurrent use.
+type Permissions map[string][]string
+
+// Check returns nil if operator may control group, else a
+// [*NotPermittedError].
+func (p Permissions) Check(operator, group string) error {
+	if operator != "" {
+		for _, g := range p[operator] {
+			if g == group || g == "*" {
+				return nil
+			}
+		}
+	}
+	return &NotPermittedError{Operator: operator, Group: group}
+}
+
+// Groups returns the groups operator may control, sorted ("*" included
+// as is).
+func (p Permissions) Groups(operator string) []string {
+	g := slices.Clone(p[operator])
+	sort.Strings(g)
+	return g
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	k := make([]string, 0, len(m))
+	for s := range m {
+		k = append(k, s)
+	}
+	sort.Strings(k)
+	return k
+}

@@ -1,0 +1,105 @@
+// Package lb takes a service's nodes out of an L4 load balancer before a
+// deploy, with proof that their traffic is gone, and puts them back after.
+//
+// It replaces console work on F5 BIG-IP and A10 ACOS devices with one
+// procedure:
+//
+//	lock the group → force its members offline → poll their current
+//	connections every second → zero: deploy, then enable
+//	                         → still busy after 2 minutes: abort the deploy
+//
+// # Balancers
+//
+// [Balancer] is the vendor-neutral interface: login, logout and keep-alive
+// (F5 token extension; A10 re-authentication, as aXAPI has none), a
+// member's [AdminState] ([Enabled], [Disabled], [ForcedOffline]) and
+// current connections, and setting the state. The adapters are
+// [github.com/holdfast-db/holdfast/lb/f5] (iControl REST) and
+// [github.com/holdfast-db/holdfast/lb/a10] (aXAPI v3); both re-login once
+// by themselves when a call answers that the session expired, and both
+// classify failures as an [*APIError] with a [Kind]:
+//
+//	| Kind              | Example                                  | Retryable |
+//	|-------------------|------------------------------------------|-----------|
+//	| KindSession       | 401 again after the one re-login (A10)   | no        |
+//	| KindAuth          | wrong password, F5 token limit reached   | no        |
+//	| KindBusy          | A10 code 1023464193, F5 503 (restarting) | yes       |
+//	| KindUnavailable   | connection refused, timeout, other 5xx   | yes       |
+//	| KindNotFound      | no such pool, member, server, partition  | no        |
+//	| KindNoPrivilege   | F5 401 after re-login or 403, A10 419545856 | no     |
+//	| KindStatsDisabled | A10 stats-data-disable: counters read 0  | no        |
+//	| KindBadResponse   | unparsable answer                        | no        |
+//	| KindRejected      | other 4xx                                | no        |
+//
+// Errors match sentinels ([ErrBusy], [ErrNotFound], ...) through
+// [errors.Is]; [Retryable] tells the transient ones. Credentials and
+// session tokens never appear in errors: device messages are redacted.
+//
+// # Draining
+//
+// [Drain] drains one member. It reads the member first and refuses one
+// whose connections the device does not count (an A10 server with
+// statistics disabled reads 0 whatever its traffic), before changing
+// anything. Then it forces the member offline, checks the read-back, and
+// polls state and connections with the drain algorithm holdfast's
+// readiness package uses for in-process drains (poll at once and every
+// [DrainConfig].Interval, default 1 s; give up after Timeout, default
+// 2 min, with one last poll at the bound; say what was still in use):
+//
+//   - zero connections: drained;
+//   - the bound passes: a [*NotDrainedError] with the last count, and the
+//     member stays forced offline for the caller to decide;
+//   - the member leaves ForcedOffline (someone enabled it): a
+//     [*StateMismatchError];
+//   - a transient API error: tolerated [DrainConfig].MaxTransient times in
+//     a row (default 3); a poll that failed never counts as drained.
+//
+// Connections only reach zero if clients let go: pooled clients
+// (pgxpool, HTTP keep-alive, F5 OneConnect) keep idle connections open
+// forever unless they recycle them. Give pgxpool a MaxConnLifetime and
+// MaxConnIdleTime shorter than the drain timeout, or drain the service
+// from the inside first (holdfast's readiness package).
+//
+// # Groups, locks and permissions
+//
+// A [Controller] runs a [Request] on a named group of [Target]s: it checks
+// [Permissions] (operator → groups), takes the group's lock from a
+// [Locker], writes the audit entry, logs in, reads every member, changes
+// them [ControllerConfig].Concurrency at a time (draining, for
+// [ActionDrain]), then logs out, unlocks and records the result. A refused
+// request (not permitted, locked, unknown group) makes no call to any
+// balancer. Once a member fails, members not yet started are skipped
+// ([ErrSkipped]); with [Request].RestoreOnFailure, the members changed are
+// put back as they were.
+//
+// [PGStore] keeps locks and the audit trail in PostgreSQL. A lock is a
+// session-level advisory lock held on a dedicated connection, plus a row
+// naming its owner, host and start, so that [Controller.Status] and the
+// refusal ([*LockedError]) can name the holder. If the holder crashes, its
+// session ends and PostgreSQL frees the lock; a [Lease] is checked before
+// every change, so a holder that lost its session stops
+// ([*LockLostError]).
+//
+// # Audit
+//
+// Every control request, refused ones included, is an [Entry]: who, what,
+// which members, each member's state before and after, the connections
+// seen (before, at the first poll and at the last), polls, duration and
+// [Result]. It is written as a structured log/slog line and as a row of
+// holdfast_lb_audit, once when the work starts (Result "running", which a
+// crash leaves behind) and once with the result. Without an audit row no
+// change is made.
+//
+// # Configuration
+//
+// [Config] is the JSON file of the holdfast-lb command: balancers (vendor,
+// endpoint, username, password or the variable holding it, partition,
+// TLS), groups, operators and drain bounds. [LoadConfig] rejects unknown
+// keys and names the first invalid field. Passwords are [Secret]s, which
+// never print.
+//
+// # Concurrency
+//
+// Controller and PGStore are safe for concurrent use; so are the adapters.
+// Controller.Do joins every goroutine it starts before it returns.
+package lb

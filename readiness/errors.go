@@ -1,0 +1,110 @@
+package readiness
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinels matched with errors.Is.
+var (
+	// ErrInvalidConfig is matched by every [*ConfigError].
+	ErrInvalidConfig = errors.New("readiness: invalid configuration")
+	// ErrDrainTimeout is matched by every [*DrainTimeoutError]: a drain
+	// ended before the traffic was gone.
+	ErrDrainTimeout = errors.New("readiness: drain did not complete")
+	// ErrLocked is matched by every [*LockedError]: another owner holds the
+	// drain.
+	ErrLocked = errors.New("readiness: drain held by another owner")
+	// ErrClosed is returned by [Checker.Drain] and [Checker.Start] after
+	// [Checker.Close], and is the Cause of a drain that Close interrupted.
+	// It is not retryable.
+	ErrClosed = errors.New("readiness: checker closed")
+	// ErrEnabled is the Cause of a drain that [Checker.Enable] interrupted:
+	// someone put the service back into service while the drain waited.
+	ErrEnabled = errors.New("readiness: re-enabled during the drain")
+)
+
+// ConfigError reports a nil pool, a nonsense [Config] or [ServeConfig]
+// field, or an invalid drain owner. It is not retryable: fix the call.
+type ConfigError struct {
+	Field string // for example "Config.CheckInterval" or "owner"
+	Why   string
+}
+
+// Error returns "readiness: invalid <Field>: <Why>".
+func (e *ConfigError) Error() string { return "readiness: invalid " + e.Field + ": " + e.Why }
+
+// Is matches [ErrInvalidConfig].
+func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+
+// DrainTimeoutError says that a [Checker.Drain] ended before the pool's
+// acquired connections and the in-flight requests reached zero. Cause says
+// why it ended:
+//
+//   - nil: the bound passed (Config.DrainTimeout or [WithDrainTimeout]);
+//   - the caller's context.Cause: its context ended first (a deadline, or
+//     the operator gave up and disconnected);
+//   - [ErrEnabled]: [Checker.Enable] was called meanwhile;
+//   - [ErrClosed]: [Checker.Close] was called meanwhile.
+//
+// Unless Enable or Close interrupted it, the service stays Disabling, so
+// that readiness keeps answering 503 and the deploy can be aborted: traffic
+// is not proven gone. It is not retryable as such; call Drain again to keep
+// waiting, or Enable to return to service.
+type DrainTimeoutError struct {
+	Owner   string        // who asked for the drain
+	Bound   time.Duration // the drain's bound
+	Elapsed time.Duration // how long it waited
+	InUse   InUse         // what the last poll found still in use
+	Cause   error         // nil when the bound passed; see above
+	State   State         // the drain state when the error was made
+}
+
+// Error names the owner, the time waited and what was still in use, for
+// example:
+//
+//	readiness: drain by "deploy-42" timed out after 2m0s: still in use: 1 acquired connection; service stays Disabling
+func (e *DrainTimeoutError) Error() string {
+	var msg string
+	if e.Cause != nil {
+		msg = fmt.Sprintf("readiness: drain by %q stopped after %s (%v): still in use: %s",
+			e.Owner, e.Elapsed.Round(time.Millisecond), e.Cause, e.InUse)
+	} else {
+		msg = fmt.Sprintf("readiness: drain by %q timed out after %s: still in use: %s", e.Owner, e.Bound, e.InUse)
+	}
+	if e.State != Enabled {
+		msg += "; service stays " + e.State.String()
+	}
+	return msg
+}
+
+// Unwrap returns Cause.
+func (e *DrainTimeoutError) Unwrap() error { return e.Cause }
+
+// Is matches [ErrDrainTimeout].
+func (e *DrainTimeoutError) Is(target error) bool { return target == ErrDrainTimeout }
+
+// LockedError refuses a drain (or an enable through the drain endpoint)
+// because another owner holds the drain: the lock of the L4 procedure, so
+// that two operators cannot drive the same node at once. The lock is taken
+// by the first [Checker.Drain] and released by [Checker.Enable]. It is not
+// retryable until the holder enables the service again; the holder itself
+// may drain again at any time.
+type LockedError struct {
+	Holder    string    // who holds the drain
+	Since     time.Time // when the holder took it
+	State     State     // the state the holder's drain is in
+	Requester string    // who was refused
+}
+
+// Error names the holder, for example:
+//
+//	readiness: drain refused to "bob": held by "alice" since 2025-01-02T15:04:05Z (Disabling)
+func (e *LockedError) Error() string {
+	return fmt.Sprintf("readiness: drain refused to %q: held by %q since %s (%s)",
+		e.Requester, e.Holder, e.Since.UTC().Format(time.RFC3339), e.State)
+}
+
+// Is matches [ErrLocked].
+func (e *LockedError) Is(target error) bool { return target == ErrLocked }

@@ -1,0 +1,402 @@
+package readiness
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// OwnerHeader is the request header that names the owner of a drain at the
+// drain endpoint; the "owner" query parameter works too.
+const OwnerHeader = "X-Drain-Owner"
+
+// healthJSON is the media type of the JSON bodies.
+const healthJSON = "application/health+json"
+
+// ReadyHandler returns the readiness probe handler, for /readyz. It answers
+// GET and HEAD (405 otherwise) with 200 when the service is ready (status
+// pass or warn) and 503 when it is not (fail), following Kubernetes probe
+// conventions, after [Checker.Check]: it never waits longer than
+// Config.ProbeTimeout.
+//
+// The body is plain text ("ok", or "not ready: <reason> (<detail>)"), or,
+// when the query has "verbose" or the Accept header asks for
+// application/health+json or application/json, a JSON body in the shape of
+// the application/health+json draft:
+//
+//	{
+//	  "status": "fail",
+//	  "reason": "draining",
+//	  "output": "not ready: draining (Disabling by \"deploy-42\")",
+//	  "checks": {
+//	    "startup": [{"componentType": "system", "status": "pass", "time": "..."}],
+//	    "postgres:responseTime": [{"componentType": "datastore", "status": "pass",
+//	      "observedValue": 0.42, "observedUnit": "ms", "time": "...", "lastSuccess": "...",
+//	      "consecutiveFailures": 0, "failureThreshold": 3}],
+//	    "postgres:connections": [{"componentType": "datastore", "status": "pass",
+//	      "observedValue": 1, "observedUnit": "connections", "acquired": 1, "idle": 3, "total": 4, "max": 4}],
+//	    "drain": [{"componentType": "system", "status": "fail", "state": "Disabling",
+//	      "owner": "deploy-42", "since": "...", "inFlight": 2,
+//	      "inUse": {"acquiredConns": 1, "inFlight": 2}, "polled": "..."}]
+//	  }
+//	}
+//
+// A failed check carries "reason" with its classified cause, for example
+// "transient/conn-refused". Error texts are logged, never served. Every
+// answer has "Cache-Control: no-store".
+func (c *Checker) ReadyHandler() http.Handler {
+	return &endpoint{c: c, serve: c.serveReady}
+}
+
+// LiveHandler returns the liveness probe handler, for /livez. It never
+// touches the database, so that a database outage cannot turn into a
+// restart storm: it answers 200 "ok" (or {"status":"pass"}) to GET and HEAD
+// as long as the process serves HTTP.
+func (c *Checker) LiveHandler() http.Handler {
+	return &endpoint{c: c, serve: func(w http.ResponseWriter, r *http.Request) {
+		if !readOnly(w, r) {
+			return
+		}
+		if wantsJSON(r) {
+			writeJSON(w, http.StatusOK, healthJSON, map[string]string{"status": string(Pass)})
+			return
+		}
+		writeText(w, http.StatusOK, "ok")
+	}}
+}
+
+func (c *Checker) serveReady(w http.ResponseWriter, r *http.Request) {
+	if !readOnly(w, r) {
+		return
+	}
+	s := c.Check(r.Context())
+	code := http.StatusOK
+	if !s.Ready() {
+		code = http.StatusServiceUnavailable
+	}
+	if wantsJSON(r) {
+		writeJSON(w, code, healthJSON, healthBody(s))
+		return
+	}
+	writeText(w, code, s.String())
+}
+
+// DrainHandler returns the drain endpoint, for /drain. Mount it where only
+// operators and the deploy pipeline can reach it (an admin port, or behind
+// authentication): whoever can call it can take the service out of service.
+//
+//   - POST drains ([Checker.Drain]) for the owner named by the
+//     X-Drain-Owner header or the "owner" query parameter, bounded by the
+//     optional "timeout" query parameter (a Go duration such as "30s") or
+//     Config.DrainTimeout. 200 with {"result":"drained",...} when the
+//     traffic is gone; 409 with the holder when another owner holds the
+//     drain; 503 with what was still in use when the drain did not complete
+//     (the service stays Disabling); 400 for a missing or invalid owner or
+//     timeout. The drain stops if the client disconnects.
+//   - DELETE enables ([Checker.Enable]) for the owner, who must hold the
+//     drain (409 otherwise); 200 with the state.
+//   - GET and HEAD return the drain state as JSON, without side effects.
+//
+// Other methods get 405. Every answer is JSON.
+func (c *Checker) DrainHandler() http.Handler {
+	return &endpoint{c: c, serve: c.serveDrain}
+}
+
+func (c *Checker) serveDrain(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		writeJSON(w, http.StatusOK, "application/json", drainBody(c.Status()))
+		return
+	case http.MethodPost, http.MethodDelete:
+	default:
+		w.Header().Set("Allow", "GET, HEAD, POST, DELETE")
+		writeJSON(w, http.StatusMethodNotAllowed, "application/json", errorBody{Error: "readiness: method " + r.Method + " not allowed"})
+		return
+	}
+	owner, err := ownerOf(r)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, "application/json", errorBody{Error: err.Error()})
+		return
+	}
+	c.log.LogAttrs(r.Context(), slog.LevelInfo, "readiness: drain endpoint called",
+		slog.String("method", r.Method), slog.String("owner", owner), slog.String("remote", r.RemoteAddr))
+	if r.Method == http.MethodDelete {
+		if err := c.enable(r.Context(), owner); err != nil {
+			writeDrainError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, "application/json", drainBody(c.Status()))
+		return
+	}
+	var opts []DrainOption
+	if t := r.URL.Query().Get("timeout"); t != "" {
+		d, err := time.ParseDuration(t)
+		if err != nil || d <= 0 {
+			writeJSON(w, http.StatusBadRequest, "application/json", errorBody{Error: "readiness: invalid timeout " + quote(t) + ": want a positive Go duration such as 30s"})
+			return
+		}
+		opts = append(opts, WithDrainTimeout(d))
+	}
+	res, err := c.Drain(r.Context(), owner, opts...)
+	if err != nil {
+		writeDrainError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, "application/json", drainResultBody{
+		Result:  "drained",
+		Owner:   res.Owner,
+		State:   c.State().String(),
+		Elapsed: res.Elapsed.String(),
+		Polls:   res.Polls,
+	})
+}
+
+func writeDrainError(w http.ResponseWriter, err error) {
+	body := errorBody{Error: err.Error()}
+	code := http.StatusInternalServerError
+	var le *LockedError
+	var te *DrainTimeoutError
+	switch {
+	case errors.As(err, &le):
+		code, body.Holder, body.State = http.StatusConflict, le.Holder, le.State.String()
+	case errors.As(err, &te):
+		code, body.State = http.StatusServiceUnavailable, te.State.String()
+		body.InUse = &inUseJSON{AcquiredConns: te.InUse.AcquiredConns, InFlight: te.InUse.InFlight}
+	case errors.Is(err, ErrInvalidConfig):
+		code = http.StatusBadRequest
+	case errors.Is(err, ErrClosed):
+		code = http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, "application/json", body)
+}
+
+// ownerOf returns the owner named by the request, checked.
+func ownerOf(r *http.Request) (string, error) {
+	h, q := r.Header.Get(OwnerHeader), r.URL.Query().Get("owner")
+	if h != "" && q != "" && h != q {
+		return "", &ConfigError{Field: "owner", Why: "the " + OwnerHeader + " header and the owner parameter differ"}
+	}
+	owner := h
+	if owner == "" {
+		owner = q
+	}
+	if owner == "" {
+		return "", &ConfigError{Field: "owner", Why: "missing: set the " + OwnerHeader + " header or the owner query parameter"}
+	}
+	return owner, checkOwner(owner)
+}
+
+func quote(s string) string {
+	if len(s) > 64 {
+		s = s[:64] + "..."
+	}
+	return `"` + strings.ToValidUTF8(s, "?") + `"`
+}
+
+// readOnly answers 405 to anything but GET and HEAD.
+func readOnly(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return true
+	}
+	w.Header().Set("Allow", "GET, HEAD")
+	writeText(w, http.StatusMethodNotAllowed, "method not allowed")
+	return false
+}
+
+// wantsJSON reports whether the request asks for the JSON body.
+func wantsJSON(r *http.Request) bool {
+	if r.URL.Query().Has("verbose") {
+		return true
+	}
+	for _, a := range r.Header.Values("Accept") {
+		for _, part := range strings.Split(a, ",") {
+			mt, _, _ := strings.Cut(strings.TrimSpace(part), ";")
+			switch strings.ToLower(strings.TrimSpace(mt)) {
+			case healthJSON, "application/json":
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func noStore(w http.ResponseWriter, contentType string) {
+	h := w.Header()
+	h.Set("Content-Type", contentType)
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+}
+
+func writeText(w http.ResponseWriter, code int, text string) {
+	noStore(w, "text/plain; charset=utf-8")
+	w.WriteHeader(code)
+	_, _ = w.Write([]byte(text + "\n"))
+}
+
+func writeJSON(w http.ResponseWriter, code int, contentType string, v any) {
+	b, err := json.Marshal(v)
+	if err != nil { // not reached: every body is plain data
+		writeText(w, http.StatusInternalServerError, "readiness: encoding the answer: "+err.Error())
+		return
+	}
+	noStore(w, contentType)
+	w.WriteHeader(code)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// The JSON bodies.
+
+type healthBodyJSON struct {
+	Status string         `json:"status"`
+	Reason string         `json:"reason,omitempty"`
+	Output string         `json:"output,omitempty"`
+	Checks map[string]any `json:"checks"`
+}
+
+type startupJSON struct {
+	ComponentType string `json:"componentType"`
+	Status        string `json:"status"`
+	Time          string `json:"time,omitempty"`
+	Reason        string `json:"reason,omitempty"`
+}
+
+type databaseJSON struct {
+	ComponentType       string   `json:"componentType"`
+	Status              string   `json:"status"`
+	ObservedValue       *float64 `json:"observedValue,omitempty"`
+	ObservedUnit        string   `json:"observedUnit,omitempty"`
+	Time                string   `json:"time,omitempty"`
+	LastSuccess         string   `json:"lastSuccess,omitempty"`
+	ConsecutiveFailures int      `json:"consecutiveFailures"`
+	FailureThreshold    int      `json:"failureThreshold"`
+	Reason              string   `json:"reason,omitempty"`
+}
+
+type connectionsJSON struct {
+	ComponentType string `json:"componentType"`
+	Status        string `json:"status"`
+	ObservedValue int32  `json:"observedValue"`
+	ObservedUnit  string `json:"observedUnit"`
+	Acquired      int32  `json:"acquired"`
+	Idle          int32  `json:"idle"`
+	Total         int32  `json:"total"`
+	Max           int32  `json:"max"`
+}
+
+type inUseJSON struct {
+	AcquiredConns int64 `json:"acquiredConns"`
+	InFlight      int64 `json:"inFlight"`
+}
+
+type drainJSON struct {
+	ComponentType string     `json:"componentType"`
+	Status        string     `json:"status"`
+	State         string     `json:"state"`
+	Owner         string     `json:"owner,omitempty"`
+	Since         string     `json:"since,omitempty"`
+	LockedAt      string     `json:"lockedAt,omitempty"`
+	InFlight      int64      `json:"inFlight"`
+	InUse         *inUseJSON `json:"inUse,omitempty"`
+	Polled        string     `json:"polled,omitempty"`
+}
+
+type drainResultBody struct {
+	Result  string `json:"result"`
+	Owner   string `json:"owner"`
+	State   string `json:"state"`
+	Elapsed string `json:"elapsed"`
+	Polls   int    `json:"polls"`
+}
+
+type errorBody struct {
+	Error  string     `json:"error"`
+	Holder string     `json:"holder,omitempty"`
+	State  string     `json:"state,omitempty"`
+	InUse  *inUseJSON `json:"inUse,omitempty"`
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+func healthBody(s Status) healthBodyJSON {
+	b := healthBodyJSON{Status: string(s.Health), Reason: s.Reason, Checks: map[string]any{}}
+	if s.Health != Pass {
+		b.Output = s.String()
+	}
+
+	st := startupJSON{ComponentType: "system", Status: string(Fail), Time: stamp(s.Startup.At)}
+	switch {
+	case s.Startup.Done:
+		st.Status = string(Pass)
+	case s.Startup.Running:
+		st.Reason = ReasonStarting
+	case !s.Startup.At.IsZero():
+		st.Reason = s.Startup.Cause.String()
+	default:
+		st.Reason = ReasonStarting
+	}
+	b.Checks["startup"] = []startupJSON{st}
+
+	db := databaseJSON{
+		ComponentType:       "datastore",
+		Status:              string(Pass),
+		Time:                stamp(s.Database.Checked),
+		LastSuccess:         stamp(s.Database.LastSuccess),
+		ConsecutiveFailures: s.Database.ConsecutiveFailures,
+		FailureThreshold:    s.Database.Threshold,
+	}
+	switch n := s.Database.ConsecutiveFailures; {
+	case n >= s.Database.Threshold:
+		db.Status, db.Reason = string(Fail), s.Database.Cause.String()
+	case n > 0:
+		db.Status, db.Reason = string(Warn), s.Database.Cause.String()
+	case s.Database.Checked.IsZero():
+		db.Status = string(Fail)
+		db.Reason = "not checked yet"
+	}
+	if !s.Database.LastSuccess.IsZero() && s.Database.Latency > 0 {
+		ms := float64(s.Database.Latency.Microseconds()) / 1000
+		db.ObservedValue, db.ObservedUnit = &ms, "ms"
+	}
+	b.Checks["postgres:responseTime"] = []databaseJSON{db}
+
+	conns := connectionsJSON{
+		ComponentType: "datastore", Status: string(Pass),
+		ObservedValue: s.Pool.Acquired, ObservedUnit: "connections",
+		Acquired: s.Pool.Acquired, Idle: s.Pool.Idle, Total: s.Pool.Total, Max: s.Pool.Max,
+	}
+	if s.Pool.Max > 0 && s.Pool.Acquired >= s.Pool.Max {
+		conns.Status = string(Warn)
+	}
+	b.Checks["postgres:connections"] = []connectionsJSON{conns}
+
+	b.Checks["drain"] = []drainJSON{drainBody(s)}
+	return b
+}
+
+func drainBody(s Status) drainJSON {
+	d := drainJSON{
+		ComponentType: "system",
+		Status:        string(Pass),
+		State:         s.Drain.State.String(),
+		Owner:         s.Drain.Owner,
+		Since:         stamp(s.Drain.Since),
+		LockedAt:      stamp(s.Drain.LockedAt),
+		InFlight:      s.Drain.InFlight,
+		Polled:        stamp(s.Drain.Polled),
+	}
+	if s.Drain.State != Enabled {
+		d.Status = string(Fail)
+	}
+	if !s.Drain.Polled.IsZero() {
+		d.InUse = &inUseJSON{AcquiredConns: s.Drain.InUse.AcquiredConns, InFlight: s.Drain.InUse.InFlight}
+	}
+	return d
+}

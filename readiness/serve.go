@@ -1,0 +1,201 @@
+package readiness
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Defaults of [ServeConfig].
+const (
+	DefaultServeDrainTimeout = 20 * time.Second
+	DefaultShutdownTimeout   = 5 * time.Second
+)
+
+// ShutdownOwner is the drain owner [Checker.Serve] uses.
+const ShutdownOwner = "shutdown"
+
+// ServeConfig configures [Checker.Serve]. The zero value is valid.
+type ServeConfig struct {
+	// Listener is served instead of a new listener on Server.Addr
+	// (":http" when empty). Serve closes it.
+	Listener net.Listener
+	// Signals start the shutdown. Default: SIGTERM and os.Interrupt
+	// (SIGINT). A second signal during the drain or the delay skips the
+	// rest of them and shuts down at once.
+	Signals []os.Signal
+	// DrainTimeout bounds the drain on shutdown. Default 20s, which with
+	// the default ShutdownTimeout fits in Kubernetes' default
+	// terminationGracePeriodSeconds of 30.
+	DrainTimeout time.Duration
+	// ShutdownDelay is the least time from the start of the drain to
+	// http.Server.Shutdown, during which readiness answers 503 and requests
+	// are still served, so that load balancers that probe the service
+	// themselves notice it is leaving before it stops listening. Default 0
+	// (Kubernetes removes a terminating pod from its endpoints by itself;
+	// a preStop sleep covers the propagation delay).
+	ShutdownDelay time.Duration
+	// ShutdownTimeout bounds http.Server.Shutdown; past it the remaining
+	// connections are closed with http.Server.Close. Default 5s.
+	ShutdownTimeout time.Duration
+}
+
+func (sc ServeConfig) validate() (ServeConfig, error) {
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"ServeConfig.DrainTimeout", &sc.DrainTimeout, DefaultServeDrainTimeout},
+		{"ServeConfig.ShutdownDelay", &sc.ShutdownDelay, 0},
+		{"ServeConfig.ShutdownTimeout", &sc.ShutdownTimeout, DefaultShutdownTimeout},
+	} {
+		if *d.v < 0 {
+			return sc, &ConfigError{Field: d.name, Why: "must not be negative (got " + d.v.String() + ")"}
+		}
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	for _, s := range sc.Signals {
+		if s == nil {
+			return sc, &ConfigError{Field: "ServeConfig.Signals", Why: "a signal is nil"}
+		}
+	}
+	if len(sc.Signals) == 0 {
+		sc.Signals = []os.Signal{syscall.SIGTERM, os.Interrupt}
+	}
+	return sc, nil
+}
+
+// Serve runs srv for the life of the service, so that a rolling deploy
+// loses no request:
+//
+//  1. It serves srv on the listener, and opens the startup gate
+//     ([Checker.Start]) in the background unless it is open: probes answer
+//     503 "starting" until then, instead of refusing connections.
+//  2. On a signal (SIGTERM by default) or when ctx ends, it drains with
+//     owner [ShutdownOwner] and [TakeOver], bounded by DrainTimeout:
+//     readiness answers 503 at once and Serve waits until the pool's
+//     acquired connections and the in-flight requests are gone, serving
+//     requests that still arrive meanwhile. It keeps serving at least
+//     ShutdownDelay from the start of the drain.
+//  3. It shuts srv down (http.Server.Shutdown, bounded by ShutdownTimeout,
+//     then http.Server.Close), closes the Checker and closes the pool,
+//     which waits for connections still acquired.
+//
+// Serve returns nil after a clean shutdown. Otherwise it returns, joined,
+// what went wrong: the [*DrainTimeoutError] of a drain that did not
+// complete (the shutdown still happens: the process is leaving), the error
+// of Shutdown, or the error that made srv stop serving on its own. It
+// returns a [*ConfigError] for a nil srv or a negative duration, or the
+// error of net.Listen, without serving and without closing anything. Serve
+// owns the goroutines it starts and joins them before it returns.
+func (c *Checker) Serve(ctx context.Context, srv *http.Server, cfg ServeConfig) error {
+	if srv == nil {
+		return &ConfigError{Field: "srv", Why: "must not be nil"}
+	}
+	cfg, err := cfg.validate()
+	if err != nil {
+		return err
+	}
+	ln := cfg.Listener
+	if ln == nil {
+		addr := srv.Addr
+		if addr == "" {
+			addr = ":http"
+		}
+		if ln, err = net.Listen("tcp", addr); err != nil {
+			return err
+		}
+	}
+
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, cfg.Signals...)
+	defer signal.Stop(sigs)
+
+	var wg sync.WaitGroup
+	served := make(chan error, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		served <- srv.Serve(ln)
+	}()
+	startCtx, stopStart := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopStart()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = c.Start(startCtx) // the outcome is in the status and the log
+	}()
+
+	var serveErr error
+	trigger := ""
+	select {
+	case s := <-sigs:
+		trigger = "signal " + s.String()
+	case <-ctx.Done():
+		trigger = "context done: " + context.Cause(ctx).Error()
+	case serveErr = <-served:
+		trigger = "server stopped: " + serveErr.Error()
+	}
+	c.log.LogAttrs(ctx, slog.LevelInfo, "readiness: shutting down", slog.String("trigger", trigger))
+
+	// A second signal, if any, skips the drain and the delay.
+	hurry, stopHurry := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer stopHurry(nil)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case s := <-sigs:
+			c.log.LogAttrs(ctx, slog.LevelWarn, "readiness: second signal: shutting down now", slog.String("signal", s.String()))
+			stopHurry(errors.New("readiness: second signal " + s.String()))
+		case <-hurry.Done():
+		}
+	}()
+
+	var errs []error
+	if serveErr == nil {
+		t0 := time.Now()
+		if _, err := c.Drain(hurry, ShutdownOwner, TakeOver(), WithDrainTimeout(cfg.DrainTimeout)); err != nil {
+			errs = append(errs, err)
+		}
+		if rest := cfg.ShutdownDelay - time.Since(t0); rest > 0 && hurry.Err() == nil {
+			t := time.NewTimer(rest)
+			select {
+			case <-t.C:
+			case <-hurry.Done():
+			}
+			t.Stop()
+		}
+	} else if !errors.Is(serveErr, http.ErrServerClosed) {
+		errs = append(errs, serveErr)
+	}
+
+	stopStart()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	if err := srv.Shutdown(sctx); err != nil {
+		errs = append(errs, err)
+		_ = srv.Close()
+	}
+	cancel()
+	stopHurry(nil)
+	wg.Wait()
+	if serveErr == nil {
+		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, err)
+		}
+	}
+	c.Close()
+	c.pool.Close()
+	c.log.LogAttrs(ctx, slog.LevelInfo, "readiness: shut down: server stopped, pool closed")
+	return errors.Join(errs...)
+}

@@ -1,0 +1,242 @@
+package readiness
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/internal/drain"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// State is the drain state of a service, as in the L4 procedure. The zero
+// value is Enabled.
+type State int
+
+const (
+	// Enabled: in service. Readiness reflects the startup gate and the
+	// database check.
+	Enabled State = iota
+	// Disabling: a drain was asked for. Readiness answers 503 "draining"
+	// and the drain waits for the traffic to go. A drain that timed out
+	// leaves the service Disabling.
+	Disabling
+	// Disabled: a drain proved the traffic gone (no acquired connection,
+	// no in-flight request). Readiness still answers 503 "draining".
+	Disabled
+)
+
+// String returns "Enabled", "Disabling", "Disabled" or "State(N)".
+func (s State) String() string {
+	switch s {
+	case Enabled:
+		return "Enabled"
+	case Disabling:
+		return "Disabling"
+	case Disabled:
+		return "Disabled"
+	}
+	return "State(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Health is the overall status, as in the application/health+json draft.
+type Health string
+
+// The values of Health. Pass and Warn answer 200, Fail answers 503.
+const (
+	Pass Health = "pass"
+	Warn Health = "warn"
+	Fail Health = "fail"
+)
+
+// Reasons of a [Status] that is not Pass, most important first: only the
+// first that applies is reported.
+const (
+	ReasonClosed        = "closed"         // Close was called
+	ReasonDraining      = "draining"       // the state is Disabling or Disabled
+	ReasonStarting      = "starting"       // the startup gate has not opened yet
+	ReasonStartupFailed = "startup-failed" // Start failed and no check has succeeded since
+	ReasonDatabase      = "database"       // the database check failed (Fail at the threshold, Warn below it)
+	ReasonSaturated     = "pool-saturated" // every pool connection is acquired (Warn)
+)
+
+// InUse is what a drain waits for.
+type InUse struct {
+	AcquiredConns int64 // the pool's acquired connections (pgxpool.Stat.AcquiredConns)
+	InFlight      int64 // requests counted by Middleware and Begin
+}
+
+// Zero reports whether nothing is in use.
+func (u InUse) Zero() bool { return u.AcquiredConns <= 0 && u.InFlight <= 0 }
+
+// String lists what is in use, for example
+// "1 acquired connection, 2 in-flight requests", or "nothing in use".
+func (u InUse) String() string { return u.usage().String() }
+
+func (u InUse) usage() drain.Usage {
+	return drain.Usage{{What: "acquired connection", N: u.AcquiredConns}, {What: "in-flight request", N: u.InFlight}}
+}
+
+func inUseOf(u drain.Usage) InUse {
+	var r InUse
+	for _, c := range u {
+		switch c.What {
+		case "acquired connection":
+			r.AcquiredConns = c.N
+		case "in-flight request":
+			r.InFlight = c.N
+		}
+	}
+	return r
+}
+
+// Status is a snapshot of a [Checker]. Times are zero when the event has not
+// happened.
+type Status struct {
+	Health Health // Pass, Warn or Fail
+	Reason string // "" for Pass; else one of the Reason constants
+
+	Startup  StartupStatus
+	Database DatabaseStatus
+	Pool     PoolStatus
+	Drain    DrainStatus
+}
+
+// Ready reports whether a probe answers 200: Health is not Fail.
+func (s Status) Ready() bool { return s.Health != Fail }
+
+// StartupStatus is the state of the startup gate.
+type StartupStatus struct {
+	Done    bool             // the first connection has been made: the gate is open
+	Running bool             // Start is running
+	At      time.Time        // when the gate opened, or when Start last failed
+	Cause   classify.Verdict // why Start last failed; zero when Done
+	Err     error            // the error of the last failed Start; for logs, never served
+}
+
+// DatabaseStatus is the cached result of the database checks.
+type DatabaseStatus struct {
+	Checked             time.Time        // when the last check ended, or the gate opened
+	LastSuccess         time.Time        // the last successful check, or the opening of the gate
+	Latency             time.Duration    // of the last successful check
+	ConsecutiveFailures int              // failed checks since the last success
+	Threshold           int              // Config.FailureThreshold
+	Cause               classify.Verdict // why the last check failed, when ConsecutiveFailures > 0
+	Err                 error            // the last check's error; for logs, never served
+	Checks              int64            // checks run so far
+}
+
+// PoolStatus is the pool's occupancy (pgxpool.Stat) when the Status was
+// taken.
+type PoolStatus struct {
+	Acquired, Idle, Total, Max int32
+}
+
+// DrainStatus is the drain state and its lock.
+type DrainStatus struct {
+	State    State
+	Owner    string    // who holds the drain; "" when Enabled
+	Since    time.Time // when State was entered
+	LockedAt time.Time // when Owner took the drain
+	InFlight int64     // requests in flight now
+	InUse    InUse     // what the last drain poll found
+	Polled   time.Time // when the last drain poll ran
+}
+
+// String returns the plain-text probe answer, for example "ok",
+// "not ready: draining (Disabling by \"deploy-42\")" or
+// "not ready: startup-failed (transient/conn-refused)".
+func (s Status) String() string {
+	if s.Health == Pass {
+		return "ok"
+	}
+	text := "not ready: " + s.Reason
+	if s.Health == Warn {
+		text = "ok (warn): " + s.Reason
+	}
+	if d := s.detail(); d != "" {
+		text += " (" + d + ")"
+	}
+	return text
+}
+
+func (s Status) detail() string {
+	switch s.Reason {
+	case ReasonDraining:
+		return fmt.Sprintf("%s by %q", s.Drain.State, s.Drain.Owner)
+	case ReasonStartupFailed:
+		return s.Startup.Cause.String()
+	case ReasonDatabase:
+		n := s.Database.ConsecutiveFailures
+		noun := "consecutive failures"
+		if n == 1 {
+			noun = "consecutive failure"
+		}
+		return fmt.Sprintf("%s, %d %s", s.Database.Cause, n, noun)
+	case ReasonSaturated:
+		return fmt.Sprintf("%d of %d connections acquired", s.Pool.Acquired, s.Pool.Max)
+	}
+	return ""
+}
+
+// Status returns the current status without running a check.
+func (c *Checker) Status() Status {
+	st := c.pool.Stat()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.statusLocked(st)
+}
+
+func (c *Checker) statusLocked(st *pgxpool.Stat) Status {
+	s := Status{
+		Startup: StartupStatus{
+			Done:    c.gate == gateOpen,
+			Running: c.gate == gateRunning,
+			At:      c.started,
+			Cause:   c.startV,
+			Err:     c.startErr,
+		},
+		Database: DatabaseStatus{
+			Checked:             c.db.checked,
+			LastSuccess:         c.db.lastSuccess,
+			Latency:             c.db.latency,
+			ConsecutiveFailures: c.db.failures,
+			Threshold:           c.cfg.FailureThreshold,
+			Checks:              c.db.checks,
+		},
+		Pool: PoolStatus{Acquired: st.AcquiredConns(), Idle: st.IdleConns(), Total: st.TotalConns(), Max: st.MaxConns()},
+		Drain: DrainStatus{
+			State:    c.drain.state,
+			Owner:    c.drain.owner,
+			Since:    c.drain.since,
+			LockedAt: c.drain.lockSince,
+			InFlight: c.inflight.Load(),
+			InUse:    c.drain.inUse,
+			Polled:   c.drain.polled,
+		},
+	}
+	if c.db.failures > 0 {
+		s.Database.Cause, s.Database.Err = c.db.verdict, c.db.err
+	}
+	s.Health, s.Reason = Fail, ""
+	switch {
+	case c.closed:
+		s.Reason = ReasonClosed
+	case c.drain.state != Enabled:
+		s.Reason = ReasonDraining
+	case c.gate == gateFailed:
+		s.Reason = ReasonStartupFailed
+	case c.gate != gateOpen:
+		s.Reason = ReasonStarting
+	case c.db.failures >= c.cfg.FailureThreshold:
+		s.Reason = ReasonDatabase
+	case c.db.failures > 0:
+		s.Health, s.Reason = Warn, ReasonDatabase
+	case s.Pool.Max > 0 && s.Pool.Acquired >= s.Pool.Max:
+		s.Health, s.Reason = Warn, ReasonSaturated
+	default:
+		s.Health = Pass
+	}
+	return s
+}
