@@ -10,7 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/internal/obs"
 	"github.com/holdfast-db/holdfast/retry"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -19,19 +21,26 @@ import (
 
 // Factory plugs classification and bounded retry into pgxpool. Build one with
 // New, then call Configure on each *pgxpool.Config (or use NewPool). A Factory
-// is immutable and safe for concurrent use; one Factory may configure many
-// pools, which then share its retry budget.
+// is safe for concurrent use; one Factory may configure many pools, which then
+// share its retry budget. With WithBlueGreen, each configured pool gets a
+// bluegreen.Router whose monitors run until Factory.Close.
 type Factory struct {
 	classifier *classify.Classifier
 	password   func(ctx context.Context) (string, error)
 	budget     *retry.Budget
 	logger     *slog.Logger
+	tel        *obs.Telemetry // metrics, spans and log lines (telemetry.go)
 
 	dial     retry.Retrier // one dial, stage "connect"
 	fetch    retry.Retrier // one password fetch, stage "password"
 	acquire  retry.Retrier // Factory.Acquire, stage "acquire"
 	startup  retry.Retrier // NewPool's first connection, stage "startup"
 	maxDials int
+
+	blueGreen *bluegreen.Config   // WithBlueGreen, nil when off
+	mu        sync.Mutex          // guards routers and closed
+	routers   []*bluegreen.Router // one per configured pool
+	closed    bool
 }
 
 // Stages name where a failure happened, in logs and errors.
@@ -64,12 +73,23 @@ func New(opts ...Option) (*Factory, error) {
 	if !c.budgetSet {
 		c.budget = ProcessBudget()
 	}
+	rules := c.rules
+	if c.blueGreen != nil {
+		rules = append(append([]classify.Rule(nil), rules...), bluegreen.Rule)
+		if c.blueGreen.Logger == nil && c.logger.Handler() != slog.DiscardHandler {
+			c.blueGreen.Logger = c.logger
+		}
+	}
 	f := &Factory{
-		classifier: classify.New(c.rules...),
+		blueGreen:  c.blueGreen,
+		classifier: classify.New(rules...),
 		password:   c.password,
 		budget:     c.budget,
 		logger:     c.logger,
 		maxDials:   c.policy.MaxAttempts,
+	}
+	if err := f.newTelemetry(&c); err != nil {
+		return nil, err
 	}
 	f.dial = f.retrier(c.policy, StageConnect)
 	f.fetch = f.retrier(c.policy, StagePassword)
@@ -84,14 +104,10 @@ func (f *Factory) retrier(p retry.Policy, stage string) retry.Retrier {
 		Classify: f.classifier.Classify,
 		Budget:   f.budget,
 		OnRetry: func(ctx context.Context, e retry.Event) {
-			f.logger.LogAttrs(ctx, slog.LevelWarn, "holdfast: retrying after a transient failure",
-				slog.String("stage", stage),
-				slog.Int("attempt", e.Attempt),
-				slog.Duration("delay", e.Delay),
-				slog.String("error.class", e.Verdict.Class.String()),
-				slog.String("error.reason", e.Verdict.Reason),
-				slog.String("error", e.Err.Error()),
-			)
+			// One WARN line (stage, attempt, delay, error.class,
+			// error.reason, holdfast.stage, redacted error), a metric and
+			// a span event: see telemetry.go.
+			f.onRetry(ctx, stage, e)
 		},
 	}
 }
@@ -111,6 +127,12 @@ func (f *Factory) Classify(err error) classify.Verdict { return f.classifier.Cla
 // Retries are counted per connection, not per dial: with sslmode=prefer pgx
 // dials twice for one connection (TLS, then plain), and both dials draw on
 // the same MaxAttempts.
+//
+// With WithBlueGreen, Configure then installs a bluegreen.Router (see
+// bluegreen.New: BeforeConnect, PrepareConn, Tracer, and AfterRelease when
+// one is set, all chained with the hooks already there) and starts its
+// monitors, which connect through the factory's DialFunc and password
+// function. After Close it returns a *ConfigError.
 func (f *Factory) Configure(cfg *pgxpool.Config) error {
 	if f == nil {
 		return &ConfigError{Field: "Factory", Why: "nil factory: use holdfast.New"}
@@ -129,6 +151,7 @@ func (f *Factory) Configure(cfg *pgxpool.Config) error {
 		conn, err := base(ctx, network, addr)
 		if err == nil {
 			f.budget.Success()
+			f.tel.FirstTry(ctx, StageConnect) // no allocation unless a span records
 			return conn, nil
 		}
 		conn, _, err = f.redial(ctx, base, network, addr, err, f.maxDials)
@@ -153,16 +176,57 @@ func (f *Factory) Configure(cfg *pgxpool.Config) error {
 		}
 		return nil
 	}
+	if f.blueGreen != nil {
+		if err := f.configureBlueGreen(cfg); err != nil {
+			return err
+		}
+	}
+	f.instrument(cfg) // last: it wraps every hook above (telemetry.go)
 	return nil
+}
+
+// configureBlueGreen installs a bluegreen.Router after the factory's own
+// hooks, so that a suspended connection fetches no password and the
+// monitors dial through the factory.
+func (f *Factory) configureBlueGreen(cfg *pgxpool.Config) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return &ConfigError{Field: "Factory", Why: "closed: blue/green routing cannot start"}
+	}
+	r, err := bluegreen.New(cfg, *f.blueGreen)
+	if err != nil {
+		return &ConfigError{Field: "WithBlueGreen", Why: "cannot install blue/green routing", Err: err}
+	}
+	f.routers = append(f.routers, r)
+	return nil
+}
+
+// Close stops and joins the blue/green monitors of every pool the factory
+// configured (WithBlueGreen); their pools keep working with plain host
+// names. It is idempotent and does nothing without WithBlueGreen. Close the
+// pools first or after, in any order.
+func (f *Factory) Close() {
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	routers := f.routers
+	f.routers, f.closed = nil, true
+	f.mu.Unlock()
+	for _, r := range routers {
+		r.Close()
+	}
 }
 
 func (f *Factory) fetchPassword(ctx context.Context) (string, error) {
 	pw, err := f.password(ctx)
 	if err == nil {
 		f.budget.Success()
+		f.tel.FirstTry(ctx, StagePassword)
 		return pw, nil
 	}
-	err = f.fetch.Continue(ctx, err, func(ctx context.Context) error {
+	err = f.retryFrom(ctx, &f.fetch, StagePassword, err, func(ctx context.Context) error {
 		p, err := f.password(ctx)
 		pw = p
 		return err
@@ -181,7 +245,7 @@ func (f *Factory) redial(ctx context.Context, base pgconn.DialFunc, network, add
 	r.Policy.MaxAttempts = allowance
 	var conn net.Conn
 	attempts := 1
-	err := r.Continue(ctx, firstErr, func(ctx context.Context) error {
+	err := f.retryFrom(ctx, &r, StageConnect, firstErr, func(ctx context.Context) error {
 		attempts++
 		c, err := base(ctx, network, addr)
 		conn = c
@@ -212,6 +276,7 @@ func (d *connectDial) dial(ctx context.Context, network, addr string) (net.Conn,
 		conn, err := d.base(ctx, network, addr)
 		if err == nil {
 			d.f.budget.Success()
+			d.f.tel.FirstTry(ctx, StageConnect)
 			return conn, nil
 		}
 		d.mu.Lock()
@@ -227,6 +292,7 @@ func (d *connectDial) dial(ctx context.Context, network, addr string) (net.Conn,
 	conn, err := d.base(ctx, network, addr)
 	if err == nil {
 		d.f.budget.Success()
+		d.f.tel.FirstTry(ctx, StageConnect)
 		return conn, nil
 	}
 	return d.retry(ctx, network, addr, err)
@@ -291,7 +357,7 @@ func (f *Factory) acquireAgain(ctx context.Context, pool *pgxpool.Pool, firstErr
 		return v
 	}
 	var conn *pgxpool.Conn
-	err := rr.Continue(ctx, firstErr, func(ctx context.Context) error {
+	err := f.retryFrom(ctx, &rr, acquireLayer(patient), firstErr, func(ctx context.Context) error {
 		c, err := pool.Acquire(ctx)
 		conn = c
 		return err
@@ -309,16 +375,19 @@ func (f *Factory) acquireAgain(ctx context.Context, pool *pgxpool.Pool, firstErr
 // NewPool configures cfg, builds the pool with pgxpool.NewWithConfig and
 // makes the first connection under the startup policy, so that a pool that
 // is returned has reached the database. When the first connection cannot be
-// made, NewPool closes the pool and returns a *StartupError.
+// made, NewPool closes the pool (and its blue/green monitors) and returns a
+// *StartupError.
 func (f *Factory) NewPool(ctx context.Context, cfg *pgxpool.Config) (*pgxpool.Pool, error) {
 	if err := f.Configure(cfg); err != nil {
 		return nil, err
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
+		bluegreen.FromConfig(cfg).Close()
 		return nil, err
 	}
 	if err := f.Start(ctx, pool); err != nil {
+		bluegreen.FromConfig(cfg).Close()
 		pool.Close()
 		return nil, err
 	}
@@ -328,19 +397,28 @@ func (f *Factory) NewPool(ctx context.Context, cfg *pgxpool.Config) (*pgxpool.Po
 // Start makes pool's first connection under the startup policy and releases
 // it to the pool. It returns nil or a *StartupError wrapping the last
 // failure. Failures already retried at the dial layer are retried again
-// here: startup is more patient than a request, and still bounded.
+// here: startup is more patient than a request, and still bounded. With
+// WithBlueGreen, it also attaches the pool to its bluegreen.Router, which
+// can then close idle connections to the old blue instance at once.
 func (f *Factory) Start(ctx context.Context, pool *pgxpool.Pool) error {
 	if pool == nil {
 		return &ConfigError{Field: "pool", Why: "nil pool"}
 	}
+	ctx, traced := f.tel.BeginStartup(ctx) // holdfast.stage=startup, holdfast.startup span
 	c, err := pool.Acquire(ctx)
 	if err != nil {
 		c, err = f.acquireAgain(ctx, pool, err, &f.startup, true)
+	} else {
+		f.tel.FirstTry(ctx, StageStartup)
 	}
+	traced(err)
 	if err != nil {
 		return &StartupError{Verdict: f.classifier.Classify(err), Err: err}
 	}
 	c.Release()
+	if f.blueGreen != nil {
+		bluegreen.FromPool(pool).Attach(pool)
+	}
 	return nil
 }
 

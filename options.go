@@ -6,8 +6,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/retry"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // An Option configures a Factory. Options are checked by New.
@@ -22,7 +25,11 @@ type config struct {
 	budget        *retry.Budget
 	budgetSet     bool
 	logger        *slog.Logger
+	blueGreen     *bluegreen.Config
 	invalidOption error
+
+	meterProvider  metric.MeterProvider // WithMeterProvider (telemetry.go); nil: global
+	tracerProvider trace.TracerProvider // WithTracerProvider (telemetry.go); nil: global
 }
 
 // defaults returns the configuration New starts from.
@@ -119,14 +126,39 @@ func WithRetryBudget(b *retry.Budget) Option {
 }
 
 // WithLogger sets the logger for retried failures. Default: discard.
-// Log lines carry the stage, attempt, delay and classified reason; never a
-// password or token.
+// One WARN line per retried failure, with the retry layer ("stage"),
+// attempt, delay, error.class, error.reason, the service stage
+// ("holdfast.stage": startup, pool-growth, request) and the error text,
+// from which passwords, tokens and connection-string secrets are removed;
+// and one WARN line when a loop gives up on a transient failure.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) {
 		if l == nil {
 			c.fail(&ConfigError{Field: "WithLogger", Why: "the logger is nil"})
 		}
 		c.logger = l
+	}
+}
+
+// WithBlueGreen enables RDS and Aurora blue/green switchover routing (see
+// package bluegreen) for every pool the factory configures. The zero
+// bluegreen.Config works: every zero field takes its documented default.
+// When c.Logger is nil and WithLogger was given, the factory's logger is
+// used (else slog.Default()).
+//
+// Configure then starts two monitor goroutines per pool, each with its own
+// connection outside the pool: call Factory.Close when the pools are closed
+// to stop them (bluegreen.FromPool(pool).Close stops one pool's). The
+// factory's classifier also learns the package's errors (bluegreen.Rule): a
+// wait that reached its bound is Transient, a rejected green host name
+// Fatal.
+func WithBlueGreen(c bluegreen.Config) Option {
+	return func(cfg *config) {
+		if err := c.Validate(); err != nil {
+			cfg.fail(&ConfigError{Field: "WithBlueGreen", Why: "invalid bluegreen.Config", Err: err})
+			return
+		}
+		cfg.blueGreen = &c
 	}
 }
 

@@ -3,6 +3,7 @@ package readiness
 import (
 	"context"
 	"errors"
+	"github.com/holdfast-db/holdfast/internal/obs"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -152,6 +153,10 @@ type Checker struct {
 	drain    drainState
 
 	pollHook func(InUse) // tests: called after every drain poll
+
+	tel        *obs.Readiness // metrics and span events; nil records nothing
+	lastHealth Health         // last health and reason recorded, guarded by mu
+	lastReason string
 }
 
 // dbState is the cached result of the database checks.
@@ -178,7 +183,8 @@ func New(pool *pgxpool.Pool, cfg Config) (*Checker, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &Checker{pool: pool, cfg: cfg, log: cfg.Logger, now: time.Now, ctx: ctx, cancel: cancel}
+	c := &Checker{pool: pool, cfg: cfg, log: cfg.Logger, now: time.Now, ctx: ctx, cancel: cancel,
+		tel: obs.Of(cfg.Factory).Readiness()}
 	c.drain.since = c.now()
 	return c, nil
 }

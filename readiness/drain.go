@@ -172,6 +172,7 @@ func (c *Checker) Drain(ctx context.Context, owner string, opts ...DrainOption) 
 		}
 		c.log.LogAttrs(ctx, slog.LevelInfo, "readiness: drain complete: no acquired connection, no in-flight request",
 			slog.String("owner", owner), slog.Duration("elapsed", res.Elapsed), slog.Int("polls", res.Polls))
+		c.tel.Drained(ctx, res.Elapsed, "drained")
 		return DrainResult{Owner: owner, Elapsed: res.Elapsed, Polls: res.Polls}, nil
 	}
 	var te *drain.TimeoutError
@@ -183,6 +184,11 @@ func (c *Checker) Drain(ctx context.Context, owner string, opts ...DrainOption) 
 		inUse = c.inUse()
 	}
 	derr := &DrainTimeoutError{Owner: owner, Bound: o.timeout, Elapsed: te.Elapsed, InUse: inUse, Cause: te.Cause, State: d.state}
+	outcome := "timeout"
+	if te.Cause != nil {
+		outcome = "interrupted"
+	}
+	c.tel.Drained(ctx, te.Elapsed, outcome)
 	c.log.LogAttrs(ctx, slog.LevelError, "readiness: drain did not complete; traffic not proven gone",
 		slog.String("owner", owner), slog.String("error", derr.Error()),
 		slog.Int64("acquired_conns", inUse.AcquiredConns), slog.Int64("in_flight", inUse.InFlight))

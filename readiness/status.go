@@ -238,5 +238,16 @@ func (c *Checker) statusLocked(st *pgxpool.Stat) Status {
 	default:
 		s.Health = Pass
 	}
+	c.noteLocked(s)
 	return s
+}
+
+// noteLocked records a change of the answered health or reason in the
+// factory's telemetry (holdfast.readiness.ready and .transitions).
+func (c *Checker) noteLocked(s Status) {
+	if c.tel == nil || (s.Health == c.lastHealth && s.Reason == c.lastReason) {
+		return
+	}
+	c.lastHealth, c.lastReason = s.Health, s.Reason
+	c.tel.Changed(c.ctx, s.Ready(), string(s.Health), s.Reason)
 }

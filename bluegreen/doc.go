@@ -1,0 +1,145 @@
+// Package bluegreen keeps a pgxpool working through an RDS or Aurora
+// PostgreSQL blue/green switchover.
+//
+// During a switchover a plain pool sees dropped connections and refused
+// connects and, because DNS lags, opens new connections to the old blue
+// instance after it was renamed and made read-only: writes fail with
+// SQLSTATE 25006, or land in the wrong place. A [Router] watches the
+// deployment's status in the metadata RDS publishes, keeps an inventory of
+// the blue and green endpoints and their addresses, and, phase by phase,
+// pins host names to addresses, holds traffic while the switch happens, and
+// refuses connections that would go astray. It does for pgx what the AWS
+// Advanced JDBC Wrapper's blue/green plugin does for JDBC, without the
+// defects of its Go port (see the end of this comment).
+//
+// # Enabling it
+//
+// With holdfast, give the zero Config (every field has a default) to the
+// factory:
+//
+//	f, err := holdfast.New(holdfast.WithBlueGreen(bluegreen.Config{}))
+//	// ...
+//	defer f.Close() // stops the monitors
+//	pool, err := f.NewPool(ctx, cfg)
+//	// ...
+//	st := bluegreen.FromPool(pool).Status()
+//
+// Without holdfast, install a Router into a pgxpool config yourself and
+// close it with the pool:
+//
+//	r, err := bluegreen.New(cfg, bluegreen.Config{})
+//	// ...
+//	defer r.Close()
+//	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+//
+// The database user needs to read the metadata: on RDS PostgreSQL, CREATE
+// EXTENSION rds_tools and GRANT USAGE ON SCHEMA rds_tools and EXECUTE on its
+// functions; on Aurora PostgreSQL nothing. On an engine without the
+// metadata the Router finds it absent and routes nothing, at the cost of two
+// idle monitor connections and an existence check per BaselineInterval.
+//
+// # Monitors
+//
+// Two monitors, one for blue (SOURCE) and one for green (TARGET), each on
+// its own connection outside the pool, read the metadata:
+// pg_catalog.get_blue_green_fast_switchover_metadata(text) on Aurora,
+// rds_tools.show_topology(text) on RDS, found by an existence check
+// (to_regprocedure) and read with SELECT *, columns by name (version,
+// endpoint, port, role, status; id optional), statuses and roles in any
+// case. A function that is absent, zero rows, a failed query and an unknown
+// status or version are kept apart: only rows with a known status move the
+// phase; an unknown version is read as 1.0 with a warning.
+//
+// Both monitors start on the pool's host; the green one moves to the green
+// endpoint once the metadata names it. They connect with a copy of the
+// pool's connection config (credentials, TLS, DialFunc, LookupFunc), run
+// through the pool's BeforeConnect hooks, without target_session_attrs
+// (green is read-only before the switch) and without the pool's tracer,
+// with their own connect and query timeouts. A monitor whose connection
+// breaks reconnects with a backoff that starts at HighInterval. They poll
+// every BaselineInterval (60 s) while no deployment exists, every
+// IncreasedInterval (1 s) once one exists, and every HighInterval (100 ms)
+// from PREPARATION until the switchover has settled.
+//
+// They resolve every blue and green endpoint through the pool's
+// LookupFunc (the system resolver unless you set one), which is how they
+// see DNS move. When PREPARATION is first seen, the hosts and their
+// addresses are frozen as the start snapshot; it is completed while
+// PREPARATION lasts but never overwritten. Against it the Router detects,
+// and latches with a timestamp: "Blue DNS updated" (every blue host
+// resolves to a new address), "Green DNS removed" (no green host resolves)
+// and "Green topology changed" (the green rows no longer carry any green
+// name).
+//
+// # Routing
+//
+// The routing is an immutable snapshot swapped atomically when the state
+// changes; the pool's hooks read it with one atomic load, and do nothing
+// else while no switchover is under way.
+//
+//	| phase                  | new connection to a blue name           | to a green name                      | Acquire, statements        |
+//	|------------------------|-----------------------------------------|--------------------------------------|----------------------------|
+//	| NOT_CREATED, CREATED   | as asked                                | as asked                             | as asked                   |
+//	| PREPARATION            | blue start address                      | as asked                             | as asked                   |
+//	| IN_PROGRESS            | held                                    | held                                 | held; blue conns dropped   |
+//	| POST                   | green address of the corresponding node | green address, then rejected once    | as asked; blue conns       |
+//	|                        | (held until it is known), as asked once | green took the blue names, as asked  | dropped                    |
+//	|                        | blue DNS points at green                | once green DNS is removed             |                            |
+//	| COMPLETED              | as POST until blue DNS is updated and green DNS removed, then as asked                                             |
+//
+// Addresses are pinned through the connection's LookupFunc only: the host
+// name stays the one asked for, so TLS with sslmode=verify-full verifies it.
+// The corresponding node is chosen by role and sorted name: writer cluster
+// endpoint to writer cluster endpoint, reader to reader, blue writer
+// instance to green writer instance, blue readers to green readers round
+// robin.
+//
+// New connections are held in BeforeConnect (which pgxpool runs without the
+// caller's cancellation), Acquire in PrepareConn, statements on acquired
+// connections in the query tracer (also batches, CopyFrom and Prepare).
+// Connections to the old blue instance are dropped when IN_PROGRESS begins:
+// idle ones are closed at once when the pool is attached ([Router.Attach];
+// holdfast.Factory.Start does it), others are destroyed when next acquired,
+// and a statement on one in use fails with a [*DroppedError]. A held
+// caller wakes when the routing changes, never on a poll, and waits at
+// most Config.ConnectTimeout (30 s) and its context: then it fails with a
+// [*SuspendError], which is retryable. A rejected connection fails at once
+// with a [*RejectError]. [Rule] classifies the three for package classify.
+//
+// IN_PROGRESS is released early when blue DNS already points at green.
+// A switchover timer (SwitchoverTimeout, 180 s from PREPARATION) ends the
+// switchover whatever the metadata says, from a timer of its own rather than
+// on the next change; after it a status stuck in IN_PROGRESS routes nothing.
+// A rollback is recognised only when the green monitor reads an earlier
+// phase than before, before COMPLETED, never from an absent, empty or
+// failed read.
+//
+// # The end of a switchover
+//
+// When COMPLETED is seen and DNS has caught up, or on a rollback, or when
+// the timer expires, the Router logs the timeline (Info, through the
+// Config.Logger) in the AWS wrappers' table form, keeps it as a [Summary]
+// ([Router.LastSummary], [Status].LastSummary), clears its routing and its
+// inventory, and its monitors start over for the next deployment. Until
+// both monitors have read a phase outside PREPARATION to POST, such phases
+// are ignored, so that a stuck status or a server whose metadata lags does
+// not start the same switchover again.
+//
+// Before a switchover, once the green side is mapped, the Router logs a
+// one-time "target topology recognized" line with the blue → green mapping
+// and addresses. [Router.Status] gives the phase, the routing, the mapping,
+// the timeline and the monitors at any time, for readiness endpoints and
+// dashboards, and [Router.Changed] signals its changes.
+//
+// # Differences from the AWS Go wrapper
+//
+// Its defects, reproduced against the wrapper's own source, are absent
+// here: a rejected connection fails at once instead of spinning a core; a
+// held connection honours its timeout; PREPARATION and IN_PROGRESS poll at
+// HighInterval, not 1 s; a DNS change during IN_PROGRESS does not overwrite
+// the start snapshot; the switchover timer runs on its own; a rollback is
+// never inferred from a missing or failed read nor from blue; monitors
+// restart after a switchover; monitors have timeouts and drop
+// target_session_attrs; the routing is published immutably, never mutated
+// under readers.
+package bluegreen

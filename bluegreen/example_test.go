@@ -1,0 +1,97 @@
+package bluegreen_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/bluegreen"
+	"github.com/holdfast-db/holdfast/classify"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Enabling blue/green routing with holdfast: the zero Config uses the
+// documented defaults.
+func Example() {
+	ctx := context.Background()
+	f, err := holdfast.New(holdfast.WithBlueGreen(bluegreen.Config{}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close() // stops the blue/green monitors
+
+	cfg, err := pgxpool.ParseConfig("postgres://app@orders.cluster-abcdefghijkl.us-east-1.rds.amazonaws.com/orders?sslmode=verify-full")
+	if err != nil {
+		log.Fatal(err)
+	}
+	pool, err := f.NewPool(ctx, cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+
+	st := bluegreen.FromPool(pool).Status()
+	fmt.Println(st.Phase, st.Routing.Normal)
+}
+
+// Statuses map to phases case-insensitively; unknown ones are reported as
+// such rather than guessed.
+func ExampleParseStatus() {
+	for _, s := range []string{"AVAILABLE", "switchover_initiated", "SWITCHOVER_IN_PROGRESS", "SWITCHOVER_FAILED", ""} {
+		p, ok := bluegreen.ParseStatus(s)
+		fmt.Printf("%-24q %-12v known=%v active=%v\n", s, p, ok, p.Active())
+	}
+	// Output:
+	// "AVAILABLE"              CREATED      known=true active=false
+	// "switchover_initiated"   PREPARATION  known=true active=true
+	// "SWITCHOVER_IN_PROGRESS" IN_PROGRESS  known=true active=true
+	// "SWITCHOVER_FAILED"      NOT_CREATED  known=false active=false
+	// ""                       NOT_CREATED  known=true active=false
+}
+
+// The summary logged at the end of a switchover, in the AWS wrappers' form.
+func ExampleSummary_String() {
+	in := time.Date(2026, 2, 15, 14, 30, 49, 762_000_000, time.UTC)
+	at := func(ms int) time.Time { return in.Add(time.Duration(ms) * time.Millisecond) }
+	s := bluegreen.Summary{ID: "1", Outcome: bluegreen.OutcomeCompleted, Anchor: in, Events: []bluegreen.Event{
+		{Time: at(-21572), Name: "PREPARATION"},
+		{Time: at(0), Name: "IN_PROGRESS"},
+		{Time: at(2167), Name: "POST"},
+		{Time: at(32584), Name: bluegreen.EventGreenTopologyChanged},
+		{Time: at(41552), Name: bluegreen.EventBlueDNSUpdated},
+		{Time: at(77651), Name: bluegreen.EventGreenDNSRemoved},
+		{Time: at(77651), Name: "COMPLETED"},
+	}}
+	fmt.Println(s)
+	// Output:
+	// [bgdId: '1'] Blue/Green Deployment switchover COMPLETED
+	// timestamp                         time offset (ms)                           event
+	// ----------------------------------------------------------------------------------
+	//     2026-02-15T14:30:28.190Z             -21572 ms                     PREPARATION
+	//     2026-02-15T14:30:49.762Z                  0 ms                     IN_PROGRESS
+	//     2026-02-15T14:30:51.929Z               2167 ms                            POST
+	//     2026-02-15T14:31:22.346Z              32584 ms          Green topology changed
+	//     2026-02-15T14:31:31.314Z              41552 ms                Blue DNS updated
+	//     2026-02-15T14:32:07.413Z              77651 ms               Green DNS removed
+	//     2026-02-15T14:32:07.413Z              77651 ms                       COMPLETED
+	// ----------------------------------------------------------------------------------
+}
+
+// A held connection that reached its bound is retryable; a rejected green
+// host name is not.
+func ExampleRule() {
+	c := classify.New(bluegreen.Rule)
+	held := &bluegreen.SuspendError{Op: "connect", Host: "orders.cluster-abcdefghijkl.us-east-1.rds.amazonaws.com",
+		Phase: bluegreen.InProgress, Waited: 30 * time.Second, Err: context.DeadlineExceeded}
+	rejected := &bluegreen.RejectError{Host: "orders-green-abc123.cluster-abcdefghijkl.us-east-1.rds.amazonaws.com", Phase: bluegreen.Post}
+	fmt.Println(c.Classify(held), errors.Is(held, bluegreen.ErrSuspended))
+	fmt.Println(c.Classify(rejected), errors.Is(rejected, bluegreen.ErrRejected))
+	fmt.Println(held)
+	// Output:
+	// transient/bluegreen-suspended true
+	// fatal/bluegreen-rejected true
+	// bluegreen: connect to orders.cluster-abcdefghijkl.us-east-1.rds.amazonaws.com held for 30s by the blue/green switchover (IN_PROGRESS) and not released: context deadline exceeded
+}

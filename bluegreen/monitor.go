@@ -1,0 +1,364 @@
+package bluegreen
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// monitor polls the metadata for one role on its own connection, outside
+// the pool. It runs on one goroutine owned by the Router.
+type monitor struct {
+	r    *Router
+	role Role
+
+	gen        uint64
+	conn       *pgx.Conn
+	engine     Engine // detected metadata; EngineAuto: not (yet) found
+	target     string // host to read from; "" = the pool's host
+	targetPort uint16
+	failures   int  // consecutive polls without a result
+	connects   int  // connections opened
+	retarget   bool // the last poll moved to another host: poll again at once
+	warned     map[string]bool
+}
+
+func (m *monitor) run(ctx context.Context) {
+	defer m.disconnect()
+	for {
+		gen, wake := m.r.generation()
+		if gen != m.gen {
+			m.reset(gen)
+		}
+		o, ms := m.poll(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		interval, active := m.r.report(o, ms)
+		if o.kind == obsNoConn || o.kind == obsFailed {
+			m.failures++
+			interval = m.backoff(active)
+		} else {
+			m.failures = 0
+		}
+		if m.retarget {
+			m.retarget = false
+			continue
+		}
+		t := time.NewTimer(interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-wake:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// backoff is the delay after a failed poll: HighInterval doubling per
+// failure, at most HighInterval during a switchover and IncreasedInterval
+// otherwise.
+func (m *monitor) backoff(active bool) time.Duration {
+	c := m.r.cfg
+	limit := max(c.IncreasedInterval, c.HighInterval)
+	if active {
+		limit = c.HighInterval
+	}
+	d := c.HighInterval
+	for i := 1; i < m.failures && d < limit; i++ {
+		d *= 2
+	}
+	return min(d, limit)
+}
+
+// reset starts over for a new generation: a new deployment is read from
+// the pool's host.
+func (m *monitor) reset(gen uint64) {
+	m.disconnect()
+	m.gen = gen
+	m.engine = EngineAuto
+	m.target, m.targetPort = "", 0
+	m.failures = 0
+}
+
+func (m *monitor) disconnect() {
+	if m.conn == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = m.conn.Close(ctx)
+	// A query interrupted by Close's context leaves pgconn cleaning up on
+	// its own goroutine; wait for it so that Close joins everything.
+	t := time.NewTimer(20 * time.Second)
+	select {
+	case <-m.conn.PgConn().CleanupDone():
+	case <-t.C:
+	}
+	t.Stop()
+	m.conn = nil
+}
+
+// poll makes one observation.
+func (m *monitor) poll(ctx context.Context) (observation, MonitorStatus) {
+	o := observation{role: m.role, gen: m.gen}
+	ms := MonitorStatus{Role: m.role, Host: m.host()}
+	m.read(ctx, &o)
+	ms.Connects = m.connects
+	o.host = ms.Host
+	if m.conn != nil {
+		ms.Connected = true
+		ms.Addr = remoteIP(m.conn)
+		o.addr = ms.Addr
+	}
+	ms.Observation = o.kind.String()
+	if o.err != nil {
+		ms.Error = o.err.Error()
+		m.r.cfg.Logger.LogAttrs(ctx, slog.LevelDebug, "bluegreen: monitor poll failed",
+			slog.String("bgd_id", m.r.cfg.ID), slog.String("role", m.role.String()),
+			slog.String("observation", o.kind.String()), slog.String("error", o.err.Error()))
+	}
+	if o.kind == obsRows {
+		ms.Status = o.view.status
+	}
+	o.dns = m.resolve(ctx, o.view.endpoints)
+	return o, ms
+}
+
+func (m *monitor) host() string {
+	if m.target != "" {
+		return m.target
+	}
+	return m.r.monConfig.Host
+}
+
+// read connects if needed and reads the metadata into o.
+func (m *monitor) read(ctx context.Context, o *observation) {
+	if m.conn != nil && m.conn.IsClosed() {
+		m.disconnect() // waits for pgconn's cleanup of a broken connection
+		m.engine = EngineAuto
+	}
+	if m.conn == nil {
+		if err := m.connect(ctx); err != nil {
+			o.kind, o.err = obsNoConn, err
+			return
+		}
+	}
+	qctx, cancel := context.WithTimeout(ctx, m.r.cfg.MonitorQueryTimeout)
+	defer cancel()
+	if m.engine == EngineAuto {
+		e, err := detect(qctx, m.conn, m.r.cfg.Engine)
+		if err != nil {
+			o.kind, o.err = obsFailed, err
+			m.dropBroken(err)
+			return
+		}
+		if e == EngineAuto {
+			o.kind = obsAbsent
+			return
+		}
+		m.engine = e
+	}
+	rows, bad, err := readRows(qctx, m.conn, m.engine)
+	if err != nil {
+		if isAbsentError(err) {
+			m.engine = EngineAuto
+			o.kind = obsAbsent
+			return
+		}
+		o.kind, o.err = obsFailed, err
+		m.dropBroken(err)
+		return
+	}
+	o.engine = m.engine
+	m.warn(rows, bad)
+	if len(rows) == 0 {
+		o.kind = obsEmpty
+		return
+	}
+	o.kind = obsRows
+	o.view = viewOf(rows, m.role)
+	o.peer = viewOf(rows, other(m.role))
+	m.correctHost(ctx, o.view)
+}
+
+// dropBroken closes the connection after a failure that left it unusable
+// (anything but a server error).
+func (m *monitor) dropBroken(err error) {
+	var pe interface{ SQLState() string }
+	if m.conn.IsClosed() || !errors.As(err, &pe) {
+		m.disconnect()
+		m.engine = EngineAuto
+	}
+}
+
+// warn logs, once per value, rows this package could not use fully.
+func (m *monitor) warn(rows []metaRow, bad []error) {
+	once := func(key, msg string, attrs ...slog.Attr) {
+		if m.warned[key] || len(m.warned) > 100 {
+			return
+		}
+		m.warned[key] = true
+		attrs = append(attrs, slog.String("bgd_id", m.r.cfg.ID), slog.String("role", m.role.String()))
+		m.r.cfg.Logger.LogAttrs(context.Background(), slog.LevelWarn, msg, attrs...)
+	}
+	for _, err := range bad {
+		once("bad:"+err.Error(), "bluegreen: metadata row ignored", slog.String("error", err.Error()))
+	}
+	for _, r := range rows {
+		if !versionKnown(r.version) {
+			once("version:"+r.version, "bluegreen: unknown metadata version, read as "+KnownVersion,
+				slog.String("version", truncate(r.version, 32)))
+		}
+		if r.role == RoleUnknown {
+			once("role:"+r.endpoint, "bluegreen: metadata row with an unknown role ignored",
+				slog.String("endpoint", r.endpoint))
+		}
+		if !r.knownStatus {
+			once("status:"+r.status, "bluegreen: unknown metadata status ignored",
+				slog.String("status", truncate(r.status, 64)), slog.String("endpoint", r.endpoint))
+		}
+	}
+}
+
+// connect opens the monitor's connection to its target host.
+func (m *monitor) connect(ctx context.Context) error {
+	cc := m.r.monConfig.Copy()
+	if m.target != "" && m.target != normHost(cc.Host) {
+		retarget(cc, m.target, m.targetPort)
+	}
+	cc.LookupFunc = m.r.monitorLookup
+	cctx, cancel := context.WithTimeout(ctx, m.r.cfg.MonitorConnectTimeout)
+	defer cancel()
+	if m.r.next != nil {
+		if err := m.r.next(cctx, cc); err != nil {
+			return err
+		}
+	}
+	conn, err := pgx.ConnectConfig(cctx, cc)
+	if err != nil {
+		return err
+	}
+	m.conn = conn
+	m.connects++
+	return nil
+}
+
+// retarget points cc at host (and port, unless 0), keeping TLS verifying
+// the name actually connected to.
+func retarget(cc *pgx.ConnConfig, host string, port uint16) {
+	old := cc.Host
+	cc.Host = host
+	if port != 0 {
+		cc.Port = port
+	}
+	if cc.TLSConfig != nil && cc.TLSConfig.ServerName != "" {
+		cc.TLSConfig = cc.TLSConfig.Clone()
+		cc.TLSConfig.ServerName = host
+	}
+	for _, fb := range cc.Fallbacks {
+		if fb.Host != old {
+			continue
+		}
+		fb.Host = host
+		if port != 0 {
+			fb.Port = port
+		}
+		if fb.TLSConfig != nil && fb.TLSConfig.ServerName != "" {
+			fb.TLSConfig = fb.TLSConfig.Clone()
+			fb.TLSConfig.ServerName = host
+		}
+	}
+}
+
+// correctHost moves the monitor to its role's endpoint when that endpoint
+// is another server than the one it reads from (how the green monitor,
+// which starts on the pool's blue host, reaches green).
+func (m *monitor) correctHost(ctx context.Context, v roleView) {
+	if !v.found || v.endpoint == "" || v.endpoint == normHost(m.host()) || isOld(v.endpoint) {
+		return
+	}
+	lctx, cancel := context.WithTimeout(ctx, m.r.cfg.MonitorQueryTimeout)
+	addrs, err := m.r.monitorLookup(lctx, v.endpoint)
+	cancel()
+	if err != nil || len(addrs) == 0 {
+		return // keep reading where we are
+	}
+	here, herePort := remoteIP(m.conn), remotePort(m.conn)
+	m.target = v.endpoint
+	if v.port > 0 && v.port <= 65535 {
+		m.targetPort = uint16(v.port)
+	}
+	for _, a := range addrs {
+		if hostOf(a) == here && (m.targetPort == 0 || int(m.targetPort) == herePort) {
+			return // the same server: keep the connection
+		}
+	}
+	m.disconnect()
+	m.engine = EngineAuto
+	m.retarget = true
+}
+
+// resolve looks up every host the role tracks, through the pool's
+// resolver.
+func (m *monitor) resolve(ctx context.Context, extra []string) map[string]dnsResult {
+	hosts := m.r.hostsToResolve(m.role, extra)
+	if len(hosts) == 0 {
+		return nil
+	}
+	out := make(map[string]dnsResult, len(hosts))
+	for _, h := range hosts {
+		if ctx.Err() != nil {
+			break
+		}
+		lctx, cancel := context.WithTimeout(ctx, m.r.cfg.MonitorQueryTimeout)
+		addrs, err := m.r.base(lctx, h)
+		cancel()
+		var res dnsResult
+		var dnsErr *net.DNSError
+		switch {
+		case err == nil && len(addrs) > 0:
+			res.ip = hostOf(addrs[0])
+		case err == nil, errors.As(err, &dnsErr) && dnsErr.IsNotFound:
+			res.gone = true
+		default:
+			res.err = err
+		}
+		out[h] = res
+	}
+	return out
+}
+
+// hostOf strips a port from an "ip:port" LookupFunc answer.
+func hostOf(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return addr
+}
+
+func remotePort(c *pgx.Conn) int {
+	if c == nil || c.PgConn() == nil || c.PgConn().Conn() == nil {
+		return 0
+	}
+	if ta, ok := c.PgConn().Conn().RemoteAddr().(*net.TCPAddr); ok {
+		return ta.Port
+	}
+	return 0
+}
+
+func remoteIP(c *pgx.Conn) string {
+	if c == nil || c.PgConn() == nil || c.PgConn().Conn() == nil {
+		return ""
+	}
+	if ta, ok := c.PgConn().Conn().RemoteAddr().(*net.TCPAddr); ok {
+		return ta.IP.String()
+	}
+	return c.PgConn().Conn().RemoteAddr().String()
+}

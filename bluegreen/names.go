@@ -1,0 +1,177 @@
+package bluegreen
+
+import (
+	"net"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Endpoint kinds, told apart by the shape of RDS host names:
+//
+//	name.cluster-ID.REGION.rds.amazonaws.com         writer cluster endpoint
+//	name.cluster-ro-ID.REGION.rds.amazonaws.com      reader cluster endpoint
+//	name.cluster-custom-ID.REGION.rds.amazonaws.com  custom cluster endpoint
+//	name.ID.REGION.rds.amazonaws.com                 instance endpoint
+//
+// A host that is not RDS-shaped counts as an instance endpoint.
+type endpointKind int
+
+const (
+	kindInstance endpointKind = iota
+	kindWriterCluster
+	kindReaderCluster
+	kindCustomCluster
+)
+
+func kindOf(host string) endpointKind {
+	switch {
+	case strings.Contains(host, ".cluster-ro-"):
+		return kindReaderCluster
+	case strings.Contains(host, ".cluster-custom-"):
+		return kindCustomCluster
+	case strings.Contains(host, ".cluster-"):
+		return kindWriterCluster
+	}
+	return kindInstance
+}
+
+// greenSuffix is the infix RDS adds to the first label of green endpoints.
+var greenSuffix = regexp.MustCompile(`-green-[0-9a-z]{6}$`)
+
+// firstLabel splits host into its first label and the rest (with the dot).
+func firstLabel(host string) (string, string) {
+	if i := strings.IndexByte(host, '.'); i >= 0 {
+		return host[:i], host[i:]
+	}
+	return host, ""
+}
+
+// isOld reports whether host is an old blue endpoint renamed by a
+// switchover ("-old1" at the end of its first label).
+func isOld(host string) bool {
+	l, _ := firstLabel(host)
+	return strings.HasSuffix(l, "-old1")
+}
+
+// stripGreen removes the "-green-xxxxxx" infix from host's first label.
+func stripGreen(host string) string {
+	l, rest := firstLabel(host)
+	return greenSuffix.ReplaceAllString(l, "") + rest
+}
+
+// readerTwin returns the reader cluster endpoint of a writer cluster
+// endpoint.
+func readerTwin(host string) string {
+	return strings.Replace(host, ".cluster-", ".cluster-ro-", 1)
+}
+
+// normHost lower-cases host and drops a trailing dot.
+func normHost(host string) string {
+	return strings.TrimSuffix(strings.ToLower(strings.TrimSpace(host)), ".")
+}
+
+// correspond maps every blue host to its green counterpart, by role and
+// sorted name, as the AWS wrappers do:
+//
+//   - writer cluster endpoint → green writer cluster endpoint;
+//   - reader cluster endpoint → green reader cluster endpoint (else the green
+//     writer cluster endpoint);
+//   - custom cluster endpoint → the green custom endpoint of the same name
+//     once "-green-xxxxxx" is stripped;
+//   - blue writer instance → green writer instance;
+//   - blue reader instances, sorted by name → green reader instances, sorted
+//     by name, round robin; with no green readers, the green writer.
+//
+// The writer instance of a side is the instance whose address equals its
+// writer cluster endpoint's address (a cluster endpoint is a DNS alias of
+// the writer instance); without that, the first instance by name. ips gives
+// the known address of each host. Blue hosts without a counterpart are left
+// out.
+func correspond(blue, green []string, ips map[string]string) map[string]string {
+	type side struct {
+		writerCluster, readerCluster string
+		custom                       []string
+		writer                       string
+		readers                      []string
+	}
+	split := func(hosts []string) side {
+		var s side
+		var instances []string
+		for _, h := range hosts {
+			switch kindOf(h) {
+			case kindWriterCluster:
+				if s.writerCluster == "" {
+					s.writerCluster = h
+				}
+			case kindReaderCluster:
+				if s.readerCluster == "" {
+					s.readerCluster = h
+				}
+			case kindCustomCluster:
+				s.custom = append(s.custom, h)
+			default:
+				instances = append(instances, h)
+			}
+		}
+		sort.Strings(instances)
+		wi := -1
+		if ip := ips[s.writerCluster]; ip != "" {
+			for i, h := range instances {
+				if ips[h] == ip {
+					wi = i
+					break
+				}
+			}
+		}
+		if wi < 0 && len(instances) > 0 {
+			wi = 0
+		}
+		for i, h := range instances {
+			if i == wi {
+				s.writer = h
+			} else {
+				s.readers = append(s.readers, h)
+			}
+		}
+		return s
+	}
+	b, g := split(sortedCopy(blue)), split(sortedCopy(green))
+	m := make(map[string]string)
+	set := func(from, to string) {
+		if from != "" && to != "" {
+			m[from] = to
+		}
+	}
+	set(b.writerCluster, g.writerCluster)
+	if g.readerCluster != "" {
+		set(b.readerCluster, g.readerCluster)
+	} else {
+		set(b.readerCluster, g.writerCluster)
+	}
+	for _, c := range b.custom {
+		for _, gc := range g.custom {
+			if stripGreen(gc) == c {
+				set(c, gc)
+			}
+		}
+	}
+	set(b.writer, g.writer)
+	for i, r := range b.readers {
+		if len(g.readers) > 0 {
+			set(r, g.readers[i%len(g.readers)])
+		} else {
+			set(r, g.writer)
+		}
+	}
+	return m
+}
+
+func sortedCopy(s []string) []string {
+	c := append([]string(nil), s...)
+	sort.Strings(c)
+	return c
+}
+
+// isIP reports whether host is an IP address literal.
+func isIP(host string) bool { return net.ParseIP(host) != nil }

@@ -1,0 +1,681 @@
+package bluegreen
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/multitracer"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Router routes one pool's connections through RDS and Aurora blue/green
+// switchovers. [New] installs it into a *pgxpool.Config and starts its two
+// monitors; [Router.Close] stops them. A Router is safe for concurrent use.
+//
+// With no switchover under way (and during CREATED), the pool's hooks cost
+// one atomic load each: no lock, no allocation, no I/O.
+type Router struct {
+	cfg       Config
+	poolHosts []string
+	base      pgconn.LookupFunc                            // the pool's own resolver
+	next      func(context.Context, *pgx.ConnConfig) error // the BeforeConnect chain after ours
+	monConfig *pgx.ConnConfig                              // template for monitor connections
+	now       func() time.Time
+
+	snap atomic.Pointer[snapshot]
+
+	mu      sync.Mutex // guards the fields below
+	st      *state
+	mons    [3]MonitorStatus
+	last    *Summary
+	wake    chan struct{} // closed when the phase or generation changes
+	closed  bool
+	stopped chan struct{} // closed by Close
+
+	statusMu sync.Mutex
+	statusCh chan struct{} // closed when Status changes
+
+	waiting                     atomic.Int64
+	dropped, rejected, timedOut atomic.Int64
+
+	pool atomic.Pointer[pgxpool.Pool]
+
+	cancel    context.CancelFunc // stops the monitors
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+}
+
+// New installs blue/green routing into cfg, which must come from
+// pgxpool.ParseConfig and be fully configured otherwise (its DialFunc,
+// LookupFunc, BeforeConnect, PrepareConn or BeforeAcquire, AfterRelease and
+// Tracer are chained, never replaced), and starts the monitors. Call
+// [Router.Close] when the pool is closed. Build one Router per pool config.
+//
+// New sets:
+//
+//   - cfg.BeforeConnect: suspends or rejects a new connection as the phase
+//     requires, points the connection's LookupFunc at fixed addresses when
+//     host names are substituted, then runs the hook that was there before.
+//   - cfg.PrepareConn: holds Acquire during IN_PROGRESS and destroys idle
+//     connections to the old blue instance, then runs the PrepareConn that
+//     was there before, or the deprecated BeforeAcquire (which it clears,
+//     since pgxpool ignores BeforeAcquire when PrepareConn is set).
+//   - cfg.AfterRelease, only when one is set: destroys connections to the
+//     old blue instance, then runs it. (Setting one where there was none
+//     would make pgxpool start a goroutine on every Release.)
+//   - cfg.ConnConfig.Tracer: holds statements on acquired connections during
+//     IN_PROGRESS and refuses them on connections to the old blue instance;
+//     a tracer that was there is combined with it (pgx's multitracer, ours
+//     first).
+//
+// The monitors connect with a copy of cfg.ConnConfig (host, credentials,
+// TLS, DialFunc) run through the BeforeConnect hook that was there before,
+// without target_session_attrs (ValidateConnect), without the tracer, with
+// application_name "holdfast-bluegreen-monitor" and with
+// Config.MonitorConnectTimeout.
+func New(cfg *pgxpool.Config, c Config) (*Router, error) {
+	if cfg == nil || cfg.ConnConfig == nil {
+		return nil, &ConfigError{Field: "pgxpool.Config", Why: "nil: build the config with pgxpool.ParseConfig"}
+	}
+	c, err := c.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	r := newRouter(c, cfg.ConnConfig, time.Now)
+	r.next = cfg.BeforeConnect
+	r.install(cfg)
+	r.start()
+	return r, nil
+}
+
+// newRouter builds a Router that has no monitors yet (tests drive it).
+func newRouter(c Config, cc *pgx.ConnConfig, now func() time.Time) *Router {
+	r := &Router{
+		cfg:      c,
+		now:      now,
+		wake:     make(chan struct{}),
+		stopped:  make(chan struct{}),
+		statusCh: make(chan struct{}),
+	}
+	r.poolHosts = append(r.poolHosts, normHost(cc.Host))
+	for _, fb := range cc.Fallbacks {
+		r.poolHosts = append(r.poolHosts, normHost(fb.Host))
+	}
+	r.base = cc.LookupFunc
+	if r.base == nil {
+		r.base = net.DefaultResolver.LookupHost
+	}
+	mc := cc.Copy()
+	mc.ValidateConnect = nil // no target_session_attrs: the monitors must read green while it is read-only
+	mc.Tracer = nil
+	mc.ConnectTimeout = c.MonitorConnectTimeout
+	if mc.RuntimeParams == nil {
+		mc.RuntimeParams = map[string]string{}
+	}
+	mc.RuntimeParams["application_name"] = "holdfast-bluegreen-monitor"
+	r.monConfig = mc
+	r.st = newState(&r.cfg, 0, false)
+	r.snap.Store(normalSnapshot(0, NotCreated))
+	for _, role := range []Role{RoleSource, RoleTarget} {
+		r.mons[role] = MonitorStatus{Role: role, Host: cc.Host}
+	}
+	return r
+}
+
+func (r *Router) install(cfg *pgxpool.Config) {
+	cfg.BeforeConnect = r.beforeConnect
+
+	// pgxpool ignores the deprecated BeforeAcquire when PrepareConn is set:
+	// run the user's BeforeAcquire from ours, as pgxpool would have.
+	user := cfg.PrepareConn
+	//lint:ignore SA1019 the user's deprecated hook is honoured, not used
+	if ba := cfg.BeforeAcquire; user == nil && ba != nil {
+		user = func(ctx context.Context, c *pgx.Conn) (bool, error) { return ba(ctx, c), nil }
+	}
+	//lint:ignore SA1019 cleared because PrepareConn replaces it
+	cfg.BeforeAcquire = nil
+	if user == nil {
+		cfg.PrepareConn = func(ctx context.Context, c *pgx.Conn) (bool, error) {
+			if s := r.snap.Load(); !s.normal {
+				return r.prepareSlow(ctx, c, s, nil)
+			}
+			return true, nil
+		}
+	} else {
+		cfg.PrepareConn = func(ctx context.Context, c *pgx.Conn) (bool, error) {
+			if s := r.snap.Load(); !s.normal {
+				return r.prepareSlow(ctx, c, s, user)
+			}
+			return user(ctx, c)
+		}
+	}
+
+	if after := cfg.AfterRelease; after != nil {
+		cfg.AfterRelease = func(c *pgx.Conn) bool {
+			if s := r.snap.Load(); !s.normal && s.droppedAddr(c) != "" {
+				r.dropped.Add(1)
+				return false
+			}
+			return after(c)
+		}
+	}
+
+	t := &tracer{r: r}
+	if cfg.ConnConfig.Tracer == nil {
+		cfg.ConnConfig.Tracer = t
+	} else {
+		cfg.ConnConfig.Tracer = multitracer.New(t, cfg.ConnConfig.Tracer)
+	}
+}
+
+// FromPool returns the Router installed in pool's config by [New] (or by
+// holdfast.WithBlueGreen), or nil.
+func FromPool(pool *pgxpool.Pool) *Router {
+	if pool == nil {
+		return nil
+	}
+	return FromConfig(pool.Config())
+}
+
+// FromConfig returns the Router installed in cfg by [New], or nil.
+func FromConfig(cfg *pgxpool.Config) *Router {
+	if cfg == nil || cfg.ConnConfig == nil {
+		return nil
+	}
+	return findRouter(cfg.ConnConfig.Tracer, 0)
+}
+
+// findRouter looks for our tracer in t, through nested multitracers
+// (holdfast's telemetry wraps the tracers it finds in one).
+func findRouter(t pgx.QueryTracer, depth int) *Router {
+	switch t := t.(type) {
+	case *tracer:
+		return t.r
+	case *multitracer.Tracer:
+		if depth > 8 {
+			return nil
+		}
+		for _, q := range t.QueryTracers {
+			if r := findRouter(q, depth+1); r != nil {
+				return r
+			}
+		}
+	}
+	return nil
+}
+
+// Attach tells the Router which pool it serves, so that it can close idle
+// connections to the old blue instance at once when IN_PROGRESS begins and
+// when the switchover ends, instead of when they are next acquired.
+// holdfast.Factory.Start (and so NewPool) attaches its pools. Only the first
+// pool attached is used. r may be nil.
+func (r *Router) Attach(pool *pgxpool.Pool) {
+	if r != nil && pool != nil {
+		r.pool.CompareAndSwap(nil, pool)
+	}
+}
+
+func (r *Router) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	for _, role := range []Role{RoleSource, RoleTarget} {
+		m := &monitor{r: r, role: role, warned: map[string]bool{}}
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			m.run(ctx)
+		}()
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		r.runTimer(ctx)
+	}()
+}
+
+// Close stops and joins the monitors and the switchover timer, and returns
+// the routing to plain host names, releasing every suspended caller. It is
+// idempotent and safe to call at any time; the pool keeps working.
+func (r *Router) Close() {
+	if r == nil {
+		return
+	}
+	r.closeOnce.Do(func() {
+		if r.cancel != nil {
+			r.cancel()
+		}
+		r.mu.Lock()
+		r.closed = true
+		close(r.stopped)
+		r.publish(normalSnapshot(r.st.gen, r.st.phase))
+		r.mu.Unlock()
+		r.wg.Wait()
+		r.notifyStatus()
+	})
+}
+
+// publish swaps in s if it routes differently, waking suspended callers.
+// r.mu must be held.
+func (r *Router) publish(s *snapshot) {
+	old := r.snap.Load()
+	if same(old, s) {
+		return
+	}
+	r.snap.Store(s)
+	close(old.changed)
+}
+
+// report merges an observation and returns the polling interval the phase
+// asks for and whether a switchover is active.
+func (r *Router) report(o observation, ms MonitorStatus) (time.Duration, bool) {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return r.cfg.HighInterval, false
+	}
+	now := r.now()
+	ms.LastPoll = now
+	oldPhase, oldGen := r.st.phase, r.st.gen
+	oldDrop := r.snap.Load().drop
+	fx := r.st.apply(o, now)
+	if o.gen == r.st.gen {
+		ms.Phase = r.st.roles[o.role].current
+		r.mons[o.role] = ms
+	}
+	sweep := r.afterChange(fx, oldPhase, oldGen, oldDrop)
+	interval, active := r.intervalLocked()
+	// Log and observe before Status can show the change.
+	r.emit(fx)
+	r.mu.Unlock()
+	r.sweep(sweep)
+	r.notifyStatus()
+	return interval, active
+}
+
+// tick evaluates the switchover timer.
+func (r *Router) tick() {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return
+	}
+	oldPhase, oldGen := r.st.phase, r.st.gen
+	oldDrop := r.snap.Load().drop
+	fx := r.st.tick(r.now())
+	sweep := r.afterChange(fx, oldPhase, oldGen, oldDrop)
+	r.emit(fx)
+	r.mu.Unlock()
+	r.sweep(sweep)
+	r.notifyStatus()
+}
+
+// afterChange starts a new generation when a switchover ended, publishes
+// the routing and wakes the monitors on a phase change. It returns the
+// addresses whose idle connections should be closed. r.mu must be held.
+func (r *Router) afterChange(fx effects, oldPhase Phase, oldGen uint64, oldDrop map[string]bool) map[string]bool {
+	var sweep map[string]bool
+	if fx.summary != nil {
+		r.last = fx.summary
+		sweep = oldDrop
+		// The next generation ignores the switchover that just ended until
+		// both roles have left it: a stuck status, or a server whose
+		// metadata lags or stays frozen, must not start it again.
+		r.st = newState(&r.cfg, r.st.gen+1, true)
+		for _, role := range []Role{RoleSource, RoleTarget} {
+			r.mons[role] = MonitorStatus{Role: role, Host: r.monConfig.Host}
+		}
+	}
+	s := decide(r.st, r.poolHosts)
+	if len(s.drop) > 0 && len(oldDrop) == 0 {
+		sweep = s.drop
+	}
+	r.publish(s)
+	if r.st.phase != oldPhase || r.st.gen != oldGen {
+		close(r.wake)
+		r.wake = make(chan struct{})
+	}
+	return sweep
+}
+
+func (r *Router) intervalLocked() (time.Duration, bool) {
+	switch {
+	case r.st.frozen:
+		return r.cfg.HighInterval, true
+	case r.st.phase == Created || r.st.stale:
+		return r.cfg.IncreasedInterval, false
+	}
+	return r.cfg.BaselineInterval, false
+}
+
+// emit writes the logs of a change and tells the Observer. r.mu is held,
+// so that nothing shows in Status before it was logged and observed.
+func (r *Router) emit(fx effects) {
+	ctx := context.Background()
+	for _, l := range fx.logs {
+		r.cfg.Logger.LogAttrs(ctx, l.level, l.msg, l.attrs...)
+	}
+	if o := r.cfg.Observer; o != nil {
+		for _, p := range fx.phases {
+			o.Phase(ctx, int(p), p.String(), p.Active())
+		}
+	}
+	if s := fx.summary; s != nil {
+		r.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "bluegreen: switchover "+s.Outcome.String(),
+			slog.String("bgd_id", s.ID), slog.String("outcome", s.Outcome.String()),
+			slog.String("summary", s.String()))
+		if o := r.cfg.Observer; o != nil {
+			o.Finished(ctx, s.Outcome.String())
+		}
+	}
+}
+
+// sweep closes the pool's idle connections to the given addresses.
+func (r *Router) sweep(addrs map[string]bool) {
+	pool := r.pool.Load()
+	if pool == nil || len(addrs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), sweepKey{}, true), time.Second)
+	defer cancel()
+	probe := &snapshot{drop: addrs}
+	for _, c := range pool.AcquireAllIdle(ctx) {
+		if probe.droppedAddr(c.Conn()) != "" {
+			r.dropped.Add(1)
+			_ = c.Conn().Close(ctx)
+		}
+		c.Release()
+	}
+}
+
+type sweepKey struct{}
+
+// generation returns the current generation and a channel closed at the
+// next phase or generation change.
+func (r *Router) generation() (uint64, <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.st.gen, r.wake
+}
+
+func (r *Router) runTimer(ctx context.Context) {
+	for {
+		r.mu.Lock()
+		frozen, deadline, wake := r.st.frozen, r.st.deadline, r.wake
+		r.mu.Unlock()
+		var expired <-chan time.Time
+		var t *time.Timer
+		if frozen {
+			t = time.NewTimer(deadline.Sub(r.now()))
+			expired = t.C
+		}
+		select {
+		case <-ctx.Done():
+			if t != nil {
+				t.Stop()
+			}
+			return
+		case <-wake:
+		case <-expired:
+			r.tick()
+		}
+		if t != nil {
+			t.Stop()
+		}
+	}
+}
+
+// monitorLookup resolves host for a monitor connection: the start address
+// during a switchover (the name may already lead elsewhere or nowhere),
+// else the pool's resolver.
+func (r *Router) monitorLookup(ctx context.Context, host string) ([]string, error) {
+	r.mu.Lock()
+	ip := ""
+	if r.st.frozen {
+		ip = r.st.startIPs[normHost(host)]
+	}
+	r.mu.Unlock()
+	if ip != "" {
+		return []string{ip}, nil
+	}
+	return r.base(ctx, host)
+}
+
+// hostsToResolve returns the host names a monitor of role resolves: the
+// role's current endpoints and its start hosts.
+func (r *Router) hostsToResolve(role Role, extra []string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	seen := map[string]bool{}
+	var out []string
+	for _, list := range [][]string{r.st.hosts[role], r.st.startHosts[role], extra} {
+		for _, h := range list {
+			if !seen[h] && !isIP(h) {
+				seen[h] = true
+				out = append(out, h)
+			}
+		}
+	}
+	return out
+}
+
+// beforeConnect is the pool's BeforeConnect.
+func (r *Router) beforeConnect(ctx context.Context, cc *pgx.ConnConfig) error {
+	if s := r.snap.Load(); !s.normal {
+		if err := r.connectSlow(ctx, cc, s); err != nil {
+			return err
+		}
+	}
+	if r.next != nil {
+		return r.next(ctx, cc)
+	}
+	return nil
+}
+
+func (r *Router) connectSlow(ctx context.Context, cc *pgx.ConnConfig, s *snapshot) error {
+	hosts := make([]string, 0, 1+len(cc.Fallbacks))
+	hosts = append(hosts, cc.Host)
+	for _, fb := range cc.Fallbacks {
+		hosts = append(hosts, fb.Host)
+	}
+	held := func(s *snapshot) bool {
+		a, _ := s.connectAction(hosts)
+		return a == Suspend || a == SuspendUntilFound
+	}
+	act, host := s.connectAction(hosts)
+	if act == Suspend || act == SuspendUntilFound {
+		var err error
+		if s, err = r.wait(ctx, "connect", host, s, held); err != nil {
+			return err
+		}
+		act, host = s.connectAction(hosts)
+	}
+	switch act {
+	case Reject:
+		r.rejected.Add(1)
+		return &RejectError{Host: host, Phase: s.phase}
+	case Substitute:
+		base := cc.LookupFunc
+		if base == nil {
+			base = r.base
+		}
+		cc.LookupFunc = s.lookup(base)
+	}
+	return nil
+}
+
+func (r *Router) prepareSlow(ctx context.Context, c *pgx.Conn, s *snapshot, user func(context.Context, *pgx.Conn) (bool, error)) (bool, error) {
+	if ctx.Value(sweepKey{}) != nil {
+		return true, nil // our own sweep: it checks the connections itself
+	}
+	if s.droppedAddr(c) != "" {
+		r.dropped.Add(1)
+		return false, nil // destroy; pgxpool tries another connection
+	}
+	if s.suspendQueries {
+		var err error
+		if s, err = r.wait(ctx, "acquire", "", s, holdsQueries); err != nil {
+			return true, err // keep the healthy connection, fail this Acquire
+		}
+		if s.droppedAddr(c) != "" {
+			r.dropped.Add(1)
+			return false, nil
+		}
+	}
+	if user != nil {
+		return user(ctx, c)
+	}
+	return true, nil
+}
+
+func holdsQueries(s *snapshot) bool { return s.suspendQueries }
+
+// gate holds or refuses a statement on an acquired connection.
+func (r *Router) gate(ctx context.Context, c *pgx.Conn, s *snapshot) context.Context {
+	if addr := s.droppedAddr(c); addr != "" {
+		r.dropped.Add(1)
+		return denied(ctx, &DroppedError{Addr: addr, Phase: s.phase})
+	}
+	if !s.suspendQueries {
+		return ctx
+	}
+	s, err := r.wait(ctx, "query", "", s, holdsQueries)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx // the caller's own context ended: pgx reports it as usual
+		}
+		return denied(ctx, err)
+	}
+	if addr := s.droppedAddr(c); addr != "" {
+		r.dropped.Add(1)
+		return denied(ctx, &DroppedError{Addr: addr, Phase: s.phase})
+	}
+	return ctx
+}
+
+// wait holds the caller while held(snapshot) is true, at most
+// Config.ConnectTimeout and until ctx ends. It wakes on every snapshot
+// change, never on a poll.
+func (r *Router) wait(ctx context.Context, op, host string, s *snapshot, held func(*snapshot) bool) (*snapshot, error) {
+	start := time.Now()
+	phase := s.phase
+	timer := time.NewTimer(r.cfg.ConnectTimeout)
+	defer timer.Stop()
+	r.waiting.Add(1)
+	r.notifyStatus()
+	defer func() {
+		r.waiting.Add(-1)
+		r.notifyStatus()
+	}()
+	var err error
+	for err == nil && held(s) {
+		select {
+		case <-s.changed:
+			s = r.snap.Load()
+		case <-ctx.Done():
+			err = &SuspendError{Op: op, Host: host, Phase: phase, Waited: time.Since(start), Err: context.Cause(ctx)}
+		case <-timer.C:
+			r.timedOut.Add(1)
+			err = &SuspendError{Op: op, Host: host, Phase: phase, Waited: time.Since(start), Err: context.DeadlineExceeded}
+		}
+	}
+	if o := r.cfg.Observer; o != nil {
+		o.Suspended(ctx, op, phase.String(), time.Since(start), err)
+	}
+	return s, err
+}
+
+// Changed returns a channel that is closed at the next change of
+// [Router.Status]: a metadata poll, a phase or routing change, a caller
+// starting or ending a wait, Close. Read Status again after it is closed,
+// and call Changed again for the next change.
+func (r *Router) Changed() <-chan struct{} {
+	r.statusMu.Lock()
+	defer r.statusMu.Unlock()
+	return r.statusCh
+}
+
+func (r *Router) notifyStatus() {
+	r.statusMu.Lock()
+	close(r.statusCh)
+	r.statusCh = make(chan struct{})
+	r.statusMu.Unlock()
+}
+
+// LastSummary returns the summary of the last switchover that ended
+// (completed, rolled back or timed out), and false if none has.
+func (r *Router) LastSummary() (Summary, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.last == nil {
+		return Summary{}, false
+	}
+	return *r.last, true
+}
+
+// tracer is the pool's query tracer.
+type tracer struct{ r *Router }
+
+func (t *tracer) TraceQueryStart(ctx context.Context, c *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	if s := t.r.snap.Load(); !s.normal {
+		return t.r.gate(ctx, c, s)
+	}
+	return ctx
+}
+
+func (t *tracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (t *tracer) TraceBatchStart(ctx context.Context, c *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	if s := t.r.snap.Load(); !s.normal {
+		return t.r.gate(ctx, c, s)
+	}
+	return ctx
+}
+
+func (t *tracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (t *tracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+func (t *tracer) TraceCopyFromStart(ctx context.Context, c *pgx.Conn, _ pgx.TraceCopyFromStartData) context.Context {
+	if s := t.r.snap.Load(); !s.normal {
+		return t.r.gate(ctx, c, s)
+	}
+	return ctx
+}
+
+func (t *tracer) TraceCopyFromEnd(context.Context, *pgx.Conn, pgx.TraceCopyFromEndData) {}
+
+func (t *tracer) TracePrepareStart(ctx context.Context, c *pgx.Conn, _ pgx.TracePrepareStartData) context.Context {
+	if s := t.r.snap.Load(); !s.normal {
+		return t.r.gate(ctx, c, s)
+	}
+	return ctx
+}
+
+func (t *tracer) TracePrepareEnd(context.Context, *pgx.Conn, pgx.TracePrepareEndData) {}
+
+// denied returns a context that is already done with err as its Err, so
+// that pgx refuses the statement before sending anything and the caller's
+// error wraps err (errors.As finds the *SuspendError or *DroppedError).
+// Beware: a refused BEGIN makes pgx close the connection.
+func denied(parent context.Context, err error) context.Context {
+	return deniedContext{Context: parent, err: err}
+}
+
+type deniedContext struct {
+	context.Context
+	err error
+}
+
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+func (d deniedContext) Done() <-chan struct{} { return closedChan }
+func (d deniedContext) Err() error            { return d.err }

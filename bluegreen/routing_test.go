@@ -1,0 +1,851 @@
+package bluegreen
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Hosts of the test deployment (Aurora-shaped), and their addresses.
+const (
+	blueC   = "db.cluster-x1.us-east-1.rds.amazonaws.com"
+	blueR   = "db.cluster-ro-x1.us-east-1.rds.amazonaws.com"
+	blueI   = "db-1.x1.us-east-1.rds.amazonaws.com"
+	greenC  = "db-green-abc123.cluster-x1.us-east-1.rds.amazonaws.com"
+	greenR  = "db-green-abc123.cluster-ro-x1.us-east-1.rds.amazonaws.com"
+	greenI  = "db-1-green-abc123.x1.us-east-1.rds.amazonaws.com"
+	oldC    = "db-old1.cluster-x1.us-east-1.rds.amazonaws.com"
+	oldI    = "db-1-old1.x1.us-east-1.rds.amazonaws.com"
+	blueIP  = "10.0.0.1"
+	greenIP = "10.0.0.2"
+	otherIP = "10.0.0.9"
+)
+
+var t0 = time.Date(2026, 2, 15, 14, 30, 0, 0, time.UTC)
+
+// harness drives a Router without monitors: it plays the two monitors'
+// observations, from its own metadata and DNS, at times of its own clock.
+type harness struct {
+	t      *testing.T
+	r      *Router
+	now    time.Time
+	logs   *bytes.Buffer
+	status map[Role]string   // metadata status per role ("" = no row)
+	hosts  map[Role][]string // endpoints per role
+	dns    map[string]string // host → address; "" = does not resolve
+}
+
+func newHarness(t *testing.T, c Config) *harness {
+	t.Helper()
+	h := &harness{t: t, now: t0, logs: &bytes.Buffer{},
+		status: map[Role]string{},
+		hosts:  map[Role][]string{RoleSource: {blueC, blueI}, RoleTarget: {greenC, greenI}},
+		dns: map[string]string{blueC: blueIP, blueR: blueIP, blueI: blueIP,
+			greenC: greenIP, greenR: greenIP, greenI: greenIP},
+	}
+	c.Logger = slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	c, err := c.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := pgx.ParseConfig("postgres://u@" + blueC + ":5432/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.r = newRouter(c, cc, func() time.Time { return h.now })
+	return h
+}
+
+// poll reports what the monitor of role would see now.
+func (h *harness) poll(role Role) {
+	gen, _ := h.r.generation()
+	o := observation{role: role, gen: gen, kind: obsEmpty, dns: map[string]dnsResult{}}
+	var rows []metaRow
+	for _, rl := range []Role{RoleSource, RoleTarget} {
+		if h.status[rl] == "" {
+			continue
+		}
+		for _, ep := range h.hosts[rl] {
+			p, ok := ParseStatus(h.status[rl])
+			rows = append(rows, metaRow{version: "1.0", endpoint: ep, port: 5432, role: rl, status: h.status[rl], phase: p, knownStatus: ok})
+		}
+	}
+	if len(rows) > 0 {
+		o.kind, o.engine, o.view, o.peer = obsRows, EngineAurora, viewOf(rows, role), viewOf(rows, other(role))
+	}
+	for _, host := range h.r.hostsToResolve(role, o.view.endpoints) {
+		if ip, ok := h.dns[host]; ok && ip != "" {
+			o.dns[host] = dnsResult{ip: ip}
+		} else {
+			o.dns[host] = dnsResult{gone: true}
+		}
+	}
+	h.r.report(o, MonitorStatus{Role: role})
+}
+
+func (h *harness) pollBoth() { h.poll(RoleSource); h.poll(RoleTarget) }
+
+// set writes status for both roles and lets both monitors poll.
+func (h *harness) set(status string) {
+	h.status[RoleSource], h.status[RoleTarget] = status, status
+	h.pollBoth()
+}
+
+func (h *harness) advance(d time.Duration) { h.now = h.now.Add(d) }
+
+func (h *harness) tick() { h.r.tick() }
+
+// swapDNS points the blue names at green and the old names at blue.
+func (h *harness) swapDNS() {
+	for _, b := range []string{blueC, blueR, blueI} {
+		h.dns[b] = greenIP
+	}
+	h.dns[oldC], h.dns[oldI] = blueIP, blueIP
+}
+
+func (h *harness) removeGreenDNS() {
+	for _, g := range []string{greenC, greenR, greenI} {
+		h.dns[g] = ""
+	}
+}
+
+func (h *harness) rename() {
+	h.hosts[RoleSource] = []string{oldC, oldI}
+	h.hosts[RoleTarget] = []string{blueC, blueI}
+}
+
+// route returns the connect action for host, and its address.
+func (h *harness) route(host string) (Action, string) {
+	s := h.r.snap.Load()
+	a, _ := s.connectAction([]string{host})
+	return a, s.routes[host].addr
+}
+
+type want struct {
+	phase          Phase
+	normal         bool
+	routes         map[string]Action // hosts not listed must Pass
+	addrs          map[string]string // Substitute addresses
+	suspendQueries bool
+	drop           []string
+	gen            uint64
+	outcome        Outcome // of LastSummary; 0: none
+	stale          bool
+	events         []string // must appear in the timeline or last summary, in order
+	logs           []string // substrings of the log
+}
+
+func (h *harness) check(w want) {
+	t := h.t
+	t.Helper()
+	st := h.r.Status()
+	s := h.r.snap.Load()
+	if st.Phase != w.phase || s.normal != w.normal || st.Generation != w.gen || st.Stale != w.stale {
+		t.Errorf("phase %v normal %v gen %d stale %v; want %v %v %d %v", st.Phase, s.normal, st.Generation, st.Stale,
+			w.phase, w.normal, w.gen, w.stale)
+	}
+	for _, host := range []string{blueC, blueR, blueI, greenC, greenR, greenI, blueIP, greenIP} {
+		a, addr := h.route(host)
+		if a != w.routes[host] {
+			t.Errorf("route %s = %v, want %v", host, a, w.routes[host])
+		}
+		if a == Substitute && addr != w.addrs[host] {
+			t.Errorf("route %s substitutes %q, want %q", host, addr, w.addrs[host])
+		}
+	}
+	if s.suspendQueries != w.suspendQueries {
+		t.Errorf("suspendQueries = %v, want %v", s.suspendQueries, w.suspendQueries)
+	}
+	var drop []string
+	for ip := range s.drop {
+		drop = append(drop, ip)
+	}
+	sort.Strings(drop)
+	if strings.Join(drop, ",") != strings.Join(w.drop, ",") {
+		t.Errorf("drop = %v, want %v", drop, w.drop)
+	}
+	sum, ok := h.r.LastSummary()
+	if w.outcome == 0 && ok || w.outcome != 0 && (!ok || sum.Outcome != w.outcome) {
+		t.Errorf("last summary = %v (%v), want outcome %v", sum.Outcome, ok, w.outcome)
+	}
+	events := st.Timeline
+	if w.outcome != 0 {
+		events = sum.Events
+	}
+	var names []string
+	for _, e := range events {
+		names = append(names, e.Name)
+	}
+	i := 0
+	for _, n := range names {
+		if i < len(w.events) && n == w.events[i] {
+			i++
+		}
+	}
+	if i < len(w.events) {
+		t.Errorf("events %q do not contain %q in order", names, w.events)
+	}
+	for _, l := range w.logs {
+		if !strings.Contains(h.logs.String(), l) {
+			t.Errorf("log lacks %q:\n%s", l, h.logs.String())
+		}
+	}
+}
+
+var (
+	toBlue    = map[string]string{blueC: blueIP, blueR: blueIP, blueI: blueIP}
+	toGreen   = map[string]string{blueC: greenIP, blueR: greenIP, blueI: greenIP, greenC: greenIP, greenR: greenIP, greenI: greenIP}
+	suspended = map[string]Action{blueC: Suspend, blueR: Suspend, blueI: Suspend, greenC: Suspend, greenR: Suspend, greenI: Suspend, blueIP: Suspend, greenIP: Suspend}
+	prep      = map[string]Action{blueC: Substitute, blueR: Substitute, blueI: Substitute}
+	post      = map[string]Action{blueC: Substitute, blueR: Substitute, blueI: Substitute, greenC: Substitute, greenR: Substitute, greenI: Substitute}
+)
+
+func inProgress(h *harness) {
+	h.set(StatusAvailable)
+	h.advance(10 * time.Second)
+	h.set(StatusSwitchoverInitiated)
+	h.advance(5 * time.Second)
+	h.set(StatusSwitchoverInProgress)
+}
+
+func inPost(h *harness) {
+	inProgress(h)
+	h.advance(2 * time.Second)
+	h.set(StatusSwitchoverPostProcess)
+}
+
+// TestRoutingPerPhase drives the provider through the phases and checks
+// the routing decided for every host. The clock is injected: no test here
+// sleeps.
+func TestRoutingPerPhase(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		cfg    Config
+		script func(h *harness)
+		want   want
+	}{
+		{
+			name:   "no metadata: NOT_CREATED routes nothing",
+			script: func(h *harness) { h.pollBoth() },
+			want:   want{phase: NotCreated, normal: true, events: []string{"NOT_CREATED"}},
+		},
+		{
+			name:   "CREATED routes nothing and logs the readiness line once",
+			script: func(h *harness) { h.set(StatusAvailable); h.set(StatusAvailable) },
+			want: want{phase: Created, normal: true, events: []string{"CREATED"},
+				logs: []string{"target topology recognized", blueC + " (10.0.0.1) -> " + greenC + " (10.0.0.2)"}},
+		},
+		{
+			name:   "PREPARATION substitutes blue names with the blue start addresses",
+			script: func(h *harness) { h.set(StatusAvailable); h.set(StatusSwitchoverInitiated) },
+			want:   want{phase: Preparation, routes: prep, addrs: toBlue, events: []string{"CREATED", "PREPARATION"}},
+		},
+		{
+			name: "PREPARATION keeps the start address when blue DNS changes",
+			script: func(h *harness) {
+				h.set(StatusAvailable)
+				h.set(StatusSwitchoverInitiated)
+				h.dns[blueC] = otherIP
+				h.pollBoth()
+			},
+			want: want{phase: Preparation, routes: prep, addrs: toBlue},
+		},
+		{
+			name:   "IN_PROGRESS suspends every host, address and query, and drops blue",
+			script: inProgress,
+			want: want{phase: InProgress, routes: suspended, suspendQueries: true, drop: []string{blueIP},
+				events: []string{"PREPARATION", "IN_PROGRESS", EventBlueConnsDropped}},
+		},
+		{
+			name: "IN_PROGRESS with a DNS change of one blue name only stays suspended",
+			script: func(h *harness) {
+				inProgress(h)
+				h.dns[blueC] = greenIP
+				h.pollBoth()
+			},
+			want: want{phase: InProgress, routes: suspended, suspendQueries: true, drop: []string{blueIP}},
+		},
+		{
+			name: "IN_PROGRESS is released when blue DNS points at green",
+			script: func(h *harness) {
+				inProgress(h)
+				h.advance(time.Second)
+				h.swapDNS()
+				h.pollBoth()
+			},
+			want: want{phase: InProgress, drop: []string{blueIP},
+				routes: map[string]Action{greenC: Substitute, greenR: Substitute, greenI: Substitute}, addrs: toGreen,
+				events: []string{"IN_PROGRESS", EventBlueDNSUpdated, EventReleasedOnBlueDNS}},
+		},
+		{
+			name:   "POST substitutes blue and green names with the green addresses",
+			script: inPost,
+			want:   want{phase: Post, routes: post, addrs: toGreen, drop: []string{blueIP}, events: []string{"IN_PROGRESS", "POST"}},
+		},
+		{
+			name: "POST suspends a blue name until its green counterpart has an address",
+			script: func(h *harness) {
+				h.dns[greenC], h.dns[greenR], h.dns[greenI] = "", "", ""
+				inPost(h)
+			},
+			want: want{phase: Post, drop: []string{blueIP},
+				routes: map[string]Action{blueC: SuspendUntilFound, blueR: SuspendUntilFound, blueI: SuspendUntilFound}},
+		},
+		{
+			name: "POST finds a green address learned after PREPARATION",
+			script: func(h *harness) {
+				h.dns[greenC], h.dns[greenR], h.dns[greenI] = "", "", ""
+				inPost(h)
+				h.dns[greenC], h.dns[greenR], h.dns[greenI] = greenIP, greenIP, greenIP
+				h.pollBoth()
+			},
+			want: want{phase: Post, routes: post, addrs: toGreen, drop: []string{blueIP}},
+		},
+		{
+			name: "POST rejects green names once green took the blue names",
+			script: func(h *harness) {
+				inPost(h)
+				h.rename()
+				h.pollBoth()
+			},
+			want: want{phase: Post, drop: []string{blueIP},
+				routes: map[string]Action{blueC: Substitute, blueR: Substitute, blueI: Substitute, greenC: Reject, greenR: Reject, greenI: Reject},
+				addrs:  toGreen, events: []string{"POST", EventGreenTopologyChanged}},
+		},
+		{
+			name: "POST stops rejecting once green DNS is removed",
+			script: func(h *harness) {
+				inPost(h)
+				h.rename()
+				h.removeGreenDNS()
+				h.pollBoth()
+			},
+			want: want{phase: Post, drop: []string{blueIP}, routes: prep, addrs: toGreen,
+				events: []string{"POST", EventGreenTopologyChanged, EventGreenDNSRemoved}},
+		},
+		{
+			name: "POST releases blue names once blue DNS points at green",
+			script: func(h *harness) {
+				inPost(h)
+				h.swapDNS()
+				h.pollBoth()
+			},
+			want: want{phase: Post, drop: []string{blueIP},
+				routes: map[string]Action{greenC: Substitute, greenR: Substitute, greenI: Substitute}, addrs: toGreen,
+				events: []string{"POST", EventBlueDNSUpdated}},
+		},
+		{
+			name: "COMPLETED routes as POST until DNS has caught up",
+			script: func(h *harness) {
+				inPost(h)
+				h.set(StatusSwitchoverCompleted)
+			},
+			want: want{phase: Completed, routes: post, addrs: toGreen, drop: []string{blueIP}, events: []string{"POST", "COMPLETED"}},
+		},
+		{
+			name: "COMPLETED with DNS caught up ends the switchover and restarts monitoring",
+			script: func(h *harness) {
+				inPost(h)
+				h.advance(10 * time.Second)
+				h.rename()
+				h.pollBoth()
+				h.advance(10 * time.Second)
+				h.swapDNS()
+				h.removeGreenDNS()
+				h.pollBoth()
+				h.advance(time.Second)
+				h.set(StatusSwitchoverCompleted)
+			},
+			// The TARGET row still says COMPLETED to the restarted monitors: a
+			// deployment that exists, not a switchover.
+			want: want{phase: Created, normal: true, gen: 1, stale: true, outcome: OutcomeCompleted,
+				events: []string{"CREATED", "PREPARATION", "IN_PROGRESS", "POST", EventGreenTopologyChanged,
+					EventBlueDNSUpdated, EventGreenDNSRemoved, "COMPLETED"},
+				logs: []string{"Blue/Green Deployment switchover COMPLETED"}},
+		},
+		{
+			name: "a server lagging behind after COMPLETED does not start the switchover again",
+			script: func(h *harness) {
+				inPost(h)
+				h.swapDNS()
+				h.removeGreenDNS()
+				h.pollBoth()
+				h.status[RoleSource] = StatusSwitchoverCompleted
+				h.poll(RoleSource) // ends the switchover
+				if h.r.Status().Generation != 1 {
+					h.t.Fatal("COMPLETED did not end the switchover")
+				}
+				h.poll(RoleTarget) // green still says POST
+			},
+			want: want{phase: Created, normal: true, gen: 1, stale: true, outcome: OutcomeCompleted},
+		},
+		{
+			name: "a COMPLETED deployment seen fresh is not a switchover",
+			script: func(h *harness) {
+				h.set(StatusSwitchoverCompleted)
+			},
+			want: want{phase: Created, normal: true, events: []string{"CREATED"}},
+		},
+		{
+			name: "the timer fires without any metadata change",
+			cfg:  Config{SwitchoverTimeout: time.Minute},
+			script: func(h *harness) {
+				inProgress(h)
+				h.advance(54 * time.Second) // 59 s after PREPARATION
+				h.tick()
+				if h.r.Status().Phase != InProgress {
+					h.t.Error("timer fired early")
+				}
+				h.advance(time.Second)
+				h.tick()
+			},
+			want: want{phase: NotCreated, normal: true, gen: 1, stale: true, outcome: OutcomeTimedOut,
+				events: []string{"PREPARATION", "IN_PROGRESS", EventTimerExpired},
+				logs:   []string{"Blue/Green Deployment switchover TIMED OUT"}},
+		},
+		{
+			name: "after the timer a stuck IN_PROGRESS routes nothing",
+			cfg:  Config{SwitchoverTimeout: time.Minute},
+			script: func(h *harness) {
+				inProgress(h)
+				h.advance(time.Minute)
+				h.tick()
+				h.pollBoth() // still IN_PROGRESS
+			},
+			want: want{phase: Created, normal: true, gen: 1, stale: true, outcome: OutcomeTimedOut},
+		},
+		{
+			name: "the metadata leaving the stuck phase clears the stale flag",
+			cfg:  Config{SwitchoverTimeout: time.Minute},
+			script: func(h *harness) {
+				inProgress(h)
+				h.advance(time.Minute)
+				h.tick()
+				h.pollBoth()
+				h.set(StatusAvailable)
+				h.set(StatusSwitchoverInitiated) // a new switchover is seen again
+			},
+			want: want{phase: Preparation, routes: prep, addrs: toBlue, gen: 1, outcome: OutcomeTimedOut},
+		},
+		{
+			name: "the timer after COMPLETED ends as COMPLETED",
+			cfg:  Config{SwitchoverTimeout: time.Minute},
+			script: func(h *harness) {
+				inPost(h)
+				h.set(StatusSwitchoverCompleted)
+				h.advance(time.Minute)
+				h.tick()
+				h.pollBoth()
+			},
+			want: want{phase: Created, normal: true, gen: 1, outcome: OutcomeCompleted, events: []string{"COMPLETED", EventTimerExpired}},
+		},
+		{
+			name: "green going back before COMPLETED is a rollback",
+			script: func(h *harness) {
+				inProgress(h)
+				h.advance(time.Second)
+				h.set(StatusAvailable)
+			},
+			want: want{phase: NotCreated, normal: true, gen: 1, stale: true, outcome: OutcomeRolledBack,
+				events: []string{"PREPARATION", "IN_PROGRESS", "CREATED (rollback)", EventRolledBack},
+				logs:   []string{"Blue/Green Deployment switchover ROLLED BACK"}},
+		},
+		{
+			name: "blue going back is not a rollback",
+			script: func(h *harness) {
+				inProgress(h)
+				h.status[RoleSource] = StatusAvailable
+				h.poll(RoleSource)
+			},
+			want: want{phase: InProgress, routes: suspended, suspendQueries: true, drop: []string{blueIP}},
+		},
+		{
+			name: "green metadata gone is not a rollback",
+			script: func(h *harness) {
+				inProgress(h)
+				h.status[RoleTarget] = ""
+				h.status[RoleSource] = ""
+				h.poll(RoleTarget)
+			},
+			want: want{phase: InProgress, routes: suspended, suspendQueries: true, drop: []string{blueIP}},
+		},
+		{
+			name: "green going back after COMPLETED is not a rollback",
+			script: func(h *harness) {
+				inPost(h)
+				h.set(StatusSwitchoverCompleted)
+				h.status[RoleTarget] = StatusSwitchoverPostProcess
+				h.poll(RoleTarget)
+			},
+			want: want{phase: Completed, routes: post, addrs: toGreen, drop: []string{blueIP}},
+		},
+		{
+			name: "monitoring after a switchover sees the next deployment",
+			script: func(h *harness) {
+				inProgress(h)
+				h.set(StatusAvailable) // rollback
+				h.advance(time.Minute)
+				h.pollBoth() // both monitors read CREATED: the next switchover counts
+				h.set(StatusSwitchoverInitiated)
+			},
+			want: want{phase: Preparation, routes: prep, addrs: toBlue, gen: 1, outcome: OutcomeRolledBack, events: []string{"PREPARATION"}},
+		},
+		{
+			name: "an unknown status changes nothing",
+			script: func(h *harness) {
+				h.set(StatusAvailable)
+				h.set("SWITCHOVER_SOMETHING_NEW")
+			},
+			want: want{phase: Created, normal: true},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, tt.cfg)
+			tt.script(h)
+			h.check(tt.want)
+		})
+	}
+}
+
+// The start snapshot is frozen at PREPARATION: a DNS flip during
+// IN_PROGRESS does not rewrite it (a defect of the Go wrapper), so the
+// mapping keeps the blue start address and "Blue DNS updated" is seen.
+func TestStartSnapshotIsFrozen(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{})
+	inProgress(h)
+	h.swapDNS()
+	h.pollBoth()
+	st := h.r.Status()
+	if !st.BlueDNSUpdated {
+		t.Error("blue DNS update not seen")
+	}
+	found := false
+	for _, m := range st.Mapping {
+		if m.Blue == blueC {
+			found = true
+			if m.BlueAddr != blueIP || m.Green != greenC || m.GreenAddr != greenIP {
+				t.Errorf("mapping %+v, want %s (%s) -> %s (%s)", m, blueC, blueIP, greenC, greenIP)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("mapping %+v lacks %s", st.Mapping, blueC)
+	}
+}
+
+// A monitor that reports for the first time after the snapshot was frozen
+// still fills in its side's start addresses, even after PREPARATION.
+func TestLateMonitorFillsTheSnapshot(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{})
+	h.status[RoleSource], h.status[RoleTarget] = StatusSwitchoverInitiated, StatusSwitchoverInitiated
+	h.poll(RoleTarget) // the blue monitor has not reported yet
+	h.status[RoleSource], h.status[RoleTarget] = StatusSwitchoverInProgress, StatusSwitchoverInProgress
+	h.poll(RoleTarget)
+	if d := h.r.snap.Load().drop; len(d) != 0 {
+		t.Fatalf("drop %v before any blue address is known", d)
+	}
+	h.poll(RoleSource)
+	if d := h.r.snap.Load().drop; !d[blueIP] {
+		t.Errorf("drop %v, want the blue address learned late", d)
+	}
+	h.dns[blueC] = otherIP // a later change must not rewrite it
+	h.poll(RoleSource)
+	for _, m := range h.r.Status().Mapping {
+		if m.Blue == blueC && m.BlueAddr != blueIP {
+			t.Errorf("start address of %s rewritten to %s", blueC, m.BlueAddr)
+		}
+	}
+}
+
+// The blue monitor's rows name the green side too: the inventory knows the
+// green hosts before the green monitor reports.
+func TestPeerHostsLearned(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{})
+	h.status[RoleSource], h.status[RoleTarget] = StatusAvailable, StatusAvailable
+	h.poll(RoleSource)
+	st := h.r.Status()
+	for _, m := range st.Mapping {
+		if m.Blue == blueC && m.Green != greenC {
+			t.Errorf("mapping %+v, want %s -> %s", m, blueC, greenC)
+		}
+	}
+	if got := h.r.hostsToResolve(RoleTarget, nil); len(got) != 3 {
+		t.Errorf("green hosts to resolve: %v, want the cluster, its reader twin and the instance", got)
+	}
+}
+
+// Each summary row has the wrappers' layout: timestamp, offset from
+// IN_PROGRESS in ms, event.
+func TestSummaryString(t *testing.T) {
+	t.Parallel()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	s := Summary{ID: "1", Outcome: OutcomeCompleted, Events: []Event{
+		{at(-4050), "PREPARATION"}, {at(0), "IN_PROGRESS"}, {at(4053), "POST"}, {at(11988), "COMPLETED"},
+	}}
+	s.Anchor = anchorOf(s.Events)
+	got := s.String()
+	wantLines := []string{
+		"[bgdId: '1'] Blue/Green Deployment switchover COMPLETED",
+		"timestamp                         time offset (ms)                           event",
+		strings.Repeat("-", 82),
+		"    2026-02-15T14:29:55.950Z              -4050 ms                     PREPARATION",
+		"    2026-02-15T14:30:00.000Z                  0 ms                     IN_PROGRESS",
+		"    2026-02-15T14:30:04.053Z               4053 ms                            POST",
+		"    2026-02-15T14:30:11.988Z              11988 ms                       COMPLETED",
+		strings.Repeat("-", 82),
+	}
+	if got != strings.Join(wantLines, "\n") {
+		t.Errorf("summary:\n%s\nwant:\n%s", got, strings.Join(wantLines, "\n"))
+	}
+}
+
+func TestCorrespond(t *testing.T) {
+	t.Parallel()
+	const (
+		c1, r1         = "a.cluster-x.r.rds.amazonaws.com", "a.cluster-ro-x.r.rds.amazonaws.com"
+		i1, i2, i3     = "a-1.x.r.rds.amazonaws.com", "a-2.x.r.rds.amazonaws.com", "a-3.x.r.rds.amazonaws.com"
+		gc, gr         = "a-green-q1w2e3.cluster-x.r.rds.amazonaws.com", "a-green-q1w2e3.cluster-ro-x.r.rds.amazonaws.com"
+		g1, g2         = "a-1-green-q1w2e3.x.r.rds.amazonaws.com", "a-2-green-q1w2e3.x.r.rds.amazonaws.com"
+		cust, gcust    = "rep.cluster-custom-x.r.rds.amazonaws.com", "rep-green-q1w2e3.cluster-custom-x.r.rds.amazonaws.com"
+		single, gsingl = "orders.x.r.rds.amazonaws.com", "orders-green-q1w2e3.x.r.rds.amazonaws.com"
+	)
+	tests := []struct {
+		name        string
+		blue, green []string
+		ips         map[string]string
+		want        map[string]string
+	}{
+		{
+			name: "RDS instance", blue: []string{single}, green: []string{gsingl},
+			want: map[string]string{single: gsingl},
+		},
+		{
+			name: "cluster endpoints by kind, writer by address, readers round robin",
+			blue: []string{c1, r1, i1, i2, i3}, green: []string{gc, gr, g1, g2},
+			// The blue writer is a-2 (the cluster endpoint's address); green's is a-1.
+			ips:  map[string]string{c1: "1", i2: "1", i1: "2", i3: "3", gc: "9", g1: "9", g2: "8"},
+			want: map[string]string{c1: gc, r1: gr, i2: g1, i1: g2, i3: g2},
+		},
+		{
+			name: "readers map to the green writer when green has none",
+			blue: []string{c1, i1, i2}, green: []string{gc, g1},
+			ips:  map[string]string{c1: "1", i1: "1", gc: "9", g1: "9"},
+			want: map[string]string{c1: gc, i1: g1, i2: g1},
+		},
+		{
+			name: "reader endpoint falls back to the green writer endpoint",
+			blue: []string{c1, r1}, green: []string{gc},
+			want: map[string]string{c1: gc, r1: gc},
+		},
+		{
+			name: "custom endpoints by name",
+			blue: []string{cust}, green: []string{gcust},
+			want: map[string]string{cust: gcust},
+		},
+		{
+			name: "no green side",
+			blue: []string{c1, i1}, green: nil,
+			want: map[string]string{},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := correspond(tt.blue, tt.green, tt.ips)
+			if len(got) != len(tt.want) {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+			for b, g := range tt.want {
+				if got[b] != g {
+					t.Errorf("%s -> %q, want %q", b, got[b], g)
+				}
+			}
+		})
+	}
+}
+
+// Waits are bounded: by Config.ConnectTimeout and by the caller's context,
+// and end at once when the routing moves on or the Router is closed.
+func TestWaitBounds(t *testing.T) {
+	t.Parallel()
+	newSuspended := func(t *testing.T, bound time.Duration) *harness {
+		h := newHarness(t, Config{ConnectTimeout: bound})
+		inProgress(h)
+		return h
+	}
+	connect := func(h *harness, ctx context.Context) error {
+		cc, err := pgx.ParseConfig("postgres://u@" + blueC + ":5432/db")
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		return h.r.beforeConnect(ctx, cc)
+	}
+	t.Run("the bound", func(t *testing.T) {
+		t.Parallel()
+		const bound = 50 * time.Millisecond
+		h := newSuspended(t, bound)
+		start := time.Now()
+		err := connect(h, context.Background())
+		var se *SuspendError
+		if !errors.As(err, &se) || se.Op != "connect" || se.Phase != InProgress || se.Err != context.DeadlineExceeded {
+			t.Fatalf("err = %v, want a *SuspendError with DeadlineExceeded", err)
+		}
+		if el := time.Since(start); el < bound {
+			t.Errorf("returned after %v, before the bound %v", el, bound)
+		}
+		if v, ok := Rule(err); !ok || v.Reason != ReasonSuspended || !v.Retryable() {
+			t.Errorf("Rule = %v %v, want transient %s", v, ok, ReasonSuspended)
+		}
+		if h.r.Status().TimedOut != 1 {
+			t.Errorf("TimedOut = %d, want 1", h.r.Status().TimedOut)
+		}
+	})
+	t.Run("the caller's context", func(t *testing.T) {
+		t.Parallel()
+		h := newSuspended(t, time.Hour)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		err := connect(h, ctx)
+		var se *SuspendError
+		if !errors.As(err, &se) || se.Err != context.Canceled {
+			t.Fatalf("err = %v, want a *SuspendError with Canceled", err)
+		}
+		if _, ok := Rule(err); ok {
+			t.Error("Rule decided a canceled wait; the built-in rules must (Fatal canceled)")
+		}
+	})
+	t.Run("a phase change releases", func(t *testing.T) {
+		t.Parallel()
+		h := newSuspended(t, time.Hour)
+		done := make(chan error, 1)
+		go func() { done <- connect(h, context.Background()) }()
+		for h.r.Status().Waiting == 0 {
+			<-h.r.Changed()
+		}
+		h.set(StatusSwitchoverPostProcess)
+		if err := <-done; err != nil {
+			t.Fatalf("connect = %v after POST, want nil", err)
+		}
+	})
+	t.Run("Close releases", func(t *testing.T) {
+		t.Parallel()
+		h := newSuspended(t, time.Hour)
+		done := make(chan error, 1)
+		go func() { done <- connect(h, context.Background()) }()
+		for h.r.Status().Waiting == 0 {
+			<-h.r.Changed()
+		}
+		h.r.Close()
+		if err := <-done; err != nil {
+			t.Fatalf("connect = %v after Close, want nil", err)
+		}
+		if !h.r.Status().Closed || !h.r.snap.Load().normal {
+			t.Error("after Close the routing is not normal")
+		}
+	})
+	t.Run("reject fails at once", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t, Config{ConnectTimeout: time.Hour})
+		inPost(h)
+		h.rename()
+		h.pollBoth()
+		cc, err := pgx.ParseConfig("postgres://u@" + greenC + ":5432/db")
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = h.r.beforeConnect(context.Background(), cc)
+		var re *RejectError
+		if !errors.As(err, &re) || re.Host != greenC {
+			t.Fatalf("err = %v, want a *RejectError for %s", err, greenC)
+		}
+		if v, ok := Rule(err); !ok || v.Retryable() || v.Reason != ReasonRejected {
+			t.Errorf("Rule = %v, want fatal %s", v, ReasonRejected)
+		}
+	})
+	t.Run("substitution keeps the host name and pins the address", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t, Config{})
+		inPost(h)
+		cc, err := pgx.ParseConfig("postgres://u@" + blueC + ":5432/db?sslmode=verify-full")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.r.beforeConnect(context.Background(), cc); err != nil {
+			t.Fatal(err)
+		}
+		addrs, err := cc.LookupFunc(context.Background(), blueC)
+		if err != nil || len(addrs) != 1 || addrs[0] != greenIP+":5432" {
+			t.Errorf("lookup = %v %v, want %s:5432", addrs, err, greenIP)
+		}
+		if cc.Host != blueC || cc.TLSConfig.ServerName != blueC {
+			t.Errorf("host %q, TLS server name %q; want both %s", cc.Host, cc.TLSConfig.ServerName, blueC)
+		}
+	})
+}
+
+type recorder struct {
+	mu       sync.Mutex
+	phases   []string
+	held     []string
+	finished []string
+}
+
+func (r *recorder) Phase(_ context.Context, _ int, name string, active bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.phases = append(r.phases, name+map[bool]string{true: "+", false: ""}[active])
+}
+
+func (r *recorder) Suspended(_ context.Context, point, reason string, _ time.Duration, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.held = append(r.held, point+"/"+reason+"/"+map[bool]string{true: "failed", false: "resumed"}[err != nil])
+}
+
+func (r *recorder) Finished(_ context.Context, outcome string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.finished = append(r.finished, outcome)
+}
+
+// The Observer hears every phase change, every held caller and the end of
+// each switchover.
+func TestObserver(t *testing.T) {
+	t.Parallel()
+	rec := &recorder{}
+	h := newHarness(t, Config{Observer: rec, ConnectTimeout: time.Millisecond})
+	inProgress(h)
+	cc, err := pgx.ParseConfig("postgres://u@" + blueC + ":5432/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.r.beforeConnect(context.Background(), cc); err == nil {
+		t.Fatal("connect not held")
+	}
+	h.set(StatusAvailable) // rollback
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if got, want := strings.Join(rec.phases, ","), "CREATED,PREPARATION+,IN_PROGRESS+"; got != want {
+		t.Errorf("phases %s, want %s", got, want)
+	}
+	if got, want := strings.Join(rec.held, ","), "connect/IN_PROGRESS/failed"; got != want {
+		t.Errorf("held %s, want %s", got, want)
+	}
+	if got, want := strings.Join(rec.finished, ","), "ROLLED BACK"; got != want {
+		t.Errorf("finished %s, want %s", got, want)
+	}
+}

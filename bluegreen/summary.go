@@ -1,0 +1,111 @@
+package bluegreen
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Timeline event names besides the phase names ("NOT_CREATED" …
+// "COMPLETED").
+const (
+	EventBlueDNSUpdated       = "Blue DNS updated"                    // every blue host resolves to a new address
+	EventGreenDNSRemoved      = "Green DNS removed"                   // no green host resolves any more
+	EventGreenTopologyChanged = "Green topology changed"              // green's endpoints no longer carry the green names
+	EventBlueConnsDropped     = "Blue connections dropped"            // IN_PROGRESS began: connections to blue are taken out of service
+	EventReleasedOnBlueDNS    = "Traffic released on blue DNS update" // IN_PROGRESS, but blue names already point at green
+	EventTimerExpired         = "Switchover timer expired"            // SwitchoverTimeout passed since PREPARATION
+	EventRolledBack           = "ROLLED BACK"                         // green reported an earlier phase
+)
+
+// Event is one entry of a switchover timeline.
+type Event struct {
+	Time time.Time `json:"time"`
+	Name string    `json:"event"` // a phase name or one of the Event* names
+}
+
+// Outcome says how a switchover ended.
+type Outcome int
+
+const (
+	// OutcomeCompleted: the metadata reported COMPLETED and DNS caught up (or the
+	// timer expired after COMPLETED).
+	OutcomeCompleted Outcome = iota + 1
+	// OutcomeRolledBack: green went back to an earlier phase before COMPLETED.
+	OutcomeRolledBack
+	// OutcomeTimedOut: SwitchoverTimeout passed before COMPLETED; the metadata
+	// may be stuck.
+	OutcomeTimedOut
+)
+
+// String returns "COMPLETED", "ROLLED BACK" or "TIMED OUT".
+func (o Outcome) String() string {
+	switch o {
+	case OutcomeCompleted:
+		return "COMPLETED"
+	case OutcomeRolledBack:
+		return "ROLLED BACK"
+	case OutcomeTimedOut:
+		return "TIMED OUT"
+	}
+	return fmt.Sprintf("Outcome(%d)", int(o))
+}
+
+// MarshalText encodes the outcome as its name, for JSON.
+func (o Outcome) MarshalText() ([]byte, error) { return []byte(o.String()), nil }
+
+// Summary is the timeline of one finished switchover. It is a value: the
+// Router never changes a Summary it has handed out.
+type Summary struct {
+	ID      string    `json:"id"`
+	Outcome Outcome   `json:"outcome"`
+	Anchor  time.Time `json:"anchor"` // IN_PROGRESS, or PREPARATION when there was no IN_PROGRESS
+	Events  []Event   `json:"events"`
+}
+
+// Offset returns e's time relative to the anchor.
+func (s Summary) Offset(e Event) time.Duration { return e.Time.Sub(s.Anchor) }
+
+// summaryDivider is the table rule of the AWS wrappers' summary.
+var summaryDivider = strings.Repeat("-", 82)
+
+// String formats the summary as the AWS wrappers' switchover summary: a
+// title line, then one row per event with its UTC time, its offset in
+// milliseconds from IN_PROGRESS (or PREPARATION) and its name:
+//
+//	[bgdId: '1'] Blue/Green Deployment switchover COMPLETED
+//	timestamp                         time offset (ms)                           event
+//	----------------------------------------------------------------------------------
+//	    2026-02-15T14:30:28.190Z             -21572 ms                     PREPARATION
+//	    2026-02-15T14:30:49.762Z                  0 ms                     IN_PROGRESS
+//	    2026-02-15T14:30:51.929Z               2167 ms                            POST
+//	...
+//
+// Times are UTC (the Go wrapper prints local time with a literal "Z").
+func (s Summary) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "[bgdId: '%s'] Blue/Green Deployment switchover %s\n", s.ID, s.Outcome)
+	fmt.Fprintf(&b, "%-28s %21s %31s\n", "timestamp", "time offset (ms)", "event")
+	b.WriteString(summaryDivider + "\n")
+	for _, e := range s.Events {
+		fmt.Fprintf(&b, "%28s %18d ms %31s\n", e.Time.UTC().Format("2006-01-02T15:04:05.000Z"), s.Offset(e).Milliseconds(), e.Name)
+	}
+	b.WriteString(summaryDivider)
+	return b.String()
+}
+
+// anchorOf returns the time of IN_PROGRESS, else of PREPARATION, else of
+// the first event.
+func anchorOf(events []Event) time.Time {
+	for _, name := range []string{InProgress.String(), Preparation.String()} {
+		for _, e := range events {
+			if e.Name == name {
+				return e.Time
+			}
+		}
+	}
+	if len(events) > 0 {
+		return events[0].Time
+	}
+	return time.Time{}
+}

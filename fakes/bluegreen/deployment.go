@@ -1,0 +1,270 @@
+package bluegreen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"strconv"
+	"sync"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// DeploymentConfig configures [Env.NewDeployment]. The zero value makes an
+// Aurora deployment named "bgN" (N counting the Env's deployments).
+type DeploymentConfig struct {
+	// Name is the cluster (Aurora) or instance (RDS) name, which also names
+	// the database ("bg_" + Name with dashes as underscores). Lowercase
+	// letters, digits and dashes. Default "bgN".
+	Name string
+	// Engine selects the metadata function and the names. Default Aurora.
+	Engine Engine
+}
+
+// Deployment is one blue/green deployment in an [Env]: its own database
+// on both servers, holding the metadata function and control table, and
+// its RDS-shaped names in the Env's resolver (blue names → the blue
+// server, green names → the green server).
+//
+// Its methods move the deployment through a switchover by writing the
+// metadata on both servers and changing DNS, step by step, as RDS does:
+//
+//	d.SetStatus(ctx, StatusAvailable)      // CREATED
+//	d.SetStatus(ctx, StatusInitiated)      // PREPARATION
+//	d.SetStatus(ctx, StatusInProgress)     // IN_PROGRESS
+//	d.SetStatus(ctx, StatusPostProcessing) // POST
+//	d.Rename(ctx)                          // green takes the blue names, old blue the -old1 names
+//	d.SwapDNS()                            // blue names → green server, -old1 names → blue server
+//	d.RemoveGreenDNS()                     // the green names stop resolving
+//	d.SetStatus(ctx, StatusCompleted)      // COMPLETED
+//	d.DropSource(ctx)                      // the SOURCE rows disappear
+//
+// A Deployment is safe for concurrent use; its writes are serialized.
+type Deployment struct {
+	Env      *Env
+	Name     string
+	Engine   Engine
+	Database string
+	Names    Names
+	// Blue and Green are the metadata of the deployment's database on each
+	// server, for writes that differ between the two (by default every
+	// write goes to both).
+	Blue, Green *Metadata
+
+	mu      sync.Mutex
+	status  string
+	renamed bool
+	noSrc   bool
+}
+
+var validName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,40}$`)
+
+// NewDeployment creates a deployment: its database on both servers, the
+// metadata function and control table in each (empty: NOT_CREATED), and
+// its blue and green names in the resolver.
+func (e *Env) NewDeployment(ctx context.Context, cfg DeploymentConfig) (*Deployment, error) {
+	if cfg.Engine == 0 {
+		cfg.Engine = Aurora
+	}
+	if cfg.Engine != Aurora && cfg.Engine != RDS {
+		return nil, fmt.Errorf("fakes/bluegreen: unknown engine %v", cfg.Engine)
+	}
+	e.mu.Lock()
+	e.seq++
+	if cfg.Name == "" {
+		cfg.Name = "bg" + strconv.Itoa(e.seq)
+	}
+	e.mu.Unlock()
+	if !validName.MatchString(cfg.Name) {
+		return nil, fmt.Errorf("fakes/bluegreen: invalid deployment name %q: lowercase letters, digits and dashes", cfg.Name)
+	}
+	d := &Deployment{
+		Env:      e,
+		Name:     cfg.Name,
+		Engine:   cfg.Engine,
+		Database: "bg_" + regexp.MustCompile(`-`).ReplaceAllString(cfg.Name, "_"),
+		Names:    e.Names(cfg.Engine, cfg.Name),
+	}
+	var wg sync.WaitGroup
+	var errs [2]error
+	var md [2]*Metadata
+	for i, s := range []*Server{e.Blue, e.Green} {
+		wg.Go(func() {
+			if errs[i] = s.Exec(ctx, "postgres", "CREATE DATABASE "+d.Database); errs[i] != nil {
+				return
+			}
+			md[i], errs[i] = Install(ctx, s.DSN(d.Database), cfg.Engine)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs[0], errs[1]); err != nil {
+		return nil, err
+	}
+	d.Blue, d.Green = md[0], md[1]
+	d.ResetDNS()
+	return d, nil
+}
+
+// DSN returns a connection string to the deployment's database through
+// host name host (one of Names), on the servers' port: with
+// sslmode=verify-full and the Env's CA when TLS is on, else
+// sslmode=disable. extra are more "key=value" settings.
+func (d *Deployment) DSN(host string, extra ...string) string {
+	q := url.Values{}
+	if d.Env.CAFile != "" {
+		q.Set("sslmode", "verify-full")
+		q.Set("sslrootcert", d.Env.CAFile)
+	} else {
+		q.Set("sslmode", "disable")
+	}
+	u := url.URL{Scheme: "postgres", User: url.User("postgres"),
+		Host: net.JoinHostPort(host, strconv.Itoa(d.Env.Blue.Port)), Path: "/" + d.Database, RawQuery: q.Encode()}
+	s := u.String()
+	for _, e := range extra {
+		s += "&" + e
+	}
+	return s
+}
+
+// PoolConfig parses d.DSN(host, extra...) and sets its LookupFunc to the
+// Env's resolver.
+func (d *Deployment) PoolConfig(host string, extra ...string) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(d.DSN(host, extra...))
+	if err != nil {
+		return nil, err
+	}
+	cfg.ConnConfig.LookupFunc = d.Env.Resolver.Lookup
+	return cfg, nil
+}
+
+// Rows returns the rows the deployment's metadata has for status now:
+// SOURCE rows for the blue names and TARGET rows for the green names;
+// after Rename, SOURCE rows for the -old1 names and TARGET rows for the
+// blue names; after DropSource, no SOURCE rows.
+func (d *Deployment) Rows(status string) []Row {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.rowsLocked(status)
+}
+
+func (d *Deployment) rowsLocked(status string) []Row {
+	port := d.Env.Blue.Port
+	n := d.Names
+	src, dst := []string{n.Cluster, n.Instance}, []string{n.GreenCluster, n.GreenInstance}
+	if d.renamed {
+		src, dst = []string{n.OldCluster, n.OldInstance}, []string{n.Cluster, n.Instance}
+	}
+	var rows []Row
+	add := func(role string, hosts []string) {
+		for _, h := range hosts {
+			if h != "" {
+				rows = append(rows, Row{Endpoint: h, Port: port, Role: role, Status: status})
+			}
+		}
+	}
+	if !d.noSrc {
+		add(RoleSource, src)
+	}
+	add(RoleTarget, dst)
+	return rows
+}
+
+// write sets the rows for the current state on both servers.
+func (d *Deployment) write(ctx context.Context) error {
+	var rows []Row
+	if d.status != "" {
+		rows = d.rowsLocked(d.status)
+	}
+	var wg sync.WaitGroup
+	var errs [2]error
+	for i, m := range []*Metadata{d.Blue, d.Green} {
+		wg.Go(func() { errs[i] = m.SetRows(ctx, rows...) })
+	}
+	wg.Wait()
+	return errors.Join(errs[0], errs[1])
+}
+
+// SetStatus writes status into every row, on both servers ("" empties the
+// metadata, as before a deployment exists).
+func (d *Deployment) SetStatus(ctx context.Context, status string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.status = status
+	return d.write(ctx)
+}
+
+// Status returns the status last written.
+func (d *Deployment) Status() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.status
+}
+
+// Rename swaps the names in the metadata, as RDS does some seconds into
+// POST: the TARGET rows now carry the blue names and the SOURCE rows the
+// -old1 names ("Green topology changed" for a client).
+func (d *Deployment) Rename(ctx context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.renamed = true
+	return d.write(ctx)
+}
+
+// DropSource removes the SOURCE rows, as RDS does at COMPLETED.
+func (d *Deployment) DropSource(ctx context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.noSrc = true
+	return d.write(ctx)
+}
+
+// ResetDNS points the blue names at the blue server and the green names at
+// the green server, and removes the -old1 names.
+func (d *Deployment) ResetDNS() {
+	r := d.Env.Resolver
+	for _, h := range d.Names.Blue() {
+		r.Set(h, d.Env.Blue.Host)
+	}
+	for _, h := range d.Names.Green() {
+		r.Set(h, d.Env.Green.Host)
+	}
+	for _, h := range d.Names.Old() {
+		r.Remove(h)
+	}
+}
+
+// SwapDNS points the blue names at the green server and the -old1 names at
+// the blue server ("Blue DNS updated" for a client).
+func (d *Deployment) SwapDNS() {
+	r := d.Env.Resolver
+	for _, h := range d.Names.Blue() {
+		r.Set(h, d.Env.Green.Host)
+	}
+	for _, h := range d.Names.Old() {
+		r.Set(h, d.Env.Blue.Host)
+	}
+}
+
+// RemoveGreenDNS removes the green names ("Green DNS removed" for a
+// client).
+func (d *Deployment) RemoveGreenDNS() {
+	for _, h := range d.Names.Green() {
+		d.Env.Resolver.Remove(h)
+	}
+}
+
+// Drop drops the deployment's database on both servers, closing its
+// sessions, and removes its names from the resolver.
+func (d *Deployment) Drop(ctx context.Context) error {
+	var errs []error
+	for _, s := range []*Server{d.Env.Blue, d.Env.Green} {
+		errs = append(errs, s.Exec(ctx, "postgres", "DROP DATABASE IF EXISTS "+d.Database+" WITH (FORCE)"))
+	}
+	for _, h := range append(append(d.Names.Blue(), d.Names.Green()...), d.Names.Old()...) {
+		d.Env.Resolver.Remove(h)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,66 @@
+// Package bluegreen simulates an RDS or Aurora PostgreSQL blue/green
+// deployment on one machine, from real parts, for holdfast's tests and
+// yours: two real PostgreSQL servers, the metadata functions RDS publishes,
+// and a fake DNS.
+//
+// # The environment
+//
+// [Start] starts a blue and a green server from the PostgreSQL binaries
+// installed on the machine, on the same port at two loopback addresses
+// (127.0.0.11 and 127.0.0.21 by default), as two RDS instances are. With
+// Config.TLS both serve TLS with a certificate for RDS-shaped host names,
+// so that clients can use sslmode=verify-full. [Env.Resolver] is the fake
+// DNS: give its Lookup to pgx as ConnConfig.LookupFunc.
+//
+//	env, err := bluegreen.Start(ctx, bluegreen.Config{TLS: true})
+//	if errors.Is(err, bluegreen.ErrNotFound) {
+//		t.Skip(err) // no PostgreSQL installed
+//	}
+//	defer env.Close()
+//
+// # Deployments
+//
+// [Env.NewDeployment] creates a deployment in its own database on both
+// servers, so that tests sharing an Env can run in parallel. The database
+// holds the real metadata function, with its real name and columns, fed
+// from a control table:
+//
+//	| engine | function                                                 | columns                                   |
+//	|--------|----------------------------------------------------------|-------------------------------------------|
+//	| Aurora | pg_catalog.get_blue_green_fast_switchover_metadata(text) | version, endpoint, port, role, status     |
+//	| RDS    | rds_tools.show_topology(text)                            | id, endpoint, port, role, status, version |
+//
+// (A superuser can create a function in pg_catalog on PostgreSQL 15
+// without allow_system_table_mods; [Install] does that.) The deployment's
+// RDS-shaped names ([Names]) are set in the resolver: blue names to the
+// blue server, green names to the green one.
+//
+// A test then plays the switchover step by step, as RDS does it:
+//
+//	d, err := env.NewDeployment(ctx, bluegreen.DeploymentConfig{Engine: bluegreen.Aurora})
+//	cfg, err := d.PoolConfig(d.Names.Cluster) // verify-full, the fake DNS
+//	d.SetStatus(ctx, bluegreen.StatusAvailable)      // CREATED
+//	d.SetStatus(ctx, bluegreen.StatusInitiated)      // PREPARATION
+//	d.SetStatus(ctx, bluegreen.StatusInProgress)     // IN_PROGRESS
+//	d.SetStatus(ctx, bluegreen.StatusPostProcessing) // POST
+//	d.Rename(ctx)                                    // green takes the blue names
+//	d.SwapDNS()                                      // blue names → green server
+//	d.RemoveGreenDNS()                               // green names gone
+//	d.SetStatus(ctx, bluegreen.StatusCompleted)      // COMPLETED
+//	d.DropSource(ctx)                                // SOURCE rows gone
+//
+// Each step writes the metadata of both servers (d.Blue and d.Green write
+// one of them, for servers that disagree), or changes DNS. The control
+// table stays writable when a database is made read-only. Metadata.Fail
+// makes the function raise an error; Metadata.Uninstall drops it.
+//
+// Only the metadata and DNS are simulated here: the servers do not stop
+// accepting writes, terminate sessions or replicate by themselves. Tests
+// do that with Server.Exec when they need it.
+//
+// # Concurrency and cleanup
+//
+// Env, Deployment, Metadata and Resolver are safe for concurrent use. They
+// own no goroutines. Close the Env to stop the servers and remove their
+// files; Deployment.Drop removes one deployment early.
+package bluegreen

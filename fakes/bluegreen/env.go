@@ -1,0 +1,337 @@
+package bluegreen
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/holdfast-db/holdfast/internal/pgtest"
+	"github.com/jackc/pgx/v5"
+)
+
+// Default addresses of the two servers: distinct loopback addresses, as
+// blue and green are distinct instances.
+const (
+	DefaultBlueHost  = "127.0.0.11"
+	DefaultGreenHost = "127.0.0.21"
+)
+
+// ErrNotFound is matched (errors.Is) by the error of [Start] when the
+// PostgreSQL server binaries are not installed; tests usually skip then.
+var ErrNotFound = pgtest.ErrNotFound
+
+// Config configures [Start]. The zero value starts two servers without TLS
+// on DefaultBlueHost and DefaultGreenHost.
+type Config struct {
+	// BlueHost and GreenHost are the servers' loopback addresses (any
+	// 127.x.y.z on Linux). Defaults DefaultBlueHost, DefaultGreenHost.
+	BlueHost, GreenHost string
+	// TLS enables TLS on both servers with a certificate, issued by a
+	// throwaway CA, for the RDS-shaped names of Account and Region
+	// (wildcards; no IP address), so that sslmode=verify-full works with the
+	// host names and fails with the addresses. Env.CAFile is the CA.
+	TLS bool
+	// Account and Region shape the host names (see [NewNames]) and the
+	// certificate. Defaults DefaultAccount, DefaultRegion.
+	Account, Region string
+	// Settings are extra postgresql.conf settings for both servers, for
+	// example {"wal_level": "logical"}.
+	Settings map[string]string
+}
+
+// Env is a blue and a green PostgreSQL server on one machine, on the same
+// port at two loopback addresses, with a fake DNS. Deployments
+// ([Env.NewDeployment]) live in their own databases, so tests can share an
+// Env and run in parallel. Close it when done. An Env is safe for
+// concurrent use.
+type Env struct {
+	Blue, Green *Server
+	// Resolver is the fake DNS every deployment's names are set in.
+	Resolver *Resolver
+	// CAFile is the path of the CA certificate (PEM) when Config.TLS is set:
+	// use it as sslrootcert.
+	CAFile string
+
+	cfg Config
+	dir string // client-side files (the CA)
+
+	mu  sync.Mutex
+	seq int
+}
+
+// Server is one of the two servers. Its superuser is "postgres", with
+// trust authentication on loopback.
+type Server struct {
+	Name string // "blue" or "green"
+	Host string
+	Port int
+	Dir  string // the server's directory (data directory, log, TLS files)
+	tls  bool
+	srv  *pgtest.Server
+}
+
+// DSN returns a superuser connection string for database db on this
+// server, by address, without TLS.
+func (s *Server) DSN(db string) string {
+	u := url.URL{Scheme: "postgres", User: url.User("postgres"), Host: net.JoinHostPort(s.Host, strconv.Itoa(s.Port)),
+		Path: "/" + db, RawQuery: "sslmode=disable"}
+	return u.String()
+}
+
+// Exec runs sql (several statements, no parameters) in database db as the
+// superuser.
+func (s *Server) Exec(ctx context.Context, db, sql string) error {
+	conn, err := pgx.Connect(ctx, s.DSN(db))
+	if err != nil {
+		return fmt.Errorf("fakes/bluegreen: %s: %w", s.Name, err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, sql); err != nil {
+		return fmt.Errorf("fakes/bluegreen: %s: %w", s.Name, err)
+	}
+	return nil
+}
+
+// Start starts the two servers (initdb and pg_ctl, through the
+// PostgreSQL binaries installed on the machine) on the same free port. ctx
+// bounds the start. When the binaries are missing the error matches
+// ErrNotFound.
+func Start(ctx context.Context, cfg Config) (*Env, error) {
+	if cfg.BlueHost == "" {
+		cfg.BlueHost = DefaultBlueHost
+	}
+	if cfg.GreenHost == "" {
+		cfg.GreenHost = DefaultGreenHost
+	}
+	if cfg.BlueHost == cfg.GreenHost {
+		return nil, errors.New("fakes/bluegreen: BlueHost and GreenHost must differ")
+	}
+	var blue, green *pgtest.Server
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		blue, green, err = startPair(ctx, cfg)
+		if err == nil || errors.Is(err, pgtest.ErrNotFound) || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	e := &Env{
+		Blue:     &Server{Name: "blue", Host: blue.Host, Port: blue.Port, Dir: blue.Dir, srv: blue},
+		Green:    &Server{Name: "green", Host: green.Host, Port: green.Port, Dir: green.Dir, srv: green},
+		Resolver: NewResolver(),
+		cfg:      cfg,
+	}
+	if cfg.TLS {
+		if err := e.enableTLS(ctx); err != nil {
+			_ = e.Close()
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// startPair starts both servers at once on a port free on both addresses.
+func startPair(ctx context.Context, cfg Config) (*pgtest.Server, *pgtest.Server, error) {
+	port, err := sharedFreePort(cfg.BlueHost, cfg.GreenHost)
+	if err != nil {
+		return nil, nil, fmt.Errorf("fakes/bluegreen: pick a port: %w", err)
+	}
+	var wg sync.WaitGroup
+	var srv [2]*pgtest.Server
+	var errs [2]error
+	for i, host := range []string{cfg.BlueHost, cfg.GreenHost} {
+		wg.Go(func() {
+			srv[i], errs[i] = pgtest.Start(ctx, pgtest.Options{Host: host, Port: port, Settings: cfg.Settings})
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs[0], errs[1]); err != nil {
+		for _, s := range srv {
+			if s != nil {
+				_ = s.Stop()
+			}
+		}
+		return nil, nil, err
+	}
+	return srv[0], srv[1], nil
+}
+
+func sharedFreePort(a, b string) (int, error) {
+	for range 20 {
+		la, err := net.Listen("tcp", net.JoinHostPort(a, "0"))
+		if err != nil {
+			return 0, err
+		}
+		port := la.Addr().(*net.TCPAddr).Port
+		lb, err := net.Listen("tcp", net.JoinHostPort(b, strconv.Itoa(port)))
+		la.Close()
+		if err == nil {
+			lb.Close()
+			return port, nil
+		}
+	}
+	return 0, errors.New("no port free on both addresses")
+}
+
+// Close stops both servers and removes their files. It is idempotent.
+func (e *Env) Close() error {
+	err := errors.Join(e.Blue.srv.Stop(), e.Green.srv.Stop())
+	if e.dir != "" {
+		err = errors.Join(err, os.RemoveAll(e.dir))
+	}
+	return err
+}
+
+// Names returns the names of deployment name for engine in this Env's
+// account and region.
+func (e *Env) Names(engine Engine, name string) Names {
+	return NewNames(engine, name, e.cfg.Account, e.cfg.Region, "")
+}
+
+// enableTLS issues a certificate for the RDS-shaped names, writes it into
+// each server's directory and turns TLS on with a configuration reload.
+func (e *Env) enableTLS(ctx context.Context) error {
+	caPEM, certPEM, keyPEM, err := issue(Wildcards(e.cfg.Account, e.cfg.Region))
+	if err != nil {
+		return fmt.Errorf("fakes/bluegreen: TLS certificates: %w", err)
+	}
+	if e.dir, err = os.MkdirTemp("", "holdfast-bluegreen-*"); err != nil {
+		return err
+	}
+	e.CAFile = filepath.Join(e.dir, "ca.pem")
+	if err := os.WriteFile(e.CAFile, caPEM, 0o644); err != nil {
+		return err
+	}
+	for _, s := range []*Server{e.Blue, e.Green} {
+		if err := s.enableTLS(ctx, certPEM, keyPEM); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Server) enableTLS(ctx context.Context, certPEM, keyPEM []byte) error {
+	fi, err := os.Stat(s.Dir)
+	if err != nil {
+		return err
+	}
+	certFile, keyFile := filepath.Join(s.Dir, "server.crt"), filepath.Join(s.Dir, "server.key")
+	// The server runs as the owner of its directory (the "postgres" OS
+	// user when the tests run as root) and insists on a key file it owns
+	// with mode 0600.
+	for _, f := range []struct {
+		name string
+		data []byte
+		mode os.FileMode
+	}{{certFile, certPEM, 0o644}, {keyFile, keyPEM, 0o600}} {
+		if err := os.WriteFile(f.name, f.data, f.mode); err != nil {
+			return err
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && os.Geteuid() == 0 {
+			if err := os.Chown(f.name, int(st.Uid), int(st.Gid)); err != nil {
+				return err
+			}
+		}
+	}
+	// ALTER SYSTEM runs outside a transaction: one statement at a time.
+	for _, q := range []string{
+		"ALTER SYSTEM SET ssl_cert_file = " + quote(certFile),
+		"ALTER SYSTEM SET ssl_key_file = " + quote(keyFile),
+		"ALTER SYSTEM SET ssl = on",
+		"SELECT pg_reload_conf()",
+	} {
+		if err := s.Exec(ctx, "postgres", q); err != nil {
+			return err
+		}
+	}
+	s.tls = true
+	// The reload is asynchronous: wait until a new connection gets TLS.
+	u := url.URL{Scheme: "postgres", User: url.User("postgres"), Host: net.JoinHostPort(s.Host, strconv.Itoa(s.Port)),
+		Path: "/postgres", RawQuery: "sslmode=require"}
+	delay := 5 * time.Millisecond
+	for {
+		conn, err := pgx.Connect(ctx, u.String())
+		if err == nil {
+			var on bool
+			err = conn.QueryRow(ctx, "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").Scan(&on)
+			conn.Close(context.Background())
+			if err == nil && on {
+				return nil
+			}
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("fakes/bluegreen: %s: TLS not enabled: %w (last: %v)", s.Name, ctx.Err(), err)
+		case <-t.C:
+		}
+		delay = min(2*delay, 200*time.Millisecond)
+	}
+}
+
+func quote(s string) string { return "'" + s + "'" }
+
+// issue returns a CA certificate, and a server certificate and key it
+// signed for names, all PEM.
+func issue(names []string) (caPEM, certPEM, keyPEM []byte, err error) {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	now := time.Now()
+	ca := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "holdfast fake RDS CA"},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(24 * time.Hour),
+		IsCA:                  true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	leaf := &x509.Certificate{
+		SerialNumber: big.NewInt(2),
+		Subject:      pkix.Name{CommonName: names[0]},
+		DNSNames:     names,
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
+}

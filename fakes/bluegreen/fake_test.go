@@ -1,0 +1,325 @@
+package bluegreen_test
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	fake "github.com/holdfast-db/holdfast/fakes/bluegreen"
+	"github.com/holdfast-db/holdfast/internal/pgtest"
+	"github.com/jackc/pgx/v5"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func TestResolver(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tests := []struct {
+		name      string
+		setup     func(r *fake.Resolver)
+		host      string
+		want      string
+		notFound  bool
+		temporary bool
+	}{
+		{name: "set", setup: func(r *fake.Resolver) { r.Set("a.example", "10.0.0.1") }, host: "a.example", want: "10.0.0.1"},
+		{name: "case and trailing dot", setup: func(r *fake.Resolver) { r.Set("A.Example.", "10.0.0.1") }, host: "a.EXAMPLE", want: "10.0.0.1"},
+		{name: "replaced", setup: func(r *fake.Resolver) { r.Set("a", "1.1.1.1"); r.Set("a", "2.2.2.2") }, host: "a", want: "2.2.2.2"},
+		{name: "unknown", setup: func(*fake.Resolver) {}, host: "nope", notFound: true},
+		{name: "removed", setup: func(r *fake.Resolver) { r.Set("a", "1.1.1.1"); r.Remove("a") }, host: "a", notFound: true},
+		{name: "failing", setup: func(r *fake.Resolver) { r.Set("a", "1.1.1.1"); r.Fail("a") }, host: "a", temporary: true},
+		{name: "failure ended by Set", setup: func(r *fake.Resolver) { r.Fail("a"); r.Set("a", "3.3.3.3") }, host: "a", want: "3.3.3.3"},
+		{name: "an address resolves to itself", setup: func(*fake.Resolver) {}, host: "127.0.0.11", want: "127.0.0.11"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := fake.NewResolver()
+			tt.setup(r)
+			addrs, err := r.Lookup(ctx, tt.host)
+			var de *net.DNSError
+			switch {
+			case tt.notFound:
+				if !errors.As(err, &de) || !de.IsNotFound {
+					t.Errorf("Lookup = %v, %v; want NXDOMAIN", addrs, err)
+				}
+			case tt.temporary:
+				if !errors.As(err, &de) || !de.IsTemporary || de.IsNotFound {
+					t.Errorf("Lookup = %v, %v; want a temporary failure", addrs, err)
+				}
+			default:
+				if err != nil || len(addrs) != 1 || addrs[0] != tt.want {
+					t.Errorf("Lookup = %v, %v; want [%s]", addrs, err, tt.want)
+				}
+			}
+		})
+	}
+	r := fake.NewResolver()
+	changed := r.Changed()
+	r.Set("x", "1.2.3.4")
+	select {
+	case <-changed:
+	default:
+		t.Error("Set did not signal Changed")
+	}
+	_, _ = r.Lookup(ctx, "x")
+	_, _ = r.Lookup(ctx, "X")
+	if r.Lookups("x") != 2 || strings.Join(r.Names(), ",") != "x" || r.Addrs("x")[0] != "1.2.3.4" {
+		t.Errorf("Lookups %d, Names %v, Addrs %v", r.Lookups("x"), r.Names(), r.Addrs("x"))
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := r.Lookup(cctx, "x"); err == nil {
+		t.Error("Lookup ignored a canceled context")
+	}
+}
+
+func TestNames(t *testing.T) {
+	t.Parallel()
+	rds := fake.NewNames(fake.RDS, "orders", "acct12345678", "eu-west-1", "zz9999")
+	if rds.Instance != "orders.acct12345678.eu-west-1.rds.amazonaws.com" ||
+		rds.GreenInstance != "orders-green-zz9999.acct12345678.eu-west-1.rds.amazonaws.com" ||
+		rds.OldInstance != "orders-old1.acct12345678.eu-west-1.rds.amazonaws.com" || rds.Cluster != "" {
+		t.Errorf("RDS names: %+v", rds)
+	}
+	aur := fake.NewNames(fake.Aurora, "orders", "", "", "")
+	if len(aur.Blue()) != 3 || len(aur.Green()) != 3 || len(aur.Old()) != 3 || len(rds.Blue()) != 1 {
+		t.Errorf("name lists: %v %v %v %v", aur.Blue(), aur.Green(), aur.Old(), rds.Blue())
+	}
+	if aur.Reader != "orders.cluster-ro-abcdefghijkl.us-east-1.rds.amazonaws.com" {
+		t.Errorf("reader: %s", aur.Reader)
+	}
+}
+
+// The environment is real: two servers on one port at two addresses,
+// serving TLS for the RDS names, with the metadata functions under their
+// real names and columns.
+func TestEnv(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel) // the parallel subtests run after this function returns
+	env, err := fake.Start(ctx, fake.Config{TLS: true})
+	if errors.Is(err, fake.ErrNotFound) && os.Getenv(pgtest.EnvRequire) != "1" {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	if env.Blue.Port != env.Green.Port || env.Blue.Host != fake.DefaultBlueHost || env.Green.Host != fake.DefaultGreenHost {
+		t.Errorf("blue %s:%d, green %s:%d; want the same port at the default addresses",
+			env.Blue.Host, env.Blue.Port, env.Green.Host, env.Green.Port)
+	}
+
+	t.Run("functions", func(t *testing.T) {
+		t.Parallel()
+		for _, tt := range []struct {
+			engine fake.Engine
+			fn     string
+			cols   string
+		}{
+			{fake.Aurora, fake.AuroraFunction, "version,endpoint,port,role,status"},
+			{fake.RDS, fake.RDSFunction, "id,endpoint,port,role,status,version"},
+		} {
+			t.Run(tt.engine.String(), func(t *testing.T) {
+				t.Parallel()
+				d, err := env.NewDeployment(ctx, fake.DeploymentConfig{Engine: tt.engine})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer d.Drop(context.Background())
+				query := func(srv *fake.Server) ([]string, [][]any) {
+					conn, err := pgx.Connect(ctx, srv.DSN(d.Database))
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer conn.Close(ctx)
+					rows, err := conn.Query(ctx, "SELECT * FROM "+tt.fn+"('holdfast-test')")
+					if err != nil {
+						t.Fatal(err)
+					}
+					var cols []string
+					for _, fd := range rows.FieldDescriptions() {
+						cols = append(cols, fd.Name)
+					}
+					var vals [][]any
+					for rows.Next() {
+						v, err := rows.Values()
+						if err != nil {
+							t.Fatal(err)
+						}
+						vals = append(vals, v)
+					}
+					if err := rows.Err(); err != nil {
+						t.Fatal(err)
+					}
+					return cols, vals
+				}
+				cols, vals := query(env.Blue)
+				if strings.Join(cols, ",") != tt.cols || len(vals) != 0 {
+					t.Errorf("columns %v, %d rows; want %s and none", cols, len(vals), tt.cols)
+				}
+				if err := d.SetStatus(ctx, fake.StatusInProgress); err != nil {
+					t.Fatal(err)
+				}
+				for _, srv := range []*fake.Server{env.Blue, env.Green} {
+					_, vals := query(srv)
+					want := len(d.Rows(fake.StatusInProgress))
+					if len(vals) != want || want == 0 {
+						t.Fatalf("%s: %d rows, want %d", srv.Name, len(vals), want)
+					}
+					for _, v := range vals {
+						row := fmt.Sprint(v...)
+						if !strings.Contains(row, fake.StatusInProgress) || !strings.Contains(row, "1.0") {
+							t.Errorf("%s row %v", srv.Name, v)
+						}
+					}
+				}
+				if err := d.Blue.Fail(ctx, "An error occurred while retrieving the blue/green fast switchover metadata"); err != nil {
+					t.Fatal(err)
+				}
+				conn, err := pgx.Connect(ctx, env.Blue.DSN(d.Database))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close(ctx)
+				if _, err := conn.Exec(ctx, "SELECT * FROM "+tt.fn+"('x')"); err == nil ||
+					!strings.Contains(err.Error(), "An error occurred while retrieving") {
+					t.Errorf("failing function: %v", err)
+				}
+				if err := d.Blue.Uninstall(ctx); err != nil {
+					t.Fatal(err)
+				}
+				var exists bool
+				if err := conn.QueryRow(ctx, "SELECT to_regprocedure($1) IS NOT NULL", tt.fn+"(text)").Scan(&exists); err != nil || exists {
+					t.Errorf("after Uninstall the function exists: %v %v", exists, err)
+				}
+			})
+		}
+	})
+
+	t.Run("switchover steps", func(t *testing.T) {
+		t.Parallel()
+		d, err := env.NewDeployment(ctx, fake.DeploymentConfig{Name: "steps"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Drop(context.Background())
+		roleOf := func(rows []fake.Row, role string) []string {
+			var out []string
+			for _, r := range rows {
+				if r.Role == role {
+					out = append(out, r.Endpoint)
+				}
+			}
+			return out
+		}
+		if err := d.SetStatus(ctx, fake.StatusPostProcessing); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Rename(ctx); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := d.Green.Rows(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if src, dst := roleOf(rows, fake.RoleSource), roleOf(rows, fake.RoleTarget); strings.Join(src, ",") != d.Names.OldCluster+","+d.Names.OldInstance ||
+			strings.Join(dst, ",") != d.Names.Cluster+","+d.Names.Instance {
+			t.Errorf("after Rename: source %v, target %v", src, dst)
+		}
+		if err := d.DropSource(ctx); err != nil {
+			t.Fatal(err)
+		}
+		rows, _ = d.Blue.Rows(ctx)
+		if len(roleOf(rows, fake.RoleSource)) != 0 || len(roleOf(rows, fake.RoleTarget)) != 2 {
+			t.Errorf("after DropSource: %+v", rows)
+		}
+		r := env.Resolver
+		if a := r.Addrs(d.Names.Cluster); len(a) != 1 || a[0] != env.Blue.Host {
+			t.Errorf("blue name resolves to %v", a)
+		}
+		d.SwapDNS()
+		d.RemoveGreenDNS()
+		if a := r.Addrs(d.Names.Cluster); len(a) != 1 || a[0] != env.Green.Host {
+			t.Errorf("after SwapDNS the blue name resolves to %v", a)
+		}
+		if a := r.Addrs(d.Names.OldInstance); len(a) != 1 || a[0] != env.Blue.Host {
+			t.Errorf("after SwapDNS the old name resolves to %v", a)
+		}
+		if a := r.Addrs(d.Names.GreenCluster); a != nil {
+			t.Errorf("after RemoveGreenDNS the green name resolves to %v", a)
+		}
+	})
+
+	t.Run("TLS checks the RDS names", func(t *testing.T) {
+		t.Parallel()
+		d, err := env.NewDeployment(ctx, fake.DeploymentConfig{Engine: fake.RDS, Name: "tls"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Drop(context.Background())
+		for _, tt := range []struct {
+			host   string
+			server string
+			ok     bool
+		}{
+			{d.Names.Instance, env.Blue.Host, true},
+			{d.Names.GreenInstance, env.Green.Host, true},
+			{env.Blue.Host, env.Blue.Host, false}, // no IP address in the certificate
+		} {
+			cfg, err := pgx.ParseConfig(d.DSN(tt.host))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.LookupFunc = env.Resolver.Lookup
+			conn, err := pgx.ConnectConfig(ctx, cfg)
+			if !tt.ok {
+				var he x509.HostnameError
+				if !errors.As(err, &he) {
+					t.Errorf("%s: %v, want a host name error", tt.host, err)
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", tt.host, err)
+			}
+			var addr string
+			var ssl bool
+			err = conn.QueryRow(ctx, "SELECT host(inet_server_addr()), ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").Scan(&addr, &ssl)
+			conn.Close(ctx)
+			if err != nil || addr != tt.server || !ssl {
+				t.Errorf("%s: server %s, ssl %v, %v; want %s over TLS", tt.host, addr, ssl, err, tt.server)
+			}
+		}
+	})
+
+	t.Run("read-only database", func(t *testing.T) {
+		t.Parallel()
+		d, err := env.NewDeployment(ctx, fake.DeploymentConfig{Name: "readonly"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Drop(context.Background())
+		if err := env.Blue.Exec(ctx, "postgres", "ALTER DATABASE "+d.Database+" SET default_transaction_read_only = on"); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.SetStatus(ctx, fake.StatusAvailable); err != nil {
+			t.Errorf("metadata of a read-only database: %v", err)
+		}
+	})
+
+	if _, err := env.NewDeployment(ctx, fake.DeploymentConfig{Name: "Bad Name"}); err == nil {
+		t.Error("NewDeployment accepted an invalid name")
+	}
+}

@@ -1,0 +1,250 @@
+package bluegreen
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Engine selects which metadata function a database gets.
+type Engine int
+
+const (
+	// Aurora installs pg_catalog.get_blue_green_fast_switchover_metadata(text),
+	// returning (version text, endpoint text, port integer, role text,
+	// status text), as Aurora PostgreSQL has it.
+	Aurora Engine = iota + 1
+	// RDS installs rds_tools.show_topology(text), returning (id bigint,
+	// endpoint text, port integer, role text, status text, version text), as
+	// the rds_tools extension of RDS PostgreSQL has it.
+	RDS
+)
+
+// String returns "aurora" or "rds".
+func (e Engine) String() string {
+	switch e {
+	case Aurora:
+		return "aurora"
+	case RDS:
+		return "rds"
+	}
+	return fmt.Sprintf("Engine(%d)", int(e))
+}
+
+// Function names, as RDS has them.
+const (
+	AuroraFunction = "pg_catalog.get_blue_green_fast_switchover_metadata"
+	RDSFunction    = "rds_tools.show_topology"
+)
+
+// Metadata statuses and roles, as RDS writes them.
+const (
+	StatusAvailable      = "AVAILABLE"
+	StatusInitiated      = "SWITCHOVER_INITIATED"
+	StatusInProgress     = "SWITCHOVER_IN_PROGRESS"
+	StatusPostProcessing = "SWITCHOVER_IN_POST_PROCESSING"
+	StatusCompleted      = "SWITCHOVER_COMPLETED"
+	RoleSource           = "BLUE_GREEN_DEPLOYMENT_SOURCE"
+	RoleTarget           = "BLUE_GREEN_DEPLOYMENT_TARGET"
+	Version              = "1.0"
+)
+
+// Row is one row of blue/green metadata, as the functions return it.
+type Row struct {
+	ID       int64  // the id column (RDS only)
+	Version  string // "1.0" when empty
+	Endpoint string
+	Port     int
+	Role     string // RoleSource or RoleTarget
+	Status   string // one of the Status constants
+}
+
+// The control table and the functions. The functions read the control
+// table, so a test changes what they return with plain INSERT/UPDATE, and
+// raise an error while holdfast_fake.bluegreen_control.fail is set.
+const installSchema = `
+CREATE SCHEMA IF NOT EXISTS holdfast_fake;
+CREATE TABLE IF NOT EXISTS holdfast_fake.bluegreen_metadata (
+	ord      serial PRIMARY KEY,
+	id       bigint,
+	version  text,
+	endpoint text,
+	port     integer,
+	role     text,
+	status   text
+);
+CREATE TABLE IF NOT EXISTS holdfast_fake.bluegreen_control (
+	one  boolean PRIMARY KEY DEFAULT true CHECK (one),
+	fail text
+);
+INSERT INTO holdfast_fake.bluegreen_control DEFAULT VALUES ON CONFLICT DO NOTHING;
+`
+
+const installAurora = `
+CREATE OR REPLACE FUNCTION pg_catalog.get_blue_green_fast_switchover_metadata(text)
+RETURNS TABLE (version text, endpoint text, port integer, role text, status text)
+LANGUAGE plpgsql STABLE AS $fn$
+#variable_conflict use_column
+DECLARE msg text;
+BEGIN
+	SELECT c.fail INTO msg FROM holdfast_fake.bluegreen_control c;
+	IF msg IS NOT NULL THEN RAISE EXCEPTION '%', msg; END IF;
+	RETURN QUERY SELECT m.version, m.endpoint, m.port, m.role, m.status
+		FROM holdfast_fake.bluegreen_metadata m ORDER BY m.ord;
+END
+$fn$;
+`
+
+const installRDS = `
+CREATE SCHEMA IF NOT EXISTS rds_tools;
+CREATE OR REPLACE FUNCTION rds_tools.show_topology(text)
+RETURNS TABLE (id bigint, endpoint text, port integer, role text, status text, version text)
+LANGUAGE plpgsql STABLE AS $fn$
+#variable_conflict use_column
+DECLARE msg text;
+BEGIN
+	SELECT c.fail INTO msg FROM holdfast_fake.bluegreen_control c;
+	IF msg IS NOT NULL THEN RAISE EXCEPTION '%', msg; END IF;
+	RETURN QUERY SELECT m.id, m.endpoint, m.port, m.role, m.status, m.version
+		FROM holdfast_fake.bluegreen_metadata m ORDER BY m.ord;
+END
+$fn$;
+`
+
+// Metadata is the fake metadata of one database: a control table and the
+// functions of the chosen engines reading it. Each method opens a short
+// superuser connection to the database. A Metadata is safe for concurrent
+// use; concurrent writes apply in some order.
+type Metadata struct {
+	dsn     string
+	engines []Engine
+}
+
+// Install creates the control table and the metadata function of each
+// engine (Aurora when none is given) in the database at dsn, which must
+// allow a superuser to create functions in pg_catalog (PostgreSQL 15 does,
+// without allow_system_table_mods). It is idempotent. The metadata starts
+// empty: the functions return no rows.
+func Install(ctx context.Context, dsn string, engines ...Engine) (*Metadata, error) {
+	if len(engines) == 0 {
+		engines = []Engine{Aurora}
+	}
+	sql := installSchema
+	for _, e := range engines {
+		switch e {
+		case Aurora:
+			sql += installAurora
+		case RDS:
+			sql += installRDS
+		default:
+			return nil, fmt.Errorf("fakes/bluegreen: unknown engine %v", e)
+		}
+	}
+	m := &Metadata{dsn: dsn, engines: engines}
+	if err := m.exec(ctx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, sql)
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("fakes/bluegreen: install metadata: %w", err)
+	}
+	return m, nil
+}
+
+// Engines returns the engines whose function Install created.
+func (m *Metadata) Engines() []Engine { return append([]Engine(nil), m.engines...) }
+
+func (m *Metadata) exec(ctx context.Context, fn func(pgx.Tx) error) error {
+	conn, err := pgx.Connect(ctx, m.dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	// READ WRITE explicitly: the control table stays writable on a server
+	// or database made read-only (as blue is during a switchover).
+	return pgx.BeginTxFunc(ctx, conn, pgx.TxOptions{AccessMode: pgx.ReadWrite}, fn)
+}
+
+// SetRows replaces every row, in one transaction: a poll sees the old rows
+// or the new ones, never a mix.
+func (m *Metadata) SetRows(ctx context.Context, rows ...Row) error {
+	err := m.exec(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "DELETE FROM holdfast_fake.bluegreen_metadata"); err != nil {
+			return err
+		}
+		for i, r := range rows {
+			v := r.Version
+			if v == "" {
+				v = Version
+			}
+			id := r.ID
+			if id == 0 {
+				id = int64(i + 1)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO holdfast_fake.bluegreen_metadata (id, version, endpoint, port, role, status)
+				VALUES ($1, $2, $3, $4, $5, $6)`, id, v, r.Endpoint, r.Port, r.Role, r.Status); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("fakes/bluegreen: set rows: %w", err)
+	}
+	return nil
+}
+
+// Rows returns the rows the functions return now.
+func (m *Metadata) Rows(ctx context.Context) ([]Row, error) {
+	var out []Row
+	err := m.exec(ctx, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT coalesce(id, 0), coalesce(version, ''), coalesce(endpoint, ''),
+			coalesce(port, 0), coalesce(role, ''), coalesce(status, '') FROM holdfast_fake.bluegreen_metadata ORDER BY ord`)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var r Row
+			if err := rows.Scan(&r.ID, &r.Version, &r.Endpoint, &r.Port, &r.Role, &r.Status); err != nil {
+				return err
+			}
+			out = append(out, r)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fakes/bluegreen: read rows: %w", err)
+	}
+	return out, nil
+}
+
+// Fail makes the functions raise an error with message msg (as RDS does
+// when it cannot retrieve the metadata), or stop raising when msg is "".
+func (m *Metadata) Fail(ctx context.Context, msg string) error {
+	var arg any
+	if msg != "" {
+		arg = msg
+	}
+	err := m.exec(ctx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, "UPDATE holdfast_fake.bluegreen_control SET fail = $1", arg)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("fakes/bluegreen: set failure: %w", err)
+	}
+	return nil
+}
+
+// Uninstall drops the functions (the control table stays), as on an engine
+// version without blue/green metadata.
+func (m *Metadata) Uninstall(ctx context.Context) error {
+	err := m.exec(ctx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `DROP FUNCTION IF EXISTS pg_catalog.get_blue_green_fast_switchover_metadata(text);
+			DROP FUNCTION IF EXISTS rds_tools.show_topology(text)`)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("fakes/bluegreen: uninstall: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,130 @@
+package bluegreen
+
+import (
+	"context"
+	"net"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Resolver is a fake DNS: host names resolve to the addresses set with
+// [Resolver.Set], removed names do not exist (NXDOMAIN), and failing names
+// answer a temporary error (SERVFAIL). [Resolver.Lookup] is a
+// pgconn.LookupFunc: give it to pgx (ConnConfig.LookupFunc) and every name
+// the pool and holdfast's blue/green monitors resolve comes from here.
+//
+// The zero value is not usable; call [NewResolver]. A Resolver is safe for
+// concurrent use. Names are compared case-insensitively.
+type Resolver struct {
+	mu      sync.Mutex
+	addrs   map[string][]string
+	failing map[string]bool
+	lookups map[string]int
+	changed chan struct{}
+}
+
+// NewResolver returns a Resolver that knows no names.
+func NewResolver() *Resolver {
+	return &Resolver{
+		addrs:   map[string][]string{},
+		failing: map[string]bool{},
+		lookups: map[string]int{},
+		changed: make(chan struct{}),
+	}
+}
+
+func key(host string) string { return strings.TrimSuffix(strings.ToLower(host), ".") }
+
+// Set makes host resolve to addrs (IP addresses, optionally "ip:port", which
+// pgx takes as a port override), replacing what it resolved to, and ends a
+// failure set by Fail. Set with no addrs is Remove.
+func (r *Resolver) Set(host string, addrs ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := key(host)
+	delete(r.failing, k)
+	if len(addrs) == 0 {
+		delete(r.addrs, k)
+	} else {
+		r.addrs[k] = append([]string(nil), addrs...)
+	}
+	r.notify()
+}
+
+// Remove makes host not exist: Lookup returns a *net.DNSError with
+// IsNotFound set, as for NXDOMAIN.
+func (r *Resolver) Remove(host string) { r.Set(host) }
+
+// Fail makes Lookup of host return a temporary *net.DNSError (IsTemporary,
+// as for SERVFAIL) until the next Set or Remove of host.
+func (r *Resolver) Fail(host string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.failing[key(host)] = true
+	r.notify()
+}
+
+func (r *Resolver) notify() {
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// Lookup resolves host: an IP address literal resolves to itself; a name
+// set with Set to its addresses; any other name fails with a
+// *net.DNSError. It has the signature of pgconn.LookupFunc and honours
+// ctx.
+func (r *Resolver) Lookup(ctx context.Context, host string) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, &net.DNSError{Err: err.Error(), Name: host, IsTimeout: true}
+	}
+	if net.ParseIP(host) != nil {
+		return []string{host}, nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := key(host)
+	r.lookups[k]++
+	if r.failing[k] {
+		return nil, &net.DNSError{Err: "server misbehaving", Name: host, IsTemporary: true}
+	}
+	a, ok := r.addrs[k]
+	if !ok {
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}
+	return append([]string(nil), a...), nil
+}
+
+// Addrs returns what host resolves to now (nil when it does not).
+func (r *Resolver) Addrs(host string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.addrs[key(host)]...)
+}
+
+// Names returns every name that resolves, sorted.
+func (r *Resolver) Names() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, 0, len(r.addrs))
+	for h := range r.addrs {
+		out = append(out, h)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Lookups returns how many times host was looked up (IP literals are not
+// counted).
+func (r *Resolver) Lookups(host string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lookups[key(host)]
+}
+
+// Changed returns a channel closed at the next Set, Remove or Fail.
+func (r *Resolver) Changed() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.changed
+}

@@ -1,0 +1,160 @@
+package obs
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Suspension points, values of holdfast.bluegreen.suspend.point.
+const (
+	PointConnect = "connect" // a new connection waited (BeforeConnect)
+	PointAcquire = "acquire" // an Acquire waited (PrepareConn)
+	PointQuery   = "query"   // a statement on an acquired connection waited (TraceQueryStart)
+)
+
+// Outcomes of a suspension, values of holdfast.outcome on
+// holdfast.bluegreen.suspended.duration.
+const (
+	OutcomeResumed = "resumed" // the wait ended and the work went on
+	OutcomeFailed  = "failed"  // the wait ended in an error (timeout, context, rejection)
+)
+
+// BlueGreen records the telemetry of one blue/green deployment. Get it
+// from [Telemetry.BlueGreen]. Its methods are safe for concurrent use and
+// accept a nil *BlueGreen, which records nothing.
+//
+// The bluegreen package calls:
+//
+//   - [BlueGreen.Phase] on every phase change the monitor observes, with the
+//     phase's ordinal (bluegreen.Phase) and name;
+//   - [BlueGreen.Suspended] each time a connect, an acquire or a statement
+//     was held by a switchover, once the wait is over, with the
+//     caller's context;
+//   - [BlueGreen.Finished] when a switchover ends (completed, rolled back,
+//     timed out).
+//
+// Phase changes become events on a long-lived holdfast.bluegreen.switchover
+// span, opened at the first active phase and ended by Finished. Log lines
+// for phase changes and the switchover summary are the bluegreen package's
+// own (its Config.Logger, which the factory sets to its logger).
+type BlueGreen struct {
+	t   *Telemetry
+	id  string
+	set []metric.RecordOption // {holdfast.bluegreen.id}
+
+	mu    sync.Mutex
+	span  trace.Span // the switchover span, while a switchover is under way
+	phase int
+}
+
+// BlueGreen returns the recorder for deployment id (bluegreen.Config.ID).
+func (t *Telemetry) BlueGreen(id string) *BlueGreen {
+	if t == nil {
+		return nil
+	}
+	return &BlueGreen{
+		t:   t,
+		id:  id,
+		set: []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(KeyBlueGreenID.String(id)))},
+	}
+}
+
+// Phase records a phase change to phase (0 NOT_CREATED … 5 COMPLETED)
+// named name; active says whether a switchover is under way
+// (bluegreen.Phase.Active). It sets the holdfast.bluegreen.phase gauge and
+// adds an event to the switchover span, opening that span at the first
+// active phase.
+func (b *BlueGreen) Phase(ctx context.Context, phase int, name string, active bool) {
+	if b == nil {
+		return
+	}
+	b.t.bgPhase.Record(ctx, int64(phase), metric.WithAttributeSet(attribute.NewSet(KeyBlueGreenID.String(b.id))))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.phase = phase
+	if b.span == nil && active && b.t.tracing() {
+		// A new root: the switchover is not part of whatever request
+		// happened to observe it.
+		_, b.span = b.t.tracer.Start(ctx, SpanSwitchover, trace.WithNewRoot(),
+			trace.WithAttributes(KeyBlueGreenID.String(b.id)))
+	}
+	if b.span != nil {
+		b.span.AddEvent(EventPhase, trace.WithAttributes(
+			KeyBlueGreenPhase.String(name), attribute.Int("holdfast.bluegreen.phase.ordinal", phase)))
+	}
+}
+
+// Finished ends the switchover span with outcome ("COMPLETED", "ROLLED
+// BACK", "TIMED OUT"); anything but COMPLETED sets the span's status to
+// Error.
+func (b *BlueGreen) Finished(ctx context.Context, outcome string) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	span := b.span
+	b.span = nil
+	b.mu.Unlock()
+	if span == nil {
+		return
+	}
+	span.SetAttributes(KeyOutcome.String(outcome))
+	if outcome != "COMPLETED" {
+		span.SetStatus(codes.Error, outcome)
+	}
+	span.End()
+}
+
+// Suspended records that work at point (PointConnect, PointAcquire,
+// PointQuery) waited for waited because of reason (a short stable word, for
+// example "IN_PROGRESS"), and ended with err (nil: it resumed). It records
+// holdfast.bluegreen.suspended.duration; sets
+// holdfast.bluegreen.suspended.duration (seconds) and
+// holdfast.bluegreen.suspended.reason on the span in ctx (the request's),
+// with an event linked to the switchover span; and writes a DEBUG log line
+// with ctx, so that a trace-aware handler ties it to the request.
+func (b *BlueGreen) Suspended(ctx context.Context, point, reason string, waited time.Duration, err error) {
+	if b == nil {
+		return
+	}
+	outcome := OutcomeResumed
+	if err != nil {
+		outcome = OutcomeFailed
+	}
+	b.t.suspended.Record(ctx, waited.Seconds(), metric.WithAttributes(
+		KeyBlueGreenID.String(b.id), KeySuspendPoint.String(point), KeyOutcome.String(outcome)))
+	attrs := []attribute.KeyValue{
+		KeySuspendDuration.Float64(waited.Seconds()),
+		KeySuspendReason.String(reason),
+		KeySuspendPoint.String(point),
+		KeyBlueGreenID.String(b.id),
+	}
+	if err != nil {
+		attrs = append(attrs, semconv.ErrorTypeKey.String(b.t.verdict(err).Reason))
+	}
+	if span := trace.SpanFromContext(ctx); span.IsRecording() && b.t.tracing() {
+		span.SetAttributes(attrs...)
+		b.mu.Lock()
+		sw := b.span
+		b.mu.Unlock()
+		if sw != nil {
+			span.AddLink(trace.Link{SpanContext: sw.SpanContext()})
+		}
+		span.AddEvent(EventSuspended, trace.WithAttributes(attrs...))
+	}
+	b.t.logger.LogAttrs(ctx, slog.LevelDebug, "holdfast: suspended by a blue/green switchover",
+		slog.String("bluegreen.id", b.id),
+		slog.String("point", point),
+		slog.String("reason", reason),
+		slog.Duration("waited", waited),
+		slog.String("outcome", outcome),
+	)
+}

@@ -1,0 +1,341 @@
+package obs
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"reflect"
+	"sync/atomic"
+
+	"github.com/holdfast-db/holdfast/classify"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/semconv/v1.43.0/dbconv"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+)
+
+// ScopeName is the instrumentation scope of every meter and tracer holdfast
+// creates.
+const ScopeName = "github.com/holdfast-db/holdfast"
+
+// Service stages, the values of [KeyStage].
+const (
+	StageStartup    = "startup"     // the first connection of a pool (Factory.Start, NewPool)
+	StagePoolGrowth = "pool-growth" // a new connection while the service runs
+	StageRequest    = "request"     // the request-scope retry of Factory.Acquire
+)
+
+// Retry layers, the values of [KeyLayer]. They equal the holdfast.Stage*
+// constants of the root package and the "stage" attribute of log lines.
+const (
+	LayerConnect  = "connect"
+	LayerPassword = "password"
+	LayerAcquire  = "acquire"
+	LayerStartup  = "startup"
+)
+
+// Outcomes, values of [KeyOutcome].
+const (
+	OutcomeSuccess = "success"
+	OutcomeFailure = "failure"
+)
+
+// Attribute keys holdfast defines. The standard ones (error.type,
+// server.address, db.client.connection.pool.name, ...) come from semconv.
+const (
+	KeyStage           = attribute.Key("holdfast.stage")
+	KeyLayer           = attribute.Key("holdfast.layer")
+	KeyOutcome         = attribute.Key("holdfast.outcome")
+	KeyErrorClass      = attribute.Key("holdfast.error.class")
+	KeyAttempt         = attribute.Key("holdfast.attempt")
+	KeyDelay           = attribute.Key("holdfast.retry.delay") // seconds
+	KeyStop            = attribute.Key("holdfast.retry.stop")
+	KeyBlueGreenID     = attribute.Key("holdfast.bluegreen.id")
+	KeyBlueGreenPhase  = attribute.Key("holdfast.bluegreen.phase")
+	KeySuspendPoint    = attribute.Key("holdfast.bluegreen.suspend.point")
+	KeySuspendReason   = attribute.Key("holdfast.bluegreen.suspended.reason")
+	KeySuspendDuration = attribute.Key("holdfast.bluegreen.suspended.duration") // seconds, on the request span
+	KeyReadyHealth     = attribute.Key("holdfast.readiness.health")
+	KeyReadyReason     = attribute.Key("holdfast.readiness.reason")
+)
+
+// Metric names of holdfast's own instruments.
+const (
+	MetricConnectAttempts   = "holdfast.connect.attempts"
+	MetricRetries           = "holdfast.retries"
+	MetricRecoveries        = "holdfast.recoveries"
+	MetricExhausted         = "holdfast.retry.exhausted"
+	MetricBudgetRejections  = "holdfast.retry.budget.rejections"
+	MetricBlueGreenPhase    = "holdfast.bluegreen.phase"
+	MetricSuspendedDuration = "holdfast.bluegreen.suspended.duration"
+	MetricReady             = "holdfast.readiness.ready"
+	MetricReadyTransitions  = "holdfast.readiness.transitions"
+	MetricDrainDuration     = "holdfast.readiness.drain.duration"
+)
+
+// Span names.
+const (
+	SpanConnect    = "holdfast.connect"
+	SpanAcquire    = "holdfast.acquire"
+	SpanStartup    = "holdfast.startup"
+	SpanSwitchover = "holdfast.bluegreen.switchover"
+	EventAttempt   = "holdfast.attempt"
+	EventPhase     = "holdfast.bluegreen.phase"
+	EventSuspended = "holdfast.bluegreen.suspended"
+	EventReadiness = "holdfast.readiness"
+)
+
+// timeBuckets are the bucket boundaries, in seconds, of every duration
+// histogram: those the semantic conventions advise for
+// db.client.operation.duration.
+var timeBuckets = []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10}
+
+// Config is what [New] needs. The zero value means the global providers, a
+// discarding logger and classify.Classify.
+type Config struct {
+	MeterProvider  metric.MeterProvider // nil: otel.GetMeterProvider()
+	TracerProvider trace.TracerProvider // nil: otel.GetTracerProvider()
+	Logger         *slog.Logger         // nil: discard
+	Classify       func(error) classify.Verdict
+}
+
+// Telemetry records one factory's metrics, spans and logs. Build it with
+// [New]. Its methods are safe for concurrent use, and they all accept a nil
+// *Telemetry, which records nothing.
+type Telemetry struct {
+	logger   *slog.Logger
+	classify func(error) classify.Verdict
+	meter    metric.Meter
+	tracer   trace.Tracer
+	tp       trace.TracerProvider
+	secrets  Redactor
+
+	// holdfast's own instruments.
+	attempts   metric.Int64Counter
+	retries    metric.Int64Counter
+	recoveries metric.Int64Counter
+	exhausted  metric.Int64Counter
+	rejections metric.Int64Counter
+	bgPhase    metric.Int64Gauge
+	suspended  metric.Float64Histogram
+	ready      metric.Int64Gauge
+	readyMoves metric.Int64Counter
+	drain      metric.Float64Histogram
+
+	// Standard database client instruments.
+	connCount  dbconv.ClientConnectionCountObservable
+	connMax    dbconv.ClientConnectionMaxObservable
+	createTime dbconv.ClientConnectionCreateTime
+	waitTime   dbconv.ClientConnectionWaitTime
+	useTime    dbconv.ClientConnectionUseTime
+	timeouts   dbconv.ClientConnectionTimeouts
+	opDuration dbconv.ClientOperationDuration
+}
+
+// New builds the instruments of a Telemetry. It fails only if the meter
+// provider refuses an instrument.
+func New(c Config) (*Telemetry, error) {
+	mp, tp := c.MeterProvider, c.TracerProvider
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	t := &Telemetry{
+		logger:   c.Logger,
+		classify: c.Classify,
+		meter:    mp.Meter(ScopeName, metric.WithSchemaURL(semconv.SchemaURL)),
+		tracer:   tp.Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL)),
+		tp:       tp,
+	}
+	if t.logger == nil {
+		t.logger = slog.New(slog.DiscardHandler)
+	}
+	if t.classify == nil {
+		t.classify = classify.Classify
+	}
+	m := t.meter
+	buckets := metric.WithExplicitBucketBoundaries(timeBuckets...)
+	var err, e error
+	join := func(e error) { err = errors.Join(err, e) }
+
+	t.attempts, e = m.Int64Counter(MetricConnectAttempts, metric.WithUnit("{attempt}"),
+		metric.WithDescription("Connections the pool tried to open through holdfast, by service stage and outcome."))
+	join(e)
+	t.retries, e = m.Int64Counter(MetricRetries, metric.WithUnit("{retry}"),
+		metric.WithDescription("Retries holdfast made after a transient failure."))
+	join(e)
+	t.recoveries, e = m.Int64Counter(MetricRecoveries, metric.WithUnit("{operation}"),
+		metric.WithDescription("Operations that failed at first and succeeded on a retry."))
+	join(e)
+	t.exhausted, e = m.Int64Counter(MetricExhausted, metric.WithUnit("{operation}"),
+		metric.WithDescription("Operations that gave up on a transient failure: attempts or time ran out."))
+	join(e)
+	t.rejections, e = m.Int64Counter(MetricBudgetRejections, metric.WithUnit("{retry}"),
+		metric.WithDescription("Retries the process-wide retry budget refused."))
+	join(e)
+	t.bgPhase, e = m.Int64Gauge(MetricBlueGreenPhase, metric.WithUnit("{phase}"),
+		metric.WithDescription("Blue/green switchover phase: 0 NOT_CREATED, 1 CREATED, 2 PREPARATION, 3 IN_PROGRESS, 4 POST, 5 COMPLETED."))
+	join(e)
+	t.suspended, e = m.Float64Histogram(MetricSuspendedDuration, metric.WithUnit("s"), buckets,
+		metric.WithDescription("Time a connect, acquire or query waited, suspended by a blue/green switchover."))
+	join(e)
+	t.ready, e = m.Int64Gauge(MetricReady, metric.WithUnit("1"),
+		metric.WithDescription("1 while the readiness probe answers 200, 0 while it answers 503."))
+	join(e)
+	t.readyMoves, e = m.Int64Counter(MetricReadyTransitions, metric.WithUnit("{transition}"),
+		metric.WithDescription("Changes of the readiness health, by the health and reason changed to."))
+	join(e)
+	t.drain, e = m.Float64Histogram(MetricDrainDuration, metric.WithUnit("s"), buckets,
+		metric.WithDescription("Duration of readiness drains, by outcome."))
+	join(e)
+
+	t.connCount, e = dbconv.NewClientConnectionCountObservable(m)
+	join(e)
+	t.connMax, e = dbconv.NewClientConnectionMaxObservable(m)
+	join(e)
+	t.createTime, e = dbconv.NewClientConnectionCreateTime(m, buckets)
+	join(e)
+	t.waitTime, e = dbconv.NewClientConnectionWaitTime(m, buckets)
+	join(e)
+	t.useTime, e = dbconv.NewClientConnectionUseTime(m, buckets)
+	join(e)
+	t.timeouts, e = dbconv.NewClientConnectionTimeouts(m)
+	join(e)
+	t.opDuration, e = dbconv.NewClientOperationDuration(m, buckets)
+	join(e)
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Active reports whether a real meter or tracer provider is installed, so
+// that instrumenting a pool is worth its cost. It is decided when a pool is
+// configured: a pool configured before the application installs its
+// OpenTelemetry SDK (with the global providers) stays uninstrumented, but
+// the factory's own metrics (retries, recoveries, ...) start flowing as soon
+// as the SDK is installed.
+func (t *Telemetry) Active(ctx context.Context) bool {
+	if t == nil {
+		return false
+	}
+	return t.attempts.Enabled(ctx) || t.tracing()
+}
+
+// tracing reports whether spans may be recorded: the provider is neither a
+// no-op nor the global provider before the application set one.
+func (t *Telemetry) tracing() bool {
+	if t == nil {
+		return false
+	}
+	switch t.tp.(type) {
+	case tracenoop.TracerProvider, *tracenoop.TracerProvider:
+		return false
+	}
+	switch {
+	case isType(t.tp, "go.opentelemetry.io/otel/trace", "noopTracerProvider"):
+		// trace.NewNoopTracerProvider (deprecated, still in use).
+		return false
+	case isType(t.tp, "go.opentelemetry.io/otel/internal/global", "tracerProvider"):
+		// The global provider delegates once the application calls
+		// otel.SetTracerProvider; from then on otel.GetTracerProvider
+		// returns the application's provider instead.
+		return !isType(otel.GetTracerProvider(), "go.opentelemetry.io/otel/internal/global", "tracerProvider")
+	}
+	return true
+}
+
+// isType reports whether v's dynamic type, or the type it points to, is
+// pkg.name.
+func isType(v any, pkg, name string) bool {
+	rt := reflect.TypeOf(v)
+	if rt == nil {
+		return false
+	}
+	if rt.Kind() == reflect.Pointer {
+		rt = rt.Elem()
+	}
+	return rt.PkgPath() == pkg && rt.Name() == name
+}
+
+// Logger returns the logger, never nil.
+func (t *Telemetry) Logger() *slog.Logger {
+	if t == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return t.logger
+}
+
+// Secret registers a password or token value that log lines must never show
+// (see [Redactor]). Values shorter than 4 bytes are ignored.
+func (t *Telemetry) Secret(s string) {
+	if t != nil {
+		t.secrets.Add(s)
+	}
+}
+
+// Redact returns s without any secret the Telemetry knows of and without
+// connection-string passwords.
+func (t *Telemetry) Redact(s string) string {
+	if t == nil {
+		var r Redactor
+		return r.Redact(s)
+	}
+	return t.secrets.Redact(s)
+}
+
+// stageKey marks a context with a service stage.
+type stageKey struct{}
+
+// WithStage returns ctx marked with a service stage (StageStartup). The
+// mark travels with the context's values into pgxpool's connect goroutine,
+// so that a connection made for Factory.Start is counted as startup.
+func WithStage(ctx context.Context, stage string) context.Context {
+	return context.WithValue(ctx, stageKey{}, stage)
+}
+
+// StageOf returns the service stage of an event of layer in ctx: the mark
+// of [WithStage] if any; else StagePoolGrowth for the connect and password
+// layers and StageRequest for any other.
+func StageOf(ctx context.Context, layer string) string {
+	if s, ok := ctx.Value(stageKey{}).(string); ok {
+		return s
+	}
+	switch layer {
+	case LayerConnect, LayerPassword:
+		return StagePoolGrowth
+	case LayerStartup:
+		return StageStartup
+	}
+	return StageRequest
+}
+
+var lookup atomic.Pointer[func(any) *Telemetry]
+
+// SetLookup installs fn as the function [Of] uses. The root package calls
+// it once, from init, with a function that returns a Factory's Telemetry.
+func SetLookup(fn func(any) *Telemetry) { lookup.Store(&fn) }
+
+// Of returns the Telemetry of factory (a *holdfast.Factory), or nil if it
+// has none. The readiness package uses it to record through its
+// Config.Factory.
+func Of(factory any) *Telemetry {
+	if fn := lookup.Load(); fn != nil && factory != nil {
+		return (*fn)(factory)
+	}
+	return nil
+}
+
+// verdict classifies err with the factory's classifier (its Reason is the
+// error.type of holdfast's metrics and spans).
+func (t *Telemetry) verdict(err error) classify.Verdict {
+	if t == nil || t.classify == nil {
+		return classify.Classify(err)
+	}
+	return t.classify(err)
+}

@@ -1,0 +1,222 @@
+package obs
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/retry"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Log messages. Tests and dashboards match them; keep them stable.
+const (
+	MsgRetrying = "holdfast: retrying after a transient failure"
+	MsgGaveUp   = "holdfast: giving up after transient failures"
+)
+
+// Retried records one failed attempt that layer is about to retry (it is
+// the retry.Retrier OnRetry hook): one WARN log line, holdfast.retries, and
+// an attempt event on the span in ctx. The log line's attributes are, in
+// order: stage (the layer), attempt, delay, error.class, error.reason,
+// holdfast.stage, error (redacted text).
+func (t *Telemetry) Retried(ctx context.Context, layer string, e retry.Event) {
+	if t == nil {
+		return
+	}
+	stage := StageOf(ctx, layer)
+	t.logger.LogAttrs(ctx, slog.LevelWarn, MsgRetrying,
+		slog.String("stage", layer),
+		slog.Int("attempt", e.Attempt),
+		slog.Duration("delay", e.Delay),
+		slog.String("error.class", e.Verdict.Class.String()),
+		slog.String("error.reason", e.Verdict.Reason),
+		slog.String("holdfast.stage", stage),
+		slog.String("error", t.redactErr(e.Err)),
+	)
+	if t.retries.Enabled(ctx) {
+		t.retries.Add(ctx, 1, metric.WithAttributes(
+			KeyLayer.String(layer), KeyStage.String(stage), semconv.ErrorTypeKey.String(e.Verdict.Reason)))
+	}
+	if span := trace.SpanFromContext(ctx); span.IsRecording() && t.tracing() {
+		span.AddEvent(EventAttempt, trace.WithAttributes(
+			KeyLayer.String(layer),
+			KeyAttempt.Int(e.Attempt),
+			KeyOutcome.String(OutcomeFailure),
+			semconv.ErrorTypeKey.String(e.Verdict.Reason),
+			KeyErrorClass.String(e.Verdict.Class.String()),
+			KeyDelay.Float64(e.Delay.Seconds()),
+		))
+	}
+}
+
+// FirstTry records a first attempt of layer that succeeded, on the fast
+// path: an attempt event on the span in ctx, if that span is recording. It
+// allocates nothing when no span records.
+func (t *Telemetry) FirstTry(ctx context.Context, layer string) {
+	if t == nil {
+		return
+	}
+	if span := trace.SpanFromContext(ctx); span.IsRecording() && t.tracing() {
+		span.AddEvent(EventAttempt, trace.WithAttributes(
+			KeyLayer.String(layer), KeyAttempt.Int(1), KeyOutcome.String(OutcomeSuccess)))
+	}
+}
+
+// Loop follows one retry loop of a layer, after its first attempt failed.
+// Get one from [Telemetry.Begin], feed it every retry with Observe (from the
+// loop's OnRetry) and close it with End. A nil *Loop records nothing.
+type Loop struct {
+	t     *Telemetry
+	layer string
+	stage string
+	span  trace.Span // the loop's own span (layer acquire), or nil
+
+	first    classify.Verdict // the verdict of the first failure
+	attempts int              // failed attempts seen by Observe
+}
+
+// Begin starts following a retry loop of layer. For the acquire layer it
+// starts a holdfast.acquire span (the request-scope retry, from the first
+// failure on) and returns a context carrying it, so that connections made
+// by the retries are its children.
+func (t *Telemetry) Begin(ctx context.Context, layer string) (context.Context, *Loop) {
+	if t == nil {
+		return ctx, nil
+	}
+	l := &Loop{t: t, layer: layer, stage: StageOf(ctx, layer)}
+	if layer == LayerAcquire && t.tracing() {
+		ctx, l.span = t.tracer.Start(ctx, SpanAcquire, trace.WithAttributes(KeyStage.String(l.stage)))
+	}
+	return ctx, l
+}
+
+// Observe records a retried failure of the loop; call it from OnRetry,
+// together with [Telemetry.Retried].
+func (l *Loop) Observe(e retry.Event) {
+	if l == nil {
+		return
+	}
+	if l.attempts == 0 {
+		l.first = e.Verdict
+	}
+	l.attempts = e.Attempt
+}
+
+// End records how the loop ended: err is what retry.Retrier.Continue
+// returned. It adds the last attempt's event, counts a recovery (success
+// after a failure), an exhaustion or a budget rejection, writes a WARN line
+// when the loop gave up on a transient failure, and ends the loop's span.
+func (l *Loop) End(ctx context.Context, err error) {
+	if l == nil {
+		return
+	}
+	t := l.t
+	span := trace.SpanFromContext(ctx)
+	recording := span.IsRecording() && t.tracing()
+	if err == nil {
+		attempts := l.attempts + 1
+		if recording {
+			span.AddEvent(EventAttempt, trace.WithAttributes(
+				KeyLayer.String(l.layer), KeyAttempt.Int(attempts), KeyOutcome.String(OutcomeSuccess)))
+		}
+		if attempts > 1 && t.recoveries.Enabled(ctx) {
+			t.recoveries.Add(ctx, 1, metric.WithAttributes(
+				KeyLayer.String(l.layer), KeyStage.String(l.stage), semconv.ErrorTypeKey.String(l.first.Reason)))
+		}
+		l.endSpan(nil, classify.Verdict{}, attempts)
+		return
+	}
+	attempts, v, stop := l.attempts+1, t.verdict(err), retry.StopReason(0)
+	var re *retry.Error
+	if errors.As(err, &re) {
+		attempts, v, stop = re.Attempts, re.Verdict, re.Stop
+	}
+	if recording {
+		span.AddEvent(EventAttempt, trace.WithAttributes(
+			KeyLayer.String(l.layer),
+			KeyAttempt.Int(attempts),
+			KeyOutcome.String(OutcomeFailure),
+			semconv.ErrorTypeKey.String(v.Reason),
+			KeyErrorClass.String(v.Class.String()),
+		))
+	}
+	base := []attribute.KeyValue{KeyLayer.String(l.layer), KeyStage.String(l.stage), semconv.ErrorTypeKey.String(v.Reason)}
+	switch stop {
+	case retry.StopExhausted, retry.StopDeadline:
+		why := "attempts"
+		if stop == retry.StopDeadline {
+			why = "deadline"
+		}
+		t.exhausted.Add(ctx, 1, metric.WithAttributes(append(base, KeyStop.String(why))...))
+		l.gaveUp(ctx, attempts, stop, v, re.Last)
+	case retry.StopBudget:
+		t.rejections.Add(ctx, 1, metric.WithAttributes(base...))
+		l.gaveUp(ctx, attempts, stop, v, re.Last)
+	}
+	l.endSpan(err, v, attempts)
+}
+
+func (l *Loop) gaveUp(ctx context.Context, attempts int, stop retry.StopReason, v classify.Verdict, last error) {
+	l.t.logger.LogAttrs(ctx, slog.LevelWarn, MsgGaveUp,
+		slog.String("stage", l.layer),
+		slog.Int("attempts", attempts),
+		slog.String("stop", stop.String()),
+		slog.String("error.class", v.Class.String()),
+		slog.String("error.reason", v.Reason),
+		slog.String("holdfast.stage", l.stage),
+		slog.String("error", l.t.redactErr(last)),
+	)
+}
+
+func (l *Loop) endSpan(err error, v classify.Verdict, attempts int) {
+	if l.span == nil {
+		return
+	}
+	l.span.SetAttributes(KeyAttempt.Int(attempts))
+	endSpan(l.span, err, v)
+}
+
+// endSpan ends span with the outcome: status Error described by the
+// verdict (never by error text) on failure.
+func endSpan(span trace.Span, err error, v classify.Verdict) {
+	if err == nil {
+		span.SetAttributes(KeyOutcome.String(OutcomeSuccess))
+	} else {
+		span.SetAttributes(KeyOutcome.String(OutcomeFailure),
+			semconv.ErrorTypeKey.String(v.Reason), KeyErrorClass.String(v.Class.String()))
+		span.SetStatus(codes.Error, v.String())
+	}
+	span.End()
+}
+
+// BeginStartup marks ctx as the startup stage (see [WithStage]) and starts
+// the holdfast.startup span that covers Factory.Start. Call the returned
+// function with Start's result.
+func (t *Telemetry) BeginStartup(ctx context.Context) (context.Context, func(error)) {
+	ctx = WithStage(ctx, StageStartup)
+	if !t.tracing() {
+		return ctx, func(error) {}
+	}
+	ctx, span := t.tracer.Start(ctx, SpanStartup, trace.WithAttributes(KeyStage.String(StageStartup)))
+	return ctx, func(err error) {
+		var v classify.Verdict
+		if err != nil {
+			v = t.verdict(err)
+		}
+		endSpan(span, err, v)
+	}
+}
+
+// redactErr is err's text without secrets ("" for nil).
+func (t *Telemetry) redactErr(err error) string {
+	if err == nil {
+		return ""
+	}
+	return t.Redact(err.Error())
+}

@@ -1,0 +1,208 @@
+package holdfast
+
+import (
+	"context"
+	"errors"
+
+	"github.com/holdfast-db/holdfast/bluegreen"
+	"github.com/holdfast-db/holdfast/internal/obs"
+	"github.com/holdfast-db/holdfast/retry"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Service stages, the values of the holdfast.stage attribute of metrics,
+// spans and log lines (the "stage" attribute of log lines is the retry
+// layer: StageConnect, StagePassword, StageAcquire or StageStartup).
+const (
+	// ServiceStageStartup: the first connection of a pool, made by
+	// Factory.Start or NewPool.
+	ServiceStageStartup = obs.StageStartup
+	// ServiceStagePoolGrowth: a new connection the pool opened while the
+	// service runs (an Acquire found no idle connection, or pgxpool's
+	// MinConns refill).
+	ServiceStagePoolGrowth = obs.StagePoolGrowth
+	// ServiceStageRequest: the request-scope retry of Factory.Acquire.
+	ServiceStageRequest = obs.StageRequest
+)
+
+// WithMeterProvider sets the OpenTelemetry meter provider of the factory's
+// metrics. Default: the global provider (otel.GetMeterProvider()), so an
+// application that installed its SDK gets holdfast's metrics for free.
+//
+// Pools are instrumented (acquire and release tracers, connect spans,
+// connection counts from Stat) only if, when Configure runs, the meter or
+// the tracer provider is real: with no-op providers, or with the global ones
+// before the application installs its SDK, Configure installs no tracer and
+// Acquire costs exactly what it costs in pgxpool. Install the SDK before
+// configuring pools. With the SDK, Acquire costs one small allocation and
+// three histogram records per Acquire, statement and Release.
+//
+// The instruments (attributes in parentheses; error.type is always a
+// classified reason such as "token-fetch-503", or a SQLSTATE for statements):
+//
+//	db.client.connection.count        {connection}  (pool.name, state idle|used)
+//	db.client.connection.max          {connection}  (pool.name)
+//	db.client.connection.create_time  s             (pool.name [, error.type])
+//	db.client.connection.wait_time    s             (pool.name)
+//	db.client.connection.use_time     s             (pool.name)
+//	db.client.connection.timeouts     {timeout}     (pool.name)
+//	db.client.operation.duration      s             (db.system.name, db.namespace, server.address, server.port [, error.type, db.response.status_code])
+//	holdfast.connect.attempts         {attempt}     (holdfast.stage, holdfast.outcome [, error.type, holdfast.error.class])
+//	holdfast.retries                  {retry}       (holdfast.layer, holdfast.stage, error.type)
+//	holdfast.recoveries               {operation}   (holdfast.layer, holdfast.stage, error.type of the first failure)
+//	holdfast.retry.exhausted          {operation}   (holdfast.layer, holdfast.stage, error.type, holdfast.retry.stop)
+//	holdfast.retry.budget.rejections  {retry}       (holdfast.layer, holdfast.stage, error.type)
+//	holdfast.bluegreen.phase          {phase}       (holdfast.bluegreen.id)
+//	holdfast.bluegreen.suspended.duration s         (holdfast.bluegreen.id, holdfast.bluegreen.suspend.point, holdfast.outcome)
+//	holdfast.readiness.ready          1
+//	holdfast.readiness.transitions    {transition}  (holdfast.readiness.health, holdfast.readiness.reason)
+//	holdfast.readiness.drain.duration s             (holdfast.outcome)
+//
+// The pool name is "host:port/database" of the configured host, which
+// server.address also carries; the address really reached (after DNS or a
+// blue/green IP substitution) is network.peer.address on the connect span.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(c *config) {
+		if mp == nil {
+			c.fail(&ConfigError{Field: "WithMeterProvider", Why: "the provider is nil"})
+		}
+		c.meterProvider = mp
+	}
+}
+
+// WithTracerProvider sets the OpenTelemetry tracer provider of the
+// factory's spans. Default: the global provider (otel.GetTracerProvider()).
+// See WithMeterProvider for when pools are instrumented.
+//
+//	holdfast.connect    one per connection a pool opens (kind client), from
+//	                    BeforeConnect to the end of pgx's connect; one
+//	                    holdfast.attempt event per password fetch and dial
+//	                    attempt (holdfast.layer, holdfast.attempt,
+//	                    holdfast.outcome, error.type, holdfast.error.class,
+//	                    holdfast.retry.delay in seconds); status Error with
+//	                    the classified verdict on failure
+//	holdfast.acquire    Factory.Acquire's request-scope retry, from the
+//	                    first failure, with one event per attempt
+//	holdfast.startup    Factory.Start (and NewPool), with one event per attempt
+//	holdfast.bluegreen.switchover  a switchover (WithBlueGreen), from
+//	                    PREPARATION to its end, one event per phase; a held
+//	                    connect, Acquire or statement gets
+//	                    holdfast.bluegreen.suspended.duration (seconds) and
+//	                    .reason on its span, and a link to this span
+//
+// Spans never carry error text, passwords or tokens.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(c *config) {
+		if tp == nil {
+			c.fail(&ConfigError{Field: "WithTracerProvider", Why: "the provider is nil"})
+		}
+		c.tracerProvider = tp
+	}
+}
+
+func init() {
+	// The readiness package records through its factory's telemetry.
+	obs.SetLookup(func(f any) *obs.Telemetry {
+		if f, ok := f.(*Factory); ok && f != nil {
+			return f.tel
+		}
+		return nil
+	})
+}
+
+// newTelemetry builds the factory's telemetry from c.
+func (f *Factory) newTelemetry(c *config) error {
+	tel, err := obs.New(obs.Config{
+		MeterProvider:  c.meterProvider,
+		TracerProvider: c.tracerProvider,
+		Logger:         c.logger,
+		Classify:       f.classifier.Classify,
+	})
+	if err != nil {
+		return &ConfigError{Field: "WithMeterProvider", Why: "cannot create the instruments", Err: err}
+	}
+	f.tel = tel
+	if f.blueGreen != nil && f.blueGreen.Observer == nil {
+		// The switchover's phases, holds and outcome go to the factory's
+		// metrics and traces. A copy: the Option's Config may be shared by
+		// several factories.
+		bg := *f.blueGreen
+		id := bg.ID
+		if id == "" {
+			id = bluegreen.DefaultID
+		}
+		bg.Observer = tel.BlueGreen(id)
+		f.blueGreen = &bg
+	}
+	return nil
+}
+
+// instrument is the last step of Configure, after every other hook is in
+// place. It registers the config's password as a secret for the log
+// redactor, and, when telemetry is active, installs the pool tracer
+// (chained after cfg.ConnConfig.Tracer) and the connection tracer (through
+// a BeforeConnect that wraps all the others, so that a connect suspended or
+// refused by another hook is timed and counted too).
+func (f *Factory) instrument(cfg *pgxpool.Config) {
+	f.tel.Secret(cfg.ConnConfig.Password)
+	if p := f.tel.Pool(context.Background(), cfg.ConnConfig); p != nil {
+		p.Install(cfg)
+		return
+	}
+	// Inactive: only watch fetched tokens for the log redactor, off the
+	// Acquire path.
+	next := cfg.BeforeConnect
+	cfg.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) error {
+		if next != nil {
+			if err := next(ctx, cc); err != nil {
+				return err
+			}
+		}
+		f.tel.Secret(cc.Password)
+		return nil
+	}
+}
+
+// acquireLayer is the retry layer of Factory.acquireAgain.
+func acquireLayer(patient bool) string {
+	if patient {
+		return StageStartup
+	}
+	return StageAcquire
+}
+
+// onRetry is the OnRetry hook of the factory's retriers: a log line,
+// holdfast.retries and a span event.
+func (f *Factory) onRetry(ctx context.Context, layer string, e retry.Event) {
+	f.tel.Retried(ctx, layer, e)
+}
+
+// retryFrom is r.Continue with telemetry: the loop's attempts become span
+// events, and its end a recovery, an exhaustion or a budget rejection. It
+// runs only after a first failure, off the fast path.
+func (f *Factory) retryFrom(ctx context.Context, r *retry.Retrier, layer string, firstErr error, op func(context.Context) error) error {
+	var below *retry.Error
+	if layer == StageAcquire && errors.As(firstErr, &below) {
+		// Already retried at the dial or password layer: Factory.Acquire
+		// returns it as it is, and that layer has recorded it.
+		return r.Continue(ctx, firstErr, op)
+	}
+	ctx, loop := f.tel.Begin(ctx, layer)
+	rr := *r
+	onRetry := rr.OnRetry
+	rr.OnRetry = func(ctx context.Context, e retry.Event) {
+		loop.Observe(e)
+		if onRetry != nil {
+			onRetry(ctx, e)
+		}
+	}
+	err := rr.Continue(ctx, firstErr, op)
+	loop.End(ctx, err)
+	return err
+}
+
+// The factory's blue/green recorder is the bluegreen.Observer it installs.
+var _ bluegreen.Observer = (*obs.BlueGreen)(nil)

@@ -1,0 +1,213 @@
+package holdfast_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/bluegreen"
+	fake "github.com/holdfast-db/holdfast/fakes/bluegreen"
+	"github.com/holdfast-db/holdfast/internal/pgtest"
+	"github.com/holdfast-db/holdfast/retry"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+)
+
+// A whole blue/green switchover (fake Aurora metadata on two local
+// servers): the phase gauge, the switchover span with one event per phase,
+// the held connect with its wait on its span and in the suspension
+// histogram, and the phase and summary log lines through the factory's
+// logger.
+func TestTelemetrySwitchover(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	env, err := fake.Start(ctx, fake.Config{BlueHost: "127.0.0.14", GreenHost: "127.0.0.24"})
+	if errors.Is(err, fake.ErrNotFound) && os.Getenv(pgtest.EnvRequire) != "1" {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	d, err := env.NewDeployment(ctx, fake.DeploymentConfig{Engine: fake.Aurora})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setStatus := func(status string) {
+		t.Helper()
+		if err := d.SetStatus(ctx, status); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setStatus(fake.StatusAvailable)
+
+	rig := newRig(t)
+	b, err := retry.NewBudget(retry.DefaultBudget())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := fastPolicy()
+	f, err := holdfast.New(append(rig.options(),
+		holdfast.WithBlueGreen(bluegreen.Config{
+			BaselineInterval:  40 * time.Millisecond,
+			IncreasedInterval: 20 * time.Millisecond,
+			HighInterval:      10 * time.Millisecond,
+			ConnectTimeout:    20 * time.Second,
+			SwitchoverTimeout: 60 * time.Second,
+		}),
+		holdfast.WithRetryPolicy(p), holdfast.WithStartupPolicy(p), holdfast.WithRetryBudget(b))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	cfg, err := d.PoolConfig(d.Names.Cluster, "pool_max_conns=4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := f.NewPool(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	r := bluegreen.FromPool(pool)
+	waitFor := func(what string, cond func(bluegreen.Status) bool) {
+		t.Helper()
+		for {
+			ch := r.Changed()
+			if cond(r.Status()) {
+				return
+			}
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				t.Fatalf("timed out waiting for %s: %+v", what, r.Status())
+			}
+		}
+	}
+	phase := func(p bluegreen.Phase) func(bluegreen.Status) bool {
+		return func(s bluegreen.Status) bool { return s.Phase == p }
+	}
+	waitFor("CREATED, mapped", func(s bluegreen.Status) bool {
+		return s.Phase == bluegreen.Created && len(s.Mapping) > 0 && s.Mapping[0].GreenAddr != ""
+	})
+	setStatus(fake.StatusInitiated)
+	waitFor("PREPARATION", phase(bluegreen.Preparation))
+	setStatus(fake.StatusInProgress)
+	waitFor("IN_PROGRESS", phase(bluegreen.InProgress))
+
+	// A request opens a new connection during IN_PROGRESS: it is held.
+	reqCtx, req := rig.tp.Tracer("app").Start(ctx, "GET /held")
+	done := make(chan error, 1)
+	go func() {
+		idle := pool.AcquireAllIdle(reqCtx) // so that the Acquire must connect
+		defer func() {
+			for _, c := range idle {
+				c.Release()
+			}
+		}()
+		c, err := pool.Acquire(reqCtx)
+		if err == nil {
+			c.Release()
+		}
+		done <- err
+	}()
+	waitFor("a held connect", func(s bluegreen.Status) bool { return s.Waiting >= 1 })
+	setStatus(fake.StatusPostProcessing)
+	if err := <-done; err != nil {
+		t.Fatalf("held connect: %v", err)
+	}
+	req.End()
+	waitFor("POST", phase(bluegreen.Post))
+	if err := d.Rename(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("green topology changed", func(s bluegreen.Status) bool { return s.GreenTopologyChanged })
+	d.SwapDNS()
+	waitFor("blue DNS updated", func(s bluegreen.Status) bool { return s.BlueDNSUpdated })
+	d.RemoveGreenDNS()
+	waitFor("green DNS removed", func(s bluegreen.Status) bool { return s.GreenDNSRemoved })
+	setStatus(fake.StatusCompleted)
+	waitFor("the summary", func(s bluegreen.Status) bool { return s.LastSummary != nil })
+
+	// Metrics.
+	got := rig.collect(t)
+	// The gauge holds the last phase: COMPLETED, or CREATED once the
+	// router has started watching for the next switchover (it does so
+	// right after the summary; the exact sequence is on the span below).
+	if in := got["holdfast.bluegreen.phase"]; in.unit != "{phase}" || len(in.points) != 1 ||
+		(in.points["holdfast.bluegreen.id=1"] != 5 && in.points["holdfast.bluegreen.id=1"] != 1) {
+		t.Errorf("holdfast.bluegreen.phase = %+v, want {phase} 5 (COMPLETED) or 1 (CREATED, next generation) for id 1", in)
+	}
+	susp := got["holdfast.bluegreen.suspended.duration"]
+	held := "holdfast.bluegreen.id=1,holdfast.bluegreen.suspend.point=connect,holdfast.outcome=resumed"
+	if susp.unit != "s" || susp.points[held] < 1 {
+		t.Errorf("holdfast.bluegreen.suspended.duration = %+v, want s and a resumed connect", susp)
+	}
+	for k := range susp.points {
+		if strings.Contains(k, "outcome=failed") {
+			t.Errorf("a suspension failed: %s", k)
+		}
+	}
+
+	// The switchover span.
+	sws := rig.ended("holdfast.bluegreen.switchover")
+	if len(sws) != 1 {
+		t.Fatalf("switchover spans = %d, want 1:\n%s", len(sws), allSpans(rig))
+	}
+	sw := sws[0]
+	var phases []string
+	for _, e := range sw.Events() {
+		for _, kv := range e.Attributes {
+			if kv.Key == "holdfast.bluegreen.phase" {
+				phases = append(phases, kv.Value.AsString())
+			}
+		}
+	}
+	if want := []string{"PREPARATION", "IN_PROGRESS", "POST", "COMPLETED"}; !slices.Equal(phases, want) {
+		t.Errorf("switchover phase events = %q, want %q", phases, want)
+	}
+	if got := attrKey(attribute.NewSet(sw.Attributes()...)); got != "holdfast.bluegreen.id=1,holdfast.outcome=COMPLETED" || sw.Status().Code != codes.Unset {
+		t.Errorf("switchover span: %s, status %v", got, sw.Status())
+	}
+
+	// The held connect: a child of the request, with its wait and a link
+	// to the switchover.
+	var heldSpan sdktrace.ReadOnlySpan
+	for _, s := range rig.ended("holdfast.connect") {
+		if s.Parent().SpanID() == req.SpanContext().SpanID() {
+			heldSpan = s
+		}
+	}
+	if heldSpan == nil {
+		t.Fatalf("no connect span under the request:\n%s", allSpans(rig))
+	}
+	attrs := attribute.NewSet(heldSpan.Attributes()...)
+	reason, _ := attrs.Value("holdfast.bluegreen.suspended.reason")
+	waited, _ := attrs.Value("holdfast.bluegreen.suspended.duration")
+	if reason.AsString() != "IN_PROGRESS" || waited.AsFloat64() <= 0 {
+		t.Errorf("held connect span: reason %q, waited %v; want IN_PROGRESS and > 0:\n%s", reason.AsString(), waited.AsFloat64(), spanText(heldSpan))
+	}
+	if links := heldSpan.Links(); len(links) != 1 || links[0].SpanContext.SpanID() != sw.SpanContext().SpanID() {
+		t.Errorf("held connect span is not linked to the switchover span:\n%s", spanText(heldSpan))
+	}
+
+	// Logs: bluegreen writes phase changes and the summary to the
+	// factory's logger.
+	logs := rig.logs.String()
+	for _, want := range []string{"IN_PROGRESS", "Blue/Green Deployment switchover COMPLETED"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("logs lack %q", want)
+		}
+	}
+}
