@@ -36,6 +36,7 @@ type Factory struct {
 	acquire  retry.Retrier // Factory.Acquire, stage "acquire"
 	startup  retry.Retrier // NewPool's first connection, stage "startup"
 	maxDials int
+	perTry   time.Duration // the retry policy's AttemptTimeout, for first attempts
 
 	blueGreen *bluegreen.Config   // WithBlueGreen, nil when off
 	mu        sync.Mutex          // guards routers and closed
@@ -87,6 +88,7 @@ func New(opts ...Option) (*Factory, error) {
 		budget:     c.budget,
 		logger:     c.logger,
 		maxDials:   c.policy.MaxAttempts,
+		perTry:     c.policy.AttemptTimeout,
 	}
 	if err := f.newTelemetry(&c); err != nil {
 		return nil, err
@@ -148,7 +150,7 @@ func (f *Factory) Configure(cfg *pgxpool.Config) error {
 		base = (&net.Dialer{KeepAlive: 5 * time.Minute}).DialContext // pgx's default
 	}
 	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		conn, err := base(ctx, network, addr)
+		conn, err := f.firstDial(ctx, base, network, addr)
 		if err == nil {
 			f.budget.Success()
 			f.tel.FirstTry(ctx, StageConnect) // no allocation unless a span records
@@ -220,7 +222,7 @@ func (f *Factory) Close() {
 }
 
 func (f *Factory) fetchPassword(ctx context.Context) (string, error) {
-	pw, err := f.password(ctx)
+	pw, err := f.firstPassword(ctx)
 	if err == nil {
 		f.budget.Success()
 		f.tel.FirstTry(ctx, StagePassword)
@@ -235,6 +237,30 @@ func (f *Factory) fetchPassword(ctx context.Context) (string, error) {
 		return "", &ConnectError{Stage: StagePassword, Err: err}
 	}
 	return pw, nil
+}
+
+// firstDial is the fast-path first attempt of a dial: a plain call of base,
+// bounded by the policy's AttemptTimeout when there is one (pgxpool gives a
+// connection being built no caller cancellation, so without a bound a hung
+// dial would hold a pool slot until pgx's ConnectTimeout).
+func (f *Factory) firstDial(ctx context.Context, base pgconn.DialFunc, network, addr string) (net.Conn, error) {
+	if f.perTry <= 0 {
+		return base(ctx, network, addr)
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.perTry)
+	defer cancel()
+	return base(ctx, network, addr)
+}
+
+// firstPassword is the fast-path first attempt of a password fetch, bounded
+// like firstDial.
+func (f *Factory) firstPassword(ctx context.Context) (string, error) {
+	if f.perTry <= 0 {
+		return f.password(ctx)
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.perTry)
+	defer cancel()
+	return f.password(ctx)
 }
 
 // redial carries on after a failed dial, under the dial policy limited to
@@ -273,7 +299,7 @@ type connectDial struct {
 
 func (d *connectDial) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	if !d.failed.Load() {
-		conn, err := d.base(ctx, network, addr)
+		conn, err := d.f.firstDial(ctx, d.base, network, addr)
 		if err == nil {
 			d.f.budget.Success()
 			d.f.tel.FirstTry(ctx, StageConnect)

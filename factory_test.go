@@ -633,3 +633,42 @@ func TestHotPathAllocations(t *testing.T) {
 		t.Errorf("a successful dial through the factory allocates %v times, want 0", n)
 	}
 }
+
+// The first attempt of a dial and of a password fetch is bounded by the
+// policy's AttemptTimeout, like every retry: pgxpool builds connections
+// without the caller's cancellation, so a hung first dial must not hold a
+// pool slot until pgx's two-minute ConnectTimeout.
+func TestFirstAttemptIsBoundedByAttemptTimeout(t *testing.T) {
+	t.Parallel()
+	p := fastPolicy()
+	p.AttemptTimeout = 100 * time.Millisecond
+	for _, tc := range []struct {
+		name     string
+		dial     []fakes.Step
+		password []fakes.Step
+	}{
+		{"dial hangs once", []fakes.Step{fakes.Hang()}, nil},
+		{"password fetch hangs once", nil, []fakes.Step{fakes.Hang()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, addr := poolConfig(t, pgtest.DSN(t), "sslmode=disable")
+			conn := fakes.NewConnector(addr, tc.dial...)
+			cfg.ConnConfig.DialFunc = conn.Dial
+			src := fakes.NewPasswordSource("token", tc.password...)
+			f, err := holdfast.New(holdfast.WithRetryPolicy(p), holdfast.WithRetryBudget(nil), holdfast.WithPasswordFunc(src.Password))
+			if err != nil {
+				t.Fatal(err)
+			}
+			pool := newPool(t, f, cfg)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			if err := pool.Ping(ctx); err != nil {
+				t.Fatalf("Ping = %v, want success after the hung first attempt timed out", err)
+			}
+			if got := conn.Attempts() + src.Attempts(); got != 3 {
+				t.Errorf("dials + fetches = %d, want 3 (one hung attempt, then one of each)", got)
+			}
+		})
+	}
+}
