@@ -54,9 +54,15 @@
 // table stays writable when a database is made read-only. Metadata.Fail
 // makes the function raise an error; Metadata.Uninstall drops it.
 //
-// Only the metadata and DNS are simulated here: the servers do not stop
-// accepting writes, terminate sessions or replicate by themselves. Tests
-// do that with Server.Exec when they need it.
+// These steps change only the metadata and DNS. For a whole switchover
+// with real effects, start the Env with [ReplicationSettings], replicate
+// the application tables ([Deployment.Replicate]: logical replication from
+// blue to green, green read-only until promoted), connect as a
+// non-superuser ([Deployment.CreateRole]) and play a [Scenario] with
+// [Deployment.Switchover]: blue refuses connections (53300), terminates
+// its sessions (57P01) and turns read-only (25006), green catches up and is
+// promoted, the names swap. [Resolver.Cached] adds a client-side DNS cache
+// with a TTL. examples/switchover is the whole thing, with a workload.
 //
 // # Concurrency and cleanup
 //

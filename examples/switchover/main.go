@@ -1,0 +1,710 @@
+// Command switchover plays a real RDS/Aurora blue/green switchover on this
+// machine and runs the same workload through a plain pgxpool and through a
+// holdfast pool, side by side.
+//
+// It starts two real PostgreSQL servers (blue on 127.0.0.11, green on
+// 127.0.0.21, same port, TLS with sslmode=verify-full), keeps green in sync
+// with blue by logical replication, publishes the Aurora blue/green
+// metadata on both, and resolves the RDS-shaped names through a fake DNS
+// with a client-side TTL cache (package fakes/bluegreen). N workers per
+// pool run short read-write transactions (insert a row with a unique id,
+// read it back, commit) while the switchover is played: blue stops taking
+// writes and its sessions are terminated (57P01), new connections to it are
+// refused (53300), green catches up and is promoted, the names swap, and
+// old blue stays up read-only (25006 for writes that reach it).
+//
+// It prints a progress line per second, the holdfast timeline summary and a
+// table per client: requests, failed requests by SQLSTATE or error class,
+// the longest pause a request saw, p50/p99 latency during the switchover,
+// acknowledged writes missing on the new primary (lost) and writes that
+// landed on the server that is not the primary (misplaced). With -json it
+// prints the same result as one JSON object.
+//
+// The holdfast client is holdfast.New(holdfast.WithBlueGreen(bluegreen.Config{}))
+// with every default, and a retry.Retrier classified by the factory around
+// each transaction (which is idempotent: INSERT … ON CONFLICT DO NOTHING).
+// The plain client is pgxpool with the same config and the same retry
+// around its transactions, classified by classify.Classify.
+//
+// Run it with: go run ./examples/switchover
+// Other scenarios: -scenario rollback | dns-before-post | stuck | slow-dns.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/bluegreen"
+	"github.com/holdfast-db/holdfast/classify"
+	fake "github.com/holdfast-db/holdfast/fakes/bluegreen"
+	"github.com/holdfast-db/holdfast/retry"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// options are the command's flags.
+type options struct {
+	Scenario fake.Scenario
+	Timings  fake.Timings
+	Workers  int
+	Think    time.Duration // pause between a worker's requests
+	Warmup   time.Duration // workload before the switchover starts
+	Settle   time.Duration // workload after the script ends
+	Duration time.Duration // minimum workload time (0: warmup + script + settle)
+	DNSTTL   time.Duration
+	JSON     bool
+	Verbose  bool   // holdfast's logs on stderr
+	Name     string // deployment name
+	Engine   fake.Engine
+}
+
+func defaultOptions() options {
+	return options{
+		Scenario: fake.ScenarioNormal,
+		Workers:  4,
+		Think:    10 * time.Millisecond,
+		Warmup:   2 * time.Second,
+		Settle:   2 * time.Second,
+		DNSTTL:   time.Second,
+		Name:     "orders",
+		Engine:   fake.Aurora,
+	}
+}
+
+func main() { os.Exit(cmd(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// cmd runs the command and returns its exit code.
+func cmd(args []string, stdout, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		return 2 // parseFlags has printed the error
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	progress := stdout
+	if o.JSON {
+		progress = stderr
+	}
+	res, err := run(ctx, nil, o, progress)
+	if err != nil {
+		fmt.Fprintln(stderr, "switchover:", err)
+		return 1
+	}
+	if o.JSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(res); err != nil {
+			fmt.Fprintln(stderr, "switchover:", err)
+			return 1
+		}
+		return 0
+	}
+	res.print(stdout)
+	return 0
+}
+
+// parseFlags parses the command line into options; usage and errors go to
+// errOut.
+func parseFlags(args []string, errOut io.Writer) (options, error) {
+	o := defaultOptions()
+	fs := flag.NewFlagSet("switchover", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	scenario := fs.String("scenario", string(o.Scenario), "normal | rollback | dns-before-post | stuck | slow-dns")
+	fs.IntVar(&o.Workers, "workers", o.Workers, "concurrent workers per pool")
+	fs.DurationVar(&o.Think, "think", o.Think, "pause between a worker's requests")
+	fs.DurationVar(&o.Warmup, "warmup", o.Warmup, "workload before the switchover starts")
+	fs.DurationVar(&o.Settle, "settle", o.Settle, "workload after the switchover script ends")
+	fs.DurationVar(&o.Duration, "duration", 0, "minimum workload duration (0: warmup + switchover + settle)")
+	fs.DurationVar(&o.DNSTTL, "dns-ttl", o.DNSTTL, "client-side DNS cache TTL (0: no cache)")
+	fs.DurationVar(&o.Timings.Preparation, "preparation", 0, "SWITCHOVER_INITIATED duration (default 3s)")
+	fs.DurationVar(&o.Timings.InProgress, "in-progress", 0, "SWITCHOVER_IN_PROGRESS duration (default 2s)")
+	fs.DurationVar(&o.Timings.BlueDNS, "blue-dns", 0, "blue DNS update after POST (default 3s; slow-dns 20s)")
+	fs.DurationVar(&o.Timings.Completed, "completed", 0, "SWITCHOVER_COMPLETED after POST (default 4s)")
+	engine := fs.String("engine", "aurora", "aurora (cluster endpoint, Aurora metadata) | rds (instance endpoint, rds_tools metadata)")
+	fs.BoolVar(&o.JSON, "json", false, "print the result as one JSON object (progress goes to stderr)")
+	fs.BoolVar(&o.Verbose, "v", false, "print holdfast's logs on stderr")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	o.Scenario = fake.Scenario(*scenario)
+	switch *engine {
+	case "aurora":
+		o.Engine = fake.Aurora
+	case "rds":
+		o.Engine = fake.RDS
+	default:
+		err := fmt.Errorf("unknown -engine %q", *engine)
+		fmt.Fprintln(errOut, "switchover:", err)
+		return o, err
+	}
+	if !slices.Contains(fake.Scenarios(), o.Scenario) {
+		err := fmt.Errorf("unknown -scenario %q", *scenario)
+		fmt.Fprintln(errOut, "switchover:", err)
+		return o, err
+	}
+	if o.Workers < 1 {
+		err := fmt.Errorf("-workers %d: must be at least 1", o.Workers)
+		fmt.Fprintln(errOut, "switchover:", err)
+		return o, err
+	}
+	return o, nil
+}
+
+// Result is what the command measured; its JSON form is the -json output.
+type Result struct {
+	Scenario fake.Scenario `json:"scenario"`
+	Workers  int           `json:"workers"`
+	// InProgressMS is the simulated IN_PROGRESS window: from the
+	// SWITCHOVER_IN_PROGRESS write to the SWITCHOVER_IN_POST_PROCESSING
+	// write (to the rollback, or to the blue DNS update when the status is
+	// stuck).
+	InProgressMS float64        `json:"in_progress_ms"`
+	Primary      string         `json:"primary"` // "green" after a switchover, "blue" after a rollback
+	Clients      []ClientResult `json:"clients"`
+	// Timeline is holdfast's switchover timeline (offsets from IN_PROGRESS).
+	Timeline []TimelineEvent `json:"timeline"`
+	Outcome  string          `json:"outcome,omitempty"` // holdfast's summary outcome, "" when none yet
+	// Script is what the simulator did (offsets from IN_PROGRESS).
+	Script []TimelineEvent `json:"script"`
+
+	summary string
+}
+
+// ClientResult is one client's figures.
+type ClientResult struct {
+	Name     string `json:"name"` // "pgxpool" or "holdfast"
+	Requests int    `json:"requests"`
+	OK       int    `json:"ok"`
+	Failed   int    `json:"failed"`
+	// Retries counts retried attempts inside requests.
+	Retries    int     `json:"retries"`
+	MaxPauseMS float64 `json:"max_pause_ms"`
+	// P50MS and P99MS are over the requests started during the switchover
+	// (from SWITCHOVER_INITIATED to the end of the script).
+	P50MS           float64        `json:"p50_ms"`
+	P99MS           float64        `json:"p99_ms"`
+	Acknowledged    int            `json:"acknowledged_writes"`
+	LostWrites      int            `json:"lost_writes"`
+	MisplacedWrites int            `json:"misplaced_writes"`
+	Errors          map[string]int `json:"errors"` // SQLSTATE, or class/reason
+}
+
+// TimelineEvent is one event and its offset from IN_PROGRESS.
+type TimelineEvent struct {
+	Event    string  `json:"event"`
+	OffsetMS float64 `json:"offset_ms"`
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// client is one pool under the workload.
+type client struct {
+	name    string
+	pool    *pgxpool.Pool
+	acquire func(context.Context) (*pgxpool.Conn, error)
+	retrier *retry.Retrier // nil: no retry
+
+	ok, failed atomic.Int64
+	recs       [][]record // per worker
+}
+
+// record is one request.
+type record struct {
+	id       int64
+	start    time.Time
+	took     time.Duration
+	err      string // "" when it succeeded
+	attempts int
+}
+
+const ddl = `CREATE TABLE IF NOT EXISTS public.requests (
+	id     bigint PRIMARY KEY,
+	client text NOT NULL,
+	worker integer NOT NULL,
+	at     timestamptz NOT NULL DEFAULT now()
+);`
+
+// classifier names errors that carry no SQLSTATE.
+var classifier = classify.New(bluegreen.Rule)
+
+// errorKey is the SQLSTATE of err, else its class and reason.
+func errorKey(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return classifier.Classify(err).String()
+}
+
+// request runs one transaction: insert id, read it back, commit. It is
+// idempotent, so a retry after an ambiguous COMMIT is safe.
+func (c *client) request(ctx context.Context, id int64, worker int) error {
+	conn, err := c.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "INSERT INTO public.requests (id, client, worker) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING",
+			id, c.name, worker); err != nil {
+			return err
+		}
+		var got int64
+		if err := tx.QueryRow(ctx, "SELECT id FROM public.requests WHERE id = $1", id).Scan(&got); err != nil {
+			return err
+		}
+		if got != id {
+			return fmt.Errorf("read back %d, want %d", got, id)
+		}
+		return nil
+	})
+}
+
+// work runs requests until stop is closed.
+func (c *client) work(worker int, ids *atomic.Int64, stop <-chan struct{}, think time.Duration) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		id := ids.Add(1)
+		start := time.Now()
+		// Each request is bounded; the stop signal never cancels one midway.
+		ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+		attempts := 0
+		op := func(ctx context.Context) error { attempts++; return c.request(ctx, id, worker) }
+		var err error
+		if c.retrier != nil {
+			err = c.retrier.Do(ctx, op)
+		} else {
+			err = op(ctx)
+		}
+		cancel()
+		r := record{id: id, start: start, took: time.Since(start), attempts: attempts}
+		if err != nil {
+			r.err = errorKey(err)
+			c.failed.Add(1)
+		} else {
+			c.ok.Add(1)
+		}
+		c.recs[worker] = append(c.recs[worker], r)
+		t.Reset(think)
+	}
+}
+
+// run starts an Env (unless env is given), plays the switchover under the
+// workload and returns the measurements. progress receives the live lines.
+func run(ctx context.Context, env *fake.Env, o options, progress io.Writer) (*Result, error) {
+	if o.Workers < 1 {
+		return nil, errors.New("-workers must be at least 1")
+	}
+	if !slices.Contains(fake.Scenarios(), o.Scenario) {
+		return nil, fmt.Errorf("unknown scenario %q", o.Scenario)
+	}
+	if env == nil {
+		fmt.Fprintln(progress, "starting blue (127.0.0.11) and green (127.0.0.21) PostgreSQL servers ...")
+		var err error
+		env, err = fake.Start(ctx, fake.Config{TLS: true, Settings: fake.ReplicationSettings()})
+		if err != nil {
+			return nil, err
+		}
+		defer env.Close()
+	}
+	if o.Engine == 0 {
+		o.Engine = fake.Aurora
+	}
+	d, err := env.NewDeployment(ctx, fake.DeploymentConfig{Name: o.Name, Engine: o.Engine})
+	if err != nil {
+		return nil, err
+	}
+	repl, err := d.Replicate(ctx, ddl, "public.requests")
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = repl.Stop(cctx)
+		_ = d.Drop(cctx)
+	}()
+	if err := d.CreateRole(ctx, "app"); err != nil {
+		return nil, err
+	}
+	// The deployment exists (AVAILABLE) before the clients start, as a real
+	// one exists for hours before its switchover.
+	if err := d.SetStatus(ctx, fake.StatusAvailable); err != nil {
+		return nil, err
+	}
+	dns := env.Resolver.Cached(o.DNSTTL)
+	host := d.Names.Cluster
+	if o.Engine == fake.RDS {
+		host = d.Names.Instance
+	}
+	poolCfg := func() (*pgxpool.Config, error) {
+		cfg, err := d.RolePoolConfig(host, "app", fmt.Sprintf("pool_max_conns=%d", o.Workers))
+		if err != nil {
+			return nil, err
+		}
+		cfg.ConnConfig.LookupFunc = dns.Lookup
+		return cfg, nil
+	}
+
+	// The plain pool.
+	cfg, err := poolCfg()
+	if err != nil {
+		return nil, err
+	}
+	plainPool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer plainPool.Close()
+	// The same caller-side retry as the holdfast client (the transaction is
+	// idempotent), classified by the built-in rules: the comparison is
+	// about routing, not about who retries.
+	plain := &client{name: "pgxpool", pool: plainPool, acquire: plainPool.Acquire,
+		retrier: &retry.Retrier{Policy: requestPolicy(), Classify: classify.Classify}}
+
+	// The holdfast pool: blue/green routing with every default.
+	logOut := io.Discard
+	if o.Verbose {
+		logOut = os.Stderr
+	}
+	logger := slog.New(slog.NewTextHandler(logOut, nil))
+	f, err := holdfast.New(holdfast.WithBlueGreen(bluegreen.Config{Logger: logger}), holdfast.WithLogger(logger))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if cfg, err = poolCfg(); err != nil {
+		return nil, err
+	}
+	hfPool, err := f.NewPool(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer hfPool.Close()
+	router := bluegreen.FromPool(hfPool)
+	hf := &client{name: "holdfast", pool: hfPool,
+		acquire: func(ctx context.Context) (*pgxpool.Conn, error) { return f.Acquire(ctx, hfPool) },
+		retrier: &retry.Retrier{Policy: requestPolicy(), Classify: f.Classify}}
+	if err := waitFor(ctx, router, func(s bluegreen.Status) bool {
+		return s.Phase == bluegreen.Created && len(s.Mapping) > 0 && s.Mapping[0].GreenAddr != ""
+	}); err != nil {
+		return nil, fmt.Errorf("holdfast did not see the deployment: %w", err)
+	}
+	fmt.Fprintf(progress, "deployment %q (%s) on %s, DNS TTL %v, %d workers per pool, scenario %s\n",
+		d.Name, o.Engine, host, o.DNSTTL, o.Workers, o.Scenario)
+
+	// The workload.
+	clients := []*client{plain, hf}
+	var ids atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	begin := time.Now()
+	for _, c := range clients {
+		c.recs = make([][]record, o.Workers)
+		for w := range o.Workers {
+			wg.Go(func() { c.work(w, &ids, stop, o.Think) })
+		}
+	}
+	var scriptPhase atomic.Value
+	scriptPhase.Store(fake.StatusAvailable)
+	progressDone := make(chan struct{})
+	var pwg sync.WaitGroup
+	pwg.Go(func() { printProgress(progress, begin, clients, router, &scriptPhase, progressDone) })
+	stopAll := func() {
+		close(stop)
+		wg.Wait()
+		close(progressDone)
+		pwg.Wait()
+	}
+
+	// The switchover, after the warmup.
+	var sres fake.SwitchoverResult
+	err = sleepCtx(ctx, o.Warmup)
+	if err == nil {
+		sres, err = d.Switchover(ctx, fake.SwitchoverConfig{Scenario: o.Scenario, Timings: o.Timings, Replication: repl,
+			OnEvent: func(e fake.ScriptEvent) { scriptPhase.Store(e.Name) }})
+	}
+	if err != nil {
+		stopAll()
+		return nil, err
+	}
+	scriptEnd := time.Now()
+	// Let holdfast finish its summary (it needs DNS to have caught up,
+	// through the cache), then settle.
+	if sres.Switched && o.Scenario != fake.ScenarioStuck {
+		_ = waitFor(ctx, router, func(s bluegreen.Status) bool {
+			return s.LastSummary != nil || time.Since(scriptEnd) > o.DNSTTL+3*time.Second
+		})
+	}
+	_ = sleepCtx(ctx, o.Settle)
+	if o.Duration > 0 {
+		_ = sleepCtx(ctx, o.Duration-time.Since(begin))
+	}
+	stopAll()
+	return measure(ctx, d, sres, scriptEnd, router, clients)
+}
+
+// requestPolicy is the holdfast client's retry around a transaction: a
+// handful of attempts within the bluegreen ConnectTimeout.
+func requestPolicy() retry.Policy {
+	p := retry.Default()
+	p.MaxAttempts = 5
+	p.InitialInterval = 50 * time.Millisecond
+	p.MaxElapsed = 35 * time.Second
+	return p
+}
+
+// waitFor waits until cond holds on the router's status, or ctx ends, or
+// 30 s pass.
+func waitFor(ctx context.Context, r *bluegreen.Router, cond func(bluegreen.Status) bool) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond) // for conditions on time
+	defer tick.Stop()
+	for {
+		ch := r.Changed()
+		if cond(r.Status()) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		case <-tick.C:
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// printProgress prints a line per second until done is closed.
+func printProgress(w io.Writer, begin time.Time, clients []*client, r *bluegreen.Router, script *atomic.Value, done <-chan struct{}) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	last := make([][2]int64, len(clients))
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		st := r.Status()
+		var b strings.Builder
+		fmt.Fprintf(&b, "%5.1fs  %-31s holdfast=%-11s", time.Since(begin).Seconds(), script.Load().(string), st.Phase)
+		for i, c := range clients {
+			ok, failed := c.ok.Load(), c.failed.Load()
+			fmt.Fprintf(&b, " | %-8s ok %4d fail %4d", c.name, ok-last[i][0], failed-last[i][1])
+			last[i] = [2]int64{ok, failed}
+		}
+		fmt.Fprintf(&b, " | held %d", st.Waiting)
+		fmt.Fprintln(w, b.String())
+	}
+}
+
+// measure computes the figures and checks every write against both
+// servers.
+func measure(ctx context.Context, d *fake.Deployment, sres fake.SwitchoverResult, scriptEnd time.Time,
+	r *bluegreen.Router, clients []*client) (*Result, error) {
+	res := &Result{Scenario: sres.Scenario, Workers: len(clients[0].recs), Primary: "blue"}
+	primary, other := d.Env.Blue, d.Env.Green
+	if sres.Switched {
+		primary, other, res.Primary = d.Env.Green, d.Env.Blue, "green"
+	}
+	anchor, _ := sres.At(fake.StatusInProgress)
+	windowStart, _ := sres.At(fake.StatusInitiated)
+	end, ok := sres.At(fake.StatusPostProcessing)
+	if !ok {
+		if end, ok = sres.At(fake.ScriptRolledBack); !ok {
+			end, _ = sres.At(fake.ScriptBlueDNSUpdated)
+		}
+	}
+	res.InProgressMS = ms(end.Sub(anchor))
+	for _, e := range sres.Events {
+		res.Script = append(res.Script, TimelineEvent{Event: e.Name, OffsetMS: ms(e.Time.Sub(anchor))})
+	}
+	if s, ok := r.LastSummary(); ok {
+		res.Outcome = s.Outcome.String()
+		res.summary = s.String()
+		for _, e := range s.Events {
+			res.Timeline = append(res.Timeline, TimelineEvent{Event: e.Name, OffsetMS: ms(s.Offset(e))})
+		}
+	} else {
+		st := r.Status()
+		var b strings.Builder
+		fmt.Fprintf(&b, "(no summary yet: the switchover has not ended for holdfast; phase %s, routing %v)\n", st.Phase, st.Routing.Phase)
+		for _, e := range st.Timeline {
+			res.Timeline = append(res.Timeline, TimelineEvent{Event: e.Name, OffsetMS: ms(e.Time.Sub(anchor))})
+			fmt.Fprintf(&b, "%28s %18d ms %31s\n", e.Time.UTC().Format("2006-01-02T15:04:05.000Z"), e.Time.Sub(anchor).Milliseconds(), e.Name)
+		}
+		res.summary = strings.TrimRight(b.String(), "\n")
+	}
+
+	for _, c := range clients {
+		onPrimary, err := idsOf(ctx, primary, d.Database, c.name)
+		if err != nil {
+			return nil, err
+		}
+		onOther, err := idsOf(ctx, other, d.Database, c.name)
+		if err != nil {
+			return nil, err
+		}
+		cr := ClientResult{Name: c.name, Errors: map[string]int{}}
+		var during []time.Duration
+		var maxPause time.Duration
+		for _, recs := range c.recs {
+			for _, rec := range recs {
+				cr.Requests++
+				if rec.attempts > 1 {
+					cr.Retries += rec.attempts - 1
+				}
+				maxPause = max(maxPause, rec.took)
+				if !rec.start.Before(windowStart) && rec.start.Before(scriptEnd) {
+					during = append(during, rec.took)
+				}
+				if rec.err != "" {
+					cr.Failed++
+					cr.Errors[rec.err]++
+					continue
+				}
+				cr.OK++
+				cr.Acknowledged++
+				if !onPrimary[rec.id] {
+					cr.LostWrites++
+				}
+			}
+		}
+		for id := range onOther {
+			if !onPrimary[id] {
+				cr.MisplacedWrites++
+			}
+		}
+		cr.MaxPauseMS = ms(maxPause)
+		cr.P50MS, cr.P99MS = ms(percentile(during, 0.50)), ms(percentile(during, 0.99))
+		res.Clients = append(res.Clients, cr)
+	}
+	return res, nil
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(p*float64(len(s))+0.5) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+// idsOf returns the ids of client's rows on s.
+func idsOf(ctx context.Context, s *fake.Server, db, client string) (map[int64]bool, error) {
+	conn, err := pgx.Connect(ctx, s.DSN(db))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(ctx, "SELECT id FROM public.requests WHERE client = $1", client)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		out[id] = true
+	}
+	return out, nil
+}
+
+// print writes the holdfast timeline and the side-by-side table.
+func (r *Result) print(w io.Writer) {
+	fmt.Fprintf(w, "\nsimulated switchover (%s): IN_PROGRESS lasted %.0f ms; primary afterwards: %s\n", r.Scenario, r.InProgressMS, r.Primary)
+	for _, e := range r.Script {
+		fmt.Fprintf(w, "  %8.0f ms  %s\n", e.OffsetMS, e.Event)
+	}
+	fmt.Fprintf(w, "\nholdfast timeline summary:\n%s\n\n", r.summary)
+	row := func(label string, v func(ClientResult) string) {
+		fmt.Fprintf(w, "%-30s", label)
+		for _, c := range r.Clients {
+			fmt.Fprintf(w, " %12s", v(c))
+		}
+		fmt.Fprintln(w)
+	}
+	row("", func(c ClientResult) string { return c.Name })
+	row("requests", func(c ClientResult) string { return fmt.Sprint(c.Requests) })
+	row("failed requests", func(c ClientResult) string { return fmt.Sprint(c.Failed) })
+	keys := map[string]bool{}
+	for _, c := range r.Clients {
+		for k := range c.Errors {
+			keys[k] = true
+		}
+	}
+	sorted := make([]string, 0, len(keys))
+	for k := range keys {
+		sorted = append(sorted, k)
+	}
+	sort.Strings(sorted)
+	for _, k := range sorted {
+		row("  "+describe(k), func(c ClientResult) string { return fmt.Sprint(c.Errors[k]) })
+	}
+	row("retried attempts", func(c ClientResult) string { return fmt.Sprint(c.Retries) })
+	row("longest pause (ms)", func(c ClientResult) string { return fmt.Sprintf("%.0f", c.MaxPauseMS) })
+	row("p50 during switchover (ms)", func(c ClientResult) string { return fmt.Sprintf("%.1f", c.P50MS) })
+	row("p99 during switchover (ms)", func(c ClientResult) string { return fmt.Sprintf("%.1f", c.P99MS) })
+	row("acknowledged writes", func(c ClientResult) string { return fmt.Sprint(c.Acknowledged) })
+	row("lost writes", func(c ClientResult) string { return fmt.Sprint(c.LostWrites) })
+	row("misplaced writes", func(c ClientResult) string { return fmt.Sprint(c.MisplacedWrites) })
+}
+
+// describe names an error key for the table.
+func describe(k string) string {
+	names := map[string]string{
+		"57P01": "57P01 terminated",
+		"53300": "53300 conn refused",
+		"25006": "25006 read-only",
+		"57P03": "57P03 cannot connect",
+	}
+	if n, ok := names[k]; ok {
+		return n
+	}
+	if len(k) > 27 {
+		return k[:27]
+	}
+	return k
+}

@@ -1,0 +1,308 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	fake "github.com/holdfast-db/holdfast/fakes/bluegreen"
+	"github.com/holdfast-db/holdfast/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// smallOptions are the demo's options with the switchover scaled down
+// further, for tests. Preparation stays above holdfast's default 1 s poll
+// interval in CREATED, so that holdfast sees PREPARATION as it would in
+// production.
+func smallOptions(s fake.Scenario) options {
+	o := defaultOptions()
+	o.Scenario = s
+	o.Name = "t-" + string(s)
+	o.Workers = 2
+	o.Think = 5 * time.Millisecond
+	o.Warmup = 300 * time.Millisecond
+	o.Settle = 300 * time.Millisecond
+	o.DNSTTL = 200 * time.Millisecond
+	o.Timings = fake.Timings{
+		Preparation: 1500 * time.Millisecond,
+		InProgress:  time.Second,
+		Rename:      300 * time.Millisecond,
+		BlueDNS:     800 * time.Millisecond,
+		GreenDNS:    900 * time.Millisecond,
+		Completed:   time.Second,
+		Empty:       500 * time.Millisecond,
+	}
+	return o
+}
+
+// TestSwitchover runs the demo in-process for three scenarios against one
+// pair of real servers and checks the goal: holdfast fails no request,
+// loses and misplaces no acknowledged write, and pauses no longer than the
+// simulated IN_PROGRESS window plus about one poll (bounded generously
+// here); the plain pool fails, with the errors real users report.
+func TestSwitchover(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	env, err := fake.Start(ctx, fake.Config{TLS: true, Settings: fake.ReplicationSettings()})
+	if errors.Is(err, fake.ErrNotFound) && os.Getenv(pgtest.EnvRequire) != "1" {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // after the parallel subtests
+		if err := env.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+
+	tests := []struct {
+		scenario fake.Scenario
+		primary  string
+		outcome  string   // holdfast's summary outcome ("" for none)
+		event    string   // an event holdfast's timeline must have
+		plain    []string // error keys the plain pool must show (any of each group)
+		readOnly bool     // the plain pool must hit 25006 on old blue
+	}{
+		{scenario: fake.ScenarioNormal, primary: "green", outcome: "COMPLETED", event: "POST", readOnly: true},
+		{scenario: fake.ScenarioRollback, primary: "blue", outcome: "ROLLED BACK", event: "ROLLED BACK"},
+		{scenario: fake.ScenarioStuck, primary: "green", event: "Traffic released on blue DNS update", readOnly: true},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.scenario), func(t *testing.T) {
+			t.Parallel() // one deployment (database) each on the shared servers
+			o := smallOptions(tt.scenario)
+			var progress bytes.Buffer
+			res, err := run(ctx, env, o, &progress)
+			if err != nil {
+				t.Fatalf("run: %v\n%s", err, progress.String())
+			}
+			var out bytes.Buffer
+			res.print(&out)
+			t.Logf("\n%s%s", progress.String(), out.String())
+
+			if res.Primary != tt.primary {
+				t.Errorf("primary %s, want %s", res.Primary, tt.primary)
+			}
+			if res.Outcome != tt.outcome {
+				t.Errorf("holdfast outcome %q, want %q", res.Outcome, tt.outcome)
+			}
+			if !hasEvent(res.Timeline, tt.event) {
+				t.Errorf("holdfast timeline lacks %q: %+v", tt.event, res.Timeline)
+			}
+			if res.InProgressMS <= 0 {
+				t.Fatalf("no IN_PROGRESS window measured: %+v", res.Script)
+			}
+			plain, hf := res.Clients[0], res.Clients[1]
+			if plain.Name != "pgxpool" || hf.Name != "holdfast" {
+				t.Fatalf("clients %s, %s", plain.Name, hf.Name)
+			}
+
+			// holdfast: the goal.
+			if hf.Requests == 0 || hf.Failed != 0 || hf.LostWrites != 0 || hf.MisplacedWrites != 0 {
+				t.Errorf("holdfast: %d requests, %d failed %v, %d lost, %d misplaced; want 0 failed, lost, misplaced",
+					hf.Requests, hf.Failed, hf.Errors, hf.LostWrites, hf.MisplacedWrites)
+			}
+			// Its longest pause is the IN_PROGRESS window plus about one
+			// 100 ms poll; generously bounded (a loaded CI machine, -race),
+			// plus the DNS cache TTL when release waits for DNS.
+			bound := res.InProgressMS + 1000
+			if tt.scenario == fake.ScenarioStuck {
+				bound += float64(o.DNSTTL.Milliseconds())
+			}
+			if hf.MaxPauseMS > bound {
+				t.Errorf("holdfast longest pause %.0f ms, want at most %.0f ms (IN_PROGRESS %.0f ms)", hf.MaxPauseMS, bound, res.InProgressMS)
+			}
+			// holdfast did hold traffic for the window (the simulation is
+			// not trivially passed by a client that never waited).
+			if hf.MaxPauseMS < res.InProgressMS/2 {
+				t.Errorf("holdfast longest pause %.0f ms, shorter than half the IN_PROGRESS window %.0f ms", hf.MaxPauseMS, res.InProgressMS)
+			}
+			if hf.Acknowledged == 0 {
+				t.Error("holdfast acknowledged no writes")
+			}
+
+			// The plain pool: proof that the simulation is real. It runs the
+			// same transaction retry as holdfast, so terminated sessions
+			// (57P01) and refused connects (53300) show either as failures
+			// or as retried attempts.
+			if plain.Failed+plain.Retries == 0 {
+				t.Errorf("plain pgxpool saw no failure and retried nothing: %+v", plain)
+			}
+			if plain.Errors["57P01"]+plain.Errors["53300"]+plain.Retries == 0 {
+				t.Errorf("plain pgxpool saw neither terminated sessions (57P01) nor refused connects (53300): %v", plain.Errors)
+			}
+			if tt.readOnly && plain.Errors["25006"] == 0 {
+				t.Errorf("plain pgxpool never reached the read-only old blue (25006): %v", plain.Errors)
+			}
+			if plain.LostWrites != 0 || plain.MisplacedWrites != 0 {
+				t.Errorf("plain pgxpool lost %d, misplaced %d writes: the simulator let a write through where it should not",
+					plain.LostWrites, plain.MisplacedWrites)
+			}
+
+			for _, want := range []string{"holdfast timeline summary", "failed requests", "lost writes", "misplaced writes", "longest pause"} {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("table lacks %q", want)
+				}
+			}
+			if !strings.Contains(progress.String(), "holdfast=IN_PROGRESS") {
+				t.Errorf("no live progress line during IN_PROGRESS:\n%s", progress.String())
+			}
+			checkJSON(t, res)
+		})
+	}
+}
+
+func hasEvent(tl []TimelineEvent, name string) bool {
+	for _, e := range tl {
+		if e.Event == name {
+			return true
+		}
+	}
+	return false
+}
+
+// checkJSON checks the fields the issue names in the -json output.
+func checkJSON(t *testing.T, res *Result) {
+	t.Helper()
+	b, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Scenario *string `json:"scenario"`
+		Clients  []struct {
+			Name            *string         `json:"name"`
+			Requests        *int            `json:"requests"`
+			Failed          *int            `json:"failed"`
+			MaxPauseMS      *float64        `json:"max_pause_ms"`
+			P99MS           *float64        `json:"p99_ms"`
+			LostWrites      *int            `json:"lost_writes"`
+			MisplacedWrites *int            `json:"misplaced_writes"`
+			Errors          *map[string]int `json:"errors"`
+		} `json:"clients"`
+		Timeline []struct {
+			Event    *string  `json:"event"`
+			OffsetMS *float64 `json:"offset_ms"`
+		} `json:"timeline"`
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Scenario == nil || len(got.Clients) != 2 || len(got.Timeline) == 0 {
+		t.Fatalf("JSON lacks scenario, clients or timeline: %s", b)
+	}
+	for _, c := range got.Clients {
+		if c.Name == nil || c.Requests == nil || c.Failed == nil || c.MaxPauseMS == nil || c.P99MS == nil ||
+			c.LostWrites == nil || c.MisplacedWrites == nil || c.Errors == nil {
+			t.Errorf("JSON client lacks a field: %s", b)
+		}
+	}
+	for _, e := range got.Timeline {
+		if e.Event == nil || e.OffsetMS == nil {
+			t.Errorf("JSON timeline entry lacks event or offset_ms: %s", b)
+		}
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr bool
+		check   func(options) bool
+	}{
+		{name: "defaults", args: nil, check: func(o options) bool {
+			return o.Scenario == fake.ScenarioNormal && o.Engine == fake.Aurora && o.Workers == 4 && !o.JSON && o.Timings == (fake.Timings{})
+		}},
+		{name: "everything", args: []string{"-scenario", "slow-dns", "-workers", "8", "-json", "-in-progress", "3s",
+			"-preparation", "2s", "-blue-dns", "30s", "-completed", "5s", "-duration", "40s", "-dns-ttl", "5s"},
+			check: func(o options) bool {
+				return o.Scenario == fake.ScenarioSlowDNS && o.Workers == 8 && o.JSON && o.Timings.InProgress == 3*time.Second &&
+					o.Timings.Preparation == 2*time.Second && o.Timings.BlueDNS == 30*time.Second &&
+					o.Timings.Completed == 5*time.Second && o.Duration == 40*time.Second && o.DNSTTL == 5*time.Second
+			}},
+		{name: "rds", args: []string{"-engine", "rds"}, check: func(o options) bool { return o.Engine == fake.RDS }},
+		{name: "unknown engine", args: []string{"-engine", "mysql"}, wantErr: true},
+		{name: "unknown scenario", args: []string{"-scenario", "failover"}, wantErr: true},
+		{name: "no workers", args: []string{"-workers", "0"}, wantErr: true},
+		{name: "unknown flag", args: []string{"-nope"}, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var errOut bytes.Buffer
+			o, err := parseFlags(tt.args, &errOut)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("parseFlags(%q) error %v, want error %v", tt.args, err, tt.wantErr)
+			}
+			if tt.wantErr && errOut.Len() == 0 {
+				t.Error("no message for the error")
+			}
+			if !tt.wantErr && !tt.check(o) {
+				t.Errorf("parseFlags(%q) = %+v", tt.args, o)
+			}
+		})
+	}
+	var out, errOut bytes.Buffer
+	if code := cmd([]string{"-scenario", "nope"}, &out, &errOut); code != 2 {
+		t.Errorf("cmd with a bad flag: exit %d, want 2", code)
+	}
+}
+
+// BenchmarkSwitchover records the side-by-side figures of the default
+// demo (default timings, 4 workers per pool) as benchmark metrics, one
+// switchover per iteration:
+//
+//	go test -run '^$' -bench Switchover -benchtime 1x ./examples/switchover
+func BenchmarkSwitchover(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	env, err := fake.Start(ctx, fake.Config{TLS: true, Settings: fake.ReplicationSettings()})
+	if errors.Is(err, fake.ErrNotFound) {
+		b.Skip(err)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer env.Close()
+	var sum [2]ClientResult
+	var inProgress float64
+	n := 0
+	for b.Loop() {
+		o := defaultOptions()
+		o.Name = fmt.Sprintf("bench-%d", n)
+		res, err := run(ctx, env, o, io.Discard)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n++
+		inProgress += res.InProgressMS
+		for i, c := range res.Clients {
+			sum[i].Requests += c.Requests
+			sum[i].Failed += c.Failed
+			sum[i].MaxPauseMS = max(sum[i].MaxPauseMS, c.MaxPauseMS)
+			sum[i].P99MS = max(sum[i].P99MS, c.P99MS)
+			sum[i].LostWrites += c.LostWrites
+			sum[i].MisplacedWrites += c.MisplacedWrites
+		}
+	}
+	b.ReportMetric(inProgress/float64(n), "in_progress_ms")
+	for i, name := range []string{"pgxpool", "holdfast"} {
+		b.ReportMetric(float64(sum[i].Requests)/float64(n), name+"_requests/op")
+		b.ReportMetric(float64(sum[i].Failed)/float64(n), name+"_failed/op")
+		b.ReportMetric(sum[i].MaxPauseMS, name+"_max_pause_ms")
+		b.ReportMetric(sum[i].P99MS, name+"_p99_ms")
+		b.ReportMetric(float64(sum[i].LostWrites)/float64(n), name+"_lost/op")
+		b.ReportMetric(float64(sum[i].MisplacedWrites)/float64(n), name+"_misplaced/op")
+	}
+}

@@ -1,0 +1,55 @@
+package bluegreen
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+func TestCache(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tests := []struct {
+		name    string
+		ttl     time.Duration
+		advance time.Duration // after the change
+		want    string        // what the cache answers after the change
+	}{
+		{name: "within the TTL the old answer", ttl: 5 * time.Second, advance: 4 * time.Second, want: "127.0.0.11"},
+		{name: "after the TTL the new answer", ttl: 5 * time.Second, advance: 5 * time.Second, want: "127.0.0.21"},
+		{name: "no TTL no cache", ttl: 0, want: "127.0.0.21"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := NewResolver()
+			c := r.Cached(tt.ttl)
+			now := time.Unix(1000, 0)
+			c.now = func() time.Time { return now }
+			r.Set("db.example", "127.0.0.11")
+			if a, err := c.Lookup(ctx, "DB.example."); err != nil || a[0] != "127.0.0.11" {
+				t.Fatalf("first lookup %v, %v", a, err)
+			}
+			r.Set("db.example", "127.0.0.21")
+			now = now.Add(tt.advance)
+			if a, err := c.Lookup(ctx, "db.example"); err != nil || a[0] != tt.want {
+				t.Errorf("after the change: %v, %v; want %s", a, err, tt.want)
+			}
+		})
+	}
+
+	r := NewResolver()
+	c := r.Cached(time.Hour)
+	if _, err := c.Lookup(ctx, "gone.example"); err == nil {
+		t.Fatal("unknown name resolved")
+	}
+	r.Set("gone.example", "127.0.0.5")
+	if a, err := c.Lookup(ctx, "gone.example"); err != nil || a[0] != "127.0.0.5" {
+		t.Errorf("a failed lookup was cached: %v, %v", a, err)
+	}
+	r.Set("gone.example", "127.0.0.6")
+	c.Flush()
+	if a, _ := c.Lookup(ctx, "gone.example"); a[0] != "127.0.0.6" || c.TTL() != time.Hour {
+		t.Errorf("after Flush: %v", a)
+	}
+}
