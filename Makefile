@@ -5,7 +5,7 @@ help: ## list targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
 
 demo: ## run the main demo (needs Go and the PostgreSQL server binaries)
-	go run ./examples/demo
+	go run ./examples/switchover
 
 test: fmt vet lint unit ## every check CI runs
 
