@@ -3,6 +3,7 @@ package readiness
 import (
 	"context"
 	"errors"
+	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/internal/obs"
 	"log/slog"
 	"sync"
@@ -154,8 +155,9 @@ type Checker struct {
 
 	pollHook func(InUse) // tests: called after every drain poll
 
-	tel        *obs.Readiness // metrics and span events; nil records nothing
-	lastHealth Health         // last health and reason recorded, guarded by mu
+	tel        *obs.Readiness    // metrics and span events; nil records nothing
+	blueGreen  *bluegreen.Router // the pool's blue/green routing, if any
+	lastHealth Health            // last health and reason recorded, guarded by mu
 	lastReason string
 }
 
@@ -184,7 +186,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Checker, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Checker{pool: pool, cfg: cfg, log: cfg.Logger, now: time.Now, ctx: ctx, cancel: cancel,
-		tel: obs.Of(cfg.Factory).Readiness()}
+		tel: obs.Of(cfg.Factory).Readiness(), blueGreen: bluegreen.FromPool(pool)}
 	c.drain.since = c.now()
 	return c, nil
 }

@@ -3,6 +3,7 @@ package readiness
 import (
 	"encoding/json"
 	"errors"
+	"github.com/holdfast-db/holdfast/bluegreen"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -378,7 +379,26 @@ func healthBody(s Status) healthBodyJSON {
 	b.Checks["postgres:connections"] = []connectionsJSON{conns}
 
 	b.Checks["drain"] = []drainJSON{drainBody(s)}
+	if bg := s.BlueGreen; bg != nil {
+		// warn while a switchover is under way (requests may be held), never
+		// fail: the routing keeps the service correct through it.
+		st := string(Pass)
+		if bg.Phase.Active() && bg.Phase != bluegreen.Completed {
+			st = string(Warn)
+		}
+		b.Checks["bluegreen"] = []blueGreenJSON{{ComponentType: "component", Status: st, Phase: bg.Phase,
+			Routing: bg.Routing.Phase, Normal: bg.Routing.Normal, Mapping: bg.Mapping}}
+	}
 	return b
+}
+
+type blueGreenJSON struct {
+	ComponentType string              `json:"componentType"`
+	Status        string              `json:"status"`
+	Phase         bluegreen.Phase     `json:"phase"`
+	Routing       bluegreen.Phase     `json:"routing"`
+	Normal        bool                `json:"normal"`
+	Mapping       []bluegreen.Mapping `json:"mapping,omitempty"`
 }
 
 func drainBody(s Status) drainJSON {

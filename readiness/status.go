@@ -2,6 +2,7 @@ package readiness
 
 import (
 	"fmt"
+	"github.com/holdfast-db/holdfast/bluegreen"
 	"strconv"
 	"time"
 
@@ -94,6 +95,12 @@ func inUseOf(u drain.Usage) InUse {
 // Status is a snapshot of a [Checker]. Times are zero when the event has not
 // happened.
 type Status struct {
+	// BlueGreen is the pool's blue/green routing status (phase, routing,
+	// mapping, timeline) when the pool was configured with
+	// holdfast.WithBlueGreen, else nil. A switchover under way does not
+	// make the service unready: holdfast holds and reroutes its traffic.
+	BlueGreen *bluegreen.Status
+
 	Health Health // Pass, Warn or Fail
 	Reason string // "" for Pass; else one of the Reason constants
 
@@ -218,6 +225,10 @@ func (c *Checker) statusLocked(st *pgxpool.Stat) Status {
 	}
 	if c.db.failures > 0 {
 		s.Database.Cause, s.Database.Err = c.db.verdict, c.db.err
+	}
+	if c.blueGreen != nil {
+		bg := c.blueGreen.Status()
+		s.BlueGreen = &bg
 	}
 	s.Health, s.Reason = Fail, ""
 	switch {

@@ -1,0 +1,86 @@
+package readiness_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/bluegreen"
+	"github.com/holdfast-db/holdfast/internal/pgtest"
+	"github.com/holdfast-db/holdfast/readiness"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// With holdfast.WithBlueGreen, the readiness JSON carries the blue/green
+// status of the pool; without it, no such check.
+func TestReadinessJSONShowsBlueGreen(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []holdfast.Option
+		want bool
+	}{
+		{"with blue/green", []holdfast.Option{holdfast.WithBlueGreen(bluegreen.Config{})}, true},
+		{"without", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := holdfast.New(tc.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			cfg, err := pgxpool.ParseConfig(pgtest.DSN(t) + "&sslmode=disable")
+			if err != nil {
+				t.Fatal(err)
+			}
+			pool, err := f.NewPool(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pool.Close()
+			c, err := readiness.New(pool, readiness.Config{Factory: f})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if err := c.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+
+			rec := httptest.NewRecorder()
+			req := httptest.NewRequest(http.MethodGet, "/readyz", nil)
+			req.Header.Set("Accept", "application/health+json")
+			c.ReadyHandler().ServeHTTP(rec, req)
+			var body struct {
+				Status string                       `json:"status"`
+				Checks map[string][]json.RawMessage `json:"checks"`
+			}
+			if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+				t.Fatalf("body %q: %v", rec.Body.String(), err)
+			}
+			bg, ok := body.Checks["bluegreen"]
+			if ok != tc.want {
+				t.Fatalf("bluegreen check present = %v, want %v; body %s", ok, tc.want, rec.Body.String())
+			}
+			if !tc.want {
+				return
+			}
+			var check struct {
+				Status string `json:"status"`
+				Phase  string `json:"phase"`
+				Normal bool   `json:"normal"`
+			}
+			if err := json.Unmarshal(bg[0], &check); err != nil {
+				t.Fatal(err)
+			}
+			if check.Status != "pass" || check.Phase != "NOT_CREATED" || !check.Normal {
+				t.Errorf("bluegreen check = %+v, want pass, NOT_CREATED, normal routing", check)
+			}
+			if st := c.Status(); st.BlueGreen == nil || st.BlueGreen.Phase != bluegreen.NotCreated {
+				t.Errorf("Status().BlueGreen = %+v", st.BlueGreen)
+			}
+		})
+	}
+}
