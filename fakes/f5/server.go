@@ -4,14 +4,14 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/holdfast-db/holdfast/fakes/internal/lbfake"
 )
 
 // Defaults of [Options], and BIG-IP's limits.
@@ -67,45 +67,34 @@ type Member struct {
 }
 
 // FaultKind is what an injected [Fault] does.
-type FaultKind int
+type FaultKind = lbfake.FaultKind
 
 // Fault kinds.
 const (
 	// ExpireToken deletes the token the request carries, which then fails
 	// with 401 "X-F5-Auth-Token does not exist.", as when a token expires.
-	ExpireToken FaultKind = iota + 1
+	ExpireToken = lbfake.ExpireSession
 	// Busy answers 503, as BIG-IP does while restarting.
-	Busy
+	Busy = lbfake.Busy
 	// Denied answers 401 "Authorization failed", as BIG-IP does when the
 	// account lacks the privilege (a fresh login does not help).
-	Denied
+	Denied = lbfake.Denied
 	// NotFound answers 404.
-	NotFound
+	NotFound = lbfake.NotFound
 	// ServerError answers 500.
-	ServerError
+	ServerError = lbfake.ServerError
 	// Slow waits Fault.Delay, then answers normally.
-	Slow
+	Slow = lbfake.Slow
 )
 
 // Fault is injected with [Server.Inject]. It applies to the requests whose
 // method and path match, after skipping Skip of them, Times times (0 means
-// once; < 0 means every later one).
-type Fault struct {
-	Kind   FaultKind
-	Method string // "" matches any method
-	Path   string // a substring of the request path; "" matches any
-	Skip   int
-	Times  int
-	Delay  time.Duration // for Slow
-}
+// once; < 0 means every later one). Method "" matches any method; Path is
+// a substring of the request path, "" matching any; Delay is for Slow.
+type Fault = lbfake.Fault
 
-// Request is a request the fake received.
-type Request struct {
-	Method string
-	Path   string
-	Header http.Header
-	Body   string
-}
+// Request is a request the fake received: Method, Path, Header and Body.
+type Request = lbfake.Request
 
 // State is a member's state in the fake, as written by the last PATCH.
 type State struct {
@@ -117,19 +106,12 @@ type State struct {
 // Create it with [New] and Close it. It is safe for concurrent use.
 type Server struct {
 	opts Options
-	srv  *httptest.Server
-	done chan struct{}
-	once sync.Once
+	core *lbfake.Server
 
-	mu          sync.Mutex
-	tokens      map[string]*token
-	members     map[string]*member // by kind+" "+fullPath
-	faults      []*fault
-	reqs        []Request
-	logins      int
-	inflight    int
-	maxInflight int
-	hold        *hold
+	mu      sync.Mutex
+	tokens  map[string]*token
+	members map[string]*member // by kind+" "+fullPath
+	logins  int
 }
 
 type token struct {
@@ -146,21 +128,6 @@ type member struct {
 	session  string
 	state    string
 	decayIdx int
-}
-
-type fault struct {
-	Fault
-	seen int
-	hits int
-}
-
-type hold struct {
-	path    string
-	n       int
-	held    int
-	release chan struct{}
-	once    sync.Once
-	wait    time.Duration
 }
 
 // New starts a fake BIG-IP.
@@ -183,25 +150,20 @@ func New(opts Options) *Server {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	s := &Server{opts: opts, done: make(chan struct{}), tokens: map[string]*token{}, members: map[string]*member{}}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	s := &Server{opts: opts, tokens: map[string]*token{}, members: map[string]*member{}}
+	s.core = lbfake.New(s.serve)
 	return s
 }
 
 // URL returns the base URL, "http://127.0.0.1:PORT".
-func (s *Server) URL() string { return s.srv.URL }
+func (s *Server) URL() string { return s.core.URL() }
 
 // Client returns an HTTP client for the fake (closed with it).
-func (s *Server) Client() *http.Client { return s.srv.Client() }
+func (s *Server) Client() *http.Client { return s.core.Client() }
 
 // Close ends held and slow requests, then stops the server. It is
 // idempotent.
-func (s *Server) Close() {
-	s.once.Do(func() {
-		close(s.done)
-		s.srv.Close()
-	})
-}
+func (s *Server) Close() { s.core.Close() }
 
 // AddPoolMember adds member "node:port" to pool, enabled.
 func (s *Server) AddPoolMember(pool, name string, m Member) {
@@ -263,54 +225,24 @@ func (s *Server) SetConns(pool, name string, conns int64, decay ...int64) {
 
 // Inject adds a fault.
 func (s *Server) Inject(f Fault) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults = append(s.faults, &fault{Fault: f})
+	s.core.Inject(f)
 }
 
 // Clear removes every fault and hold.
-func (s *Server) Clear() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults = nil
-	if s.hold != nil {
-		s.hold.open()
-		s.hold = nil
-	}
-}
+func (s *Server) Clear() { s.core.Clear() }
 
 // Hold makes the next requests whose path contains path wait until n of
 // them are waiting at once, or until one has waited for wait; then all
 // are released and the hold is over. With it a test can prove that
 // requests overlap, and that no more than n-1 do when a wait runs out.
-func (s *Server) Hold(path string, n int, wait time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.hold = &hold{path: path, n: n, release: make(chan struct{}), wait: wait}
-}
-
-func (h *hold) open() { h.once.Do(func() { close(h.release) }) }
+func (s *Server) Hold(path string, n int, wait time.Duration) { s.core.Hold(path, n, wait) }
 
 // Requests returns the requests received so far, in order.
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Request(nil), s.reqs...)
-}
+func (s *Server) Requests() []Request { return s.core.Requests() }
 
 // Count returns how many requests had the method ("" for any) and a path
 // containing path.
-func (s *Server) Count(method, path string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, r := range s.reqs {
-		if (method == "" || r.Method == method) && strings.Contains(r.Path, path) {
-			n++
-		}
-	}
-	return n
-}
+func (s *Server) Count(method, path string) int { return s.core.Count(method, path) }
 
 // Logins returns the number of successful logins.
 func (s *Server) Logins() int {
@@ -335,11 +267,7 @@ func (s *Server) ActiveTokens() int {
 
 // MaxInFlight returns the largest number of requests being served at
 // once so far.
-func (s *Server) MaxInFlight() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.maxInflight
-}
+func (s *Server) MaxInFlight() int { return s.core.MaxInFlight() }
 
 // ExpireTokens makes every token expire now.
 func (s *Server) ExpireTokens() {
@@ -350,97 +278,27 @@ func (s *Server) ExpireTokens() {
 	}
 }
 
-func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<16))
-	s.mu.Lock()
-	s.reqs = append(s.reqs, Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: string(body)})
-	s.inflight++
-	s.maxInflight = max(s.maxInflight, s.inflight)
-	h := s.hold
-	if h != nil && strings.Contains(r.URL.Path, h.path) {
-		h.held++
-		if h.held >= h.n {
-			h.open()
-			s.hold = nil
-		}
-	} else {
-		h = nil
-	}
-	f := s.matchFault(r)
-	s.mu.Unlock()
-	defer func() {
+// serve answers a request once lbfake is done with holds and Slow faults.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, body []byte, fault FaultKind) {
+	switch fault {
+	case ExpireToken:
 		s.mu.Lock()
-		s.inflight--
+		delete(s.tokens, r.Header.Get("X-F5-Auth-Token"))
 		s.mu.Unlock()
-	}()
-	if h != nil {
-		t := time.NewTimer(h.wait)
-		select {
-		case <-h.release:
-		case <-t.C:
-			s.mu.Lock()
-			if s.hold == h {
-				s.hold = nil
-			}
-			s.mu.Unlock()
-			h.open()
-		case <-s.done:
-		case <-r.Context().Done():
-		}
-		t.Stop()
-	}
-	if f != nil {
-		switch f.Kind {
-		case Slow:
-			t := time.NewTimer(f.Delay)
-			select {
-			case <-t.C:
-			case <-s.done:
-			case <-r.Context().Done():
-			}
-			t.Stop()
-		case ExpireToken:
-			s.mu.Lock()
-			delete(s.tokens, r.Header.Get("X-F5-Auth-Token"))
-			s.mu.Unlock()
-		case Busy:
-			s.fail(w, 503, "Configuration Utility restarting...", body)
-			return
-		case Denied:
-			s.fail(w, 401, "Authorization failed: user=https://localhost/mgmt/shared/authz/users/"+s.opts.Username+" resource="+r.URL.Path+" verb="+r.Method, body)
-			return
-		case NotFound:
-			s.fail(w, 404, "01020036:3: The requested object ("+r.URL.Path+") was not found.", body)
-			return
-		case ServerError:
-			s.fail(w, 500, "java.lang.NullPointerException", body)
-			return
-		}
+	case Busy:
+		s.fail(w, 503, "Configuration Utility restarting...", body)
+		return
+	case Denied:
+		s.fail(w, 401, "Authorization failed: user=https://localhost/mgmt/shared/authz/users/"+s.opts.Username+" resource="+r.URL.Path+" verb="+r.Method, body)
+		return
+	case NotFound:
+		s.fail(w, 404, "01020036:3: The requested object ("+r.URL.Path+") was not found.", body)
+		return
+	case ServerError:
+		s.fail(w, 500, "java.lang.NullPointerException", body)
+		return
 	}
 	s.route(w, r, body)
-}
-
-// matchFault returns the fault for r, if any, counting it. Called with mu.
-func (s *Server) matchFault(r *http.Request) *fault {
-	for _, f := range s.faults {
-		if (f.Method != "" && f.Method != r.Method) || !strings.Contains(r.URL.Path, f.Path) {
-			continue
-		}
-		f.seen++
-		if f.seen <= f.Skip {
-			continue
-		}
-		times := f.Times
-		if times == 0 {
-			times = 1
-		}
-		if times > 0 && f.hits >= times {
-			continue
-		}
-		f.hits++
-		return f
-	}
-	return nil
 }
 
 // fail writes an iControl REST error body.

@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/holdfast-db/holdfast/lb"
@@ -61,11 +60,7 @@ type Client struct {
 	cfg  Config
 	rest rest.Client
 
-	mu  sync.Mutex // guards sig and gen
-	sig string
-	gen uint64
-
-	loginMu sync.Mutex
+	sess rest.Session // the signature; logins serialised
 }
 
 var _ lb.Balancer = (*Client)(nil)
@@ -95,19 +90,12 @@ func New(cfg Config) (*Client, error) {
 }
 
 func (c *Client) secrets() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return []string{c.cfg.Password.Reveal(), c.sig}
+	cred, _ := c.sess.Get()
+	return []string{c.cfg.Password.Reveal(), cred}
 }
 
 // Vendor returns "a10".
 func (c *Client) Vendor() string { return Vendor }
-
-func (c *Client) session() (string, uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.sig, c.gen
-}
 
 func (c *Client) header(sig string) http.Header {
 	return http.Header{"Authorization": {"A10 " + sig}}
@@ -116,15 +104,10 @@ func (c *Client) header(sig string) http.Header {
 // Login authenticates (POST /axapi/v3/auth) and activates the partition.
 // An open session is logged off first.
 func (c *Client) Login(ctx context.Context) error {
-	c.loginMu.Lock()
-	defer c.loginMu.Unlock()
-	if old, _ := c.session(); old != "" {
-		c.logoff(ctx, old)
-	}
-	return c.login(ctx)
+	return c.sess.Login(ctx, c.logoff, c.login)
 }
 
-// login must be called with loginMu held.
+// login must be called through c.sess, which serialises logins.
 func (c *Client) login(ctx context.Context) error {
 	body := map[string]any{"credentials": map[string]string{"username": c.cfg.Username, "password": c.cfg.Password.Reveal()}}
 	resp, err := c.rest.Do(ctx, http.MethodPost, "/axapi/v3/auth", nil, body)
@@ -147,10 +130,7 @@ func (c *Client) login(ctx context.Context) error {
 		return &lb.APIError{Vendor: Vendor, Op: "login", Kind: lb.KindBadResponse, Status: resp.Status, Message: "no authresponse.signature in the auth answer"}
 	}
 	sig := ar.AuthResponse.Signature
-	c.mu.Lock()
-	c.sig = sig
-	c.gen++
-	c.mu.Unlock()
+	c.sess.Set(sig)
 	if c.cfg.Partition != DefaultPartition {
 		resp, err := c.rest.Do(ctx, http.MethodPost, "/axapi/v3/active-partition/"+url.PathEscape(c.cfg.Partition), c.header(sig), nil)
 		if err != nil {
@@ -165,20 +145,11 @@ func (c *Client) login(ctx context.Context) error {
 	return nil
 }
 
-func (c *Client) relogin(ctx context.Context, gen uint64) error {
-	c.loginMu.Lock()
-	defer c.loginMu.Unlock()
-	if _, cur := c.session(); cur != gen {
-		return nil
-	}
-	return c.login(ctx)
-}
-
 // KeepAlive makes a cheap authenticated call (GET /axapi/v3/version/oper),
 // which resets the device's idle timer and re-authenticates if the session
 // has already expired. With no session open it logs in.
 func (c *Client) KeepAlive(ctx context.Context) error {
-	if sig, _ := c.session(); sig == "" {
+	if sig, _ := c.sess.Get(); sig == "" {
 		return c.Login(ctx)
 	}
 	_, err := c.call(ctx, "keep-alive", lb.Member{}, http.MethodGet, "/axapi/v3/version/oper", nil)
@@ -187,17 +158,12 @@ func (c *Client) KeepAlive(ctx context.Context) error {
 
 // Logout ends the session (POST /axapi/v3/logoff). An expired session
 // counts as logged out.
-func (c *Client) Logout(ctx context.Context) error {
-	c.loginMu.Lock()
-	defer c.loginMu.Unlock()
-	sig, _ := c.session()
-	if sig == "" {
-		return nil
-	}
+func (c *Client) Logout(ctx context.Context) error { return c.sess.Logout(ctx, c.logout) }
+
+// logout ends the session sig; Session.Logout serialises it with logins.
+func (c *Client) logout(ctx context.Context, sig string) error {
 	resp, err := c.rest.Do(ctx, http.MethodPost, "/axapi/v3/logoff", c.header(sig), nil)
-	c.mu.Lock()
-	c.sig = ""
-	c.mu.Unlock()
+	c.sess.Drop(sig)
 	if err != nil {
 		return c.transportError("logout", "", err)
 	}
@@ -209,11 +175,7 @@ func (c *Client) Logout(ctx context.Context) error {
 
 func (c *Client) logoff(ctx context.Context, sig string) {
 	_, _ = c.rest.Do(ctx, http.MethodPost, "/axapi/v3/logoff", c.header(sig), nil)
-	c.mu.Lock()
-	if c.sig == sig {
-		c.sig = ""
-	}
-	c.mu.Unlock()
+	c.sess.Drop(sig)
 }
 
 // call sends an authenticated request; when the session is invalid it
@@ -223,7 +185,7 @@ func (c *Client) call(ctx context.Context, op string, m lb.Member, method, path 
 	if m.Node != "" {
 		member = m.String()
 	}
-	sig, gen := c.session()
+	sig, gen := c.sess.Get()
 	if sig == "" {
 		return nil, &lb.APIError{Vendor: Vendor, Op: op, Member: member, Kind: lb.KindSession, Message: "not logged in"}
 	}
@@ -232,10 +194,10 @@ func (c *Client) call(ctx context.Context, op string, m lb.Member, method, path 
 		return nil, c.transportError(op, member, err)
 	}
 	if resp.Status != http.StatusOK && c.apiError(op, member, resp).Kind == lb.KindSession {
-		if err := c.relogin(ctx, gen); err != nil {
+		if err := c.sess.Relogin(ctx, gen, c.login); err != nil {
 			return nil, err
 		}
-		sig, _ = c.session()
+		sig, _ = c.sess.Get()
 		resp, err = c.rest.Do(ctx, method, path, c.header(sig), body)
 		if err != nil {
 			return nil, c.transportError(op, member, err)

@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/holdfast-db/holdfast/lb"
@@ -60,11 +59,7 @@ type Client struct {
 	cfg  Config
 	rest rest.Client
 
-	mu    sync.Mutex // guards token and gen
-	token string
-	gen   uint64 // incremented at each login
-
-	loginMu sync.Mutex // serialises logins
+	sess rest.Session // the token; logins serialised
 }
 
 var _ lb.Balancer = (*Client)(nil)
@@ -100,33 +95,21 @@ func New(cfg Config) (*Client, error) {
 
 // secrets are the values never to show: the password and the token.
 func (c *Client) secrets() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return []string{c.cfg.Password.Reveal(), c.token}
+	cred, _ := c.sess.Get()
+	return []string{c.cfg.Password.Reveal(), cred}
 }
 
 // Vendor returns "f5".
 func (c *Client) Vendor() string { return Vendor }
 
-func (c *Client) session() (string, uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.token, c.gen
-}
-
 // Login gets a token (POST /mgmt/shared/authn/login) and, with a
 // TokenTimeout, sets its lifetime. An open session is logged out first, so
 // that it does not hold one of the user's 100 token slots.
 func (c *Client) Login(ctx context.Context) error {
-	c.loginMu.Lock()
-	defer c.loginMu.Unlock()
-	if old, _ := c.session(); old != "" {
-		c.deleteToken(ctx, old)
-	}
-	return c.login(ctx)
+	return c.sess.Login(ctx, c.deleteToken, c.login)
 }
 
-// login must be called with loginMu held.
+// login must be called through c.sess, which serialises logins.
 func (c *Client) login(ctx context.Context) error {
 	body := map[string]string{"username": c.cfg.Username, "password": c.cfg.Password.Reveal(), "loginProviderName": c.cfg.LoginProvider}
 	resp, err := c.rest.Do(ctx, http.MethodPost, "/mgmt/shared/authn/login", nil, body)
@@ -148,10 +131,7 @@ func (c *Client) login(ctx context.Context) error {
 	if err := json.Unmarshal(resp.Body, &lr); err != nil || lr.Token.Token == "" {
 		return &lb.APIError{Vendor: Vendor, Op: "login", Kind: lb.KindBadResponse, Status: resp.Status, Message: "no token.token in the login answer"}
 	}
-	c.mu.Lock()
-	c.token = lr.Token.Token
-	c.gen++
-	c.mu.Unlock()
+	c.sess.Set(lr.Token.Token)
 	if c.cfg.TokenTimeout > 0 {
 		if err := c.extend(ctx, lr.Token.Token, "login"); err != nil {
 			return err
@@ -180,23 +160,12 @@ func (c *Client) extend(ctx context.Context, tok, op string) *lb.APIError {
 	return nil
 }
 
-// relogin logs in again unless another goroutine already did since the
-// session numbered gen was used.
-func (c *Client) relogin(ctx context.Context, gen uint64) error {
-	c.loginMu.Lock()
-	defer c.loginMu.Unlock()
-	if _, cur := c.session(); cur != gen {
-		return nil
-	}
-	return c.login(ctx)
-}
-
 // KeepAlive extends the token (PATCH /mgmt/shared/authz/tokens/T with
 // {"timeout": TokenTimeout}). When the token has expired (401) or reached
 // BIG-IP's absolute lifetime (406), it logs in again. With no session open
 // it logs in.
 func (c *Client) KeepAlive(ctx context.Context) error {
-	tok, gen := c.session()
+	tok, gen := c.sess.Get()
 	if tok == "" {
 		return c.Login(ctx)
 	}
@@ -208,27 +177,22 @@ func (c *Client) KeepAlive(ctx context.Context) error {
 		if err.Status == http.StatusNotAcceptable {
 			c.deleteToken(ctx, tok) // still valid until its absolute end: free its slot
 		}
-		return c.relogin(ctx, gen)
+		return c.sess.Relogin(ctx, gen, c.login)
 	}
 	return err
 }
 
 // Logout deletes the token (DELETE /mgmt/shared/authz/tokens/T). A token
 // that has already expired counts as logged out.
-func (c *Client) Logout(ctx context.Context) error {
-	c.loginMu.Lock()
-	defer c.loginMu.Unlock()
-	tok, _ := c.session()
-	if tok == "" {
-		return nil
-	}
+func (c *Client) Logout(ctx context.Context) error { return c.sess.Logout(ctx, c.logout) }
+
+// logout ends the session tok; Session.Logout serialises it with logins.
+func (c *Client) logout(ctx context.Context, tok string) error {
 	resp, err := c.rest.Do(ctx, http.MethodDelete, "/mgmt/shared/authz/tokens/"+url.PathEscape(tok), c.header(tok), nil)
 	if err != nil {
 		return c.transportError("logout", "", err)
 	}
-	c.mu.Lock()
-	c.token = ""
-	c.mu.Unlock()
+	c.sess.Drop(tok)
 	if resp.Status == http.StatusOK || resp.Status == http.StatusUnauthorized || resp.Status == http.StatusNotFound {
 		return nil
 	}
@@ -237,11 +201,7 @@ func (c *Client) Logout(ctx context.Context) error {
 
 func (c *Client) deleteToken(ctx context.Context, tok string) {
 	_, _ = c.rest.Do(ctx, http.MethodDelete, "/mgmt/shared/authz/tokens/"+url.PathEscape(tok), c.header(tok), nil)
-	c.mu.Lock()
-	if c.token == tok {
-		c.token = ""
-	}
-	c.mu.Unlock()
+	c.sess.Drop(tok)
 }
 
 func (c *Client) header(tok string) http.Header {
@@ -251,7 +211,7 @@ func (c *Client) header(tok string) http.Header {
 // call sends an authenticated request; on 401 it logs in again once and
 // retries. A second 401 means the account lacks the privilege.
 func (c *Client) call(ctx context.Context, op string, m lb.Member, method, path string, body any) (*rest.Response, error) {
-	tok, gen := c.session()
+	tok, gen := c.sess.Get()
 	if tok == "" {
 		return nil, &lb.APIError{Vendor: Vendor, Op: op, Member: m.String(), Kind: lb.KindSession, Message: "not logged in"}
 	}
@@ -260,10 +220,10 @@ func (c *Client) call(ctx context.Context, op string, m lb.Member, method, path 
 		return nil, c.transportError(op, m.String(), err)
 	}
 	if resp.Status == http.StatusUnauthorized {
-		if err := c.relogin(ctx, gen); err != nil {
+		if err := c.sess.Relogin(ctx, gen, c.login); err != nil {
 			return nil, err
 		}
-		tok, _ = c.session()
+		tok, _ = c.sess.Get()
 		resp, err = c.rest.Do(ctx, method, path, c.header(tok), body)
 		if err != nil {
 			return nil, c.transportError(op, m.String(), err)
