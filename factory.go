@@ -368,7 +368,10 @@ func (f *Factory) acquireAgain(ctx context.Context, pool *pgxpool.Pool, firstErr
 	authRetried := false
 	rr.Classify = func(err error) classify.Verdict {
 		var below *retry.Error
-		if !patient && errors.As(err, &below) {
+		if !patient && (errors.As(err, &below) || errors.Is(err, bluegreen.ErrSuspended)) {
+			// Already retried at the dial or password layer, or already
+			// held for the blue/green bound: waiting again would multiply
+			// the bound.
 			return classify.Verdict{Class: classify.Fatal, Reason: reasonRetriedBelow}
 		}
 		v := f.classifier.Classify(err)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/fakes"
 	"github.com/holdfast-db/holdfast/internal/pgtest"
@@ -670,5 +671,30 @@ func TestFirstAttemptIsBoundedByAttemptTimeout(t *testing.T) {
 				t.Errorf("dials + fetches = %d, want 3 (one hung attempt, then one of each)", got)
 			}
 		})
+	}
+}
+
+// A blue/green suspension that reached its bound is not waited out again by
+// Factory.Acquire: the bound (ConnectTimeout) is the caller's whole wait.
+func TestAcquireDoesNotRewaitASuspension(t *testing.T) {
+	t.Parallel()
+	cfg, _ := poolConfig(t, pgtest.DSN(t), "sslmode=disable")
+	var calls atomic.Int64
+	cfg.PrepareConn = func(context.Context, *pgx.Conn) (bool, error) {
+		calls.Add(1)
+		return false, &bluegreen.SuspendError{Op: "acquire", Phase: bluegreen.InProgress, Err: context.DeadlineExceeded}
+	}
+	f := newFactory(t, holdfast.WithBlueGreen(bluegreen.Config{}))
+	defer f.Close()
+	pool := newPool(t, f, cfg)
+	_, err := f.Acquire(context.Background(), pool)
+	if !errors.Is(err, bluegreen.ErrSuspended) {
+		t.Fatalf("Acquire = %v, want the suspension", err)
+	}
+	if v := f.Classify(err); v.Class != classify.Transient {
+		t.Errorf("verdict = %v, want Transient (the caller may try again later)", v)
+	}
+	if calls.Load() != 1 {
+		t.Errorf("PrepareConn calls = %d, want 1: the suspension was waited out again", calls.Load())
 	}
 }
