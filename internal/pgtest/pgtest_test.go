@@ -339,11 +339,14 @@ func TestStopAfterServerDied(t *testing.T) {
 func TestDSNFromEnv(t *testing.T) {
 	const want = "postgres://u@example.invalid:1/db"
 	t.Setenv(EnvDSN, want)
+	shared.mu.Lock()
+	before := shared.done // an earlier test (or -count run) may have started it
+	shared.mu.Unlock()
 	if got := DSN(t); got != want {
 		t.Errorf("DSN() = %q, want %q", got, want)
 	}
 	shared.mu.Lock()
-	started := shared.done
+	started := shared.done && !before
 	shared.mu.Unlock()
 	if started {
 		t.Error("DSN started a server although PGTEST_DSN was set")
