@@ -152,8 +152,6 @@ func (f *Factory) Configure(cfg *pgxpool.Config) error {
 	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		conn, err := f.firstDial(ctx, base, network, addr)
 		if err == nil {
-			f.budget.Success()
-			f.tel.FirstTry(ctx, StageConnect) // no allocation unless a span records
 			return conn, nil
 		}
 		conn, _, err = f.redial(ctx, base, network, addr, err, f.maxDials)
@@ -242,14 +240,21 @@ func (f *Factory) fetchPassword(ctx context.Context) (string, error) {
 // firstDial is the fast-path first attempt of a dial: a plain call of base,
 // bounded by the policy's AttemptTimeout when there is one (pgxpool gives a
 // connection being built no caller cancellation, so without a bound a hung
-// dial would hold a pool slot until pgx's ConnectTimeout).
+// dial would hold a pool slot until pgx's ConnectTimeout). A success refills
+// the retry budget and is recorded; a failure is left to the caller's retry.
 func (f *Factory) firstDial(ctx context.Context, base pgconn.DialFunc, network, addr string) (net.Conn, error) {
-	if f.perTry <= 0 {
-		return base(ctx, network, addr)
+	dctx := ctx
+	if f.perTry > 0 {
+		var cancel context.CancelFunc
+		dctx, cancel = context.WithTimeout(ctx, f.perTry)
+		defer cancel()
 	}
-	ctx, cancel := context.WithTimeout(ctx, f.perTry)
-	defer cancel()
-	return base(ctx, network, addr)
+	conn, err := base(dctx, network, addr)
+	if err == nil {
+		f.budget.Success()
+		f.tel.FirstTry(ctx, StageConnect) // no allocation unless a span records
+	}
+	return conn, err
 }
 
 // firstPassword is the fast-path first attempt of a password fetch, bounded
@@ -301,8 +306,6 @@ func (d *connectDial) dial(ctx context.Context, network, addr string) (net.Conn,
 	if !d.failed.Load() {
 		conn, err := d.f.firstDial(ctx, d.base, network, addr)
 		if err == nil {
-			d.f.budget.Success()
-			d.f.tel.FirstTry(ctx, StageConnect)
 			return conn, nil
 		}
 		d.mu.Lock()
@@ -315,10 +318,8 @@ func (d *connectDial) dial(ctx context.Context, network, addr string) (net.Conn,
 	if d.used >= d.f.maxDials {
 		return nil, d.last
 	}
-	conn, err := d.base(ctx, network, addr)
+	conn, err := d.f.firstDial(ctx, d.base, network, addr)
 	if err == nil {
-		d.f.budget.Success()
-		d.f.tel.FirstTry(ctx, StageConnect)
 		return conn, nil
 	}
 	return d.retry(ctx, network, addr, err)
