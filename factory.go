@@ -361,18 +361,25 @@ func (f *Factory) Acquire(ctx context.Context, pool *pgxpool.Pool) (*pgxpool.Con
 // reasonRetriedBelow marks a failure that a lower layer already retried.
 const reasonRetriedBelow = "retried-below"
 
+// waitedBelow reports whether err was already retried at the dial or
+// password layer (it carries a *retry.Error) or already held for the
+// blue/green bound: waiting for it again would multiply the bound.
+func waitedBelow(err error) bool {
+	var below *retry.Error
+	return errors.As(err, &below) || errors.Is(err, bluegreen.ErrSuspended)
+}
+
 // acquireAgain retries pool.Acquire after a first failure firstErr. Unless
-// patient, a failure that the dial or password layer already retried (it
-// carries a *retry.Error) ends the loop and is returned as it is.
+// patient, a failure that waitedBelow is not retried: a first one is
+// returned as it is, a later one ends the loop.
 func (f *Factory) acquireAgain(ctx context.Context, pool *pgxpool.Pool, firstErr error, r *retry.Retrier, patient bool) (*pgxpool.Conn, error) {
+	if !patient && waitedBelow(firstErr) {
+		return nil, firstErr
+	}
 	rr := *r
 	authRetried := false
 	rr.Classify = func(err error) classify.Verdict {
-		var below *retry.Error
-		if !patient && (errors.As(err, &below) || errors.Is(err, bluegreen.ErrSuspended)) {
-			// Already retried at the dial or password layer, or already
-			// held for the blue/green bound: waiting again would multiply
-			// the bound.
+		if !patient && waitedBelow(err) {
 			return classify.Verdict{Class: classify.Fatal, Reason: reasonRetriedBelow}
 		}
 		v := f.classifier.Classify(err)
@@ -392,10 +399,6 @@ func (f *Factory) acquireAgain(ctx context.Context, pool *pgxpool.Pool, firstErr
 		conn = c
 		return err
 	})
-	var re *retry.Error
-	if errors.As(err, &re) && re.Verdict.Reason == reasonRetriedBelow && re.Attempts == 1 {
-		return nil, re.Last
-	}
 	if err != nil {
 		return nil, err
 	}

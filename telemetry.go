@@ -2,7 +2,6 @@ package holdfast
 
 import (
 	"context"
-	"errors"
 
 	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/internal/obs"
@@ -183,13 +182,10 @@ func (f *Factory) onRetry(ctx context.Context, layer string, e retry.Event) {
 // retryFrom is r.Continue with telemetry: the loop's attempts become span
 // events, and its end a recovery, an exhaustion or a budget rejection. It
 // runs only after a first failure, off the fast path.
+//
+// Factory.Acquire never gets here with a failure that a lower layer already
+// retried and recorded (acquireAgain returns it before).
 func (f *Factory) retryFrom(ctx context.Context, r *retry.Retrier, layer string, firstErr error, op func(context.Context) error) error {
-	var below *retry.Error
-	if layer == StageAcquire && errors.As(firstErr, &below) {
-		// Already retried at the dial or password layer: Factory.Acquire
-		// returns it as it is, and that layer has recorded it.
-		return r.Continue(ctx, firstErr, op)
-	}
 	ctx, loop := f.tel.Begin(ctx, layer)
 	rr := *r
 	onRetry := rr.OnRetry
