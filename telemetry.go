@@ -152,15 +152,19 @@ func (f *Factory) instrument(cfg *pgxpool.Config) {
 		return
 	}
 	// Inactive: only watch fetched tokens for the log redactor, off the
-	// Acquire path.
+	// Acquire path. The config's own password is registered above, so a
+	// connect that uses it takes no lock here.
 	next := cfg.BeforeConnect
+	static := cfg.ConnConfig.Password
 	cfg.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) error {
 		if next != nil {
 			if err := next(ctx, cc); err != nil {
 				return err
 			}
 		}
-		f.tel.Secret(cc.Password)
+		if cc.Password != static {
+			f.tel.Secret(cc.Password)
+		}
 		return nil
 	}
 }
