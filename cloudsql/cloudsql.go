@@ -56,11 +56,12 @@ func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig 
 //
 // Every Dial is bounded by [DialTimeout] (an earlier deadline of the
 // caller's context still wins). pgxpool builds connections with a context
-// that has none of the Acquire caller's deadline, and holdfast makes the
-// first dial of a connection without a per-attempt timeout, so without
-// this bound a Dial stuck on an Admin API call that never answers (with
-// cloudsqlconn.WithLazyRefresh nothing else bounds it) or on a TLS
-// handshake that never completes would hold a pool slot indefinitely.
+// that has none of the Acquire caller's deadline, and holdfast bounds a
+// dial only when its retry policy has an AttemptTimeout ([RetryPolicy]
+// does), so without this bound a Dial stuck on an Admin API call that
+// never answers (with cloudsqlconn.WithLazyRefresh nothing else bounds it)
+// or on a TLS handshake that never completes could hold a pool slot
+// indefinitely, under a policy of your own or without holdfast.
 //
 // Configure keeps cfg.ConnConfig.ConnectTimeout as it is. pgx applies it to
 // the whole connect, retries included, so leave connect_timeout unset, or
@@ -137,8 +138,8 @@ const DialTimeout = 12 * time.Second
 //     by its context returns context.DeadlineExceeded, the connector
 //     cancels its refresh and evicts its cache, and the next attempt starts
 //     the Admin API retry from zero. Hence AttemptTimeout and
-//     [DialTimeout] of 12s. holdfast does not apply AttemptTimeout to the
-//     first dial of a connection; DialTimeout bounds that one.
+//     [DialTimeout] of 12s; DialTimeout also bounds dials made under a
+//     policy without AttemptTimeout.
 //   - MaxElapsed bounds the retries of a connection attempt, which nothing
 //     else bounds: pgxpool connects detached from the Acquire caller's
 //     context.
