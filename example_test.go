@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/holdfast-db/holdfast/cloudsql"
 
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/fakes"
@@ -50,7 +51,10 @@ func ExampleNew_invalid() {
 
 // Classify tells what the factory would do with an error.
 func ExampleFactory_Classify() {
-	f, _ := holdfast.New()
+	// The fake connector plays the Cloud SQL connector's errors; the
+	// factory knows Google's error types through package cloudsql's rules
+	// (cloudsql.With installs them).
+	f, _ := holdfast.New(holdfast.WithIntegration(holdfast.Integration{TypeRules: cloudsql.TypeRules()}))
 	conn := fakes.NewConnector("127.0.0.1:1", fakes.TokenFetch503(), fakes.Forbidden())
 	for range 2 {
 		_, err := conn.Dial(context.Background(), "tcp", "db:5432")

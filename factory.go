@@ -38,6 +38,9 @@ type Factory struct {
 	maxDials int
 	perTry   time.Duration // the retry policy's AttemptTimeout, for first attempts
 
+	dialFn    pgconn.DialFunc // Integration.Dial; nil: the config's or pgx's
+	encrypted bool            // Integration.Encrypted
+
 	blueGreen *bluegreen.Config   // WithBlueGreen, nil when off
 	mu        sync.Mutex          // guards routers and closed
 	routers   []*bluegreen.Router // one per configured pool
@@ -65,6 +68,12 @@ func New(opts ...Option) (*Factory, error) {
 	if c.invalidOption != nil {
 		return nil, c.invalidOption
 	}
+	if c.integrationPolicy != nil && !c.policySet {
+		c.policy = *c.integrationPolicy
+	}
+	if c.integrationStartup != nil && !c.startupSet {
+		c.startup = *c.integrationStartup
+	}
 	if err := c.policy.Validate(); err != nil {
 		return nil, &ConfigError{Field: "WithRetryPolicy", Why: "invalid policy", Err: err}
 	}
@@ -74,16 +83,18 @@ func New(opts ...Option) (*Factory, error) {
 	if !c.budgetSet {
 		c.budget = ProcessBudget()
 	}
-	rules := c.rules
+	rules := append(append([]classify.Rule(nil), c.rules...), c.integrationRules...)
 	if c.blueGreen != nil {
-		rules = append(append([]classify.Rule(nil), rules...), bluegreen.Rule)
+		rules = append(rules, bluegreen.Rule)
 		if c.blueGreen.Logger == nil && c.logger.Handler() != slog.DiscardHandler {
 			c.blueGreen.Logger = c.logger
 		}
 	}
 	f := &Factory{
 		blueGreen:  c.blueGreen,
-		classifier: classify.New(rules...),
+		classifier: classify.New(rules...).WithTypes(c.typeRules...),
+		dialFn:     c.dial,
+		encrypted:  c.dialEncrypted,
 		password:   c.password,
 		budget:     c.budget,
 		logger:     c.logger,
@@ -146,6 +157,16 @@ func (f *Factory) Configure(cfg *pgxpool.Config) error {
 		return &ConfigError{Field: "pgxpool.Config.ConnConfig", Why: "nil: build the config with pgxpool.ParseConfig"}
 	}
 	base := cfg.ConnConfig.DialFunc
+	if f.dialFn != nil {
+		base = f.dialFn
+	}
+	if f.encrypted {
+		cfg.ConnConfig.TLSConfig = nil
+		cfg.ConnConfig.Fallbacks = nil
+		cfg.ConnConfig.LookupFunc = func(_ context.Context, host string) ([]string, error) {
+			return []string{host}, nil
+		}
+	}
 	if base == nil {
 		base = (&net.Dialer{KeepAlive: 5 * time.Minute}).DialContext // pgx's default
 	}

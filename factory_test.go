@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/holdfast-db/holdfast/cloudsql"
 	"log/slog"
 	"net"
 	"strconv"
@@ -54,6 +55,12 @@ func poolConfig(t *testing.T, dsn string, extra ...string) (*pgxpool.Config, str
 	return cfg, net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port)))
 }
 
+// googleTypes makes the factory classify the Google error chains that the
+// fakes' connector and password source play, as cloudsql.With does.
+func googleTypes() holdfast.Option {
+	return holdfast.WithIntegration(holdfast.Integration{Name: "google-types", TypeRules: cloudsql.TypeRules()})
+}
+
 // newFactory builds a factory with a private budget (so tests do not share
 // the process budget) and fast retries.
 func newFactory(t *testing.T, opts ...holdfast.Option) *holdfast.Factory {
@@ -64,7 +71,7 @@ func newFactory(t *testing.T, opts ...holdfast.Option) *holdfast.Factory {
 	}
 	startup := fastPolicy()
 	startup.MaxAttempts = 2
-	base := []holdfast.Option{holdfast.WithRetryPolicy(fastPolicy()), holdfast.WithStartupPolicy(startup), holdfast.WithRetryBudget(b)}
+	base := []holdfast.Option{holdfast.WithRetryPolicy(fastPolicy()), holdfast.WithStartupPolicy(startup), holdfast.WithRetryBudget(b), googleTypes()}
 	f, err := holdfast.New(append(base, opts...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -298,7 +305,7 @@ func TestRetryBudgetCapsAnOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := holdfast.New(holdfast.WithRetryPolicy(fastPolicy()), holdfast.WithRetryBudget(budget))
+	f, err := holdfast.New(holdfast.WithRetryPolicy(fastPolicy()), holdfast.WithRetryBudget(budget), googleTypes())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -657,7 +664,7 @@ func TestFirstAttemptIsBoundedByAttemptTimeout(t *testing.T) {
 			conn := fakes.NewConnector(addr, tc.dial...)
 			cfg.ConnConfig.DialFunc = conn.Dial
 			src := fakes.NewPasswordSource("token", tc.password...)
-			f, err := holdfast.New(holdfast.WithRetryPolicy(p), holdfast.WithRetryBudget(nil), holdfast.WithPasswordFunc(src.Password))
+			f, err := holdfast.New(holdfast.WithRetryPolicy(p), holdfast.WithRetryBudget(nil), holdfast.WithPasswordFunc(src.Password), googleTypes())
 			if err != nil {
 				t.Fatal(err)
 			}

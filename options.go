@@ -9,6 +9,7 @@ import (
 	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/retry"
+	"github.com/jackc/pgx/v5/pgconn"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -19,9 +20,22 @@ type Option func(*config)
 // config holds every setting; defaults lives in one place, below.
 type config struct {
 	password      func(ctx context.Context) (string, error)
+	passwordBy    string // the option that set password
 	rules         []classify.Rule
 	policy        retry.Policy
+	policySet     bool // WithRetryPolicy was given
 	startup       retry.Policy
+	startupSet    bool // WithStartupPolicy was given
+
+	dial          pgconn.DialFunc // Integration.Dial
+	dialBy        string
+	dialEncrypted bool
+
+	integrationRules   []classify.Rule
+	typeRules          []classify.TypeRule
+	integrationPolicy  *retry.Policy
+	integrationStartup *retry.Policy
+
 	budget        *retry.Budget
 	budgetSet     bool
 	logger        *slog.Logger
@@ -87,8 +101,13 @@ func WithPasswordFunc(fn func(ctx context.Context) (string, error)) Option {
 	return func(c *config) {
 		if fn == nil {
 			c.fail(&ConfigError{Field: "WithPasswordFunc", Why: "the function is nil"})
+			return
 		}
-		c.password = fn
+		if c.password != nil {
+			c.fail(&ConfigError{Field: "WithPasswordFunc", Why: "a password function is already set by " + c.passwordBy})
+			return
+		}
+		c.password, c.passwordBy = fn, "WithPasswordFunc"
 	}
 }
 
@@ -109,13 +128,13 @@ func WithClassifier(rules ...classify.Rule) Option {
 // WithRetryPolicy sets the policy for connect-level retries (each dial,
 // each password fetch) and for Factory.Acquire. Default: retry.Default().
 func WithRetryPolicy(p retry.Policy) Option {
-	return func(c *config) { c.policy = p }
+	return func(c *config) { c.policy, c.policySet = p, true }
 }
 
 // WithStartupPolicy sets the policy NewPool uses to make the first
 // connection. Default: DefaultStartupPolicy().
 func WithStartupPolicy(p retry.Policy) Option {
-	return func(c *config) { c.startup = p }
+	return func(c *config) { c.startup, c.startupSet = p, true }
 }
 
 // WithRetryBudget sets the retry budget. Default: ProcessBudget(), shared by

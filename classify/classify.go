@@ -67,6 +67,60 @@ type Rule func(err error) (v Verdict, ok bool)
 // is immutable after [New] and safe for concurrent use.
 type Classifier struct {
 	rules []Rule
+	types []TypeRule
+}
+
+// NodeKind says how a [TypeRule]'s verdict for one node of an error tree
+// ranks against what is found inside that node.
+type NodeKind int
+
+const (
+	// Cause: the node decides for itself, like a *pgconn.PgError, unless a
+	// higher-ranked cause is inside it (cancellation, a TLS verification
+	// failure, a Fatal cause inside a Transient-looking node).
+	Cause NodeKind = iota
+	// Wrapper: the node's verdict counts only when nothing inside it is
+	// recognised, like a Cloud SQL DialError wrapping a network error.
+	Wrapper
+	// Misconfiguration: the node is a configuration mistake that outranks
+	// every other cause except cancellation and TLS verification.
+	Misconfiguration
+)
+
+// TypeRule recognises one node of an error tree by its type, for error
+// types of packages that classify does not import (Google's token and
+// Admin API errors, the Cloud SQL connector's; see package cloudsql).
+// Unlike a [Rule], which sees the whole error and decides alone, a
+// TypeRule takes part in the walk that [Classifier.Classify] makes, so its
+// verdicts rank against the built-in ones exactly as the built-in types
+// rank against each other.
+//
+// Match looks at one node only: it must not unwrap (use [NodeAs] or a type
+// assertion), must not call Error on errors it does not know, must not
+// panic and must be safe for concurrent use. A TypeRule with a nil Match
+// never matches.
+type TypeRule struct {
+	Match func(err error) (Verdict, bool)
+	Kind  NodeKind
+}
+
+func (t TypeRule) match(err error) (Verdict, bool) {
+	if t.Match == nil {
+		return Verdict{}, false
+	}
+	return t.Match(err)
+}
+
+// WithTypes returns a copy of c that also consults types, in order, while
+// walking an error tree. c may be nil.
+func (c *Classifier) WithTypes(types ...TypeRule) *Classifier {
+	n := &Classifier{}
+	if c != nil {
+		n.rules = c.rules
+		n.types = append(n.types, c.types...)
+	}
+	n.types = append(n.types, types...)
+	return n
 }
 
 // New returns a Classifier that tries rules in order before the built-in
@@ -113,17 +167,18 @@ func (c *Classifier) Classify(err error) Verdict {
 	if err == nil {
 		return Verdict{Fatal, ReasonNoError}
 	}
-	if c != nil {
-		for _, r := range c.rules {
-			if v, ok := r(err); ok {
-				if v.Reason == "" {
-					v.Reason = ReasonRule
-				}
-				return v
+	if c == nil {
+		return builtin(err, nil)
+	}
+	for _, r := range c.rules {
+		if v, ok := r(err); ok {
+			if v.Reason == "" {
+				v.Reason = ReasonRule
 			}
+			return v
 		}
 	}
-	return builtin(err)
+	return builtin(err, c.types)
 }
 
 // Classify classifies err with the built-in rules only. It never calls
@@ -141,14 +196,14 @@ func (c *Classifier) Classify(err error) Verdict {
 //     x509.HostnameError, x509.CertificateInvalidError) →
 //     {Fatal, "tls-verification"}, even inside a transient-looking
 //     cloudsqlconn DialError.
-//  4. *errtype.ConfigError anywhere → {Fatal, "cloudsql-config"}.
+//  4. A [TypeRule] of kind [Misconfiguration] anywhere (package cloudsql's
+//     rules make the connector's *errtype.ConfigError one).
 //  5. Every other recognised cause is collected; the innermost recognised
-//     cause decides for its wrapper (a token error inside an
-//     auth.Error or googleapi.Error, a network error inside a cloudsqlconn
-//     DialError). If any collected cause is Fatal, the first Fatal one is
-//     the verdict (fail safe: a pgx multi-host ConnectError with one host
-//     refusing and another answering 28P01 is Fatal); otherwise the first
-//     Transient one.
+//     cause decides for its wrapper (a network error inside a [Wrapper]
+//     node such as the Cloud SQL connector's DialError). If any collected
+//     cause is Fatal, the first Fatal one is the verdict (fail safe: a pgx
+//     multi-host ConnectError with one host refusing and another answering
+//     28P01 is Fatal); otherwise the first Transient one.
 //  6. pgconn.Timeout(err) → {Transient, "timeout"}.
 //  7. Anything else → {Fatal, "unknown"}.
 //
@@ -173,19 +228,10 @@ func (c *Classifier) Classify(err error) Verdict {
 //	*net.OpError with Timeout()  Transient "timeout"
 //	*net.DNSError                IsTimeout or IsTemporary: Transient "dns-temporary";
 //	                             IsNotFound: Fatal "dns-not-found"; else Transient "dns-error"
-//	*googleapi.Error             408, 429, 5xx: Transient "admin-api-<code>"; 400 Fatal "bad-request";
-//	                             401, 403 Fatal "permission-denied"; 404 Fatal "instance-not-found";
-//	                             other codes Fatal "admin-api-<code>"
-//	*oauth2.RetrieveError        ErrorCode "invalid_grant": Fatal "token-invalid-grant";
-//	*auth.Error                  408, 429, 5xx: Transient "token-fetch-<code>";
-//	*metadata.Error              400, 401, 403: Fatal "token-denied";
-//	                             other codes Fatal "token-fetch-<code>"; no Response: Fatal "token-error"
-//	*errtype.RefreshError        its cause; nil cause: Transient "cloudsql-refresh"
-//	*errtype.DialError           its cause; nil cause: Transient "cloudsql-dial"
-//	*errtype.ResourceExhaustedError  its cause, else Transient "cloudsql-resource-exhausted"
 //
-// cloudsqlconn.ErrDialerClosed is not built in (see the package
-// documentation); it is Fatal "unknown" unless a [Sentinel] rule names it.
+// The package function knows no vendor's error types; a [Classifier] built
+// with [Classifier.WithTypes] adds them (package cloudsql's TypeRules cover
+// Google's token and Admin API errors and the Cloud SQL connector's).
 //
 // Being a [net.Error] is deliberately not a signal: *url.Error and
 // context.DeadlineExceeded are net.Errors too.
@@ -196,5 +242,5 @@ func Classify(err error) Verdict {
 	if err == nil {
 		return Verdict{Fatal, ReasonNoError}
 	}
-	return builtin(err)
+	return builtin(err, nil)
 }

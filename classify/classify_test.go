@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"github.com/holdfast-db/holdfast/cloudsql"
 	"io"
 	"net"
 	"net/http"
@@ -33,6 +34,23 @@ import (
 const secret = "p4ssw0rd"
 
 const connName = "proj:region:inst"
+
+// withGoogle classifies with package cloudsql's type rules, which know
+// Google's and the Cloud SQL connector's error types (the core does not).
+var withGoogle = classify.New().WithTypes(cloudsql.TypeRules()...)
+
+// TestCoreKnowsNoVendorTypes: the package function, which the core uses
+// without integrations, leaves Google's types to package cloudsql.
+func TestCoreKnowsNoVendorTypes(t *testing.T) {
+	for _, err := range []error{googleErr(503), &auth.Error{Response: resp(503)}, errtype.NewConfigError("x", connName)} {
+		if got := classify.Classify(err); got != fatal(classify.ReasonUnknown) {
+			t.Errorf("Classify(%T) = %v, want fatal/unknown without cloudsql's type rules", err, got)
+		}
+		if got := withGoogle.Classify(err); got == fatal(classify.ReasonUnknown) {
+			t.Errorf("withGoogle.Classify(%T) = %v, want a verdict", err, got)
+		}
+	}
+}
 
 func fatal(reason string) classify.Verdict {
 	return classify.Verdict{Class: classify.Fatal, Reason: reason}
@@ -337,7 +355,7 @@ func TestClassify(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got := classify.Classify(tt.err)
+			got := withGoogle.Classify(tt.err)
 			if got != tt.want {
 				t.Fatalf("Classify() = %v, want %v", got, tt.want)
 			}
@@ -349,8 +367,8 @@ func TestClassify(t *testing.T) {
 			}
 			// A nil *Classifier behaves as the package function.
 			var c *classify.Classifier
-			if got2 := c.Classify(tt.err); got2 != got {
-				t.Fatalf("(*Classifier)(nil).Classify() = %v, want %v", got2, got)
+			if got2, want2 := c.Classify(tt.err), classify.Classify(tt.err); got2 != want2 {
+				t.Fatalf("(*Classifier)(nil).Classify() = %v, want %v", got2, want2)
 			}
 		})
 	}
@@ -366,7 +384,7 @@ func TestClassifyDoesNotCallError(t *testing.T) {
 		errors.Join(&auth.Error{}, &oauth2.RetrieveError{}),
 		errtype.NewDialError("x", connName, &auth.Error{Err: &oauth2.RetrieveError{}}),
 	} {
-		if got := classify.Classify(err); got.Class != classify.Fatal || got.Reason != "token-error" {
+		if got := withGoogle.Classify(err); got.Class != classify.Fatal || got.Reason != "token-error" {
 			t.Errorf("Classify(%T) = %v, want fatal/token-error", err, got)
 		}
 	}

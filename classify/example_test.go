@@ -7,9 +7,7 @@ import (
 	"os"
 	"syscall"
 
-	"cloud.google.com/go/cloudsqlconn/errtype"
 	"github.com/jackc/pgx/v5/pgconn"
-	"google.golang.org/api/googleapi"
 
 	"github.com/holdfast-db/holdfast/classify"
 )
@@ -22,11 +20,8 @@ func ExampleClassify() {
 		fmt.Errorf("server error: %w", &pgconn.PgError{Severity: "FATAL", Code: "57P03"}),
 		// Wrong password.
 		&pgconn.PgError{Severity: "FATAL", Code: "28P01"},
-		// The Cloud SQL Admin API is briefly unavailable.
-		fmt.Errorf("failed to get instance: %w",
-			errtype.NewRefreshError("failed to get instance metadata", "proj:region:inst", &googleapi.Error{Code: 503})),
-		// The caller may not use the instance.
-		errtype.NewRefreshError("failed to get instance metadata", "proj:region:inst", &googleapi.Error{Code: 403}),
+		// A DNS server that timed out.
+		&net.DNSError{Err: "i/o timeout", Name: "db.example.com", IsTimeout: true},
 		// Something nobody recognises.
 		errors.New("something odd"),
 	}
@@ -38,9 +33,44 @@ func ExampleClassify() {
 	// true conn-refused
 	// true sqlstate-57P03
 	// false sqlstate-28P01
-	// true admin-api-503
-	// false permission-denied
+	// true dns-temporary
 	// false unknown
+}
+
+// proxyError is a sidecar proxy's error type that classify does not know:
+// Busy means "try again", anything else is a configuration mistake.
+type proxyError struct {
+	Busy bool
+	Err  error
+}
+
+func (e *proxyError) Error() string { return "proxy: " + e.Err.Error() }
+func (e *proxyError) Unwrap() error { return e.Err }
+
+func ExampleClassifier_WithTypes() {
+	c := classify.New().WithTypes(classify.TypeRule{
+		// A wrapper: a network error inside it still decides.
+		Kind: classify.Wrapper,
+		Match: func(err error) (classify.Verdict, bool) {
+			e, ok := classify.NodeAs[*proxyError](err)
+			switch {
+			case !ok:
+				return classify.Verdict{}, false
+			case e.Busy:
+				return classify.Verdict{Class: classify.Transient, Reason: "proxy-busy"}, true
+			default:
+				return classify.Verdict{Class: classify.Fatal, Reason: "proxy-config"}, true
+			}
+		},
+	})
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	fmt.Println(c.Classify(&proxyError{Busy: true, Err: errors.New("queue full")}))
+	fmt.Println(c.Classify(&proxyError{Err: errors.New("no route")}))
+	fmt.Println(c.Classify(&proxyError{Err: refused}))
+	// Output:
+	// transient/proxy-busy
+	// fatal/proxy-config
+	// transient/conn-refused
 }
 
 // errMaintenance is an application error the built-in rules do not know.

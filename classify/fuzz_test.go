@@ -243,7 +243,7 @@ func FuzzClassify(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		err := buildError(data)
-		got := classify.Classify(err)
+		got := withGoogle.Classify(err)
 		if got.Reason == "" {
 			t.Fatalf("empty Reason for %v", got)
 		}
@@ -253,7 +253,7 @@ func FuzzClassify(f *testing.F) {
 		if !reasonRE.MatchString(got.Reason) || strings.Contains(got.Reason, secret) {
 			t.Fatalf("Reason %q is not a short machine-readable token", got.Reason)
 		}
-		if again := classify.Classify(err); again != got {
+		if again := withGoogle.Classify(err); again != got {
 			t.Fatalf("not deterministic: %v then %v", got, again)
 		}
 		if err == nil {

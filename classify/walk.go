@@ -8,15 +8,9 @@ import (
 	"net"
 	"os"
 	"reflect"
-	"strconv"
 	"syscall"
 
-	"cloud.google.com/go/auth"
-	"cloud.google.com/go/cloudsqlconn/errtype"
-	"cloud.google.com/go/compute/metadata"
 	"github.com/jackc/pgx/v5/pgconn"
-	"golang.org/x/oauth2"
-	"google.golang.org/api/googleapi"
 )
 
 // Walk limits. Real chains are about ten levels deep; the limits only stop
@@ -62,13 +56,14 @@ func rankOf(v Verdict) rank {
 }
 
 type walker struct {
+	types     []TypeRule // the classifier's type rules, in order
 	nodes     int
 	truncated bool // a limit stopped the walk
 	nilNode   bool // a typed nil pointer was seen (errors.As may panic on it)
 }
 
-func builtin(err error) Verdict {
-	w := walker{}
+func builtin(err error, types []TypeRule) Verdict {
+	w := walker{types: types}
 	f := w.visit(err, 0)
 	if w.truncated {
 		// Parts of the tree were not examined; they could hold a cause
@@ -106,7 +101,7 @@ func (w *walker) visit(err error, depth int) finding {
 		w.nilNode = true
 		return none
 	}
-	f, isDecisive := decisive(err)
+	f, isDecisive := w.decisive(err)
 	sub := none
 	switch u := err.(type) {
 	case interface{ Unwrap() error }:
@@ -125,28 +120,32 @@ func (w *walker) visit(err error, depth int) finding {
 	if sub.r != rankNone {
 		return sub
 	}
-	if v, ok := fallback(err); ok {
+	if v, ok := w.fallback(err); ok {
 		return finding{v, rankOf(v)}
 	}
 	return none
 }
 
 // decisive recognises errors that decide by themselves.
-func decisive(err error) (finding, bool) {
+func (w *walker) decisive(err error) (finding, bool) {
 	if is(err, context.Canceled) {
 		return finding{Verdict{Fatal, ReasonCanceled}, rankCanceled}, true
 	}
 	if isTLSVerification(err) {
 		return finding{Verdict{Fatal, ReasonTLS}, rankTLS}, true
 	}
-	if _, ok := as[*errtype.ConfigError](err); ok {
-		return finding{Verdict{Fatal, ReasonCloudSQLConfig}, rankConfig}, true
+	for _, t := range w.types {
+		if t.Kind != Misconfiguration {
+			continue
+		}
+		if v, ok := t.match(err); ok {
+			return finding{v, rankConfig}, true
+		}
 	}
 	var v Verdict
 	switch {
 	case asOK[*pgconn.PgError](err, func(e *pgconn.PgError) { v = SQLState(e.Code) }):
-	case asOK[*oauth2.RetrieveError](err, func(e *oauth2.RetrieveError) { v = retrieveVerdict(e) }):
-	case asOK[*metadata.Error](err, func(e *metadata.Error) { v = tokenStatus(e.Code) }):
+	case w.typeMatch(err, Cause, &v):
 	case asOK[syscall.Errno](err, func(e syscall.Errno) { v = errnoVerdict(e) }):
 		if v.Reason == "" {
 			return none, false
@@ -161,33 +160,27 @@ func decisive(err error) (finding, bool) {
 	return finding{v, rankOf(v)}, true
 }
 
+// typeMatch runs the type rules of kind k on the single node err, in
+// order; the first match sets *v.
+func (w *walker) typeMatch(err error, k NodeKind, v *Verdict) bool {
+	for _, t := range w.types {
+		if t.Kind != k {
+			continue
+		}
+		if got, ok := t.match(err); ok {
+			*v = got
+			return true
+		}
+	}
+	return false
+}
+
 // fallback gives a wrapper's own verdict, used when nothing inside it is
 // recognised.
-func fallback(err error) (Verdict, bool) {
-	if e, ok := as[*errtype.RefreshError](err); ok {
-		if e.Err == nil {
-			return Verdict{Transient, ReasonCloudSQLRefresh}, true
-		}
-		return Verdict{}, false
-	}
-	if e, ok := as[*errtype.DialError](err); ok {
-		if e.Err == nil {
-			return Verdict{Transient, ReasonCloudSQLDial}, true
-		}
-		return Verdict{}, false
-	}
-	if _, ok := as[*errtype.ResourceExhaustedError](err); ok {
-		return Verdict{Transient, ReasonCloudSQLResourceExhausted}, true
-	}
-	if e, ok := as[*googleapi.Error](err); ok {
-		return adminAPIStatus(e.Code), true
-	}
-	if e, ok := as[*auth.Error](err); ok {
-		// Never call e.Error(): it dereferences e.Response.
-		if e.Response == nil {
-			return Verdict{Fatal, ReasonTokenError}, true
-		}
-		return tokenStatus(e.Response.StatusCode), true
+func (w *walker) fallback(err error) (Verdict, bool) {
+	var v Verdict
+	if w.typeMatch(err, Wrapper, &v) {
+		return v, true
 	}
 	if e, ok := as[*net.DNSError](err); ok {
 		switch {
@@ -241,47 +234,6 @@ func errnoVerdict(e syscall.Errno) Verdict {
 	return Verdict{}
 }
 
-func retrieveVerdict(e *oauth2.RetrieveError) Verdict {
-	if e.ErrorCode == "invalid_grant" {
-		return Verdict{Fatal, ReasonTokenInvalidGrant}
-	}
-	if e.Response == nil {
-		return Verdict{Fatal, ReasonTokenError}
-	}
-	return tokenStatus(e.Response.StatusCode)
-}
-
-// retryableStatus reports whether an HTTP status says "try again later".
-func retryableStatus(code int) bool {
-	return code == 408 || code == 429 || (code >= 500 && code <= 599)
-}
-
-func adminAPIStatus(code int) Verdict {
-	switch {
-	case retryableStatus(code):
-		return Verdict{Transient, ReasonPrefixAdminAPI + strconv.Itoa(code)}
-	case code == 400:
-		return Verdict{Fatal, ReasonBadRequest}
-	case code == 401, code == 403:
-		return Verdict{Fatal, ReasonPermissionDenied}
-	case code == 404:
-		return Verdict{Fatal, ReasonInstanceNotFound}
-	default:
-		return Verdict{Fatal, ReasonPrefixAdminAPI + strconv.Itoa(code)}
-	}
-}
-
-func tokenStatus(code int) Verdict {
-	switch {
-	case retryableStatus(code):
-		return Verdict{Transient, ReasonPrefixTokenFetch + strconv.Itoa(code)}
-	case code == 400, code == 401, code == 403:
-		return Verdict{Fatal, ReasonTokenDenied}
-	default:
-		return Verdict{Fatal, ReasonPrefixTokenFetch + strconv.Itoa(code)}
-	}
-}
-
 func isTLSVerification(err error) bool {
 	if _, ok := as[*tls.CertificateVerificationError](err); ok {
 		return true
@@ -333,6 +285,11 @@ func as[T any](err error) (T, bool) {
 	}
 	return t, false
 }
+
+// NodeAs reports whether the single node err is a T, as one step of
+// [errors.As] does (a type assertion, then an As method), without
+// unwrapping; a nil pointer T never matches. Use it in a [TypeRule]'s Match.
+func NodeAs[T any](err error) (T, bool) { return as[T](err) }
 
 // asOK is as with a callback, for use in switch cases.
 func asOK[T any](err error, f func(T)) bool {

@@ -30,11 +30,84 @@ func (e *ConfigError) Error() string { return "cloudsql: invalid " + e.Field + "
 // Is matches ErrInvalidConfig.
 func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
 
+// With returns the holdfast option that makes every connection of the
+// factory's pools go through the Cloud SQL connector d:
+//
+//	f, err := holdfast.New(cloudsql.With(d, "project:region:instance"))
+//
+// It is one holdfast.Integration: the dial function d.Dial(ctx, instance,
+// opts...) bounded by [DialTimeout]; Encrypted (the connector encrypts the
+// connection itself with TLS 1.3, the instance's server CA and an ephemeral
+// client certificate, so pgx's own TLS is turned off whatever the
+// connection string's sslmode says, and pgx dials once per connect without
+// resolving the host name); the classification of Google's and the
+// connector's errors ([TypeRules], [Rules]); and [RetryPolicy] and
+// [StartupPolicy], unless WithRetryPolicy or WithStartupPolicy is among the
+// factory's options. The host name and port of the connection string are
+// ignored; the user, database and password (or IAM authentication, with
+// cloudsqlconn.WithIAMAuthN) are used as usual.
+//
+// instance is the instance connection name, "project:region:instance", or
+// a domain name when d was built with cloudsqlconn.WithDNSResolver. It is
+// not validated here: a malformed name fails the first dial with the
+// connector's *errtype.ConfigError, which is Fatal and not retried.
+//
+// A nil dialer or an empty instance makes holdfast.New return a
+// *ConfigError. The dialer stays the caller's: close the pools first, then
+// the factory, then the dialer.
+func With(d *cloudsqlconn.Dialer, instance string, opts ...cloudsqlconn.DialOption) holdfast.Option {
+	if err := checkArgs(d, instance); err != nil {
+		return holdfast.WithIntegration(holdfast.Integration{Name: "cloudsql", Err: err})
+	}
+	return holdfast.WithIntegration(Integration(d, instance, opts...))
+}
+
+// Integration returns what [With] installs, for a caller that wants to
+// change a field (a different policy, say) before passing it to
+// holdfast.WithIntegration. It returns an Integration with no Dial if d is
+// nil or instance is empty.
+func Integration(d *cloudsqlconn.Dialer, instance string, opts ...cloudsqlconn.DialOption) holdfast.Integration {
+	rp, sp := RetryPolicy(), StartupPolicy()
+	in := holdfast.Integration{
+		Name:          "cloudsql",
+		Encrypted:     true,
+		Rules:         Rules(),
+		TypeRules:     TypeRules(),
+		RetryPolicy:   &rp,
+		StartupPolicy: &sp,
+	}
+	if checkArgs(d, instance) == nil {
+		in.Dial = dialFunc(d, instance, opts)
+	}
+	return in
+}
+
+func checkArgs(d *cloudsqlconn.Dialer, instance string) error {
+	switch {
+	case d == nil:
+		return &ConfigError{Field: "dialer", Why: "nil *cloudsqlconn.Dialer: build one with cloudsqlconn.NewDialer"}
+	case instance == "":
+		return &ConfigError{Field: "instance", Why: `empty instance connection name: want "project:region:instance"`}
+	}
+	return nil
+}
+
+// dialFunc is the connector's Dial for one instance, bounded by DialTimeout.
+func dialFunc(d *cloudsqlconn.Dialer, instance string, opts []cloudsqlconn.DialOption) func(ctx context.Context, _, _ string) (net.Conn, error) {
+	dialOpts := append([]cloudsqlconn.DialOption(nil), opts...)
+	return func(ctx context.Context, _, _ string) (net.Conn, error) {
+		ctx, cancel := context.WithTimeout(ctx, DialTimeout)
+		defer cancel()
+		return d.Dial(ctx, instance, dialOpts...)
+	}
+}
+
 // Configure makes every connection of a pool built from cfg go through the
 // Cloud SQL connector: pgx's dial function becomes d.Dial(ctx, instance,
-// opts...). Call it before holdfast's Factory.Configure (or Factory.NewPool),
-// which wraps the dial function that Configure installs with classification
-// and bounded retry; calling it afterwards would remove holdfast's wrapper.
+// opts...). It is for pools that do not use holdfast; with holdfast, use
+// [With], which does not depend on the order of calls. (Configure before
+// holdfast's Factory.Configure works too; after it, it would remove
+// holdfast's wrapper.)
 //
 // instance is the instance connection name, "project:region:instance", or a
 // domain name when d was built with cloudsqlconn.WithDNSResolver. It is not
@@ -78,18 +151,12 @@ func Configure(cfg *pgxpool.Config, d *cloudsqlconn.Dialer, instance string, opt
 		return &ConfigError{Field: "cfg", Why: "nil *pgxpool.Config"}
 	case cfg.ConnConfig == nil:
 		return &ConfigError{Field: "cfg.ConnConfig", Why: "nil: build the config with pgxpool.ParseConfig"}
-	case d == nil:
-		return &ConfigError{Field: "dialer", Why: "nil *cloudsqlconn.Dialer: build one with cloudsqlconn.NewDialer"}
-	case instance == "":
-		return &ConfigError{Field: "instance", Why: `empty instance connection name: want "project:region:instance"`}
 	}
-	dialOpts := append([]cloudsqlconn.DialOption(nil), opts...)
+	if err := checkArgs(d, instance); err != nil {
+		return err
+	}
 	cc := cfg.ConnConfig
-	cc.DialFunc = func(ctx context.Context, _, _ string) (net.Conn, error) {
-		ctx, cancel := context.WithTimeout(ctx, DialTimeout)
-		defer cancel()
-		return d.Dial(ctx, instance, dialOpts...)
-	}
+	cc.DialFunc = dialFunc(d, instance, opts)
 	cc.LookupFunc = func(_ context.Context, host string) ([]string, error) {
 		return []string{host}, nil
 	}
@@ -221,15 +288,15 @@ func serverIdentity(err error) (classify.Verdict, bool) {
 	return classify.Verdict{}, false
 }
 
-// Options returns the holdfast options for a Factory whose pools connect
-// through the Cloud SQL connector: WithRetryPolicy([RetryPolicy]()),
-// WithStartupPolicy([StartupPolicy]()) and WithClassifier([Rules]()...).
-// Append your own options after them; a later WithRetryPolicy or
-// WithStartupPolicy replaces these.
+// Options returns the holdfast options for a Factory whose pool configs
+// were passed through [Configure]: the classification of Google's and the
+// connector's errors ([TypeRules], [Rules]) and [RetryPolicy] and
+// [StartupPolicy] (an explicit WithRetryPolicy or WithStartupPolicy still
+// wins).
+//
+// Deprecated: use [With], which also installs the dial function and does
+// not depend on calling Configure first.
 func Options() []holdfast.Option {
-	return []holdfast.Option{
-		holdfast.WithRetryPolicy(RetryPolicy()),
-		holdfast.WithStartupPolicy(StartupPolicy()),
-		holdfast.WithClassifier(Rules()...),
-	}
+	in := Integration(nil, "")
+	return []holdfast.Option{holdfast.WithIntegration(in)}
 }

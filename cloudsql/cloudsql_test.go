@@ -178,7 +178,7 @@ func TestRules(t *testing.T) {
 		{"typed nil DialError", nilDial, fatal(classify.ReasonUnknown)},
 		{"unrelated error", errors.New("boom"), fatal(classify.ReasonUnknown)},
 	}
-	c := classify.New(cloudsql.Rules()...)
+	c := classify.New(cloudsql.Rules()...).WithTypes(cloudsql.TypeRules()...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/holdfast-db/holdfast"
 	"net"
 	"strconv"
 	"strings"
@@ -105,6 +106,25 @@ func PasswordFunc(cfg Config) (func(ctx context.Context) (string, error), error)
 		}
 		return tok, nil
 	}, nil
+}
+
+// With returns the holdfast option that gives every new connection of the
+// factory's pools a freshly minted RDS IAM token ([PasswordFunc]) and
+// classifies credential failures ([Rules]):
+//
+//	f, err := holdfast.New(rdsiam.With(rdsiam.Config{...}))
+//
+// A Config with a missing field makes holdfast.New return a *ConfigError
+// wrapping this package's *ConfigError. It cannot be combined with
+// holdfast.WithPasswordFunc.
+func With(cfg Config) holdfast.Option {
+	fn, err := PasswordFunc(cfg)
+	return holdfast.WithIntegration(holdfast.Integration{
+		Name:     "rdsiam",
+		Password: fn,
+		Rules:    Rules(),
+		Err:      err,
+	})
 }
 
 func (c Config) validate() error {

@@ -1,9 +1,10 @@
-package classify_test
+package cloudsql_test
 
-// Item 1 of issue 6: every error chain of cloudsql.md §1, produced by the
-// real cloudsqlconn v1.26.0 Dialer against the fake Cloud SQL of
-// fakes/cloudsql (loopback only), and classified. The synthetic chains of
-// classify_test.go are built from the same types by hand; these come from
+// Every error chain of the Cloud SQL connector that holdfast must tell
+// apart, produced by the real cloudsqlconn Dialer (the version in go.mod)
+// against the fake Cloud SQL of fakes (loopback only), and classified by a
+// factory built with With, as users get it. The synthetic chains of
+// classify's tests are built from the same types by hand; these come from
 // the connector itself, so a connector upgrade that changes a chain breaks
 // a test here.
 
@@ -34,8 +35,11 @@ import (
 	"golang.org/x/oauth2"
 	"google.golang.org/api/googleapi"
 
+	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/cloudsql"
 	fake "github.com/holdfast-db/holdfast/fakes/cloudsql"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // chainCase is one failure of the real dialer.
@@ -213,12 +217,12 @@ func TestRealCloudSQLChains(t *testing.T) {
 		{
 			// The connector reports a server certificate for another
 			// instance as a DialError without a cause inside the handshake's
-			// DialError; the built-in rules see a transient DialError.
-			// cloudsql.Rules (package holdfast/cloudsql) makes it Fatal
-			// tls-verification; see TestServerIdentityNeedsTheCloudSQLRule.
-			name:  "server certificate CN for another instance (built-in rules only)",
+			// DialError; the type rules alone see a transient DialError.
+			// cloudsql.Rules makes it Fatal tls-verification; see
+			// TestServerIdentityNeedsTheCloudSQLRule.
+			name:  "server certificate CN for another instance",
 			cfg:   fake.Config{ServerCN: "other-project:other-instance"},
-			want:  transient("cloudsql-dial"),
+			want:  fatal("tls-verification"),
 			chain: wantIdentityFailure,
 		},
 		{
@@ -232,9 +236,6 @@ func TestRealCloudSQLChains(t *testing.T) {
 			},
 		},
 	}
-	// The documented way to recognise the closed dialer (package doc).
-	withSentinel := classify.New(classify.Sentinel(cloudsqlconn.ErrDialerClosed,
-		classify.Verdict{Class: classify.Fatal, Reason: classify.ReasonDialerClosed}))
 
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -265,6 +266,12 @@ func TestRealCloudSQLChains(t *testing.T) {
 			}
 			t.Logf("MEASURED %s: Dial failed after %v", t.Name(), took.Round(time.Millisecond))
 			tc.chain(t, err)
+			// The factory's classifier when the cloudsql option is used.
+			f, ferr := holdfast.New(cloudsql.With(d, icn))
+			if ferr != nil {
+				t.Fatal(ferr)
+			}
+			withSentinel := f
 			got := withSentinel.Classify(err)
 			if got != tc.want {
 				t.Errorf("Classify = %v, want %v\nerr: %v", got, tc.want, err)
@@ -490,4 +497,31 @@ func serviceAccountJSON(t *testing.T, tokenURI string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+func transient(reason string) classify.Verdict {
+	return classify.Verdict{Class: classify.Transient, Reason: reason}
+}
+
+// viaPgx returns the error pgconn.ConnectConfig reports when its dial
+// fails with dialErr: a *pgconn.ConnectError. Its addresses are never
+// dialed: the DialFunc answers for them.
+func viaPgx(t *testing.T, dialErr error) error {
+	t.Helper()
+	cfg, err := pgconn.ParseConfig("host=10.0.0.1 user=u dbname=d sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.LookupFunc = func(_ context.Context, host string) ([]string, error) { return []string{host}, nil }
+	cfg.DialFunc = func(context.Context, string, string) (net.Conn, error) { return nil, dialErr }
+	conn, err := pgconn.ConnectConfig(context.Background(), cfg)
+	if err == nil {
+		conn.Close(context.Background())
+		t.Fatal("connect succeeded")
+	}
+	var ce *pgconn.ConnectError
+	if !errors.As(err, &ce) {
+		t.Fatalf("got %T, want *pgconn.ConnectError", err)
+	}
+	return err
 }
