@@ -31,8 +31,8 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // The end-to-end tests below run the real cloudsqlconn v1.26.0 dialer
 // against the fake Cloud SQL of fakes/cloudsql, which forwards to a real
-// PostgreSQL, through a pgxpool configured by cloudsql.Configure and a
-// holdfast Factory built with cloudsql.Options. Each logs how long its case
+// PostgreSQL, through a pgxpool configured by a holdfast Factory built
+// with the cloudsql integration (cloudsql.With). Each logs how long its case
 // took; the README's table comes from these logs.
 
 // env is one pool through the real dialer and the fake.
@@ -67,12 +67,13 @@ type envOpts struct {
 	iam      bool
 	instance string                // default the fake's connection name
 	dialer   []cloudsqlconn.Option // appended to the fake's options
-	holdfast []holdfast.Option     // appended to cloudsql.Options()
+	holdfast []holdfast.Option     // appended to the cloudsql integration
 	dsnExtra string                // appended to the DSN's query
 }
 
 // newEnv starts a fake, a real dialer and a pool configured the documented
-// way: cloudsql.Configure, then Factory.Configure. The pool connects to
+// way: holdfast.New(cloudsql.With(d, instance)) (here its Integration, with
+// the dial counted), then Factory.Configure. The pool connects to
 // PostgreSQL's "postgres" database as "postgres"; its DSN keeps pgx's
 // default sslmode (prefer), which Configure must neutralise.
 func newEnv(t *testing.T, o envOpts) *env {
@@ -107,9 +108,19 @@ func newEnv(t *testing.T, o envOpts) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hopts := append(cloudsql.Options(),
+	instance := o.instance
+	if instance == "" {
+		instance = s.ConnName()
+	}
+	in := cloudsql.Integration(d, instance)
+	inner := in.Dial
+	in.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		e.dials.Add(1)
+		return inner(ctx, network, addr)
+	}
+	hopts := []holdfast.Option{holdfast.WithIntegration(in),
 		holdfast.WithRetryBudget(budget), // not the process budget: tests must not share it
-		holdfast.WithLogger(slog.New(slog.NewTextHandler(e.logs, nil))))
+		holdfast.WithLogger(slog.New(slog.NewTextHandler(e.logs, nil)))}
 	if e.f, err = holdfast.New(append(hopts, o.holdfast...)...); err != nil {
 		t.Fatal(err)
 	}
@@ -117,18 +128,6 @@ func newEnv(t *testing.T, o envOpts) *env {
 	cfg, err := pgxpool.ParseConfig("host=localhost user=postgres dbname=postgres " + o.dsnExtra)
 	if err != nil {
 		t.Fatal(err)
-	}
-	instance := o.instance
-	if instance == "" {
-		instance = s.ConnName()
-	}
-	if err := cloudsql.Configure(cfg, d, instance); err != nil {
-		t.Fatal(err)
-	}
-	inner := cfg.ConnConfig.DialFunc
-	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		e.dials.Add(1)
-		return inner(ctx, network, addr)
 	}
 	if err := e.f.Configure(cfg); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/holdfast-db/holdfast"
 	"net/http"
 	"net/url"
 	"strings"
@@ -315,5 +316,26 @@ func TestRules(t *testing.T) {
 				t.Errorf("Classify = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestWith: the option installs the token function and the rules, reports a
+// bad Config as a *holdfast.ConfigError wrapping this package's, and
+// refuses a second password function.
+func TestWith(t *testing.T) {
+	creds := credentials.NewStaticCredentialsProvider(akid, secret, "")
+	good := rdsiam.Config{Endpoint: "db:5432", Region: "eu-west-1", User: "u", Credentials: creds}
+	if _, err := holdfast.New(rdsiam.With(good)); err != nil {
+		t.Fatalf("New(With(good)) = %v", err)
+	}
+	_, err := holdfast.New(rdsiam.With(rdsiam.Config{Endpoint: "db:5432"}))
+	var hce *holdfast.ConfigError
+	var rce *rdsiam.ConfigError
+	if !errors.As(err, &hce) || !errors.As(err, &rce) || rce.Field != "Region" {
+		t.Errorf("New(With(no region)) = %v, want a *holdfast.ConfigError wrapping *rdsiam.ConfigError{Field: Region}", err)
+	}
+	pw := func(context.Context) (string, error) { return "x", nil }
+	if _, err := holdfast.New(rdsiam.With(good), holdfast.WithPasswordFunc(pw)); !errors.As(err, &hce) {
+		t.Errorf("New(With, WithPasswordFunc) = %v, want a *holdfast.ConfigError", err)
 	}
 }
