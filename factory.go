@@ -4,17 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/internal/obs"
 	"github.com/holdfast-db/holdfast/retry"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -31,6 +33,9 @@ type Factory struct {
 	logger     *slog.Logger
 	tel        *obs.Telemetry // metrics, spans and log lines (telemetry.go)
 
+	meterProvider  metric.MeterProvider // WithMeterProvider; nil: the global one
+	tracerProvider trace.TracerProvider // WithTracerProvider; nil: the global one
+
 	dial     retry.Retrier // one dial, stage "connect"
 	fetch    retry.Retrier // one password fetch, stage "password"
 	acquire  retry.Retrier // Factory.Acquire, stage "acquire"
@@ -41,10 +46,12 @@ type Factory struct {
 	dialFn    pgconn.DialFunc // Integration.Dial; nil: the config's or pgx's
 	encrypted bool            // Integration.Encrypted
 
-	blueGreen *bluegreen.Config   // WithBlueGreen, nil when off
-	mu        sync.Mutex          // guards routers and closed
-	routers   []*bluegreen.Router // one per configured pool
-	closed    bool
+	blueGreen *bluegreen.Config // WithBlueGreen, nil when off
+
+	mu         sync.Mutex                                  // guards the fields below
+	pools      []*poolHooks                                // every configured pool config's layers (hooks.go)
+	configured map[weak.Pointer[pgxpool.Config]]*poolHooks // which configs this factory configured
+	closed     bool
 }
 
 // Stages name where a failure happened, in logs and errors.
@@ -129,114 +136,21 @@ func (f *Factory) retrier(p retry.Policy, stage string) retry.Retrier {
 // built-in ones.
 func (f *Factory) Classify(err error) classify.Verdict { return f.classifier.Classify(err) }
 
-// Configure installs the factory into cfg, which must come from
-// pgxpool.ParseConfig. It wraps cfg.ConnConfig.DialFunc (the user's, for
-// example a Cloud SQL dialer, or pgx's default) with classification and
-// bounded retry, and installs a BeforeConnect hook that fetches a fresh
-// password per connection when WithPasswordFunc was given. A BeforeConnect
-// the user already set still runs, after the factory's. Configure each
-// config once.
-//
-// Retries are counted per connection, not per dial: with sslmode=prefer pgx
-// dials twice for one connection (TLS, then plain), and both dials draw on
-// the same MaxAttempts.
-//
-// With WithBlueGreen, Configure then installs a bluegreen.Router (see
-// bluegreen.New: BeforeConnect, PrepareConn, Tracer, and AfterRelease when
-// one is set, all chained with the hooks already there) and starts its
-// monitors, which connect through the factory's DialFunc and password
-// function. After Close it returns a *ConfigError.
-func (f *Factory) Configure(cfg *pgxpool.Config) error {
-	if f == nil {
-		return &ConfigError{Field: "Factory", Why: "nil factory: use holdfast.New"}
-	}
-	if cfg == nil {
-		return &ConfigError{Field: "pgxpool.Config", Why: "nil config"}
-	}
-	if cfg.ConnConfig == nil {
-		return &ConfigError{Field: "pgxpool.Config.ConnConfig", Why: "nil: build the config with pgxpool.ParseConfig"}
-	}
-	base := cfg.ConnConfig.DialFunc
-	if f.dialFn != nil {
-		base = f.dialFn
-	}
-	if f.encrypted {
-		cfg.ConnConfig.TLSConfig = nil
-		cfg.ConnConfig.Fallbacks = nil
-		cfg.ConnConfig.LookupFunc = func(_ context.Context, host string) ([]string, error) {
-			return []string{host}, nil
-		}
-	}
-	if base == nil {
-		base = (&net.Dialer{KeepAlive: 5 * time.Minute}).DialContext // pgx's default
-	}
-	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		conn, err := f.firstDial(ctx, base, network, addr)
-		if err == nil {
-			return conn, nil
-		}
-		conn, _, err = f.redial(ctx, base, network, addr, err, f.maxDials)
-		return conn, err
-	}
-	userBefore := cfg.BeforeConnect
-	cfg.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) error {
-		if f.password != nil {
-			pw, err := f.fetchPassword(ctx)
-			if err != nil {
-				return err
-			}
-			cc.Password = pw
-		}
-		if len(cc.Fallbacks) > 0 {
-			// pgx may dial more than once for this connection (sslmode=prefer
-			// or allow, several hosts): share one allowance between the dials.
-			cc.DialFunc = (&connectDial{f: f, base: base}).dial
-		}
-		if userBefore != nil {
-			return userBefore(ctx, cc)
-		}
-		return nil
-	}
-	if f.blueGreen != nil {
-		if err := f.configureBlueGreen(cfg); err != nil {
-			return err
-		}
-	}
-	f.instrument(cfg) // last: it wraps every hook above (telemetry.go)
-	return nil
-}
-
-// configureBlueGreen installs a bluegreen.Router after the factory's own
-// hooks, so that a suspended connection fetches no password and the
-// monitors dial through the factory.
-func (f *Factory) configureBlueGreen(cfg *pgxpool.Config) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closed {
-		return &ConfigError{Field: "Factory", Why: "closed: blue/green routing cannot start"}
-	}
-	r, err := bluegreen.New(cfg, *f.blueGreen)
-	if err != nil {
-		return &ConfigError{Field: "WithBlueGreen", Why: "cannot install blue/green routing", Err: err}
-	}
-	f.routers = append(f.routers, r)
-	return nil
-}
-
 // Close stops and joins the blue/green monitors of every pool the factory
 // configured (WithBlueGreen); their pools keep working with plain host
 // names. It is idempotent and does nothing without WithBlueGreen. Close the
-// pools first or after, in any order.
+// pools first or after, in any order. After Close, Configure and NewPool
+// return a *ConfigError.
 func (f *Factory) Close() {
 	if f == nil {
 		return
 	}
 	f.mu.Lock()
-	routers := f.routers
-	f.routers, f.closed = nil, true
+	pools := f.pools
+	f.pools, f.closed = nil, true
 	f.mu.Unlock()
-	for _, r := range routers {
-		r.Close()
+	for _, ph := range pools {
+		ph.close()
 	}
 }
 
@@ -426,22 +340,27 @@ func (f *Factory) acquireAgain(ctx context.Context, pool *pgxpool.Pool, firstErr
 	return conn, nil
 }
 
-// NewPool configures cfg, builds the pool with pgxpool.NewWithConfig and
-// makes the first connection under the startup policy, so that a pool that
-// is returned has reached the database. When the first connection cannot be
-// made, NewPool closes the pool (and its blue/green monitors) and returns a
-// *StartupError.
+// NewPool configures cfg (unless this factory already did), builds the
+// pool with pgxpool.NewWithConfig and makes the first connection under the
+// startup policy, so that a pool that is returned has reached the
+// database. When the first connection cannot be made, NewPool closes the
+// pool (and its blue/green monitors) and returns a *StartupError.
 func (f *Factory) NewPool(ctx context.Context, cfg *pgxpool.Config) (*pgxpool.Pool, error) {
-	if err := f.Configure(cfg); err != nil {
-		return nil, err
+	ph := f.hooksOf(cfg)
+	if ph == nil {
+		if err := f.Configure(cfg); err != nil {
+			return nil, err
+		}
+		ph = f.hooksOf(cfg)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		bluegreen.FromConfig(cfg).Close()
+		f.forget(ph)
 		return nil, err
 	}
+	ph.attach(pool)
 	if err := f.Start(ctx, pool); err != nil {
-		bluegreen.FromConfig(cfg).Close()
+		f.forget(ph)
 		pool.Close()
 		return nil, err
 	}
@@ -451,9 +370,7 @@ func (f *Factory) NewPool(ctx context.Context, cfg *pgxpool.Config) (*pgxpool.Po
 // Start makes pool's first connection under the startup policy and releases
 // it to the pool. It returns nil or a *StartupError wrapping the last
 // failure. Failures already retried at the dial layer are retried again
-// here: startup is more patient than a request, and still bounded. With
-// WithBlueGreen, it also attaches the pool to its bluegreen.Router, which
-// can then close idle connections to the old blue instance at once.
+// here: startup is more patient than a request, and still bounded.
 func (f *Factory) Start(ctx context.Context, pool *pgxpool.Pool) error {
 	if pool == nil {
 		return &ConfigError{Field: "pool", Why: "nil pool"}
@@ -470,8 +387,22 @@ func (f *Factory) Start(ctx context.Context, pool *pgxpool.Pool) error {
 		return &StartupError{Verdict: f.classifier.Classify(err), Err: err}
 	}
 	c.Release()
-	if f.blueGreen != nil {
-		bluegreen.FromPool(pool).Attach(pool)
+	return nil
+}
+
+// BlueGreen returns the blue/green router of pool (WithBlueGreen), or nil:
+// for its Status, Changed and LastSummary. The factory learns which pool a
+// config became at the pool's first Acquire (NewPool and Start make one).
+func (f *Factory) BlueGreen(pool *pgxpool.Pool) *bluegreen.Router {
+	if f == nil || pool == nil {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, ph := range f.pools {
+		if ph.bg != nil && ph.bg.Pool() == pool {
+			return ph.bg
+		}
 	}
 	return nil
 }

@@ -2,12 +2,11 @@ package holdfast
 
 import (
 	"context"
+	"go.opentelemetry.io/otel"
 
 	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/internal/obs"
 	"github.com/holdfast-db/holdfast/retry"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -102,14 +101,23 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 	}
 }
 
-func init() {
-	// The readiness package records through its factory's telemetry.
-	obs.SetLookup(func(f any) *obs.Telemetry {
-		if f, ok := f.(*Factory); ok && f != nil {
-			return f.tel
-		}
-		return nil
-	})
+// MeterProvider returns the meter provider of the factory's metrics: the
+// one given to WithMeterProvider, else the global one at the time of the
+// call. Package readiness records through it.
+func (f *Factory) MeterProvider() metric.MeterProvider {
+	if f == nil || f.meterProvider == nil {
+		return otel.GetMeterProvider()
+	}
+	return f.meterProvider
+}
+
+// TracerProvider returns the tracer provider of the factory's spans, as
+// MeterProvider does.
+func (f *Factory) TracerProvider() trace.TracerProvider {
+	if f == nil || f.tracerProvider == nil {
+		return otel.GetTracerProvider()
+	}
+	return f.tracerProvider
 }
 
 // newTelemetry builds the factory's telemetry from c.
@@ -124,6 +132,7 @@ func (f *Factory) newTelemetry(c *config) error {
 		return &ConfigError{Field: "WithMeterProvider", Why: "cannot create the instruments", Err: err}
 	}
 	f.tel = tel
+	f.meterProvider, f.tracerProvider = c.meterProvider, c.tracerProvider
 	if f.blueGreen != nil && f.blueGreen.Observer == nil {
 		// The switchover's phases, holds and outcome go to the factory's
 		// metrics and traces. A copy: the Option's Config may be shared by
@@ -137,36 +146,6 @@ func (f *Factory) newTelemetry(c *config) error {
 		f.blueGreen = &bg
 	}
 	return nil
-}
-
-// instrument is the last step of Configure, after every other hook is in
-// place. It registers the config's password as a secret for the log
-// redactor, and, when telemetry is active, installs the pool tracer
-// (chained after cfg.ConnConfig.Tracer) and the connection tracer (through
-// a BeforeConnect that wraps all the others, so that a connect suspended or
-// refused by another hook is timed and counted too).
-func (f *Factory) instrument(cfg *pgxpool.Config) {
-	f.tel.Secret(cfg.ConnConfig.Password)
-	if p := f.tel.Pool(context.Background(), cfg.ConnConfig); p != nil {
-		p.Install(cfg)
-		return
-	}
-	// Inactive: only watch fetched tokens for the log redactor, off the
-	// Acquire path. The config's own password is registered above, so a
-	// connect that uses it takes no lock here.
-	next := cfg.BeforeConnect
-	static := cfg.ConnConfig.Password
-	cfg.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) error {
-		if next != nil {
-			if err := next(ctx, cc); err != nil {
-				return err
-			}
-		}
-		if cc.Password != static {
-			f.tel.Secret(cc.Password)
-		}
-		return nil
-	}
 }
 
 // acquireLayer is the retry layer of Factory.acquireAgain.

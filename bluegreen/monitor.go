@@ -236,8 +236,8 @@ func (m *monitor) connect(ctx context.Context) error {
 	cc.LookupFunc = m.r.monitorLookup
 	cctx, cancel := context.WithTimeout(ctx, m.r.cfg.MonitorConnectTimeout)
 	defer cancel()
-	if m.r.next != nil {
-		if err := m.r.next(cctx, cc); err != nil {
+	if m.r.monitorConnect != nil {
+		if err := m.r.monitorConnect(cctx, cc); err != nil {
 			return err
 		}
 	}

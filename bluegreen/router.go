@@ -24,7 +24,9 @@ type Router struct {
 	cfg       Config
 	poolHosts []string
 	base      pgconn.LookupFunc                            // the pool's own resolver
-	next      func(context.Context, *pgx.ConnConfig) error // the BeforeConnect chain after ours
+	next      func(context.Context, *pgx.ConnConfig) error // New: the BeforeConnect chain after ours
+
+	monitorConnect func(context.Context, *pgx.ConnConfig) error // run before each monitor connect
 	monConfig *pgx.ConnConfig                              // template for monitor connections
 	now       func() time.Time
 
@@ -48,6 +50,7 @@ type Router struct {
 
 	cancel    context.CancelFunc // stops the monitors
 	wg        sync.WaitGroup
+	startOnce sync.Once
 	closeOnce sync.Once
 }
 
@@ -56,6 +59,9 @@ type Router struct {
 // LookupFunc, BeforeConnect, PrepareConn or BeforeAcquire, AfterRelease and
 // Tracer are chained, never replaced), and starts the monitors. Call
 // [Router.Close] when the pool is closed. Build one Router per pool config.
+// It is for pools that do not use holdfast.Factory; with a Factory, use
+// holdfast.WithBlueGreen, which composes the same hooks with the factory's
+// and starts the monitors when the pool first connects.
 //
 // New sets:
 //
@@ -83,14 +89,38 @@ func New(cfg *pgxpool.Config, c Config) (*Router, error) {
 	if cfg == nil || cfg.ConnConfig == nil {
 		return nil, &ConfigError{Field: "pgxpool.Config", Why: "nil: build the config with pgxpool.ParseConfig"}
 	}
+	r, err := NewRouter(cfg.ConnConfig, c, cfg.BeforeConnect)
+	if err != nil {
+		return nil, err
+	}
+	r.next = cfg.BeforeConnect
+	r.install(cfg)
+	r.Start()
+	return r, nil
+}
+
+// NewRouter builds a Router for pools built from cc without installing
+// anything or starting its monitors: for code that composes pgxpool's hooks
+// itself (holdfast.Factory does). The caller runs the Router's hooks
+// ([Router.BeforeConnect], [Router.PrepareConn], [Router.KeepOnRelease],
+// [Router.Tracer]) from its own, calls [Router.Start] when a pool exists
+// and [Router.Close] when it is done.
+//
+// The monitors connect with a copy of cc as it is now, without
+// target_session_attrs, without its tracer, with application_name
+// "holdfast-bluegreen-monitor" and Config.MonitorConnectTimeout; before
+// each monitor connect they call monitorConnect when it is not nil (to set
+// a fresh password or token, say). They never run the pool's hooks.
+func NewRouter(cc *pgx.ConnConfig, c Config, monitorConnect func(context.Context, *pgx.ConnConfig) error) (*Router, error) {
+	if cc == nil {
+		return nil, &ConfigError{Field: "pgx.ConnConfig", Why: "nil: build the config with pgxpool.ParseConfig"}
+	}
 	c, err := c.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	r := newRouter(c, cfg.ConnConfig, time.Now)
-	r.next = cfg.BeforeConnect
-	r.install(cfg)
-	r.start()
+	r := newRouter(c, cc, time.Now)
+	r.monitorConnect = monitorConnect
 	return r, nil
 }
 
@@ -221,9 +251,38 @@ func (r *Router) Attach(pool *pgxpool.Pool) {
 	}
 }
 
+// Start starts the Router's two monitors and its switchover timer, on
+// goroutines that [Router.Close] stops and joins. It is idempotent, and
+// does nothing after Close. [New] calls it.
+func (r *Router) Start() {
+	r.startOnce.Do(r.start)
+}
+
+// Pool returns the pool the Router serves, learnt from [Router.Attach] or
+// at the pool's first Acquire, or nil.
+func (r *Router) Pool() *pgxpool.Pool {
+	if r == nil {
+		return nil
+	}
+	return r.pool.Load()
+}
+
 func (r *Router) start() {
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		return
+	}
 	ctx, cancel := context.WithCancel(context.Background())
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		cancel()
+		return
+	}
 	r.cancel = cancel
+	r.mu.Unlock()
 	for _, role := range []Role{RoleSource, RoleTarget} {
 		m := &monitor{r: r, role: role, warned: map[string]bool{}}
 		r.wg.Add(1)
@@ -247,10 +306,10 @@ func (r *Router) Close() {
 		return
 	}
 	r.closeOnce.Do(func() {
+		r.mu.Lock()
 		if r.cancel != nil {
 			r.cancel()
 		}
-		r.mu.Lock()
 		r.closed = true
 		close(r.stopped)
 		r.publish(normalSnapshot(r.st.gen, r.st.phase))
@@ -464,18 +523,57 @@ func (r *Router) hostsToResolve(role Role, extra []string) []string {
 	return out
 }
 
-// beforeConnect is the pool's BeforeConnect.
+// beforeConnect is the pool's BeforeConnect when [New] installed it.
 func (r *Router) beforeConnect(ctx context.Context, cc *pgx.ConnConfig) error {
-	if s := r.snap.Load(); !s.normal {
-		if err := r.connectSlow(ctx, cc, s); err != nil {
-			return err
-		}
+	if err := r.BeforeConnect(ctx, cc); err != nil {
+		return err
 	}
 	if r.next != nil {
 		return r.next(ctx, cc)
 	}
 	return nil
 }
+
+// BeforeConnect is the Router's part of a pool's BeforeConnect, for a
+// caller that composes hooks ([NewRouter]); it runs nothing else. Outside a
+// switchover it costs one atomic load. During one it suspends the connect
+// (bounded by Config.SuspendTimeout and ctx: a *SuspendError), refuses a
+// stale green host name (*RejectError), or points cc's LookupFunc at the
+// fixed addresses of the substituted host names.
+func (r *Router) BeforeConnect(ctx context.Context, cc *pgx.ConnConfig) error {
+	if s := r.snap.Load(); !s.normal {
+		return r.connectSlow(ctx, cc, s)
+	}
+	return nil
+}
+
+// PrepareConn is the Router's part of a pool's PrepareConn ([NewRouter]):
+// keep is false for a connection to the old blue instance (pgxpool then
+// destroys it and tries another); during IN_PROGRESS it holds the Acquire
+// (bounded, a *SuspendError). Outside a switchover it costs one atomic
+// load. Run the pool's own PrepareConn only when it returns true and nil.
+func (r *Router) PrepareConn(ctx context.Context, c *pgx.Conn) (keep bool, err error) {
+	if s := r.snap.Load(); !s.normal {
+		return r.prepareSlow(ctx, c, s, nil)
+	}
+	return true, nil
+}
+
+// KeepOnRelease is the Router's part of a pool's AfterRelease
+// ([NewRouter]): false for a connection to the old blue instance.
+func (r *Router) KeepOnRelease(c *pgx.Conn) bool {
+	if s := r.snap.Load(); !s.normal && s.droppedAddr(c) != "" {
+		r.dropped.Add(1)
+		return false
+	}
+	return true
+}
+
+// Tracer returns the Router's statement tracer ([NewRouter]): it holds
+// statements on acquired connections during IN_PROGRESS and refuses them,
+// before anything is sent, on connections to the old blue instance. It
+// also learns the pool at its first Acquire (see [Router.Pool]).
+func (r *Router) Tracer() pgx.QueryTracer { return &tracer{r: r} }
 
 func (r *Router) connectSlow(ctx context.Context, cc *pgx.ConnConfig, s *snapshot) error {
 	hosts := make([]string, 0, 1+len(cc.Fallbacks))
@@ -620,6 +718,16 @@ func (r *Router) LastSummary() (Summary, bool) {
 
 // tracer is the pool's query tracer.
 type tracer struct{ r *Router }
+
+// TraceAcquireStart learns the pool (one atomic load once it is known).
+func (t *tracer) TraceAcquireStart(ctx context.Context, pool *pgxpool.Pool, _ pgxpool.TraceAcquireStartData) context.Context {
+	if t.r.pool.Load() == nil {
+		t.r.pool.CompareAndSwap(nil, pool)
+	}
+	return ctx
+}
+
+func (t *tracer) TraceAcquireEnd(context.Context, *pgxpool.Pool, pgxpool.TraceAcquireEndData) {}
 
 func (t *tracer) TraceQueryStart(ctx context.Context, c *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
 	if s := t.r.snap.Load(); !s.normal {

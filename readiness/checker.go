@@ -156,7 +156,7 @@ type Checker struct {
 	pollHook func(InUse) // tests: called after every drain poll
 
 	tel        *obs.Readiness    // metrics and span events; nil records nothing
-	blueGreen  *bluegreen.Router // the pool's blue/green routing, if any
+	factory    *holdfast.Factory // the pool's factory: its blue/green router, if any
 	lastHealth Health            // last health and reason recorded, guarded by mu
 	lastReason string
 }
@@ -186,7 +186,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Checker, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Checker{pool: pool, cfg: cfg, log: cfg.Logger, now: time.Now, ctx: ctx, cancel: cancel,
-		tel: obs.Of(cfg.Factory).Readiness(), blueGreen: bluegreen.FromPool(pool)}
+		tel: readinessTelemetry(cfg.Factory), factory: cfg.Factory}
 	c.drain.since = c.now()
 	return c, nil
 }
@@ -377,4 +377,23 @@ func (c *Checker) Close() {
 	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()
+}
+
+// readinessTelemetry records through the factory's meter and tracer
+// providers.
+func readinessTelemetry(f *holdfast.Factory) *obs.Readiness {
+	tel, err := obs.New(obs.Config{MeterProvider: f.MeterProvider(), TracerProvider: f.TracerProvider(), Classify: f.Classify})
+	if err != nil {
+		return nil // a provider that refuses instruments: record nothing
+	}
+	return tel.Readiness()
+}
+
+// blueGreen returns the pool's blue/green router, or nil. The factory
+// learns it at the pool's first Acquire, so it is looked up each time.
+func (c *Checker) blueGreen() *bluegreen.Router {
+	if r := c.factory.BlueGreen(c.pool); r != nil {
+		return r
+	}
+	return bluegreen.FromPool(c.pool) // a Router installed with bluegreen.New
 }

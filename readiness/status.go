@@ -226,8 +226,8 @@ func (c *Checker) statusLocked(st *pgxpool.Stat) Status {
 	if c.db.failures > 0 {
 		s.Database.Cause, s.Database.Err = c.db.verdict, c.db.err
 	}
-	if c.blueGreen != nil {
-		bg := c.blueGreen.Status()
+	if r := c.blueGreen(); r != nil {
+		bg := r.Status()
 		s.BlueGreen = &bg
 	}
 	s.Health, s.Reason = Fail, ""

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"reflect"
-	"sync/atomic"
 
 	"github.com/holdfast-db/holdfast/classify"
 	"go.opentelemetry.io/otel"
@@ -313,22 +312,6 @@ func StageOf(ctx context.Context, layer string) string {
 		return StageStartup
 	}
 	return StageRequest
-}
-
-var lookup atomic.Pointer[func(any) *Telemetry]
-
-// SetLookup installs fn as the function [Of] uses. The root package calls
-// it once, from init, with a function that returns a Factory's Telemetry.
-func SetLookup(fn func(any) *Telemetry) { lookup.Store(&fn) }
-
-// Of returns the Telemetry of factory (a *holdfast.Factory), or nil if it
-// has none. The readiness package uses it to record through its
-// Config.Factory.
-func Of(factory any) *Telemetry {
-	if fn := lookup.Load(); fn != nil && factory != nil {
-		return (*fn)(factory)
-	}
-	return nil
 }
 
 // verdict classifies err with the factory's classifier (its Reason is the

@@ -96,28 +96,19 @@ func (t *Telemetry) Pool(ctx context.Context, cc *pgx.ConnConfig) *Pool {
 // Name returns the pool name (db.client.connection.pool.name).
 func (p *Pool) Name() string { return p.name }
 
-// Install puts the instrumentation into cfg: a pool tracer chained after
-// the tracer already on cfg.ConnConfig.Tracer (with pgx's multitracer; the
-// existing one runs first), and a BeforeConnect that wraps cfg.BeforeConnect
-// and gives each new connection its own tracer (the connect span, the
-// create_time and the statement timings). Call it last, once the other hooks
-// are in place. Install on a nil Pool does nothing.
-func (p *Pool) Install(cfg *pgxpool.Config) {
-	if p == nil || cfg == nil || cfg.ConnConfig == nil {
-		return
-	}
-	p.previous = cfg.ConnConfig.Tracer
+// Tracer returns the pool-level tracer to install on the pool config: the
+// pool tracer (acquire and release) after previous, which may be nil, and
+// remembers previous as the statement tracer that each connection's own
+// tracer calls (see [Pool.BeforeConnect]).
+func (p *Pool) Tracer(previous pgx.QueryTracer) pgx.QueryTracer {
+	p.previous = previous
 	pt := &poolTracer{p: p}
-	if p.previous == nil {
+	if previous == nil {
 		p.installed = pt
 	} else {
-		p.installed = multitracer.New(p.previous, pt)
+		p.installed = multitracer.New(previous, pt)
 	}
-	cfg.ConnConfig.Tracer = p.installed
-	next := cfg.BeforeConnect
-	cfg.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) error {
-		return p.beforeConnect(ctx, cc, next)
-	}
+	return p.installed
 }
 
 // observe reports the connection counts from pgxpool's Stat.
@@ -147,10 +138,10 @@ func (p *Pool) Watch(pool *pgxpool.Pool) {
 	p.pool.CompareAndSwap(nil, &wp)
 }
 
-// beforeConnect wraps the pool's BeforeConnect: it starts the connection's
-// clock and span, runs next, and on success gives the connection a conn
-// tracer that ends them when pgx's connect ends.
-func (p *Pool) beforeConnect(ctx context.Context, cc *pgx.ConnConfig, next func(context.Context, *pgx.ConnConfig) error) error {
+// BeforeConnect is the outermost layer of the pool's BeforeConnect: it
+// starts the connection's clock and span, runs next, and on success gives
+// the connection a conn tracer that ends them when pgx's connect ends.
+func (p *Pool) BeforeConnect(ctx context.Context, cc *pgx.ConnConfig, next func(context.Context, *pgx.ConnConfig) error) error {
 	c := &conn{p: p, start: time.Now(), stage: StageOf(ctx, LayerConnect)}
 	if p.t.tracing() {
 		ctx, c.span = p.t.tracer.Start(ctx, SpanConnect,

@@ -9,8 +9,8 @@ import (
 )
 
 // Readiness records the telemetry of a readiness checker. Get it from
-// [Telemetry.Readiness] (the readiness package finds its factory's
-// Telemetry with [Of]). Its methods are safe for concurrent use and accept a
+// [Telemetry.Readiness] (the readiness package builds a Telemetry from its
+// factory's providers). Its methods are safe for concurrent use and accept a
 // nil *Readiness, which records nothing.
 //
 // The readiness package calls:

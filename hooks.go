@@ -1,0 +1,312 @@
+package holdfast
+
+import (
+	"context"
+	"net"
+	"runtime"
+	"sync"
+	"time"
+	"weak"
+
+	"github.com/holdfast-db/holdfast/bluegreen"
+	"github.com/holdfast-db/holdfast/internal/obs"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/multitracer"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// This file is the one place where holdfast's layers meet pgxpool's hooks.
+// Configure composes them, in this order, outermost first, and the user's
+// hooks last:
+//
+//	BeforeConnect  telemetry (times and counts every connect, even one a
+//	               later layer holds or refuses) → blue/green routing (holds,
+//	               refuses, substitutes addresses) → connect (fresh password
+//	               under the retry policy; one dial allowance per connection)
+//	               → the user's BeforeConnect
+//	DialFunc       classification and bounded retry around the integration's
+//	               dial (WithDialFunc, cloudsql.With), the config's, or pgx's
+//	PrepareConn    blue/green routing → the user's PrepareConn (or the
+//	               deprecated BeforeAcquire)
+//	AfterRelease   blue/green routing → the user's, only when one is set
+//	Tracer         pool level: [blue/green, the user's tracer] then
+//	               telemetry's acquire/release tracer; per connection,
+//	               telemetry's statement tracer wraps [blue/green, user's]
+//
+// With neither blue/green nor telemetry, PrepareConn, AfterRelease and the
+// Tracer are the user's own: Acquire costs what pgxpool's costs.
+
+// poolHooks holds one configured pool config's layers. The Factory owns it:
+// Factory.Close closes it (and joins its blue/green monitors).
+type poolHooks struct {
+	f    *Factory
+	base pgconn.DialFunc // the dial that the factory wraps
+
+	userBefore  func(context.Context, *pgx.ConnConfig) error
+	userPrepare func(context.Context, *pgx.Conn) (bool, error)
+
+	bg  *bluegreen.Router // WithBlueGreen; nil when off
+	tel *obs.Pool         // nil when telemetry is inactive
+
+	static    string // the config's own password, registered with the redactor
+	startOnce sync.Once
+}
+
+// Configure installs the factory into cfg, which must come from
+// pgxpool.ParseConfig: classification and bounded retry around every dial
+// (of the dial function of WithDialFunc or an integration such as
+// cloudsql.With, else of cfg.ConnConfig.DialFunc, else pgx's), a fresh
+// password per connection (WithPasswordFunc, rdsiam.With), blue/green
+// routing (WithBlueGreen) and telemetry, composed in one declared order
+// with the hooks already on cfg, which keep running after holdfast's (see
+// the package documentation). Set your own hooks before Configure.
+//
+// Retries are counted per connection, not per dial: with sslmode=prefer pgx
+// dials twice for one connection (TLS, then plain), and both dials draw on
+// the same MaxAttempts.
+//
+// With WithBlueGreen, the pool's blue/green monitors start when the pool
+// first connects, on goroutines that Factory.Close joins. They dial
+// through the factory's dial path and fetch the factory's password, and
+// never run the pool's own BeforeConnect.
+//
+// Configure returns a *ConfigError for a nil factory or config, for a
+// config this factory already configured (configure a config once;
+// NewPool accepts one that was), and after Close.
+func (f *Factory) Configure(cfg *pgxpool.Config) error {
+	if f == nil {
+		return &ConfigError{Field: "Factory", Why: "nil factory: use holdfast.New"}
+	}
+	if cfg == nil {
+		return &ConfigError{Field: "pgxpool.Config", Why: "nil config"}
+	}
+	if cfg.ConnConfig == nil {
+		return &ConfigError{Field: "pgxpool.Config.ConnConfig", Why: "nil: build the config with pgxpool.ParseConfig"}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return &ConfigError{Field: "Factory", Why: "closed"}
+	}
+	key := weak.Make(cfg)
+	if f.configured[key] != nil {
+		return &ConfigError{Field: "pgxpool.Config", Why: "already configured by this factory: configure a config once"}
+	}
+	ph, err := f.compose(cfg)
+	if err != nil {
+		return err
+	}
+	if f.configured == nil {
+		f.configured = map[weak.Pointer[pgxpool.Config]]*poolHooks{}
+	}
+	f.configured[key] = ph
+	f.pools = append(f.pools, ph)
+	runtime.AddCleanup(cfg, f.unconfigure, key)
+	return nil
+}
+
+// unconfigure forgets a config that was garbage collected.
+func (f *Factory) unconfigure(key weak.Pointer[pgxpool.Config]) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.configured, key)
+}
+
+// hooksOf returns the layers this factory composed into cfg, or nil.
+func (f *Factory) hooksOf(cfg *pgxpool.Config) *poolHooks {
+	if f == nil || cfg == nil {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.configured[weak.Make(cfg)]
+}
+
+// forget closes ph, whose pool could not be built or started.
+func (f *Factory) forget(ph *poolHooks) {
+	if ph == nil {
+		return
+	}
+	f.mu.Lock()
+	for i, p := range f.pools {
+		if p == ph {
+			f.pools = append(f.pools[:i:i], f.pools[i+1:]...)
+			break
+		}
+	}
+	f.mu.Unlock()
+	ph.close()
+}
+
+// compose builds cfg's layers and installs them. f.mu is held.
+func (f *Factory) compose(cfg *pgxpool.Config) (*poolHooks, error) {
+	cc := cfg.ConnConfig
+	ph := &poolHooks{f: f, base: cc.DialFunc, userBefore: cfg.BeforeConnect, static: cc.Password}
+	if f.dialFn != nil {
+		ph.base = f.dialFn
+	}
+	if f.encrypted {
+		cc.TLSConfig = nil
+		cc.Fallbacks = nil
+		cc.LookupFunc = func(_ context.Context, host string) ([]string, error) {
+			return []string{host}, nil
+		}
+	}
+	if ph.base == nil {
+		ph.base = (&net.Dialer{KeepAlive: 5 * time.Minute}).DialContext // pgx's default
+	}
+	cc.DialFunc = ph.dial
+
+	// The user's PrepareConn, or the deprecated BeforeAcquire (pgxpool
+	// ignores BeforeAcquire when PrepareConn is set).
+	ph.userPrepare = cfg.PrepareConn
+	//lint:ignore SA1019 the user's deprecated hook is honoured, not used
+	if ba := cfg.BeforeAcquire; ph.userPrepare == nil && ba != nil {
+		ph.userPrepare = func(ctx context.Context, c *pgx.Conn) (bool, error) { return ba(ctx, c), nil }
+	}
+
+	if f.blueGreen != nil {
+		r, err := bluegreen.NewRouter(cc, *f.blueGreen, ph.monitorConnect)
+		if err != nil {
+			return nil, &ConfigError{Field: "WithBlueGreen", Why: "cannot install blue/green routing", Err: err}
+		}
+		ph.bg = r
+	}
+	f.tel.Secret(cc.Password)
+	ph.tel = f.tel.Pool(context.Background(), cc)
+
+	// BeforeConnect: telemetry → blue/green → connect → the user's.
+	cfg.BeforeConnect = ph.beforeConnect
+
+	// PrepareConn and AfterRelease: blue/green → the user's.
+	if ph.bg != nil {
+		//lint:ignore SA1019 cleared because PrepareConn replaces it
+		cfg.BeforeAcquire = nil
+		cfg.PrepareConn = ph.prepareConn
+		if after := cfg.AfterRelease; after != nil {
+			// Only when one is set: pgxpool starts a goroutine per Release
+			// when AfterRelease is set.
+			cfg.AfterRelease = func(c *pgx.Conn) bool { return ph.bg.KeepOnRelease(c) && after(c) }
+		}
+	}
+
+	// Tracers: [blue/green, user's], then telemetry's pool tracer.
+	tracer := cc.Tracer
+	if ph.bg != nil {
+		if tracer == nil {
+			tracer = ph.bg.Tracer()
+		} else {
+			tracer = multitracer.New(ph.bg.Tracer(), tracer)
+		}
+	}
+	if ph.tel != nil {
+		tracer = ph.tel.Tracer(tracer)
+	}
+	cc.Tracer = tracer
+	return ph, nil
+}
+
+// dial is the pool's DialFunc: the fast path first, then the retry loop.
+func (ph *poolHooks) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	conn, err := ph.f.firstDial(ctx, ph.base, network, addr)
+	if err == nil {
+		return conn, nil
+	}
+	conn, _, err = ph.f.redial(ctx, ph.base, network, addr, err, ph.f.maxDials)
+	return conn, err
+}
+
+// beforeConnect is the pool's BeforeConnect.
+func (ph *poolHooks) beforeConnect(ctx context.Context, cc *pgx.ConnConfig) error {
+	if ph.bg != nil {
+		ph.startOnce.Do(ph.bg.Start) // the monitors start with the pool
+	}
+	if ph.tel != nil {
+		return ph.tel.BeforeConnect(ctx, cc, ph.route)
+	}
+	return ph.route(ctx, cc)
+}
+
+// route is the blue/green layer of BeforeConnect.
+func (ph *poolHooks) route(ctx context.Context, cc *pgx.ConnConfig) error {
+	if ph.bg != nil {
+		if err := ph.bg.BeforeConnect(ctx, cc); err != nil {
+			return err
+		}
+	}
+	return ph.connect(ctx, cc)
+}
+
+// connect is the factory's own layer of BeforeConnect: a fresh password and
+// one dial allowance for a connection pgx may dial more than once; then the
+// user's BeforeConnect.
+func (ph *poolHooks) connect(ctx context.Context, cc *pgx.ConnConfig) error {
+	f := ph.f
+	if f.password != nil {
+		pw, err := f.fetchPassword(ctx)
+		if err != nil {
+			return err
+		}
+		cc.Password = pw
+	}
+	if len(cc.Fallbacks) > 0 {
+		// pgx may dial more than once for this connection (sslmode=prefer
+		// or allow, several hosts): share one allowance between the dials.
+		cc.DialFunc = (&connectDial{f: f, base: ph.base}).dial
+	}
+	if ph.userBefore != nil {
+		if err := ph.userBefore(ctx, cc); err != nil {
+			return err
+		}
+	}
+	if ph.tel == nil && cc.Password != ph.static {
+		// Inactive telemetry: only watch fetched tokens for the log
+		// redactor, off the Acquire path (active telemetry does it).
+		f.tel.Secret(cc.Password)
+	}
+	return nil
+}
+
+// monitorConnect prepares a blue/green monitor's connection: the factory's
+// password, never the pool's hooks.
+func (ph *poolHooks) monitorConnect(ctx context.Context, cc *pgx.ConnConfig) error {
+	if ph.f.password == nil {
+		return nil
+	}
+	pw, err := ph.f.fetchPassword(ctx)
+	if err != nil {
+		return err
+	}
+	cc.Password = pw
+	ph.f.tel.Secret(pw)
+	return nil
+}
+
+// prepareConn is the pool's PrepareConn with blue/green routing.
+func (ph *poolHooks) prepareConn(ctx context.Context, c *pgx.Conn) (bool, error) {
+	keep, err := ph.bg.PrepareConn(ctx, c)
+	if !keep || err != nil || ph.userPrepare == nil {
+		return keep, err
+	}
+	return ph.userPrepare(ctx, c)
+}
+
+// attach tells the layers which pool they serve (NewPool knows it at
+// once; otherwise they learn it at the first Acquire).
+func (ph *poolHooks) attach(pool *pgxpool.Pool) {
+	if ph == nil {
+		return
+	}
+	if ph.bg != nil {
+		ph.bg.Attach(pool)
+	}
+	ph.tel.Watch(pool)
+}
+
+// close stops the layers' goroutines (the blue/green monitors).
+func (ph *poolHooks) close() {
+	if ph != nil && ph.bg != nil {
+		ph.bg.Close()
+	}
+}
