@@ -460,8 +460,8 @@ func TestControllerDrainRefusesStatsDisabledBeforeAnyChange(t *testing.T) {
 	e.f5.AddPoolMember("web", "web-1:80", f5test.Member{Conns: 3})
 	e.a10.AddServer("app-1", a10test.Real{Conns: 25, StatsDisabled: true})
 	out, err := e.ctrl.Do(context.Background(), lb.Request{Operator: "alice", Action: lb.ActionDrain, Group: group})
-	if !errors.Is(err, lb.ErrStatsDisabled) || out.Entry.Result != lb.ResultFailed {
-		t.Fatalf("Do = %v (%s), want ErrStatsDisabled", err, out.Entry.Result)
+	if kindOf(err) != lb.KindStatsDisabled || out.Entry.Result != lb.ResultFailed {
+		t.Fatalf("Do = %v (%s), want KindStatsDisabled", err, out.Entry.Result)
 	}
 	if n := e.f5.Count("PATCH", "/ltm/") + e.a10.Count("POST", "/slb/"); n != 0 {
 		t.Errorf("%d state changes, want 0: the group is refused before any change", n)

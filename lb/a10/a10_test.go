@@ -194,8 +194,8 @@ func TestStatsDisabledIsRefused(t *testing.T) {
 			srv.AddServer("app-1", tt.real)
 			ctx := login(t, c)
 			n, err := c.Connections(ctx, tt.member)
-			if !errors.Is(err, lb.ErrStatsDisabled) || lb.Retryable(err) {
-				t.Fatalf("Connections = %d, %v; want ErrStatsDisabled (the device reads 0 with 7 connections)", n, err)
+			if kindOf(err) != lb.KindStatsDisabled || retryable(err) {
+				t.Fatalf("Connections = %d, %v; want KindStatsDisabled (the device reads 0 with 7 connections)", n, err)
 			}
 			if !strings.Contains(err.Error(), "stats-data-disable") {
 				t.Errorf("error = %q, want it to name the setting", err)
@@ -223,8 +223,8 @@ func TestInvalidSessionReAuthenticatesOnce(t *testing.T) {
 	// A session that stays invalid after one re-auth is an error, not a loop.
 	srv.Inject(a10test.Fault{Kind: a10test.ExpireSession, Path: "/stats", Times: -1})
 	_, err = c.Connections(ctx, server)
-	if !errors.Is(err, lb.ErrSession) {
-		t.Fatalf("Connections = %v, want ErrSession", err)
+	if kindOf(err) != lb.KindSession {
+		t.Fatalf("Connections = %v, want KindSession", err)
 	}
 	if got := srv.Logins(); got != 3 {
 		t.Errorf("logins = %d, want 3: one more re-auth, no more", got)
@@ -264,15 +264,15 @@ func TestErrorsAreClassified(t *testing.T) {
 		name      string
 		fault     *a10test.Fault
 		member    lb.Member
-		want      error
+		want      lb.Kind
 		code      int64
 		retryable bool
 	}{
-		{"busy code on HTTP 400", &a10test.Fault{Kind: a10test.Busy, Path: "/slb/"}, server, lb.ErrBusy, a10.CodeSystemBusy, true},
-		{"no write privilege", &a10test.Fault{Kind: a10test.Denied, Path: "/slb/"}, server, lb.ErrNoPrivilege, a10.CodeNoPrivilege, false},
-		{"unknown server", nil, lb.Member{Node: "nope"}, lb.ErrNotFound, a10.CodeNotFound, false},
-		{"unknown port", nil, lb.Member{Node: "app-1", Port: 9}, lb.ErrNotFound, 0, false},
-		{"server error", &a10test.Fault{Kind: a10test.ServerError, Path: "/slb/"}, server, lb.ErrUnavailable, 0, true},
+		{"busy code on HTTP 400", &a10test.Fault{Kind: a10test.Busy, Path: "/slb/"}, server, lb.KindBusy, a10.CodeSystemBusy, true},
+		{"no write privilege", &a10test.Fault{Kind: a10test.Denied, Path: "/slb/"}, server, lb.KindNoPrivilege, a10.CodeNoPrivilege, false},
+		{"unknown server", nil, lb.Member{Node: "nope"}, lb.KindNotFound, a10.CodeNotFound, false},
+		{"unknown port", nil, lb.Member{Node: "app-1", Port: 9}, lb.KindNotFound, 0, false},
+		{"server error", &a10test.Fault{Kind: a10test.ServerError, Path: "/slb/"}, server, lb.KindUnavailable, 0, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -287,8 +287,8 @@ func TestErrorsAreClassified(t *testing.T) {
 			if tt.fault == nil {
 				_, err = c.State(ctx, tt.member)
 			}
-			if !errors.Is(err, tt.want) || lb.Retryable(err) != tt.retryable {
-				t.Fatalf("error = %v, want %v (retryable %v)", err, tt.want, tt.retryable)
+			if kindOf(err) != tt.want || retryable(err) != tt.retryable {
+				t.Fatalf("error = %v, want Kind %v (retryable %v)", err, tt.want, tt.retryable)
 			}
 			var ae *lb.APIError
 			if !errors.As(err, &ae) || ae.Code != tt.code {
@@ -329,11 +329,11 @@ func TestPartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer shared.Logout(ctx)
-	if _, err := shared.State(ctx, server); !errors.Is(err, lb.ErrNotFound) {
-		t.Errorf("in shared: State = %v, want ErrNotFound", err)
+	if _, err := shared.State(ctx, server); kindOf(err) != lb.KindNotFound {
+		t.Errorf("in shared: State = %v, want KindNotFound", err)
 	}
-	if err := client("nope").Login(ctx); !errors.Is(err, lb.ErrNotFound) || !strings.Contains(err.Error(), `"nope"`) {
-		t.Errorf("unknown partition: Login = %v, want ErrNotFound naming it", err)
+	if err := client("nope").Login(ctx); kindOf(err) != lb.KindNotFound || !strings.Contains(err.Error(), `"nope"`) {
+		t.Errorf("unknown partition: Login = %v, want KindNotFound naming it", err)
 	}
 }
 
@@ -353,15 +353,15 @@ func TestLogoutAndLoginFailures(t *testing.T) {
 	if err := c.Logout(ctx); err != nil {
 		t.Errorf("second Logout = %v", err)
 	}
-	if _, err := c.State(ctx, server); !errors.Is(err, lb.ErrSession) {
-		t.Errorf("State after logout = %v, want ErrSession", err)
+	if _, err := c.State(ctx, server); kindOf(err) != lb.KindSession {
+		t.Errorf("State after logout = %v, want KindSession", err)
 	}
 
 	const secret = "Qz!distinctive-A10-secret"
 	_, bad := setup(t, a10test.Options{EchoBody: true}, a10.Config{Password: secret})
 	err := bad.Login(ctx)
-	if !errors.Is(err, lb.ErrAuth) {
-		t.Fatalf("Login = %v, want ErrAuth", err)
+	if kindOf(err) != lb.KindAuth {
+		t.Fatalf("Login = %v, want KindAuth", err)
 	}
 	if strings.Contains(err.Error(), secret) || !strings.Contains(err.Error(), "Incorrect user name or password") {
 		t.Errorf("error = %q: want the device's message with the password redacted", err)
@@ -414,4 +414,18 @@ func TestServiceGroupMembersRefused(t *testing.T) {
 	if len(srv.Requests()) != n {
 		t.Error("a request was made for an unsupported member")
 	}
+}
+
+// kindOf returns the Kind of the *lb.APIError in err, or 0.
+func kindOf(err error) lb.Kind {
+	if ae, ok := errors.AsType[*lb.APIError](err); ok {
+		return ae.Kind
+	}
+	return 0
+}
+
+// retryable reports whether err holds a retryable *lb.APIError.
+func retryable(err error) bool {
+	ae, ok := errors.AsType[*lb.APIError](err)
+	return ok && ae.Retryable()
 }

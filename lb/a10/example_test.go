@@ -35,7 +35,8 @@ func Example() {
 	defer c.Logout(ctx)
 
 	_, err = c.Connections(ctx, lb.Member{Node: "app-1"})
-	fmt.Println(errors.Is(err, lb.ErrStatsDisabled))
+	ae, ok := errors.AsType[*lb.APIError](err)
+	fmt.Println(ok && ae.Kind == lb.KindStatsDisabled)
 
 	srv.SetStatsDisabled("app-1", false)
 	port := lb.Member{Node: "app-1", Port: 8080}

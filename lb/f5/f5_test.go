@@ -276,8 +276,8 @@ func TestDeniedAfterReLoginIsNoPrivilege(t *testing.T) {
 	defer c.Logout(ctx)
 	srv.Inject(f5test.Fault{Kind: f5test.Denied, Method: "PATCH", Path: "/ltm/", Times: -1})
 	err := c.SetState(ctx, poolMember, lb.ForcedOffline)
-	if !errors.Is(err, lb.ErrNoPrivilege) || lb.Retryable(err) {
-		t.Fatalf("SetState = %v, want ErrNoPrivilege, not retryable", err)
+	if kindOf(err) != lb.KindNoPrivilege || retryable(err) {
+		t.Fatalf("SetState = %v, want KindNoPrivilege, not retryable", err)
 	}
 	if got := srv.Logins(); got != 2 {
 		t.Errorf("logins = %d, want 2: exactly one re-login", got)
@@ -290,14 +290,14 @@ func TestErrorsAreClassified(t *testing.T) {
 		name      string
 		fault     *f5test.Fault
 		member    lb.Member
-		want      error
+		want      lb.Kind
 		retryable bool
 	}{
-		{"busy", &f5test.Fault{Kind: f5test.Busy, Path: "/ltm/"}, poolMember, lb.ErrBusy, true},
-		{"server error", &f5test.Fault{Kind: f5test.ServerError, Path: "/ltm/"}, poolMember, lb.ErrUnavailable, true},
-		{"unknown member", nil, lb.Member{Pool: "web", Node: "nope", Port: 80}, lb.ErrNotFound, false},
-		{"unknown pool", nil, lb.Member{Pool: "nope", Node: "web-1", Port: 80}, lb.ErrNotFound, false},
-		{"404 answer", &f5test.Fault{Kind: f5test.NotFound, Path: "/ltm/"}, poolMember, lb.ErrNotFound, false},
+		{"busy", &f5test.Fault{Kind: f5test.Busy, Path: "/ltm/"}, poolMember, lb.KindBusy, true},
+		{"server error", &f5test.Fault{Kind: f5test.ServerError, Path: "/ltm/"}, poolMember, lb.KindUnavailable, true},
+		{"unknown member", nil, lb.Member{Pool: "web", Node: "nope", Port: 80}, lb.KindNotFound, false},
+		{"unknown pool", nil, lb.Member{Pool: "nope", Node: "web-1", Port: 80}, lb.KindNotFound, false},
+		{"404 answer", &f5test.Fault{Kind: f5test.NotFound, Path: "/ltm/"}, poolMember, lb.KindNotFound, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -313,8 +313,8 @@ func TestErrorsAreClassified(t *testing.T) {
 				srv.Inject(*tt.fault)
 			}
 			_, err := c.State(ctx, tt.member)
-			if !errors.Is(err, tt.want) || lb.Retryable(err) != tt.retryable {
-				t.Fatalf("State = %v, want %v (retryable %v)", err, tt.want, tt.retryable)
+			if kindOf(err) != tt.want || retryable(err) != tt.retryable {
+				t.Fatalf("State = %v, want Kind %v (retryable %v)", err, tt.want, tt.retryable)
 			}
 			var ae *lb.APIError
 			if !errors.As(err, &ae) || ae.Vendor != "f5" || ae.Op != "state" || !strings.HasPrefix(err.Error(), "lb: f5 state ") {
@@ -330,8 +330,8 @@ func TestLoginFailures(t *testing.T) {
 		t.Parallel()
 		_, c := setup(t, f5test.Options{}, f5.Config{Password: "wrong"})
 		err := c.Login(context.Background())
-		if !errors.Is(err, lb.ErrAuth) || lb.Retryable(err) {
-			t.Fatalf("Login = %v, want ErrAuth", err)
+		if kindOf(err) != lb.KindAuth || retryable(err) {
+			t.Fatalf("Login = %v, want KindAuth", err)
 		}
 	})
 	t.Run("token limit", func(t *testing.T) {
@@ -343,8 +343,8 @@ func TestLoginFailures(t *testing.T) {
 		}
 		defer other.Logout(context.Background())
 		err := c.Login(context.Background())
-		if !errors.Is(err, lb.ErrAuth) || !strings.Contains(err.Error(), "maximum active login tokens") {
-			t.Fatalf("Login = %v, want ErrAuth about the token limit", err)
+		if kindOf(err) != lb.KindAuth || !strings.Contains(err.Error(), "maximum active login tokens") {
+			t.Fatalf("Login = %v, want KindAuth about the token limit", err)
 		}
 	})
 	t.Run("busy while restarting", func(t *testing.T) {
@@ -352,16 +352,16 @@ func TestLoginFailures(t *testing.T) {
 		srv, c := setup(t, f5test.Options{}, f5.Config{})
 		srv.Inject(f5test.Fault{Kind: f5test.Busy, Path: "/authn/login"})
 		err := c.Login(context.Background())
-		if !errors.Is(err, lb.ErrBusy) || !lb.Retryable(err) {
-			t.Fatalf("Login = %v, want retryable ErrBusy", err)
+		if kindOf(err) != lb.KindBusy || !retryable(err) {
+			t.Fatalf("Login = %v, want retryable KindBusy", err)
 		}
 	})
 	t.Run("not logged in", func(t *testing.T) {
 		t.Parallel()
 		srv, c := setup(t, f5test.Options{}, f5.Config{})
 		_, err := c.State(context.Background(), poolMember)
-		if !errors.Is(err, lb.ErrSession) || len(srv.Requests()) != 0 {
-			t.Fatalf("State = %v with %d requests, want ErrSession and none", err, len(srv.Requests()))
+		if kindOf(err) != lb.KindSession || len(srv.Requests()) != 0 {
+			t.Fatalf("State = %v with %d requests, want KindSession and none", err, len(srv.Requests()))
 		}
 	})
 }
@@ -474,8 +474,8 @@ func TestPasswordNeverInErrors(t *testing.T) {
 	// error message.
 	_, c := setup(t, f5test.Options{EchoBody: true}, f5.Config{Password: secret})
 	err := c.Login(context.Background())
-	if !errors.Is(err, lb.ErrAuth) {
-		t.Fatalf("Login = %v, want ErrAuth", err)
+	if kindOf(err) != lb.KindAuth {
+		t.Fatalf("Login = %v, want KindAuth", err)
 	}
 	if strings.Contains(err.Error(), secret) || !strings.Contains(err.Error(), lb.Redacted) {
 		t.Errorf("error = %q: the password must be redacted", err)
@@ -554,8 +554,8 @@ func TestSlowDeviceIsUnavailableAndRetryable(t *testing.T) {
 	srv.Inject(f5test.Fault{Kind: f5test.Slow, Path: "/stats", Delay: time.Minute})
 	start := time.Now()
 	_, err = c.Connections(ctx, poolMember)
-	if !errors.Is(err, lb.ErrUnavailable) || !lb.Retryable(err) {
-		t.Fatalf("Connections = %v, want a retryable ErrUnavailable", err)
+	if kindOf(err) != lb.KindUnavailable || !retryable(err) {
+		t.Fatalf("Connections = %v, want a retryable KindUnavailable", err)
 	}
 	if time.Since(start) > 30*time.Second {
 		t.Errorf("the client waited for the slow answer instead of its own timeout")
@@ -563,4 +563,18 @@ func TestSlowDeviceIsUnavailableAndRetryable(t *testing.T) {
 	if n, err := c.Connections(ctx, poolMember); err != nil || n != 0 {
 		t.Errorf("next call = %d, %v; the fault applies once", n, err)
 	}
+}
+
+// kindOf returns the Kind of the *lb.APIError in err, or 0.
+func kindOf(err error) lb.Kind {
+	if ae, ok := errors.AsType[*lb.APIError](err); ok {
+		return ae.Kind
+	}
+	return 0
+}
+
+// retryable reports whether err holds a retryable *lb.APIError.
+func retryable(err error) bool {
+	ae, ok := errors.AsType[*lb.APIError](err)
+	return ok && ae.Retryable()
 }
