@@ -1,6 +1,13 @@
 # The Makefile mirrors CI: .ci/run calls "make test".
 .PHONY: help demo test fmt vet lint unit bench fuzz
 
+# Every Go module of the repository; vet, lint and unit run in each. lb is
+# its own module (the load-balancer drain and its CLI), nested in this one.
+MODULES := . lb
+
+# in_modules runs a command in every module and stops at the first failure.
+in_modules = set -e; for m in $(MODULES); do echo "==> $$m: $(1)"; (cd $$m && $(1)); done
+
 help: ## list targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
 
@@ -9,18 +16,18 @@ demo: ## run the main demo (needs Go and the PostgreSQL server binaries)
 
 test: fmt vet lint unit ## every check CI runs
 
-fmt: ## fail if gofmt would change a file
+fmt: ## fail if gofmt would change a file, in any module
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-vet: ## go vet
-	go vet ./...
+vet: ## go vet, in every module
+	@$(call in_modules,go vet ./...)
 
-lint: ## staticcheck, pinned
-	go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+lint: ## staticcheck, pinned, in every module
+	@$(call in_modules,go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...)
 
-unit: ## all tests with the race detector, against real PostgreSQL servers
-	go test -race -count=1 ./...
+unit: ## all tests with the race detector, against real PostgreSQL servers, in every module
+	@$(call in_modules,go test -race -count=1 ./...)
 
 bench: ## holdfast against plain pgxpool, same run, same server
 	go test -run '^$$' -bench . -benchmem -count 5 .

@@ -165,9 +165,9 @@ type Balancer interface {
 	// State reads the member's administrative state.
 	State(ctx context.Context, m Member) (State, error)
 	// Connections reads the member's current connections. It returns an
-	// error matching [ErrStatsDisabled] when the device does not count them
-	// (A10 with statistics collection disabled reads 0), so that a 0 is
-	// never mistaken for a drained member.
+	// [*APIError] of Kind [KindStatsDisabled] when the device does not
+	// count them (A10 with statistics collection disabled reads 0), so
+	// that a 0 is never mistaken for a drained member.
 	Connections(ctx context.Context, m Member) (int64, error)
 	// SetState changes the member's administrative state. Setting the state
 	// it is already in succeeds.

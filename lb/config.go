@@ -70,10 +70,11 @@ const (
 	VendorA10 = "a10"
 )
 
-// Config is the JSON configuration of [github.com/holdfast-db/holdfast/cmd/holdfast-lb]:
-// balancers, groups of members, operators' permissions, drain bounds and
-// the database holding the lock and the audit trail. Load it with
-// [LoadConfig] or [ParseConfig], which validate it. A Config is plain data;
+// Config is the JSON configuration of
+// [github.com/holdfast-db/holdfast/lb/cmd/holdfast-lb]: balancers, groups of
+// members, operators' permissions, drain bounds and the database holding
+// the lock and the audit trail. Load it with [LoadConfig] or
+// [ParseConfig], which validate it. A Config is plain data;
 // do not modify it while others read it.
 //
 //	{

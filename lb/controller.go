@@ -593,7 +593,7 @@ func (c *Controller) Status(ctx context.Context, group string, nodes ...string) 
 		switch {
 		case err == nil:
 			m.Conns = n
-		case errors.Is(err, ErrStatsDisabled):
+		case kindOf(err) == KindStatsDisabled:
 			m.StatsDisabled = true
 		default:
 			m.Err = err

@@ -14,16 +14,16 @@ import (
 	"testing"
 	"time"
 
-	fakea10 "github.com/holdfast-db/holdfast/fakes/a10"
-	fakef5 "github.com/holdfast-db/holdfast/fakes/f5"
 	"github.com/holdfast-db/holdfast/lb"
+	"github.com/holdfast-db/holdfast/lb/a10/a10test"
+	"github.com/holdfast-db/holdfast/lb/f5/f5test"
 )
 
 // env is a controller over one fake F5 ("f5") and one fake A10 ("a10"),
 // with its lock and audit trail in PostgreSQL.
 type env struct {
-	f5    *fakef5.Server
-	a10   *fakea10.Server
+	f5    *f5test.Server
+	a10   *a10test.Server
 	store *lb.PGStore
 	logs  *syncBuffer
 	ctrl  *lb.Controller
@@ -71,8 +71,8 @@ func newEnv(t *testing.T, o envOpts) *env {
 	t.Helper()
 	e := &env{logs: &syncBuffer{}}
 	var f5c, a10c lb.Balancer
-	e.f5, f5c = newF5(t, fakef5.Options{})
-	e.a10, a10c = newA10(t, fakea10.Options{})
+	e.f5, f5c = newF5(t, f5test.Options{})
+	e.a10, a10c = newA10(t, a10test.Options{})
 	e.store, _ = newStore(t)
 	if o.drain == (lb.DrainConfig{}) {
 		o.drain = fast
@@ -145,9 +145,9 @@ func TestControllerDrainsAGroupAndAuditsIt(t *testing.T) {
 		}},
 		perms: lb.Permissions{"alice": {group}},
 	})
-	e.f5.AddPoolMember("web", "web-1:80", fakef5.Member{Conns: 9, Decay: []int64{5, 3, 0}, Monitor: true})
-	e.f5.AddPoolMember("web", "web-2:80", fakef5.Member{Conns: 2, Decay: []int64{1, 0}})
-	e.a10.AddServer("app-1", fakea10.Real{Ports: []fakea10.Port{{Number: 8080, Conns: 6, Decay: []int64{4, 1, 0}}}})
+	e.f5.AddPoolMember("web", "web-1:80", f5test.Member{Conns: 9, Decay: []int64{5, 3, 0}, Monitor: true})
+	e.f5.AddPoolMember("web", "web-2:80", f5test.Member{Conns: 2, Decay: []int64{1, 0}})
+	e.a10.AddServer("app-1", a10test.Real{Ports: []a10test.Port{{Number: 8080, Conns: 6, Decay: []int64{4, 1, 0}}}})
 
 	var progress []lb.Progress
 	out, err := e.ctrl.Do(context.Background(), lb.Request{Operator: "alice", Action: lb.ActionDrain, Group: group, Progress: func(p lb.Progress) { progress = append(progress, p) }})
@@ -210,7 +210,7 @@ func TestControllerDrainsAGroupAndAuditsIt(t *testing.T) {
 	if err != nil || out.Entry.Result != lb.ResultOK {
 		t.Fatalf("enable: %v (%s)", err, out.Entry.Result)
 	}
-	if st, _ := e.f5.MemberState("web", "web-1:80"); st != (fakef5.State{Session: "user-enabled", State: "user-up"}) {
+	if st, _ := e.f5.MemberState("web", "web-1:80"); st != (f5test.State{Session: "user-enabled", State: "user-up"}) {
 		t.Errorf("web-1 after enable = %+v", st)
 	}
 	if a, _ := e.a10.Action("app-1", 8080); a != "enable" {
@@ -227,11 +227,11 @@ func TestControllerDrainTimeout(t *testing.T) {
 	tests := []struct {
 		name      string
 		restore   bool
-		wantState fakef5.State
+		wantState f5test.State
 		wantAfter string
 	}{
-		{"left forced offline", false, fakef5.State{Session: "user-disabled", State: "user-down"}, "forced-offline"},
-		{"restored on failure", true, fakef5.State{Session: "user-enabled", State: "user-up"}, "enabled"},
+		{"left forced offline", false, f5test.State{Session: "user-disabled", State: "user-down"}, "forced-offline"},
+		{"restored on failure", true, f5test.State{Session: "user-enabled", State: "user-up"}, "enabled"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -242,8 +242,8 @@ func TestControllerDrainTimeout(t *testing.T) {
 				perms:  lb.Permissions{"alice": {group}},
 				drain:  lb.DrainConfig{Interval: 10 * time.Millisecond, Timeout: 150 * time.Millisecond},
 			})
-			e.f5.AddPoolMember("web", "web-1:80", fakef5.Member{Conns: 9, Decay: []int64{5, 3}}) // stuck at 3
-			e.f5.AddPoolMember("web", "web-2:80", fakef5.Member{Conns: 1, Decay: []int64{0}})
+			e.f5.AddPoolMember("web", "web-1:80", f5test.Member{Conns: 9, Decay: []int64{5, 3}}) // stuck at 3
+			e.f5.AddPoolMember("web", "web-2:80", f5test.Member{Conns: 1, Decay: []int64{0}})
 			out, err := e.ctrl.Do(context.Background(), lb.Request{Operator: "alice", Action: lb.ActionDrain, Group: group, RestoreOnFailure: tt.restore})
 			var nd *lb.NotDrainedError
 			if !errors.As(err, &nd) || nd.Conns != 3 || nd.Member != "f5 web/web-1:80" {
@@ -284,9 +284,9 @@ func TestControllerSkipsTheRestAfterAFailure(t *testing.T) {
 		drain:       lb.DrainConfig{Interval: 10 * time.Millisecond, Timeout: 100 * time.Millisecond},
 		concurrency: 1,
 	})
-	e.f5.AddPoolMember("web", "web-1:80", fakef5.Member{Conns: 4, Decay: []int64{4}})
-	e.f5.AddPoolMember("web", "web-2:80", fakef5.Member{Conns: 4})
-	e.f5.AddPoolMember("web", "web-3:80", fakef5.Member{Conns: 4})
+	e.f5.AddPoolMember("web", "web-1:80", f5test.Member{Conns: 4, Decay: []int64{4}})
+	e.f5.AddPoolMember("web", "web-2:80", f5test.Member{Conns: 4})
+	e.f5.AddPoolMember("web", "web-3:80", f5test.Member{Conns: 4})
 	out, err := e.ctrl.Do(context.Background(), lb.Request{Operator: "alice", Action: lb.ActionDrain, Group: group})
 	if !errors.Is(err, lb.ErrNotDrained) || errors.Is(err, lb.ErrSkipped) {
 		t.Fatalf("Do = %v, want ErrNotDrained only", err)
@@ -313,7 +313,7 @@ func TestControllerRefusesAnUnlistedGroupBeforeAnyCall(t *testing.T) {
 		groups: map[string][]lb.Target{group: {f5Member("web", "web-1", 80)}, other: {{Balancer: "a10", Member: lb.Member{Node: "app-1"}}}},
 		perms:  lb.Permissions{"bob": {other}},
 	})
-	e.f5.AddPoolMember("web", "web-1:80", fakef5.Member{})
+	e.f5.AddPoolMember("web", "web-1:80", f5test.Member{})
 	for _, op := range []string{"bob", "mallory", ""} {
 		out, err := e.ctrl.Do(context.Background(), lb.Request{Operator: op, Action: lb.ActionDrain, Group: group})
 		var pe *lb.NotPermittedError
@@ -348,7 +348,7 @@ func TestControllerRefusesWhileAnotherOwnerHoldsTheGroup(t *testing.T) {
 		groups: map[string][]lb.Target{group: {f5Member("web", "web-1", 80)}},
 		perms:  lb.Permissions{"alice": {group}, "bob": {group}},
 	})
-	e.f5.AddPoolMember("web", "web-1:80", fakef5.Member{Conns: 1})
+	e.f5.AddPoolMember("web", "web-1:80", f5test.Member{Conns: 1})
 	ctx := context.Background()
 	lease, err := e.store.Lock(ctx, group, "bob")
 	if err != nil {
@@ -390,7 +390,7 @@ func TestControllerBoundsConcurrency(t *testing.T) {
 			}
 			e := newEnv(t, envOpts{groups: map[string][]lb.Target{group: targets}, perms: lb.Permissions{"alice": {group}}, concurrency: limit})
 			for i := range 6 {
-				e.f5.AddPoolMember("web", fmt.Sprintf("web-%d:80", i), fakef5.Member{Conns: 3, Decay: []int64{2, 1, 0}})
+				e.f5.AddPoolMember("web", fmt.Sprintf("web-%d:80", i), f5test.Member{Conns: 3, Decay: []int64{2, 1, 0}})
 			}
 			// Hold stats reads until limit+1 of them wait at once, which never
 			// happens when at most limit members are driven at once: after
@@ -411,13 +411,13 @@ func TestControllerSetActions(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		action lb.Action
-		want   fakef5.State
+		want   f5test.State
 		a10    string
 		after  string
 	}{
-		{lb.ActionDisable, fakef5.State{Session: "user-disabled", State: "user-up"}, "disable-with-health-check", "disabled"},
-		{lb.ActionForcedOffline, fakef5.State{Session: "user-disabled", State: "user-down"}, "disable", "forced-offline"},
-		{lb.ActionEnable, fakef5.State{Session: "user-enabled", State: "user-up"}, "enable", "enabled"},
+		{lb.ActionDisable, f5test.State{Session: "user-disabled", State: "user-up"}, "disable-with-health-check", "disabled"},
+		{lb.ActionForcedOffline, f5test.State{Session: "user-disabled", State: "user-down"}, "disable", "forced-offline"},
+		{lb.ActionEnable, f5test.State{Session: "user-enabled", State: "user-up"}, "enable", "enabled"},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.action), func(t *testing.T) {
@@ -427,8 +427,8 @@ func TestControllerSetActions(t *testing.T) {
 				groups: map[string][]lb.Target{group: {f5Member("", "db-1", 0), {Balancer: "a10", Member: lb.Member{Node: "app-1"}}}},
 				perms:  lb.Permissions{"alice": {"*"}},
 			})
-			e.f5.AddNode("db-1", fakef5.Member{Conns: 3, Decay: []int64{1}})
-			e.a10.AddServer("app-1", fakea10.Real{Conns: 2, StatsDisabled: true}) // fine unless draining
+			e.f5.AddNode("db-1", f5test.Member{Conns: 3, Decay: []int64{1}})
+			e.a10.AddServer("app-1", a10test.Real{Conns: 2, StatsDisabled: true}) // fine unless draining
 			out, err := e.ctrl.Do(context.Background(), lb.Request{Operator: "alice", Action: tt.action, Group: group})
 			if err != nil {
 				t.Fatal(err)
@@ -457,11 +457,11 @@ func TestControllerDrainRefusesStatsDisabledBeforeAnyChange(t *testing.T) {
 		groups: map[string][]lb.Target{group: {f5Member("web", "web-1", 80), {Balancer: "a10", Member: lb.Member{Node: "app-1"}}}},
 		perms:  lb.Permissions{"alice": {group}},
 	})
-	e.f5.AddPoolMember("web", "web-1:80", fakef5.Member{Conns: 3})
-	e.a10.AddServer("app-1", fakea10.Real{Conns: 25, StatsDisabled: true})
+	e.f5.AddPoolMember("web", "web-1:80", f5test.Member{Conns: 3})
+	e.a10.AddServer("app-1", a10test.Real{Conns: 25, StatsDisabled: true})
 	out, err := e.ctrl.Do(context.Background(), lb.Request{Operator: "alice", Action: lb.ActionDrain, Group: group})
-	if !errors.Is(err, lb.ErrStatsDisabled) || out.Entry.Result != lb.ResultFailed {
-		t.Fatalf("Do = %v (%s), want ErrStatsDisabled", err, out.Entry.Result)
+	if kindOf(err) != lb.KindStatsDisabled || out.Entry.Result != lb.ResultFailed {
+		t.Fatalf("Do = %v (%s), want KindStatsDisabled", err, out.Entry.Result)
 	}
 	if n := e.f5.Count("PATCH", "/ltm/") + e.a10.Count("POST", "/slb/"); n != 0 {
 		t.Errorf("%d state changes, want 0: the group is refused before any change", n)
@@ -476,7 +476,7 @@ func TestControllerCanceled(t *testing.T) {
 		perms:  lb.Permissions{"alice": {group}},
 		drain:  lb.DrainConfig{Interval: time.Hour, Timeout: 2 * time.Hour},
 	})
-	e.f5.AddPoolMember("web", "web-1:80", fakef5.Member{Conns: 3, Decay: []int64{3}})
+	e.f5.AddPoolMember("web", "web-1:80", f5test.Member{Conns: 3, Decay: []int64{3}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	out, err := e.ctrl.Do(ctx, lb.Request{Operator: "alice", Action: lb.ActionDrain, Group: group, Progress: func(lb.Progress) { cancel() }})
@@ -517,7 +517,7 @@ func TestControllerStopsWhenTheLockIsLost(t *testing.T) {
 		perms:  lb.Permissions{"alice": {group}},
 		locker: &memLocker{lost: true},
 	})
-	e.f5.AddPoolMember("web", "web-1:80", fakef5.Member{Conns: 3})
+	e.f5.AddPoolMember("web", "web-1:80", f5test.Member{Conns: 3})
 	_, err := e.ctrl.Do(context.Background(), lb.Request{Operator: "alice", Action: lb.ActionForcedOffline, Group: group})
 	if !errors.Is(err, lb.ErrLockLost) {
 		t.Fatalf("Do = %v, want ErrLockLost", err)
@@ -541,7 +541,7 @@ func TestControllerDoesNothingItCannotAudit(t *testing.T) {
 		perms:  lb.Permissions{"alice": {group}},
 		audit:  failingAudit{},
 	})
-	e.f5.AddPoolMember("web", "web-1:80", fakef5.Member{Conns: 3})
+	e.f5.AddPoolMember("web", "web-1:80", f5test.Member{Conns: 3})
 	out, err := e.ctrl.Do(context.Background(), lb.Request{Operator: "alice", Action: lb.ActionForcedOffline, Group: group})
 	if !errors.Is(err, lb.ErrStore) || out.Entry.Result != lb.ResultFailed {
 		t.Fatalf("Do = %v (%s), want ErrStore", err, out.Entry.Result)
@@ -564,10 +564,10 @@ func TestControllerStatus(t *testing.T) {
 		}},
 		perms: lb.Permissions{"alice": {group}},
 	})
-	e.f5.AddPoolMember("web", "web-1:80", fakef5.Member{Conns: 7})
-	e.f5.AddPoolMember("web", "web-2:80", fakef5.Member{Conns: 7, Decay: []int64{4}})
-	e.f5.AddPoolMember("web", "web-3:80", fakef5.Member{Conns: 7, Decay: []int64{0}})
-	e.a10.AddServer("app-1", fakea10.Real{Conns: 3, StatsDisabled: true})
+	e.f5.AddPoolMember("web", "web-1:80", f5test.Member{Conns: 7})
+	e.f5.AddPoolMember("web", "web-2:80", f5test.Member{Conns: 7, Decay: []int64{4}})
+	e.f5.AddPoolMember("web", "web-3:80", f5test.Member{Conns: 7, Decay: []int64{0}})
+	e.a10.AddServer("app-1", a10test.Real{Conns: 3, StatsDisabled: true})
 	ctx := context.Background()
 	if _, err := e.ctrl.Do(ctx, lb.Request{Operator: "alice", Action: lb.ActionForcedOffline, Group: group, Nodes: []string{"web-2", "web-3"}}); err != nil {
 		t.Fatal(err)
@@ -650,7 +650,7 @@ func TestControllerInvalidRequests(t *testing.T) {
 
 func TestNewControllerValidates(t *testing.T) {
 	t.Parallel()
-	_, c := newF5(t, fakef5.Options{})
+	_, c := newF5(t, f5test.Options{})
 	bal := map[string]lb.Balancer{"f5": c}
 	groups := map[string][]lb.Target{"g": {f5Member("web", "web-1", 80)}}
 	tests := []struct {

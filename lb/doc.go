@@ -17,23 +17,40 @@
 // [github.com/holdfast-db/holdfast/lb/f5] (iControl REST) and
 // [github.com/holdfast-db/holdfast/lb/a10] (aXAPI v3); both re-login once
 // by themselves when a call answers that the session expired, and both
-// classify failures as an [*APIError] with a [Kind]:
+// report failures as an [*APIError] whose [Kind] says what the device
+// answered:
 //
-//	| Kind              | Example                                  | Retryable |
-//	|-------------------|------------------------------------------|-----------|
-//	| KindSession       | 401 again after the one re-login (A10)   | no        |
-//	| KindAuth          | wrong password, F5 token limit reached   | no        |
-//	| KindBusy          | A10 code 1023464193, F5 503 (restarting) | yes       |
-//	| KindUnavailable   | connection refused, timeout, other 5xx   | yes       |
-//	| KindNotFound      | no such pool, member, server, partition  | no        |
-//	| KindNoPrivilege   | F5 401 after re-login or 403, A10 419545856 | no     |
-//	| KindStatsDisabled | A10 stats-data-disable: counters read 0  | no        |
-//	| KindBadResponse   | unparsable answer                        | no        |
-//	| KindRejected      | other 4xx                                | no        |
+//	| Kind              | Example                                     | Retryable |
+//	|-------------------|---------------------------------------------|-----------|
+//	| KindSession       | 401 again after the one re-login (A10)      | no        |
+//	| KindAuth          | wrong password, F5 token limit reached      | no        |
+//	| KindBusy          | A10 code 1023464193, F5 503 (restarting)    | yes       |
+//	| KindUnavailable   | connection refused, timeout, other 5xx      | yes       |
+//	| KindNotFound      | no such pool, member, server, partition     | no        |
+//	| KindNoPrivilege   | F5 401 after re-login or 403, A10 419545856 | no        |
+//	| KindStatsDisabled | A10 stats-data-disable: counters read 0     | no        |
+//	| KindBadResponse   | unparsable answer                           | no        |
+//	| KindRejected      | other 4xx                                   | no        |
 //
-// Errors match sentinels ([ErrBusy], [ErrNotFound], ...) through
-// [errors.Is]; [Retryable] tells the transient ones. Credentials and
-// session tokens never appear in errors: device messages are redacted.
+// Find it with errors.AsType (or errors.As) and ask it:
+//
+//	if ae, ok := errors.AsType[*lb.APIError](err); ok && ae.Retryable() {
+//		// busy or unreachable: try again later
+//	}
+//
+// Credentials and session tokens never appear in errors: device messages
+// are redacted.
+//
+// # Errors
+//
+// Failures are typed errors, found with errors.AsType or errors.As, and
+// each type's doc says whether it is retryable: [*APIError] (a balancer
+// call), [*NotDrainedError], [*StateMismatchError], [*NotPermittedError],
+// [*LockedError], [*LockLostError], [*ConfigError] and [*StoreError]. Like
+// the error types of holdfast's other packages, each also matches one
+// sentinel through errors.Is ([ErrNotDrained], [ErrLocked], ...). The only
+// sentinel without a type is [ErrSkipped], recorded for the members a group
+// request did not start.
 //
 // # Draining
 //

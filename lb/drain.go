@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/holdfast-db/holdfast/internal/drain"
+	"github.com/holdfast-db/holdfast/lb/internal/drain"
 )
 
 // Defaults of [DrainConfig]. Interval and Timeout are those of the drain
@@ -145,7 +145,7 @@ func (d *drainer) preflight(ctx context.Context, needConns bool) (DrainResult, e
 	res.Before, res.After = st, st
 	n, err := retryTransient(ctx, d.cfg, func() (int64, error) { return d.b.Connections(ctx, d.m) })
 	if err != nil {
-		if needConns || !errors.Is(err, ErrStatsDisabled) {
+		if needConns || kindOf(err) != KindStatsDisabled {
 			return res, err
 		}
 		n = ConnsUnknown
@@ -201,7 +201,7 @@ func (d *drainer) wait(ctx context.Context, res DrainResult) (DrainResult, error
 		res.Elapsed = time.Since(start)
 		n, err := d.poll(ctx, &res, &lastAlive)
 		if err != nil {
-			if !Retryable(err) || streak >= d.cfg.MaxTransient {
+			if !retryable(err) || streak >= d.cfg.MaxTransient {
 				return nil, err
 			}
 			streak++
@@ -267,7 +267,7 @@ func (d *drainer) report(p Poll) {
 func retryTransient[T any](ctx context.Context, cfg DrainConfig, f func() (T, error)) (T, error) {
 	for i := 0; ; i++ {
 		v, err := f()
-		if err == nil || !Retryable(err) || i >= cfg.MaxTransient {
+		if err == nil || !retryable(err) || i >= cfg.MaxTransient {
 			return v, err
 		}
 		t := time.NewTimer(cfg.Interval)

@@ -9,17 +9,16 @@ import (
 	"time"
 )
 
-// Kind classifies an [*APIError]: what the device answered and what to do
-// about it.
+// Kind says what a balancer answered, in an [*APIError]. Whether it is
+// worth retrying is [APIError.Retryable]: only KindBusy and KindUnavailable
+// are. The zero Kind is not used.
 type Kind int
 
 const (
-	// KindUnknown is an answer this package does not recognise. Fatal.
-	KindUnknown Kind = iota
 	// KindSession: the admin session is missing or expired and logging in
 	// again once did not help (or no session was opened). Fatal: the
 	// adapters have already re-logged in once.
-	KindSession
+	KindSession Kind = iota + 1
 	// KindAuth: the device refused the credentials at login, or the user
 	// has too many active sessions. Fatal.
 	KindAuth
@@ -46,43 +45,71 @@ const (
 	KindRejected
 )
 
-var kindNames = [...]string{"unknown error", "session expired", "authentication failed", "busy", "unavailable", "not found", "no privilege", "statistics disabled", "bad response", "rejected"}
+var kindNames = [...]string{
+	KindSession: "session expired", KindAuth: "authentication failed", KindBusy: "busy",
+	KindUnavailable: "unavailable", KindNotFound: "not found", KindNoPrivilege: "no privilege",
+	KindStatsDisabled: "statistics disabled", KindBadResponse: "bad response", KindRejected: "rejected",
+}
 
 // String returns a short lower-case description, such as "not found".
 func (k Kind) String() string {
-	if k < 0 || int(k) >= len(kindNames) {
+	if k <= 0 || int(k) >= len(kindNames) {
 		return "Kind(" + strconv.Itoa(int(k)) + ")"
 	}
 	return kindNames[k]
 }
 
-// Retryable reports whether a later attempt may succeed: [KindBusy] and
-// [KindUnavailable].
-func (k Kind) Retryable() bool { return k == KindBusy || k == KindUnavailable }
+// Retryable reports whether k is KindBusy or KindUnavailable.
+//
+// Deprecated: use [APIError.Retryable], which also says no for a call
+// whose context was canceled.
+func (k Kind) Retryable() bool { return k.transient() }
 
-// Sentinels matched by [*APIError] values of each [Kind] through
-// [errors.Is].
+func (k Kind) transient() bool { return k == KindBusy || k == KindUnavailable }
+
+// Sentinels, one per [Kind], that an [*APIError] matches through
+// errors.Is. They are deprecated: compare the error's Kind instead, for
+// example
+//
+//	if ae, ok := errors.AsType[*lb.APIError](err); ok && ae.Kind == lb.KindNotFound {
+//		// ...
+//	}
 var (
-	ErrSession       = errors.New("lb: session expired")
-	ErrAuth          = errors.New("lb: authentication failed")
-	ErrBusy          = errors.New("lb: balancer busy")
-	ErrUnavailable   = errors.New("lb: balancer unavailable")
-	ErrNotFound      = errors.New("lb: not found")
-	ErrNoPrivilege   = errors.New("lb: no privilege")
+	// Deprecated: use KindSession.
+	ErrSession = errors.New("lb: session expired")
+	// Deprecated: use KindAuth.
+	ErrAuth = errors.New("lb: authentication failed")
+	// Deprecated: use KindBusy.
+	ErrBusy = errors.New("lb: balancer busy")
+	// Deprecated: use KindUnavailable.
+	ErrUnavailable = errors.New("lb: balancer unavailable")
+	// Deprecated: use KindNotFound.
+	ErrNotFound = errors.New("lb: not found")
+	// Deprecated: use KindNoPrivilege.
+	ErrNoPrivilege = errors.New("lb: no privilege")
+	// Deprecated: use KindStatsDisabled.
 	ErrStatsDisabled = errors.New("lb: statistics disabled")
-	ErrBadResponse   = errors.New("lb: bad response")
-	ErrRejected      = errors.New("lb: request rejected")
+	// Deprecated: use KindBadResponse.
+	ErrBadResponse = errors.New("lb: bad response")
+	// Deprecated: use KindRejected.
+	ErrRejected = errors.New("lb: request rejected")
 )
 
-var kindSentinels = map[Kind]error{
+var kindSentinels = [...]error{
 	KindSession: ErrSession, KindAuth: ErrAuth, KindBusy: ErrBusy, KindUnavailable: ErrUnavailable,
 	KindNotFound: ErrNotFound, KindNoPrivilege: ErrNoPrivilege, KindStatsDisabled: ErrStatsDisabled,
 	KindBadResponse: ErrBadResponse, KindRejected: ErrRejected,
 }
 
-// APIError is a failed call to a load balancer's API. Adapters build it
-// with the device's message already stripped of credentials. It is
-// retryable when [Kind.Retryable] is (see [Retryable]).
+// APIError is a failed call to a load balancer's API; Kind says what the
+// device answered. Adapters build it with the device's message already
+// stripped of credentials. It is retryable when [APIError.Retryable] says
+// so: for KindBusy and KindUnavailable, unless the caller canceled the
+// call. Find it in an error chain with errors.AsType (or errors.As):
+//
+//	if ae, ok := errors.AsType[*lb.APIError](err); ok && ae.Retryable() {
+//		// try again later
+//	}
 type APIError struct {
 	Vendor  string // "f5" or "a10"
 	Op      string // "login", "state", "connections", "set-state", ...
@@ -137,26 +164,41 @@ func (e *APIError) Error() string {
 // Unwrap returns Err.
 func (e *APIError) Unwrap() error { return e.Err }
 
-// Is matches the sentinel of e's Kind, such as [ErrNotFound].
+// Is matches the deprecated sentinel of e's Kind, such as [ErrNotFound].
 func (e *APIError) Is(target error) bool {
-	s, ok := kindSentinels[e.Kind]
-	return ok && s == target
+	return e.Kind > 0 && int(e.Kind) < len(kindSentinels) && kindSentinels[e.Kind] == target
 }
 
-// Retryable reports whether e's Kind is retryable.
-func (e *APIError) Retryable() bool { return e.Kind.Retryable() }
-
-// Retryable reports whether err is worth retrying later: an [*APIError]
-// of a retryable [Kind] that does not come from a canceled context. A
-// request that timed out (the HTTP client's timeout, which wraps
+// Retryable reports whether a later attempt may succeed: e's Kind is
+// KindBusy or KindUnavailable, and the call was not canceled. A request
+// that timed out (the HTTP client's timeout, which wraps
 // context.DeadlineExceeded) is retryable; callers stop retrying when their
 // own context ends.
-func Retryable(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) {
-		return false
+func (e *APIError) Retryable() bool {
+	return e.Kind.transient() && !errors.Is(e.Err, context.Canceled)
+}
+
+// Retryable reports whether err holds an [*APIError] that is
+// [APIError.Retryable], and is not a canceled context.
+//
+// Deprecated: use errors.AsType (or errors.As) to find the *APIError and
+// call its Retryable method.
+func Retryable(err error) bool { return retryable(err) }
+
+// kindOf returns the Kind of the [*APIError] in err, or 0 if there is none.
+func kindOf(err error) Kind {
+	if ae, ok := errors.AsType[*APIError](err); ok {
+		return ae.Kind
 	}
-	var ae *APIError
-	return errors.As(err, &ae) && ae.Retryable()
+	return 0
+}
+
+// retryable reports whether err is a transient balancer failure, worth
+// another call: an [*APIError] that is Retryable, and no cancellation
+// anywhere in err.
+func retryable(err error) bool {
+	ae, ok := errors.AsType[*APIError](err)
+	return ok && ae.Retryable() && !errors.Is(err, context.Canceled)
 }
 
 // ErrNotDrained is matched by every [*NotDrainedError].

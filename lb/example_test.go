@@ -7,20 +7,20 @@ import (
 	"strings"
 	"time"
 
-	fakef5 "github.com/holdfast-db/holdfast/fakes/f5"
 	"github.com/holdfast-db/holdfast/lb"
 	"github.com/holdfast-db/holdfast/lb/f5"
+	"github.com/holdfast-db/holdfast/lb/f5/f5test"
 )
 
 // Drain a BIG-IP pool member before a deploy: force it offline, wait until
 // its connections are gone, deploy, enable it again. The fake's
 // connections decay by one step per poll.
 func ExampleDrain() {
-	srv := fakef5.New(fakef5.Options{})
+	srv := f5test.New(f5test.Options{})
 	defer srv.Close()
-	srv.AddPoolMember("web", "web-1:80", fakef5.Member{Conns: 12, Decay: []int64{7, 2, 0}, Monitor: true})
+	srv.AddPoolMember("web", "web-1:80", f5test.Member{Conns: 12, Decay: []int64{7, 2, 0}, Monitor: true})
 
-	b, err := f5.New(f5.Config{Endpoint: srv.URL(), Username: fakef5.DefaultUsername, Password: fakef5.DefaultPassword, HTTPClient: srv.Client()})
+	b, err := f5.New(f5.Config{Endpoint: srv.URL(), Username: f5test.DefaultUsername, Password: f5test.DefaultPassword, HTTPClient: srv.Client()})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -60,11 +60,11 @@ func ExampleDrain() {
 // When the connections do not go away within the bound, Drain says so and
 // the deploy must not go ahead.
 func ExampleDrain_timeout() {
-	srv := fakef5.New(fakef5.Options{})
+	srv := f5test.New(f5test.Options{})
 	defer srv.Close()
-	srv.AddNode("db-1", fakef5.Member{Conns: 5, Decay: []int64{3}}) // a pooled client never lets go
+	srv.AddNode("db-1", f5test.Member{Conns: 5, Decay: []int64{3}}) // a pooled client never lets go
 
-	b, _ := f5.New(f5.Config{Endpoint: srv.URL(), Username: fakef5.DefaultUsername, Password: fakef5.DefaultPassword, HTTPClient: srv.Client()})
+	b, _ := f5.New(f5.Config{Endpoint: srv.URL(), Username: f5test.DefaultUsername, Password: f5test.DefaultPassword, HTTPClient: srv.Client()})
 	ctx := context.Background()
 	if err := b.Login(ctx); err != nil {
 		fmt.Println(err)

@@ -5,7 +5,8 @@
 // It is the procedure of taking a node out of service safely, shared by
 // holdfast's readiness package (an HTTP service drains its pool and its
 // in-flight requests) and by load-balancer drains (a node forced offline
-// drains its current connections):
+// drains its current connections; the lb module, which cannot import this
+// one, keeps an identical copy of drain.go in lb/internal/drain):
 //
 //  1. the caller stops sending new work (readiness answers 503, the load
 //     balancer node goes forced-offline);

@@ -1,5 +1,8 @@
 package drain
 
+// lb/internal/drain/drain.go is a copy of this file for the lb module, which
+// cannot import the root module; internal/drain/sync_test.go keeps them equal.
+
 import (
 	"context"
 	"errors"

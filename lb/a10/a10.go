@@ -396,8 +396,9 @@ func (c *Client) State(ctx context.Context, m lb.Member) (lb.State, error) {
 // Connections reads curr-conn (server) or curr_conn (port), accepting both
 // spellings at both levels. When statistics collection is disabled
 // (stats-data-action "stats-data-disable" on the server or the port) the
-// counters read 0 whatever the traffic, so it refuses with an error
-// matching [lb.ErrStatsDisabled] instead of returning a false 0.
+// counters read 0 whatever the traffic, so it refuses with an
+// [*lb.APIError] of Kind [lb.KindStatsDisabled] instead of returning a
+// false 0.
 func (c *Client) Connections(ctx context.Context, m lb.Member) (int64, error) {
 	_, _, statsOff, err := c.object(ctx, "connections", m)
 	if err != nil {

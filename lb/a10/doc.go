@@ -34,8 +34,8 @@
 // [Client.Connections] reads curr-conn from /stats, accepting curr_conn
 // too (ACOS spells it both ways, by version and level). When the server
 // or port has stats-data-action "stats-data-disable", every counter reads
-// 0 whatever the traffic: it then returns an error matching
-// [lb.ErrStatsDisabled] rather than a 0 that would pass for drained.
+// 0 whatever the traffic: it then returns an [*lb.APIError] of Kind
+// [lb.KindStatsDisabled] rather than a 0 that would pass for drained.
 //
 // # Errors
 //

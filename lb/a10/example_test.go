@@ -5,22 +5,22 @@ import (
 	"errors"
 	"fmt"
 
-	fakea10 "github.com/holdfast-db/holdfast/fakes/a10"
 	"github.com/holdfast-db/holdfast/lb"
 	"github.com/holdfast-db/holdfast/lb/a10"
+	"github.com/holdfast-db/holdfast/lb/a10/a10test"
 )
 
 // A server whose statistics collection is disabled reads 0 connections
 // whatever its traffic; the client refuses to report that 0.
 func Example() {
-	srv := fakea10.New(fakea10.Options{})
+	srv := a10test.New(a10test.Options{})
 	defer srv.Close()
-	srv.AddServer("app-1", fakea10.Real{Conns: 30, StatsDisabled: true, Ports: []fakea10.Port{{Number: 8080, Conns: 4}}})
+	srv.AddServer("app-1", a10test.Real{Conns: 30, StatsDisabled: true, Ports: []a10test.Port{{Number: 8080, Conns: 4}}})
 
 	c, err := a10.New(a10.Config{
 		Endpoint:   srv.URL(), // "https://thunder.example.net" in production
-		Username:   fakea10.DefaultUsername,
-		Password:   fakea10.DefaultPassword,
+		Username:   a10test.DefaultUsername,
+		Password:   a10test.DefaultPassword,
 		HTTPClient: srv.Client(),
 	})
 	if err != nil {
@@ -35,7 +35,8 @@ func Example() {
 	defer c.Logout(ctx)
 
 	_, err = c.Connections(ctx, lb.Member{Node: "app-1"})
-	fmt.Println(errors.Is(err, lb.ErrStatsDisabled))
+	ae, ok := errors.AsType[*lb.APIError](err)
+	fmt.Println(ok && ae.Kind == lb.KindStatsDisabled)
 
 	srv.SetStatsDisabled("app-1", false)
 	port := lb.Member{Node: "app-1", Port: 8080}

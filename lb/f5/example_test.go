@@ -4,22 +4,22 @@ import (
 	"context"
 	"fmt"
 
-	fakef5 "github.com/holdfast-db/holdfast/fakes/f5"
 	"github.com/holdfast-db/holdfast/lb"
 	"github.com/holdfast-db/holdfast/lb/f5"
+	"github.com/holdfast-db/holdfast/lb/f5/f5test"
 )
 
 // Force a pool member offline and read it back. BIG-IP reads back a state
 // that differs from the one written; the client maps it.
 func Example() {
-	srv := fakef5.New(fakef5.Options{})
+	srv := f5test.New(f5test.Options{})
 	defer srv.Close()
-	srv.AddPoolMember("web", "10.0.0.7:443", fakef5.Member{Conns: 3, Monitor: true})
+	srv.AddPoolMember("web", "10.0.0.7:443", f5test.Member{Conns: 3, Monitor: true})
 
 	c, err := f5.New(f5.Config{
 		Endpoint:   srv.URL(), // "https://bigip.example.net" in production
-		Username:   fakef5.DefaultUsername,
-		Password:   fakef5.DefaultPassword,
+		Username:   f5test.DefaultUsername,
+		Password:   f5test.DefaultPassword,
 		HTTPClient: srv.Client(),
 	})
 	if err != nil {

@@ -1,9 +1,5 @@
-// Package f5 is a fake F5 BIG-IP iControl REST API for tests, on an
-// [net/http/httptest] server.
-//
-// Import it under another name, since the client package is also f5:
-//
-//	import fakef5 "github.com/holdfast-db/holdfast/fakes/f5"
+// Package f5test is a fake F5 BIG-IP iControl REST API for tests of
+// [github.com/holdfast-db/holdfast/lb/f5], on an [net/http/httptest] server.
 //
 // # What it fakes
 //
@@ -44,4 +40,4 @@
 //
 // A Server is safe for concurrent use; [Server.Close] ends held and slow
 // requests and stops it.
-package f5
+package f5test

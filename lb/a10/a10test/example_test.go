@@ -1,4 +1,4 @@
-package a10_test
+package a10test_test
 
 import (
 	"bytes"
@@ -6,16 +6,16 @@ import (
 	"fmt"
 	"net/http"
 
-	fakea10 "github.com/holdfast-db/holdfast/fakes/a10"
+	"github.com/holdfast-db/holdfast/lb/a10/a10test"
 )
 
 // The fake speaks aXAPI v3. With statistics collection disabled, a server
 // with live connections reports curr-conn 0: the pitfall a drain must
 // refuse to trust.
 func Example() {
-	srv := fakea10.New(fakea10.Options{})
+	srv := a10test.New(a10test.Options{})
 	defer srv.Close()
-	srv.AddServer("app-1", fakea10.Real{Conns: 30, StatsDisabled: true})
+	srv.AddServer("app-1", a10test.Real{Conns: 30, StatsDisabled: true})
 
 	send := func(method, path, sig string, body any) map[string]any {
 		b, _ := json.Marshal(body)
@@ -32,7 +32,7 @@ func Example() {
 		_ = json.NewDecoder(resp.Body).Decode(&m)
 		return m
 	}
-	auth := send("POST", "/axapi/v3/auth", "", map[string]any{"credentials": map[string]string{"username": fakea10.DefaultUsername, "password": fakea10.DefaultPassword}})
+	auth := send("POST", "/axapi/v3/auth", "", map[string]any{"credentials": map[string]string{"username": a10test.DefaultUsername, "password": a10test.DefaultPassword}})
 	sig := auth["authresponse"].(map[string]any)["signature"].(string)
 
 	server := send("GET", "/axapi/v3/slb/server/app-1", sig, nil)["server"].(map[string]any)

@@ -1,4 +1,4 @@
-package f5_test
+package f5test_test
 
 import (
 	"bytes"
@@ -6,16 +6,16 @@ import (
 	"fmt"
 	"net/http"
 
-	fakef5 "github.com/holdfast-db/holdfast/fakes/f5"
+	"github.com/holdfast-db/holdfast/lb/f5/f5test"
 )
 
 // The fake speaks iControl REST: log in for a token, force a pool member
 // offline, and read its current connections as they decay, one value per
 // stats read.
 func Example() {
-	srv := fakef5.New(fakef5.Options{})
+	srv := f5test.New(f5test.Options{})
 	defer srv.Close()
-	srv.AddPoolMember("web", "web-1:80", fakef5.Member{Conns: 12, Decay: []int64{4, 0}, Monitor: true})
+	srv.AddPoolMember("web", "web-1:80", f5test.Member{Conns: 12, Decay: []int64{4, 0}, Monitor: true})
 
 	send := func(method, path, token string, body any) map[string]any {
 		b, _ := json.Marshal(body)
@@ -31,7 +31,7 @@ func Example() {
 		_ = json.NewDecoder(resp.Body).Decode(&m)
 		return m
 	}
-	login := send("POST", "/mgmt/shared/authn/login", "", map[string]string{"username": fakef5.DefaultUsername, "password": fakef5.DefaultPassword})
+	login := send("POST", "/mgmt/shared/authn/login", "", map[string]string{"username": f5test.DefaultUsername, "password": f5test.DefaultPassword})
 	token := login["token"].(map[string]any)["token"].(string)
 
 	const member = "/mgmt/tm/ltm/pool/~Common~web/members/~Common~web-1:80"

@@ -1,9 +1,5 @@
-// Package a10 is a fake A10 ACOS aXAPI v3 for tests, on an
-// [net/http/httptest] server.
-//
-// Import it under another name, since the client package is also a10:
-//
-//	import fakea10 "github.com/holdfast-db/holdfast/fakes/a10"
+// Package a10test is a fake A10 ACOS aXAPI v3 for tests of
+// [github.com/holdfast-db/holdfast/lb/a10], on an [net/http/httptest] server.
 //
 // # What it fakes
 //
@@ -41,4 +37,4 @@
 //
 // A Server is safe for concurrent use; [Server.Close] ends held and slow
 // requests and stops it.
-package a10
+package a10test

@@ -1,4 +1,4 @@
-package a10
+package a10test
 
 import (
 	"crypto/rand"
@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/holdfast-db/holdfast/fakes/internal/lbfake"
+	"github.com/holdfast-db/holdfast/lb/internal/lbfake"
 )
 
 // Defaults of [Options].

@@ -1,4 +1,4 @@
-package a10_test
+package a10test_test
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	fakea10 "github.com/holdfast-db/holdfast/fakes/a10"
+	"github.com/holdfast-db/holdfast/lb/a10/a10test"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -29,7 +29,7 @@ func (c *clock) Add(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-func call(t *testing.T, srv *fakea10.Server, method, path, sig string, body any) (int, map[string]any) {
+func call(t *testing.T, srv *a10test.Server, method, path, sig string, body any) (int, map[string]any) {
 	t.Helper()
 	var rd io.Reader
 	if body != nil {
@@ -55,9 +55,9 @@ func call(t *testing.T, srv *fakea10.Server, method, path, sig string, body any)
 	return resp.StatusCode, m
 }
 
-func auth(t *testing.T, srv *fakea10.Server) string {
+func auth(t *testing.T, srv *a10test.Server) string {
 	t.Helper()
-	code, m := call(t, srv, "POST", "/axapi/v3/auth", "", map[string]any{"credentials": map[string]string{"username": fakea10.DefaultUsername, "password": fakea10.DefaultPassword}})
+	code, m := call(t, srv, "POST", "/axapi/v3/auth", "", map[string]any{"credentials": map[string]string{"username": a10test.DefaultUsername, "password": a10test.DefaultPassword}})
 	ar, _ := m["authresponse"].(map[string]any)
 	if code != 200 || ar["signature"] == "" {
 		t.Fatalf("auth = %d %v", code, m)
@@ -81,9 +81,9 @@ func dig(m map[string]any, keys ...string) any {
 func TestAuthAnswers(t *testing.T) {
 	t.Parallel()
 	clk := &clock{now: time.Unix(1_700_000_000, 0)}
-	srv := fakea10.New(fakea10.Options{Now: clk.Now, IdleTimeout: time.Minute})
+	srv := a10test.New(a10test.Options{Now: clk.Now, IdleTimeout: time.Minute})
 	defer srv.Close()
-	srv.AddServer("app-1", fakea10.Real{})
+	srv.AddServer("app-1", a10test.Real{})
 	code, m := call(t, srv, "POST", "/axapi/v3/auth", "", map[string]any{"credentials": map[string]string{"username": "admin", "password": "x"}})
 	if code != 403 || dig(m, "authorizationschema", "error") != "Incorrect user name or password" || dig(m, "authorizationschema", "code") != float64(403) {
 		t.Errorf("bad credentials = %d %v", code, m)
@@ -115,9 +115,9 @@ func TestAuthAnswers(t *testing.T) {
 
 func TestServerActionOperAndStats(t *testing.T) {
 	t.Parallel()
-	srv := fakea10.New(fakea10.Options{})
+	srv := a10test.New(a10test.Options{})
 	defer srv.Close()
-	srv.AddServer("app-1", fakea10.Real{Conns: 9, Decay: []int64{2, 0}, Ports: []fakea10.Port{{Number: 80, Conns: 4, Decay: []int64{1}}}})
+	srv.AddServer("app-1", a10test.Real{Conns: 9, Decay: []int64{2, 0}, Ports: []a10test.Port{{Number: 80, Conns: 4, Decay: []int64{1}}}})
 	sig := auth(t, srv)
 	const base = "/axapi/v3/slb/server/app-1"
 	code, m := call(t, srv, "POST", base, sig, map[string]any{"server": map[string]string{"action": "disable"}})
@@ -145,16 +145,16 @@ func TestServerActionOperAndStats(t *testing.T) {
 		t.Errorf("invalid action = %d %v", code, m)
 	}
 	code, m = call(t, srv, "GET", "/axapi/v3/slb/server/nope", sig, nil)
-	if code != 404 || dig(m, "response", "err", "code") != float64(fakea10.CodeNotFound) {
+	if code != 404 || dig(m, "response", "err", "code") != float64(a10test.CodeNotFound) {
 		t.Errorf("unknown server = %d %v", code, m)
 	}
 }
 
 func TestStatsDisabledReadsZero(t *testing.T) {
 	t.Parallel()
-	srv := fakea10.New(fakea10.Options{})
+	srv := a10test.New(a10test.Options{})
 	defer srv.Close()
-	srv.AddServer("app-1", fakea10.Real{Conns: 9, StatsDisabled: true})
+	srv.AddServer("app-1", a10test.Real{Conns: 9, StatsDisabled: true})
 	sig := auth(t, srv)
 	_, m := call(t, srv, "GET", "/axapi/v3/slb/server/app-1/stats", sig, nil)
 	if dig(m, "server", "stats", "curr-conn") != float64(0) {
@@ -173,9 +173,9 @@ func TestStatsDisabledReadsZero(t *testing.T) {
 
 func TestPutReplacesTheObject(t *testing.T) {
 	t.Parallel()
-	srv := fakea10.New(fakea10.Options{})
+	srv := a10test.New(a10test.Options{})
 	defer srv.Close()
-	srv.AddServer("app-1", fakea10.Real{Ports: []fakea10.Port{{Number: 80}}})
+	srv.AddServer("app-1", a10test.Real{Ports: []a10test.Port{{Number: 80}}})
 	sig := auth(t, srv)
 	call(t, srv, "PUT", "/axapi/v3/slb/server/app-1", sig, map[string]any{"server": map[string]string{"action": "disable"}})
 	if _, ok := srv.Action("app-1", 80); ok {
@@ -185,9 +185,9 @@ func TestPutReplacesTheObject(t *testing.T) {
 
 func TestPartitions(t *testing.T) {
 	t.Parallel()
-	srv := fakea10.New(fakea10.Options{Partitions: []string{"p1"}})
+	srv := a10test.New(a10test.Options{Partitions: []string{"p1"}})
 	defer srv.Close()
-	srv.AddServer("app-1", fakea10.Real{Partition: "p1"})
+	srv.AddServer("app-1", a10test.Real{Partition: "p1"})
 	sig := auth(t, srv)
 	if code, _ := call(t, srv, "GET", "/axapi/v3/slb/server/app-1", sig, nil); code != 404 {
 		t.Errorf("in shared = %d, want 404", code)
@@ -208,28 +208,28 @@ func TestPartitions(t *testing.T) {
 
 func TestFaults(t *testing.T) {
 	t.Parallel()
-	srv := fakea10.New(fakea10.Options{})
+	srv := a10test.New(a10test.Options{})
 	defer srv.Close()
-	srv.AddServer("app-1", fakea10.Real{})
+	srv.AddServer("app-1", a10test.Real{})
 	sig := auth(t, srv)
 	tests := []struct {
-		kind   fakea10.FaultKind
+		kind   a10test.FaultKind
 		status int
 		code   float64
 	}{
-		{fakea10.Busy, 400, fakea10.CodeSystemBusy},
-		{fakea10.Denied, 400, fakea10.CodeNoPrivilege},
-		{fakea10.NotFound, 404, fakea10.CodeNotFound},
-		{fakea10.ServerError, 500, 0},
+		{a10test.Busy, 400, a10test.CodeSystemBusy},
+		{a10test.Denied, 400, a10test.CodeNoPrivilege},
+		{a10test.NotFound, 404, a10test.CodeNotFound},
+		{a10test.ServerError, 500, 0},
 	}
 	for _, tt := range tests {
-		srv.Inject(fakea10.Fault{Kind: tt.kind, Path: "/slb/"})
+		srv.Inject(a10test.Fault{Kind: tt.kind, Path: "/slb/"})
 		code, m := call(t, srv, "GET", "/axapi/v3/slb/server/app-1", sig, nil)
 		if code != tt.status || dig(m, "response", "err", "code") != tt.code {
 			t.Errorf("fault %d = %d %v", tt.kind, code, m)
 		}
 	}
-	srv.Inject(fakea10.Fault{Kind: fakea10.ExpireSession})
+	srv.Inject(a10test.Fault{Kind: a10test.ExpireSession})
 	if code, _ := call(t, srv, "GET", "/axapi/v3/slb/server/app-1", sig, nil); code != 401 {
 		t.Errorf("ExpireSession = %d", code)
 	}

@@ -1,4 +1,4 @@
-package f5
+package f5test
 
 import (
 	"crypto/rand"
@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/holdfast-db/holdfast/fakes/internal/lbfake"
+	"github.com/holdfast-db/holdfast/lb/internal/lbfake"
 )
 
 // Defaults of [Options], and BIG-IP's limits.

@@ -13,18 +13,18 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	fakea10 "github.com/holdfast-db/holdfast/fakes/a10"
-	fakef5 "github.com/holdfast-db/holdfast/fakes/f5"
-	"github.com/holdfast-db/holdfast/internal/pgtest"
 	"github.com/holdfast-db/holdfast/lb"
+	"github.com/holdfast-db/holdfast/lb/a10/a10test"
+	"github.com/holdfast-db/holdfast/lb/f5/f5test"
+	"github.com/holdfast-db/holdfast/lb/internal/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 type cli struct {
 	group   string
-	fakeF5  *fakef5.Server
-	fakeA10 *fakea10.Server
+	fakeF5  *f5test.Server
+	fakeA10 *a10test.Server
 	config  string
 	env     map[string]string
 	dsn     string
@@ -32,12 +32,12 @@ type cli struct {
 
 // newCLI writes a configuration for one group (two F5 pool members and an
 // A10 server port) on fresh fakes; edit may change it.
-func newCLI(t *testing.T, group string, f5opts fakef5.Options, edit func(map[string]any)) *cli {
+func newCLI(t *testing.T, group string, f5opts f5test.Options, edit func(map[string]any)) *cli {
 	t.Helper()
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	group += "-" + hex.EncodeToString(b) // reruns and a shared PGTEST_DSN must not share groups
-	c := &cli{group: group, fakeF5: fakef5.New(f5opts), fakeA10: fakea10.New(fakea10.Options{}), dsn: pgtest.DSN(t)}
+	c := &cli{group: group, fakeF5: f5test.New(f5opts), fakeA10: a10test.New(a10test.Options{}), dsn: pgtest.DSN(t)}
 	t.Cleanup(c.fakeF5.Close)
 	t.Cleanup(c.fakeA10.Close)
 	cfg := map[string]any{
@@ -65,15 +65,15 @@ func newCLI(t *testing.T, group string, f5opts fakef5.Options, edit func(map[str
 	if err := os.WriteFile(c.config, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c.env = map[string]string{"HOLDFAST_LB_DSN": c.dsn, "F5_PASSWORD": fakef5.DefaultPassword, "A10_PASSWORD": fakea10.DefaultPassword, "HOLDFAST_LB_CONFIG": c.config}
+	c.env = map[string]string{"HOLDFAST_LB_DSN": c.dsn, "F5_PASSWORD": f5test.DefaultPassword, "A10_PASSWORD": a10test.DefaultPassword, "HOLDFAST_LB_CONFIG": c.config}
 	return c
 }
 
-func (c *cli) members(f5 fakef5.Member, a10 fakea10.Port) {
+func (c *cli) members(f5 f5test.Member, a10 a10test.Port) {
 	c.fakeF5.AddPoolMember("web", "web-1:80", f5)
 	c.fakeF5.AddPoolMember("web", "web-2:80", f5)
 	a10.Number = 8080
-	c.fakeA10.AddServer("app-1", fakea10.Real{Ports: []fakea10.Port{a10}})
+	c.fakeA10.AddServer("app-1", a10test.Real{Ports: []a10test.Port{a10}})
 }
 
 func (c *cli) run(t *testing.T, args ...string) (int, string, string) {
@@ -85,8 +85,8 @@ func (c *cli) run(t *testing.T, args ...string) (int, string, string) {
 
 func TestPipelineDrainDeployEnable(t *testing.T) {
 	t.Parallel()
-	c := newCLI(t, "cli-pipeline", fakef5.Options{}, nil)
-	c.members(fakef5.Member{Conns: 8, Decay: []int64{5, 2, 0}}, fakea10.Port{Conns: 3, Decay: []int64{1, 0}})
+	c := newCLI(t, "cli-pipeline", f5test.Options{}, nil)
+	c.members(f5test.Member{Conns: 8, Decay: []int64{5, 2, 0}}, a10test.Port{Conns: 3, Decay: []int64{1, 0}})
 
 	code, out, errOut := c.run(t, "-operator", "alice", "drain", c.group)
 	if code != exitOK {
@@ -147,8 +147,8 @@ func TestPipelineDrainDeployEnable(t *testing.T) {
 
 func TestDrainTimeoutExitsNonZero(t *testing.T) {
 	t.Parallel()
-	c := newCLI(t, "cli-timeout", fakef5.Options{}, nil)
-	c.members(fakef5.Member{Conns: 8, Decay: []int64{5, 2}}, fakea10.Port{Conns: 3, Decay: []int64{0}})
+	c := newCLI(t, "cli-timeout", f5test.Options{}, nil)
+	c.members(f5test.Member{Conns: 8, Decay: []int64{5, 2}}, a10test.Port{Conns: 3, Decay: []int64{0}})
 	code, out, errOut := c.run(t, "-operator", "alice", "drain", "-timeout", "150ms", c.group)
 	if code != exitNotDrained {
 		t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitNotDrained, out, errOut)
@@ -163,8 +163,8 @@ func TestDrainTimeoutExitsNonZero(t *testing.T) {
 
 func TestDrainRestoreOnFailure(t *testing.T) {
 	t.Parallel()
-	c := newCLI(t, "cli-restore", fakef5.Options{}, nil)
-	c.members(fakef5.Member{Conns: 8, Decay: []int64{2}}, fakea10.Port{Conns: 3, Decay: []int64{0}})
+	c := newCLI(t, "cli-restore", f5test.Options{}, nil)
+	c.members(f5test.Member{Conns: 8, Decay: []int64{2}}, a10test.Port{Conns: 3, Decay: []int64{0}})
 	code, _, errOut := c.run(t, "-operator", "alice", "drain", "-timeout", "100ms", "-restore-on-failure", c.group)
 	if code != exitNotDrained {
 		t.Fatalf("exit %d\n%s", code, errOut)
@@ -179,8 +179,8 @@ func TestDrainRestoreOnFailure(t *testing.T) {
 
 func TestRefusedBeforeAnyCall(t *testing.T) {
 	t.Parallel()
-	c := newCLI(t, "cli-refused", fakef5.Options{}, nil)
-	c.members(fakef5.Member{Conns: 1}, fakea10.Port{})
+	c := newCLI(t, "cli-refused", f5test.Options{}, nil)
+	c.members(f5test.Member{Conns: 1}, a10test.Port{})
 	code, _, errOut := c.run(t, "-operator", "bob", "disable", c.group)
 	if code != exitRefused || !strings.Contains(errOut, `operator "bob" may not control group "`+c.group+`"`) {
 		t.Fatalf("exit %d\n%s", code, errOut)
@@ -192,8 +192,8 @@ func TestRefusedBeforeAnyCall(t *testing.T) {
 
 func TestLockedGroupNamesTheHolder(t *testing.T) {
 	t.Parallel()
-	c := newCLI(t, "cli-locked", fakef5.Options{}, nil)
-	c.members(fakef5.Member{Conns: 1}, fakea10.Port{})
+	c := newCLI(t, "cli-locked", f5test.Options{}, nil)
+	c.members(f5test.Member{Conns: 1}, a10test.Port{})
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, c.dsn)
 	if err != nil {
@@ -221,10 +221,10 @@ func TestLockedGroupNamesTheHolder(t *testing.T) {
 
 func TestStatusShowsPhasesAndConnections(t *testing.T) {
 	t.Parallel()
-	c := newCLI(t, "cli-status", fakef5.Options{}, nil)
-	c.fakeF5.AddPoolMember("web", "web-1:80", fakef5.Member{Conns: 7})
-	c.fakeF5.AddPoolMember("web", "web-2:80", fakef5.Member{Conns: 7, Decay: []int64{3}})
-	c.fakeA10.AddServer("app-1", fakea10.Real{Ports: []fakea10.Port{{Number: 8080, Conns: 2, StatsDisabled: true}}})
+	c := newCLI(t, "cli-status", f5test.Options{}, nil)
+	c.fakeF5.AddPoolMember("web", "web-1:80", f5test.Member{Conns: 7})
+	c.fakeF5.AddPoolMember("web", "web-2:80", f5test.Member{Conns: 7, Decay: []int64{3}})
+	c.fakeA10.AddServer("app-1", a10test.Real{Ports: []a10test.Port{{Number: 8080, Conns: 2, StatsDisabled: true}}})
 	if code, _, errOut := c.run(t, "-operator", "alice", "forced-offline", "-node", "web-2", c.group); code != exitOK {
 		t.Fatalf("forced-offline exit %d\n%s", code, errOut)
 	}
@@ -247,7 +247,7 @@ func TestStatusShowsPhasesAndConnections(t *testing.T) {
 
 func TestUsageAndConfigErrors(t *testing.T) {
 	t.Parallel()
-	c := newCLI(t, "cli-usage", fakef5.Options{}, nil)
+	c := newCLI(t, "cli-usage", f5test.Options{}, nil)
 	bad := filepath.Join(t.TempDir(), "bad.json")
 	if err := os.WriteFile(bad, []byte(`{"database":{"dsn_env":"X"},"balancers":{"b":{"vendor":"f5","endpoint":"https://u:hunter2@x","username":"u","password":"p"}}}`), 0o600); err != nil {
 		t.Fatal(err)
@@ -300,8 +300,8 @@ func TestUsageAndConfigErrors(t *testing.T) {
 func TestSecretsNeverPrinted(t *testing.T) {
 	t.Parallel()
 	const secret = "Vq3-extremely-distinctive-pw"
-	c := newCLI(t, "cli-secret", fakef5.Options{EchoBody: true}, nil)
-	c.members(fakef5.Member{Conns: 1}, fakea10.Port{})
+	c := newCLI(t, "cli-secret", f5test.Options{EchoBody: true}, nil)
+	c.members(f5test.Member{Conns: 1}, a10test.Port{})
 	c.env["F5_PASSWORD"] = secret // the fake expects another one, and echoes the login body
 	code, out, errOut := c.run(t, "-operator", "alice", "drain", c.group)
 	if code != exitFailed {

@@ -1,4 +1,4 @@
-package f5_test
+package f5test_test
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	fakef5 "github.com/holdfast-db/holdfast/fakes/f5"
+	"github.com/holdfast-db/holdfast/lb/f5/f5test"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -30,7 +30,7 @@ func (c *clock) Add(d time.Duration) {
 }
 
 // call sends a request and decodes the JSON answer.
-func call(t *testing.T, srv *fakef5.Server, method, path, token string, body any) (int, map[string]any) {
+func call(t *testing.T, srv *f5test.Server, method, path, token string, body any) (int, map[string]any) {
 	t.Helper()
 	var rd io.Reader
 	if body != nil {
@@ -56,9 +56,9 @@ func call(t *testing.T, srv *fakef5.Server, method, path, token string, body any
 	return resp.StatusCode, m
 }
 
-func login(t *testing.T, srv *fakef5.Server) string {
+func login(t *testing.T, srv *f5test.Server) string {
 	t.Helper()
-	code, m := call(t, srv, "POST", "/mgmt/shared/authn/login", "", map[string]string{"username": fakef5.DefaultUsername, "password": fakef5.DefaultPassword, "loginProviderName": "tmos"})
+	code, m := call(t, srv, "POST", "/mgmt/shared/authn/login", "", map[string]string{"username": f5test.DefaultUsername, "password": f5test.DefaultPassword, "loginProviderName": "tmos"})
 	if code != 200 {
 		t.Fatalf("login: %d %v", code, m)
 	}
@@ -69,11 +69,11 @@ const member = "/mgmt/tm/ltm/pool/~Common~web/members/~Common~web-1:80"
 
 func TestLoginAnswer(t *testing.T) {
 	t.Parallel()
-	srv := fakef5.New(fakef5.Options{})
+	srv := f5test.New(f5test.Options{})
 	defer srv.Close()
-	code, m := call(t, srv, "POST", "/mgmt/shared/authn/login", "", map[string]string{"username": fakef5.DefaultUsername, "password": fakef5.DefaultPassword})
+	code, m := call(t, srv, "POST", "/mgmt/shared/authn/login", "", map[string]string{"username": f5test.DefaultUsername, "password": f5test.DefaultPassword})
 	tok, _ := m["token"].(map[string]any)
-	if code != 200 || tok["token"] == "" || tok["timeout"] != float64(1200) || tok["kind"] != "shared:authz:tokens:authtokenitemstate" || m["username"] != fakef5.DefaultUsername {
+	if code != 200 || tok["token"] == "" || tok["timeout"] != float64(1200) || tok["kind"] != "shared:authz:tokens:authtokenitemstate" || m["username"] != f5test.DefaultUsername {
 		t.Errorf("login = %d %v", code, m)
 	}
 	code, m = call(t, srv, "POST", "/mgmt/shared/authn/login", "", map[string]string{"username": "admin", "password": "nope"})
@@ -88,15 +88,15 @@ func TestLoginAnswer(t *testing.T) {
 func TestTokens(t *testing.T) {
 	t.Parallel()
 	clk := &clock{now: time.Unix(1_700_000_000, 0)}
-	srv := fakef5.New(fakef5.Options{Now: clk.Now, MaxTokens: 2})
+	srv := f5test.New(f5test.Options{Now: clk.Now, MaxTokens: 2})
 	defer srv.Close()
-	srv.AddPoolMember("web", "web-1:80", fakef5.Member{})
+	srv.AddPoolMember("web", "web-1:80", f5test.Member{})
 	if code, m := call(t, srv, "GET", member, "bogus", nil); code != 401 || m["message"] != "X-F5-Auth-Token does not exist." {
 		t.Errorf("unknown token = %d %v", code, m)
 	}
 	tok := login(t, srv)
 	login(t, srv)
-	if code, m := call(t, srv, "POST", "/mgmt/shared/authn/login", "", map[string]string{"username": fakef5.DefaultUsername, "password": fakef5.DefaultPassword}); code != 400 {
+	if code, m := call(t, srv, "POST", "/mgmt/shared/authn/login", "", map[string]string{"username": f5test.DefaultUsername, "password": f5test.DefaultPassword}); code != 400 {
 		t.Errorf("third login with MaxTokens 2 = %d %v", code, m)
 	}
 	clk.Add(1100 * time.Second)
@@ -138,9 +138,9 @@ func TestReadBackDiffersFromWritten(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%v/%s/%s", tt.monitor, tt.session, tt.state), func(t *testing.T) {
 			t.Parallel()
-			srv := fakef5.New(fakef5.Options{})
+			srv := f5test.New(f5test.Options{})
 			defer srv.Close()
-			srv.AddPoolMember("web", "web-1:80", fakef5.Member{Monitor: tt.monitor})
+			srv.AddPoolMember("web", "web-1:80", f5test.Member{Monitor: tt.monitor})
 			tok := login(t, srv)
 			code, m := call(t, srv, "PATCH", member, tok, map[string]string{"session": tt.session, "state": tt.state})
 			if code != 200 || m["session"] != tt.rSession || m["state"] != tt.rState {
@@ -159,9 +159,9 @@ func TestReadBackDiffersFromWritten(t *testing.T) {
 
 func TestRejectsInvalidValuesAndUnknownObjects(t *testing.T) {
 	t.Parallel()
-	srv := fakef5.New(fakef5.Options{})
+	srv := f5test.New(f5test.Options{})
 	defer srv.Close()
-	srv.AddPoolMember("web", "web-1:80", fakef5.Member{})
+	srv.AddPoolMember("web", "web-1:80", f5test.Member{})
 	tok := login(t, srv)
 	if code, _ := call(t, srv, "PATCH", member, tok, map[string]string{"session": "user-down"}); code != 400 {
 		t.Errorf("invalid session = %d, want 400", code)
@@ -179,10 +179,10 @@ func TestRejectsInvalidValuesAndUnknownObjects(t *testing.T) {
 
 func TestStatsEnvelopeAndDecay(t *testing.T) {
 	t.Parallel()
-	srv := fakef5.New(fakef5.Options{})
+	srv := f5test.New(f5test.Options{})
 	defer srv.Close()
-	srv.AddPoolMember("web", "web-1:80", fakef5.Member{Conns: 7, Decay: []int64{3, 0}})
-	srv.AddNode("db-1", fakef5.Member{Conns: 5_000_000_000, SplitCounters: true})
+	srv.AddPoolMember("web", "web-1:80", f5test.Member{Conns: 7, Decay: []int64{3, 0}})
+	srv.AddNode("db-1", f5test.Member{Conns: 5_000_000_000, SplitCounters: true})
 	tok := login(t, srv)
 	read := func(path string) map[string]any {
 		t.Helper()
@@ -218,11 +218,11 @@ func TestStatsEnvelopeAndDecay(t *testing.T) {
 
 func TestFaults(t *testing.T) {
 	t.Parallel()
-	srv := fakef5.New(fakef5.Options{})
+	srv := f5test.New(f5test.Options{})
 	defer srv.Close()
-	srv.AddPoolMember("web", "web-1:80", fakef5.Member{})
+	srv.AddPoolMember("web", "web-1:80", f5test.Member{})
 	tok := login(t, srv)
-	srv.Inject(fakef5.Fault{Kind: fakef5.Busy, Path: "/members/", Skip: 1, Times: 2})
+	srv.Inject(f5test.Fault{Kind: f5test.Busy, Path: "/members/", Skip: 1, Times: 2})
 	var codes []int
 	for range 4 {
 		code, _ := call(t, srv, "GET", member, tok, nil)
@@ -231,7 +231,7 @@ func TestFaults(t *testing.T) {
 	if fmt.Sprint(codes) != "[200 503 503 200]" {
 		t.Errorf("codes = %v, want [200 503 503 200]", codes)
 	}
-	srv.Inject(fakef5.Fault{Kind: fakef5.ExpireToken, Method: "GET"})
+	srv.Inject(f5test.Fault{Kind: f5test.ExpireToken, Method: "GET"})
 	if code, _ := call(t, srv, "GET", member, tok, nil); code != 401 {
 		t.Errorf("ExpireToken = %d", code)
 	}
@@ -239,7 +239,7 @@ func TestFaults(t *testing.T) {
 		t.Error("the token outlived ExpireToken")
 	}
 	tok = login(t, srv)
-	srv.Inject(fakef5.Fault{Kind: fakef5.Denied, Method: "PATCH", Times: -1})
+	srv.Inject(f5test.Fault{Kind: f5test.Denied, Method: "PATCH", Times: -1})
 	for range 2 {
 		if code, m := call(t, srv, "PATCH", member, tok, map[string]string{"session": "user-enabled"}); code != 401 || m["message"] == "X-F5-Auth-Token does not exist." {
 			t.Errorf("Denied = %d %v", code, m)
@@ -256,9 +256,9 @@ func TestFaults(t *testing.T) {
 
 func TestHold(t *testing.T) {
 	t.Parallel()
-	srv := fakef5.New(fakef5.Options{})
+	srv := f5test.New(f5test.Options{})
 	defer srv.Close()
-	srv.AddPoolMember("web", "web-1:80", fakef5.Member{})
+	srv.AddPoolMember("web", "web-1:80", f5test.Member{})
 	tok := login(t, srv)
 	srv.Hold("/members/", 3, time.Minute)
 	var wg sync.WaitGroup
