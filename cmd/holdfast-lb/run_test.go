@@ -15,7 +15,7 @@ import (
 
 	fakea10 "github.com/holdfast-db/holdfast/fakes/a10"
 	fakef5 "github.com/holdfast-db/holdfast/fakes/f5"
-	"github.com/holdfast-db/holdfast/internal/pgtest"
+	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/lb"
 )
 

@@ -41,7 +41,7 @@ import (
 	"time"
 
 	"github.com/holdfast-db/holdfast"
-	"github.com/holdfast-db/holdfast/internal/pgtest"
+	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/readiness"
 	"github.com/jackc/pgx/v5/pgxpool"
 )

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/holdfast-db/holdfast/internal/pgtest"
+	"github.com/holdfast-db/holdfast/fakes/pgtest"
 )
 
 // envChild makes the test binary run the service instead of the tests: the
