@@ -52,6 +52,7 @@ func TestService(t *testing.T) {
 		`"msg":"holdfast: retrying after a transient failure"`,
 		`"holdfast.stage":"pool-growth"`,
 		`"msg":"request served","status":200`,
+		`"msg":"database: DATABASE_URL is not set, started a throwaway PostgreSQL"`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("output lacks %s", want)
