@@ -19,13 +19,13 @@ type Option func(*config)
 
 // config holds every setting; defaults lives in one place, below.
 type config struct {
-	password      func(ctx context.Context) (string, error)
-	passwordBy    string // the option that set password
-	rules         []classify.Rule
-	policy        retry.Policy
-	policySet     bool // WithRetryPolicy was given
-	startup       retry.Policy
-	startupSet    bool // WithStartupPolicy was given
+	password   func(ctx context.Context) (string, error)
+	passwordBy string // the option that set password
+	rules      []classify.Rule
+	policy     retry.Policy
+	policySet  bool // WithRetryPolicy was given
+	startup    retry.Policy
+	startupSet bool // WithStartupPolicy was given
 
 	dial          pgconn.DialFunc // Integration.Dial
 	dialBy        string

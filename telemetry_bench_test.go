@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/holdfast-db/holdfast"
-	"github.com/holdfast-db/holdfast/internal/pgtest"
+	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/retry"
 	"github.com/jackc/pgx/v5/pgxpool"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"

@@ -10,8 +10,8 @@ import (
 
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/bluegreen"
+	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/internal/obs"
-	"github.com/holdfast-db/holdfast/internal/pgtest"
 	"github.com/holdfast-db/holdfast/retry"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"

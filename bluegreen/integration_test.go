@@ -18,7 +18,7 @@ import (
 	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/classify"
 	fake "github.com/holdfast-db/holdfast/fakes/bluegreen"
-	"github.com/holdfast-db/holdfast/internal/pgtest"
+	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/retry"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"

@@ -27,8 +27,8 @@ type Router struct {
 	next      func(context.Context, *pgx.ConnConfig) error // New: the BeforeConnect chain after ours
 
 	monitorConnect func(context.Context, *pgx.ConnConfig) error // run before each monitor connect
-	monConfig *pgx.ConnConfig                              // template for monitor connections
-	now       func() time.Time
+	monConfig      *pgx.ConnConfig                              // template for monitor connections
+	now            func() time.Time
 
 	snap atomic.Pointer[snapshot]
 

@@ -23,7 +23,7 @@ import (
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/cloudsql"
 	fake "github.com/holdfast-db/holdfast/fakes/cloudsql"
-	"github.com/holdfast-db/holdfast/internal/pgtest"
+	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/retry"
 )
 

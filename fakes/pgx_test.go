@@ -13,7 +13,7 @@ import (
 	"cloud.google.com/go/auth"
 	"cloud.google.com/go/cloudsqlconn/errtype"
 	"github.com/holdfast-db/holdfast/fakes"
-	"github.com/holdfast-db/holdfast/internal/pgtest"
+	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"golang.org/x/oauth2"

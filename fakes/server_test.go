@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/holdfast-db/holdfast/internal/pgtest"
+	"github.com/holdfast-db/holdfast/fakes/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

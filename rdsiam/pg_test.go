@@ -25,7 +25,7 @@ import (
 
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/classify"
-	"github.com/holdfast-db/holdfast/internal/pgtest"
+	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/rdsiam"
 	"github.com/holdfast-db/holdfast/retry"
 )

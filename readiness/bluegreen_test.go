@@ -9,7 +9,7 @@ import (
 
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/bluegreen"
-	"github.com/holdfast-db/holdfast/internal/pgtest"
+	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/readiness"
 	"github.com/jackc/pgx/v5/pgxpool"
 )

@@ -1,7 +1,9 @@
 // Command demo shows holdfast absorbing the failure from the Cloud SQL IAM
 // incident that the project grew from: the access-token fetch for a new
-// connection returns 503. It starts a throwaway PostgreSQL (needs only the
-// PostgreSQL server binaries), then makes the same connection three ways:
+// connection returns 503. It connects to DATABASE_URL, or, when that is
+// unset, to a throwaway PostgreSQL it starts itself (it needs the PostgreSQL
+// server binaries: initdb, pg_ctl), then makes the same connection three
+// ways:
 //
 //  1. a plain pgxpool whose connector fails once with the token-fetch 503:
 //     the request fails;
@@ -10,11 +12,15 @@
 //  3. holdfast facing a real mistake (an Admin API 403, a role that does not
 //     exist): one attempt, an immediate, classified failure.
 //
-// Run it with: go run ./examples/demo
+// Run it with:
+//
+//	go run ./examples/demo
+//	DATABASE_URL=postgres://app@localhost/app go run ./examples/demo
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -26,29 +32,31 @@ import (
 
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/fakes"
-	"github.com/holdfast-db/holdfast/internal/pgtest"
+	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/retry"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 func main() {
-	if err := run(os.Stdout); err != nil {
+	if err := run(os.Stdout, os.Getenv("DATABASE_URL")); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
 }
 
-func run(w io.Writer) error {
+// run tells the story on w, against dsn, or against a throwaway PostgreSQL
+// when dsn is empty.
+func run(w io.Writer, dsn string) (err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	fmt.Fprintln(w, "starting a throwaway PostgreSQL ...")
-	srv, err := pgtest.Start(ctx, pgtest.Options{})
+	dsn, stop, err := database(ctx, w, dsn)
 	if err != nil {
 		return err
 	}
-	defer srv.Stop()
-	fmt.Fprintf(w, "PostgreSQL is listening on %s\n\n", srv.Addr())
+	defer func() { err = errors.Join(err, stop()) }()
+	fmt.Fprintln(w)
 
 	logger := slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{
 		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
@@ -69,7 +77,7 @@ func run(w io.Writer) error {
 
 	fmt.Fprintln(w, "== 1. plain pgxpool, the IAM token fetch returns 503 once")
 	{
-		cfg, conn, err := config(srv, fakes.TokenFetch503())
+		cfg, conn, err := config(dsn, fakes.TokenFetch503())
 		if err != nil {
 			return err
 		}
@@ -84,7 +92,7 @@ func run(w io.Writer) error {
 
 	fmt.Fprintln(w, "== 2. the same pool through holdfast")
 	{
-		cfg, conn, err := config(srv, fakes.TokenFetch503())
+		cfg, conn, err := config(dsn, fakes.TokenFetch503())
 		if err != nil {
 			return err
 		}
@@ -107,16 +115,19 @@ func run(w io.Writer) error {
 
 	fmt.Fprintln(w, "== 3. holdfast facing real mistakes: no retry, a classified error at once")
 	for _, c := range []struct {
-		name  string
-		step  fakes.Step
-		extra string
+		name string
+		step fakes.Step
+		user string // empty: DSN's user
 	}{
 		{"Admin API 403 (the IAM role lacks permission)", fakes.Forbidden().Forever(), ""},
-		{"role does not exist (SQLSTATE 28000)", fakes.Connect(), "user=no_such_role"},
+		{"a role that does not exist", fakes.Connect(), "no_such_role"},
 	} {
-		cfg, conn, err := config(srv, c.step, c.extra)
+		cfg, conn, err := config(dsn, c.step)
 		if err != nil {
 			return err
+		}
+		if c.user != "" {
+			cfg.ConnConfig.User = c.user
 		}
 		if err := f.Configure(cfg); err != nil {
 			return err
@@ -138,22 +149,53 @@ func run(w io.Writer) error {
 	return nil
 }
 
-// config parses the server's DSN and replaces the dialer with a fake
-// connector that plays step first, then connects for real.
-func config(srv *pgtest.Server, step fakes.Step, extra ...string) (*pgxpool.Config, *fakes.Connector, error) {
-	dsn := srv.DSN()
-	for _, e := range extra {
-		if e != "" {
-			dsn += "&" + e
-		}
+// database returns dsn when it is set. Otherwise it starts a throwaway
+// PostgreSQL server and returns its connection string and its Stop.
+func database(ctx context.Context, w io.Writer, dsn string) (string, func() error, error) {
+	if dsn != "" {
+		fmt.Fprintln(w, "database: DATABASE_URL")
+		return dsn, func() error { return nil }, nil
 	}
+	fmt.Fprintln(w, "DATABASE_URL is not set: starting a throwaway PostgreSQL ...")
+	srv, err := pgtest.Start(ctx, pgtest.Options{})
+	if err != nil {
+		return "", nil, fmt.Errorf("DATABASE_URL is not set, and starting a throwaway PostgreSQL failed: %w", err)
+	}
+	fmt.Fprintf(w, "database: a throwaway PostgreSQL on %s\n", srv.Addr())
+	return srv.DSN(), srv.Stop, nil
+}
+
+// config parses dsn and replaces the dialer with a fake connector that
+// plays step first, then connects for real to dsn's host and port.
+func config(dsn string, step fakes.Step) (*pgxpool.Config, *fakes.Connector, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, nil, err
 	}
-	conn := fakes.NewConnector(net.JoinHostPort(srv.Host, strconv.Itoa(srv.Port)), step)
-	cfg.ConnConfig.DialFunc = conn.Dial
+	cc := cfg.ConnConfig
+	conn := fakes.NewConnector(net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))), step)
+	cc.DialFunc = conn.Dial
+	oneDial(cc)
 	return cfg, conn, nil
+}
+
+// oneDial makes each connect dial once, as through the Cloud SQL connector,
+// so that the counts the demo prints are exact: the host is not looked up
+// (it may resolve to several addresses, each dialled in turn), and there is
+// no second try with or without TLS. When the sslmode allows a connection
+// without TLS (disable, allow, prefer: the default), that is the one kept.
+func oneDial(cc *pgx.ConnConfig) {
+	cc.LookupFunc = func(_ context.Context, host string) ([]string, error) {
+		return []string{host}, nil
+	}
+	plain := cc.TLSConfig == nil
+	for _, fb := range cc.Fallbacks {
+		plain = plain || fb.TLSConfig == nil
+	}
+	if plain {
+		cc.TLSConfig = nil
+	}
+	cc.Fallbacks = nil
 }
 
 func query(ctx context.Context, pool *pgxpool.Pool) error {

@@ -15,7 +15,8 @@
 //	go run ./examples/otel -listen :8080      # serve GET /widget until interrupted
 //
 // It connects to DATABASE_URL, or, when that is unset, to a throwaway
-// PostgreSQL it starts itself (it needs the PostgreSQL server binaries).
+// PostgreSQL it starts itself (it needs the PostgreSQL server binaries:
+// initdb, pg_ctl), and logs which.
 package main
 
 import (
@@ -35,7 +36,8 @@ import (
 
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/fakes"
-	"github.com/holdfast-db/holdfast/internal/pgtest"
+	"github.com/holdfast-db/holdfast/fakes/pgtest"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/stdout/stdoutmetric"
@@ -63,23 +65,19 @@ func main() {
 }
 
 type options struct {
-	dsn      string // empty: start a throwaway PostgreSQL
+	dsn      string // DATABASE_URL; empty: start a throwaway PostgreSQL
 	requests int
 	listen   string
 	healthy  bool
 }
 
 func run(ctx context.Context, w io.Writer, o options) (err error) {
-	if o.dsn == "" {
-		startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		srv, err := pgtest.Start(startCtx, pgtest.Options{})
-		cancel()
-		if err != nil {
-			return err
-		}
-		defer func() { err = errors.Join(err, srv.Stop()) }()
-		o.dsn = srv.DSN()
+	logger := slog.New(slog.NewJSONHandler(w, nil))
+	dsn, stop, err := database(ctx, logger, o.dsn)
+	if err != nil {
+		return err
 	}
+	defer func() { err = errors.Join(err, stop()) }()
 
 	// 1. OpenTelemetry, as the application sets it up. Metrics are
 	// exported when the provider shuts down (and every minute while
@@ -101,14 +99,13 @@ func run(ctx context.Context, w io.Writer, o options) (err error) {
 	}()
 	otel.SetMeterProvider(mp)
 	otel.SetTracerProvider(tp)
-	logger := slog.New(slog.NewJSONHandler(w, nil))
 
 	// 2. holdfast, with the global providers (no option needed).
 	f, err := holdfast.New(holdfast.WithLogger(logger))
 	if err != nil {
 		return err
 	}
-	cfg, err := pgxpool.ParseConfig(o.dsn)
+	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return err
 	}
@@ -118,6 +115,7 @@ func run(ctx context.Context, w io.Writer, o options) (err error) {
 		addr := net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port)))
 		connector = fakes.NewConnector(addr, fakes.TokenFetch503())
 		cfg.ConnConfig.DialFunc = connector.Dial
+		oneDial(cfg.ConnConfig)
 	}
 	pool, err := f.NewPool(ctx, cfg)
 	if err != nil {
@@ -150,6 +148,42 @@ func run(ctx context.Context, w io.Writer, o options) (err error) {
 		logger.Info("request served", slog.Int("status", rec.Code), slog.String("body", rec.Body.String()))
 	}
 	return nil
+}
+
+// database returns dsn when it is set. Otherwise it starts a throwaway
+// PostgreSQL server and returns its connection string and its Stop.
+func database(ctx context.Context, logger *slog.Logger, dsn string) (string, func() error, error) {
+	if dsn != "" {
+		logger.Info("database: DATABASE_URL")
+		return dsn, func() error { return nil }, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	srv, err := pgtest.Start(ctx, pgtest.Options{})
+	if err != nil {
+		return "", nil, fmt.Errorf("DATABASE_URL is not set, and starting a throwaway PostgreSQL failed: %w", err)
+	}
+	logger.Info("database: DATABASE_URL is not set, started a throwaway PostgreSQL", slog.String("addr", srv.Addr()))
+	return srv.DSN(), srv.Stop, nil
+}
+
+// oneDial makes each connect dial once, as through the Cloud SQL connector,
+// so that each injected 503 fails a connect: the host is not looked up (it
+// may resolve to several addresses, each dialled in turn), and there is no
+// second try with or without TLS. When the sslmode allows a connection
+// without TLS (disable, allow, prefer: the default), that is the one kept.
+func oneDial(cc *pgx.ConnConfig) {
+	cc.LookupFunc = func(_ context.Context, host string) ([]string, error) {
+		return []string{host}, nil
+	}
+	plain := cc.TLSConfig == nil
+	for _, fb := range cc.Fallbacks {
+		plain = plain || fb.TLSConfig == nil
+	}
+	if plain {
+		cc.TLSConfig = nil
+	}
+	cc.Fallbacks = nil
 }
 
 // widgets serves GET /widget: one query through holdfast's Acquire, under a

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/holdfast-db/holdfast/internal/pgtest"
+	"github.com/holdfast-db/holdfast/fakes/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -52,6 +52,7 @@ func TestService(t *testing.T) {
 		`"msg":"holdfast: retrying after a transient failure"`,
 		`"holdfast.stage":"pool-growth"`,
 		`"msg":"request served","status":200`,
+		`"msg":"database: DATABASE_URL is not set, started a throwaway PostgreSQL"`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("output lacks %s", want)

@@ -10,7 +10,8 @@
 //	DATABASE_URL=postgres://app@localhost/app go run ./examples/service
 //
 // or with no DATABASE_URL, to start a throwaway PostgreSQL server (the
-// server binaries must be installed: initdb, pg_ctl) that is removed on exit:
+// server binaries must be installed: initdb, pg_ctl) that is removed on exit
+// (the first log line says which database it uses):
 //
 //	go run ./examples/service
 //
@@ -41,7 +42,7 @@ import (
 	"time"
 
 	"github.com/holdfast-db/holdfast"
-	"github.com/holdfast-db/holdfast/internal/pgtest"
+	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/readiness"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -56,7 +57,7 @@ func main() {
 // run is the whole service; it returns when the service has shut down.
 // stdout gets one line, "listening on http://ADDR", once the listener is
 // open; logs go to stderr.
-func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writer) error {
+func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writer) (err error) {
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 
 	drainTimeout, err := duration(getenv, "DRAIN_TIMEOUT")
@@ -72,16 +73,11 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		addr = "127.0.0.1:8080"
 	}
 
-	dsn := getenv("DATABASE_URL")
-	if dsn == "" {
-		srv, err := pgtest.Start(ctx, pgtest.Options{})
-		if err != nil {
-			return fmt.Errorf("no DATABASE_URL, and starting a throwaway PostgreSQL failed: %w", err)
-		}
-		defer srv.Stop()
-		dsn = srv.DSN()
-		logger.Info("no DATABASE_URL: started a throwaway PostgreSQL", "addr", srv.Addr())
+	dsn, stop, err := database(ctx, logger, getenv("DATABASE_URL"))
+	if err != nil {
+		return err
 	}
+	defer func() { err = errors.Join(err, stop()) }()
 
 	// The pool, built through the factory: classified, bounded retries at
 	// connect time and for requests.
@@ -129,6 +125,21 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		DrainTimeout:  drainTimeout,
 		ShutdownDelay: delay,
 	})
+}
+
+// database returns dsn when it is set. Otherwise it starts a throwaway
+// PostgreSQL server and returns its connection string and its Stop.
+func database(ctx context.Context, logger *slog.Logger, dsn string) (string, func() error, error) {
+	if dsn != "" {
+		logger.Info("database: DATABASE_URL")
+		return dsn, func() error { return nil }, nil
+	}
+	srv, err := pgtest.Start(ctx, pgtest.Options{})
+	if err != nil {
+		return "", nil, fmt.Errorf("DATABASE_URL is not set, and starting a throwaway PostgreSQL failed: %w", err)
+	}
+	logger.Info("database: DATABASE_URL is not set, started a throwaway PostgreSQL", "addr", srv.Addr())
+	return srv.DSN(), srv.Stop, nil
 }
 
 // maxWork bounds the ms parameter of /work.

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/holdfast-db/holdfast/internal/pgtest"
+	"github.com/holdfast-db/holdfast/fakes/pgtest"
 )
 
 // envChild makes the test binary run the service instead of the tests: the
@@ -182,7 +182,7 @@ func TestSIGTERMLosesNoRequest(t *testing.T) {
 		t.Fatal("the service did not exit within 30s of SIGTERM")
 	}
 	logs := stderr.String()
-	for _, want := range []string{"readiness: drain started", "readiness: drain complete", "readiness: shut down: server stopped, pool closed"} {
+	for _, want := range []string{"database: DATABASE_URL", "readiness: drain started", "readiness: drain complete", "readiness: shut down: server stopped, pool closed"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("service log lacks %q", want)
 		}
@@ -208,9 +208,10 @@ func TestRunWithoutDatabaseURL(t *testing.T) {
 	defer cancel()
 	pr, pw := io.Pipe()
 	env := map[string]string{"ADDR": "127.0.0.1:0"}
+	logs := &syncBuffer{}
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, func(k string) string { return env[k] }, pw, io.Discard)
+		done <- run(ctx, func(k string) string { return env[k] }, pw, logs)
 		pw.Close()
 	}()
 	sc := bufio.NewScanner(pr)
@@ -237,6 +238,9 @@ func TestRunWithoutDatabaseURL(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("run did not return")
+	}
+	if want := `msg="database: DATABASE_URL is not set, started a throwaway PostgreSQL" addr=127.0.0.1:`; !strings.Contains(logs.String(), want) {
+		t.Errorf("service log lacks %q:\n%s", want, logs)
 	}
 }
 

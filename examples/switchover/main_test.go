@@ -13,7 +13,7 @@ import (
 	"time"
 
 	fake "github.com/holdfast-db/holdfast/fakes/bluegreen"
-	"github.com/holdfast-db/holdfast/internal/pgtest"
+	"github.com/holdfast-db/holdfast/fakes/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

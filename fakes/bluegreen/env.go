@@ -20,7 +20,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/holdfast-db/holdfast/internal/pgtest"
+	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/jackc/pgx/v5"
 )
 

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	fake "github.com/holdfast-db/holdfast/fakes/bluegreen"
-	"github.com/holdfast-db/holdfast/internal/pgtest"
+	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/jackc/pgx/v5"
 )
 

@@ -21,7 +21,7 @@ import (
 	"google.golang.org/api/googleapi"
 
 	fake "github.com/holdfast-db/holdfast/fakes/cloudsql"
-	"github.com/holdfast-db/holdfast/internal/pgtest"
+	"github.com/holdfast-db/holdfast/fakes/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

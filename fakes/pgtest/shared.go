@@ -96,8 +96,13 @@ func stopShared() error {
 //
 // It runs the tests, stops the shared server, and, if the tests passed,
 // checks for leaked goroutines with [goleak.Find], failing the run if any
-// remain. It then exits the process with the run's status and does not
-// return.
+// remain. The one goroutine it ignores is the OpenCensus worker that
+// importing cloud.google.com/go/cloudsqlconn starts at init and never stops.
+// It then exits the process with the run's status and does not return.
+//
+// A package with its own TestMain need not use Main, but then the shared
+// server of [DSN] keeps running until the machine reboots; use [Start] and
+// [Server.Stop] there instead.
 func Main(m *testing.M) {
 	code := m.Run()
 	if err := stopShared(); err != nil {
