@@ -179,7 +179,7 @@ func (f *Factory) fetchPassword(ctx context.Context) (string, error) {
 // the retry budget and is recorded; a failure is left to the caller's retry.
 func (f *Factory) firstDial(ctx context.Context, base pgconn.DialFunc, network, addr string) (net.Conn, error) {
 	dctx := ctx
-	if f.perTry > 0 {
+	if f.perTry > 0 && !endsWithin(ctx, f.perTry) {
 		var cancel context.CancelFunc
 		dctx, cancel = context.WithTimeout(ctx, f.perTry)
 		defer cancel()
@@ -190,6 +190,13 @@ func (f *Factory) firstDial(ctx context.Context, base pgconn.DialFunc, network, 
 		f.tel.FirstTry(ctx, StageConnect) // no allocation unless a span records
 	}
 	return conn, err
+}
+
+// endsWithin reports whether ctx's deadline is at most d away, so that a
+// bound of d would change nothing (and need not be allocated).
+func endsWithin(ctx context.Context, d time.Duration) bool {
+	dl, ok := ctx.Deadline()
+	return ok && time.Until(dl) <= d
 }
 
 // firstPassword is the fast-path first attempt of a password fetch, bounded

@@ -266,7 +266,7 @@ func TestClassify(t *testing.T) {
 		{"x509 expired", fmt.Errorf("tls error: %w", x509.CertificateInvalidError{Reason: x509.Expired}), fatal("tls-verification")},
 		{"x509 unknown authority alone", x509.UnknownAuthorityError{}, fatal("tls-verification")},
 
-		// cloudsqlconn chains as observed with v1.26.0 (cloudsql.md §1.3).
+		// cloudsqlconn chains as the connector in go.mod returns them (cloudsql/chains_test.go checks the real ones).
 		{"connectSettings 503",
 			fmt.Errorf("failed to get instance: %w", errtype.NewRefreshError("failed to get instance metadata", connName, googleErr(503))),
 			transient("admin-api-503")},

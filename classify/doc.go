@@ -174,8 +174,9 @@
 // *auth.Error (Response.StatusCode) and *metadata.Error (Code). A
 // RefreshError or DialError whose cause is not recognised is Fatal "unknown".
 //
-// The connector's own chains are handled as observed with cloudsqlconn
-// v1.26.0, for example:
+// The connector's own chains (of the cloudsqlconn version in go.mod;
+// cloudsql's TestConnectorVersion fails when it changes) are handled, for
+// example:
 //
 //	fmt "failed to get instance" → *errtype.RefreshError → *googleapi.Error{503}   → Transient admin-api-503
 //	fmt → *errtype.RefreshError → *auth.Error → *oauth2.RetrieveError{503}           → Transient token-fetch-503

@@ -165,7 +165,13 @@ func Configure(cfg *pgxpool.Config, d *cloudsqlconn.Dialer, instance string, opt
 	return nil
 }
 
-// ConnectorRetryMax is the longest the connector (cloudsqlconn v1.26.0) can
+// ConnectorVersion is the version of cloud.google.com/go/cloudsqlconn that
+// this package was measured against ([ConnectorRetryMax], [RetryPolicy],
+// the error chains of [TypeRules]). A test fails when go.mod requires
+// another, so that an upgrade re-measures them.
+const ConnectorVersion = "v1.26.0"
+
+// ConnectorRetryMax is the longest the connector ([ConnectorVersion]) can
 // spend inside one Dial retrying Admin API 5xx answers before it returns
 // the error: five tries with a backoff of 200ms×1.618^(i+1+rand) after
 // each, the fifth included, 5.3s to 8.5s in all, plus the round trips.

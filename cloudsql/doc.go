@@ -1,6 +1,6 @@
 // Package cloudsql connects holdfast pools to Cloud SQL for PostgreSQL
-// through the Cloud SQL Go connector (cloud.google.com/go/cloudsqlconn,
-// v1.26.0), so that a new connection survives a token endpoint or Admin API
+// through the Cloud SQL Go connector (cloud.google.com/go/cloudsqlconn, the
+// version in go.mod; see [ConnectorVersion]), so that a new connection survives a token endpoint or Admin API
 // that answers 503 for a moment, and a real mistake (no permission, no such
 // instance, a malformed instance name) fails at once.
 //

@@ -29,7 +29,7 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// The end-to-end tests below run the real cloudsqlconn v1.26.0 dialer
+// The end-to-end tests below run the real cloudsqlconn dialer of go.mod
 // against the fake Cloud SQL of fakes/cloudsql, which forwards to a real
 // PostgreSQL, through a pgxpool configured by a holdfast Factory built
 // with the cloudsql integration (cloudsql.With). Each logs how long its case

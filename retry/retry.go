@@ -139,7 +139,9 @@ type Retrier struct {
 // Do returns nil, or an *Error that wraps the last failure of op (errors.Is
 // and errors.As reach it) and, when ctx ended, context.Cause(ctx).
 //
-// When the first attempt succeeds, Do allocates nothing.
+// When the first attempt succeeds, Do allocates nothing but, when
+// AttemptTimeout is set, the context that bounds the attempt (context.WithTimeout:
+// four allocations).
 func (r *Retrier) Do(ctx context.Context, op func(ctx context.Context) error) error {
 	return r.run(ctx, nil, op)
 }
