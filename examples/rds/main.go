@@ -58,14 +58,9 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	password, err := rdsiam.PasswordFunc(rc)
-	if err != nil {
-		return err
-	}
 	f, err := holdfast.New(
-		holdfast.WithPasswordFunc(password),        // a fresh token per new connection
-		holdfast.WithClassifier(rdsiam.Rules()...), // credentials endpoint 5xx: transient
-		holdfast.WithLogger(slog.Default()),        // retries are logged; tokens never are
+		rdsiam.With(rc),                     // a fresh token per new connection; credential 5xx transient
+		holdfast.WithLogger(slog.Default()), // retries are logged; tokens never are
 	)
 	if err != nil {
 		return err
