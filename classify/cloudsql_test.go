@@ -2,7 +2,7 @@ package classify_test
 
 // Item 1 of issue 6: every error chain of cloudsql.md §1, produced by the
 // real cloudsqlconn v1.26.0 Dialer against the fake Cloud SQL of
-// fakes/cloudsql (loopback only), and classified. The synthetic chains of
+// fakes/cloudsqltest (loopback only), and classified. The synthetic chains of
 // classify_test.go are built from the same types by hand; these come from
 // the connector itself, so a connector upgrade that changes a chain breaks
 // a test here.
@@ -35,7 +35,7 @@ import (
 	"google.golang.org/api/googleapi"
 
 	"github.com/holdfast-db/holdfast/classify"
-	fake "github.com/holdfast-db/holdfast/fakes/cloudsql"
+	fake "github.com/holdfast-db/holdfast/fakes/cloudsqltest"
 )
 
 // chainCase is one failure of the real dialer.

@@ -6,7 +6,7 @@
 // 127.0.0.21, same port, TLS with sslmode=verify-full), keeps green in sync
 // with blue by logical replication, publishes the Aurora blue/green
 // metadata on both, and resolves the RDS-shaped names through a fake DNS
-// with a client-side TTL cache (package fakes/bluegreen). N workers per
+// with a client-side TTL cache (package fakes/bluegreentest). N workers per
 // pool run short read-write transactions (insert a row with a unique id,
 // read it back, commit) while the switchover is played: blue stops taking
 // writes and its sessions are terminated (57P01), new connections to it are
@@ -49,7 +49,7 @@ import (
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/classify"
-	fake "github.com/holdfast-db/holdfast/fakes/bluegreen"
+	fake "github.com/holdfast-db/holdfast/fakes/bluegreentest"
 	"github.com/holdfast-db/holdfast/retry"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"

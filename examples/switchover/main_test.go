@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	fake "github.com/holdfast-db/holdfast/fakes/bluegreen"
+	fake "github.com/holdfast-db/holdfast/fakes/bluegreentest"
 	"github.com/holdfast-db/holdfast/internal/pgtest"
 )
 

@@ -1,4 +1,4 @@
-package bluegreen
+package bluegreentest
 
 import (
 	"context"
@@ -98,11 +98,11 @@ func (s *Server) DSN(db string) string {
 func (s *Server) Exec(ctx context.Context, db, sql string) error {
 	conn, err := pgx.Connect(ctx, s.DSN(db))
 	if err != nil {
-		return fmt.Errorf("fakes/bluegreen: %s: %w", s.Name, err)
+		return fmt.Errorf("fakes/bluegreentest: %s: %w", s.Name, err)
 	}
 	defer conn.Close(context.Background())
 	if _, err := conn.Exec(ctx, sql); err != nil {
-		return fmt.Errorf("fakes/bluegreen: %s: %w", s.Name, err)
+		return fmt.Errorf("fakes/bluegreentest: %s: %w", s.Name, err)
 	}
 	return nil
 }
@@ -119,7 +119,7 @@ func Start(ctx context.Context, cfg Config) (*Env, error) {
 		cfg.GreenHost = DefaultGreenHost
 	}
 	if cfg.BlueHost == cfg.GreenHost {
-		return nil, errors.New("fakes/bluegreen: BlueHost and GreenHost must differ")
+		return nil, errors.New("fakes/bluegreentest: BlueHost and GreenHost must differ")
 	}
 	var blue, green *pgtest.Server
 	var err error
@@ -151,7 +151,7 @@ func Start(ctx context.Context, cfg Config) (*Env, error) {
 func startPair(ctx context.Context, cfg Config) (*pgtest.Server, *pgtest.Server, error) {
 	port, err := sharedFreePort(cfg.BlueHost, cfg.GreenHost)
 	if err != nil {
-		return nil, nil, fmt.Errorf("fakes/bluegreen: pick a port: %w", err)
+		return nil, nil, fmt.Errorf("fakes/bluegreentest: pick a port: %w", err)
 	}
 	var wg sync.WaitGroup
 	var srv [2]*pgtest.Server
@@ -210,7 +210,7 @@ func (e *Env) Names(engine Engine, name string) Names {
 func (e *Env) enableTLS(ctx context.Context) error {
 	caPEM, certPEM, keyPEM, err := issue(Wildcards(e.cfg.Account, e.cfg.Region))
 	if err != nil {
-		return fmt.Errorf("fakes/bluegreen: TLS certificates: %w", err)
+		return fmt.Errorf("fakes/bluegreentest: TLS certificates: %w", err)
 	}
 	if e.dir, err = os.MkdirTemp("", "holdfast-bluegreen-*"); err != nil {
 		return err
@@ -280,7 +280,7 @@ func (s *Server) enableTLS(ctx context.Context, certPEM, keyPEM []byte) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("fakes/bluegreen: %s: TLS not enabled: %w (last: %v)", s.Name, ctx.Err(), err)
+			return fmt.Errorf("fakes/bluegreentest: %s: TLS not enabled: %w (last: %v)", s.Name, ctx.Err(), err)
 		case <-t.C:
 		}
 		delay = min(2*delay, 200*time.Millisecond)

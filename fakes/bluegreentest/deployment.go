@@ -1,4 +1,4 @@
-package bluegreen
+package bluegreentest
 
 import (
 	"context"
@@ -70,7 +70,7 @@ func (e *Env) NewDeployment(ctx context.Context, cfg DeploymentConfig) (*Deploym
 		cfg.Engine = Aurora
 	}
 	if cfg.Engine != Aurora && cfg.Engine != RDS {
-		return nil, fmt.Errorf("fakes/bluegreen: unknown engine %v", cfg.Engine)
+		return nil, fmt.Errorf("fakes/bluegreentest: unknown engine %v", cfg.Engine)
 	}
 	e.mu.Lock()
 	e.seq++
@@ -79,7 +79,7 @@ func (e *Env) NewDeployment(ctx context.Context, cfg DeploymentConfig) (*Deploym
 	}
 	e.mu.Unlock()
 	if !validName.MatchString(cfg.Name) {
-		return nil, fmt.Errorf("fakes/bluegreen: invalid deployment name %q: lowercase letters, digits and dashes", cfg.Name)
+		return nil, fmt.Errorf("fakes/bluegreentest: invalid deployment name %q: lowercase letters, digits and dashes", cfg.Name)
 	}
 	d := &Deployment{
 		Env:      e,
@@ -166,9 +166,9 @@ func (d *Deployment) rowsLocked(status string) []Row {
 		}
 	}
 	if !d.noSrc {
-		add(RoleSource, src)
+		add(RowRoleSource, src)
 	}
-	add(RoleTarget, dst)
+	add(RowRoleTarget, dst)
 	return rows
 }
 

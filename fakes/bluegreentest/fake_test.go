@@ -1,4 +1,4 @@
-package bluegreen_test
+package bluegreentest_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	fake "github.com/holdfast-db/holdfast/fakes/bluegreen"
+	fake "github.com/holdfast-db/holdfast/fakes/bluegreentest"
 	"github.com/holdfast-db/holdfast/internal/pgtest"
 	"github.com/jackc/pgx/v5"
 )
@@ -234,7 +234,7 @@ func TestEnv(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if src, dst := roleOf(rows, fake.RoleSource), roleOf(rows, fake.RoleTarget); strings.Join(src, ",") != d.Names.OldCluster+","+d.Names.OldInstance ||
+		if src, dst := roleOf(rows, fake.RowRoleSource), roleOf(rows, fake.RowRoleTarget); strings.Join(src, ",") != d.Names.OldCluster+","+d.Names.OldInstance ||
 			strings.Join(dst, ",") != d.Names.Cluster+","+d.Names.Instance {
 			t.Errorf("after Rename: source %v, target %v", src, dst)
 		}
@@ -242,7 +242,7 @@ func TestEnv(t *testing.T) {
 			t.Fatal(err)
 		}
 		rows, _ = d.Blue.Rows(ctx)
-		if len(roleOf(rows, fake.RoleSource)) != 0 || len(roleOf(rows, fake.RoleTarget)) != 2 {
+		if len(roleOf(rows, fake.RowRoleSource)) != 0 || len(roleOf(rows, fake.RowRoleTarget)) != 2 {
 			t.Errorf("after DropSource: %+v", rows)
 		}
 		r := env.Resolver

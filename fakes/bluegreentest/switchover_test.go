@@ -1,4 +1,4 @@
-package bluegreen_test
+package bluegreentest_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	fake "github.com/holdfast-db/holdfast/fakes/bluegreen"
+	fake "github.com/holdfast-db/holdfast/fakes/bluegreentest"
 	"github.com/holdfast-db/holdfast/internal/pgtest"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
