@@ -712,6 +712,7 @@ func TestIntegration(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		cfg.DialFunc = env.Dial // the simulator's addresses, in either of its modes
 		_, err = pgx.ConnectConfig(ctx, cfg)
 		var hostErr x509.HostnameError
 		if !errors.As(err, &hostErr) {

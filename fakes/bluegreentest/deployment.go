@@ -109,9 +109,11 @@ func (e *Env) NewDeployment(ctx context.Context, cfg DeploymentConfig) (*Deploym
 }
 
 // DSN returns a connection string to the deployment's database through
-// host name host (one of Names), on the servers' port: with
-// sslmode=verify-full and the Env's CA when TLS is on, else
-// sslmode=disable. extra are more "key=value" settings.
+// host name host (one of Names), on the port clients see (Server.Port):
+// with sslmode=verify-full and the Env's CA when TLS is on, else
+// sslmode=disable. extra are more "key=value" settings. Connect with the
+// Env's resolver as LookupFunc and [Env.Dial] as DialFunc, as
+// [Deployment.PoolConfig] does.
 func (d *Deployment) DSN(host string, extra ...string) string {
 	q := url.Values{}
 	if d.Env.CAFile != "" {
@@ -130,13 +132,14 @@ func (d *Deployment) DSN(host string, extra ...string) string {
 }
 
 // PoolConfig parses d.DSN(host, extra...) and sets its LookupFunc to the
-// Env's resolver.
+// Env's resolver and its DialFunc to [Env.Dial].
 func (d *Deployment) PoolConfig(host string, extra ...string) (*pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig(d.DSN(host, extra...))
 	if err != nil {
 		return nil, err
 	}
 	cfg.ConnConfig.LookupFunc = d.Env.Resolver.Lookup
+	cfg.ConnConfig.DialFunc = d.Env.Dial
 	return cfg, nil
 }
 

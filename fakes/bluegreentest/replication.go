@@ -83,7 +83,8 @@ CREATE TABLE IF NOT EXISTS ` + markerTable + ` (id bigserial PRIMARY KEY, at tim
 	if err := green.Exec(ctx, "postgres", "ALTER DATABASE "+d.Database+" SET default_transaction_read_only = on"); err != nil {
 		return nil, fmt.Errorf("fakes/bluegreentest: replicate: %w", err)
 	}
-	conninfo := fmt.Sprintf("host=%s port=%d dbname=%s user=postgres sslmode=disable", blue.Host, blue.Port, d.Database)
+	// Server to server: blue's listen address, not the one clients see.
+	conninfo := fmt.Sprintf("host=%s port=%d dbname=%s user=postgres sslmode=disable", blue.srv.Host, blue.srv.Port, d.Database)
 	if err := execSession(ctx, green, d.Database,
 		"SET default_transaction_read_only = off",
 		"CREATE SUBSCRIPTION "+r.name+" CONNECTION "+quote(conninfo)+" PUBLICATION "+r.name); err != nil {

@@ -70,6 +70,7 @@ func appConn(ctx context.Context, d *fake.Deployment, host string) (*pgx.Conn, e
 	}
 	cfg.User = "app"
 	cfg.LookupFunc = d.Env.Resolver.Lookup
+	cfg.DialFunc = d.Env.Dial
 	return pgx.ConnectConfig(ctx, cfg)
 }
 
