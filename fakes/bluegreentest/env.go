@@ -284,15 +284,17 @@ func canBind(hosts ...string) error {
 // cancel request there, through Dial again). Dial honours ctx.
 func (e *Env) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	var d net.Dialer // as pgx's default dialer
-	for _, s := range []*Server{e.Blue, e.Green} {
-		if !e.SingleIP || !s.is(addr) {
-			continue
+	if e.SingleIP {
+		for _, s := range []*Server{e.Blue, e.Green} {
+			if !s.is(addr) {
+				continue
+			}
+			c, err := d.DialContext(ctx, network, s.ListenAddr)
+			if err != nil {
+				return nil, err
+			}
+			return &aliasConn{Conn: c, remote: &net.TCPAddr{IP: net.ParseIP(s.Host), Port: s.Port}}, nil
 		}
-		c, err := d.DialContext(ctx, network, s.ListenAddr)
-		if err != nil {
-			return nil, err
-		}
-		return &aliasConn{Conn: c, remote: &net.TCPAddr{IP: net.ParseIP(s.Host), Port: s.Port}}, nil
 	}
 	return d.DialContext(ctx, network, addr)
 }
