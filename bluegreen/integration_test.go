@@ -17,7 +17,7 @@ import (
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/classify"
-	fake "github.com/holdfast-db/holdfast/fakes/bluegreen"
+	fake "github.com/holdfast-db/holdfast/fakes/bluegreentest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/retry"
 	"github.com/jackc/pgx/v5"
@@ -80,8 +80,16 @@ func startEnv(t *testing.T) *fake.Env {
 			t.Error(err)
 		}
 	})
+	for _, s := range []*fake.Server{env.Blue, env.Green} {
+		serverAt[s.ListenAddr] = s.Host
+	}
 	return env
 }
+
+// serverAt maps where each server listens to the address clients see it
+// at (they differ in the simulator's single-address mode). startEnv fills
+// it before the tests run in parallel.
+var serverAt = map[string]string{}
 
 func testCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
@@ -192,13 +200,17 @@ type result struct {
 	took time.Duration
 }
 
-// where runs a query reporting the server address and whether TLS is on.
+// where runs a query reporting the server address (as clients see it) and
+// whether TLS is on.
 func where(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }) (string, bool, error) {
 	var addr string
 	var ssl bool
-	err := q.QueryRow(ctx, "SELECT host(inet_server_addr()), (SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid())").Scan(&addr, &ssl)
+	err := q.QueryRow(ctx, "SELECT host(inet_server_addr()) || ':' || inet_server_port(), (SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid())").Scan(&addr, &ssl)
+	if host, ok := serverAt[addr]; ok {
+		addr = host
+	}
 	return addr, ssl, err
 }
 
@@ -712,6 +724,7 @@ func TestIntegration(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		cfg.DialFunc = env.Dial // the simulator's addresses, in either of its modes
 		_, err = pgx.ConnectConfig(ctx, cfg)
 		var hostErr x509.HostnameError
 		if !errors.As(err, &hostErr) {

@@ -38,7 +38,7 @@ import (
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/cloudsql"
-	fake "github.com/holdfast-db/holdfast/fakes/cloudsql"
+	fake "github.com/holdfast-db/holdfast/fakes/cloudsqltest"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 

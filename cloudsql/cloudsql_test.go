@@ -18,7 +18,7 @@ import (
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/cloudsql"
-	fake "github.com/holdfast-db/holdfast/fakes/cloudsql"
+	fake "github.com/holdfast-db/holdfast/fakes/cloudsqltest"
 )
 
 // offlineDialer is a real dialer that never touches the network until it

@@ -30,7 +30,7 @@
 // 8.5s, inside one Dial. It does not retry token failures, refused or reset
 // connections or failed handshakes. [RetryPolicy] adds one holdfast retry,
 // after about 250ms, and never cuts a connector cycle short. Measured with
-// the real connector against the fake Cloud SQL of fakes/cloudsql on
+// the real connector against the fake Cloud SQL of fakes/cloudsqltest on
 // loopback (three runs each, go test -race):
 //
 //	| Failure                                         | Dials | Outcome                                     | Time          |

@@ -22,7 +22,7 @@ import (
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/cloudsql"
-	fake "github.com/holdfast-db/holdfast/fakes/cloudsql"
+	fake "github.com/holdfast-db/holdfast/fakes/cloudsqltest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/retry"
 )
@@ -30,7 +30,7 @@ import (
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // The end-to-end tests below run the real cloudsqlconn dialer of go.mod
-// against the fake Cloud SQL of fakes/cloudsql, which forwards to a real
+// against the fake Cloud SQL of fakes/cloudsqltest, which forwards to a real
 // PostgreSQL, through a pgxpool configured by a holdfast Factory built
 // with the cloudsql integration (cloudsql.With). Each logs how long its case
 // took; the README's table comes from these logs.

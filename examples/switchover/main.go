@@ -6,7 +6,11 @@
 // 127.0.0.21, same port, TLS with sslmode=verify-full), keeps green in sync
 // with blue by logical replication, publishes the Aurora blue/green
 // metadata on both, and resolves the RDS-shaped names through a fake DNS
-// with a client-side TTL cache (package fakes/bluegreen). N workers per
+// with a client-side TTL cache (package fakes/bluegreentest). Where those
+// two addresses cannot be bound (macOS without loopback aliases), both
+// servers listen on 127.0.0.1 at two ports and the simulator's dialer still
+// presents them to the clients as 127.0.0.11 and 127.0.0.21; the command
+// says which mode it uses. N workers per
 // pool run short read-write transactions (insert a row with a unique id,
 // read it back, commit) while the switchover is played: blue stops taking
 // writes and its sessions are terminated (57P01), new connections to it are
@@ -17,8 +21,8 @@
 // table per client: requests, failed requests by SQLSTATE or error class,
 // the longest pause a request saw, p50/p99 latency during the switchover,
 // acknowledged writes missing on the new primary (lost) and writes that
-// landed on the server that is not the primary (misplaced). With -json it
-// prints the same result as one JSON object.
+// landed on the server that is not the primary (misplaced), and a legend.
+// With -json it prints the same result as one JSON object.
 //
 // The holdfast client is holdfast.New(holdfast.WithBlueGreen(bluegreen.Config{}))
 // with every default, and a retry.Retrier classified by the factory around
@@ -49,7 +53,7 @@ import (
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/classify"
-	fake "github.com/holdfast-db/holdfast/fakes/bluegreen"
+	"github.com/holdfast-db/holdfast/fakes/bluegreentest"
 	"github.com/holdfast-db/holdfast/retry"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -58,8 +62,8 @@ import (
 
 // options are the command's flags.
 type options struct {
-	Scenario fake.Scenario
-	Timings  fake.Timings
+	Scenario bluegreentest.Scenario
+	Timings  bluegreentest.Timings
 	Workers  int
 	Think    time.Duration // pause between a worker's requests
 	Warmup   time.Duration // workload before the switchover starts
@@ -69,19 +73,19 @@ type options struct {
 	JSON     bool
 	Verbose  bool   // holdfast's logs on stderr
 	Name     string // deployment name
-	Engine   fake.Engine
+	Engine   bluegreentest.Engine
 }
 
 func defaultOptions() options {
 	return options{
-		Scenario: fake.ScenarioNormal,
+		Scenario: bluegreentest.ScenarioNormal,
 		Workers:  4,
 		Think:    10 * time.Millisecond,
 		Warmup:   2 * time.Second,
 		Settle:   2 * time.Second,
 		DNSTTL:   time.Second,
 		Name:     "orders",
-		Engine:   fake.Aurora,
+		Engine:   bluegreentest.Aurora,
 	}
 }
 
@@ -143,18 +147,18 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
-	o.Scenario = fake.Scenario(*scenario)
+	o.Scenario = bluegreentest.Scenario(*scenario)
 	switch *engine {
 	case "aurora":
-		o.Engine = fake.Aurora
+		o.Engine = bluegreentest.Aurora
 	case "rds":
-		o.Engine = fake.RDS
+		o.Engine = bluegreentest.RDS
 	default:
 		err := fmt.Errorf("unknown -engine %q", *engine)
 		fmt.Fprintln(errOut, "switchover:", err)
 		return o, err
 	}
-	if !slices.Contains(fake.Scenarios(), o.Scenario) {
+	if !slices.Contains(bluegreentest.Scenarios(), o.Scenario) {
 		err := fmt.Errorf("unknown -scenario %q", *scenario)
 		fmt.Fprintln(errOut, "switchover:", err)
 		return o, err
@@ -169,8 +173,8 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 
 // Result is what the command measured; its JSON form is the -json output.
 type Result struct {
-	Scenario fake.Scenario `json:"scenario"`
-	Workers  int           `json:"workers"`
+	Scenario bluegreentest.Scenario `json:"scenario"`
+	Workers  int                    `json:"workers"`
 	// InProgressMS is the simulated IN_PROGRESS window: from the
 	// SWITCHOVER_IN_PROGRESS write to the SWITCHOVER_IN_POST_PROCESSING
 	// write (to the rollback, or to the blue DNS update when the status is
@@ -314,26 +318,27 @@ func (c *client) work(worker int, ids *atomic.Int64, stop <-chan struct{}, think
 
 // run starts an Env (unless env is given), plays the switchover under the
 // workload and returns the measurements. progress receives the live lines.
-func run(ctx context.Context, env *fake.Env, o options, progress io.Writer) (*Result, error) {
+func run(ctx context.Context, env *bluegreentest.Env, o options, progress io.Writer) (*Result, error) {
 	if o.Workers < 1 {
 		return nil, errors.New("-workers must be at least 1")
 	}
-	if !slices.Contains(fake.Scenarios(), o.Scenario) {
+	if !slices.Contains(bluegreentest.Scenarios(), o.Scenario) {
 		return nil, fmt.Errorf("unknown scenario %q", o.Scenario)
 	}
 	if env == nil {
 		fmt.Fprintln(progress, "starting blue (127.0.0.11) and green (127.0.0.21) PostgreSQL servers ...")
 		var err error
-		env, err = fake.Start(ctx, fake.Config{TLS: true, Settings: fake.ReplicationSettings()})
+		env, err = bluegreentest.Start(ctx, bluegreentest.Config{TLS: true, Settings: bluegreentest.ReplicationSettings()})
 		if err != nil {
 			return nil, err
 		}
 		defer env.Close()
 	}
+	printMode(progress, env)
 	if o.Engine == 0 {
-		o.Engine = fake.Aurora
+		o.Engine = bluegreentest.Aurora
 	}
-	d, err := env.NewDeployment(ctx, fake.DeploymentConfig{Name: o.Name, Engine: o.Engine})
+	d, err := env.NewDeployment(ctx, bluegreentest.DeploymentConfig{Name: o.Name, Engine: o.Engine})
 	if err != nil {
 		return nil, err
 	}
@@ -352,12 +357,12 @@ func run(ctx context.Context, env *fake.Env, o options, progress io.Writer) (*Re
 	}
 	// The deployment exists (AVAILABLE) before the clients start, as a real
 	// one exists for hours before its switchover.
-	if err := d.SetStatus(ctx, fake.StatusAvailable); err != nil {
+	if err := d.SetStatus(ctx, bluegreentest.StatusAvailable); err != nil {
 		return nil, err
 	}
 	dns := env.Resolver.Cached(o.DNSTTL)
 	host := d.Names.Cluster
-	if o.Engine == fake.RDS {
+	if o.Engine == bluegreentest.RDS {
 		host = d.Names.Instance
 	}
 	poolCfg := func() (*pgxpool.Config, error) {
@@ -429,7 +434,7 @@ func run(ctx context.Context, env *fake.Env, o options, progress io.Writer) (*Re
 		}
 	}
 	var scriptPhase atomic.Value
-	scriptPhase.Store(fake.StatusAvailable)
+	scriptPhase.Store(bluegreentest.StatusAvailable)
 	progressDone := make(chan struct{})
 	var pwg sync.WaitGroup
 	pwg.Go(func() { printProgress(progress, begin, clients, router, &scriptPhase, progressDone) })
@@ -441,11 +446,11 @@ func run(ctx context.Context, env *fake.Env, o options, progress io.Writer) (*Re
 	}
 
 	// The switchover, after the warmup.
-	var sres fake.SwitchoverResult
+	var sres bluegreentest.SwitchoverResult
 	err = sleepCtx(ctx, o.Warmup)
 	if err == nil {
-		sres, err = d.Switchover(ctx, fake.SwitchoverConfig{Scenario: o.Scenario, Timings: o.Timings, Replication: repl,
-			OnEvent: func(e fake.ScriptEvent) { scriptPhase.Store(e.Name) }})
+		sres, err = d.Switchover(ctx, bluegreentest.SwitchoverConfig{Scenario: o.Scenario, Timings: o.Timings, Replication: repl,
+			OnEvent: func(e bluegreentest.ScriptEvent) { scriptPhase.Store(e.Name) }})
 	}
 	if err != nil {
 		stopAll()
@@ -454,7 +459,7 @@ func run(ctx context.Context, env *fake.Env, o options, progress io.Writer) (*Re
 	scriptEnd := time.Now()
 	// Let holdfast finish its summary (it needs DNS to have caught up,
 	// through the cache), then settle.
-	if sres.Switched && o.Scenario != fake.ScenarioStuck {
+	if sres.Switched && o.Scenario != bluegreentest.ScenarioStuck {
 		_ = waitFor(ctx, router, func(s bluegreen.Status) bool {
 			return s.LastSummary != nil || time.Since(scriptEnd) > o.DNSTTL+3*time.Second
 		})
@@ -465,6 +470,20 @@ func run(ctx context.Context, env *fake.Env, o options, progress io.Writer) (*Re
 	}
 	stopAll()
 	return measure(ctx, d, sres, scriptEnd, router, clients)
+}
+
+// printMode says how the servers are reached: at two addresses, or at two
+// ports of 127.0.0.1 behind the simulator's dialer.
+func printMode(w io.Writer, env *bluegreentest.Env) {
+	b, g := env.Blue, env.Green
+	if !env.SingleIP {
+		fmt.Fprintf(w, "mode: two addresses: blue %s, green %s (one port, as two RDS instances)\n", b.ListenAddr, g.ListenAddr)
+		return
+	}
+	fmt.Fprintf(w, "mode: single address (%s): blue listens on %s, green on %s;\n", env.SingleIPReason, b.ListenAddr, g.ListenAddr)
+	fmt.Fprintf(w, "      the simulator's dialer presents them as %s:%d and %s:%d, so holdfast sees the same topology.\n",
+		b.Host, b.Port, g.Host, g.Port)
+	fmt.Fprintf(w, "      To run with two addresses, add them to the loopback interface (%s).\n", bluegreentest.AliasHelp)
 }
 
 // requestPolicy is the holdfast client's retry around a transaction: a
@@ -538,19 +557,19 @@ func printProgress(w io.Writer, begin time.Time, clients []*client, r *bluegreen
 
 // measure computes the figures and checks every write against both
 // servers.
-func measure(ctx context.Context, d *fake.Deployment, sres fake.SwitchoverResult, scriptEnd time.Time,
+func measure(ctx context.Context, d *bluegreentest.Deployment, sres bluegreentest.SwitchoverResult, scriptEnd time.Time,
 	r *bluegreen.Router, clients []*client) (*Result, error) {
 	res := &Result{Scenario: sres.Scenario, Workers: len(clients[0].recs), Primary: "blue"}
 	primary, other := d.Env.Blue, d.Env.Green
 	if sres.Switched {
 		primary, other, res.Primary = d.Env.Green, d.Env.Blue, "green"
 	}
-	anchor, _ := sres.At(fake.StatusInProgress)
-	windowStart, _ := sres.At(fake.StatusInitiated)
-	end, ok := sres.At(fake.StatusPostProcessing)
+	anchor, _ := sres.At(bluegreentest.StatusInProgress)
+	windowStart, _ := sres.At(bluegreentest.StatusInitiated)
+	end, ok := sres.At(bluegreentest.StatusPostProcessing)
 	if !ok {
-		if end, ok = sres.At(fake.ScriptRolledBack); !ok {
-			end, _ = sres.At(fake.ScriptBlueDNSUpdated)
+		if end, ok = sres.At(bluegreentest.ScriptRolledBack); !ok {
+			end, _ = sres.At(bluegreentest.ScriptBlueDNSUpdated)
 		}
 	}
 	res.InProgressMS = ms(end.Sub(anchor))
@@ -631,7 +650,7 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 }
 
 // idsOf returns the ids of client's rows on s.
-func idsOf(ctx context.Context, s *fake.Server, db, client string) (map[int64]bool, error) {
+func idsOf(ctx context.Context, s *bluegreentest.Server, db, client string) (map[int64]bool, error) {
 	conn, err := pgx.Connect(ctx, s.DSN(db))
 	if err != nil {
 		return nil, err
@@ -690,6 +709,15 @@ func (r *Result) print(w io.Writer) {
 	row("acknowledged writes", func(c ClientResult) string { return fmt.Sprint(c.Acknowledged) })
 	row("lost writes", func(c ClientResult) string { return fmt.Sprint(c.LostWrites) })
 	row("misplaced writes", func(c ClientResult) string { return fmt.Sprint(c.MisplacedWrites) })
+	fmt.Fprintf(w, `
+held (in the progress lines): connects, Acquires and statements holdfast holds at that
+  moment, waiting for the switchover to move on instead of failing them.
+longest pause: the slowest single request, retries included. Plain pgxpool does not wait:
+  its requests get an error at once (terminated or refused while blue is closed, read-only
+  on old blue afterwards) and fail after the same few retries, so its pauses stay short.
+  holdfast holds its requests through the switch window (IN_PROGRESS lasted %.0f ms here)
+  and then completes them on the new primary: a longer pause, but no failed request.
+`, r.InProgressMS)
 }
 
 // describe names an error key for the table.

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	fake "github.com/holdfast-db/holdfast/fakes/bluegreen"
+	"github.com/holdfast-db/holdfast/fakes/bluegreentest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 )
 
@@ -22,7 +22,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // further, for tests. Preparation stays above holdfast's default 1 s poll
 // interval in CREATED, so that holdfast sees PREPARATION as it would in
 // production.
-func smallOptions(s fake.Scenario) options {
+func smallOptions(s bluegreentest.Scenario) options {
 	o := defaultOptions()
 	o.Scenario = s
 	o.Name = "t-" + string(s)
@@ -31,7 +31,7 @@ func smallOptions(s fake.Scenario) options {
 	o.Warmup = 300 * time.Millisecond
 	o.Settle = 300 * time.Millisecond
 	o.DNSTTL = 200 * time.Millisecond
-	o.Timings = fake.Timings{
+	o.Timings = bluegreentest.Timings{
 		Preparation: 1500 * time.Millisecond,
 		InProgress:  time.Second,
 		Rename:      300 * time.Millisecond,
@@ -44,15 +44,13 @@ func smallOptions(s fake.Scenario) options {
 }
 
 // TestSwitchover runs the demo in-process for three scenarios against one
-// pair of real servers and checks the goal: holdfast fails no request,
-// loses and misplaces no acknowledged write, and pauses no longer than the
-// simulated IN_PROGRESS window plus about one poll (bounded generously
-// here); the plain pool fails, with the errors real users report.
+// pair of real servers (in the mode the machine allows) and checks each
+// run (scenarioTest.check).
 func TestSwitchover(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
-	env, err := fake.Start(ctx, fake.Config{TLS: true, Settings: fake.ReplicationSettings()})
-	if errors.Is(err, fake.ErrNotFound) && os.Getenv(pgtest.EnvRequire) != "1" {
+	env, err := bluegreentest.Start(ctx, bluegreentest.Config{TLS: true, Settings: bluegreentest.ReplicationSettings()})
+	if errors.Is(err, bluegreentest.ErrNotFound) && os.Getenv(pgtest.EnvRequire) != "1" {
 		t.Skip(err)
 	}
 	if err != nil {
@@ -64,101 +62,145 @@ func TestSwitchover(t *testing.T) {
 		}
 	})
 
-	tests := []struct {
-		scenario fake.Scenario
-		primary  string
-		outcome  string   // holdfast's summary outcome ("" for none)
-		event    string   // an event holdfast's timeline must have
-		plain    []string // error keys the plain pool must show (any of each group)
-		readOnly bool     // the plain pool must hit 25006 on old blue
-	}{
-		{scenario: fake.ScenarioNormal, primary: "green", outcome: "COMPLETED", event: "POST", readOnly: true},
-		{scenario: fake.ScenarioRollback, primary: "blue", outcome: "ROLLED BACK", event: "ROLLED BACK"},
-		{scenario: fake.ScenarioStuck, primary: "green", event: "Traffic released on blue DNS update", readOnly: true},
+	tests := []scenarioTest{
+		{scenario: bluegreentest.ScenarioNormal, primary: "green", outcome: "COMPLETED", event: "POST", readOnly: true},
+		{scenario: bluegreentest.ScenarioRollback, primary: "blue", outcome: "ROLLED BACK", event: "ROLLED BACK"},
+		{scenario: bluegreentest.ScenarioStuck, primary: "green", event: "Traffic released on blue DNS update", readOnly: true},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.scenario), func(t *testing.T) {
 			t.Parallel() // one deployment (database) each on the shared servers
-			o := smallOptions(tt.scenario)
-			var progress bytes.Buffer
-			res, err := run(ctx, env, o, &progress)
-			if err != nil {
-				t.Fatalf("run: %v\n%s", err, progress.String())
-			}
-			var out bytes.Buffer
-			res.print(&out)
-			t.Logf("\n%s%s", progress.String(), out.String())
-
-			if res.Primary != tt.primary {
-				t.Errorf("primary %s, want %s", res.Primary, tt.primary)
-			}
-			if res.Outcome != tt.outcome {
-				t.Errorf("holdfast outcome %q, want %q", res.Outcome, tt.outcome)
-			}
-			if !hasEvent(res.Timeline, tt.event) {
-				t.Errorf("holdfast timeline lacks %q: %+v", tt.event, res.Timeline)
-			}
-			if res.InProgressMS <= 0 {
-				t.Fatalf("no IN_PROGRESS window measured: %+v", res.Script)
-			}
-			plain, hf := res.Clients[0], res.Clients[1]
-			if plain.Name != "pgxpool" || hf.Name != "holdfast" {
-				t.Fatalf("clients %s, %s", plain.Name, hf.Name)
-			}
-
-			// holdfast: the goal.
-			if hf.Requests == 0 || hf.Failed != 0 || hf.LostWrites != 0 || hf.MisplacedWrites != 0 {
-				t.Errorf("holdfast: %d requests, %d failed %v, %d lost, %d misplaced; want 0 failed, lost, misplaced",
-					hf.Requests, hf.Failed, hf.Errors, hf.LostWrites, hf.MisplacedWrites)
-			}
-			// Its longest pause is the IN_PROGRESS window plus about one
-			// 100 ms poll; generously bounded (a loaded CI machine, -race),
-			// plus the DNS cache TTL when release waits for DNS.
-			bound := res.InProgressMS + 1000
-			if tt.scenario == fake.ScenarioStuck {
-				bound += float64(o.DNSTTL.Milliseconds())
-			}
-			if hf.MaxPauseMS > bound {
-				t.Errorf("holdfast longest pause %.0f ms, want at most %.0f ms (IN_PROGRESS %.0f ms)", hf.MaxPauseMS, bound, res.InProgressMS)
-			}
-			// holdfast did hold traffic for the window (the simulation is
-			// not trivially passed by a client that never waited).
-			if hf.MaxPauseMS < res.InProgressMS/2 {
-				t.Errorf("holdfast longest pause %.0f ms, shorter than half the IN_PROGRESS window %.0f ms", hf.MaxPauseMS, res.InProgressMS)
-			}
-			if hf.Acknowledged == 0 {
-				t.Error("holdfast acknowledged no writes")
-			}
-
-			// The plain pool: proof that the simulation is real. It runs the
-			// same transaction retry as holdfast, so terminated sessions
-			// (57P01) and refused connects (53300) show either as failures
-			// or as retried attempts.
-			if plain.Failed+plain.Retries == 0 {
-				t.Errorf("plain pgxpool saw no failure and retried nothing: %+v", plain)
-			}
-			if plain.Errors["57P01"]+plain.Errors["53300"]+plain.Retries == 0 {
-				t.Errorf("plain pgxpool saw neither terminated sessions (57P01) nor refused connects (53300): %v", plain.Errors)
-			}
-			if tt.readOnly && plain.Errors["25006"] == 0 {
-				t.Errorf("plain pgxpool never reached the read-only old blue (25006): %v", plain.Errors)
-			}
-			if plain.LostWrites != 0 || plain.MisplacedWrites != 0 {
-				t.Errorf("plain pgxpool lost %d, misplaced %d writes: the simulator let a write through where it should not",
-					plain.LostWrites, plain.MisplacedWrites)
-			}
-
-			for _, want := range []string{"holdfast timeline summary", "failed requests", "lost writes", "misplaced writes", "longest pause"} {
-				if !strings.Contains(out.String(), want) {
-					t.Errorf("table lacks %q", want)
-				}
-			}
-			if !strings.Contains(progress.String(), "holdfast=IN_PROGRESS") {
-				t.Errorf("no live progress line during IN_PROGRESS:\n%s", progress.String())
-			}
-			checkJSON(t, res)
+			tt.check(ctx, t, env)
 		})
 	}
+}
+
+// TestSwitchoverSingleIP runs the normal scenario in the simulator's
+// single-address mode, as on macOS without loopback aliases: both servers
+// on 127.0.0.1 at two ports, presented to the clients as 127.0.0.11 and
+// 127.0.0.21 by the simulator's dialer. holdfast must do as well as with
+// two addresses.
+func TestSwitchoverSingleIP(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	env, err := bluegreentest.Start(ctx, bluegreentest.Config{TLS: true, Settings: bluegreentest.ReplicationSettings(), SingleIP: true})
+	if errors.Is(err, bluegreentest.ErrNotFound) && os.Getenv(pgtest.EnvRequire) != "1" {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	if !env.SingleIP || env.Blue.ListenAddr == env.Green.ListenAddr {
+		t.Fatalf("SingleIP %v, blue listens on %s, green on %s; want the single-address mode", env.SingleIP, env.Blue.ListenAddr, env.Green.ListenAddr)
+	}
+	tt := scenarioTest{scenario: bluegreentest.ScenarioNormal, primary: "green", outcome: "COMPLETED", event: "POST", readOnly: true,
+		progress: "mode: single address"}
+	tt.check(ctx, t, env)
+}
+
+// scenarioTest is one run of the demo and what it must show.
+type scenarioTest struct {
+	scenario bluegreentest.Scenario
+	primary  string
+	outcome  string // holdfast's summary outcome ("" for none)
+	event    string // an event holdfast's timeline must have
+	readOnly bool   // the plain pool must hit 25006 on old blue
+	progress string // a line the progress output must have
+}
+
+// check runs the demo in-process on env and checks the goal: holdfast
+// fails no request, loses and misplaces no acknowledged write, and pauses
+// no longer than the simulated IN_PROGRESS window plus about one poll
+// (bounded generously here); the plain pool fails, with the errors real
+// users report.
+func (tt scenarioTest) check(ctx context.Context, t *testing.T, env *bluegreentest.Env) {
+	t.Helper()
+	o := smallOptions(tt.scenario)
+	var progress bytes.Buffer
+	res, err := run(ctx, env, o, &progress)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, progress.String())
+	}
+	var out bytes.Buffer
+	res.print(&out)
+	t.Logf("\n%s%s", progress.String(), out.String())
+
+	if res.Primary != tt.primary {
+		t.Errorf("primary %s, want %s", res.Primary, tt.primary)
+	}
+	if res.Outcome != tt.outcome {
+		t.Errorf("holdfast outcome %q, want %q", res.Outcome, tt.outcome)
+	}
+	if !hasEvent(res.Timeline, tt.event) {
+		t.Errorf("holdfast timeline lacks %q: %+v", tt.event, res.Timeline)
+	}
+	if res.InProgressMS <= 0 {
+		t.Fatalf("no IN_PROGRESS window measured: %+v", res.Script)
+	}
+	plain, hf := res.Clients[0], res.Clients[1]
+	if plain.Name != "pgxpool" || hf.Name != "holdfast" {
+		t.Fatalf("clients %s, %s", plain.Name, hf.Name)
+	}
+
+	// holdfast: the goal.
+	if hf.Requests == 0 || hf.Failed != 0 || hf.LostWrites != 0 || hf.MisplacedWrites != 0 {
+		t.Errorf("holdfast: %d requests, %d failed %v, %d lost, %d misplaced; want 0 failed, lost, misplaced",
+			hf.Requests, hf.Failed, hf.Errors, hf.LostWrites, hf.MisplacedWrites)
+	}
+	// Its longest pause is the IN_PROGRESS window plus about one
+	// 100 ms poll; generously bounded (a loaded CI machine, -race),
+	// plus the DNS cache TTL when release waits for DNS.
+	bound := res.InProgressMS + 1000
+	if tt.scenario == bluegreentest.ScenarioStuck {
+		bound += float64(o.DNSTTL.Milliseconds())
+	}
+	if hf.MaxPauseMS > bound {
+		t.Errorf("holdfast longest pause %.0f ms, want at most %.0f ms (IN_PROGRESS %.0f ms)", hf.MaxPauseMS, bound, res.InProgressMS)
+	}
+	// holdfast did hold traffic for the window (the simulation is
+	// not trivially passed by a client that never waited).
+	if hf.MaxPauseMS < res.InProgressMS/2 {
+		t.Errorf("holdfast longest pause %.0f ms, shorter than half the IN_PROGRESS window %.0f ms", hf.MaxPauseMS, res.InProgressMS)
+	}
+	if hf.Acknowledged == 0 {
+		t.Error("holdfast acknowledged no writes")
+	}
+
+	// The plain pool: proof that the simulation is real. It runs the
+	// same transaction retry as holdfast, so terminated sessions
+	// (57P01) and refused connects (53300) show either as failures
+	// or as retried attempts.
+	if plain.Failed+plain.Retries == 0 {
+		t.Errorf("plain pgxpool saw no failure and retried nothing: %+v", plain)
+	}
+	if plain.Errors["57P01"]+plain.Errors["53300"]+plain.Retries == 0 {
+		t.Errorf("plain pgxpool saw neither terminated sessions (57P01) nor refused connects (53300): %v", plain.Errors)
+	}
+	if tt.readOnly && plain.Errors["25006"] == 0 {
+		t.Errorf("plain pgxpool never reached the read-only old blue (25006): %v", plain.Errors)
+	}
+	if plain.LostWrites != 0 || plain.MisplacedWrites != 0 {
+		t.Errorf("plain pgxpool lost %d, misplaced %d writes: the simulator let a write through where it should not",
+			plain.LostWrites, plain.MisplacedWrites)
+	}
+
+	for _, want := range []string{"holdfast timeline summary", "failed requests", "lost writes", "misplaced writes", "longest pause",
+		"held (in the progress lines)", "Plain pgxpool does not wait"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q", want)
+		}
+	}
+	for _, want := range []string{"holdfast=IN_PROGRESS", "mode: ", tt.progress} {
+		if !strings.Contains(progress.String(), want) {
+			t.Errorf("no progress line with %q:\n%s", want, progress.String())
+		}
+	}
+	checkJSON(t, res)
 }
 
 func hasEvent(tl []TimelineEvent, name string) bool {
@@ -222,16 +264,16 @@ func TestParseFlags(t *testing.T) {
 		check   func(options) bool
 	}{
 		{name: "defaults", args: nil, check: func(o options) bool {
-			return o.Scenario == fake.ScenarioNormal && o.Engine == fake.Aurora && o.Workers == 4 && !o.JSON && o.Timings == (fake.Timings{})
+			return o.Scenario == bluegreentest.ScenarioNormal && o.Engine == bluegreentest.Aurora && o.Workers == 4 && !o.JSON && o.Timings == (bluegreentest.Timings{})
 		}},
 		{name: "everything", args: []string{"-scenario", "slow-dns", "-workers", "8", "-json", "-in-progress", "3s",
 			"-preparation", "2s", "-blue-dns", "30s", "-completed", "5s", "-duration", "40s", "-dns-ttl", "5s"},
 			check: func(o options) bool {
-				return o.Scenario == fake.ScenarioSlowDNS && o.Workers == 8 && o.JSON && o.Timings.InProgress == 3*time.Second &&
+				return o.Scenario == bluegreentest.ScenarioSlowDNS && o.Workers == 8 && o.JSON && o.Timings.InProgress == 3*time.Second &&
 					o.Timings.Preparation == 2*time.Second && o.Timings.BlueDNS == 30*time.Second &&
 					o.Timings.Completed == 5*time.Second && o.Duration == 40*time.Second && o.DNSTTL == 5*time.Second
 			}},
-		{name: "rds", args: []string{"-engine", "rds"}, check: func(o options) bool { return o.Engine == fake.RDS }},
+		{name: "rds", args: []string{"-engine", "rds"}, check: func(o options) bool { return o.Engine == bluegreentest.RDS }},
 		{name: "unknown engine", args: []string{"-engine", "mysql"}, wantErr: true},
 		{name: "unknown scenario", args: []string{"-scenario", "failover"}, wantErr: true},
 		{name: "no workers", args: []string{"-workers", "0"}, wantErr: true},
@@ -267,8 +309,8 @@ func TestParseFlags(t *testing.T) {
 func BenchmarkSwitchover(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	env, err := fake.Start(ctx, fake.Config{TLS: true, Settings: fake.ReplicationSettings()})
-	if errors.Is(err, fake.ErrNotFound) {
+	env, err := bluegreentest.Start(ctx, bluegreentest.Config{TLS: true, Settings: bluegreentest.ReplicationSettings()})
+	if errors.Is(err, bluegreentest.ErrNotFound) {
 		b.Skip(err)
 	}
 	if err != nil {

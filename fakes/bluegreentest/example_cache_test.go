@@ -1,19 +1,19 @@
-package bluegreen_test
+package bluegreentest_test
 
 import (
 	"context"
 	"fmt"
 	"time"
 
-	fake "github.com/holdfast-db/holdfast/fakes/bluegreen"
+	"github.com/holdfast-db/holdfast/fakes/bluegreentest"
 )
 
 // A client-side DNS cache: within its TTL a client still reaches the old
 // address after the switchover moved the name, as real clients do.
 func ExampleResolver_Cached() {
 	ctx := context.Background()
-	names := fake.NewNames(fake.Aurora, "orders", "", "", "")
-	r := fake.NewResolver()
+	names := bluegreentest.NewNames(bluegreentest.Aurora, "orders", "", "", "")
+	r := bluegreentest.NewResolver()
 	r.Set(names.Cluster, "127.0.0.11")
 	cache := r.Cached(time.Hour) // give cache.Lookup to pgx as LookupFunc
 

@@ -1,4 +1,4 @@
-package bluegreen
+package bluegreentest
 
 import (
 	"context"
@@ -38,16 +38,24 @@ const (
 	RDSFunction    = "rds_tools.show_topology"
 )
 
-// Metadata statuses and roles, as RDS writes them.
+// Metadata statuses, as RDS writes them in the status column.
 const (
 	StatusAvailable      = "AVAILABLE"
 	StatusInitiated      = "SWITCHOVER_INITIATED"
 	StatusInProgress     = "SWITCHOVER_IN_PROGRESS"
 	StatusPostProcessing = "SWITCHOVER_IN_POST_PROCESSING"
 	StatusCompleted      = "SWITCHOVER_COMPLETED"
-	RoleSource           = "BLUE_GREEN_DEPLOYMENT_SOURCE"
-	RoleTarget           = "BLUE_GREEN_DEPLOYMENT_TARGET"
-	Version              = "1.0"
+)
+
+// Version is the value of the version column RDS writes.
+const Version = "1.0"
+
+// Values of the role column ([Row].Role), as RDS writes them. They are the
+// text holdfast's bluegreen package parses into its bluegreen.Role values
+// (bluegreen.RoleSource, bluegreen.RoleTarget).
+const (
+	RowRoleSource = "BLUE_GREEN_DEPLOYMENT_SOURCE"
+	RowRoleTarget = "BLUE_GREEN_DEPLOYMENT_TARGET"
 )
 
 // Row is one row of blue/green metadata, as the functions return it.
@@ -56,7 +64,7 @@ type Row struct {
 	Version  string // "1.0" when empty
 	Endpoint string
 	Port     int
-	Role     string // RoleSource or RoleTarget
+	Role     string // RowRoleSource or RowRoleTarget
 	Status   string // one of the Status constants
 }
 
@@ -138,7 +146,7 @@ func Install(ctx context.Context, dsn string, engines ...Engine) (*Metadata, err
 		case RDS:
 			sql += installRDS
 		default:
-			return nil, fmt.Errorf("fakes/bluegreen: unknown engine %v", e)
+			return nil, fmt.Errorf("fakes/bluegreentest: unknown engine %v", e)
 		}
 	}
 	m := &Metadata{dsn: dsn, engines: engines}
@@ -146,7 +154,7 @@ func Install(ctx context.Context, dsn string, engines ...Engine) (*Metadata, err
 		_, err := tx.Exec(ctx, sql)
 		return err
 	}); err != nil {
-		return nil, fmt.Errorf("fakes/bluegreen: install metadata: %w", err)
+		return nil, fmt.Errorf("fakes/bluegreentest: install metadata: %w", err)
 	}
 	return m, nil
 }
@@ -189,7 +197,7 @@ func (m *Metadata) SetRows(ctx context.Context, rows ...Row) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("fakes/bluegreen: set rows: %w", err)
+		return fmt.Errorf("fakes/bluegreentest: set rows: %w", err)
 	}
 	return nil
 }
@@ -213,7 +221,7 @@ func (m *Metadata) Rows(ctx context.Context) ([]Row, error) {
 		return rows.Err()
 	})
 	if err != nil {
-		return nil, fmt.Errorf("fakes/bluegreen: read rows: %w", err)
+		return nil, fmt.Errorf("fakes/bluegreentest: read rows: %w", err)
 	}
 	return out, nil
 }
@@ -230,7 +238,7 @@ func (m *Metadata) Fail(ctx context.Context, msg string) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("fakes/bluegreen: set failure: %w", err)
+		return fmt.Errorf("fakes/bluegreentest: set failure: %w", err)
 	}
 	return nil
 }
@@ -244,7 +252,7 @@ func (m *Metadata) Uninstall(ctx context.Context) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("fakes/bluegreen: uninstall: %w", err)
+		return fmt.Errorf("fakes/bluegreentest: uninstall: %w", err)
 	}
 	return nil
 }

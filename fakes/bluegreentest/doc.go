@@ -1,4 +1,4 @@
-// Package bluegreen simulates an RDS or Aurora PostgreSQL blue/green
+// Package bluegreentest simulates an RDS or Aurora PostgreSQL blue/green
 // deployment on one machine, from real parts, for holdfast's tests and
 // yours: two real PostgreSQL servers, the metadata functions RDS publishes,
 // and a fake DNS.
@@ -10,10 +10,19 @@
 // (127.0.0.11 and 127.0.0.21 by default), as two RDS instances are. With
 // Config.TLS both serve TLS with a certificate for RDS-shaped host names,
 // so that clients can use sslmode=verify-full. [Env.Resolver] is the fake
-// DNS: give its Lookup to pgx as ConnConfig.LookupFunc.
+// DNS: give its Lookup to pgx as ConnConfig.LookupFunc, and [Env.Dial] as
+// ConnConfig.DialFunc ([Deployment.PoolConfig] sets both).
 //
-//	env, err := bluegreen.Start(ctx, bluegreen.Config{TLS: true})
-//	if errors.Is(err, bluegreen.ErrNotFound) {
+// Where those addresses cannot be bound (macOS, unless the loopback
+// interface has them as aliases: [AliasHelp]), Start falls back to the
+// single-address mode ([Env.SingleIP]): both servers listen on 127.0.0.1 at
+// two ports, and Env.Dial still presents them to clients at the two
+// addresses on one port, so holdfast sees the same topology.
+// Config.SingleIP or HOLDFAST_SIM_SINGLE_IP=1 ([EnvSingleIP]) force that
+// mode, to test it on Linux.
+//
+//	env, err := bluegreentest.Start(ctx, bluegreentest.Config{TLS: true})
+//	if errors.Is(err, bluegreentest.ErrNotFound) {
 //		t.Skip(err) // no PostgreSQL installed
 //	}
 //	defer env.Close()
@@ -37,17 +46,17 @@
 //
 // A test then plays the switchover step by step, as RDS does it:
 //
-//	d, err := env.NewDeployment(ctx, bluegreen.DeploymentConfig{Engine: bluegreen.Aurora})
-//	cfg, err := d.PoolConfig(d.Names.Cluster) // verify-full, the fake DNS
-//	d.SetStatus(ctx, bluegreen.StatusAvailable)      // CREATED
-//	d.SetStatus(ctx, bluegreen.StatusInitiated)      // PREPARATION
-//	d.SetStatus(ctx, bluegreen.StatusInProgress)     // IN_PROGRESS
-//	d.SetStatus(ctx, bluegreen.StatusPostProcessing) // POST
-//	d.Rename(ctx)                                    // green takes the blue names
-//	d.SwapDNS()                                      // blue names → green server
-//	d.RemoveGreenDNS()                               // green names gone
-//	d.SetStatus(ctx, bluegreen.StatusCompleted)      // COMPLETED
-//	d.DropSource(ctx)                                // SOURCE rows gone
+//	d, err := env.NewDeployment(ctx, bluegreentest.DeploymentConfig{Engine: bluegreentest.Aurora})
+//	cfg, err := d.PoolConfig(d.Names.Cluster)            // verify-full, the fake DNS and dialer
+//	d.SetStatus(ctx, bluegreentest.StatusAvailable)      // CREATED
+//	d.SetStatus(ctx, bluegreentest.StatusInitiated)      // PREPARATION
+//	d.SetStatus(ctx, bluegreentest.StatusInProgress)     // IN_PROGRESS
+//	d.SetStatus(ctx, bluegreentest.StatusPostProcessing) // POST
+//	d.Rename(ctx)                                        // green takes the blue names
+//	d.SwapDNS()                                          // blue names → green server
+//	d.RemoveGreenDNS()                                   // green names gone
+//	d.SetStatus(ctx, bluegreentest.StatusCompleted)      // COMPLETED
+//	d.DropSource(ctx)                                    // SOURCE rows gone
 //
 // Each step writes the metadata of both servers (d.Blue and d.Green write
 // one of them, for servers that disagree), or changes DNS. The control
@@ -69,4 +78,4 @@
 // Env, Deployment, Metadata and Resolver are safe for concurrent use. They
 // own no goroutines. Close the Env to stop the servers and remove their
 // files; Deployment.Drop removes one deployment early.
-package bluegreen
+package bluegreentest

@@ -1,4 +1,4 @@
-package bluegreen
+package bluegreentest
 
 import (
 	"context"
@@ -63,7 +63,7 @@ type Replication struct {
 // for new client sessions until [Replication.Promote].
 func (d *Deployment) Replicate(ctx context.Context, ddl string, tables ...string) (*Replication, error) {
 	if len(tables) == 0 {
-		return nil, errors.New("fakes/bluegreen: replicate: no tables")
+		return nil, errors.New("fakes/bluegreentest: replicate: no tables")
 	}
 	r := &Replication{d: d, name: "holdfast_" + d.Database, tables: append([]string{markerTable}, tables...)}
 	schema := `CREATE SCHEMA IF NOT EXISTS holdfast_fake;
@@ -71,23 +71,24 @@ CREATE TABLE IF NOT EXISTS ` + markerTable + ` (id bigserial PRIMARY KEY, at tim
 ` + ddl
 	for _, s := range []*Server{d.Env.Blue, d.Env.Green} {
 		if err := s.Exec(ctx, d.Database, schema); err != nil {
-			return nil, fmt.Errorf("fakes/bluegreen: replicate: %w", err)
+			return nil, fmt.Errorf("fakes/bluegreentest: replicate: %w", err)
 		}
 	}
 	blue, green := d.Env.Blue, d.Env.Green
 	if err := blue.Exec(ctx, d.Database, "CREATE PUBLICATION "+r.name+" FOR TABLE "+strings.Join(r.tables, ", ")); err != nil {
-		return nil, fmt.Errorf("fakes/bluegreen: replicate: %w", err)
+		return nil, fmt.Errorf("fakes/bluegreentest: replicate: %w", err)
 	}
 	// Green is read-only for clients before the subscription starts: the
 	// replication workers apply changes all the same.
 	if err := green.Exec(ctx, "postgres", "ALTER DATABASE "+d.Database+" SET default_transaction_read_only = on"); err != nil {
-		return nil, fmt.Errorf("fakes/bluegreen: replicate: %w", err)
+		return nil, fmt.Errorf("fakes/bluegreentest: replicate: %w", err)
 	}
-	conninfo := fmt.Sprintf("host=%s port=%d dbname=%s user=postgres sslmode=disable", blue.Host, blue.Port, d.Database)
+	// Server to server: blue's listen address, not the one clients see.
+	conninfo := fmt.Sprintf("host=%s port=%d dbname=%s user=postgres sslmode=disable", blue.srv.Host, blue.srv.Port, d.Database)
 	if err := execSession(ctx, green, d.Database,
 		"SET default_transaction_read_only = off",
 		"CREATE SUBSCRIPTION "+r.name+" CONNECTION "+quote(conninfo)+" PUBLICATION "+r.name); err != nil {
-		return nil, fmt.Errorf("fakes/bluegreen: replicate: %w", err)
+		return nil, fmt.Errorf("fakes/bluegreentest: replicate: %w", err)
 	}
 	if err := r.waitSynced(ctx); err != nil {
 		return nil, err
@@ -132,14 +133,14 @@ func (r *Replication) CatchUp(ctx context.Context) error {
 	var id int64
 	conn, err := pgx.Connect(ctx, r.d.Env.Blue.DSN(r.d.Database))
 	if err != nil {
-		return fmt.Errorf("fakes/bluegreen: catch up: %w", err)
+		return fmt.Errorf("fakes/bluegreentest: catch up: %w", err)
 	}
 	err = pgx.BeginTxFunc(ctx, conn, pgx.TxOptions{AccessMode: pgx.ReadWrite}, func(tx pgx.Tx) error {
 		return tx.QueryRow(ctx, "INSERT INTO "+markerTable+" DEFAULT VALUES RETURNING id").Scan(&id)
 	})
 	conn.Close(context.Background())
 	if err != nil {
-		return fmt.Errorf("fakes/bluegreen: catch up: %w", err)
+		return fmt.Errorf("fakes/bluegreentest: catch up: %w", err)
 	}
 	return poll(ctx, r.d.Env.Green, r.d.Database, "catch up", func(ctx context.Context, c *pgx.Conn) (bool, error) {
 		var ok bool
@@ -158,7 +159,7 @@ func (r *Replication) Promote(ctx context.Context) error {
 	if err := execSession(ctx, green, r.d.Database, "SET default_transaction_read_only = off",
 		"ALTER SUBSCRIPTION "+r.name+" DISABLE",
 		"ALTER DATABASE "+r.d.Database+" RESET default_transaction_read_only"); err != nil {
-		return fmt.Errorf("fakes/bluegreen: promote green: %w", err)
+		return fmt.Errorf("fakes/bluegreentest: promote green: %w", err)
 	}
 	return terminate(ctx, green, r.d.Database)
 }
@@ -187,7 +188,7 @@ func terminate(ctx context.Context, s *Server, db string) error {
 func poll(ctx context.Context, s *Server, db, what string, check func(context.Context, *pgx.Conn) (bool, error)) error {
 	conn, err := pgx.Connect(ctx, s.DSN(db))
 	if err != nil {
-		return fmt.Errorf("fakes/bluegreen: %s: %w", what, err)
+		return fmt.Errorf("fakes/bluegreentest: %s: %w", what, err)
 	}
 	defer conn.Close(context.Background())
 	t := time.NewTicker(10 * time.Millisecond)
@@ -195,14 +196,14 @@ func poll(ctx context.Context, s *Server, db, what string, check func(context.Co
 	for {
 		ok, err := check(ctx, conn)
 		if err != nil {
-			return fmt.Errorf("fakes/bluegreen: %s: %w", what, err)
+			return fmt.Errorf("fakes/bluegreentest: %s: %w", what, err)
 		}
 		if ok {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("fakes/bluegreen: %s: %w", what, ctx.Err())
+			return fmt.Errorf("fakes/bluegreentest: %s: %w", what, ctx.Err())
 		case <-t.C:
 		}
 	}

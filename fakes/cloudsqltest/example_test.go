@@ -1,4 +1,4 @@
-package cloudsql_test
+package cloudsqltest_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"cloud.google.com/go/cloudsqlconn"
 	"google.golang.org/api/googleapi"
 
-	fakecloudsql "github.com/holdfast-db/holdfast/fakes/cloudsql"
+	"github.com/holdfast-db/holdfast/fakes/cloudsqltest"
 )
 
 // A real cloudsqlconn dialer against the fake, with an injected fault: the
@@ -17,7 +17,7 @@ import (
 // the same error types as against Google. (This example needs no
 // PostgreSQL: the dial fails before the fake would forward anything.)
 func Example() {
-	srv, err := fakecloudsql.New(fakecloudsql.Config{
+	srv, err := cloudsqltest.New(cloudsqltest.Config{
 		Backend: "127.0.0.1:5432", // the PostgreSQL the instance forwards to
 	})
 	if err != nil {
@@ -37,7 +37,7 @@ func Example() {
 	}
 	defer d.Close()
 
-	srv.Fail(fakecloudsql.ConnectSettings, 403, -1)
+	srv.Fail(cloudsqltest.ConnectSettings, 403, -1)
 	_, err = d.Dial(context.Background(), srv.ConnName())
 
 	var ge *googleapi.Error

@@ -1,4 +1,4 @@
-package bluegreen
+package bluegreentest
 
 import (
 	"context"
@@ -23,7 +23,7 @@ var validRole = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,40}$`)
 // connections to blue during IN_PROGRESS.
 func (d *Deployment) CreateRole(ctx context.Context, role string) error {
 	if !validRole.MatchString(role) {
-		return fmt.Errorf("fakes/bluegreen: invalid role name %q: lowercase letters, digits and underscores", role)
+		return fmt.Errorf("fakes/bluegreentest: invalid role name %q: lowercase letters, digits and underscores", role)
 	}
 	create := `DO $$ BEGIN
 	CREATE ROLE ` + role + ` LOGIN;
@@ -41,11 +41,11 @@ DO $$ BEGIN
 END $$`
 	for _, s := range []*Server{d.Env.Blue, d.Env.Green} {
 		if err := s.Exec(ctx, "postgres", create); err != nil && !isCode(err, "23505", "42710") {
-			return fmt.Errorf("fakes/bluegreen: create role: %w", err)
+			return fmt.Errorf("fakes/bluegreentest: create role: %w", err)
 		}
 		// Grants write catalogs: READ WRITE whatever the database default.
 		if err := execSession(ctx, s, d.Database, "SET default_transaction_read_only = off", grant); err != nil {
-			return fmt.Errorf("fakes/bluegreen: create role: %w", err)
+			return fmt.Errorf("fakes/bluegreentest: create role: %w", err)
 		}
 	}
 	return nil

@@ -1,4 +1,4 @@
-package bluegreen_test
+package bluegreentest_test
 
 import (
 	"context"
@@ -7,13 +7,16 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	fake "github.com/holdfast-db/holdfast/fakes/bluegreen"
+	fake "github.com/holdfast-db/holdfast/fakes/bluegreentest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -81,6 +84,127 @@ func TestResolver(t *testing.T) {
 	}
 }
 
+// checkListen checks where the servers listen, for the Env's mode.
+func checkListen(t *testing.T, env *fake.Env) {
+	t.Helper()
+	for _, s := range []*fake.Server{env.Blue, env.Green} {
+		host, port, err := net.SplitHostPort(s.ListenAddr)
+		switch {
+		case err != nil:
+			t.Errorf("%s listen address %q: %v", s.Name, s.ListenAddr, err)
+		case env.SingleIP && host != "127.0.0.1":
+			t.Errorf("single-address mode: %s listens on %s, want 127.0.0.1", s.Name, s.ListenAddr)
+		case !env.SingleIP && (host != s.Host || port != strconv.Itoa(s.Port)):
+			t.Errorf("two-address mode: %s listens on %s, want %s:%d", s.Name, s.ListenAddr, s.Host, s.Port)
+		}
+	}
+	if env.Blue.ListenAddr == env.Green.ListenAddr {
+		t.Errorf("blue and green both listen on %s", env.Blue.ListenAddr)
+	}
+	if env.SingleIP != (env.SingleIPReason != "") {
+		t.Errorf("SingleIP %v, SingleIPReason %q", env.SingleIP, env.SingleIPReason)
+	}
+}
+
+// In the single-address mode, as on macOS without loopback aliases, both
+// servers listen on 127.0.0.1 at two ports, and Env.Dial presents them to
+// clients at the two addresses on one port: the RDS names lead to the right
+// server, connections report the address clients asked for, a cancel
+// request (which pgx sends to that address) reaches the server, and
+// nothing listens at the addresses themselves.
+func TestEnvSingleIP(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	env, err := fake.Start(ctx, fake.Config{SingleIP: true})
+	if errors.Is(err, fake.ErrNotFound) && os.Getenv(pgtest.EnvRequire) != "1" {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := env.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	if !env.SingleIP || env.SingleIPReason != "Config.SingleIP" {
+		t.Fatalf("SingleIP %v (%q), want the single-address mode for Config.SingleIP", env.SingleIP, env.SingleIPReason)
+	}
+	if env.Blue.Host != fake.DefaultBlueHost || env.Green.Host != fake.DefaultGreenHost || env.Blue.Port != env.Green.Port {
+		t.Errorf("clients see blue %s:%d, green %s:%d; want the default addresses on one port",
+			env.Blue.Host, env.Blue.Port, env.Green.Host, env.Green.Port)
+	}
+	checkListen(t, env)
+
+	d, err := env.NewDeployment(ctx, fake.DeploymentConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Drop(context.Background())
+	for _, tt := range []struct {
+		host string
+		srv  *fake.Server
+	}{
+		{d.Names.Cluster, env.Blue},
+		{d.Names.GreenCluster, env.Green},
+		{env.Green.Host, env.Green},
+	} {
+		cfg, err := d.PoolConfig(tt.host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.host, err)
+		}
+		var got string
+		if err := conn.QueryRow(ctx, "SELECT host(inet_server_addr()) || ':' || inet_server_port()").Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != tt.srv.ListenAddr {
+			t.Errorf("%s: connected to %s, want %s (%s)", tt.host, got, tt.srv.ListenAddr, tt.srv.Name)
+		}
+		want := net.JoinHostPort(tt.srv.Host, strconv.Itoa(tt.srv.Port))
+		if ra := conn.PgConn().Conn().RemoteAddr().String(); ra != want {
+			t.Errorf("%s: RemoteAddr %s, want %s", tt.host, ra, want)
+		}
+		// A cancel request: pgx dials RemoteAddr, through Dial. It is sent
+		// until the query ends, since one sent before the query starts is
+		// ignored.
+		done := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			tick := time.NewTicker(100 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-done:
+					return
+				case <-tick.C:
+					if err := conn.PgConn().CancelRequest(ctx); err != nil {
+						t.Errorf("%s: cancel request: %v", tt.host, err)
+						return
+					}
+				}
+			}
+		})
+		_, err = conn.Exec(ctx, "SELECT pg_sleep(30)")
+		close(done)
+		wg.Wait()
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "57014" {
+			t.Errorf("%s: canceled query: %v, want 57014 (the cancel request reached the server)", tt.host, err)
+		}
+		conn.Close(ctx)
+	}
+	// Without Dial, the addresses clients see lead nowhere.
+	var dialer net.Dialer
+	if c, err := dialer.DialContext(ctx, "tcp", net.JoinHostPort(env.Green.Host, strconv.Itoa(env.Green.Port))); err == nil {
+		c.Close()
+		t.Errorf("something listens at %s:%d in the single-address mode", env.Green.Host, env.Green.Port)
+	}
+}
+
 func TestNames(t *testing.T) {
 	t.Parallel()
 	rds := fake.NewNames(fake.RDS, "orders", "acct12345678", "eu-west-1", "zz9999")
@@ -120,6 +244,7 @@ func TestEnv(t *testing.T) {
 		t.Errorf("blue %s:%d, green %s:%d; want the same port at the default addresses",
 			env.Blue.Host, env.Blue.Port, env.Green.Host, env.Green.Port)
 	}
+	checkListen(t, env)
 
 	t.Run("functions", func(t *testing.T) {
 		t.Parallel()
@@ -234,7 +359,7 @@ func TestEnv(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if src, dst := roleOf(rows, fake.RoleSource), roleOf(rows, fake.RoleTarget); strings.Join(src, ",") != d.Names.OldCluster+","+d.Names.OldInstance ||
+		if src, dst := roleOf(rows, fake.RowRoleSource), roleOf(rows, fake.RowRoleTarget); strings.Join(src, ",") != d.Names.OldCluster+","+d.Names.OldInstance ||
 			strings.Join(dst, ",") != d.Names.Cluster+","+d.Names.Instance {
 			t.Errorf("after Rename: source %v, target %v", src, dst)
 		}
@@ -242,7 +367,7 @@ func TestEnv(t *testing.T) {
 			t.Fatal(err)
 		}
 		rows, _ = d.Blue.Rows(ctx)
-		if len(roleOf(rows, fake.RoleSource)) != 0 || len(roleOf(rows, fake.RoleTarget)) != 2 {
+		if len(roleOf(rows, fake.RowRoleSource)) != 0 || len(roleOf(rows, fake.RowRoleTarget)) != 2 {
 			t.Errorf("after DropSource: %+v", rows)
 		}
 		r := env.Resolver
@@ -274,15 +399,16 @@ func TestEnv(t *testing.T) {
 			server string
 			ok     bool
 		}{
-			{d.Names.Instance, env.Blue.Host, true},
-			{d.Names.GreenInstance, env.Green.Host, true},
-			{env.Blue.Host, env.Blue.Host, false}, // no IP address in the certificate
+			{d.Names.Instance, env.Blue.ListenAddr, true},
+			{d.Names.GreenInstance, env.Green.ListenAddr, true},
+			{env.Blue.Host, env.Blue.ListenAddr, false}, // no IP address in the certificate
 		} {
 			cfg, err := pgx.ParseConfig(d.DSN(tt.host))
 			if err != nil {
 				t.Fatal(err)
 			}
 			cfg.LookupFunc = env.Resolver.Lookup
+			cfg.DialFunc = env.Dial
 			conn, err := pgx.ConnectConfig(ctx, cfg)
 			if !tt.ok {
 				var he x509.HostnameError
@@ -296,7 +422,7 @@ func TestEnv(t *testing.T) {
 			}
 			var addr string
 			var ssl bool
-			err = conn.QueryRow(ctx, "SELECT host(inet_server_addr()), ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").Scan(&addr, &ssl)
+			err = conn.QueryRow(ctx, "SELECT host(inet_server_addr()) || ':' || inet_server_port(), ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").Scan(&addr, &ssl)
 			conn.Close(ctx)
 			if err != nil || addr != tt.server || !ssl {
 				t.Errorf("%s: server %s, ssl %v, %v; want %s over TLS", tt.host, addr, ssl, err, tt.server)

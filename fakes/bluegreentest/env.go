@@ -1,4 +1,4 @@
-package bluegreen
+package bluegreentest
 
 import (
 	"context"
@@ -31,6 +31,16 @@ const (
 	DefaultGreenHost = "127.0.0.21"
 )
 
+// EnvSingleIP is the environment variable that, set to "1", makes [Start]
+// use the single-address mode even where BlueHost and GreenHost can be
+// bound, as Config.SingleIP does: to test, on Linux, what runs on macOS.
+const EnvSingleIP = "HOLDFAST_SIM_SINGLE_IP"
+
+// AliasHelp tells how to give the loopback interface the default addresses,
+// so that [Start] can use the two-address mode. Linux needs nothing: every
+// 127.x.y.z address is already local there.
+const AliasHelp = "macOS: sudo ifconfig lo0 alias 127.0.0.11 up; sudo ifconfig lo0 alias 127.0.0.21 up"
+
 // ErrNotFound is matched (errors.Is) by the error of [Start] when the
 // PostgreSQL server binaries are not installed; tests usually skip then.
 var ErrNotFound = pgtest.ErrNotFound
@@ -52,6 +62,10 @@ type Config struct {
 	// Settings are extra postgresql.conf settings for both servers, for
 	// example {"wal_level": "logical"}.
 	Settings map[string]string
+	// SingleIP selects the single-address mode (see [Env.SingleIP]) even
+	// where BlueHost and GreenHost can be bound. Setting the environment
+	// variable EnvSingleIP to "1" does the same.
+	SingleIP bool
 }
 
 // Env is a blue and a green PostgreSQL server on one machine, on the same
@@ -59,6 +73,20 @@ type Config struct {
 // ([Env.NewDeployment]) live in their own databases, so tests can share an
 // Env and run in parallel. Close it when done. An Env is safe for
 // concurrent use.
+//
+// Clients connect through [Env.Dial] (Deployment.PoolConfig sets it), which
+// works in both of the Env's modes:
+//
+//   - Two addresses, where BlueHost and GreenHost can be bound (any Linux):
+//     the servers listen on them, on the same port, and Dial is a plain
+//     dialer.
+//   - Single address ([Env.SingleIP]), where they cannot (macOS unless the
+//     loopback interface has aliases, see [AliasHelp]): both servers listen
+//     on 127.0.0.1, each on a port of its own. Server.Host and Server.Port
+//     stay what clients see, the two addresses on one port, and Dial
+//     connects those to the listening servers; its connections report the
+//     address asked for as their remote address. The resolver, the metadata
+//     and holdfast see the same topology as in the other mode.
 type Env struct {
 	Blue, Green *Server
 	// Resolver is the fake DNS every deployment's names are set in.
@@ -66,6 +94,10 @@ type Env struct {
 	// CAFile is the path of the CA certificate (PEM) when Config.TLS is set:
 	// use it as sslrootcert.
 	CAFile string
+	// SingleIP reports the single-address mode; SingleIPReason says why it
+	// is in force (the error binding BlueHost or GreenHost, or the option).
+	SingleIP       bool
+	SingleIPReason string
 
 	cfg Config
 	dir string // client-side files (the CA)
@@ -78,17 +110,24 @@ type Env struct {
 // trust authentication on loopback.
 type Server struct {
 	Name string // "blue" or "green"
+	// Host and Port are the server's address as clients see it: what the
+	// resolver answers for its names and the metadata publishes. Blue and
+	// green differ by Host and share Port. Reach it through [Env.Dial].
 	Host string
 	Port int
-	Dir  string // the server's directory (data directory, log, TLS files)
-	tls  bool
-	srv  *pgtest.Server
+	// ListenAddr is where the server listens ("host:port"): Host and Port,
+	// except in the single-address mode, where it is 127.0.0.1 and a port
+	// of its own.
+	ListenAddr string
+	Dir        string // the server's directory (data directory, log, TLS files)
+	tls        bool
+	srv        *pgtest.Server
 }
 
 // DSN returns a superuser connection string for database db on this
-// server, by address, without TLS.
+// server, by its listen address, without TLS. It needs no special dialer.
 func (s *Server) DSN(db string) string {
-	u := url.URL{Scheme: "postgres", User: url.User("postgres"), Host: net.JoinHostPort(s.Host, strconv.Itoa(s.Port)),
+	u := url.URL{Scheme: "postgres", User: url.User("postgres"), Host: s.ListenAddr,
 		Path: "/" + db, RawQuery: "sslmode=disable"}
 	return u.String()
 }
@@ -98,19 +137,20 @@ func (s *Server) DSN(db string) string {
 func (s *Server) Exec(ctx context.Context, db, sql string) error {
 	conn, err := pgx.Connect(ctx, s.DSN(db))
 	if err != nil {
-		return fmt.Errorf("fakes/bluegreen: %s: %w", s.Name, err)
+		return fmt.Errorf("fakes/bluegreentest: %s: %w", s.Name, err)
 	}
 	defer conn.Close(context.Background())
 	if _, err := conn.Exec(ctx, sql); err != nil {
-		return fmt.Errorf("fakes/bluegreen: %s: %w", s.Name, err)
+		return fmt.Errorf("fakes/bluegreentest: %s: %w", s.Name, err)
 	}
 	return nil
 }
 
 // Start starts the two servers (initdb and pg_ctl, through the
-// PostgreSQL binaries installed on the machine) on the same free port. ctx
-// bounds the start. When the binaries are missing the error matches
-// ErrNotFound.
+// PostgreSQL binaries installed on the machine): on the same free port at
+// BlueHost and GreenHost when both can be bound, else in the single-address
+// mode (see [Env]). ctx bounds the start. When the binaries are missing the
+// error matches ErrNotFound.
 func Start(ctx context.Context, cfg Config) (*Env, error) {
 	if cfg.BlueHost == "" {
 		cfg.BlueHost = DefaultBlueHost
@@ -119,12 +159,32 @@ func Start(ctx context.Context, cfg Config) (*Env, error) {
 		cfg.GreenHost = DefaultGreenHost
 	}
 	if cfg.BlueHost == cfg.GreenHost {
-		return nil, errors.New("fakes/bluegreen: BlueHost and GreenHost must differ")
+		return nil, errors.New("fakes/bluegreentest: BlueHost and GreenHost must differ")
+	}
+	for _, h := range []string{cfg.BlueHost, cfg.GreenHost} {
+		if ip := net.ParseIP(h); ip == nil || ip.To4() == nil || !ip.IsLoopback() {
+			return nil, fmt.Errorf("fakes/bluegreentest: %q is not an IPv4 loopback address", h)
+		}
+	}
+	var reason string
+	switch {
+	case cfg.SingleIP:
+		reason = "Config.SingleIP"
+	case os.Getenv(EnvSingleIP) == "1":
+		reason = EnvSingleIP + "=1"
+	default:
+		if err := canBind(cfg.BlueHost, cfg.GreenHost); err != nil {
+			reason = err.Error()
+		}
+	}
+	start := startPair
+	if reason != "" {
+		start = startSingle
 	}
 	var blue, green *pgtest.Server
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
-		blue, green, err = startPair(ctx, cfg)
+		blue, green, err = start(ctx, cfg)
 		if err == nil || errors.Is(err, pgtest.ErrNotFound) || ctx.Err() != nil {
 			break
 		}
@@ -132,11 +192,19 @@ func Start(ctx context.Context, cfg Config) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Clients see the configured addresses on one port: the servers' own
+	// in the two-address mode, blue's real port in the single-address one
+	// (nothing listens there at either address, so a client that bypasses
+	// Dial is refused rather than reaching the wrong server).
 	e := &Env{
-		Blue:     &Server{Name: "blue", Host: blue.Host, Port: blue.Port, Dir: blue.Dir, srv: blue},
-		Green:    &Server{Name: "green", Host: green.Host, Port: green.Port, Dir: green.Dir, srv: green},
-		Resolver: NewResolver(),
-		cfg:      cfg,
+		Blue: &Server{Name: "blue", Host: cfg.BlueHost, Port: blue.Port, ListenAddr: blue.Addr(),
+			Dir: blue.Dir, srv: blue},
+		Green: &Server{Name: "green", Host: cfg.GreenHost, Port: blue.Port, ListenAddr: green.Addr(),
+			Dir: green.Dir, srv: green},
+		Resolver:       NewResolver(),
+		SingleIP:       reason != "",
+		SingleIPReason: reason,
+		cfg:            cfg,
 	}
 	if cfg.TLS {
 		if err := e.enableTLS(ctx); err != nil {
@@ -151,7 +219,7 @@ func Start(ctx context.Context, cfg Config) (*Env, error) {
 func startPair(ctx context.Context, cfg Config) (*pgtest.Server, *pgtest.Server, error) {
 	port, err := sharedFreePort(cfg.BlueHost, cfg.GreenHost)
 	if err != nil {
-		return nil, nil, fmt.Errorf("fakes/bluegreen: pick a port: %w", err)
+		return nil, nil, fmt.Errorf("fakes/bluegreentest: pick a port: %w", err)
 	}
 	var wg sync.WaitGroup
 	var srv [2]*pgtest.Server
@@ -172,6 +240,83 @@ func startPair(ctx context.Context, cfg Config) (*pgtest.Server, *pgtest.Server,
 	}
 	return srv[0], srv[1], nil
 }
+
+// startSingle starts both servers at once on 127.0.0.1, each on a free
+// port of its own.
+func startSingle(ctx context.Context, cfg Config) (*pgtest.Server, *pgtest.Server, error) {
+	var wg sync.WaitGroup
+	var srv [2]*pgtest.Server
+	var errs [2]error
+	for i := range srv {
+		wg.Go(func() {
+			srv[i], errs[i] = pgtest.Start(ctx, pgtest.Options{Host: "127.0.0.1", Settings: cfg.Settings})
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs[0], errs[1]); err != nil {
+		for _, s := range srv {
+			if s != nil {
+				_ = s.Stop()
+			}
+		}
+		return nil, nil, err
+	}
+	return srv[0], srv[1], nil
+}
+
+// canBind reports whether a TCP listener can be opened at each host.
+func canBind(hosts ...string) error {
+	for _, h := range hosts {
+		l, err := net.Listen("tcp", net.JoinHostPort(h, "0"))
+		if err != nil {
+			return err
+		}
+		l.Close()
+	}
+	return nil
+}
+
+// Dial is a pgconn.DialFunc (give it to pgx as ConnConfig.DialFunc) that
+// connects to the servers by the addresses clients see, Server.Host and
+// Server.Port, in either mode, and to any other address as asked. In the
+// single-address mode a connection to a server reports the address asked
+// for as its RemoteAddr, as it would be with two addresses (pgx sends a
+// cancel request there, through Dial again). Dial honours ctx.
+func (e *Env) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var d net.Dialer // as pgx's default dialer
+	if e.SingleIP {
+		for _, s := range []*Server{e.Blue, e.Green} {
+			if !s.is(addr) {
+				continue
+			}
+			c, err := d.DialContext(ctx, network, s.ListenAddr)
+			if err != nil {
+				return nil, err
+			}
+			return &aliasConn{Conn: c, remote: &net.TCPAddr{IP: net.ParseIP(s.Host), Port: s.Port}}, nil
+		}
+	}
+	return d.DialContext(ctx, network, addr)
+}
+
+// is reports whether addr ("host:port") is the address clients see s at.
+func (s *Server) is(addr string) bool {
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil || p != strconv.Itoa(s.Port) {
+		return false
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.Equal(net.ParseIP(s.Host))
+}
+
+// aliasConn is a connection to a server reached at another address than
+// the one asked for; it reports the address asked for.
+type aliasConn struct {
+	net.Conn
+	remote net.Addr
+}
+
+func (c *aliasConn) RemoteAddr() net.Addr { return c.remote }
 
 func sharedFreePort(a, b string) (int, error) {
 	for range 20 {
@@ -210,7 +355,7 @@ func (e *Env) Names(engine Engine, name string) Names {
 func (e *Env) enableTLS(ctx context.Context) error {
 	caPEM, certPEM, keyPEM, err := issue(Wildcards(e.cfg.Account, e.cfg.Region))
 	if err != nil {
-		return fmt.Errorf("fakes/bluegreen: TLS certificates: %w", err)
+		return fmt.Errorf("fakes/bluegreentest: TLS certificates: %w", err)
 	}
 	if e.dir, err = os.MkdirTemp("", "holdfast-bluegreen-*"); err != nil {
 		return err
@@ -263,7 +408,7 @@ func (s *Server) enableTLS(ctx context.Context, certPEM, keyPEM []byte) error {
 	}
 	s.tls = true
 	// The reload is asynchronous: wait until a new connection gets TLS.
-	u := url.URL{Scheme: "postgres", User: url.User("postgres"), Host: net.JoinHostPort(s.Host, strconv.Itoa(s.Port)),
+	u := url.URL{Scheme: "postgres", User: url.User("postgres"), Host: s.ListenAddr,
 		Path: "/postgres", RawQuery: "sslmode=require"}
 	delay := 5 * time.Millisecond
 	for {
@@ -280,7 +425,7 @@ func (s *Server) enableTLS(ctx context.Context, certPEM, keyPEM []byte) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("fakes/bluegreen: %s: TLS not enabled: %w (last: %v)", s.Name, ctx.Err(), err)
+			return fmt.Errorf("fakes/bluegreentest: %s: TLS not enabled: %w (last: %v)", s.Name, ctx.Err(), err)
 		case <-t.C:
 		}
 		delay = min(2*delay, 200*time.Millisecond)

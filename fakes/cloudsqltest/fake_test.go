@@ -1,4 +1,4 @@
-package cloudsql_test
+package cloudsqltest_test
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 	"golang.org/x/oauth2"
 	"google.golang.org/api/googleapi"
 
-	fake "github.com/holdfast-db/holdfast/fakes/cloudsql"
+	fake "github.com/holdfast-db/holdfast/fakes/cloudsqltest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 )
 

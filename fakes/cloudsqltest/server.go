@@ -1,4 +1,4 @@
-package cloudsql
+package cloudsqltest
 
 import (
 	"context"
@@ -45,11 +45,11 @@ const (
 const tokenLifetime = time.Hour
 
 // ErrClosed is returned by [Server.Dial] after [Server.Close].
-var ErrClosed = errors.New("fakes/cloudsql: server is closed")
+var ErrClosed = errors.New("fakes/cloudsqltest: server is closed")
 
 // ErrNotInstance is wrapped by the error [Server.Dial] returns for an address
 // other than the fake instance's: the fake never dials anything else.
-var ErrNotInstance = errors.New("fakes/cloudsql: not the fake instance's address")
+var ErrNotInstance = errors.New("fakes/cloudsqltest: not the fake instance's address")
 
 // Config configures [New]. Only Backend is required.
 type Config struct {
@@ -124,7 +124,7 @@ type Server struct {
 // empty or a listener cannot be opened. The caller must call [Server.Close].
 func New(cfg Config) (*Server, error) {
 	if cfg.Backend == "" {
-		return nil, errors.New("fakes/cloudsql: Config.Backend is required (the PostgreSQL host:port to forward to)")
+		return nil, errors.New("fakes/cloudsqltest: Config.Backend is required (the PostgreSQL host:port to forward to)")
 	}
 	if cfg.Project == "" {
 		cfg.Project = DefaultProject
@@ -150,11 +150,11 @@ func New(cfg Config) (*Server, error) {
 		loginTok: map[string]time.Time{},
 	}
 	if err := s.setupTLS(); err != nil {
-		return nil, fmt.Errorf("fakes/cloudsql: certificates: %w", err)
+		return nil, fmt.Errorf("fakes/cloudsqltest: certificates: %w", err)
 	}
 	if err := s.listen(); err != nil {
 		s.closeListeners()
-		return nil, fmt.Errorf("fakes/cloudsql: %w", err)
+		return nil, fmt.Errorf("fakes/cloudsqltest: %w", err)
 	}
 	s.client = &http.Client{Transport: &http.Transport{
 		DialContext:       (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
@@ -299,7 +299,7 @@ func (s *Server) TokenSource(kind Endpoint) oauth2.TokenSource {
 	case LoginToken:
 		scope = ScopeLogin
 	default:
-		return failingSource{fmt.Errorf("fakes/cloudsql: %v is not a token kind", kind)}
+		return failingSource{fmt.Errorf("fakes/cloudsqltest: %v is not a token kind", kind)}
 	}
 	cc := clientcredentials.Config{
 		ClientID:     "holdfast-fake-client",
@@ -550,5 +550,5 @@ func (s *Server) wait(ctx context.Context, d time.Duration) bool {
 
 // String describes the fake without secrets.
 func (s *Server) String() string {
-	return "fakes/cloudsql.Server{" + s.connName + ", admin " + s.adminURL + ", instance " + s.InstanceAddr() + ", backend " + s.cfg.Backend + "}"
+	return "fakes/cloudsqltest.Server{" + s.connName + ", admin " + s.adminURL + ", instance " + s.InstanceAddr() + ", backend " + s.cfg.Backend + "}"
 }

@@ -1,4 +1,4 @@
-package bluegreen_test
+package bluegreentest_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	fake "github.com/holdfast-db/holdfast/fakes/bluegreen"
+	fake "github.com/holdfast-db/holdfast/fakes/bluegreentest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -70,6 +70,7 @@ func appConn(ctx context.Context, d *fake.Deployment, host string) (*pgx.Conn, e
 	}
 	cfg.User = "app"
 	cfg.LookupFunc = d.Env.Resolver.Lookup
+	cfg.DialFunc = d.Env.Dial
 	return pgx.ConnectConfig(ctx, cfg)
 }
 

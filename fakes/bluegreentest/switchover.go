@@ -1,4 +1,4 @@
-package bluegreen
+package bluegreentest
 
 import (
 	"context"
@@ -171,13 +171,13 @@ func (d *Deployment) Switchover(ctx context.Context, cfg SwitchoverConfig) (Swit
 		cfg.Scenario = ScenarioNormal
 	}
 	if !slices.Contains(Scenarios(), cfg.Scenario) {
-		return SwitchoverResult{}, fmt.Errorf("fakes/bluegreen: unknown scenario %q", cfg.Scenario)
+		return SwitchoverResult{}, fmt.Errorf("fakes/bluegreentest: unknown scenario %q", cfg.Scenario)
 	}
 	t := cfg.Timings.withDefaults(cfg.Scenario)
 	s := &script{d: d, cfg: cfg, res: SwitchoverResult{Scenario: cfg.Scenario, Timings: t}}
 	err := s.run(ctx, t)
 	if err != nil {
-		err = fmt.Errorf("fakes/bluegreen: switchover (%s): %w", cfg.Scenario, err)
+		err = fmt.Errorf("fakes/bluegreentest: switchover (%s): %w", cfg.Scenario, err)
 	}
 	return s.res, err
 }

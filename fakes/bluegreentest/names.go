@@ -1,4 +1,4 @@
-package bluegreen
+package bluegreentest
 
 // Defaults for RDS-shaped host names.
 const (

@@ -1,4 +1,4 @@
-package bluegreen_test
+package bluegreentest_test
 
 import (
 	"context"
@@ -6,15 +6,15 @@ import (
 	"fmt"
 	"net"
 
-	fake "github.com/holdfast-db/holdfast/fakes/bluegreen"
+	"github.com/holdfast-db/holdfast/fakes/bluegreentest"
 )
 
 // The fake DNS: names resolve to what the test sets, and stop resolving
 // when it removes them, as the green names do after a switchover.
 func ExampleResolver() {
 	ctx := context.Background()
-	names := fake.NewNames(fake.Aurora, "orders", "", "", "")
-	r := fake.NewResolver()
+	names := bluegreentest.NewNames(bluegreentest.Aurora, "orders", "", "", "")
+	r := bluegreentest.NewResolver()
 	r.Set(names.Cluster, "127.0.0.11")
 	r.Set(names.GreenCluster, "127.0.0.21")
 
@@ -37,7 +37,7 @@ func ExampleResolver() {
 
 // The host names of an Aurora deployment.
 func ExampleNewNames() {
-	n := fake.NewNames(fake.Aurora, "orders", "", "", "")
+	n := bluegreentest.NewNames(bluegreentest.Aurora, "orders", "", "", "")
 	fmt.Println(n.Cluster)
 	fmt.Println(n.GreenCluster)
 	fmt.Println(n.GreenInstance)

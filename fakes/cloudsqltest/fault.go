@@ -1,4 +1,4 @@
-package cloudsql
+package cloudsqltest
 
 import (
 	"strconv"

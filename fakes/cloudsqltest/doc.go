@@ -1,14 +1,12 @@
-// Package cloudsql is a fake Cloud SQL for tests: the real Cloud SQL Go
+// Package cloudsqltest is a fake Cloud SQL for tests: the real Cloud SQL Go
 // connector (cloud.google.com/go/cloudsqlconn, tested with v1.26.0) dials
 // it as it would dial a real instance, and it forwards the connections to a
 // real PostgreSQL server, for example one started by a test. Everything
 // listens on 127.0.0.1; nothing reaches Google or any address off the
 // machine.
 //
-// Import it under another name, since holdfast's integration package is
-// also called cloudsql:
-//
-//	import fakecloudsql "github.com/holdfast-db/holdfast/fakes/cloudsql"
+// It is named as net/http/httptest is, for what it doubles, so it imports
+// next to holdfast's cloudsql package without renaming either.
 //
 // # What it fakes
 //
@@ -32,7 +30,7 @@
 //
 // # Using it
 //
-//	srv, err := fakecloudsql.New(fakecloudsql.Config{Backend: pgAddr})
+//	srv, err := cloudsqltest.New(cloudsqltest.Config{Backend: pgAddr})
 //	// ...
 //	defer srv.Close()
 //	opts, err := srv.IAMDialerOptions() // or DialerOptions, without IAM authn
@@ -88,4 +86,4 @@
 // connection and request; [Server.Close] closes every listener and
 // connection, ends pending delays and waits for all of them. Close the pgx
 // pool and the dialer before the fake.
-package cloudsql
+package cloudsqltest

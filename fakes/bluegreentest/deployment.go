@@ -1,4 +1,4 @@
-package bluegreen
+package bluegreentest
 
 import (
 	"context"
@@ -70,7 +70,7 @@ func (e *Env) NewDeployment(ctx context.Context, cfg DeploymentConfig) (*Deploym
 		cfg.Engine = Aurora
 	}
 	if cfg.Engine != Aurora && cfg.Engine != RDS {
-		return nil, fmt.Errorf("fakes/bluegreen: unknown engine %v", cfg.Engine)
+		return nil, fmt.Errorf("fakes/bluegreentest: unknown engine %v", cfg.Engine)
 	}
 	e.mu.Lock()
 	e.seq++
@@ -79,7 +79,7 @@ func (e *Env) NewDeployment(ctx context.Context, cfg DeploymentConfig) (*Deploym
 	}
 	e.mu.Unlock()
 	if !validName.MatchString(cfg.Name) {
-		return nil, fmt.Errorf("fakes/bluegreen: invalid deployment name %q: lowercase letters, digits and dashes", cfg.Name)
+		return nil, fmt.Errorf("fakes/bluegreentest: invalid deployment name %q: lowercase letters, digits and dashes", cfg.Name)
 	}
 	d := &Deployment{
 		Env:      e,
@@ -109,9 +109,11 @@ func (e *Env) NewDeployment(ctx context.Context, cfg DeploymentConfig) (*Deploym
 }
 
 // DSN returns a connection string to the deployment's database through
-// host name host (one of Names), on the servers' port: with
-// sslmode=verify-full and the Env's CA when TLS is on, else
-// sslmode=disable. extra are more "key=value" settings.
+// host name host (one of Names), on the port clients see (Server.Port):
+// with sslmode=verify-full and the Env's CA when TLS is on, else
+// sslmode=disable. extra are more "key=value" settings. Connect with the
+// Env's resolver as LookupFunc and [Env.Dial] as DialFunc, as
+// [Deployment.PoolConfig] does.
 func (d *Deployment) DSN(host string, extra ...string) string {
 	q := url.Values{}
 	if d.Env.CAFile != "" {
@@ -130,13 +132,14 @@ func (d *Deployment) DSN(host string, extra ...string) string {
 }
 
 // PoolConfig parses d.DSN(host, extra...) and sets its LookupFunc to the
-// Env's resolver.
+// Env's resolver and its DialFunc to [Env.Dial].
 func (d *Deployment) PoolConfig(host string, extra ...string) (*pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig(d.DSN(host, extra...))
 	if err != nil {
 		return nil, err
 	}
 	cfg.ConnConfig.LookupFunc = d.Env.Resolver.Lookup
+	cfg.ConnConfig.DialFunc = d.Env.Dial
 	return cfg, nil
 }
 
@@ -166,9 +169,9 @@ func (d *Deployment) rowsLocked(status string) []Row {
 		}
 	}
 	if !d.noSrc {
-		add(RoleSource, src)
+		add(RowRoleSource, src)
 	}
-	add(RoleTarget, dst)
+	add(RowRoleTarget, dst)
 	return rows
 }
 

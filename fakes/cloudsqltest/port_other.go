@@ -1,6 +1,6 @@
 //go:build !unix
 
-package cloudsql
+package cloudsqltest
 
 import "net"
 
