@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/holdfast-db/holdfast/cloudsql"
 	"io"
 	"log/slog"
 	"net"
@@ -70,7 +71,10 @@ func run(w io.Writer, dsn string) (err error) {
 	if err != nil {
 		return err
 	}
-	f, err := holdfast.New(holdfast.WithLogger(logger), holdfast.WithRetryBudget(budget))
+	// The fake connector plays the Cloud SQL connector's errors; the
+	// factory classifies them as cloudsql.With makes it do.
+	f, err := holdfast.New(holdfast.WithLogger(logger), holdfast.WithRetryBudget(budget),
+		holdfast.WithIntegration(holdfast.Integration{Name: "cloudsql-errors", Rules: cloudsql.Rules(), TypeRules: cloudsql.TypeRules()}))
 	if err != nil {
 		return err
 	}

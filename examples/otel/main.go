@@ -24,6 +24,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/holdfast-db/holdfast/cloudsql"
 	"io"
 	"log/slog"
 	"net"
@@ -101,7 +102,10 @@ func run(ctx context.Context, w io.Writer, o options) (err error) {
 	otel.SetTracerProvider(tp)
 
 	// 2. holdfast, with the global providers (no option needed).
-	f, err := holdfast.New(holdfast.WithLogger(logger))
+	// The fake connector plays the Cloud SQL connector's errors; the
+	// factory classifies them as cloudsql.With makes it do.
+	f, err := holdfast.New(holdfast.WithLogger(logger),
+		holdfast.WithIntegration(holdfast.Integration{Name: "cloudsql-errors", Rules: cloudsql.Rules(), TypeRules: cloudsql.TypeRules()}))
 	if err != nil {
 		return err
 	}
