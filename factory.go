@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 	"weak"
 
@@ -45,6 +44,7 @@ type Factory struct {
 
 	dialFn    pgconn.DialFunc // Integration.Dial; nil: the config's or pgx's
 	encrypted bool            // Integration.Encrypted
+	authRetry bool            // Integration.RetryAuthFailure
 
 	blueGreen *bluegreen.Config // WithBlueGreen, nil when off
 
@@ -101,6 +101,7 @@ func New(opts ...Option) (*Factory, error) {
 		blueGreen:  c.blueGreen,
 		classifier: classify.New(rules...).WithTypes(c.typeRules...),
 		dialFn:     c.dial,
+		authRetry:  c.authRetry,
 		encrypted:  c.dialEncrypted,
 		password:   c.password,
 		budget:     c.budget,
@@ -186,7 +187,9 @@ func (f *Factory) firstDial(ctx context.Context, base pgconn.DialFunc, network, 
 	}
 	conn, err := base(dctx, network, addr)
 	if err == nil {
-		f.budget.Success()
+		// No budget refund here: a front end (a proxy, a load balancer) may
+		// accept the dial of a database that is down. The refund comes when
+		// the handshake completes (connect.go).
 		f.tel.FirstTry(ctx, StageConnect) // no allocation unless a span records
 	}
 	return conn, err
@@ -228,55 +231,6 @@ func (f *Factory) redial(ctx context.Context, base pgconn.DialFunc, network, add
 		return nil, attempts, &ConnectError{Stage: StageConnect, Err: err}
 	}
 	return conn, attempts, nil
-}
-
-// connectDial is the DialFunc of one connection that pgx may dial several
-// times (fallbacks, sslmode=prefer's second dial, cancel requests). The
-// dials share one attempt allowance. Until a dial has failed, a dial costs
-// one atomic load.
-type connectDial struct {
-	f    *Factory
-	base pgconn.DialFunc
-
-	failed atomic.Bool // a dial of this connection has failed
-	mu     sync.Mutex  // serializes the slow path
-	used   int         // failed dial attempts so far
-	last   error       // the error that used them up
-}
-
-func (d *connectDial) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	if !d.failed.Load() {
-		conn, err := d.f.firstDial(ctx, d.base, network, addr)
-		if err == nil {
-			return conn, nil
-		}
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		d.failed.Store(true)
-		return d.retry(ctx, network, addr, err)
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.used >= d.f.maxDials {
-		return nil, d.last
-	}
-	conn, err := d.f.firstDial(ctx, d.base, network, addr)
-	if err == nil {
-		return conn, nil
-	}
-	return d.retry(ctx, network, addr, err)
-}
-
-// retry runs with d.mu held, after a failed dial.
-func (d *connectDial) retry(ctx context.Context, network, addr string, firstErr error) (net.Conn, error) {
-	conn, attempts, err := d.f.redial(ctx, d.base, network, addr, firstErr, d.f.maxDials-d.used)
-	if err != nil {
-		d.used += attempts
-		d.last = err
-		return nil, err
-	}
-	d.used += attempts - 1 // the last attempt succeeded
-	return conn, nil
 }
 
 // Acquire is pool.Acquire with request-scope retry. pgxpool never retries a

@@ -377,8 +377,9 @@ func TestPreferCountsAttemptsPerConnection(t *testing.T) {
 }
 
 // A server error of the startup handshake (SQLSTATE 53300, too many
-// connections for a role) arrives after the dial; Factory.Acquire retries
-// it, safely, since no statement was sent.
+// connections for a role) arrives after the dial; the connect retries it,
+// safely, since no statement was sent (connect.go), so Factory.Acquire
+// gets a working connection.
 func TestAcquireRetriesStartupServerErrors(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.DSN(t)
@@ -417,8 +418,8 @@ func TestAcquireRetriesStartupServerErrors(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if !strings.Contains(logs.String(), "stage=acquire") || !strings.Contains(logs.String(), "error.reason=sqlstate-53300") {
-		t.Errorf("logs = %q, want one acquire-stage retry for sqlstate-53300", logs.String())
+	if !strings.Contains(logs.String(), "stage=connect") || !strings.Contains(logs.String(), "error.reason=sqlstate-53300") {
+		t.Errorf("logs = %q, want one connect-stage retry for sqlstate-53300 (inside the connect)", logs.String())
 	}
 }
 

@@ -250,16 +250,15 @@ func (ph *poolHooks) connect(ctx context.Context, cc *pgx.ConnConfig) error {
 		}
 		cc.Password = pw
 	}
-	if len(cc.Fallbacks) > 0 {
-		// pgx may dial more than once for this connection (sslmode=prefer
-		// or allow, several hosts): share one allowance between the dials.
-		cc.DialFunc = (&connectDial{f: f, base: ph.base}).dial
-	}
 	if ph.userBefore != nil {
 		if err := ph.userBefore(ctx, cc); err != nil {
 			return err
 		}
 	}
+	// Last, so that it sees the user's changes: every dial of this
+	// connection (sslmode=prefer's two, several hosts, retry rounds after
+	// a failed handshake) shares one allowance (connect.go).
+	(&attempt{f: f, base: ph.base, cc: cc, rounds: f.maxDials}).install()
 	if ph.tel == nil && cc.Password != ph.static {
 		// Inactive telemetry: only watch fetched tokens for the log
 		// redactor, off the Acquire path (active telemetry does it).

@@ -34,6 +34,13 @@ type Integration struct {
 	// names to Dial unresolved (LookupFunc returns the host as it is).
 	Encrypted bool
 
+	// RetryAuthFailure gives a connection that failed authentication
+	// (SQLSTATE 28000) one more attempt on a fresh dial, as a password
+	// function does with a fresh token: for a dial that authenticates by
+	// itself (the Cloud SQL connector's automatic IAM authentication, whose
+	// login sometimes fails once and then works).
+	RetryAuthFailure bool
+
 	// Password, when set, is the per-connection password or token
 	// function, as [WithPasswordFunc] (which cannot be combined with it).
 	Password func(ctx context.Context) (string, error)
@@ -88,6 +95,7 @@ func WithIntegration(in Integration) Option {
 			}
 			c.password, c.passwordBy = in.Password, name
 		}
+		c.authRetry = c.authRetry || in.RetryAuthFailure
 		c.integrationRules = append(c.integrationRules, in.Rules...)
 		c.typeRules = append(c.typeRules, in.TypeRules...)
 		if in.RetryPolicy != nil {

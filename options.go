@@ -30,6 +30,7 @@ type config struct {
 	dial          pgconn.DialFunc // Integration.Dial
 	dialBy        string
 	dialEncrypted bool
+	authRetry     bool // Integration.RetryAuthFailure
 
 	integrationRules   []classify.Rule
 	typeRules          []classify.TypeRule

@@ -43,7 +43,9 @@ func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig 
 // resolving the host name); the classification of Google's and the
 // connector's errors ([TypeRules], [Rules]); and [RetryPolicy] and
 // [StartupPolicy], unless WithRetryPolicy or WithStartupPolicy is among the
-// factory's options. The host name and port of the connection string are
+// factory's options; and one more attempt on a fresh dial for a connection
+// refused with SQLSTATE 28000 (automatic IAM authentication sometimes fails
+// once and works on a new dial), on every path of the pool. The host name and port of the connection string are
 // ignored; the user, database and password (or IAM authentication, with
 // cloudsqlconn.WithIAMAuthN) are used as usual.
 //
@@ -69,12 +71,15 @@ func With(d *cloudsqlconn.Dialer, instance string, opts ...cloudsqlconn.DialOpti
 func Integration(d *cloudsqlconn.Dialer, instance string, opts ...cloudsqlconn.DialOption) holdfast.Integration {
 	rp, sp := RetryPolicy(), StartupPolicy()
 	in := holdfast.Integration{
-		Name:          "cloudsql",
-		Encrypted:     true,
-		Rules:         Rules(),
-		TypeRules:     TypeRules(),
-		RetryPolicy:   &rp,
-		StartupPolicy: &sp,
+		Name:      "cloudsql",
+		Encrypted: true,
+		// With automatic IAM authentication a login sometimes fails once
+		// with 28000 and works on a new dial (cloud-sql-go-connector #800).
+		RetryAuthFailure: true,
+		Rules:            Rules(),
+		TypeRules:        TypeRules(),
+		RetryPolicy:      &rp,
+		StartupPolicy:    &sp,
 	}
 	if checkArgs(d, instance) == nil {
 		in.Dial = dialFunc(d, instance, opts)

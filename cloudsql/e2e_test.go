@@ -388,21 +388,19 @@ func TestInstanceNetworkFailuresAreRetried(t *testing.T) {
 	}
 }
 
-// TestResetAfterHandshakeIsRetriedByAcquire: the TLS handshake completes,
-// then the instance resets the connection during PostgreSQL's startup. The
-// dial succeeded, so the dial layer cannot see the failure; pool.Ping fails
-// and Factory.Acquire retries it.
-func TestResetAfterHandshakeIsRetriedByAcquire(t *testing.T) {
+// TestResetAfterHandshakeIsRetried: the TLS handshake completes, then the
+// instance resets the connection during PostgreSQL's startup. The dial
+// succeeded; the connect sees the reset and retries it on a new dial, so
+// even a plain pool.Ping succeeds.
+func TestResetAfterHandshakeIsRetried(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOpts{})
 	e.fake.ResetAfterHandshake(1)
 	ctx := ctxFor(t, 30*time.Second)
 	start := time.Now()
-	c, err := e.f.Acquire(ctx, e.pool)
-	if err != nil {
-		t.Fatalf("Acquire = %v", err)
+	if err := e.pool.Ping(ctx); err != nil {
+		t.Fatalf("Ping = %v", err)
 	}
-	c.Release()
 	measured(t, start)
 	if got := e.dials.Load(); got != 2 {
 		t.Errorf("dials = %d, want 2", got)
@@ -410,8 +408,8 @@ func TestResetAfterHandshakeIsRetriedByAcquire(t *testing.T) {
 	if st := e.fake.Stats(); st.Resets != 1 || st.Forwarded != 1 {
 		t.Errorf("fake stats = %+v; want 1 reset, 1 forwarded", st)
 	}
-	if !strings.Contains(e.logs.String(), "stage=acquire") {
-		t.Errorf("holdfast did not log an acquire-stage retry:\n%s", e.logs.String())
+	if !strings.Contains(e.logs.String(), "stage=connect") || !strings.Contains(e.logs.String(), "error.reason=conn-reset") {
+		t.Errorf("holdfast did not log a connect-stage retry of the reset:\n%s", e.logs.String())
 	}
 }
 

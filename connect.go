@@ -1,0 +1,362 @@
+package holdfast
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/retry"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// This file protects every connection a pool builds, whatever path asked
+// for it (pool.Query, QueryRow, Exec, Begin, SendBatch, CopyFrom, Ping,
+// Acquire, sqlc code, database/sql through stdlib.OpenDBFromPool), without
+// wrapping the pool. pgxpool gives BeforeConnect a per-connection copy of
+// the config, and pgconn's ConnectConfig tries the entries of Fallbacks in
+// order, dialing each through the config's DialFunc. So the connect layer
+// appends retry rounds to the connection's Fallbacks (copies of the entries
+// there were) and gives it a DialFunc that, at the start of each retry
+// round, looks at why the previous round failed and either backs off and
+// dials again (a transient failure of the handshake: 53300, 57P03, 57P01,
+// a connection reset mid-handshake) or refuses without dialing (a fatal
+// one: a missing role, an unknown failure). pgconn stops by itself after
+// 28P01, 3D000 and 42501. A last entry, never dialed, carries the
+// *retry.Error that says the connection was already retried, so that
+// Factory.Acquire does not retry it again.
+//
+// Nothing is resent: no statement has been sent on a connection that is
+// still being built.
+
+// attempt is the retry state of one connection being built.
+type attempt struct {
+	f    *Factory
+	base pgconn.DialFunc
+	cc   *pgx.ConnConfig
+
+	rounds  int       // retry rounds, the first included (the policy's MaxAttempts)
+	entries []string  // the hosts of one round: cc.Host, then the original fallbacks
+	sockets []bool    // entries that are Unix sockets (pgconn does not look them up)
+	lookup  pgconn.LookupFunc
+	results [][]string // lookup results of the first round, by entry
+	calls   int        // lookup calls so far
+	perRnd  int        // dials in one round, known once the first round is looked up
+
+	connected atomic.Bool // the handshake completed: later dials are cancel requests
+
+	mu          sync.Mutex // guards the fields below (a slow write may read on pgconn's background reader)
+	dials       int        // dials of this connection so far
+	used        int        // failed attempts so far
+	last        error      // why the last dialed attempt failed after its dial, if known
+	stop        error      // once set, later dials of the retry rounds return it
+	authRetried bool
+}
+
+// reasonAuthFreshToken is the retry reason of an authentication failure
+// retried once with a fresh token or a fresh dial.
+const reasonAuthFreshToken = "auth-failed-fresh-token"
+
+// sentinelHost names the last Fallbacks entry, never dialed.
+const sentinelHost = "holdfast-retry-summary"
+
+// install prepares cc, a per-connection copy, for retried attempts.
+func (a *attempt) install() {
+	cc := a.cc
+	a.entries = append(a.entries, cc.Host)
+	for _, fb := range cc.Fallbacks {
+		a.entries = append(a.entries, fb.Host)
+	}
+	for _, h := range a.entries {
+		a.sockets = append(a.sockets, isSocket(h))
+	}
+	a.results = make([][]string, len(a.entries))
+	a.lookup = cc.LookupFunc
+	if a.lookup == nil {
+		a.lookup = net.DefaultResolver.LookupHost
+	}
+	if a.rounds > 1 {
+		round := make([]*pgconn.FallbackConfig, 0, len(a.entries))
+		round = append(round, &pgconn.FallbackConfig{Host: cc.Host, Port: cc.Port, TLSConfig: cc.TLSConfig})
+		round = append(round, cc.Fallbacks...)
+		fbs := make([]*pgconn.FallbackConfig, 0, len(round)*a.rounds)
+		fbs = append(fbs, cc.Fallbacks...)
+		for range a.rounds - 1 {
+			fbs = append(fbs, round...)
+		}
+		fbs = append(fbs, &pgconn.FallbackConfig{Host: sentinelHost, Port: cc.Port})
+		cc.Fallbacks = fbs
+		cc.LookupFunc = a.lookupHost
+		onPgError := cc.OnPgError
+		cc.OnPgError = func(pc *pgconn.PgConn, pe *pgconn.PgError) bool {
+			if !a.connected.Load() {
+				a.note(pe)
+			}
+			if onPgError != nil {
+				return onPgError(pc, pe)
+			}
+			return true
+		}
+	}
+	after := cc.AfterConnect
+	cc.AfterConnect = func(ctx context.Context, pc *pgconn.PgConn) error {
+		a.connected.Store(true)
+		a.f.budget.Success() // a connection that completed its handshake
+		if after != nil {
+			return after(ctx, pc)
+		}
+		return nil
+	}
+	cc.DialFunc = a.dial
+}
+
+// isSocket reports whether host is a Unix socket directory, which pgconn
+// dials without a lookup.
+func isSocket(host string) bool { return len(host) > 0 && host[0] == '/' }
+
+// lookupHost is the connection's LookupFunc: entries of the first round are
+// resolved by the pool's own LookupFunc; the entries of retry rounds reuse
+// those answers, so that a retry costs no extra DNS query at connect time.
+func (a *attempt) lookupHost(ctx context.Context, host string) ([]string, error) {
+	a.mu.Lock()
+	i := a.nextLookupEntry()
+	a.mu.Unlock()
+	n := len(a.entries)
+	switch {
+	case i < 0 || i >= n*a.rounds:
+		return []string{sentinelHost}, nil // the summary entry: one "address", never dialed
+	case i < n:
+		addrs, err := a.lookup(ctx, host)
+		a.mu.Lock()
+		if err == nil {
+			a.results[i] = addrs
+		}
+		a.mu.Unlock()
+		return addrs, err
+	default:
+		a.mu.Lock()
+		addrs := a.results[i%n]
+		a.mu.Unlock()
+		if addrs == nil {
+			return nil, &net.DNSError{Err: "not resolved in the first attempt", Name: host, IsNotFound: true}
+		}
+		return addrs, nil
+	}
+}
+
+// nextLookupEntry maps the next LookupFunc call to its entry index (pgconn
+// skips sockets). a.mu is held.
+func (a *attempt) nextLookupEntry() int {
+	k := a.calls
+	a.calls++
+	n := len(a.entries)
+	seen := 0
+	for i := 0; i < n*a.rounds; i++ {
+		if a.sockets[i%n] {
+			continue
+		}
+		if seen == k {
+			return i
+		}
+		seen++
+	}
+	return -1
+}
+
+// perRound returns the dials of one round. a.mu is held; every lookup of
+// every entry is done before the first dial.
+func (a *attempt) perRound() int {
+	if a.perRnd == 0 {
+		for i, addrs := range a.results {
+			if a.sockets[i] {
+				a.perRnd++
+			} else {
+				a.perRnd += len(addrs)
+			}
+		}
+	}
+	return a.perRnd
+}
+
+// note records why the current attempt failed after its dial.
+func (a *attempt) note(err error) {
+	a.mu.Lock()
+	a.last = err
+	a.mu.Unlock()
+}
+
+// dial is the connection's DialFunc.
+func (a *attempt) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if a.connected.Load() {
+		// A cancel request on the established connection.
+		return a.f.firstDial(ctx, a.base, network, addr)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	d := a.dials
+	a.dials++
+	if a.rounds > 1 {
+		per := a.perRound()
+		switch {
+		case per == 0 || d >= per*a.rounds+1:
+			// Past our entries: pgconn's own last resort (a host that
+			// target_session_attrs did not prefer).
+		case d == per*a.rounds:
+			// The summary entry: the retry rounds are over.
+			if a.stop == nil {
+				a.used++ // the last round's failed handshake
+				a.stop = a.exhausted()
+			}
+			return nil, a.stop
+		case a.stop != nil:
+			return nil, a.stop
+		case d > 0 && d%per == 0:
+			// A retry round starts: the previous round failed.
+			return a.retryRound(ctx, network, addr)
+		}
+	}
+	return a.dialOnce(ctx, network, addr)
+}
+
+// dialOnce dials, retrying dial failures under the connection's allowance.
+// a.mu is held.
+func (a *attempt) dialOnce(ctx context.Context, network, addr string) (net.Conn, error) {
+	if a.used >= a.f.maxDials && a.used > 0 {
+		if a.stop == nil {
+			a.stop = a.exhausted()
+		}
+		return nil, a.stop
+	}
+	conn, err := a.f.firstDial(ctx, a.base, network, addr)
+	if err != nil {
+		var n int
+		conn, n, err = a.f.redial(ctx, a.base, network, addr, err, a.f.maxDials-a.used)
+		if err != nil {
+			a.used += n
+			a.stop = err
+			return nil, err
+		}
+		a.used += n - 1
+	}
+	a.last = nil
+	return &watchedConn{Conn: conn, a: a}, nil
+}
+
+// retryRound starts a retry round after the previous round failed with
+// a.last, or refuses it. a.mu is held.
+func (a *attempt) retryRound(ctx context.Context, network, addr string) (net.Conn, error) {
+	a.used++ // the failed handshake
+	prior := a.used - 1 // attempts before this loop's first, which is the failed handshake
+	last := a.last
+	if last == nil {
+		// A failure this layer did not see (TLS verification,
+		// ValidateConnect, a protocol error): never retried here. The
+		// connection's error carries the real cause.
+		a.stop = errRefused
+		return nil, a.stop
+	}
+	r := a.f.dial
+	r.Policy.MaxAttempts = a.f.maxDials - a.used + 1 // the failed handshake is attempt 1
+	classifier := r.Classify
+	r.Classify = func(err error) classify.Verdict {
+		v := classifier(err)
+		if v.Retryable() || a.authRetried || !a.freshAuth() {
+			return v
+		}
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && (pe.Code == "28000" || pe.Code == "28P01") {
+			a.authRetried = true // one retry with a fresh token or a fresh dial
+			return classify.Verdict{Class: classify.Transient, Reason: reasonAuthFreshToken}
+		}
+		return v
+	}
+	var conn net.Conn
+	refreshed := false
+	err := a.f.retryFrom(ctx, &r, StageConnect, last, func(ctx context.Context) error {
+		if a.authRetried && a.f.password != nil && !refreshed {
+			pw, err := a.f.fetchPassword(ctx)
+			if err != nil {
+				return err
+			}
+			a.cc.Password, refreshed = pw, true
+		}
+		c, err := a.base(ctx, network, addr)
+		if err != nil {
+			a.used++
+		}
+		conn = c
+		return err
+	})
+	if err != nil {
+		var re *retry.Error
+		if errors.As(err, &re) {
+			re.Attempts += prior // count the connection's attempts, not this loop's
+		}
+		a.stop = &ConnectError{Stage: StageConnect, Err: err}
+		return nil, a.stop
+	}
+	a.last = nil
+	return &watchedConn{Conn: conn, a: a}, nil
+}
+
+// exhausted is the error of a connection whose retry rounds all failed.
+// a.mu is held.
+func (a *attempt) exhausted() error {
+	last := a.last
+	if last == nil {
+		last = errRefused
+	}
+	return &ConnectError{Stage: StageConnect, Err: &retry.Error{Attempts: a.used, Last: last,
+		Verdict: a.f.classifier.Classify(last), Stop: retry.StopExhausted}}
+}
+
+// freshAuth reports whether an authentication failure may be retried once:
+// with a password function (a fresh token) or an integration whose dial
+// authenticates (the Cloud SQL connector's IAM login).
+func (a *attempt) freshAuth() bool { return a.f.password != nil || a.f.authRetry }
+
+// errRefused is what the dials of the remaining retry rounds return after
+// a failure this layer does not retry. It is not a *retry.Error: nothing
+// was retried, so Factory.Acquire still classifies the real cause.
+var errRefused = errors.New("holdfast: not retried: the previous attempt failed with an error that is not retried while connecting")
+
+// watchedConn records the first network error of a connection's handshake,
+// so that the next retry round knows why it failed. After the handshake it
+// only forwards.
+type watchedConn struct {
+	net.Conn
+	a *attempt
+}
+
+func (c *watchedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if err != nil && !c.a.connected.Load() {
+		c.a.noteNet(err)
+	}
+	return n, err
+}
+
+func (c *watchedConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	if err != nil && !c.a.connected.Load() {
+		c.a.noteNet(err)
+	}
+	return n, err
+}
+
+// noteNet records a network error of the handshake unless a server error
+// was already recorded (the server closes the socket after an
+// ErrorResponse).
+func (a *attempt) noteNet(err error) {
+	if errors.Is(err, net.ErrClosed) {
+		return // pgconn closed it after a failure it reports itself
+	}
+	a.mu.Lock()
+	if a.last == nil {
+		a.last = err
+	}
+	a.mu.Unlock()
+}

@@ -1,0 +1,176 @@
+package holdfast_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/fakes"
+	"github.com/holdfast-db/holdfast/fakes/pgtest"
+)
+
+// poolPaths are the ways a service reaches a pool's connections: each must
+// get a connection although the first connect fails with 53300.
+var poolPaths = []struct {
+	name string
+	use  func(ctx context.Context, p *pgxpool.Pool) error
+}{
+	{"Acquire", func(ctx context.Context, p *pgxpool.Pool) error {
+		c, err := p.Acquire(ctx)
+		if err == nil {
+			c.Release()
+		}
+		return err
+	}},
+	{"AcquireFunc", func(ctx context.Context, p *pgxpool.Pool) error {
+		return p.AcquireFunc(ctx, func(*pgxpool.Conn) error { return nil })
+	}},
+	{"Query", func(ctx context.Context, p *pgxpool.Pool) error {
+		rows, err := p.Query(ctx, "SELECT 1")
+		if err != nil {
+			return err
+		}
+		rows.Close()
+		return rows.Err()
+	}},
+	{"QueryRow", func(ctx context.Context, p *pgxpool.Pool) error {
+		var one int
+		return p.QueryRow(ctx, "SELECT 1").Scan(&one)
+	}},
+	{"Exec", func(ctx context.Context, p *pgxpool.Pool) error {
+		_, err := p.Exec(ctx, "SELECT 1")
+		return err
+	}},
+	{"Begin", func(ctx context.Context, p *pgxpool.Pool) error {
+		tx, err := p.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		return tx.Rollback(ctx)
+	}},
+	{"BeginTx", func(ctx context.Context, p *pgxpool.Pool) error {
+		tx, err := p.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+		if err != nil {
+			return err
+		}
+		return tx.Rollback(ctx)
+	}},
+	{"SendBatch", func(ctx context.Context, p *pgxpool.Pool) error {
+		b := &pgx.Batch{}
+		b.Queue("SELECT 1")
+		return p.SendBatch(ctx, b).Close()
+	}},
+	{"CopyFrom", func(ctx context.Context, p *pgxpool.Pool) error {
+		_, err := p.CopyFrom(ctx, pgx.Identifier{"holdfast_paths"}, []string{"n"}, pgx.CopyFromRows([][]any{{1}}))
+		return err
+	}},
+	{"Ping", func(ctx context.Context, p *pgxpool.Pool) error { return p.Ping(ctx) }},
+}
+
+// Every path of a plain *pgxpool.Pool built from a config the factory
+// configured retries a transient failure of the startup handshake (53300,
+// too many connections for the role) under the factory's policy; a plain
+// pgxpool fails there (the control), and a fatal failure (a role that does
+// not exist, 28000) is tried once.
+func TestEveryPoolPathRetriesTheHandshake(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	admin, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close(context.Background()) })
+	var adminMu sync.Mutex // the admin connection is shared by parallel subtests
+	exec := func(sql string) {
+		adminMu.Lock()
+		defer adminMu.Unlock()
+		mustExec(t, admin, sql)
+	}
+	exec("CREATE TABLE IF NOT EXISTS holdfast_paths (n int)")
+	exec("GRANT INSERT ON holdfast_paths TO PUBLIC")
+
+	// limitedPool returns a pool for a fresh role that may not connect
+	// (CONNECTION LIMIT 0) until the factory's first retry raises its
+	// limit: the database recovers while holdfast backs off.
+	limitedPool := func(t *testing.T, role string, configure bool) (*pgxpool.Pool, *fakes.Connector) {
+		exec(fmt.Sprintf("CREATE ROLE %s LOGIN CONNECTION LIMIT 0", role))
+		t.Cleanup(func() { exec("DROP ROLE " + role) })
+		cfg, addr := poolConfig(t, dsn, "sslmode=disable", "user="+role)
+		conn := fakes.NewConnector(addr)
+		cfg.ConnConfig.DialFunc = conn.Dial
+		if !configure {
+			pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(pool.Close)
+			return pool, conn
+		}
+		var once sync.Once
+		raise := hookHandler{fn: func(slog.Record) {
+			once.Do(func() { exec(fmt.Sprintf("ALTER ROLE %s CONNECTION LIMIT -1", role)) })
+		}}
+		f := newFactory(t, holdfast.WithLogger(slog.New(raise)))
+		if err := f.Configure(cfg); err != nil {
+			t.Fatal(err)
+		}
+		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		return pool, conn
+	}
+
+	for i, path := range poolPaths {
+		t.Run(path.name, func(t *testing.T) {
+			t.Parallel()
+			pool, conn := limitedPool(t, fmt.Sprintf("paths_role_%d", i), true)
+			if err := path.use(context.Background(), pool); err != nil {
+				t.Fatalf("%s = %v, want success after one retried 53300", path.name, err)
+			}
+			if conn.Attempts() != 2 || pool.Stat().NewConnsCount() != 1 {
+				t.Errorf("dials = %d (want 2: the refused handshake and the retry), connections = %d (want 1)",
+					conn.Attempts(), pool.Stat().NewConnsCount())
+			}
+		})
+	}
+	t.Run("control: plain pgxpool", func(t *testing.T) {
+		t.Parallel()
+		pool, conn := limitedPool(t, "paths_role_control", false)
+		var one int
+		err := pool.QueryRow(context.Background(), "SELECT 1").Scan(&one)
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "53300" {
+			t.Fatalf("plain pgxpool QueryRow = %v, want 53300: the fault must bite without holdfast", err)
+		}
+		if conn.Attempts() != 1 {
+			t.Errorf("plain pgxpool dials = %d, want 1", conn.Attempts())
+		}
+	})
+	t.Run("missing role tried once", func(t *testing.T) {
+		t.Parallel()
+		cfg, addr := poolConfig(t, dsn, "sslmode=disable", "user=no_such_role_paths")
+		conn := fakes.NewConnector(addr)
+		cfg.ConnConfig.DialFunc = conn.Dial
+		pool := newPool(t, newFactory(t), cfg)
+		for _, path := range poolPaths {
+			err := path.use(context.Background(), pool)
+			var pe *pgconn.PgError
+			if !errors.As(err, &pe) || pe.Code != "28000" {
+				t.Errorf("%s = %v, want 28000", path.name, err)
+			}
+		}
+		if got, want := conn.Attempts(), len(poolPaths); got != want {
+			t.Errorf("dials = %d, want %d (one per call: a fatal failure is not retried)", got, want)
+		}
+	})
+}
