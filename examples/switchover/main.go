@@ -36,10 +36,12 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/holdfast-db/holdfast/sqldb"
 	"io"
 	"log/slog"
 	"os"
@@ -72,6 +74,7 @@ type options struct {
 	DNSTTL   time.Duration
 	JSON     bool
 	Verbose  bool   // holdfast's logs on stderr
+	SQL      bool   // a third client: database/sql (package sqldb) over a holdfast pool
 	Name     string // deployment name
 	Engine   bluegreentest.Engine
 }
@@ -144,6 +147,7 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 	engine := fs.String("engine", "aurora", "aurora (cluster endpoint, Aurora metadata) | rds (instance endpoint, rds_tools metadata)")
 	fs.BoolVar(&o.JSON, "json", false, "print the result as one JSON object (progress goes to stderr)")
 	fs.BoolVar(&o.Verbose, "v", false, "print holdfast's logs on stderr")
+	fs.BoolVar(&o.SQL, "sql", false, "add a third client: database/sql (package sqldb) over a holdfast pool")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -223,6 +227,7 @@ type client struct {
 	name    string
 	pool    *pgxpool.Pool
 	acquire func(context.Context) (*pgxpool.Conn, error)
+	db      *sql.DB        // the database/sql client: requests go through it instead
 	retrier *retry.Retrier // nil: no retry
 
 	ok, failed atomic.Int64
@@ -260,6 +265,9 @@ func errorKey(err error) string {
 // request runs one transaction: insert id, read it back, commit. It is
 // idempotent, so a retry after an ambiguous COMMIT is safe.
 func (c *client) request(ctx context.Context, id int64, worker int) error {
+	if c.db != nil {
+		return c.sqlRequest(ctx, id, worker)
+	}
 	conn, err := c.acquire(ctx)
 	if err != nil {
 		return err
@@ -279,6 +287,31 @@ func (c *client) request(ctx context.Context, id int64, worker int) error {
 		}
 		return nil
 	})
+}
+
+// sqlRequest is request through database/sql.
+func (c *client) sqlRequest(ctx context.Context, id int64, worker int) (err error) {
+	tx, err := c.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if _, err := tx.ExecContext(ctx, "INSERT INTO public.requests (id, client, worker) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING",
+		id, c.name, worker); err != nil {
+		return err
+	}
+	var got int64
+	if err := tx.QueryRowContext(ctx, "SELECT id FROM public.requests WHERE id = $1", id).Scan(&got); err != nil {
+		return err
+	}
+	if got != id {
+		return fmt.Errorf("read back %d, want %d", got, id)
+	}
+	return tx.Commit()
 }
 
 // work runs requests until stop is closed.
@@ -409,7 +442,7 @@ func run(ctx context.Context, env *bluegreentest.Env, o options, progress io.Wri
 		return nil, err
 	}
 	defer hfPool.Close()
-	router := bluegreen.FromPool(hfPool)
+	router := f.BlueGreen(hfPool)
 	hf := &client{name: "holdfast", pool: hfPool,
 		acquire: func(ctx context.Context) (*pgxpool.Conn, error) { return f.Acquire(ctx, hfPool) },
 		retrier: &retry.Retrier{Policy: requestPolicy(), Classify: f.Classify}}
@@ -423,6 +456,28 @@ func run(ctx context.Context, env *bluegreentest.Env, o options, progress io.Wri
 
 	// The workload.
 	clients := []*client{plain, hf}
+	if o.SQL {
+		// database/sql over its own holdfast pool (same factory); the same
+		// caller-side retry, which also retries a transaction whose
+		// statement database/sql reports as driver.ErrBadConn (refused
+		// before it was sent: sqldb.Rule).
+		if cfg, err = poolCfg(); err != nil {
+			return nil, err
+		}
+		db, err := sqldb.Open(ctx, f, cfg)
+		if err != nil {
+			return nil, err
+		}
+		defer db.Close()
+		sqlClassify := classify.New(sqldb.Rule)
+		clients = append(clients, &client{name: "database/sql", db: db,
+			retrier: &retry.Retrier{Policy: requestPolicy(), Classify: func(err error) classify.Verdict {
+				if v := sqlClassify.Classify(err); v.Reason == sqldb.ReasonBadConn {
+					return v
+				}
+				return f.Classify(err)
+			}}})
+	}
 	var ids atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup

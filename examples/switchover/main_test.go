@@ -63,7 +63,7 @@ func TestSwitchover(t *testing.T) {
 	})
 
 	tests := []scenarioTest{
-		{scenario: bluegreentest.ScenarioNormal, primary: "green", outcome: "COMPLETED", event: "POST", readOnly: true},
+		{scenario: bluegreentest.ScenarioNormal, primary: "green", outcome: "COMPLETED", event: "POST", readOnly: true, sql: true},
 		{scenario: bluegreentest.ScenarioRollback, primary: "blue", outcome: "ROLLED BACK", event: "ROLLED BACK"},
 		{scenario: bluegreentest.ScenarioStuck, primary: "green", event: "Traffic released on blue DNS update", readOnly: true},
 	}
@@ -111,6 +111,7 @@ type scenarioTest struct {
 	event    string // an event holdfast's timeline must have
 	readOnly bool   // the plain pool must hit 25006 on old blue
 	progress string // a line the progress output must have
+	sql      bool   // also run the database/sql client (-sql), which must fail nothing
 }
 
 // check runs the demo in-process on env and checks the goal: holdfast
@@ -121,6 +122,7 @@ type scenarioTest struct {
 func (tt scenarioTest) check(ctx context.Context, t *testing.T, env *bluegreentest.Env) {
 	t.Helper()
 	o := smallOptions(tt.scenario)
+	o.SQL = tt.sql
 	var progress bytes.Buffer
 	res, err := run(ctx, env, o, &progress)
 	if err != nil {
@@ -169,6 +171,17 @@ func (tt scenarioTest) check(ctx context.Context, t *testing.T, env *bluegreente
 	}
 	if hf.Acknowledged == 0 {
 		t.Error("holdfast acknowledged no writes")
+	}
+	if tt.sql {
+		// database/sql (package sqldb) over a holdfast pool: the same goal.
+		if len(res.Clients) != 3 || res.Clients[2].Name != "database/sql" {
+			t.Fatalf("want a third client database/sql: %+v", res.Clients)
+		}
+		c := res.Clients[2]
+		if c.Requests == 0 || c.Failed != 0 || c.LostWrites != 0 || c.MisplacedWrites != 0 || c.Acknowledged == 0 {
+			t.Errorf("database/sql: %d requests, %d failed %v, %d lost, %d misplaced, %d acknowledged; want 0 failed, lost, misplaced",
+				c.Requests, c.Failed, c.Errors, c.LostWrites, c.MisplacedWrites, c.Acknowledged)
+		}
 	}
 
 	// The plain pool: proof that the simulation is real. It runs the
@@ -239,7 +252,7 @@ func checkJSON(t *testing.T, res *Result) {
 	if err := json.Unmarshal(b, &got); err != nil {
 		t.Fatal(err)
 	}
-	if got.Scenario == nil || len(got.Clients) != 2 || len(got.Timeline) == 0 {
+	if got.Scenario == nil || len(got.Clients) != len(res.Clients) || len(got.Clients) < 2 || len(got.Timeline) == 0 {
 		t.Fatalf("JSON lacks scenario, clients or timeline: %s", b)
 	}
 	for _, c := range got.Clients {

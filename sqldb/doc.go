@@ -1,0 +1,36 @@
+// Package sqldb gives database/sql code (sqlx, Bun, GORM, ent, goose, plain
+// database/sql) the same protection as a holdfast pool: a *sql.DB whose
+// every connection is a connection of a pgxpool configured by a
+// holdfast.Factory, through pgx's stdlib.
+//
+//	f, err := holdfast.New(...)           // WithPasswordFunc, cloudsql.With, WithBlueGreen, ...
+//	cfg, err := pgxpool.ParseConfig(dsn)
+//	db, err := sqldb.Open(ctx, f, cfg)    // the pool's first connection under the startup policy
+//	defer db.Close()                      // closes the pool too
+//
+// Every database/sql operation acquires a connection from the pool (pgx's
+// stdlib.OpenDBFromPool; database/sql keeps no idle connections of its
+// own), so everything holdfast does for the pool applies unchanged: a new
+// connection's dial, password fetch and startup handshake are retried
+// under the factory's policy and budget (a 503 from a token endpoint, 53300,
+// 57P03, a reset mid-handshake), fatal mistakes fail at once, blue/green
+// routing holds and reroutes connects and refuses statements on
+// connections to the old blue instance before anything is sent. database/sql
+// itself retries an operation whose error is driver.ErrBadConn, which pgx's
+// stdlib returns only when nothing was sent (pgconn.SafeToRetry): a
+// statement refused on an old-blue connection outside a transaction runs
+// again on another connection; inside a transaction, or on a held *sql.Conn,
+// the caller gets the error and retries the transaction.
+//
+// What only Factory.Acquire adds — one request-scope retry of a 28P01 with a
+// fresh token, which pgx does not try again inside a connect — does not
+// apply to database/sql; every other retry does.
+//
+// For tools that only take a driver name and a DSN, [RegisterDriver]
+// registers a driver whose connection strings open holdfast pools.
+//
+// With sqlx, pass "pgx" as the driver name to sqlx.NewDb so that it binds
+// $1 placeholders; with ent, entsql.OpenDB(dialect.Postgres, db); with Bun,
+// bun.NewDB(db, pgdialect.New()); with GORM, postgres.New(postgres.Config{
+// Conn: db}); with goose, goose.UpContext(ctx, db, dir).
+package sqldb

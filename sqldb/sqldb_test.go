@@ -1,0 +1,294 @@
+package sqldb_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/cloudsql"
+	"github.com/holdfast-db/holdfast/fakes"
+	"github.com/holdfast-db/holdfast/fakes/pgtest"
+	"github.com/holdfast-db/holdfast/retry"
+	"github.com/holdfast-db/holdfast/sqldb"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// fastPolicy retries within milliseconds.
+func fastPolicy() retry.Policy {
+	p := retry.Default()
+	p.InitialInterval = time.Millisecond
+	p.MaxInterval = 5 * time.Millisecond
+	return p
+}
+
+func newFactory(t *testing.T, opts ...holdfast.Option) *holdfast.Factory {
+	t.Helper()
+	b, err := retry.NewBudget(retry.DefaultBudget())
+	if err != nil {
+		t.Fatal(err)
+	}
+	startup := fastPolicy()
+	startup.MaxAttempts = 2
+	base := []holdfast.Option{holdfast.WithRetryPolicy(fastPolicy()), holdfast.WithStartupPolicy(startup),
+		holdfast.WithRetryBudget(b),
+		// The fakes play the Cloud SQL connector's errors.
+		holdfast.WithIntegration(holdfast.Integration{Rules: cloudsql.Rules(), TypeRules: cloudsql.TypeRules()})}
+	f, err := holdfast.New(append(base, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	return f
+}
+
+// config returns a pool config for the test server whose dials go through
+// a fake connector playing steps.
+func config(t *testing.T, extra string, steps ...fakes.Step) (*pgxpool.Config, *fakes.Connector) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(pgtest.DSN(t) + "&sslmode=disable" + extra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := fakes.NewConnector(net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))), steps...)
+	cfg.ConnConfig.DialFunc = conn.Dial
+	return cfg, conn
+}
+
+func queryOne(ctx context.Context, db *sql.DB) error {
+	var one int
+	return db.QueryRowContext(ctx, "SELECT 1").Scan(&one)
+}
+
+// The seed's test plan, through database/sql.
+func TestSeedPlan(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t.Run("token 503 at dial, once: one connection", func(t *testing.T) {
+		t.Parallel()
+		cfg, conn := config(t, "", fakes.TokenFetch503())
+		db, err := sqldb.Open(ctx, newFactory(t), cfg)
+		if err != nil {
+			t.Fatalf("Open = %v", err)
+		}
+		defer db.Close()
+		if err := queryOne(ctx, db); err != nil {
+			t.Fatal(err)
+		}
+		if conn.Attempts() != 2 {
+			t.Errorf("dials = %d, want 2 (the 503 and its retry)", conn.Attempts())
+		}
+		if st := db.Stats(); st.OpenConnections > 1 {
+			t.Errorf("database/sql holds %d connections", st.OpenConnections)
+		}
+	})
+	t.Run("token 503 from the password func, once", func(t *testing.T) {
+		t.Parallel()
+		cfg, conn := config(t, "")
+		src := fakes.NewPasswordSource("", fakes.TokenFetch503())
+		db, err := sqldb.Open(ctx, newFactory(t, holdfast.WithPasswordFunc(src.Password)), cfg)
+		if err != nil {
+			t.Fatalf("Open = %v", err)
+		}
+		defer db.Close()
+		if err := queryOne(ctx, db); err != nil {
+			t.Fatal(err)
+		}
+		if src.Attempts() != 2 || conn.Attempts() != 1 {
+			t.Errorf("password fetches = %d (want 2), dials = %d (want 1)", src.Attempts(), conn.Attempts())
+		}
+	})
+	t.Run("403: one attempt, fatal", func(t *testing.T) {
+		t.Parallel()
+		cfg, conn := config(t, "", fakes.Forbidden().Forever())
+		f := newFactory(t)
+		if err := f.Configure(cfg); err != nil {
+			t.Fatal(err)
+		}
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db := sqldb.OpenDB(pool)
+		defer pool.Close()
+		defer db.Close()
+		err = queryOne(ctx, db)
+		if err == nil {
+			t.Fatal("query succeeded through a 403")
+		}
+		if v := f.Classify(err); v.Retryable() || v.Reason != "permission-denied" {
+			t.Errorf("Classify = %v, want fatal/permission-denied", v)
+		}
+		if conn.Attempts() != 1 {
+			t.Errorf("dials = %d, want 1", conn.Attempts())
+		}
+	})
+}
+
+// A transient failure of the startup handshake (53300) is retried under
+// database/sql too; a plain stdlib *sql.DB fails there.
+func TestHandshakeRetry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	admin, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close(ctx) })
+	var mu sync.Mutex
+	exec := func(sql string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if _, err := admin.Exec(ctx, sql); err != nil {
+			t.Errorf("%s: %v", sql, err)
+		}
+	}
+	for i, holdfastOn := range []bool{true, false} {
+		role := fmt.Sprintf("sqldb_limited_%d", i)
+		exec("CREATE ROLE " + role + " LOGIN CONNECTION LIMIT 0")
+		t.Cleanup(func() { exec("DROP ROLE " + role) })
+		cfg, conn := config(t, "&user="+role)
+		var db *sql.DB
+		if holdfastOn {
+			var once sync.Once
+			raise := slog.New(hook(func() { once.Do(func() { exec("ALTER ROLE " + role + " CONNECTION LIMIT -1") }) }))
+			f := newFactory(t, holdfast.WithLogger(raise))
+			if err := f.Configure(cfg); err != nil {
+				t.Fatal(err)
+			}
+			pool, err := pgxpool.NewWithConfig(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			db = sql.OpenDB(sqldb.NewConnector(pool))
+		} else {
+			pool, err := pgxpool.NewWithConfig(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			db = sql.OpenDB(sqldb.NewConnector(pool))
+		}
+		err := queryOne(ctx, db)
+		db.Close()
+		var pe *pgconn.PgError
+		switch {
+		case holdfastOn && err != nil:
+			t.Errorf("through holdfast: %v, want success after one retried 53300", err)
+		case holdfastOn && conn.Attempts() != 2:
+			t.Errorf("through holdfast: dials = %d, want 2", conn.Attempts())
+		case !holdfastOn && (!errors.As(err, &pe) || pe.Code != "53300"):
+			t.Errorf("control (no holdfast): %v, want 53300: the fault must bite", err)
+		}
+	}
+}
+
+// A fatal failure (a role that does not exist) is tried once per call and
+// surfaces with its SQLSTATE.
+func TestMissingRoleTriedOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg, conn := config(t, "&user=sqldb_no_such_role")
+	f := newFactory(t)
+	if err := f.Configure(cfg); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sql.OpenDB(sqldb.NewConnector(pool))
+	defer db.Close()
+	err = queryOne(ctx, db)
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "28000" {
+		t.Fatalf("query = %v, want 28000", err)
+	}
+	if conn.Attempts() != 1 {
+		t.Errorf("dials = %d, want 1", conn.Attempts())
+	}
+}
+
+// The Connector owns its pool: DB.Close closes it. OpenDB does not.
+func TestClose(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg, _ := config(t, "")
+	pool, err := newFactory(t).NewPool(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sqldb.OpenDB(pool)
+	if err := queryOne(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if err := pool.Ping(ctx); err != nil {
+		t.Fatalf("OpenDB's Close closed the pool: %v", err)
+	}
+	db = sql.OpenDB(sqldb.NewConnector(pool))
+	db.Close()
+	if err := pool.Ping(ctx); err == nil {
+		t.Error("the Connector's DB.Close left its pool open")
+	}
+}
+
+func TestRegisterDriver(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFactory(t)
+	if err := sqldb.RegisterDriver("holdfast-sqldb-test", f); err != nil {
+		t.Fatal(err)
+	}
+	var ce *sqldb.ConfigError
+	if err := sqldb.RegisterDriver("holdfast-sqldb-test", f); !errors.As(err, &ce) {
+		t.Errorf("second RegisterDriver = %v, want a *ConfigError", err)
+	}
+	if err := sqldb.RegisterDriver("", f); !errors.Is(err, sqldb.ErrInvalidConfig) {
+		t.Errorf("RegisterDriver(\"\") = %v", err)
+	}
+	db, err := sql.Open("holdfast-sqldb-test", pgtest.DSN(t)+"&sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := queryOne(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	bad, err := sql.Open("holdfast-sqldb-test", "postgres://%zz")
+	if err == nil {
+		bad.Close()
+		t.Error("a malformed DSN was accepted")
+	}
+}
+
+func TestOpenConfigErrors(t *testing.T) {
+	t.Parallel()
+	cfg, _ := config(t, "")
+	if _, err := sqldb.Open(context.Background(), nil, cfg); !errors.Is(err, sqldb.ErrInvalidConfig) {
+		t.Errorf("Open(nil factory) = %v", err)
+	}
+	if _, err := sqldb.Open(context.Background(), newFactory(t), nil); !errors.Is(err, sqldb.ErrInvalidConfig) {
+		t.Errorf("Open(nil config) = %v", err)
+	}
+}
+
+// hook is a slog handler that calls fn for every record.
+type hook func()
+
+func (h hook) Enabled(context.Context, slog.Level) bool  { return true }
+func (h hook) Handle(context.Context, slog.Record) error { h(); return nil }
+func (h hook) WithAttrs([]slog.Attr) slog.Handler        { return h }
+func (h hook) WithGroup(string) slog.Handler             { return h }
