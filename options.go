@@ -167,7 +167,7 @@ func WithLogger(l *slog.Logger) Option {
 //
 // Configure then starts two monitor goroutines per pool, each with its own
 // connection outside the pool: call Factory.Close when the pools are closed
-// to stop them (bluegreen.FromPool(pool).Close stops one pool's). The
+// to stop them (Factory.BlueGreen(pool).Close stops one pool's). The
 // factory's classifier also learns the package's errors (bluegreen.Rule): a
 // wait that reached its bound is Transient, a rejected green host name
 // Fatal.
