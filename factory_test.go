@@ -417,8 +417,8 @@ func TestAcquireRetriesStartupServerErrors(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if !strings.Contains(logs.String(), "stage=acquire") || !strings.Contains(logs.String(), "error.reason=sqlstate-53300") {
-		t.Errorf("logs = %q, want one acquire-stage retry for sqlstate-53300", logs.String())
+	if !strings.Contains(logs.String(), "holdfast.layer=acquire") || !strings.Contains(logs.String(), "error.reason=sqlstate-53300") {
+		t.Errorf("logs = %q, want one acquire-layer retry for sqlstate-53300", logs.String())
 	}
 }
 

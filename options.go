@@ -145,9 +145,10 @@ func WithRetryBudget(b *retry.Budget) Option {
 }
 
 // WithLogger sets the logger for retried failures. Default: discard.
-// One WARN line per retried failure, with the retry layer ("stage"),
-// attempt, delay, error.class, error.reason, the service stage
-// ("holdfast.stage": startup, pool-growth, request) and the error text,
+// One WARN line per retried failure, with the retry layer
+// ("holdfast.layer": connect, password, acquire, startup), attempt, delay,
+// error.class, error.reason, the service stage ("holdfast.stage": startup,
+// pool-growth, request) and the error text,
 // from which passwords, tokens and connection-string secrets are removed;
 // and one WARN line when a loop gives up on a transient failure.
 func WithLogger(l *slog.Logger) Option {

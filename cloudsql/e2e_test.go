@@ -278,7 +278,7 @@ func TestAdminAPI503OutlastsHoldfast(t *testing.T) {
 	}
 	var ce *holdfast.ConnectError
 	var ge *googleapi.Error
-	if !errors.As(err, &ce) || ce.Stage != holdfast.StageConnect || !errors.As(err, &ge) || ge.Code != 503 {
+	if !errors.As(err, &ce) || ce.Layer != holdfast.LayerConnect || !errors.As(err, &ge) || ge.Code != 503 {
 		t.Errorf("err = %v; want a holdfast ConnectError at the connect stage wrapping googleapi.Error{503}", err)
 	}
 	if !errors.Is(err, retry.ErrExhausted) {
