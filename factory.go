@@ -427,22 +427,25 @@ var ErrInvalidConfig = errors.New("holdfast: invalid configuration")
 // ConfigError reports a nil or nonsense option, policy or pool config. It is
 // not retryable: fix the configuration.
 type ConfigError struct {
-	Field string
+	Field string // the option or argument at fault, for example "WithRetryPolicy" or "pgxpool.Config"
 	Why   string
-	Err   error // the underlying validation error, if any
+	Err   error // the underlying error, if any: a policy's or a package's own ConfigError
 }
 
+// Error returns "holdfast: invalid <Field>: <Why>", followed by ": <Err>"
+// when Err is set.
 func (e *ConfigError) Error() string {
+	msg := "holdfast: invalid " + e.Field + ": " + e.Why
 	if e.Err != nil {
-		return fmt.Sprintf("holdfast: invalid %s: %s: %v", e.Field, e.Why, e.Err)
+		msg += ": " + e.Err.Error()
 	}
-	return fmt.Sprintf("holdfast: invalid %s: %s", e.Field, e.Why)
+	return msg
 }
 
-// Unwrap returns the underlying validation error.
+// Unwrap returns Err.
 func (e *ConfigError) Unwrap() error { return e.Err }
 
-// Is matches ErrInvalidConfig.
+// Is matches [ErrInvalidConfig].
 func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
 
 // ConnectError is a failed dial or password fetch of one connection, after
