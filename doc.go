@@ -38,11 +38,11 @@
 //
 // # Errors
 //
-// Errors are types with an Unwrap to their cause, each paired with a
-// sentinel for errors.Is, and each doc comment says whether it is
-// retryable. A configuration mistake is reported the same way in every
-// package (holdfast, bluegreen, cloudsql, rdsiam, readiness): a *ConfigError
-// of that package, whose Field is what is wrong, Why says how, and Err is
+// Failures are error types, for errors.As, most of them with a sentinel for
+// errors.Is and an Unwrap to their cause; each type's doc says whether it
+// is retryable. A configuration mistake is reported the same way in
+// holdfast, bluegreen, cloudsql, rdsiam and readiness (package retry has
+// its *InvalidPolicyError): a *ConfigError of that package, whose Field is what is wrong, Why says how, and Err is
 // the error of a lower check when there is one. Its message reads
 // "<package>: invalid <Field>: <Why>[: <Err>]", Unwrap returns Err, and it
 // matches its package's ErrInvalidConfig; a ConfigError that wraps another
