@@ -109,7 +109,6 @@ func TestHooksAreChained(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer pool.Close()
-			//lint:ignore SA1019 FromPool's own test
 			if bluegreen.FromPool(pool) != r {
 				t.Error("FromPool does not find the router behind a combined tracer")
 			}
@@ -256,7 +255,6 @@ func TestFactoryLifecycle(t *testing.T) {
 	}
 	// The failed pool was never built, so the factory has no handle on its
 	// router: the deprecated FromConfig finds it in the config.
-	//lint:ignore SA1019 the only way to reach the router of a config whose pool failed
 	if r := bluegreen.FromConfig(bad); r == nil || !r.Status().Closed {
 		t.Error("NewPool left the router of a failed pool running")
 	}

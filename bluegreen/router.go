@@ -214,7 +214,7 @@ func FromPool(pool *pgxpool.Pool) *Router {
 	if pool == nil {
 		return nil
 	}
-	return FromConfig(pool.Config()) //lint:ignore SA1019 its deprecated twin
+	return FromConfig(pool.Config())
 }
 
 // FromConfig returns the Router installed in cfg by [New], or nil. It

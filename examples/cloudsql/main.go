@@ -53,13 +53,10 @@ func run() error {
 		return err
 	}
 	cfg.ConnConfig.User, cfg.ConnConfig.Database = user, db // no password: the connector logs in with IAM
-	// Dial through the connector, once per connect, without pgx's own TLS.
-	if err := cloudsql.Configure(cfg, d, instance); err != nil {
-		return err
-	}
 
-	// Retry sized for the connector, and its errors classified.
-	f, err := holdfast.New(append(cloudsql.Options(), holdfast.WithLogger(slog.Default()))...)
+	// Dial through the connector, once per connect, without pgx's own TLS;
+	// retry sized for the connector, and its errors classified.
+	f, err := holdfast.New(cloudsql.With(d, instance), holdfast.WithLogger(slog.Default()))
 	if err != nil {
 		return err
 	}
