@@ -38,9 +38,9 @@ type attempt struct {
 	base pgconn.DialFunc
 	cc   *pgx.ConnConfig
 
-	rounds  int       // retry rounds, the first included (the policy's MaxAttempts)
-	entries []string  // the hosts of one round: cc.Host, then the original fallbacks
-	sockets []bool    // entries that are Unix sockets (pgconn does not look them up)
+	rounds  int      // retry rounds, the first included (the policy's MaxAttempts)
+	entries []string // the hosts of one round: cc.Host, then the original fallbacks
+	sockets []bool   // entries that are Unix sockets (pgconn does not look them up)
 	lookup  pgconn.LookupFunc
 	results [][]string // lookup results of the first round, by entry
 	calls   int        // lookup calls so far
@@ -248,7 +248,7 @@ func (a *attempt) dialOnce(ctx context.Context, network, addr string) (net.Conn,
 // retryRound starts a retry round after the previous round failed with
 // a.last, or refuses it. a.mu is held.
 func (a *attempt) retryRound(ctx context.Context, network, addr string) (net.Conn, error) {
-	a.used++ // the failed handshake
+	a.used++            // the failed handshake
 	prior := a.used - 1 // attempts before this loop's first, which is the failed handshake
 	last := a.last
 	if last == nil {
@@ -275,7 +275,7 @@ func (a *attempt) retryRound(ctx context.Context, network, addr string) (net.Con
 	}
 	var conn net.Conn
 	refreshed := false
-	err := a.f.retryFrom(ctx, &r, StageConnect, last, func(ctx context.Context) error {
+	err := a.f.retryFrom(ctx, &r, LayerConnect, last, func(ctx context.Context) error {
 		if a.authRetried && a.f.password != nil && !refreshed {
 			pw, err := a.f.fetchPassword(ctx)
 			if err != nil {
@@ -295,7 +295,7 @@ func (a *attempt) retryRound(ctx context.Context, network, addr string) (net.Con
 		if errors.As(err, &re) {
 			re.Attempts += prior // count the connection's attempts, not this loop's
 		}
-		a.stop = &ConnectError{Stage: StageConnect, Err: err}
+		a.stop = &ConnectError{Layer: LayerConnect, Stage: LayerConnect, Err: err}
 		return nil, a.stop
 	}
 	a.last = nil
@@ -309,7 +309,7 @@ func (a *attempt) exhausted() error {
 	if last == nil {
 		last = errRefused
 	}
-	return &ConnectError{Stage: StageConnect, Err: &retry.Error{Attempts: a.used, Last: last,
+	return &ConnectError{Layer: LayerConnect, Stage: LayerConnect, Err: &retry.Error{Attempts: a.used, Last: last,
 		Verdict: a.f.classifier.Classify(last), Stop: retry.StopExhausted}}
 }
 

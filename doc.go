@@ -36,6 +36,25 @@
 // again by Factory.Acquire, so attempts never multiply across layers; only
 // the startup policy, which is more patient, retries them again.
 //
+// # Errors
+//
+// Failures are error types, for errors.As, most of them with a sentinel for
+// errors.Is and an Unwrap to their cause; each type's doc says whether it
+// is retryable. A configuration mistake is reported the same way in
+// holdfast, bluegreen, cloudsql, rdsiam and readiness (package retry has
+// its *InvalidPolicyError): a *ConfigError of that package, whose Field is what is wrong, Why says how, and Err is
+// the error of a lower check when there is one. Its message reads
+// "<package>: invalid <Field>: <Why>[: <Err>]", Unwrap returns Err, and it
+// matches its package's ErrInvalidConfig; a ConfigError that wraps another
+// matches both sentinels:
+//
+//	_, err := holdfast.New(holdfast.WithBlueGreen(bluegreen.Config{HighInterval: -1}))
+//	// holdfast: invalid WithBlueGreen: invalid bluegreen.Config: bluegreen: invalid HighInterval: must not be negative (zero means the default 100ms)
+//	errors.Is(err, holdfast.ErrInvalidConfig)  // true
+//	errors.Is(err, bluegreen.ErrInvalidConfig) // true
+//
+// A ConfigError is never retryable: fix the configuration.
+//
 // # Cost
 //
 // When nothing fails, the factory adds nothing to the hot path: Acquire is

@@ -7,6 +7,7 @@ import (
 	"github.com/holdfast-db/holdfast/cloudsql"
 
 	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/fakes"
 	"github.com/holdfast-db/holdfast/retry"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -47,6 +48,20 @@ func ExampleNew_invalid() {
 	// Output:
 	// holdfast: invalid WithRetryPolicy: invalid policy: retry: invalid MaxAttempts 0: must be at least 1
 	// true
+}
+
+// Every package reports a configuration mistake as its own *ConfigError;
+// one that wraps another matches both packages' ErrInvalidConfig.
+func ExampleConfigError() {
+	_, err := holdfast.New(holdfast.WithBlueGreen(bluegreen.Config{HighInterval: -1}))
+	fmt.Println(err)
+	fmt.Println(errors.Is(err, holdfast.ErrInvalidConfig), errors.Is(err, bluegreen.ErrInvalidConfig))
+	var ce *bluegreen.ConfigError
+	fmt.Println(errors.As(err, &ce), ce.Field)
+	// Output:
+	// holdfast: invalid WithBlueGreen: invalid bluegreen.Config: bluegreen: invalid HighInterval: must not be negative (zero means the default 100ms)
+	// true true
+	// true HighInterval
 }
 
 // Classify tells what the factory would do with an error.

@@ -35,10 +35,10 @@ type Factory struct {
 	meterProvider  metric.MeterProvider // WithMeterProvider; nil: the global one
 	tracerProvider trace.TracerProvider // WithTracerProvider; nil: the global one
 
-	dial     retry.Retrier // one dial, stage "connect"
-	fetch    retry.Retrier // one password fetch, stage "password"
-	acquire  retry.Retrier // Factory.Acquire, stage "acquire"
-	startup  retry.Retrier // NewPool's first connection, stage "startup"
+	dial     retry.Retrier // one dial, layer "connect"
+	fetch    retry.Retrier // one password fetch, layer "password"
+	acquire  retry.Retrier // Factory.Acquire, layer "acquire"
+	startup  retry.Retrier // NewPool's first connection, layer "startup"
 	maxDials int
 	perTry   time.Duration // the retry policy's AttemptTimeout, for first attempts
 
@@ -54,12 +54,26 @@ type Factory struct {
 	closed     bool
 }
 
-// Stages name where a failure happened, in logs and errors.
+// Retry layers: where a failure happened and was retried. They are the
+// values of ConnectError.Layer and of the holdfast.layer attribute of
+// metrics, span events and log lines.
 const (
-	StageConnect  = "connect"  // a dial, inside pgx's DialFunc
-	StagePassword = "password" // a password or token fetch, inside BeforeConnect
-	StageAcquire  = "acquire"  // Factory.Acquire, around pool.Acquire
-	StageStartup  = "startup"  // NewPool's first connection
+	LayerConnect  = "connect"  // a dial, inside pgx's DialFunc
+	LayerPassword = "password" // a password or token fetch, inside BeforeConnect
+	LayerAcquire  = "acquire"  // Factory.Acquire, around pool.Acquire
+	LayerStartup  = "startup"  // NewPool's and Factory.Start's first connection
+)
+
+// The retry layers' former names.
+const (
+	// Deprecated: use LayerConnect.
+	StageConnect = LayerConnect
+	// Deprecated: use LayerPassword.
+	StagePassword = LayerPassword
+	// Deprecated: use LayerAcquire.
+	StageAcquire = LayerAcquire
+	// Deprecated: use LayerStartup.
+	StageStartup = LayerStartup
 )
 
 // New returns a Factory built from opts, or a *ConfigError if an option is
@@ -112,23 +126,23 @@ func New(opts ...Option) (*Factory, error) {
 	if err := f.newTelemetry(&c); err != nil {
 		return nil, err
 	}
-	f.dial = f.retrier(c.policy, StageConnect)
-	f.fetch = f.retrier(c.policy, StagePassword)
-	f.acquire = f.retrier(c.policy, StageAcquire)
-	f.startup = f.retrier(c.startup, StageStartup)
+	f.dial = f.retrier(c.policy, LayerConnect)
+	f.fetch = f.retrier(c.policy, LayerPassword)
+	f.acquire = f.retrier(c.policy, LayerAcquire)
+	f.startup = f.retrier(c.startup, LayerStartup)
 	return f, nil
 }
 
-func (f *Factory) retrier(p retry.Policy, stage string) retry.Retrier {
+func (f *Factory) retrier(p retry.Policy, layer string) retry.Retrier {
 	return retry.Retrier{
 		Policy:   p,
 		Classify: f.classifier.Classify,
 		Budget:   f.budget,
 		OnRetry: func(ctx context.Context, e retry.Event) {
-			// One WARN line (stage, attempt, delay, error.class,
+			// One WARN line (holdfast.layer, attempt, delay, error.class,
 			// error.reason, holdfast.stage, redacted error), a metric and
 			// a span event: see telemetry.go.
-			f.onRetry(ctx, stage, e)
+			f.onRetry(ctx, layer, e)
 		},
 	}
 }
@@ -159,16 +173,16 @@ func (f *Factory) fetchPassword(ctx context.Context) (string, error) {
 	pw, err := f.firstPassword(ctx)
 	if err == nil {
 		f.budget.Success()
-		f.tel.FirstTry(ctx, StagePassword)
+		f.tel.FirstTry(ctx, LayerPassword)
 		return pw, nil
 	}
-	err = f.retryFrom(ctx, &f.fetch, StagePassword, err, func(ctx context.Context) error {
+	err = f.retryFrom(ctx, &f.fetch, LayerPassword, err, func(ctx context.Context) error {
 		p, err := f.password(ctx)
 		pw = p
 		return err
 	})
 	if err != nil {
-		return "", &ConnectError{Stage: StagePassword, Err: err}
+		return "", &ConnectError{Layer: LayerPassword, Stage: LayerPassword, Err: err}
 	}
 	return pw, nil
 }
@@ -190,7 +204,7 @@ func (f *Factory) firstDial(ctx context.Context, base pgconn.DialFunc, network, 
 		// No budget refund here: a front end (a proxy, a load balancer) may
 		// accept the dial of a database that is down. The refund comes when
 		// the handshake completes (connect.go).
-		f.tel.FirstTry(ctx, StageConnect) // no allocation unless a span records
+		f.tel.FirstTry(ctx, LayerConnect) // no allocation unless a span records
 	}
 	return conn, err
 }
@@ -221,14 +235,14 @@ func (f *Factory) redial(ctx context.Context, base pgconn.DialFunc, network, add
 	r.Policy.MaxAttempts = allowance
 	var conn net.Conn
 	attempts := 1
-	err := f.retryFrom(ctx, &r, StageConnect, firstErr, func(ctx context.Context) error {
+	err := f.retryFrom(ctx, &r, LayerConnect, firstErr, func(ctx context.Context) error {
 		attempts++
 		c, err := base(ctx, network, addr)
 		conn = c
 		return err
 	})
 	if err != nil {
-		return nil, attempts, &ConnectError{Stage: StageConnect, Err: err}
+		return nil, attempts, &ConnectError{Layer: LayerConnect, Stage: LayerConnect, Err: err}
 	}
 	return conn, attempts, nil
 }
@@ -341,7 +355,7 @@ func (f *Factory) Start(ctx context.Context, pool *pgxpool.Pool) error {
 	if err != nil {
 		c, err = f.acquireAgain(ctx, pool, err, &f.startup, true)
 	} else {
-		f.tel.FirstTry(ctx, StageStartup)
+		f.tel.FirstTry(ctx, LayerStartup)
 	}
 	traced(err)
 	if err != nil {
@@ -374,22 +388,25 @@ var ErrInvalidConfig = errors.New("holdfast: invalid configuration")
 // ConfigError reports a nil or nonsense option, policy or pool config. It is
 // not retryable: fix the configuration.
 type ConfigError struct {
-	Field string
+	Field string // the option or argument at fault, for example "WithRetryPolicy" or "pgxpool.Config"
 	Why   string
-	Err   error // the underlying validation error, if any
+	Err   error // the underlying error, if any: a policy's or a package's own ConfigError
 }
 
+// Error returns "holdfast: invalid <Field>: <Why>", followed by ": <Err>"
+// when Err is set.
 func (e *ConfigError) Error() string {
+	msg := "holdfast: invalid " + e.Field + ": " + e.Why
 	if e.Err != nil {
-		return fmt.Sprintf("holdfast: invalid %s: %s: %v", e.Field, e.Why, e.Err)
+		msg += ": " + e.Err.Error()
 	}
-	return fmt.Sprintf("holdfast: invalid %s: %s", e.Field, e.Why)
+	return msg
 }
 
-// Unwrap returns the underlying validation error.
+// Unwrap returns Err.
 func (e *ConfigError) Unwrap() error { return e.Err }
 
-// Is matches ErrInvalidConfig.
+// Is matches [ErrInvalidConfig].
 func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
 
 // ConnectError is a failed dial or password fetch of one connection, after
@@ -397,12 +414,15 @@ func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig 
 // were made and wraps the last failure. Whether it is worth trying again
 // later is Err's Retryable.
 type ConnectError struct {
-	Stage string // StageConnect or StagePassword
+	Layer string // LayerConnect or LayerPassword
 	Err   error
+
+	// Deprecated: use Layer, which has the same value.
+	Stage string
 }
 
 func (e *ConnectError) Error() string {
-	return "holdfast: " + e.Stage + ": " + e.Err.Error()
+	return "holdfast: " + e.Layer + ": " + e.Err.Error()
 }
 
 // Unwrap returns the *retry.Error.

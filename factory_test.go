@@ -418,8 +418,8 @@ func TestAcquireRetriesStartupServerErrors(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if !strings.Contains(logs.String(), "stage=connect") || !strings.Contains(logs.String(), "error.reason=sqlstate-53300") {
-		t.Errorf("logs = %q, want one connect-stage retry for sqlstate-53300 (inside the connect)", logs.String())
+	if !strings.Contains(logs.String(), "holdfast.layer=connect") || !strings.Contains(logs.String(), "error.reason=sqlstate-53300") {
+		t.Errorf("logs = %q, want one connect-layer retry for sqlstate-53300 (inside the connect)", logs.String())
 	}
 }
 

@@ -146,9 +146,10 @@ func WithRetryBudget(b *retry.Budget) Option {
 }
 
 // WithLogger sets the logger for retried failures. Default: discard.
-// One WARN line per retried failure, with the retry layer ("stage"),
-// attempt, delay, error.class, error.reason, the service stage
-// ("holdfast.stage": startup, pool-growth, request) and the error text,
+// One WARN line per retried failure, with the retry layer
+// ("holdfast.layer": connect, password, acquire, startup), attempt, delay,
+// error.class, error.reason, the service stage ("holdfast.stage": startup,
+// pool-growth, request) and the error text,
 // from which passwords, tokens and connection-string secrets are removed;
 // and one WARN line when a loop gives up on a transient failure.
 func WithLogger(l *slog.Logger) Option {
@@ -168,7 +169,7 @@ func WithLogger(l *slog.Logger) Option {
 //
 // Configure then starts two monitor goroutines per pool, each with its own
 // connection outside the pool: call Factory.Close when the pools are closed
-// to stop them (bluegreen.FromPool(pool).Close stops one pool's). The
+// to stop them (Factory.BlueGreen(pool).Close stops one pool's). The
 // factory's classifier also learns the package's errors (bluegreen.Rule): a
 // wait that reached its bound is Transient, a rejected green host name
 // Fatal.

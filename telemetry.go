@@ -11,21 +11,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Service stages, the values of the holdfast.stage attribute of metrics,
-// spans and log lines (the "stage" attribute of log lines is the retry
-// layer: StageConnect, StagePassword, StageAcquire or StageStartup).
-const (
-	// ServiceStageStartup: the first connection of a pool, made by
-	// Factory.Start or NewPool.
-	ServiceStageStartup = obs.StageStartup
-	// ServiceStagePoolGrowth: a new connection the pool opened while the
-	// service runs (an Acquire found no idle connection, or pgxpool's
-	// MinConns refill).
-	ServiceStagePoolGrowth = obs.StagePoolGrowth
-	// ServiceStageRequest: the request-scope retry of Factory.Acquire.
-	ServiceStageRequest = obs.StageRequest
-)
-
 // WithMeterProvider sets the OpenTelemetry meter provider of the factory's
 // metrics. Default: the global provider (otel.GetMeterProvider()), so an
 // application that installed its SDK gets holdfast's metrics for free.
@@ -58,6 +43,14 @@ const (
 //	holdfast.readiness.ready          1
 //	holdfast.readiness.transitions    {transition}  (holdfast.readiness.health, holdfast.readiness.reason)
 //	holdfast.readiness.drain.duration s             (holdfast.outcome)
+//
+// holdfast.stage is the service stage: "startup" (the first connection of a
+// pool, made by Factory.Start or NewPool), "pool-growth" (a new connection
+// the pool opened while the service runs: an Acquire found no idle
+// connection, or pgxpool's MinConns refill) or "request" (the
+// request-scope retry of Factory.Acquire). holdfast.layer is the retry
+// layer: LayerConnect, LayerPassword, LayerAcquire or LayerStartup. Log
+// lines carry both under the same names.
 //
 // The pool name is "host:port/database" of the configured host, which
 // server.address also carries; the address really reached (after DNS or a
@@ -151,9 +144,9 @@ func (f *Factory) newTelemetry(c *config) error {
 // acquireLayer is the retry layer of Factory.acquireAgain.
 func acquireLayer(patient bool) string {
 	if patient {
-		return StageStartup
+		return LayerStartup
 	}
-	return StageAcquire
+	return LayerAcquire
 }
 
 // onRetry is the OnRetry hook of the factory's retriers: a log line,

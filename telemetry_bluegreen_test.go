@@ -80,7 +80,7 @@ func TestTelemetrySwitchover(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	r := bluegreen.FromPool(pool)
+	r := f.BlueGreen(pool)
 	waitFor := func(what string, cond func(bluegreen.Status) bool) {
 		t.Helper()
 		for {

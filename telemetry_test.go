@@ -238,7 +238,7 @@ func TestTelemetryScenarios(t *testing.T) {
 				t.Errorf("log lines: %d retrying (want %d), %d giving up (want %d):\n%s", len(retried), w.retried, len(gaveUp), w.gaveUp, rig.logs.String())
 			}
 			for i, l := range retried {
-				for _, want := range []string{`"level":"WARN"`, `"stage":"connect"`, `"attempt":` + strconv.Itoa(i+1), `"holdfast.stage":"pool-growth"`, `"error.class":"transient"`, `"delay":`} {
+				for _, want := range []string{`"level":"WARN"`, `"holdfast.layer":"connect"`, `"attempt":` + strconv.Itoa(i+1), `"holdfast.stage":"pool-growth"`, `"error.class":"transient"`, `"delay":`} {
 					if !strings.Contains(l, want) {
 						t.Errorf("log line %q lacks %s", l, want)
 					}

@@ -3,8 +3,9 @@ package bluegreen
 import (
 	"context"
 	"log/slog"
-	"strconv"
 	"time"
+
+	"github.com/holdfast-db/holdfast/bluegreen/internal/meta"
 )
 
 // Defaults of [Config]. They are those of the AWS Advanced JDBC Wrapper's
@@ -34,17 +35,7 @@ const (
 )
 
 // String returns "auto", "aurora" or "rds".
-func (e Engine) String() string {
-	switch e {
-	case EngineAuto:
-		return "auto"
-	case EngineAurora:
-		return "aurora"
-	case EngineRDS:
-		return "rds"
-	}
-	return "Engine(" + strconv.Itoa(int(e)) + ")"
-}
+func (e Engine) String() string { return meta.Engine(e).String() }
 
 // MarshalText encodes the engine as its name, for JSON.
 func (e Engine) MarshalText() ([]byte, error) { return []byte(e.String()), nil }

@@ -22,7 +22,7 @@
 //	defer f.Close() // stops the monitors
 //	pool, err := f.NewPool(ctx, cfg)
 //	// ...
-//	st := bluegreen.FromPool(pool).Status()
+//	st := f.BlueGreen(pool).Status()
 //
 // Without holdfast, install a Router into a pgxpool config yourself and
 // close it with the pool:

@@ -31,13 +31,25 @@ const (
 // ConfigError reports an invalid [Config] field or pool configuration. It
 // is not retryable: fix the configuration.
 type ConfigError struct {
-	Field string
+	Field string // the Config field, or "pgxpool.Config" or "pgx.ConnConfig"
 	Why   string
+	Err   error // the underlying error, if any
 }
 
-func (e *ConfigError) Error() string { return "bluegreen: invalid " + e.Field + ": " + e.Why }
+// Error returns "bluegreen: invalid <Field>: <Why>", followed by ": <Err>"
+// when Err is set.
+func (e *ConfigError) Error() string {
+	msg := "bluegreen: invalid " + e.Field + ": " + e.Why
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
 
-// Is matches ErrInvalidConfig.
+// Unwrap returns Err.
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// Is matches [ErrInvalidConfig].
 func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
 
 // SuspendError says that a new connection, an Acquire or a statement was

@@ -33,23 +33,8 @@ func Example() {
 	}
 	defer pool.Close()
 
-	st := bluegreen.FromPool(pool).Status()
+	st := f.BlueGreen(pool).Status()
 	fmt.Println(st.Phase, st.Routing.Normal)
-}
-
-// Statuses map to phases case-insensitively; unknown ones are reported as
-// such rather than guessed.
-func ExampleParseStatus() {
-	for _, s := range []string{"AVAILABLE", "switchover_initiated", "SWITCHOVER_IN_PROGRESS", "SWITCHOVER_FAILED", ""} {
-		p, ok := bluegreen.ParseStatus(s)
-		fmt.Printf("%-24q %-12v known=%v active=%v\n", s, p, ok, p.Active())
-	}
-	// Output:
-	// "AVAILABLE"              CREATED      known=true active=false
-	// "switchover_initiated"   PREPARATION  known=true active=true
-	// "SWITCHOVER_IN_PROGRESS" IN_PROGRESS  known=true active=true
-	// "SWITCHOVER_FAILED"      NOT_CREATED  known=false active=false
-	// ""                       NOT_CREATED  known=true active=false
 }
 
 // The summary logged at the end of a switchover, in the AWS wrappers' form.
@@ -60,9 +45,9 @@ func ExampleSummary_String() {
 		{Time: at(-21572), Name: "PREPARATION"},
 		{Time: at(0), Name: "IN_PROGRESS"},
 		{Time: at(2167), Name: "POST"},
-		{Time: at(32584), Name: bluegreen.EventGreenTopologyChanged},
-		{Time: at(41552), Name: bluegreen.EventBlueDNSUpdated},
-		{Time: at(77651), Name: bluegreen.EventGreenDNSRemoved},
+		{Time: at(32584), Name: "Green topology changed"},
+		{Time: at(41552), Name: "Blue DNS updated"},
+		{Time: at(77651), Name: "Green DNS removed"},
 		{Time: at(77651), Name: "COMPLETED"},
 	}}
 	fmt.Println(s)

@@ -222,7 +222,7 @@ func TestFactoryLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	r := bluegreen.FromPool(pool)
+	r := f.BlueGreen(pool)
 	if r == nil {
 		t.Fatal("no router in a pool of a factory WithBlueGreen")
 	}
@@ -253,6 +253,8 @@ func TestFactoryLifecycle(t *testing.T) {
 	if _, err := f2.NewPool(context.Background(), bad); err == nil {
 		t.Fatal("NewPool succeeded against a closed port")
 	}
+	// The failed pool was never built, so the factory has no handle on its
+	// router: the deprecated FromConfig finds it in the config.
 	if r := bluegreen.FromConfig(bad); r == nil || !r.Status().Closed {
 		t.Error("NewPool left the router of a failed pool running")
 	}

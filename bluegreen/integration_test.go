@@ -147,9 +147,9 @@ func newClient(t *testing.T, d *fake.Deployment, host string, c bluegreen.Config
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	r := bluegreen.FromPool(pool)
+	r := f.BlueGreen(pool)
 	if r == nil {
-		t.Fatal("FromPool = nil for a pool configured WithBlueGreen")
+		t.Fatal("Factory.BlueGreen = nil for a pool configured WithBlueGreen")
 	}
 	return &client{t: t, f: f, pool: pool, r: r, logs: logs}
 }
@@ -246,7 +246,7 @@ func (c *client) waitSubstituted(host, addr string) {
 	c.t.Helper()
 	c.waitFor(host+" substituted with "+addr, func(s bluegreen.Status) bool {
 		for _, r := range s.Routing.Routes {
-			if r.Host == host && r.Action == bluegreen.Substitute && strings.HasPrefix(r.Addr, addr+":") {
+			if r.Host == host && r.Action == "substitute" && strings.HasPrefix(r.Addr, addr+":") {
 				return true
 			}
 		}
@@ -438,8 +438,8 @@ func TestIntegration(t *testing.T) {
 		if sum.Outcome != bluegreen.OutcomeCompleted || st.Generation != 1 || !st.Routing.Normal {
 			t.Errorf("outcome %v, generation %d, routing %+v; want COMPLETED, 1, normal", sum.Outcome, st.Generation, st.Routing)
 		}
-		wantOrder(t, sum.Events, "CREATED", "PREPARATION", "IN_PROGRESS", bluegreen.EventBlueConnsDropped, "POST",
-			bluegreen.EventGreenTopologyChanged, bluegreen.EventBlueDNSUpdated, bluegreen.EventGreenDNSRemoved, "COMPLETED")
+		wantOrder(t, sum.Events, "CREATED", "PREPARATION", "IN_PROGRESS", "Blue connections dropped", "POST",
+			"Green topology changed", "Blue DNS updated", "Green DNS removed", "COMPLETED")
 		log := c.logs.String()
 		for _, want := range []string{"Blue/Green Deployment switchover COMPLETED", "time offset (ms)", "IN_PROGRESS"} {
 			if !strings.Contains(log, want) {
@@ -510,7 +510,7 @@ func TestIntegration(t *testing.T) {
 		if st.LastSummary.Outcome != bluegreen.OutcomeRolledBack || !st.Routing.Normal || st.Generation != 1 {
 			t.Errorf("summary %v, routing %+v, generation %d; want ROLLED BACK, normal, 1", st.LastSummary.Outcome, st.Routing, st.Generation)
 		}
-		wantOrder(t, st.LastSummary.Events, "PREPARATION", "IN_PROGRESS", "CREATED (rollback)", bluegreen.EventRolledBack)
+		wantOrder(t, st.LastSummary.Events, "PREPARATION", "IN_PROGRESS", "CREATED (rollback)", "ROLLED BACK")
 		if !strings.Contains(c.logs.String(), "Blue/Green Deployment switchover ROLLED BACK") {
 			t.Errorf("log lacks the ROLLED BACK summary:\n%s", c.logs.String())
 		}
@@ -544,7 +544,7 @@ func TestIntegration(t *testing.T) {
 				t.Errorf("start address of %s rewritten to %q by the DNS change, want %s", m.Blue, m.BlueAddr, blueIP)
 			}
 		}
-		wantOrder(t, st.Timeline, "IN_PROGRESS", bluegreen.EventBlueDNSUpdated, bluegreen.EventReleasedOnBlueDNS)
+		wantOrder(t, st.Timeline, "IN_PROGRESS", "Blue DNS updated", "Traffic released on blue DNS update")
 
 		set(t, d, fake.StatusPostProcessing)
 		d.RemoveGreenDNS()
@@ -583,7 +583,7 @@ func TestIntegration(t *testing.T) {
 		if st.LastSummary.Outcome != bluegreen.OutcomeTimedOut || !st.Routing.Normal || !st.Stale {
 			t.Errorf("outcome %v, routing %+v, stale %v; want TIMED OUT, normal, stale", st.LastSummary.Outcome, st.Routing, st.Stale)
 		}
-		wantOrder(t, st.LastSummary.Events, "PREPARATION", "IN_PROGRESS", bluegreen.EventTimerExpired)
+		wantOrder(t, st.LastSummary.Events, "PREPARATION", "IN_PROGRESS", "Switchover timer expired")
 		c.waitPolled(fake.StatusInProgress)
 		expectAddr(t, "while the metadata is still stuck", c.newConn(ctx), blueIP)
 		if st := c.r.Status(); !st.Routing.Normal || st.Phase != bluegreen.Created {
@@ -689,7 +689,7 @@ func TestIntegration(t *testing.T) {
 			t.Fatal(err)
 		}
 		st := green.waitFor("green topology changed", func(s bluegreen.Status) bool { return s.GreenTopologyChanged })
-		if !hasRoute(st.Routing, d.Names.GreenInstance, bluegreen.Reject) {
+		if !hasRoute(st.Routing, d.Names.GreenInstance, "reject") {
 			t.Errorf("routing %+v, want %s rejected", st.Routing, d.Names.GreenInstance)
 		}
 		for range 3 {
@@ -857,9 +857,9 @@ func waitStatus(t *testing.T, r *bluegreen.Router, what string, cond func(bluegr
 	return c.waitFor(what, cond)
 }
 
-func hasRoute(r bluegreen.Routing, host string, a bluegreen.Action) bool {
+func hasRoute(r bluegreen.Routing, host, action string) bool {
 	for _, rt := range r.Routes {
-		if rt.Host == host && rt.Action == a {
+		if rt.Host == host && rt.Action == action {
 			return true
 		}
 	}

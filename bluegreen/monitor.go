@@ -7,6 +7,8 @@ import (
 	"net"
 	"time"
 
+	"github.com/holdfast-db/holdfast/bluegreen/internal/meta"
+	"github.com/holdfast-db/holdfast/bluegreen/internal/switchover"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -14,12 +16,12 @@ import (
 // the pool. It runs on one goroutine owned by the Router.
 type monitor struct {
 	r    *Router
-	role Role
+	role meta.Role
 
 	gen        uint64
 	conn       *pgx.Conn
-	engine     Engine // detected metadata; EngineAuto: not (yet) found
-	target     string // host to read from; "" = the pool's host
+	engine     meta.Engine // detected metadata; EngineAuto: not (yet) found
+	target     string      // host to read from; "" = the pool's host
 	targetPort uint16
 	failures   int  // consecutive polls without a result
 	connects   int  // connections opened
@@ -39,7 +41,7 @@ func (m *monitor) run(ctx context.Context) {
 			return
 		}
 		interval, active := m.r.report(o, ms)
-		if o.kind == obsNoConn || o.kind == obsFailed {
+		if o.Kind == switchover.KindNoConn || o.Kind == switchover.KindFailed {
 			m.failures++
 			interval = m.backoff(active)
 		} else {
@@ -82,7 +84,7 @@ func (m *monitor) backoff(active bool) time.Duration {
 func (m *monitor) reset(gen uint64) {
 	m.disconnect()
 	m.gen = gen
-	m.engine = EngineAuto
+	m.engine = meta.EngineAuto
 	m.target, m.targetPort = "", 0
 	m.failures = 0
 }
@@ -106,28 +108,26 @@ func (m *monitor) disconnect() {
 }
 
 // poll makes one observation.
-func (m *monitor) poll(ctx context.Context) (observation, MonitorStatus) {
-	o := observation{role: m.role, gen: m.gen}
-	ms := MonitorStatus{Role: m.role, Host: m.host()}
+func (m *monitor) poll(ctx context.Context) (switchover.Observation, MonitorStatus) {
+	o := switchover.Observation{Role: m.role, Gen: m.gen}
+	ms := MonitorStatus{Role: Role(m.role), Host: m.host()}
 	m.read(ctx, &o)
 	ms.Connects = m.connects
-	o.host = ms.Host
 	if m.conn != nil {
 		ms.Connected = true
 		ms.Addr = remoteIP(m.conn)
-		o.addr = ms.Addr
 	}
-	ms.Observation = o.kind.String()
-	if o.err != nil {
-		ms.Error = o.err.Error()
+	ms.Observation = o.Kind.String()
+	if o.Err != nil {
+		ms.Error = o.Err.Error()
 		m.r.cfg.Logger.LogAttrs(ctx, slog.LevelDebug, "bluegreen: monitor poll failed",
 			slog.String("bgd_id", m.r.cfg.ID), slog.String("role", m.role.String()),
-			slog.String("observation", o.kind.String()), slog.String("error", o.err.Error()))
+			slog.String("observation", o.Kind.String()), slog.String("error", o.Err.Error()))
 	}
-	if o.kind == obsRows {
-		ms.Status = o.view.status
+	if o.Kind == switchover.KindRows {
+		ms.Status = o.View.Status
 	}
-	o.dns = m.resolve(ctx, o.view.endpoints)
+	o.DNS = m.resolve(ctx, o.View.Endpoints)
 	return o, ms
 }
 
@@ -139,53 +139,53 @@ func (m *monitor) host() string {
 }
 
 // read connects if needed and reads the metadata into o.
-func (m *monitor) read(ctx context.Context, o *observation) {
+func (m *monitor) read(ctx context.Context, o *switchover.Observation) {
 	if m.conn != nil && m.conn.IsClosed() {
 		m.disconnect() // waits for pgconn's cleanup of a broken connection
-		m.engine = EngineAuto
+		m.engine = meta.EngineAuto
 	}
 	if m.conn == nil {
 		if err := m.connect(ctx); err != nil {
-			o.kind, o.err = obsNoConn, err
+			o.Kind, o.Err = switchover.KindNoConn, err
 			return
 		}
 	}
 	qctx, cancel := context.WithTimeout(ctx, m.r.cfg.MonitorQueryTimeout)
 	defer cancel()
-	if m.engine == EngineAuto {
-		e, err := detect(qctx, m.conn, m.r.cfg.Engine)
+	if m.engine == meta.EngineAuto {
+		e, err := meta.Detect(qctx, m.conn, meta.Engine(m.r.cfg.Engine))
 		if err != nil {
-			o.kind, o.err = obsFailed, err
+			o.Kind, o.Err = switchover.KindFailed, err
 			m.dropBroken(err)
 			return
 		}
-		if e == EngineAuto {
-			o.kind = obsAbsent
+		if e == meta.EngineAuto {
+			o.Kind = switchover.KindAbsent
 			return
 		}
 		m.engine = e
 	}
-	rows, bad, err := readRows(qctx, m.conn, m.engine)
+	rows, bad, err := meta.Read(qctx, m.conn, m.engine)
 	if err != nil {
-		if isAbsentError(err) {
-			m.engine = EngineAuto
-			o.kind = obsAbsent
+		if meta.IsAbsent(err) {
+			m.engine = meta.EngineAuto
+			o.Kind = switchover.KindAbsent
 			return
 		}
-		o.kind, o.err = obsFailed, err
+		o.Kind, o.Err = switchover.KindFailed, err
 		m.dropBroken(err)
 		return
 	}
-	o.engine = m.engine
+	o.Engine = m.engine
 	m.warn(rows, bad)
 	if len(rows) == 0 {
-		o.kind = obsEmpty
+		o.Kind = switchover.KindEmpty
 		return
 	}
-	o.kind = obsRows
-	o.view = viewOf(rows, m.role)
-	o.peer = viewOf(rows, other(m.role))
-	m.correctHost(ctx, o.view)
+	o.Kind = switchover.KindRows
+	o.View = meta.ViewOf(rows, m.role)
+	o.Peer = meta.ViewOf(rows, m.role.Other())
+	m.correctHost(ctx, o.View)
 }
 
 // dropBroken closes the connection after a failure that left it unusable
@@ -194,12 +194,12 @@ func (m *monitor) dropBroken(err error) {
 	var pe interface{ SQLState() string }
 	if m.conn.IsClosed() || !errors.As(err, &pe) {
 		m.disconnect()
-		m.engine = EngineAuto
+		m.engine = meta.EngineAuto
 	}
 }
 
 // warn logs, once per value, rows this package could not use fully.
-func (m *monitor) warn(rows []metaRow, bad []error) {
+func (m *monitor) warn(rows []meta.Row, bad []error) {
 	once := func(key, msg string, attrs ...slog.Attr) {
 		if m.warned[key] || len(m.warned) > 100 {
 			return
@@ -212,17 +212,17 @@ func (m *monitor) warn(rows []metaRow, bad []error) {
 		once("bad:"+err.Error(), "bluegreen: metadata row ignored", slog.String("error", err.Error()))
 	}
 	for _, r := range rows {
-		if !versionKnown(r.version) {
-			once("version:"+r.version, "bluegreen: unknown metadata version, read as "+KnownVersion,
-				slog.String("version", truncate(r.version, 32)))
+		if !meta.VersionKnown(r.Version) {
+			once("version:"+r.Version, "bluegreen: unknown metadata version, read as "+meta.KnownVersion,
+				slog.String("version", meta.Truncate(r.Version, 32)))
 		}
-		if r.role == RoleUnknown {
-			once("role:"+r.endpoint, "bluegreen: metadata row with an unknown role ignored",
-				slog.String("endpoint", r.endpoint))
+		if r.Role == meta.RoleUnknown {
+			once("role:"+r.Endpoint, "bluegreen: metadata row with an unknown role ignored",
+				slog.String("endpoint", r.Endpoint))
 		}
-		if !r.knownStatus {
-			once("status:"+r.status, "bluegreen: unknown metadata status ignored",
-				slog.String("status", truncate(r.status, 64)), slog.String("endpoint", r.endpoint))
+		if !r.KnownStatus {
+			once("status:"+r.Status, "bluegreen: unknown metadata status ignored",
+				slog.String("status", meta.Truncate(r.Status, 64)), slog.String("endpoint", r.Endpoint))
 		}
 	}
 }
@@ -230,7 +230,7 @@ func (m *monitor) warn(rows []metaRow, bad []error) {
 // connect opens the monitor's connection to its target host.
 func (m *monitor) connect(ctx context.Context) error {
 	cc := m.r.monConfig.Copy()
-	if m.target != "" && m.target != normHost(cc.Host) {
+	if m.target != "" && m.target != meta.NormHost(cc.Host) {
 		retarget(cc, m.target, m.targetPort)
 	}
 	cc.LookupFunc = m.r.monitorLookup
@@ -280,20 +280,20 @@ func retarget(cc *pgx.ConnConfig, host string, port uint16) {
 // correctHost moves the monitor to its role's endpoint when that endpoint
 // is another server than the one it reads from (how the green monitor,
 // which starts on the pool's blue host, reaches green).
-func (m *monitor) correctHost(ctx context.Context, v roleView) {
-	if !v.found || v.endpoint == "" || v.endpoint == normHost(m.host()) || isOld(v.endpoint) {
+func (m *monitor) correctHost(ctx context.Context, v meta.View) {
+	if !v.Found || v.Endpoint == "" || v.Endpoint == meta.NormHost(m.host()) || meta.IsOld(v.Endpoint) {
 		return
 	}
 	lctx, cancel := context.WithTimeout(ctx, m.r.cfg.MonitorQueryTimeout)
-	addrs, err := m.r.monitorLookup(lctx, v.endpoint)
+	addrs, err := m.r.monitorLookup(lctx, v.Endpoint)
 	cancel()
 	if err != nil || len(addrs) == 0 {
 		return // keep reading where we are
 	}
 	here, herePort := remoteIP(m.conn), remotePort(m.conn)
-	m.target = v.endpoint
-	if v.port > 0 && v.port <= 65535 {
-		m.targetPort = uint16(v.port)
+	m.target = v.Endpoint
+	if v.Port > 0 && v.Port <= 65535 {
+		m.targetPort = uint16(v.Port)
 	}
 	for _, a := range addrs {
 		if hostOf(a) == here && (m.targetPort == 0 || int(m.targetPort) == herePort) {
@@ -301,18 +301,18 @@ func (m *monitor) correctHost(ctx context.Context, v roleView) {
 		}
 	}
 	m.disconnect()
-	m.engine = EngineAuto
+	m.engine = meta.EngineAuto
 	m.retarget = true
 }
 
 // resolve looks up every host the role tracks, through the pool's
 // resolver.
-func (m *monitor) resolve(ctx context.Context, extra []string) map[string]dnsResult {
+func (m *monitor) resolve(ctx context.Context, extra []string) map[string]switchover.DNSResult {
 	hosts := m.r.hostsToResolve(m.role, extra)
 	if len(hosts) == 0 {
 		return nil
 	}
-	out := make(map[string]dnsResult, len(hosts))
+	out := make(map[string]switchover.DNSResult, len(hosts))
 	for _, h := range hosts {
 		if ctx.Err() != nil {
 			break
@@ -320,15 +320,15 @@ func (m *monitor) resolve(ctx context.Context, extra []string) map[string]dnsRes
 		lctx, cancel := context.WithTimeout(ctx, m.r.cfg.MonitorQueryTimeout)
 		addrs, err := m.r.base(lctx, h)
 		cancel()
-		var res dnsResult
+		var res switchover.DNSResult
 		var dnsErr *net.DNSError
 		switch {
 		case err == nil && len(addrs) > 0:
-			res.ip = hostOf(addrs[0])
+			res.IP = hostOf(addrs[0])
 		case err == nil, errors.As(err, &dnsErr) && dnsErr.IsNotFound:
-			res.gone = true
+			res.Gone = true
 		default:
-			res.err = err
+			res.Err = err
 		}
 		out[h] = res
 	}

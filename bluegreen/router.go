@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/holdfast-db/holdfast/bluegreen/internal/meta"
+	"github.com/holdfast-db/holdfast/bluegreen/internal/switchover"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/multitracer"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -30,10 +32,10 @@ type Router struct {
 	monConfig      *pgx.ConnConfig                              // template for monitor connections
 	now            func() time.Time
 
-	snap atomic.Pointer[snapshot]
+	snap atomic.Pointer[switchover.Snapshot]
 
 	mu      sync.Mutex // guards the fields below
-	st      *state
+	st      *switchover.State
 	mons    [3]MonitorStatus
 	last    *Summary
 	wake    chan struct{} // closed when the phase or generation changes
@@ -133,9 +135,9 @@ func newRouter(c Config, cc *pgx.ConnConfig, now func() time.Time) *Router {
 		stopped:  make(chan struct{}),
 		statusCh: make(chan struct{}),
 	}
-	r.poolHosts = append(r.poolHosts, normHost(cc.Host))
+	r.poolHosts = append(r.poolHosts, meta.NormHost(cc.Host))
 	for _, fb := range cc.Fallbacks {
-		r.poolHosts = append(r.poolHosts, normHost(fb.Host))
+		r.poolHosts = append(r.poolHosts, meta.NormHost(fb.Host))
 	}
 	r.base = cc.LookupFunc
 	if r.base == nil {
@@ -150,10 +152,10 @@ func newRouter(c Config, cc *pgx.ConnConfig, now func() time.Time) *Router {
 	}
 	mc.RuntimeParams["application_name"] = "holdfast-bluegreen-monitor"
 	r.monConfig = mc
-	r.st = newState(&r.cfg, 0, false)
-	r.snap.Store(normalSnapshot(0, NotCreated))
-	for _, role := range []Role{RoleSource, RoleTarget} {
-		r.mons[role] = MonitorStatus{Role: role, Host: cc.Host}
+	r.st = switchover.New(c.ID, c.SwitchoverTimeout, 0, false)
+	r.snap.Store(switchover.Idle(0, meta.NotCreated))
+	for _, role := range []meta.Role{meta.RoleSource, meta.RoleTarget} {
+		r.mons[role] = MonitorStatus{Role: Role(role), Host: cc.Host}
 	}
 	return r
 }
@@ -172,14 +174,14 @@ func (r *Router) install(cfg *pgxpool.Config) {
 	cfg.BeforeAcquire = nil
 	if user == nil {
 		cfg.PrepareConn = func(ctx context.Context, c *pgx.Conn) (bool, error) {
-			if s := r.snap.Load(); !s.normal {
+			if s := r.snap.Load(); !s.Normal {
 				return r.prepareSlow(ctx, c, s, nil)
 			}
 			return true, nil
 		}
 	} else {
 		cfg.PrepareConn = func(ctx context.Context, c *pgx.Conn) (bool, error) {
-			if s := r.snap.Load(); !s.normal {
+			if s := r.snap.Load(); !s.Normal {
 				return r.prepareSlow(ctx, c, s, user)
 			}
 			return user(ctx, c)
@@ -188,7 +190,7 @@ func (r *Router) install(cfg *pgxpool.Config) {
 
 	if after := cfg.AfterRelease; after != nil {
 		cfg.AfterRelease = func(c *pgx.Conn) bool {
-			if s := r.snap.Load(); !s.normal && s.droppedAddr(c) != "" {
+			if s := r.snap.Load(); !s.Normal && s.DroppedAddr(c) != "" {
 				r.dropped.Add(1)
 				return false
 			}
@@ -205,7 +207,9 @@ func (r *Router) install(cfg *pgxpool.Config) {
 }
 
 // FromPool returns the Router installed in pool's config by [New] (or by
-// holdfast.WithBlueGreen), or nil.
+// holdfast.WithBlueGreen), or nil. It searches the config's tracer chain.
+//
+// Deprecated: with holdfast, use Factory.BlueGreen(pool); with New, keep the *Router New returns.
 func FromPool(pool *pgxpool.Pool) *Router {
 	if pool == nil {
 		return nil
@@ -213,7 +217,10 @@ func FromPool(pool *pgxpool.Pool) *Router {
 	return FromConfig(pool.Config())
 }
 
-// FromConfig returns the Router installed in cfg by [New], or nil.
+// FromConfig returns the Router installed in cfg by [New], or nil. It
+// searches the config's tracer chain.
+//
+// Deprecated: with holdfast, use Factory.BlueGreen(pool); with New, keep the *Router New returns.
 func FromConfig(cfg *pgxpool.Config) *Router {
 	if cfg == nil || cfg.ConnConfig == nil {
 		return nil
@@ -283,7 +290,7 @@ func (r *Router) start() {
 	}
 	r.cancel = cancel
 	r.mu.Unlock()
-	for _, role := range []Role{RoleSource, RoleTarget} {
+	for _, role := range []meta.Role{meta.RoleSource, meta.RoleTarget} {
 		m := &monitor{r: r, role: role, warned: map[string]bool{}}
 		r.wg.Add(1)
 		go func() {
@@ -312,7 +319,7 @@ func (r *Router) Close() {
 		}
 		r.closed = true
 		close(r.stopped)
-		r.publish(normalSnapshot(r.st.gen, r.st.phase))
+		r.publish(switchover.Idle(r.st.Gen, r.st.Phase))
 		r.mu.Unlock()
 		r.wg.Wait()
 		r.notifyStatus()
@@ -321,18 +328,18 @@ func (r *Router) Close() {
 
 // publish swaps in s if it routes differently, waking suspended callers.
 // r.mu must be held.
-func (r *Router) publish(s *snapshot) {
+func (r *Router) publish(s *switchover.Snapshot) {
 	old := r.snap.Load()
-	if same(old, s) {
+	if old.Same(s) {
 		return
 	}
 	r.snap.Store(s)
-	close(old.changed)
+	close(old.Changed)
 }
 
 // report merges an observation and returns the polling interval the phase
 // asks for and whether a switchover is active.
-func (r *Router) report(o observation, ms MonitorStatus) (time.Duration, bool) {
+func (r *Router) report(o switchover.Observation, ms MonitorStatus) (time.Duration, bool) {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -340,12 +347,12 @@ func (r *Router) report(o observation, ms MonitorStatus) (time.Duration, bool) {
 	}
 	now := r.now()
 	ms.LastPoll = now
-	oldPhase, oldGen := r.st.phase, r.st.gen
-	oldDrop := r.snap.Load().drop
-	fx := r.st.apply(o, now)
-	if o.gen == r.st.gen {
-		ms.Phase = r.st.roles[o.role].current
-		r.mons[o.role] = ms
+	oldPhase, oldGen := r.st.Phase, r.st.Gen
+	oldDrop := r.snap.Load().Drop
+	fx := r.st.Apply(o, now)
+	if o.Gen == r.st.Gen {
+		ms.Phase = Phase(r.st.Current(o.Role))
+		r.mons[o.Role] = ms
 	}
 	sweep := r.afterChange(fx, oldPhase, oldGen, oldDrop)
 	interval, active := r.intervalLocked()
@@ -364,9 +371,9 @@ func (r *Router) tick() {
 		r.mu.Unlock()
 		return
 	}
-	oldPhase, oldGen := r.st.phase, r.st.gen
-	oldDrop := r.snap.Load().drop
-	fx := r.st.tick(r.now())
+	oldPhase, oldGen := r.st.Phase, r.st.Gen
+	oldDrop := r.snap.Load().Drop
+	fx := r.st.Tick(r.now())
 	sweep := r.afterChange(fx, oldPhase, oldGen, oldDrop)
 	r.emit(fx)
 	r.mu.Unlock()
@@ -377,25 +384,25 @@ func (r *Router) tick() {
 // afterChange starts a new generation when a switchover ended, publishes
 // the routing and wakes the monitors on a phase change. It returns the
 // addresses whose idle connections should be closed. r.mu must be held.
-func (r *Router) afterChange(fx effects, oldPhase Phase, oldGen uint64, oldDrop map[string]bool) map[string]bool {
+func (r *Router) afterChange(fx switchover.Effects, oldPhase meta.Phase, oldGen uint64, oldDrop map[string]bool) map[string]bool {
 	var sweep map[string]bool
-	if fx.summary != nil {
-		r.last = fx.summary
+	if fx.Summary != nil {
+		r.last = summaryOf(fx.Summary)
 		sweep = oldDrop
 		// The next generation ignores the switchover that just ended until
 		// both roles have left it: a stuck status, or a server whose
 		// metadata lags or stays frozen, must not start it again.
-		r.st = newState(&r.cfg, r.st.gen+1, true)
-		for _, role := range []Role{RoleSource, RoleTarget} {
-			r.mons[role] = MonitorStatus{Role: role, Host: r.monConfig.Host}
+		r.st = switchover.New(r.cfg.ID, r.cfg.SwitchoverTimeout, r.st.Gen+1, true)
+		for _, role := range []meta.Role{meta.RoleSource, meta.RoleTarget} {
+			r.mons[role] = MonitorStatus{Role: Role(role), Host: r.monConfig.Host}
 		}
 	}
-	s := decide(r.st, r.poolHosts)
-	if len(s.drop) > 0 && len(oldDrop) == 0 {
-		sweep = s.drop
+	s := switchover.Decide(r.st, r.poolHosts)
+	if len(s.Drop) > 0 && len(oldDrop) == 0 {
+		sweep = s.Drop
 	}
 	r.publish(s)
-	if r.st.phase != oldPhase || r.st.gen != oldGen {
+	if r.st.Phase != oldPhase || r.st.Gen != oldGen {
 		close(r.wake)
 		r.wake = make(chan struct{})
 	}
@@ -404,9 +411,9 @@ func (r *Router) afterChange(fx effects, oldPhase Phase, oldGen uint64, oldDrop 
 
 func (r *Router) intervalLocked() (time.Duration, bool) {
 	switch {
-	case r.st.frozen:
+	case r.st.Frozen:
 		return r.cfg.HighInterval, true
-	case r.st.phase == Created || r.st.stale:
+	case r.st.Phase == meta.Created || r.st.Stale:
 		return r.cfg.IncreasedInterval, false
 	}
 	return r.cfg.BaselineInterval, false
@@ -414,17 +421,18 @@ func (r *Router) intervalLocked() (time.Duration, bool) {
 
 // emit writes the logs of a change and tells the Observer. r.mu is held,
 // so that nothing shows in Status before it was logged and observed.
-func (r *Router) emit(fx effects) {
+func (r *Router) emit(fx switchover.Effects) {
 	ctx := context.Background()
-	for _, l := range fx.logs {
-		r.cfg.Logger.LogAttrs(ctx, l.level, l.msg, l.attrs...)
+	for _, l := range fx.Logs {
+		r.cfg.Logger.LogAttrs(ctx, l.Level, l.Msg, l.Attrs...)
 	}
 	if o := r.cfg.Observer; o != nil {
-		for _, p := range fx.phases {
-			o.Phase(ctx, int(p), p.String(), p.Active())
+		for _, p := range fx.Phases {
+			o.Phase(ctx, int(p), p.String(), Phase(p).Active())
 		}
 	}
-	if s := fx.summary; s != nil {
+	if fx.Summary != nil {
+		s := r.last // afterChange made it from fx.Summary
 		r.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "bluegreen: switchover "+s.Outcome.String(),
 			slog.String("bgd_id", s.ID), slog.String("outcome", s.Outcome.String()),
 			slog.String("summary", s.String()))
@@ -442,9 +450,9 @@ func (r *Router) sweep(addrs map[string]bool) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), sweepKey{}, true), time.Second)
 	defer cancel()
-	probe := &snapshot{drop: addrs}
+	probe := &switchover.Snapshot{Drop: addrs}
 	for _, c := range pool.AcquireAllIdle(ctx) {
-		if probe.droppedAddr(c.Conn()) != "" {
+		if probe.DroppedAddr(c.Conn()) != "" {
 			r.dropped.Add(1)
 			_ = c.Conn().Close(ctx)
 		}
@@ -459,13 +467,13 @@ type sweepKey struct{}
 func (r *Router) generation() (uint64, <-chan struct{}) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.st.gen, r.wake
+	return r.st.Gen, r.wake
 }
 
 func (r *Router) runTimer(ctx context.Context) {
 	for {
 		r.mu.Lock()
-		frozen, deadline, wake := r.st.frozen, r.st.deadline, r.wake
+		frozen, deadline, wake := r.st.Frozen, r.st.Deadline, r.wake
 		r.mu.Unlock()
 		var expired <-chan time.Time
 		var t *time.Timer
@@ -494,10 +502,7 @@ func (r *Router) runTimer(ctx context.Context) {
 // else the pool's resolver.
 func (r *Router) monitorLookup(ctx context.Context, host string) ([]string, error) {
 	r.mu.Lock()
-	ip := ""
-	if r.st.frozen {
-		ip = r.st.startIPs[normHost(host)]
-	}
+	ip := r.st.StartAddr(meta.NormHost(host))
 	r.mu.Unlock()
 	if ip != "" {
 		return []string{ip}, nil
@@ -507,20 +512,10 @@ func (r *Router) monitorLookup(ctx context.Context, host string) ([]string, erro
 
 // hostsToResolve returns the host names a monitor of role resolves: the
 // role's current endpoints and its start hosts.
-func (r *Router) hostsToResolve(role Role, extra []string) []string {
+func (r *Router) hostsToResolve(role meta.Role, extra []string) []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	seen := map[string]bool{}
-	var out []string
-	for _, list := range [][]string{r.st.hosts[role], r.st.startHosts[role], extra} {
-		for _, h := range list {
-			if !seen[h] && !isIP(h) {
-				seen[h] = true
-				out = append(out, h)
-			}
-		}
-	}
-	return out
+	return r.st.HostsToResolve(role, extra)
 }
 
 // beforeConnect is the pool's BeforeConnect when [New] installed it.
@@ -537,11 +532,11 @@ func (r *Router) beforeConnect(ctx context.Context, cc *pgx.ConnConfig) error {
 // BeforeConnect is the Router's part of a pool's BeforeConnect, for a
 // caller that composes hooks ([NewRouter]); it runs nothing else. Outside a
 // switchover it costs one atomic load. During one it suspends the connect
-// (bounded by Config.SuspendTimeout and ctx: a *SuspendError), refuses a
+// (bounded by Config.ConnectTimeout and ctx: a *SuspendError), refuses a
 // stale green host name (*RejectError), or points cc's LookupFunc at the
 // fixed addresses of the substituted host names.
 func (r *Router) BeforeConnect(ctx context.Context, cc *pgx.ConnConfig) error {
-	if s := r.snap.Load(); !s.normal {
+	if s := r.snap.Load(); !s.Normal {
 		return r.connectSlow(ctx, cc, s)
 	}
 	return nil
@@ -553,7 +548,7 @@ func (r *Router) BeforeConnect(ctx context.Context, cc *pgx.ConnConfig) error {
 // (bounded, a *SuspendError). Outside a switchover it costs one atomic
 // load. Run the pool's own PrepareConn only when it returns true and nil.
 func (r *Router) PrepareConn(ctx context.Context, c *pgx.Conn) (keep bool, err error) {
-	if s := r.snap.Load(); !s.normal {
+	if s := r.snap.Load(); !s.Normal {
 		return r.prepareSlow(ctx, c, s, nil)
 	}
 	return true, nil
@@ -562,7 +557,7 @@ func (r *Router) PrepareConn(ctx context.Context, c *pgx.Conn) (keep bool, err e
 // KeepOnRelease is the Router's part of a pool's AfterRelease
 // ([NewRouter]): false for a connection to the old blue instance.
 func (r *Router) KeepOnRelease(c *pgx.Conn) bool {
-	if s := r.snap.Load(); !s.normal && s.droppedAddr(c) != "" {
+	if s := r.snap.Load(); !s.Normal && s.DroppedAddr(c) != "" {
 		r.dropped.Add(1)
 		return false
 	}
@@ -575,52 +570,52 @@ func (r *Router) KeepOnRelease(c *pgx.Conn) bool {
 // also learns the pool at its first Acquire (see [Router.Pool]).
 func (r *Router) Tracer() pgx.QueryTracer { return &tracer{r: r} }
 
-func (r *Router) connectSlow(ctx context.Context, cc *pgx.ConnConfig, s *snapshot) error {
+func (r *Router) connectSlow(ctx context.Context, cc *pgx.ConnConfig, s *switchover.Snapshot) error {
 	hosts := make([]string, 0, 1+len(cc.Fallbacks))
 	hosts = append(hosts, cc.Host)
 	for _, fb := range cc.Fallbacks {
 		hosts = append(hosts, fb.Host)
 	}
-	held := func(s *snapshot) bool {
-		a, _ := s.connectAction(hosts)
-		return a == Suspend || a == SuspendUntilFound
+	held := func(s *switchover.Snapshot) bool {
+		a, _ := s.ConnectAction(hosts)
+		return a == switchover.Suspend || a == switchover.SuspendUntilFound
 	}
-	act, host := s.connectAction(hosts)
-	if act == Suspend || act == SuspendUntilFound {
+	act, host := s.ConnectAction(hosts)
+	if held(s) {
 		var err error
 		if s, err = r.wait(ctx, "connect", host, s, held); err != nil {
 			return err
 		}
-		act, host = s.connectAction(hosts)
+		act, host = s.ConnectAction(hosts)
 	}
 	switch act {
-	case Reject:
+	case switchover.Reject:
 		r.rejected.Add(1)
-		return &RejectError{Host: host, Phase: s.phase}
-	case Substitute:
+		return &RejectError{Host: host, Phase: Phase(s.Phase)}
+	case switchover.Substitute:
 		base := cc.LookupFunc
 		if base == nil {
 			base = r.base
 		}
-		cc.LookupFunc = s.lookup(base)
+		cc.LookupFunc = s.Lookup(base)
 	}
 	return nil
 }
 
-func (r *Router) prepareSlow(ctx context.Context, c *pgx.Conn, s *snapshot, user func(context.Context, *pgx.Conn) (bool, error)) (bool, error) {
+func (r *Router) prepareSlow(ctx context.Context, c *pgx.Conn, s *switchover.Snapshot, user func(context.Context, *pgx.Conn) (bool, error)) (bool, error) {
 	if ctx.Value(sweepKey{}) != nil {
 		return true, nil // our own sweep: it checks the connections itself
 	}
-	if s.droppedAddr(c) != "" {
+	if s.DroppedAddr(c) != "" {
 		r.dropped.Add(1)
 		return false, nil // destroy; pgxpool tries another connection
 	}
-	if s.suspendQueries {
+	if s.SuspendQueries {
 		var err error
 		if s, err = r.wait(ctx, "acquire", "", s, holdsQueries); err != nil {
 			return true, err // keep the healthy connection, fail this Acquire
 		}
-		if s.droppedAddr(c) != "" {
+		if s.DroppedAddr(c) != "" {
 			r.dropped.Add(1)
 			return false, nil
 		}
@@ -631,15 +626,15 @@ func (r *Router) prepareSlow(ctx context.Context, c *pgx.Conn, s *snapshot, user
 	return true, nil
 }
 
-func holdsQueries(s *snapshot) bool { return s.suspendQueries }
+func holdsQueries(s *switchover.Snapshot) bool { return s.SuspendQueries }
 
 // gate holds or refuses a statement on an acquired connection.
-func (r *Router) gate(ctx context.Context, c *pgx.Conn, s *snapshot) context.Context {
-	if addr := s.droppedAddr(c); addr != "" {
+func (r *Router) gate(ctx context.Context, c *pgx.Conn, s *switchover.Snapshot) context.Context {
+	if addr := s.DroppedAddr(c); addr != "" {
 		r.dropped.Add(1)
-		return denied(ctx, &DroppedError{Addr: addr, Phase: s.phase})
+		return denied(ctx, &DroppedError{Addr: addr, Phase: Phase(s.Phase)})
 	}
-	if !s.suspendQueries {
+	if !s.SuspendQueries {
 		return ctx
 	}
 	s, err := r.wait(ctx, "query", "", s, holdsQueries)
@@ -649,9 +644,9 @@ func (r *Router) gate(ctx context.Context, c *pgx.Conn, s *snapshot) context.Con
 		}
 		return denied(ctx, err)
 	}
-	if addr := s.droppedAddr(c); addr != "" {
+	if addr := s.DroppedAddr(c); addr != "" {
 		r.dropped.Add(1)
-		return denied(ctx, &DroppedError{Addr: addr, Phase: s.phase})
+		return denied(ctx, &DroppedError{Addr: addr, Phase: Phase(s.Phase)})
 	}
 	return ctx
 }
@@ -659,9 +654,9 @@ func (r *Router) gate(ctx context.Context, c *pgx.Conn, s *snapshot) context.Con
 // wait holds the caller while held(snapshot) is true, at most
 // Config.ConnectTimeout and until ctx ends. It wakes on every snapshot
 // change, never on a poll.
-func (r *Router) wait(ctx context.Context, op, host string, s *snapshot, held func(*snapshot) bool) (*snapshot, error) {
+func (r *Router) wait(ctx context.Context, op, host string, s *switchover.Snapshot, held func(*switchover.Snapshot) bool) (*switchover.Snapshot, error) {
 	start := time.Now()
-	phase := s.phase
+	phase := Phase(s.Phase)
 	timer := time.NewTimer(r.cfg.ConnectTimeout)
 	defer timer.Stop()
 	r.waiting.Add(1)
@@ -673,7 +668,7 @@ func (r *Router) wait(ctx context.Context, op, host string, s *snapshot, held fu
 	var err error
 	for err == nil && held(s) {
 		select {
-		case <-s.changed:
+		case <-s.Changed:
 			s = r.snap.Load()
 		case <-ctx.Done():
 			err = &SuspendError{Op: op, Host: host, Phase: phase, Waited: time.Since(start), Err: context.Cause(ctx)}
@@ -730,7 +725,7 @@ func (t *tracer) TraceAcquireStart(ctx context.Context, pool *pgxpool.Pool, _ pg
 func (t *tracer) TraceAcquireEnd(context.Context, *pgxpool.Pool, pgxpool.TraceAcquireEndData) {}
 
 func (t *tracer) TraceQueryStart(ctx context.Context, c *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	if s := t.r.snap.Load(); !s.normal {
+	if s := t.r.snap.Load(); !s.Normal {
 		return t.r.gate(ctx, c, s)
 	}
 	return ctx
@@ -739,7 +734,7 @@ func (t *tracer) TraceQueryStart(ctx context.Context, c *pgx.Conn, _ pgx.TraceQu
 func (t *tracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 func (t *tracer) TraceBatchStart(ctx context.Context, c *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	if s := t.r.snap.Load(); !s.normal {
+	if s := t.r.snap.Load(); !s.Normal {
 		return t.r.gate(ctx, c, s)
 	}
 	return ctx
@@ -749,7 +744,7 @@ func (t *tracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQuery
 func (t *tracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
 func (t *tracer) TraceCopyFromStart(ctx context.Context, c *pgx.Conn, _ pgx.TraceCopyFromStartData) context.Context {
-	if s := t.r.snap.Load(); !s.normal {
+	if s := t.r.snap.Load(); !s.Normal {
 		return t.r.gate(ctx, c, s)
 	}
 	return ctx
@@ -758,7 +753,7 @@ func (t *tracer) TraceCopyFromStart(ctx context.Context, c *pgx.Conn, _ pgx.Trac
 func (t *tracer) TraceCopyFromEnd(context.Context, *pgx.Conn, pgx.TraceCopyFromEndData) {}
 
 func (t *tracer) TracePrepareStart(ctx context.Context, c *pgx.Conn, _ pgx.TracePrepareStartData) context.Context {
-	if s := t.r.snap.Load(); !s.normal {
+	if s := t.r.snap.Load(); !s.Normal {
 		return t.r.gate(ctx, c, s)
 	}
 	return ctx

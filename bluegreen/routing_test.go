@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/holdfast-db/holdfast/bluegreen/internal/meta"
+	"github.com/holdfast-db/holdfast/bluegreen/internal/switchover"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -38,16 +40,16 @@ type harness struct {
 	r      *Router
 	now    time.Time
 	logs   *bytes.Buffer
-	status map[Role]string   // metadata status per role ("" = no row)
-	hosts  map[Role][]string // endpoints per role
-	dns    map[string]string // host → address; "" = does not resolve
+	status map[meta.Role]string   // metadata status per role ("" = no row)
+	hosts  map[meta.Role][]string // endpoints per role
+	dns    map[string]string      // host → address; "" = does not resolve
 }
 
 func newHarness(t *testing.T, c Config) *harness {
 	t.Helper()
 	h := &harness{t: t, now: t0, logs: &bytes.Buffer{},
-		status: map[Role]string{},
-		hosts:  map[Role][]string{RoleSource: {blueC, blueI}, RoleTarget: {greenC, greenI}},
+		status: map[meta.Role]string{},
+		hosts:  map[meta.Role][]string{meta.RoleSource: {blueC, blueI}, meta.RoleTarget: {greenC, greenI}},
 		dns: map[string]string{blueC: blueIP, blueR: blueIP, blueI: blueIP,
 			greenC: greenIP, greenR: greenIP, greenI: greenIP},
 	}
@@ -65,37 +67,37 @@ func newHarness(t *testing.T, c Config) *harness {
 }
 
 // poll reports what the monitor of role would see now.
-func (h *harness) poll(role Role) {
+func (h *harness) poll(role meta.Role) {
 	gen, _ := h.r.generation()
-	o := observation{role: role, gen: gen, kind: obsEmpty, dns: map[string]dnsResult{}}
-	var rows []metaRow
-	for _, rl := range []Role{RoleSource, RoleTarget} {
+	o := switchover.Observation{Role: role, Gen: gen, Kind: switchover.KindEmpty, DNS: map[string]switchover.DNSResult{}}
+	var rows []meta.Row
+	for _, rl := range []meta.Role{meta.RoleSource, meta.RoleTarget} {
 		if h.status[rl] == "" {
 			continue
 		}
 		for _, ep := range h.hosts[rl] {
-			p, ok := ParseStatus(h.status[rl])
-			rows = append(rows, metaRow{version: "1.0", endpoint: ep, port: 5432, role: rl, status: h.status[rl], phase: p, knownStatus: ok})
+			p, ok := meta.ParseStatus(h.status[rl])
+			rows = append(rows, meta.Row{Version: "1.0", Endpoint: ep, Port: 5432, Role: rl, Status: h.status[rl], Phase: p, KnownStatus: ok})
 		}
 	}
 	if len(rows) > 0 {
-		o.kind, o.engine, o.view, o.peer = obsRows, EngineAurora, viewOf(rows, role), viewOf(rows, other(role))
+		o.Kind, o.Engine, o.View, o.Peer = switchover.KindRows, meta.EngineAurora, meta.ViewOf(rows, role), meta.ViewOf(rows, role.Other())
 	}
-	for _, host := range h.r.hostsToResolve(role, o.view.endpoints) {
+	for _, host := range h.r.hostsToResolve(role, o.View.Endpoints) {
 		if ip, ok := h.dns[host]; ok && ip != "" {
-			o.dns[host] = dnsResult{ip: ip}
+			o.DNS[host] = switchover.DNSResult{IP: ip}
 		} else {
-			o.dns[host] = dnsResult{gone: true}
+			o.DNS[host] = switchover.DNSResult{Gone: true}
 		}
 	}
-	h.r.report(o, MonitorStatus{Role: role})
+	h.r.report(o, MonitorStatus{Role: Role(role)})
 }
 
-func (h *harness) pollBoth() { h.poll(RoleSource); h.poll(RoleTarget) }
+func (h *harness) pollBoth() { h.poll(meta.RoleSource); h.poll(meta.RoleTarget) }
 
 // set writes status for both roles and lets both monitors poll.
 func (h *harness) set(status string) {
-	h.status[RoleSource], h.status[RoleTarget] = status, status
+	h.status[meta.RoleSource], h.status[meta.RoleTarget] = status, status
 	h.pollBoth()
 }
 
@@ -118,22 +120,22 @@ func (h *harness) removeGreenDNS() {
 }
 
 func (h *harness) rename() {
-	h.hosts[RoleSource] = []string{oldC, oldI}
-	h.hosts[RoleTarget] = []string{blueC, blueI}
+	h.hosts[meta.RoleSource] = []string{oldC, oldI}
+	h.hosts[meta.RoleTarget] = []string{blueC, blueI}
 }
 
 // route returns the connect action for host, and its address.
-func (h *harness) route(host string) (Action, string) {
+func (h *harness) route(host string) (switchover.Action, string) {
 	s := h.r.snap.Load()
-	a, _ := s.connectAction([]string{host})
-	return a, s.routes[host].addr
+	a, _ := s.ConnectAction([]string{host})
+	return a, s.Routes[host].Addr
 }
 
 type want struct {
 	phase          Phase
 	normal         bool
-	routes         map[string]Action // hosts not listed must Pass
-	addrs          map[string]string // Substitute addresses
+	routes         map[string]switchover.Action // hosts not listed must Pass
+	addrs          map[string]string            // Substitute addresses
 	suspendQueries bool
 	drop           []string
 	gen            uint64
@@ -148,8 +150,8 @@ func (h *harness) check(w want) {
 	t.Helper()
 	st := h.r.Status()
 	s := h.r.snap.Load()
-	if st.Phase != w.phase || s.normal != w.normal || st.Generation != w.gen || st.Stale != w.stale {
-		t.Errorf("phase %v normal %v gen %d stale %v; want %v %v %d %v", st.Phase, s.normal, st.Generation, st.Stale,
+	if st.Phase != w.phase || s.Normal != w.normal || st.Generation != w.gen || st.Stale != w.stale {
+		t.Errorf("phase %v normal %v gen %d stale %v; want %v %v %d %v", st.Phase, s.Normal, st.Generation, st.Stale,
 			w.phase, w.normal, w.gen, w.stale)
 	}
 	for _, host := range []string{blueC, blueR, blueI, greenC, greenR, greenI, blueIP, greenIP} {
@@ -157,15 +159,15 @@ func (h *harness) check(w want) {
 		if a != w.routes[host] {
 			t.Errorf("route %s = %v, want %v", host, a, w.routes[host])
 		}
-		if a == Substitute && addr != w.addrs[host] {
+		if a == switchover.Substitute && addr != w.addrs[host] {
 			t.Errorf("route %s substitutes %q, want %q", host, addr, w.addrs[host])
 		}
 	}
-	if s.suspendQueries != w.suspendQueries {
-		t.Errorf("suspendQueries = %v, want %v", s.suspendQueries, w.suspendQueries)
+	if s.SuspendQueries != w.suspendQueries {
+		t.Errorf("suspendQueries = %v, want %v", s.SuspendQueries, w.suspendQueries)
 	}
 	var drop []string
-	for ip := range s.drop {
+	for ip := range s.Drop {
 		drop = append(drop, ip)
 	}
 	sort.Strings(drop)
@@ -203,23 +205,23 @@ func (h *harness) check(w want) {
 var (
 	toBlue    = map[string]string{blueC: blueIP, blueR: blueIP, blueI: blueIP}
 	toGreen   = map[string]string{blueC: greenIP, blueR: greenIP, blueI: greenIP, greenC: greenIP, greenR: greenIP, greenI: greenIP}
-	suspended = map[string]Action{blueC: Suspend, blueR: Suspend, blueI: Suspend, greenC: Suspend, greenR: Suspend, greenI: Suspend, blueIP: Suspend, greenIP: Suspend}
-	prep      = map[string]Action{blueC: Substitute, blueR: Substitute, blueI: Substitute}
-	post      = map[string]Action{blueC: Substitute, blueR: Substitute, blueI: Substitute, greenC: Substitute, greenR: Substitute, greenI: Substitute}
+	suspended = map[string]switchover.Action{blueC: switchover.Suspend, blueR: switchover.Suspend, blueI: switchover.Suspend, greenC: switchover.Suspend, greenR: switchover.Suspend, greenI: switchover.Suspend, blueIP: switchover.Suspend, greenIP: switchover.Suspend}
+	prep      = map[string]switchover.Action{blueC: switchover.Substitute, blueR: switchover.Substitute, blueI: switchover.Substitute}
+	post      = map[string]switchover.Action{blueC: switchover.Substitute, blueR: switchover.Substitute, blueI: switchover.Substitute, greenC: switchover.Substitute, greenR: switchover.Substitute, greenI: switchover.Substitute}
 )
 
 func inProgress(h *harness) {
-	h.set(StatusAvailable)
+	h.set(meta.StatusAvailable)
 	h.advance(10 * time.Second)
-	h.set(StatusSwitchoverInitiated)
+	h.set(meta.StatusSwitchoverInitiated)
 	h.advance(5 * time.Second)
-	h.set(StatusSwitchoverInProgress)
+	h.set(meta.StatusSwitchoverInProgress)
 }
 
 func inPost(h *harness) {
 	inProgress(h)
 	h.advance(2 * time.Second)
-	h.set(StatusSwitchoverPostProcess)
+	h.set(meta.StatusSwitchoverPostProcess)
 }
 
 // TestRoutingPerPhase drives the provider through the phases and checks
@@ -240,20 +242,20 @@ func TestRoutingPerPhase(t *testing.T) {
 		},
 		{
 			name:   "CREATED routes nothing and logs the readiness line once",
-			script: func(h *harness) { h.set(StatusAvailable); h.set(StatusAvailable) },
+			script: func(h *harness) { h.set(meta.StatusAvailable); h.set(meta.StatusAvailable) },
 			want: want{phase: Created, normal: true, events: []string{"CREATED"},
 				logs: []string{"target topology recognized", blueC + " (10.0.0.1) -> " + greenC + " (10.0.0.2)"}},
 		},
 		{
 			name:   "PREPARATION substitutes blue names with the blue start addresses",
-			script: func(h *harness) { h.set(StatusAvailable); h.set(StatusSwitchoverInitiated) },
+			script: func(h *harness) { h.set(meta.StatusAvailable); h.set(meta.StatusSwitchoverInitiated) },
 			want:   want{phase: Preparation, routes: prep, addrs: toBlue, events: []string{"CREATED", "PREPARATION"}},
 		},
 		{
 			name: "PREPARATION keeps the start address when blue DNS changes",
 			script: func(h *harness) {
-				h.set(StatusAvailable)
-				h.set(StatusSwitchoverInitiated)
+				h.set(meta.StatusAvailable)
+				h.set(meta.StatusSwitchoverInitiated)
 				h.dns[blueC] = otherIP
 				h.pollBoth()
 			},
@@ -263,7 +265,7 @@ func TestRoutingPerPhase(t *testing.T) {
 			name:   "IN_PROGRESS suspends every host, address and query, and drops blue",
 			script: inProgress,
 			want: want{phase: InProgress, routes: suspended, suspendQueries: true, drop: []string{blueIP},
-				events: []string{"PREPARATION", "IN_PROGRESS", EventBlueConnsDropped}},
+				events: []string{"PREPARATION", "IN_PROGRESS", switchover.EventBlueConnsDropped}},
 		},
 		{
 			name: "IN_PROGRESS with a DNS change of one blue name only stays suspended",
@@ -283,8 +285,8 @@ func TestRoutingPerPhase(t *testing.T) {
 				h.pollBoth()
 			},
 			want: want{phase: InProgress, drop: []string{blueIP},
-				routes: map[string]Action{greenC: Substitute, greenR: Substitute, greenI: Substitute}, addrs: toGreen,
-				events: []string{"IN_PROGRESS", EventBlueDNSUpdated, EventReleasedOnBlueDNS}},
+				routes: map[string]switchover.Action{greenC: switchover.Substitute, greenR: switchover.Substitute, greenI: switchover.Substitute}, addrs: toGreen,
+				events: []string{"IN_PROGRESS", switchover.EventBlueDNSUpdated, switchover.EventReleasedOnBlueDNS}},
 		},
 		{
 			name:   "POST substitutes blue and green names with the green addresses",
@@ -298,7 +300,7 @@ func TestRoutingPerPhase(t *testing.T) {
 				inPost(h)
 			},
 			want: want{phase: Post, drop: []string{blueIP},
-				routes: map[string]Action{blueC: SuspendUntilFound, blueR: SuspendUntilFound, blueI: SuspendUntilFound}},
+				routes: map[string]switchover.Action{blueC: switchover.SuspendUntilFound, blueR: switchover.SuspendUntilFound, blueI: switchover.SuspendUntilFound}},
 		},
 		{
 			name: "POST finds a green address learned after PREPARATION",
@@ -318,8 +320,8 @@ func TestRoutingPerPhase(t *testing.T) {
 				h.pollBoth()
 			},
 			want: want{phase: Post, drop: []string{blueIP},
-				routes: map[string]Action{blueC: Substitute, blueR: Substitute, blueI: Substitute, greenC: Reject, greenR: Reject, greenI: Reject},
-				addrs:  toGreen, events: []string{"POST", EventGreenTopologyChanged}},
+				routes: map[string]switchover.Action{blueC: switchover.Substitute, blueR: switchover.Substitute, blueI: switchover.Substitute, greenC: switchover.Reject, greenR: switchover.Reject, greenI: switchover.Reject},
+				addrs:  toGreen, events: []string{"POST", switchover.EventGreenTopologyChanged}},
 		},
 		{
 			name: "POST stops rejecting once green DNS is removed",
@@ -330,7 +332,7 @@ func TestRoutingPerPhase(t *testing.T) {
 				h.pollBoth()
 			},
 			want: want{phase: Post, drop: []string{blueIP}, routes: prep, addrs: toGreen,
-				events: []string{"POST", EventGreenTopologyChanged, EventGreenDNSRemoved}},
+				events: []string{"POST", switchover.EventGreenTopologyChanged, switchover.EventGreenDNSRemoved}},
 		},
 		{
 			name: "POST releases blue names once blue DNS points at green",
@@ -340,14 +342,14 @@ func TestRoutingPerPhase(t *testing.T) {
 				h.pollBoth()
 			},
 			want: want{phase: Post, drop: []string{blueIP},
-				routes: map[string]Action{greenC: Substitute, greenR: Substitute, greenI: Substitute}, addrs: toGreen,
-				events: []string{"POST", EventBlueDNSUpdated}},
+				routes: map[string]switchover.Action{greenC: switchover.Substitute, greenR: switchover.Substitute, greenI: switchover.Substitute}, addrs: toGreen,
+				events: []string{"POST", switchover.EventBlueDNSUpdated}},
 		},
 		{
 			name: "COMPLETED routes as POST until DNS has caught up",
 			script: func(h *harness) {
 				inPost(h)
-				h.set(StatusSwitchoverCompleted)
+				h.set(meta.StatusSwitchoverCompleted)
 			},
 			want: want{phase: Completed, routes: post, addrs: toGreen, drop: []string{blueIP}, events: []string{"POST", "COMPLETED"}},
 		},
@@ -363,13 +365,13 @@ func TestRoutingPerPhase(t *testing.T) {
 				h.removeGreenDNS()
 				h.pollBoth()
 				h.advance(time.Second)
-				h.set(StatusSwitchoverCompleted)
+				h.set(meta.StatusSwitchoverCompleted)
 			},
 			// The TARGET row still says COMPLETED to the restarted monitors: a
 			// deployment that exists, not a switchover.
 			want: want{phase: Created, normal: true, gen: 1, stale: true, outcome: OutcomeCompleted,
-				events: []string{"CREATED", "PREPARATION", "IN_PROGRESS", "POST", EventGreenTopologyChanged,
-					EventBlueDNSUpdated, EventGreenDNSRemoved, "COMPLETED"},
+				events: []string{"CREATED", "PREPARATION", "IN_PROGRESS", "POST", switchover.EventGreenTopologyChanged,
+					switchover.EventBlueDNSUpdated, switchover.EventGreenDNSRemoved, "COMPLETED"},
 				logs: []string{"Blue/Green Deployment switchover COMPLETED"}},
 		},
 		{
@@ -379,19 +381,19 @@ func TestRoutingPerPhase(t *testing.T) {
 				h.swapDNS()
 				h.removeGreenDNS()
 				h.pollBoth()
-				h.status[RoleSource] = StatusSwitchoverCompleted
-				h.poll(RoleSource) // ends the switchover
+				h.status[meta.RoleSource] = meta.StatusSwitchoverCompleted
+				h.poll(meta.RoleSource) // ends the switchover
 				if h.r.Status().Generation != 1 {
 					h.t.Fatal("COMPLETED did not end the switchover")
 				}
-				h.poll(RoleTarget) // green still says POST
+				h.poll(meta.RoleTarget) // green still says POST
 			},
 			want: want{phase: Created, normal: true, gen: 1, stale: true, outcome: OutcomeCompleted},
 		},
 		{
 			name: "a COMPLETED deployment seen fresh is not a switchover",
 			script: func(h *harness) {
-				h.set(StatusSwitchoverCompleted)
+				h.set(meta.StatusSwitchoverCompleted)
 			},
 			want: want{phase: Created, normal: true, events: []string{"CREATED"}},
 		},
@@ -409,7 +411,7 @@ func TestRoutingPerPhase(t *testing.T) {
 				h.tick()
 			},
 			want: want{phase: NotCreated, normal: true, gen: 1, stale: true, outcome: OutcomeTimedOut,
-				events: []string{"PREPARATION", "IN_PROGRESS", EventTimerExpired},
+				events: []string{"PREPARATION", "IN_PROGRESS", switchover.EventTimerExpired},
 				logs:   []string{"Blue/Green Deployment switchover TIMED OUT"}},
 		},
 		{
@@ -431,8 +433,8 @@ func TestRoutingPerPhase(t *testing.T) {
 				h.advance(time.Minute)
 				h.tick()
 				h.pollBoth()
-				h.set(StatusAvailable)
-				h.set(StatusSwitchoverInitiated) // a new switchover is seen again
+				h.set(meta.StatusAvailable)
+				h.set(meta.StatusSwitchoverInitiated) // a new switchover is seen again
 			},
 			want: want{phase: Preparation, routes: prep, addrs: toBlue, gen: 1, outcome: OutcomeTimedOut},
 		},
@@ -441,30 +443,30 @@ func TestRoutingPerPhase(t *testing.T) {
 			cfg:  Config{SwitchoverTimeout: time.Minute},
 			script: func(h *harness) {
 				inPost(h)
-				h.set(StatusSwitchoverCompleted)
+				h.set(meta.StatusSwitchoverCompleted)
 				h.advance(time.Minute)
 				h.tick()
 				h.pollBoth()
 			},
-			want: want{phase: Created, normal: true, gen: 1, outcome: OutcomeCompleted, events: []string{"COMPLETED", EventTimerExpired}},
+			want: want{phase: Created, normal: true, gen: 1, outcome: OutcomeCompleted, events: []string{"COMPLETED", switchover.EventTimerExpired}},
 		},
 		{
 			name: "green going back before COMPLETED is a rollback",
 			script: func(h *harness) {
 				inProgress(h)
 				h.advance(time.Second)
-				h.set(StatusAvailable)
+				h.set(meta.StatusAvailable)
 			},
 			want: want{phase: NotCreated, normal: true, gen: 1, stale: true, outcome: OutcomeRolledBack,
-				events: []string{"PREPARATION", "IN_PROGRESS", "CREATED (rollback)", EventRolledBack},
+				events: []string{"PREPARATION", "IN_PROGRESS", "CREATED (rollback)", switchover.EventRolledBack},
 				logs:   []string{"Blue/Green Deployment switchover ROLLED BACK"}},
 		},
 		{
 			name: "blue going back is not a rollback",
 			script: func(h *harness) {
 				inProgress(h)
-				h.status[RoleSource] = StatusAvailable
-				h.poll(RoleSource)
+				h.status[meta.RoleSource] = meta.StatusAvailable
+				h.poll(meta.RoleSource)
 			},
 			want: want{phase: InProgress, routes: suspended, suspendQueries: true, drop: []string{blueIP}},
 		},
@@ -472,9 +474,9 @@ func TestRoutingPerPhase(t *testing.T) {
 			name: "green metadata gone is not a rollback",
 			script: func(h *harness) {
 				inProgress(h)
-				h.status[RoleTarget] = ""
-				h.status[RoleSource] = ""
-				h.poll(RoleTarget)
+				h.status[meta.RoleTarget] = ""
+				h.status[meta.RoleSource] = ""
+				h.poll(meta.RoleTarget)
 			},
 			want: want{phase: InProgress, routes: suspended, suspendQueries: true, drop: []string{blueIP}},
 		},
@@ -482,9 +484,9 @@ func TestRoutingPerPhase(t *testing.T) {
 			name: "green going back after COMPLETED is not a rollback",
 			script: func(h *harness) {
 				inPost(h)
-				h.set(StatusSwitchoverCompleted)
-				h.status[RoleTarget] = StatusSwitchoverPostProcess
-				h.poll(RoleTarget)
+				h.set(meta.StatusSwitchoverCompleted)
+				h.status[meta.RoleTarget] = meta.StatusSwitchoverPostProcess
+				h.poll(meta.RoleTarget)
 			},
 			want: want{phase: Completed, routes: post, addrs: toGreen, drop: []string{blueIP}},
 		},
@@ -492,17 +494,17 @@ func TestRoutingPerPhase(t *testing.T) {
 			name: "monitoring after a switchover sees the next deployment",
 			script: func(h *harness) {
 				inProgress(h)
-				h.set(StatusAvailable) // rollback
+				h.set(meta.StatusAvailable) // rollback
 				h.advance(time.Minute)
 				h.pollBoth() // both monitors read CREATED: the next switchover counts
-				h.set(StatusSwitchoverInitiated)
+				h.set(meta.StatusSwitchoverInitiated)
 			},
 			want: want{phase: Preparation, routes: prep, addrs: toBlue, gen: 1, outcome: OutcomeRolledBack, events: []string{"PREPARATION"}},
 		},
 		{
 			name: "an unknown status changes nothing",
 			script: func(h *harness) {
-				h.set(StatusAvailable)
+				h.set(meta.StatusAvailable)
 				h.set("SWITCHOVER_SOMETHING_NEW")
 			},
 			want: want{phase: Created, normal: true},
@@ -550,19 +552,19 @@ func TestStartSnapshotIsFrozen(t *testing.T) {
 func TestLateMonitorFillsTheSnapshot(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, Config{})
-	h.status[RoleSource], h.status[RoleTarget] = StatusSwitchoverInitiated, StatusSwitchoverInitiated
-	h.poll(RoleTarget) // the blue monitor has not reported yet
-	h.status[RoleSource], h.status[RoleTarget] = StatusSwitchoverInProgress, StatusSwitchoverInProgress
-	h.poll(RoleTarget)
-	if d := h.r.snap.Load().drop; len(d) != 0 {
+	h.status[meta.RoleSource], h.status[meta.RoleTarget] = meta.StatusSwitchoverInitiated, meta.StatusSwitchoverInitiated
+	h.poll(meta.RoleTarget) // the blue monitor has not reported yet
+	h.status[meta.RoleSource], h.status[meta.RoleTarget] = meta.StatusSwitchoverInProgress, meta.StatusSwitchoverInProgress
+	h.poll(meta.RoleTarget)
+	if d := h.r.snap.Load().Drop; len(d) != 0 {
 		t.Fatalf("drop %v before any blue address is known", d)
 	}
-	h.poll(RoleSource)
-	if d := h.r.snap.Load().drop; !d[blueIP] {
+	h.poll(meta.RoleSource)
+	if d := h.r.snap.Load().Drop; !d[blueIP] {
 		t.Errorf("drop %v, want the blue address learned late", d)
 	}
 	h.dns[blueC] = otherIP // a later change must not rewrite it
-	h.poll(RoleSource)
+	h.poll(meta.RoleSource)
 	for _, m := range h.r.Status().Mapping {
 		if m.Blue == blueC && m.BlueAddr != blueIP {
 			t.Errorf("start address of %s rewritten to %s", blueC, m.BlueAddr)
@@ -575,15 +577,15 @@ func TestLateMonitorFillsTheSnapshot(t *testing.T) {
 func TestPeerHostsLearned(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, Config{})
-	h.status[RoleSource], h.status[RoleTarget] = StatusAvailable, StatusAvailable
-	h.poll(RoleSource)
+	h.status[meta.RoleSource], h.status[meta.RoleTarget] = meta.StatusAvailable, meta.StatusAvailable
+	h.poll(meta.RoleSource)
 	st := h.r.Status()
 	for _, m := range st.Mapping {
 		if m.Blue == blueC && m.Green != greenC {
 			t.Errorf("mapping %+v, want %s -> %s", m, blueC, greenC)
 		}
 	}
-	if got := h.r.hostsToResolve(RoleTarget, nil); len(got) != 3 {
+	if got := h.r.hostsToResolve(meta.RoleTarget, nil); len(got) != 3 {
 		t.Errorf("green hosts to resolve: %v, want the cluster, its reader twin and the instance", got)
 	}
 }
@@ -593,10 +595,9 @@ func TestPeerHostsLearned(t *testing.T) {
 func TestSummaryString(t *testing.T) {
 	t.Parallel()
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	s := Summary{ID: "1", Outcome: OutcomeCompleted, Events: []Event{
+	s := Summary{ID: "1", Outcome: OutcomeCompleted, Anchor: at(0), Events: []Event{
 		{at(-4050), "PREPARATION"}, {at(0), "IN_PROGRESS"}, {at(4053), "POST"}, {at(11988), "COMPLETED"},
 	}}
-	s.Anchor = anchorOf(s.Events)
 	got := s.String()
 	wantLines := []string{
 		"[bgdId: '1'] Blue/Green Deployment switchover COMPLETED",
@@ -610,71 +611,6 @@ func TestSummaryString(t *testing.T) {
 	}
 	if got != strings.Join(wantLines, "\n") {
 		t.Errorf("summary:\n%s\nwant:\n%s", got, strings.Join(wantLines, "\n"))
-	}
-}
-
-func TestCorrespond(t *testing.T) {
-	t.Parallel()
-	const (
-		c1, r1         = "a.cluster-x.r.rds.amazonaws.com", "a.cluster-ro-x.r.rds.amazonaws.com"
-		i1, i2, i3     = "a-1.x.r.rds.amazonaws.com", "a-2.x.r.rds.amazonaws.com", "a-3.x.r.rds.amazonaws.com"
-		gc, gr         = "a-green-q1w2e3.cluster-x.r.rds.amazonaws.com", "a-green-q1w2e3.cluster-ro-x.r.rds.amazonaws.com"
-		g1, g2         = "a-1-green-q1w2e3.x.r.rds.amazonaws.com", "a-2-green-q1w2e3.x.r.rds.amazonaws.com"
-		cust, gcust    = "rep.cluster-custom-x.r.rds.amazonaws.com", "rep-green-q1w2e3.cluster-custom-x.r.rds.amazonaws.com"
-		single, gsingl = "orders.x.r.rds.amazonaws.com", "orders-green-q1w2e3.x.r.rds.amazonaws.com"
-	)
-	tests := []struct {
-		name        string
-		blue, green []string
-		ips         map[string]string
-		want        map[string]string
-	}{
-		{
-			name: "RDS instance", blue: []string{single}, green: []string{gsingl},
-			want: map[string]string{single: gsingl},
-		},
-		{
-			name: "cluster endpoints by kind, writer by address, readers round robin",
-			blue: []string{c1, r1, i1, i2, i3}, green: []string{gc, gr, g1, g2},
-			// The blue writer is a-2 (the cluster endpoint's address); green's is a-1.
-			ips:  map[string]string{c1: "1", i2: "1", i1: "2", i3: "3", gc: "9", g1: "9", g2: "8"},
-			want: map[string]string{c1: gc, r1: gr, i2: g1, i1: g2, i3: g2},
-		},
-		{
-			name: "readers map to the green writer when green has none",
-			blue: []string{c1, i1, i2}, green: []string{gc, g1},
-			ips:  map[string]string{c1: "1", i1: "1", gc: "9", g1: "9"},
-			want: map[string]string{c1: gc, i1: g1, i2: g1},
-		},
-		{
-			name: "reader endpoint falls back to the green writer endpoint",
-			blue: []string{c1, r1}, green: []string{gc},
-			want: map[string]string{c1: gc, r1: gc},
-		},
-		{
-			name: "custom endpoints by name",
-			blue: []string{cust}, green: []string{gcust},
-			want: map[string]string{cust: gcust},
-		},
-		{
-			name: "no green side",
-			blue: []string{c1, i1}, green: nil,
-			want: map[string]string{},
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			got := correspond(tt.blue, tt.green, tt.ips)
-			if len(got) != len(tt.want) {
-				t.Errorf("got %v, want %v", got, tt.want)
-			}
-			for b, g := range tt.want {
-				if got[b] != g {
-					t.Errorf("%s -> %q, want %q", b, got[b], g)
-				}
-			}
-		})
 	}
 }
 
@@ -736,7 +672,7 @@ func TestWaitBounds(t *testing.T) {
 		for h.r.Status().Waiting == 0 {
 			<-h.r.Changed()
 		}
-		h.set(StatusSwitchoverPostProcess)
+		h.set(meta.StatusSwitchoverPostProcess)
 		if err := <-done; err != nil {
 			t.Fatalf("connect = %v after POST, want nil", err)
 		}
@@ -753,7 +689,7 @@ func TestWaitBounds(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatalf("connect = %v after Close, want nil", err)
 		}
-		if !h.r.Status().Closed || !h.r.snap.Load().normal {
+		if !h.r.Status().Closed || !h.r.snap.Load().Normal {
 			t.Error("after Close the routing is not normal")
 		}
 	})
@@ -836,7 +772,7 @@ func TestObserver(t *testing.T) {
 	if err := h.r.beforeConnect(context.Background(), cc); err == nil {
 		t.Fatal("connect not held")
 	}
-	h.set(StatusAvailable) // rollback
+	h.set(meta.StatusAvailable) // rollback
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	if got, want := strings.Join(rec.phases, ","), "CREATED,PREPARATION+,IN_PROGRESS+"; got != want {
@@ -847,5 +783,37 @@ func TestObserver(t *testing.T) {
 	}
 	if got, want := strings.Join(rec.finished, ","), "ROLLED BACK"; got != want {
 		t.Errorf("finished %s, want %s", got, want)
+	}
+}
+
+// The public enums convert to and from the internal ones by value: they
+// must agree, constant by constant.
+func TestEnumsMatchInternal(t *testing.T) {
+	t.Parallel()
+	phases := map[Phase]meta.Phase{NotCreated: meta.NotCreated, Created: meta.Created, Preparation: meta.Preparation,
+		InProgress: meta.InProgress, Post: meta.Post, Completed: meta.Completed}
+	for p, m := range phases {
+		if int(p) != int(m) || p.String() != m.String() {
+			t.Errorf("Phase %v (%d) != meta %v (%d)", p, p, m, m)
+		}
+	}
+	roles := map[Role]meta.Role{RoleUnknown: meta.RoleUnknown, RoleSource: meta.RoleSource, RoleTarget: meta.RoleTarget}
+	for r, m := range roles {
+		if int(r) != int(m) {
+			t.Errorf("Role %v (%d) != meta %v (%d)", r, r, m, m)
+		}
+	}
+	engines := map[Engine]meta.Engine{EngineAuto: meta.EngineAuto, EngineAurora: meta.EngineAurora, EngineRDS: meta.EngineRDS}
+	for e, m := range engines {
+		if int(e) != int(m) {
+			t.Errorf("Engine %v (%d) != meta %v (%d)", e, e, m, m)
+		}
+	}
+	outcomes := map[Outcome]switchover.Outcome{OutcomeCompleted: switchover.OutcomeCompleted,
+		OutcomeRolledBack: switchover.OutcomeRolledBack, OutcomeTimedOut: switchover.OutcomeTimedOut}
+	for o, s := range outcomes {
+		if int(o) != int(s) {
+			t.Errorf("Outcome %v (%d) != switchover %v (%d)", o, o, s, s)
+		}
 	}
 }

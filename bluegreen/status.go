@@ -1,6 +1,14 @@
 package bluegreen
 
-import "time"
+import (
+	"net"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/holdfast-db/holdfast/bluegreen/internal/meta"
+	"github.com/holdfast-db/holdfast/bluegreen/internal/switchover"
+)
 
 // Status is a point-in-time view of a Router, for readiness endpoints and
 // dashboards. It is a value: later changes do not show in it. Its JSON
@@ -51,6 +59,57 @@ type Status struct {
 	Closed bool `json:"closed,omitempty"`
 }
 
+// Routing describes the routing in force.
+type Routing struct {
+	// Normal is true when nothing is intercepted: every Acquire and
+	// connect costs one atomic load.
+	Normal bool `json:"normal"`
+	// Phase is the phase the routing follows (COMPLETED routes as POST until
+	// DNS has caught up; IN_PROGRESS as POST once blue DNS was updated).
+	Phase Phase `json:"phase"`
+	// Routes lists the action per host name or address, sorted by host.
+	Routes []Route `json:"routes,omitempty"`
+	// SuspendQueries is true in IN_PROGRESS: Acquire and statements on
+	// acquired connections wait.
+	SuspendQueries bool `json:"suspend_queries"`
+	// DropAddrs lists the blue addresses whose connections are dropped.
+	DropAddrs []string `json:"drop_addrs,omitempty"`
+}
+
+// Route is what the routing does with a new connection to one host.
+type Route struct {
+	Host string `json:"host"`
+	// Action is one of:
+	//   - "substitute": connect to Addr instead of resolving the host name
+	//     (TLS still verifies the host name);
+	//   - "suspend": hold the connection until the switchover moves on
+	//     (IN_PROGRESS), at most Config.ConnectTimeout;
+	//   - "suspend-until-found": hold it until the green counterpart of this
+	//     blue host has an address (POST), at most Config.ConnectTimeout;
+	//   - "reject": fail it at once with a *RejectError (a green host name
+	//     during POST, once green has taken the blue names).
+	Action string `json:"action"`
+	Addr   string `json:"addr,omitempty"` // for "substitute": "ip" or "ip:port"
+}
+
+// describe returns the public form of a snapshot.
+func describe(s *switchover.Snapshot) Routing {
+	r := Routing{Normal: s.Normal, Phase: Phase(s.Phase), SuspendQueries: s.SuspendQueries}
+	for h, rt := range s.Routes {
+		addr := rt.Addr
+		if addr != "" && rt.Port != 0 {
+			addr = net.JoinHostPort(addr, strconv.Itoa(rt.Port))
+		}
+		r.Routes = append(r.Routes, Route{Host: h, Action: rt.Action.String(), Addr: addr})
+	}
+	sort.Slice(r.Routes, func(i, j int) bool { return r.Routes[i].Host < r.Routes[j].Host })
+	for ip := range s.Drop {
+		r.DropAddrs = append(r.DropAddrs, ip)
+	}
+	sort.Strings(r.DropAddrs)
+	return r
+}
+
 // Mapping pairs a blue host with its green counterpart.
 type Mapping struct {
 	Blue      string `json:"blue"`
@@ -87,25 +146,29 @@ func (r *Router) Status() Status {
 	st := r.st
 	s := Status{
 		ID:                   r.cfg.ID,
-		Phase:                st.phase,
-		Generation:           st.gen,
-		Engine:               st.engine,
-		Stale:                st.stale,
-		Routing:              r.snap.Load().describe(),
-		Mapping:              st.mappings(),
-		BlueDNSUpdated:       st.blueDNSUpdated,
-		GreenDNSRemoved:      st.greenDNSRemoved,
-		GreenTopologyChanged: st.greenTopologyChanged,
-		Timeline:             append([]Event(nil), st.timeline...),
-		Monitors:             []MonitorStatus{r.mons[RoleSource], r.mons[RoleTarget]},
+		Phase:                Phase(st.Phase),
+		Generation:           st.Gen,
+		Engine:               Engine(st.Engine),
+		Stale:                st.Stale,
+		Routing:              describe(r.snap.Load()),
+		BlueDNSUpdated:       st.BlueDNSUpdated,
+		GreenDNSRemoved:      st.GreenDNSRemoved,
+		GreenTopologyChanged: st.GreenTopologyChanged,
+		Monitors:             []MonitorStatus{r.mons[meta.RoleSource], r.mons[meta.RoleTarget]},
 		Waiting:              r.waiting.Load(),
 		Dropped:              r.dropped.Load(),
 		Rejected:             r.rejected.Load(),
 		TimedOut:             r.timedOut.Load(),
 		Closed:               r.closed,
 	}
-	if st.frozen {
-		s.SwitchoverDeadline = st.deadline
+	for _, m := range st.Mappings() {
+		s.Mapping = append(s.Mapping, Mapping(m))
+	}
+	for _, e := range st.Timeline {
+		s.Timeline = append(s.Timeline, Event(e))
+	}
+	if st.Frozen {
+		s.SwitchoverDeadline = st.Deadline
 	}
 	if r.last != nil {
 		l := *r.last

@@ -4,24 +4,24 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/holdfast-db/holdfast/bluegreen/internal/switchover"
 )
 
-// Timeline event names besides the phase names ("NOT_CREATED" …
-// "COMPLETED").
-const (
-	EventBlueDNSUpdated       = "Blue DNS updated"                    // every blue host resolves to a new address
-	EventGreenDNSRemoved      = "Green DNS removed"                   // no green host resolves any more
-	EventGreenTopologyChanged = "Green topology changed"              // green's endpoints no longer carry the green names
-	EventBlueConnsDropped     = "Blue connections dropped"            // IN_PROGRESS began: connections to blue are taken out of service
-	EventReleasedOnBlueDNS    = "Traffic released on blue DNS update" // IN_PROGRESS, but blue names already point at green
-	EventTimerExpired         = "Switchover timer expired"            // SwitchoverTimeout passed since PREPARATION
-	EventRolledBack           = "ROLLED BACK"                         // green reported an earlier phase
-)
-
-// Event is one entry of a switchover timeline.
+// Event is one entry of a switchover timeline. Name is a phase name
+// ("NOT_CREATED" … "COMPLETED"; "CREATED (rollback)" for the phase green
+// went back to) or one of:
+//
+//	Blue DNS updated                     every blue host resolves to a new address
+//	Green DNS removed                    no green host resolves any more
+//	Green topology changed               green's endpoints no longer carry the green names
+//	Blue connections dropped             IN_PROGRESS began: connections to blue are taken out of service
+//	Traffic released on blue DNS update  IN_PROGRESS, but blue names already point at green
+//	Switchover timer expired             SwitchoverTimeout passed since PREPARATION
+//	ROLLED BACK                          green reported an earlier phase
 type Event struct {
 	Time time.Time `json:"time"`
-	Name string    `json:"event"` // a phase name or one of the Event* names
+	Name string    `json:"event"`
 }
 
 // Outcome says how a switchover ended.
@@ -39,17 +39,7 @@ const (
 )
 
 // String returns "COMPLETED", "ROLLED BACK" or "TIMED OUT".
-func (o Outcome) String() string {
-	switch o {
-	case OutcomeCompleted:
-		return "COMPLETED"
-	case OutcomeRolledBack:
-		return "ROLLED BACK"
-	case OutcomeTimedOut:
-		return "TIMED OUT"
-	}
-	return fmt.Sprintf("Outcome(%d)", int(o))
-}
+func (o Outcome) String() string { return switchover.Outcome(o).String() }
 
 // MarshalText encodes the outcome as its name, for JSON.
 func (o Outcome) MarshalText() ([]byte, error) { return []byte(o.String()), nil }
@@ -94,18 +84,11 @@ func (s Summary) String() string {
 	return b.String()
 }
 
-// anchorOf returns the time of IN_PROGRESS, else of PREPARATION, else of
-// the first event.
-func anchorOf(events []Event) time.Time {
-	for _, name := range []string{InProgress.String(), Preparation.String()} {
-		for _, e := range events {
-			if e.Name == name {
-				return e.Time
-			}
-		}
+// summaryOf converts the phase machine's summary.
+func summaryOf(s *switchover.Summary) *Summary {
+	ev := make([]Event, len(s.Events))
+	for i, e := range s.Events {
+		ev[i] = Event(e)
 	}
-	if len(events) > 0 {
-		return events[0].Time
-	}
-	return time.Time{}
+	return &Summary{ID: s.ID, Outcome: Outcome(s.Outcome), Anchor: s.Anchor, Events: ev}
 }

@@ -23,11 +23,23 @@ var ErrInvalidConfig = errors.New("cloudsql: invalid configuration")
 type ConfigError struct {
 	Field string // the argument: "cfg", "cfg.ConnConfig", "dialer" or "instance"
 	Why   string
+	Err   error // the underlying error, if any
 }
 
-func (e *ConfigError) Error() string { return "cloudsql: invalid " + e.Field + ": " + e.Why }
+// Error returns "cloudsql: invalid <Field>: <Why>", followed by ": <Err>"
+// when Err is set.
+func (e *ConfigError) Error() string {
+	msg := "cloudsql: invalid " + e.Field + ": " + e.Why
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
 
-// Is matches ErrInvalidConfig.
+// Unwrap returns Err.
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// Is matches [ErrInvalidConfig].
 func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
 
 // With returns the holdfast option that makes every connection of the

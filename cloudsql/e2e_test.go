@@ -184,8 +184,8 @@ func TestIAMTokenFetch503Once(t *testing.T) {
 		t.Errorf("fake stats = %+v; want 1 injected failure, 1 forwarded connection, an IAM login cert", st)
 	}
 	logs := e.logs.String()
-	if !strings.Contains(logs, "error.reason=token-fetch-503") || !strings.Contains(logs, "stage=connect") {
-		t.Errorf("holdfast did not log the retried token-fetch-503 at the connect stage:\n%s", logs)
+	if !strings.Contains(logs, "error.reason=token-fetch-503") || !strings.Contains(logs, "holdfast.layer=connect") {
+		t.Errorf("holdfast did not log the retried token-fetch-503 at the connect layer:\n%s", logs)
 	}
 	if strings.Contains(logs, "fake-login-") || strings.Contains(logs, "fake-api-") {
 		t.Errorf("a token appears in the logs:\n%s", logs)
@@ -278,8 +278,8 @@ func TestAdminAPI503OutlastsHoldfast(t *testing.T) {
 	}
 	var ce *holdfast.ConnectError
 	var ge *googleapi.Error
-	if !errors.As(err, &ce) || ce.Stage != holdfast.StageConnect || !errors.As(err, &ge) || ge.Code != 503 {
-		t.Errorf("err = %v; want a holdfast ConnectError at the connect stage wrapping googleapi.Error{503}", err)
+	if !errors.As(err, &ce) || ce.Layer != holdfast.LayerConnect || !errors.As(err, &ge) || ge.Code != 503 {
+		t.Errorf("err = %v; want a holdfast ConnectError at the connect layer wrapping googleapi.Error{503}", err)
 	}
 	if !errors.Is(err, retry.ErrExhausted) {
 		t.Errorf("errors.Is(err, retry.ErrExhausted) = false")
@@ -408,8 +408,8 @@ func TestResetAfterHandshakeIsRetried(t *testing.T) {
 	if st := e.fake.Stats(); st.Resets != 1 || st.Forwarded != 1 {
 		t.Errorf("fake stats = %+v; want 1 reset, 1 forwarded", st)
 	}
-	if !strings.Contains(e.logs.String(), "stage=connect") || !strings.Contains(e.logs.String(), "error.reason=conn-reset") {
-		t.Errorf("holdfast did not log a connect-stage retry of the reset:\n%s", e.logs.String())
+	if !strings.Contains(e.logs.String(), "holdfast.layer=connect") || !strings.Contains(e.logs.String(), "error.reason=conn-reset") {
+		t.Errorf("holdfast did not log a connect-layer retry of the reset:\n%s", e.logs.String())
 	}
 }
 

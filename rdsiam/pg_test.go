@@ -388,7 +388,7 @@ func testCredentialsEndpoint503IsRetried(t *testing.T, s *pgtest.Server) {
 	if got := hits.Load(); got != 2 {
 		t.Errorf("credentials endpoint hits = %d, want 2", got)
 	}
-	if !strings.Contains(logs.String(), "stage=password") || !strings.Contains(logs.String(), "error.reason=aws-credentials-503") {
+	if !strings.Contains(logs.String(), "holdfast.layer=password") || !strings.Contains(logs.String(), "error.reason=aws-credentials-503") {
 		t.Errorf("holdfast did not log a retried aws-credentials-503 password fetch:\n%s", logs)
 	}
 }

@@ -48,11 +48,23 @@ var ErrInvalidConfig = errors.New("rdsiam: invalid configuration")
 type ConfigError struct {
 	Field string // "Endpoint", "Region", "User", "Credentials", or a pgxpool.Config field
 	Why   string
+	Err   error // the underlying error, if any
 }
 
-func (e *ConfigError) Error() string { return "rdsiam: invalid " + e.Field + ": " + e.Why }
+// Error returns "rdsiam: invalid <Field>: <Why>", followed by ": <Err>"
+// when Err is set.
+func (e *ConfigError) Error() string {
+	msg := "rdsiam: invalid " + e.Field + ": " + e.Why
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
 
-// Is matches ErrInvalidConfig.
+// Unwrap returns Err.
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// Is matches [ErrInvalidConfig].
 func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
 
 // ErrToken is matched by every *TokenError.

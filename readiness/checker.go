@@ -395,5 +395,6 @@ func (c *Checker) blueGreen() *bluegreen.Router {
 	if r := c.factory.BlueGreen(c.pool); r != nil {
 		return r
 	}
-	return bluegreen.FromPool(c.pool) // a Router installed with bluegreen.New
+	//lint:ignore SA1019 a Router installed with bluegreen.New has no other handle here
+	return bluegreen.FromPool(c.pool)
 }

@@ -30,10 +30,21 @@ var (
 type ConfigError struct {
 	Field string // for example "Config.CheckInterval" or "owner"
 	Why   string
+	Err   error // the underlying error, if any
 }
 
-// Error returns "readiness: invalid <Field>: <Why>".
-func (e *ConfigError) Error() string { return "readiness: invalid " + e.Field + ": " + e.Why }
+// Error returns "readiness: invalid <Field>: <Why>", followed by ": <Err>"
+// when Err is set.
+func (e *ConfigError) Error() string {
+	msg := "readiness: invalid " + e.Field + ": " + e.Why
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// Unwrap returns Err.
+func (e *ConfigError) Unwrap() error { return e.Err }
 
 // Is matches [ErrInvalidConfig].
 func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }

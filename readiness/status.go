@@ -68,9 +68,6 @@ type InUse struct {
 	InFlight      int64 // requests counted by Middleware and Begin
 }
 
-// Zero reports whether nothing is in use.
-func (u InUse) Zero() bool { return u.AcquiredConns <= 0 && u.InFlight <= 0 }
-
 // String lists what is in use, for example
 // "1 acquired connection, 2 in-flight requests", or "nothing in use".
 func (u InUse) String() string { return u.usage().String() }

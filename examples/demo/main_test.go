@@ -53,7 +53,7 @@ func checkStory(t *testing.T, dsn, database string) {
 		"request: FAILED (transient/token-fetch-503)",
 		"request: OK",
 		"dial attempts: 2, connections created: 1",
-		"stage=connect attempt=1",
+		"holdfast.layer=connect attempt=1",
 		"fatal/permission-denied after 1 dial attempt(s)",
 		"fatal/sqlstate-28000 after 1 dial attempt(s)",
 	} {

@@ -13,13 +13,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Suspension points, values of holdfast.bluegreen.suspend.point.
-const (
-	PointConnect = "connect" // a new connection waited (BeforeConnect)
-	PointAcquire = "acquire" // an Acquire waited (PrepareConn)
-	PointQuery   = "query"   // a statement on an acquired connection waited (TraceQueryStart)
-)
-
 // Outcomes of a suspension, values of holdfast.outcome on
 // holdfast.bluegreen.suspended.duration.
 const (
@@ -113,9 +106,12 @@ func (b *BlueGreen) Finished(ctx context.Context, outcome string) {
 	span.End()
 }
 
-// Suspended records that work at point (PointConnect, PointAcquire,
-// PointQuery) waited for waited because of reason (a short stable word, for
-// example "IN_PROGRESS"), and ended with err (nil: it resumed). It records
+// Suspended records that work at point waited for waited because of reason
+// (a short stable word, for example "IN_PROGRESS"), and ended with err
+// (nil: it resumed). point is the value of holdfast.bluegreen.suspend.point,
+// as bluegreen.Observer passes it: "connect" (a new connection waited in
+// BeforeConnect), "acquire" (an Acquire waited in PrepareConn) or "query"
+// (a statement on an acquired connection waited in the query tracer). It records
 // holdfast.bluegreen.suspended.duration; sets
 // holdfast.bluegreen.suspended.duration (seconds) and
 // holdfast.bluegreen.suspended.reason on the span in ctx (the request's),

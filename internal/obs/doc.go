@@ -47,9 +47,10 @@
 // connection, made by Factory.Start or NewPool), [StagePoolGrowth] (a new
 // connection opened while the service runs) or [StageRequest] (the
 // request-scope retry of Factory.Acquire). holdfast.layer is the retry layer
-// the event happened in: "connect" (one dial), "password" (one password or
-// token fetch), "acquire" (Factory.Acquire) or "startup" (Factory.Start);
-// it has the values of the "stage" attribute of holdfast's log lines.
+// the event happened in: [LayerConnect] (one dial), [LayerPassword] (one
+// password or token fetch), [LayerAcquire] (Factory.Acquire) or
+// [LayerStartup] (Factory.Start). Log lines carry both under the same
+// names as metrics and spans.
 //
 // # Cost
 //

@@ -20,15 +20,15 @@ import (
 // creates.
 const ScopeName = "github.com/holdfast-db/holdfast"
 
-// Service stages, the values of [KeyStage].
+// Service stages, the values of [KeyStage] in metrics, spans and log lines.
 const (
 	StageStartup    = "startup"     // the first connection of a pool (Factory.Start, NewPool)
 	StagePoolGrowth = "pool-growth" // a new connection while the service runs
 	StageRequest    = "request"     // the request-scope retry of Factory.Acquire
 )
 
-// Retry layers, the values of [KeyLayer]. They equal the holdfast.Stage*
-// constants of the root package and the "stage" attribute of log lines.
+// Retry layers, the values of [KeyLayer] in metrics, span events and log
+// lines. They equal the holdfast.Layer* constants of the root package.
 const (
 	LayerConnect  = "connect"
 	LayerPassword = "password"

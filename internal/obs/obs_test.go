@@ -292,10 +292,10 @@ func TestBlueGreen(t *testing.T) {
 	bg.Phase(ctx, 3, "IN_PROGRESS", true)
 
 	reqCtx, req := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(r.spans)).Tracer("app").Start(ctx, "GET /widget")
-	bg.Suspended(reqCtx, obs.PointQuery, "IN_PROGRESS", 250*time.Millisecond, nil)
+	bg.Suspended(reqCtx, "query", "IN_PROGRESS", 250*time.Millisecond, nil)
 	req.End()
 	failCtx, failed := r.tp.Tracer("app").Start(ctx, "GET /other")
-	bg.Suspended(failCtx, obs.PointAcquire, "IN_PROGRESS", 2*time.Second, context.DeadlineExceeded)
+	bg.Suspended(failCtx, "acquire", "IN_PROGRESS", 2*time.Second, context.DeadlineExceeded)
 	failed.End()
 
 	bg.Phase(ctx, 4, "POST", true)
@@ -417,7 +417,7 @@ func TestNilIsSafe(t *testing.T) {
 	}
 	var bg *obs.BlueGreen
 	bg.Phase(ctx, 3, "IN_PROGRESS", true)
-	bg.Suspended(ctx, obs.PointQuery, "IN_PROGRESS", time.Second, nil)
+	bg.Suspended(ctx, "query", "IN_PROGRESS", time.Second, nil)
 	bg.Finished(ctx, "COMPLETED")
 	var rd *obs.Readiness
 	rd.Changed(ctx, true, "pass", "")

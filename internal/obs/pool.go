@@ -93,9 +93,6 @@ func (t *Telemetry) Pool(ctx context.Context, cc *pgx.ConnConfig) *Pool {
 	return p
 }
 
-// Name returns the pool name (db.client.connection.pool.name).
-func (p *Pool) Name() string { return p.name }
-
 // Tracer returns the pool-level tracer to install on the pool config: the
 // pool tracer (acquire and release) after previous, which may be nil, and
 // remembers previous as the statement tracer that each connection's own

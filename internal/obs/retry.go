@@ -23,7 +23,7 @@ const (
 // Retried records one failed attempt that layer is about to retry (it is
 // the retry.Retrier OnRetry hook): one WARN log line, holdfast.retries, and
 // an attempt event on the span in ctx. The log line's attributes are, in
-// order: stage (the layer), attempt, delay, error.class, error.reason,
+// order: holdfast.layer, attempt, delay, error.class, error.reason,
 // holdfast.stage, error (redacted text).
 func (t *Telemetry) Retried(ctx context.Context, layer string, e retry.Event) {
 	if t == nil {
@@ -31,12 +31,12 @@ func (t *Telemetry) Retried(ctx context.Context, layer string, e retry.Event) {
 	}
 	stage := StageOf(ctx, layer)
 	t.logger.LogAttrs(ctx, slog.LevelWarn, MsgRetrying,
-		slog.String("stage", layer),
+		slog.String(string(KeyLayer), layer),
 		slog.Int("attempt", e.Attempt),
 		slog.Duration("delay", e.Delay),
 		slog.String("error.class", e.Verdict.Class.String()),
 		slog.String("error.reason", e.Verdict.Reason),
-		slog.String("holdfast.stage", stage),
+		slog.String(string(KeyStage), stage),
 		slog.String("error", t.redactErr(e.Err)),
 	)
 	if t.retries.Enabled(ctx) {
@@ -164,12 +164,12 @@ func (l *Loop) End(ctx context.Context, err error) {
 
 func (l *Loop) gaveUp(ctx context.Context, attempts int, stop retry.StopReason, v classify.Verdict, last error) {
 	l.t.logger.LogAttrs(ctx, slog.LevelWarn, MsgGaveUp,
-		slog.String("stage", l.layer),
+		slog.String(string(KeyLayer), l.layer),
 		slog.Int("attempts", attempts),
 		slog.String("stop", stop.String()),
 		slog.String("error.class", v.Class.String()),
 		slog.String("error.reason", v.Reason),
-		slog.String("holdfast.stage", l.stage),
+		slog.String(string(KeyStage), l.stage),
 		slog.String("error", l.t.redactErr(last)),
 	)
 }

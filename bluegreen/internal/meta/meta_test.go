@@ -1,4 +1,4 @@
-package bluegreen
+package meta
 
 import (
 	"strings"
@@ -75,34 +75,34 @@ func TestParseRow(t *testing.T) {
 		name    string
 		cols    []string
 		raw     [][]byte
-		want    metaRow
+		want    Row
 		wantErr string
 	}{
 		{
 			name: "aurora row",
 			cols: auroraCols,
 			raw:  raw("1.0", "DB.Cluster-X.us-east-1.rds.amazonaws.com.", "5432", "BLUE_GREEN_DEPLOYMENT_SOURCE", "AVAILABLE"),
-			want: metaRow{version: "1.0", endpoint: "db.cluster-x.us-east-1.rds.amazonaws.com", port: 5432, role: RoleSource,
-				status: "AVAILABLE", phase: Created, knownStatus: true},
+			want: Row{Version: "1.0", Endpoint: "db.cluster-x.us-east-1.rds.amazonaws.com", Port: 5432, Role: RoleSource,
+				Status: "AVAILABLE", Phase: Created, KnownStatus: true},
 		},
 		{
 			name: "rds row, columns in another order, id read",
 			cols: rdsCols,
 			raw:  raw("7", "db.x.rds.amazonaws.com", "5433", "blue_green_deployment_target", "switchover_in_progress", "1.0"),
-			want: metaRow{id: "7", version: "1.0", endpoint: "db.x.rds.amazonaws.com", port: 5433, role: RoleTarget,
-				status: "switchover_in_progress", phase: InProgress, knownStatus: true},
+			want: Row{ID: "7", Version: "1.0", Endpoint: "db.x.rds.amazonaws.com", Port: 5433, Role: RoleTarget,
+				Status: "switchover_in_progress", Phase: InProgress, KnownStatus: true},
 		},
 		{
 			name: "unknown status, role and version are flagged, not errors",
 			cols: auroraCols,
 			raw:  raw("2.0", "h", "1", "WHO", "NEW_STATUS"),
-			want: metaRow{version: "2.0", endpoint: "h", port: 1, role: RoleUnknown, status: "NEW_STATUS"},
+			want: Row{Version: "2.0", Endpoint: "h", Port: 1, Role: RoleUnknown, Status: "NEW_STATUS"},
 		},
 		{
 			name: "NULL status and port",
 			cols: auroraCols,
 			raw:  raw("1.0", "h", nil, "BLUE_GREEN_DEPLOYMENT_SOURCE", nil),
-			want: metaRow{version: "1.0", endpoint: "h", role: RoleSource, phase: NotCreated, knownStatus: true},
+			want: Row{Version: "1.0", Endpoint: "h", Role: RoleSource, Phase: NotCreated, KnownStatus: true},
 		},
 		{name: "no endpoint", cols: auroraCols, raw: raw("1.0", nil, "5432", "x", "y"), wantErr: "without an endpoint"},
 		{name: "bad endpoint", cols: auroraCols, raw: raw("1.0", "a b", "5432", "x", "y"), wantErr: "invalid endpoint"},
@@ -112,11 +112,11 @@ func TestParseRow(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			idx, err := columnIndex(tt.cols)
+			idx, err := ColumnIndex(tt.cols)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := parseRow(idx, tt.raw)
+			got, err := ParseRow(idx, tt.raw)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)
@@ -124,7 +124,7 @@ func TestParseRow(t *testing.T) {
 				return
 			}
 			if err != nil || got != tt.want {
-				t.Errorf("parseRow = %+v, %v; want %+v", got, err, tt.want)
+				t.Errorf("ParseRow = %+v, %v; want %+v", got, err, tt.want)
 			}
 		})
 	}
@@ -132,10 +132,10 @@ func TestParseRow(t *testing.T) {
 
 func TestColumnIndex(t *testing.T) {
 	t.Parallel()
-	if _, err := columnIndex([]string{"VERSION", "Endpoint", "port", "role", "status"}); err != nil {
+	if _, err := ColumnIndex([]string{"VERSION", "Endpoint", "port", "role", "status"}); err != nil {
 		t.Errorf("columns in upper case: %v", err)
 	}
-	_, err := columnIndex([]string{"version", "endpoint", "port", "role"})
+	_, err := ColumnIndex([]string{"version", "endpoint", "port", "role"})
 	if err == nil || !strings.Contains(err.Error(), `"status"`) {
 		t.Errorf("missing status column: err = %v", err)
 	}
@@ -148,36 +148,36 @@ func FuzzParseRow(f *testing.F) {
 	f.Add("", "", "", "", "")
 	f.Add("9.9", "a", "-1", "blue_green_deployment_target", "switchover_completed")
 	f.Add("1.0", "x\x00y", "0x10", "BLUE_GREEN_DEPLOYMENT_TARGET ", " AVAILABLE")
-	idx, err := columnIndex(requiredColumns)
+	idx, err := ColumnIndex(RequiredColumns)
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, version, endpoint, port, role, status string) {
-		r, err := parseRow(idx, raw(version, endpoint, port, role, status))
+		r, err := ParseRow(idx, raw(version, endpoint, port, role, status))
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "bluegreen: ") {
 				t.Errorf("error without the package prefix: %v", err)
 			}
 			return
 		}
-		if r.endpoint == "" || r.endpoint != normHost(r.endpoint) {
-			t.Errorf("accepted endpoint %q", r.endpoint)
+		if r.Endpoint == "" || r.Endpoint != NormHost(r.Endpoint) {
+			t.Errorf("accepted endpoint %q", r.Endpoint)
 		}
-		if r.port < 0 || r.port > 65535 {
-			t.Errorf("accepted port %d", r.port)
+		if r.Port < 0 || r.Port > 65535 {
+			t.Errorf("accepted port %d", r.Port)
 		}
 		p, ok := ParseStatus(status)
-		if r.phase != p || r.knownStatus != ok || (!ok && r.phase != NotCreated) {
-			t.Errorf("status %q → %v %v", status, r.phase, r.knownStatus)
+		if r.Phase != p || r.KnownStatus != ok || (!ok && r.Phase != NotCreated) {
+			t.Errorf("status %q → %v %v", status, r.Phase, r.KnownStatus)
 		}
 		if ok && !utf8.ValidString(status) {
 			t.Errorf("non-UTF-8 status %q accepted as known", status)
 		}
-		if r.role != ParseRole(role) {
-			t.Errorf("role %q → %v", role, r.role)
+		if r.Role != ParseRole(role) {
+			t.Errorf("role %q → %v", role, r.Role)
 		}
-		_ = versionKnown(r.version)
+		_ = VersionKnown(r.Version)
 		// viewOf must cope with whatever the parser accepted.
-		_ = viewOf([]metaRow{r, r}, r.role)
+		_ = ViewOf([]Row{r, r}, r.Role)
 	})
 }

@@ -1,4 +1,4 @@
-package bluegreen
+package meta
 
 import (
 	"net"
@@ -47,9 +47,9 @@ func firstLabel(host string) (string, string) {
 	return host, ""
 }
 
-// isOld reports whether host is an old blue endpoint renamed by a
+// IsOld reports whether host is an old blue endpoint renamed by a
 // switchover ("-old1" at the end of its first label).
-func isOld(host string) bool {
+func IsOld(host string) bool {
 	l, _ := firstLabel(host)
 	return strings.HasSuffix(l, "-old1")
 }
@@ -66,12 +66,12 @@ func readerTwin(host string) string {
 	return strings.Replace(host, ".cluster-", ".cluster-ro-", 1)
 }
 
-// normHost lower-cases host and drops a trailing dot.
-func normHost(host string) string {
+// NormHost lower-cases host and drops a trailing dot.
+func NormHost(host string) string {
 	return strings.TrimSuffix(strings.ToLower(strings.TrimSpace(host)), ".")
 }
 
-// correspond maps every blue host to its green counterpart, by role and
+// Correspond maps every blue host to its green counterpart, by role and
 // sorted name, as the AWS wrappers do:
 //
 //   - writer cluster endpoint → green writer cluster endpoint;
@@ -88,7 +88,7 @@ func normHost(host string) string {
 // the writer instance); without that, the first instance by name. ips gives
 // the known address of each host. Blue hosts without a counterpart are left
 // out.
-func correspond(blue, green []string, ips map[string]string) map[string]string {
+func Correspond(blue, green []string, ips map[string]string) map[string]string {
 	type side struct {
 		writerCluster, readerCluster string
 		custom                       []string
@@ -173,5 +173,5 @@ func sortedCopy(s []string) []string {
 	return c
 }
 
-// isIP reports whether host is an IP address literal.
-func isIP(host string) bool { return net.ParseIP(host) != nil }
+// IsIP reports whether host is an IP address literal.
+func IsIP(host string) bool { return net.ParseIP(host) != nil }

@@ -1,0 +1,518 @@
+package switchover
+
+import (
+	"log/slog"
+	"maps"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/holdfast-db/holdfast/bluegreen/internal/meta"
+)
+
+// maxTimeline caps a timeline; the oldest events are dropped beyond it.
+const maxTimeline = 256
+
+// Kind tells apart what a monitor's poll found.
+type Kind int
+
+// The kinds of observation.
+const (
+	KindNoConn Kind = iota // no connection to the database
+	KindAbsent             // the metadata function does not exist
+	KindFailed             // the existence check or the status query failed
+	KindEmpty              // the function returned no rows
+	KindRows               // the function returned rows
+)
+
+var kindNames = [...]string{
+	KindNoConn: "no-connection",
+	KindAbsent: "absent",
+	KindFailed: "failed",
+	KindEmpty:  "empty",
+	KindRows:   "rows",
+}
+
+// String returns "no-connection", "absent", "failed", "empty" or "rows".
+func (k Kind) String() string { return kindNames[k] }
+
+// DNSResult is one lookup made by a monitor.
+type DNSResult struct {
+	IP   string // the first address; "" when none
+	Gone bool   // the name does not exist (or has no address)
+	Err  error  // any other failure: the result says nothing
+}
+
+// Observation is one poll of one monitor.
+type Observation struct {
+	Role   meta.Role
+	Gen    uint64
+	Kind   Kind
+	Engine meta.Engine
+	View   meta.View // when Kind == KindRows
+	Peer   meta.View // the other role's rows, read from the same metadata
+	Err    error     // when Kind is KindFailed or KindNoConn
+	DNS    map[string]DNSResult
+}
+
+// roleState is what the state remembers of one role's reports.
+type roleState struct {
+	polled  bool       // a poll of this role read the metadata (rows, empty or absent)
+	seen    bool       // a row of this role with a known status was seen
+	last    meta.Phase // the last phase such a row reported
+	current meta.Phase // as last, but NotCreated after an empty or absent read
+}
+
+// State is the view of one deployment, for one generation (a switchover
+// that ends starts the next). Its owner serializes every call; its
+// methods are pure functions of their inputs and the given time. The
+// exported fields are for reading.
+type State struct {
+	id      string        // names the deployment in log lines and the summary
+	timeout time.Duration // the switchover timer
+
+	Gen    uint64
+	Phase  meta.Phase // merged phase; forward only while a switchover is active
+	Stale  bool       // a switchover just ended: mid-switchover phases are ignored until both roles have left them
+	Engine meta.Engine
+
+	// Frozen is true while a switchover is active: the start snapshot is
+	// set, and Deadline is when the switchover timer expires.
+	Frozen   bool
+	Deadline time.Time
+
+	// The DNS and topology events of the switchover, latched.
+	BlueDNSUpdated, GreenDNSRemoved, GreenTopologyChanged bool
+
+	// Timeline lists the phase changes and events of this generation.
+	Timeline []Event
+
+	roles [3]roleState
+
+	hosts map[meta.Role][]string // current endpoints by role
+	ports map[string]int
+	ips   map[string]string // current address by host (last successful lookup)
+	gone  map[string]bool   // host did not resolve at the last lookup
+
+	filled     [3]bool // the role's monitor has reported since the snapshot was frozen
+	startHosts map[meta.Role][]string
+	startIPs   map[string]string
+	startPorts map[string]int
+	mapping    map[string]string // blue host → green host
+
+	readinessLogged bool
+}
+
+// New returns the state of generation gen of deployment id, whose
+// switchovers time out after timeout. stale is true when a switchover has
+// just ended, so that its metadata does not start it again.
+func New(id string, timeout time.Duration, gen uint64, stale bool) *State {
+	return &State{
+		id:         id,
+		timeout:    timeout,
+		Gen:        gen,
+		Stale:      stale,
+		hosts:      map[meta.Role][]string{},
+		ports:      map[string]int{},
+		ips:        map[string]string{},
+		gone:       map[string]bool{},
+		startHosts: map[meta.Role][]string{},
+		startIPs:   map[string]string{},
+		startPorts: map[string]int{},
+		mapping:    map[string]string{},
+	}
+}
+
+// Effects are what a state change asks its owner to do once it has
+// released its lock.
+type Effects struct {
+	Logs    []LogLine
+	Summary *Summary     // a switchover ended: log it and start a new generation
+	Phases  []meta.Phase // the merged phase changed to these, in order
+}
+
+// LogLine is one log line to write.
+type LogLine struct {
+	Level slog.Level
+	Msg   string
+	Attrs []slog.Attr
+}
+
+func (e *Effects) log(level slog.Level, msg string, attrs ...slog.Attr) {
+	e.Logs = append(e.Logs, LogLine{level, msg, attrs})
+}
+
+func (st *State) event(now time.Time, name string, fx *Effects) {
+	st.Timeline = append(st.Timeline, Event{Time: now, Name: name})
+	if len(st.Timeline) > maxTimeline {
+		st.Timeline = st.Timeline[len(st.Timeline)-maxTimeline:]
+	}
+	fx.log(slog.LevelInfo, "bluegreen: "+name, slog.String("bgd_id", st.id), slog.String("phase", st.Phase.String()))
+}
+
+// Current returns the phase role's last read reported (NotCreated after an
+// empty or absent read).
+func (st *State) Current(role meta.Role) meta.Phase { return st.roles[role].current }
+
+// StartAddr returns the start address of host during a switchover, else
+// "".
+func (st *State) StartAddr(host string) string {
+	if !st.Frozen {
+		return ""
+	}
+	return st.startIPs[host]
+}
+
+// HostsToResolve returns the host names a monitor of role resolves: the
+// role's current endpoints, its start hosts and extra, without IP
+// addresses.
+func (st *State) HostsToResolve(role meta.Role, extra []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, list := range [][]string{st.hosts[role], st.startHosts[role], extra} {
+		for _, h := range list {
+			if !seen[h] && !meta.IsIP(h) {
+				seen[h] = true
+				out = append(out, h)
+			}
+		}
+	}
+	return out
+}
+
+// Apply merges one observation. Observations of an older generation are
+// ignored.
+func (st *State) Apply(o Observation, now time.Time) Effects {
+	var fx Effects
+	if o.Gen != st.Gen {
+		return fx
+	}
+	if o.Kind == KindRows && o.Engine != meta.EngineAuto {
+		st.Engine = o.Engine
+	}
+	// DNS first: a phase change below may freeze the addresses.
+	for h, r := range o.DNS {
+		switch {
+		case r.Err != nil:
+		case r.Gone || r.IP == "":
+			st.gone[h] = true
+		default:
+			st.gone[h] = false
+			st.ips[h] = r.IP
+		}
+	}
+	rs := &st.roles[o.Role]
+	var v meta.View
+	switch o.Kind {
+	case KindEmpty, KindAbsent:
+		rs.polled = true
+		rs.current = meta.NotCreated
+	case KindRows:
+		rs.polled = true
+		v = o.View
+		if !v.Found {
+			rs.current = meta.NotCreated
+			break
+		}
+		if len(v.Endpoints) > 0 {
+			st.hosts[o.Role] = v.Endpoints
+			maps.Copy(st.ports, v.Ports)
+		}
+		// Learn the other side's hosts from these rows too, until its own
+		// monitor reports them (it may not reach its server yet).
+		if peer := o.Role.Other(); o.Peer.Found && len(st.hosts[peer]) == 0 && len(o.Peer.Endpoints) > 0 {
+			st.hosts[peer] = o.Peer.Endpoints
+			maps.Copy(st.ports, o.Peer.Ports)
+		}
+		if !v.Known {
+			break // an unknown status says nothing about the phase
+		}
+		if o.Role == meta.RoleTarget && rs.seen && v.Phase < rs.last && v.Phase >= meta.Created &&
+			st.Frozen && st.Phase < meta.Completed {
+			st.rollback(v.Phase, now, &fx)
+			return fx
+		}
+		rs.seen, rs.last, rs.current = true, v.Phase, v.Phase
+	}
+	st.fill(o.Role)
+	st.merge(o.Role, now, &fx)
+	if o.Role == meta.RoleTarget && v.Found && st.Frozen && st.Phase >= meta.InProgress && !st.GreenTopologyChanged &&
+		len(v.Endpoints) > 0 && disjoint(v.Endpoints, st.startHosts[meta.RoleTarget]) {
+		st.GreenTopologyChanged = true
+		st.event(now, EventGreenTopologyChanged, &fx)
+	}
+	st.dnsFlags(now, &fx)
+	st.checkDone(now, &fx)
+	if !st.Frozen {
+		st.readiness(&fx)
+	}
+	return fx
+}
+
+// midSwitchover reports whether p is PREPARATION, IN_PROGRESS or POST.
+func midSwitchover(p meta.Phase) bool { return p >= meta.Preparation && p <= meta.Post }
+
+// merge recomputes the merged phase from the roles' reports.
+func (st *State) merge(from meta.Role, now time.Time, fx *Effects) {
+	src, dst := st.roles[meta.RoleSource], st.roles[meta.RoleTarget]
+	if st.Stale && src.polled && dst.polled && !midSwitchover(src.current) && !midSwitchover(dst.current) {
+		st.Stale = false
+		fx.log(slog.LevelDebug, "bluegreen: the metadata has left the last switchover", slog.String("bgd_id", st.id))
+	}
+	if st.Frozen {
+		p := st.Phase
+		for _, r := range []meta.Role{meta.RoleSource, meta.RoleTarget} {
+			if st.roles[r].seen && st.roles[r].last > p {
+				p = st.roles[r].last
+			}
+		}
+		if p > st.Phase { // phases skipped between two polls are not recorded
+			st.Phase = p
+			st.event(now, p.String(), fx)
+			fx.Phases = append(fx.Phases, p)
+			if p == meta.InProgress {
+				st.event(now, EventBlueConnsDropped, fx)
+			}
+		}
+		return
+	}
+	// No switchover under way: the phase follows the roles' current reports.
+	idle, start := meta.NotCreated, meta.NotCreated
+	for _, r := range []meta.Role{meta.RoleSource, meta.RoleTarget} {
+		c := st.roles[r].current
+		switch {
+		case c == meta.Completed, midSwitchover(c) && st.Stale:
+			// A finished deployment seen fresh, or the metadata of the
+			// switchover that just ended (stuck, or a server that lags):
+			// nothing to route.
+			c = meta.Created
+		case midSwitchover(c):
+			start = max(start, c)
+			continue
+		}
+		idle = max(idle, c)
+	}
+	if start != meta.NotCreated {
+		st.begin(from, start, now, fx)
+		return
+	}
+	if idle != st.Phase || len(st.Timeline) == 0 {
+		st.Phase = idle
+		st.event(now, idle.String(), fx)
+		fx.Phases = append(fx.Phases, idle)
+	}
+}
+
+// begin freezes the start snapshot and starts the switchover timer. from
+// is the role whose report began it.
+func (st *State) begin(from meta.Role, p meta.Phase, now time.Time, fx *Effects) {
+	st.Frozen = true
+	st.Phase = p
+	st.Deadline = now.Add(st.timeout)
+	st.startHosts[meta.RoleSource] = nil
+	st.startHosts[meta.RoleTarget] = nil
+	st.fillRole(meta.RoleSource)
+	st.fillRole(meta.RoleTarget)
+	st.filled = [3]bool{}
+	st.filled[from] = true
+	st.event(now, p.String(), fx)
+	fx.Phases = append(fx.Phases, p)
+	if p == meta.InProgress {
+		st.event(now, EventBlueConnsDropped, fx)
+	}
+}
+
+// fill adds to the start snapshot what it lacks: hosts and addresses
+// learned during PREPARATION, or in the first report of a role's monitor
+// after the snapshot was frozen (a monitor that was slow to start). It
+// never changes a start address.
+func (st *State) fill(role meta.Role) {
+	if !st.Frozen {
+		return
+	}
+	if st.Phase == meta.Preparation || !st.filled[role] {
+		st.fillRole(role)
+		st.filled[role] = true
+	}
+}
+
+func (st *State) fillRole(role meta.Role) {
+	have := map[string]bool{}
+	for _, h := range st.startHosts[role] {
+		have[h] = true
+	}
+	for _, h := range st.hosts[role] {
+		if !have[h] {
+			st.startHosts[role] = append(st.startHosts[role], h)
+			have[h] = true
+		}
+	}
+	sort.Strings(st.startHosts[role])
+	for _, h := range st.startHosts[role] {
+		if st.startIPs[h] == "" && st.ips[h] != "" && !st.gone[h] {
+			st.startIPs[h] = st.ips[h]
+		}
+		if _, ok := st.startPorts[h]; !ok {
+			st.startPorts[h] = st.ports[h]
+		}
+	}
+	st.mapping = meta.Correspond(st.startHosts[meta.RoleSource], st.startHosts[meta.RoleTarget], st.startIPs)
+}
+
+// dnsFlags latches "Blue DNS updated" and "Green DNS removed" once the
+// switchover is past PREPARATION.
+func (st *State) dnsFlags(now time.Time, fx *Effects) {
+	if !st.Frozen || st.Phase < meta.InProgress {
+		return
+	}
+	if !st.BlueDNSUpdated {
+		n, changed := 0, 0
+		for _, h := range st.startHosts[meta.RoleSource] {
+			if st.startIPs[h] == "" {
+				continue
+			}
+			n++
+			if !st.gone[h] && st.ips[h] != "" && st.ips[h] != st.startIPs[h] {
+				changed++
+			}
+		}
+		if n > 0 && changed == n {
+			st.BlueDNSUpdated = true
+			st.event(now, EventBlueDNSUpdated, fx)
+			if st.Phase == meta.InProgress {
+				st.event(now, EventReleasedOnBlueDNS, fx)
+			}
+		}
+	}
+	if !st.GreenDNSRemoved {
+		n, gone := 0, 0
+		for _, h := range st.startHosts[meta.RoleTarget] {
+			if st.startIPs[h] == "" {
+				continue
+			}
+			n++
+			if st.gone[h] {
+				gone++
+			}
+		}
+		if n > 0 && gone == n {
+			st.GreenDNSRemoved = true
+			st.event(now, EventGreenDNSRemoved, fx)
+		}
+	}
+}
+
+// checkDone ends the switchover once COMPLETED is reported and DNS has
+// caught up.
+func (st *State) checkDone(now time.Time, fx *Effects) {
+	if st.Frozen && st.Phase == meta.Completed && st.BlueDNSUpdated && st.GreenDNSRemoved {
+		st.finish(OutcomeCompleted, fx)
+	}
+}
+
+// Tick ends the switchover when its timer has expired.
+func (st *State) Tick(now time.Time) Effects {
+	var fx Effects
+	if !st.Frozen || now.Before(st.Deadline) {
+		return fx
+	}
+	st.event(now, EventTimerExpired, &fx)
+	if st.Phase == meta.Completed {
+		st.finish(OutcomeCompleted, &fx)
+	} else {
+		st.finish(OutcomeTimedOut, &fx)
+	}
+	return fx
+}
+
+func (st *State) rollback(p meta.Phase, now time.Time, fx *Effects) {
+	st.event(now, p.String()+" (rollback)", fx)
+	st.event(now, EventRolledBack, fx)
+	st.finish(OutcomeRolledBack, fx)
+}
+
+func (st *State) finish(o Outcome, fx *Effects) {
+	ev := append([]Event(nil), st.Timeline...)
+	fx.Summary = &Summary{ID: st.id, Outcome: o, Anchor: anchorOf(ev), Events: ev}
+}
+
+// readiness logs, once per generation, that the green side is known and
+// mapped, before any switchover.
+func (st *State) readiness(fx *Effects) {
+	if st.readinessLogged || st.Phase != meta.Created {
+		return
+	}
+	m := meta.Correspond(st.hosts[meta.RoleSource], st.hosts[meta.RoleTarget], st.ips)
+	n := 0
+	var parts []string
+	for _, b := range st.hosts[meta.RoleSource] {
+		if st.ips[b] == "" {
+			continue
+		}
+		g := m[b]
+		if g == "" || st.ips[g] == "" {
+			return // not complete yet
+		}
+		n++
+		parts = append(parts, b+" ("+st.ips[b]+") -> "+g+" ("+st.ips[g]+")")
+	}
+	if n == 0 {
+		return
+	}
+	st.readinessLogged = true
+	fx.log(slog.LevelInfo, "bluegreen: target topology recognized",
+		slog.String("bgd_id", st.id), slog.String("mapping", strings.Join(parts, ", ")))
+}
+
+// Mapping pairs a blue host with its green counterpart; its fields are
+// those of bluegreen.Mapping.
+type Mapping struct {
+	Blue      string
+	BlueAddr  string
+	Green     string // "" when no counterpart is known
+	GreenAddr string
+}
+
+// Mappings lists the blue → green mapping in force (the frozen one during
+// a switchover, else the current one).
+func (st *State) Mappings() []Mapping {
+	blue, green, ips := st.hosts[meta.RoleSource], st.hosts[meta.RoleTarget], st.ips
+	m := meta.Correspond(blue, green, ips)
+	if st.Frozen {
+		blue, ips, m = st.startHosts[meta.RoleSource], st.startIPs, st.mapping
+	}
+	var out []Mapping
+	for _, b := range blue {
+		g := m[b]
+		out = append(out, Mapping{Blue: b, BlueAddr: ips[b], Green: g, GreenAddr: st.greenAddr(g, ips)})
+	}
+	return out
+}
+
+// greenAddr is the address of green host g: its start address, else its
+// current one.
+func (st *State) greenAddr(g string, start map[string]string) string {
+	if g == "" {
+		return ""
+	}
+	if ip := start[g]; ip != "" {
+		return ip
+	}
+	if !st.gone[g] {
+		return st.ips[g]
+	}
+	return ""
+}
+
+func disjoint(a, b []string) bool {
+	set := map[string]bool{}
+	for _, x := range b {
+		set[x] = true
+	}
+	for _, x := range a {
+		if set[x] {
+			return false
+		}
+	}
+	return true
+}
