@@ -60,6 +60,10 @@ type attempt struct {
 // retried once with a fresh token or a fresh dial.
 const reasonAuthFreshToken = "auth-failed-fresh-token"
 
+// madeKey marks, in pgconn's CustomData, a connection that holdfast's
+// connect layer made.
+const madeKey = "holdfast/made"
+
 // sentinelHost names the last Fallbacks entry, never dialed.
 const sentinelHost = "holdfast-retry-summary"
 
@@ -104,6 +108,7 @@ func (a *attempt) install() {
 	after := cc.AfterConnect
 	cc.AfterConnect = func(ctx context.Context, pc *pgconn.PgConn) error {
 		a.connected.Store(true)
+		pc.CustomData()[madeKey] = true // Factory.Start checks that its layers ran
 		a.f.budget.Success() // a connection that completed its handshake
 		if after != nil {
 			return after(ctx, pc)

@@ -102,7 +102,7 @@ func New(opts ...Option) (*Factory, error) {
 		return nil, &ConfigError{Field: "WithStartupPolicy", Why: "invalid policy", Err: err}
 	}
 	if !c.budgetSet {
-		c.budget = ProcessBudget()
+		c.budget, _ = retry.NewBudget(retry.DefaultBudget()) // the default config is valid
 	}
 	rules := append(append([]classify.Rule(nil), c.rules...), c.integrationRules...)
 	if c.blueGreen != nil {
@@ -361,7 +361,12 @@ func (f *Factory) Start(ctx context.Context, pool *pgxpool.Pool) error {
 	if err != nil {
 		return &StartupError{Verdict: f.classifier.Classify(err), Err: err}
 	}
+	_, made := c.Conn().PgConn().CustomData()[madeKey]
 	c.Release()
+	if !made {
+		return &ConfigError{Field: "pgxpool.Config.BeforeConnect",
+			Why: "holdfast's connect layer did not run for the pool's connection: the pool was not built from a config this factory configured, or BeforeConnect was replaced after Configure (set your hooks before Configure: holdfast chains them)"}
+	}
 	return nil
 }
 

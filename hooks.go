@@ -3,6 +3,7 @@ package holdfast
 import (
 	"context"
 	"net"
+	"reflect"
 	"runtime"
 	"sync"
 	"time"
@@ -207,6 +208,10 @@ func (f *Factory) compose(cfg *pgxpool.Config) (*poolHooks, error) {
 	return ph, nil
 }
 
+// dialPointer identifies poolHooks.dial method values, so that a DialFunc
+// replaced after Configure is noticed.
+var dialPointer = reflect.ValueOf((&poolHooks{}).dial).Pointer()
+
 // dial is the pool's DialFunc: the fast path first, then the retry loop.
 func (ph *poolHooks) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	conn, err := ph.f.firstDial(ctx, ph.base, network, addr)
@@ -243,6 +248,12 @@ func (ph *poolHooks) route(ctx context.Context, cc *pgx.ConnConfig) error {
 // user's BeforeConnect.
 func (ph *poolHooks) connect(ctx context.Context, cc *pgx.ConnConfig) error {
 	f := ph.f
+	if reflect.ValueOf(cc.DialFunc).Pointer() != dialPointer {
+		// Set on the pool config after Configure: holdfast would not see
+		// the dials. Fail loudly rather than connect unprotected.
+		return &ConfigError{Field: "pgxpool.Config.ConnConfig.DialFunc",
+			Why: "replaced after Configure: set it before Configure, or use WithDialFunc"}
+	}
 	if f.password != nil {
 		pw, err := f.fetchPassword(ctx)
 		if err != nil {

@@ -215,3 +215,62 @@ func TestDialAllocations(t *testing.T) {
 
 // dialTimeoutAllocs is what context.WithTimeout allocates for one dial.
 const dialTimeoutAllocs = 4
+
+// Hooks replaced after Configure are noticed instead of silently turning
+// holdfast off: a replaced BeforeConnect (it used to disable
+// WithPasswordFunc: 28P01, the password func never called) fails Start and
+// NewPool with a *ConfigError naming it; a replaced DialFunc fails the
+// connect with one.
+func TestHooksReplacedAfterConfigure(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	ctx := context.Background()
+	t.Run("BeforeConnect", func(t *testing.T) {
+		t.Parallel()
+		cfg, _ := poolConfig(t, dsn, "sslmode=disable")
+		src := fakes.NewPasswordSource("")
+		f := newFactory(t, holdfast.WithPasswordFunc(src.Password))
+		if err := f.Configure(cfg); err != nil {
+			t.Fatal(err)
+		}
+		cfg.BeforeConnect = func(context.Context, *pgx.ConnConfig) error { return nil }
+		pool, err := f.NewPool(ctx, cfg)
+		var ce *holdfast.ConfigError
+		if !errors.As(err, &ce) || ce.Field != "pgxpool.Config.BeforeConnect" {
+			if pool != nil {
+				pool.Close()
+			}
+			t.Fatalf("NewPool = %v, want a *ConfigError naming BeforeConnect", err)
+		}
+		if pool != nil {
+			t.Error("NewPool returned a pool with its error")
+		}
+		// A pool the factory never configured: the same.
+		plain, err := pgxpool.New(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer plain.Close()
+		if err := f.Start(ctx, plain); !errors.As(err, &ce) {
+			t.Errorf("Start(a pool not configured by the factory) = %v, want a *ConfigError", err)
+		}
+	})
+	t.Run("DialFunc", func(t *testing.T) {
+		t.Parallel()
+		cfg, _ := poolConfig(t, dsn, "sslmode=disable")
+		f := newFactory(t)
+		if err := f.Configure(cfg); err != nil {
+			t.Fatal(err)
+		}
+		cfg.ConnConfig.DialFunc = (&net.Dialer{}).DialContext
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pool.Close()
+		var ce *holdfast.ConfigError
+		if err := pool.Ping(ctx); !errors.As(err, &ce) || ce.Field != "pgxpool.Config.ConnConfig.DialFunc" {
+			t.Errorf("Ping = %v, want a *ConfigError naming DialFunc", err)
+		}
+	})
+}

@@ -78,9 +78,10 @@ var (
 	processBudget     *retry.Budget
 )
 
-// ProcessBudget returns the retry budget shared by every Factory of the
-// process that was not given WithRetryBudget. It is built on first use from
-// retry.DefaultBudget.
+// ProcessBudget returns one retry budget for the whole process, built on
+// first use from retry.DefaultBudget, for a process that wants a shared
+// cap: pass it to WithRetryBudget in every factory. By default each Factory
+// has its own budget (see WithRetryBudget).
 func ProcessBudget() *retry.Budget {
 	processBudgetOnce.Do(func() {
 		processBudget, _ = retry.NewBudget(retry.DefaultBudget()) // the default config is valid
@@ -138,9 +139,19 @@ func WithStartupPolicy(p retry.Policy) Option {
 	return func(c *config) { c.startup, c.startupSet = p, true }
 }
 
-// WithRetryBudget sets the retry budget. Default: ProcessBudget(), shared by
-// the whole process. Pass nil to retry without a budget (not recommended
-// outside tests).
+// WithRetryBudget sets the retry budget: a token bucket that every retry
+// of the factory's pools draws on and every completed connection refills,
+// so that an outage cannot turn into a retry storm (see retry.Budget).
+//
+// Default: a budget of the factory's own, retry.DefaultBudget() (about 20
+// retries at once, then one every 5 seconds, during a sustained outage).
+// It belongs to the factory, as gRPC's retry throttling belongs to a client
+// connection (one target) and the AWS SDK's retry quota to a client: one
+// dead database spends its factory's budget and no other's. Build one
+// factory per database (per target); pass ProcessBudget() to every factory
+// for one cap on the whole process, or a budget of your own to share it
+// between some. nil retries without a budget (not recommended outside
+// tests).
 func WithRetryBudget(b *retry.Budget) Option {
 	return func(c *config) { c.budget, c.budgetSet = b, true }
 }
