@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/internal/obs"
 	"github.com/holdfast-db/holdfast/retry"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -34,9 +35,10 @@ import (
 
 // attempt is the retry state of one connection being built.
 type attempt struct {
-	f    *Factory
-	base pgconn.DialFunc
-	cc   *pgx.ConnConfig
+	f      *Factory
+	base   pgconn.DialFunc
+	cc     *pgx.ConnConfig
+	target *obs.Target // log lines name the pool's database
 
 	rounds  int      // retry rounds, the first included (the policy's MaxAttempts)
 	entries []string // the hosts of one round: cc.Host, then the original fallbacks
@@ -109,7 +111,7 @@ func (a *attempt) install() {
 	cc.AfterConnect = func(ctx context.Context, pc *pgconn.PgConn) error {
 		a.connected.Store(true)
 		pc.CustomData()[madeKey] = true // Factory.Start checks that its layers ran
-		a.f.budget.Success() // a connection that completed its handshake
+		a.f.budget.Success()            // a connection that completed its handshake
 		if after != nil {
 			return after(ctx, pc)
 		}
@@ -237,6 +239,7 @@ func (a *attempt) dialOnce(ctx context.Context, network, addr string) (net.Conn,
 	}
 	conn, err := a.f.firstDial(ctx, a.base, network, addr)
 	if err != nil {
+		ctx = obs.WithTarget(ctx, a.target) // a failure path
 		var n int
 		conn, n, err = a.f.redial(ctx, a.base, network, addr, err, a.f.maxDials-a.used)
 		if err != nil {

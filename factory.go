@@ -42,6 +42,7 @@ type Factory struct {
 	maxDials int
 	perTry   time.Duration // the retry policy's AttemptTimeout, for first attempts
 
+	poolName  string          // WithPoolName
 	dialFn    pgconn.DialFunc // Integration.Dial; nil: the config's or pgx's
 	encrypted bool            // Integration.Encrypted
 	authRetry bool            // Integration.RetryAuthFailure
@@ -115,6 +116,7 @@ func New(opts ...Option) (*Factory, error) {
 		blueGreen:  c.blueGreen,
 		classifier: classify.New(rules...).WithTypes(c.typeRules...),
 		dialFn:     c.dial,
+		poolName:   c.poolName,
 		authRetry:  c.authRetry,
 		encrypted:  c.dialEncrypted,
 		password:   c.password,
@@ -285,6 +287,9 @@ func waitedBelow(err error) bool {
 func (f *Factory) acquireAgain(ctx context.Context, pool *pgxpool.Pool, firstErr error, r *retry.Retrier, patient bool) (*pgxpool.Conn, error) {
 	if !patient && waitedBelow(firstErr) {
 		return nil, firstErr
+	}
+	if cfg := pool.Config(); cfg.ConnConfig != nil { // a failure path: the copy is affordable
+		ctx = obs.WithTarget(ctx, obs.NewTarget(cfg.ConnConfig.Host, int(cfg.ConnConfig.Port), cfg.ConnConfig.Database, f.poolName))
 	}
 	rr := *r
 	authRetried := false

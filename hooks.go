@@ -50,7 +50,8 @@ type poolHooks struct {
 	bg  *bluegreen.Router // WithBlueGreen; nil when off
 	tel *obs.Pool         // nil when telemetry is inactive
 
-	static    string // the config's own password, registered with the redactor
+	static    string      // the config's own password, registered with the redactor
+	target    *obs.Target // what log lines name
 	startOnce sync.Once
 }
 
@@ -175,7 +176,8 @@ func (f *Factory) compose(cfg *pgxpool.Config) (*poolHooks, error) {
 		ph.bg = r
 	}
 	f.tel.Secret(cc.Password)
-	ph.tel = f.tel.Pool(context.Background(), cc)
+	ph.tel = f.tel.Pool(context.Background(), cc, f.poolName)
+	ph.target = obs.NewTarget(cc.Host, int(cc.Port), cc.Database, f.poolName)
 
 	// BeforeConnect: telemetry → blue/green → connect → the user's.
 	cfg.BeforeConnect = ph.beforeConnect
@@ -224,6 +226,7 @@ func (ph *poolHooks) dial(ctx context.Context, network, addr string) (net.Conn, 
 
 // beforeConnect is the pool's BeforeConnect.
 func (ph *poolHooks) beforeConnect(ctx context.Context, cc *pgx.ConnConfig) error {
+	ctx = obs.WithTarget(ctx, ph.target)
 	if ph.bg != nil {
 		ph.startOnce.Do(ph.bg.Start) // the monitors start with the pool
 	}
@@ -269,7 +272,7 @@ func (ph *poolHooks) connect(ctx context.Context, cc *pgx.ConnConfig) error {
 	// Last, so that it sees the user's changes: every dial of this
 	// connection (sslmode=prefer's two, several hosts, retry rounds after
 	// a failed handshake) shares one allowance (connect.go).
-	(&attempt{f: f, base: ph.base, cc: cc, rounds: f.maxDials}).install()
+	(&attempt{f: f, base: ph.base, cc: cc, target: ph.target, rounds: f.maxDials}).install()
 	if ph.tel == nil && cc.Password != ph.static {
 		// Inactive telemetry: only watch fetched tokens for the log
 		// redactor, off the Acquire path (active telemetry does it).

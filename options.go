@@ -31,6 +31,8 @@ type config struct {
 	dialBy        string
 	dialEncrypted bool
 	authRetry     bool // Integration.RetryAuthFailure
+	poolName      string
+	noOpDuration  bool // WithOperationDuration(false)
 
 	integrationRules   []classify.Rule
 	typeRules          []classify.TypeRule
@@ -191,6 +193,20 @@ func WithBlueGreen(c bluegreen.Config) Option {
 			return
 		}
 		cfg.blueGreen = &c
+	}
+}
+
+// WithPoolName names the factory's pools in log lines (holdfast.pool) and
+// metrics (db.client.connection.pool.name, which is otherwise
+// "host:port/database"). Use one factory per database, so that the name
+// says which.
+func WithPoolName(name string) Option {
+	return func(c *config) {
+		if name == "" {
+			c.fail(&ConfigError{Field: "WithPoolName", Why: "empty name"})
+			return
+		}
+		c.poolName = name
 	}
 }
 

@@ -94,6 +94,14 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 	}
 }
 
+// WithOperationDuration(false) leaves db.client.operation.duration to
+// another tracer, such as otelpgx, which records it too: holdfast then
+// records its connection metrics and its own, but not the statement
+// durations. Default: true.
+func WithOperationDuration(record bool) Option {
+	return func(c *config) { c.noOpDuration = !record }
+}
+
 // MeterProvider returns the meter provider of the factory's metrics: the
 // one given to WithMeterProvider, else the global one at the time of the
 // call. Package readiness records through it.
@@ -116,10 +124,11 @@ func (f *Factory) TracerProvider() trace.TracerProvider {
 // newTelemetry builds the factory's telemetry from c.
 func (f *Factory) newTelemetry(c *config) error {
 	tel, err := obs.New(obs.Config{
-		MeterProvider:  c.meterProvider,
-		TracerProvider: c.tracerProvider,
-		Logger:         c.logger,
-		Classify:       f.classifier.Classify,
+		MeterProvider:       c.meterProvider,
+		TracerProvider:      c.tracerProvider,
+		Logger:              c.logger,
+		Classify:            f.classifier.Classify,
+		NoOperationDuration: c.noOpDuration,
 	})
 	if err != nil {
 		return &ConfigError{Field: "WithMeterProvider", Why: "cannot create the instruments", Err: err}

@@ -203,8 +203,18 @@ func TestAPITokenFetch503Once(t *testing.T) {
 		t.Fatalf("Ping = %v", err)
 	}
 	measured(t, start)
-	if got, n := e.dials.Load(), e.pool.Stat().NewConnsCount(); got != 2 || n != 1 {
-		t.Errorf("dials = %d, connections = %d; want 2 and 1", got, n)
+	st := e.fake.Stats()
+	got, n := e.dials.Load(), e.pool.Stat().NewConnsCount()
+	switch {
+	case st.Failed != 1 || n != 1:
+		t.Errorf("503s served = %d, connections = %d; want 1 and 1", st.Failed, n)
+	case got == 1:
+		// Seen once on a loaded machine: the connector's two Admin API
+		// calls share one token fetch, and the call that got the 503 was
+		// not the one the refresh waited for. Nothing for holdfast to do.
+		t.Logf("the connector absorbed the 503 inside one dial: %+v", st)
+	case got != 2:
+		t.Errorf("dials = %d, want 2 (the failed refresh and one holdfast retry)", got)
 	}
 }
 

@@ -99,6 +99,10 @@ type Config struct {
 	TracerProvider trace.TracerProvider // nil: otel.GetTracerProvider()
 	Logger         *slog.Logger         // nil: discard
 	Classify       func(error) classify.Verdict
+
+	// NoOperationDuration leaves db.client.operation.duration to another
+	// tracer (otelpgx): holdfast does not record it.
+	NoOperationDuration bool
 }
 
 // Telemetry records one factory's metrics, spans and logs. Build it with
@@ -111,6 +115,9 @@ type Telemetry struct {
 	tracer   trace.Tracer
 	tp       trace.TracerProvider
 	secrets  Redactor
+	sampler  sampler // repeated log lines
+
+	noOpDuration bool // Config.NoOperationDuration
 
 	// holdfast's own instruments.
 	attempts   metric.Int64Counter
@@ -147,9 +154,11 @@ func New(c Config) (*Telemetry, error) {
 	t := &Telemetry{
 		logger:   c.Logger,
 		classify: c.Classify,
-		meter:    mp.Meter(ScopeName, metric.WithSchemaURL(semconv.SchemaURL)),
-		tracer:   tp.Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL)),
+		meter:    mp.Meter(ScopeName, metric.WithSchemaURL(semconv.SchemaURL), metric.WithInstrumentationVersion(Version)),
+		tracer:   tp.Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL), trace.WithInstrumentationVersion(Version)),
 		tp:       tp,
+
+		noOpDuration: c.NoOperationDuration,
 	}
 	if t.logger == nil {
 		t.logger = slog.New(slog.DiscardHandler)

@@ -412,7 +412,7 @@ func TestNilIsSafe(t *testing.T) {
 	if got := tel.Redact("password=x"); got != "password=[redacted]" {
 		t.Errorf("nil Redact = %q", got)
 	}
-	if tel.Pool(ctx, nil) != nil || tel.BlueGreen("x") != nil || tel.Readiness() != nil {
+	if tel.Pool(ctx, nil, "") != nil || tel.BlueGreen("x") != nil || tel.Readiness() != nil {
 		t.Error("a nil Telemetry returned a recorder")
 	}
 	var bg *obs.BlueGreen

@@ -53,16 +53,18 @@ type Pool struct {
 // Pool returns the instrumentation for a pool built from cc, or nil when
 // the Telemetry is not [Telemetry.Active] (then nothing is installed and
 // pgxpool's hot paths are untouched). The pool name is
-// "host:port/database" from cc, as the semantic conventions advise for a
-// pool without a name of its own; pools to the same database share it, and
+// name, else "host:port/database" from cc, as the semantic conventions
+// advise for a pool without a name of its own; pools to the same database share it, and
 // their connection counts add up. If the meter provider refuses the
 // callback of the connection counts, Pool logs it and goes on without them.
-func (t *Telemetry) Pool(ctx context.Context, cc *pgx.ConnConfig) *Pool {
+func (t *Telemetry) Pool(ctx context.Context, cc *pgx.ConnConfig, name string) *Pool {
 	if t == nil || cc == nil || !t.Active(ctx) {
 		return nil
 	}
 	port := int(cc.Port)
-	name := net.JoinHostPort(cc.Host, strconv.Itoa(port)) + "/" + cc.Database
+	if name == "" {
+		name = net.JoinHostPort(cc.Host, strconv.Itoa(port)) + "/" + cc.Database
+	}
 	poolName := semconv.DBClientConnectionPoolName(name)
 	p := &Pool{t: t, name: name}
 	poolSet := attribute.NewSet(poolName)
@@ -408,7 +410,7 @@ func (c *conn) TracePrepareEnd(ctx context.Context, pc *pgx.Conn, data pgx.Trace
 // record records db.client.operation.duration for a statement that started
 // at start (a mono reading; zero: not seen, nothing recorded).
 func (c *conn) record(ctx context.Context, start time.Duration, err error) {
-	if start == 0 {
+	if start == 0 || c.p.t.noOpDuration {
 		return
 	}
 	took := (mono() - start).Seconds()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/retry"
@@ -16,8 +17,9 @@ import (
 
 // Log messages. Tests and dashboards match them; keep them stable.
 const (
-	MsgRetrying = "holdfast: retrying after a transient failure"
-	MsgGaveUp   = "holdfast: giving up after transient failures"
+	MsgRetrying  = "holdfast: retrying after a transient failure"
+	MsgGaveUp    = "holdfast: giving up after transient failures"
+	MsgRecovered = "holdfast: recovered"
 )
 
 // Retried records one failed attempt that layer is about to retry (it is
@@ -30,7 +32,7 @@ func (t *Telemetry) Retried(ctx context.Context, layer string, e retry.Event) {
 		return
 	}
 	stage := StageOf(ctx, layer)
-	t.logger.LogAttrs(ctx, slog.LevelWarn, MsgRetrying,
+	t.log(ctx, slog.LevelWarn, MsgRetrying, layer, e.Verdict.Reason,
 		slog.String(string(KeyLayer), layer),
 		slog.Int("attempt", e.Attempt),
 		slog.Duration("delay", e.Delay),
@@ -79,6 +81,7 @@ type Loop struct {
 
 	first    classify.Verdict // the verdict of the first failure
 	attempts int              // failed attempts seen by Observe
+	start    time.Time        // when the loop began (its first failure)
 }
 
 // Begin starts following a retry loop of layer. For the acquire layer it
@@ -89,7 +92,7 @@ func (t *Telemetry) Begin(ctx context.Context, layer string) (context.Context, *
 	if t == nil {
 		return ctx, nil
 	}
-	l := &Loop{t: t, layer: layer, stage: StageOf(ctx, layer)}
+	l := &Loop{t: t, layer: layer, stage: StageOf(ctx, layer), start: time.Now()}
 	if layer == LayerAcquire && t.tracing() {
 		ctx, l.span = t.tracer.Start(ctx, SpanAcquire, trace.WithAttributes(KeyStage.String(l.stage)))
 	}
@@ -129,6 +132,17 @@ func (l *Loop) End(ctx context.Context, err error) {
 			t.recoveries.Add(ctx, 1, metric.WithAttributes(
 				KeyLayer.String(l.layer), KeyStage.String(l.stage), semconv.ErrorTypeKey.String(l.first.Reason)))
 		}
+		if attempts > 1 {
+			// One line per recovered operation, so that the WARN lines of
+			// its retries are not left without an ending.
+			t.log(ctx, slog.LevelInfo, MsgRecovered, l.layer, l.first.Reason,
+				slog.String(string(KeyLayer), l.layer),
+				slog.Int("attempts", attempts),
+				slog.Duration("took", time.Since(l.start)),
+				slog.String("error.reason", l.first.Reason),
+				slog.String(string(KeyStage), l.stage),
+			)
+		}
 		l.endSpan(nil, classify.Verdict{}, attempts)
 		return
 	}
@@ -163,7 +177,7 @@ func (l *Loop) End(ctx context.Context, err error) {
 }
 
 func (l *Loop) gaveUp(ctx context.Context, attempts int, stop retry.StopReason, v classify.Verdict, last error) {
-	l.t.logger.LogAttrs(ctx, slog.LevelWarn, MsgGaveUp,
+	l.t.log(ctx, slog.LevelWarn, MsgGaveUp, l.layer, v.Reason,
 		slog.String(string(KeyLayer), l.layer),
 		slog.Int("attempts", attempts),
 		slog.String("stop", stop.String()),
