@@ -66,8 +66,8 @@ func (r *rig) collect(t *testing.T) map[string][]point {
 	}
 	out := map[string][]point{}
 	for _, sm := range rm.ScopeMetrics {
-		if sm.Scope.Name != obs.ScopeName {
-			t.Errorf("scope = %q, want %q", sm.Scope.Name, obs.ScopeName)
+		if sm.Scope.Name != obs.ScopeName || sm.Scope.Version == "" || sm.Scope.Version != obs.Version {
+			t.Errorf("scope = %q %q, want %q %q", sm.Scope.Name, sm.Scope.Version, obs.ScopeName, obs.Version)
 		}
 		for _, m := range sm.Metrics {
 			key := m.Name + " " + m.Unit
