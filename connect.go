@@ -39,6 +39,7 @@ type attempt struct {
 	base   pgconn.DialFunc
 	cc     *pgx.ConnConfig
 	target *obs.Target // log lines name the pool's database
+	ph     *poolHooks
 
 	rounds  int      // retry rounds, the first included (the policy's MaxAttempts)
 	entries []string // the hosts of one round: cc.Host, then the original fallbacks
@@ -110,7 +111,7 @@ func (a *attempt) install() {
 	after := cc.AfterConnect
 	cc.AfterConnect = func(ctx context.Context, pc *pgconn.PgConn) error {
 		a.connected.Store(true)
-		pc.CustomData()[madeKey] = true // Factory.Start checks that its layers ran
+		pc.CustomData()[madeKey] = a.ph // Factory.Start checks that its layers ran, and attaches the pool
 		a.f.budget.Success()            // a connection that completed its handshake
 		if after != nil {
 			return after(ctx, pc)

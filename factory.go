@@ -350,7 +350,13 @@ func (f *Factory) NewPool(ctx context.Context, cfg *pgxpool.Config) (*pgxpool.Po
 // Start makes pool's first connection under the startup policy and releases
 // it to the pool. It returns nil or a *StartupError wrapping the last
 // failure. Failures already retried at the dial layer are retried again
-// here: startup is more patient than a request, and still bounded.
+// here: startup is more patient than a request, and still bounded. It also
+// tells the factory's layers which pool they serve (blue/green closes idle
+// connections to an old blue instance at once; telemetry reports the
+// pool's connection counts), and returns a *ConfigError when the pool's
+// connection was not made through this factory (a pool built from a config
+// it did not configure, or whose BeforeConnect was replaced after
+// Configure).
 func (f *Factory) Start(ctx context.Context, pool *pgxpool.Pool) error {
 	if pool == nil {
 		return &ConfigError{Field: "pool", Why: "nil pool"}
@@ -366,11 +372,14 @@ func (f *Factory) Start(ctx context.Context, pool *pgxpool.Pool) error {
 	if err != nil {
 		return &StartupError{Verdict: f.classifier.Classify(err), Err: err}
 	}
-	_, made := c.Conn().PgConn().CustomData()[madeKey]
+	ph, made := c.Conn().PgConn().CustomData()[madeKey].(*poolHooks)
 	c.Release()
-	if !made {
+	if made && ph.f == f {
+		ph.attach(pool) // the layers learn their pool (blue/green sweeps, connection counts)
+	}
+	if !made || ph.f != f {
 		return &ConfigError{Field: "pgxpool.Config.BeforeConnect",
-			Why: "holdfast's connect layer did not run for the pool's connection: the pool was not built from a config this factory configured, or BeforeConnect was replaced after Configure (set your hooks before Configure: holdfast chains them)"}
+			Why: "this factory's connect layer did not run for the pool's connection: the pool was not built from a config this factory configured, or BeforeConnect was replaced after Configure (set your hooks before Configure: holdfast chains them)"}
 	}
 	return nil
 }

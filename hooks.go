@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 	"weak"
 
@@ -48,7 +49,15 @@ type poolHooks struct {
 	userPrepare func(context.Context, *pgx.Conn) (bool, error)
 
 	bg  *bluegreen.Router // WithBlueGreen; nil when off
-	tel *obs.Pool         // nil when telemetry is inactive
+	tel *obs.Pool         // nil when telemetry was inactive at Configure
+
+	// With the global OpenTelemetry providers and no SDK installed yet at
+	// Configure, the connect layer checks at each connect whether one has
+	// been installed since, and instruments connections from then on.
+	lazyTel  bool
+	lateTel  atomic.Pointer[obs.Pool]
+	lateMu   sync.Mutex
+	attached atomic.Pointer[pgxpool.Pool]
 
 	static    string      // the config's own password, registered with the redactor
 	target    *obs.Target // what log lines name
@@ -177,6 +186,7 @@ func (f *Factory) compose(cfg *pgxpool.Config) (*poolHooks, error) {
 	}
 	f.tel.Secret(cc.Password)
 	ph.tel = f.tel.Pool(context.Background(), cc, f.poolName)
+	ph.lazyTel = ph.tel == nil && f.meterProvider == nil && f.tracerProvider == nil
 	ph.target = obs.NewTarget(cc.Host, int(cc.Port), cc.Database, f.poolName)
 
 	// BeforeConnect: telemetry → blue/green → connect → the user's.
@@ -230,10 +240,39 @@ func (ph *poolHooks) beforeConnect(ctx context.Context, cc *pgx.ConnConfig) erro
 	if ph.bg != nil {
 		ph.startOnce.Do(ph.bg.Start) // the monitors start with the pool
 	}
-	if ph.tel != nil {
-		return ph.tel.BeforeConnect(ctx, cc, ph.route)
+	if tel := ph.telemetry(ctx, cc); tel != nil {
+		return tel.BeforeConnect(ctx, cc, ph.route)
 	}
 	return ph.route(ctx, cc)
+}
+
+// telemetry returns the pool's instrumentation: the one built at
+// Configure, or, with the global providers, one built at the first connect
+// after the application installed its SDK. Connections made from then on
+// get their connect span and metrics, statement durations and connection
+// counts; the acquire and release metrics need a tracer on the pool
+// config, which only Configure can install.
+func (ph *poolHooks) telemetry(ctx context.Context, cc *pgx.ConnConfig) *obs.Pool {
+	if ph.tel != nil || !ph.lazyTel {
+		return ph.tel
+	}
+	if p := ph.lateTel.Load(); p != nil {
+		return p
+	}
+	if !ph.f.tel.Active(ctx) {
+		return nil
+	}
+	ph.lateMu.Lock()
+	defer ph.lateMu.Unlock()
+	if p := ph.lateTel.Load(); p != nil {
+		return p
+	}
+	p := ph.f.tel.Pool(ctx, cc, ph.f.poolName)
+	if pool := ph.attached.Load(); pool != nil {
+		p.Watch(pool)
+	}
+	ph.lateTel.Store(p)
+	return p
 }
 
 // route is the blue/green layer of BeforeConnect.
@@ -272,8 +311,8 @@ func (ph *poolHooks) connect(ctx context.Context, cc *pgx.ConnConfig) error {
 	// Last, so that it sees the user's changes: every dial of this
 	// connection (sslmode=prefer's two, several hosts, retry rounds after
 	// a failed handshake) shares one allowance (connect.go).
-	(&attempt{f: f, base: ph.base, cc: cc, target: ph.target, rounds: f.maxDials}).install()
-	if ph.tel == nil && cc.Password != ph.static {
+	(&attempt{f: f, ph: ph, base: ph.base, cc: cc, target: ph.target, rounds: f.maxDials}).install()
+	if ph.tel == nil && ph.lateTel.Load() == nil && cc.Password != ph.static {
 		// Inactive telemetry: only watch fetched tokens for the log
 		// redactor, off the Acquire path (active telemetry does it).
 		f.tel.Secret(cc.Password)
@@ -314,7 +353,9 @@ func (ph *poolHooks) attach(pool *pgxpool.Pool) {
 	if ph.bg != nil {
 		ph.bg.Attach(pool)
 	}
+	ph.attached.Store(pool)
 	ph.tel.Watch(pool)
+	ph.lateTel.Load().Watch(pool)
 }
 
 // close stops the layers' goroutines (the blue/green monitors).
