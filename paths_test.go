@@ -174,3 +174,38 @@ func TestEveryPoolPathRetriesTheHandshake(t *testing.T) {
 		}
 	})
 }
+
+// An integration whose dial authenticates by itself (the Cloud SQL
+// connector's automatic IAM login) gets one more attempt, on a fresh dial,
+// after SQLSTATE 28000, on every path of the pool; without it a 28000 is
+// tried once. Here the role does not exist, so the retry fails too, and
+// the connection is not retried again by Factory.Acquire.
+func TestRetryAuthFailureOnAFreshDial(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	for _, on := range []bool{false, true} {
+		cfg, addr := poolConfig(t, dsn, "sslmode=disable", "user=no_such_iam_role")
+		conn := fakes.NewConnector(addr)
+		f := newFactory(t, holdfast.WithIntegration(holdfast.Integration{Name: "iam-dialer", Dial: conn.Dial, RetryAuthFailure: on}))
+		pool := newPool(t, f, cfg)
+		var one int
+		err := pool.QueryRow(context.Background(), "SELECT 1").Scan(&one)
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "28000" {
+			t.Fatalf("RetryAuthFailure %v: QueryRow = %v, want 28000", on, err)
+		}
+		want := 1
+		if on {
+			want = 2
+		}
+		if conn.Attempts() != want {
+			t.Errorf("RetryAuthFailure %v: dials = %d, want %d", on, conn.Attempts(), want)
+		}
+		if _, err := f.Acquire(context.Background(), pool); err == nil {
+			t.Fatal("Acquire succeeded")
+		}
+		if conn.Attempts() != 2*want {
+			t.Errorf("RetryAuthFailure %v: after Factory.Acquire, dials = %d, want %d (no retry on top)", on, conn.Attempts(), 2*want)
+		}
+	}
+}
