@@ -196,8 +196,17 @@ func (a *attempt) note(err error) {
 	a.mu.Unlock()
 }
 
-// dial is the connection's DialFunc.
+// dial is the connection's DialFunc; its errors carry no secret holdfast
+// knows (they become part of pgx's error text).
 func (a *attempt) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	conn, err := a.dialRedacted(ctx, network, addr)
+	if err != nil {
+		return nil, a.f.redact(err)
+	}
+	return conn, nil
+}
+
+func (a *attempt) dialRedacted(ctx context.Context, network, addr string) (net.Conn, error) {
 	if a.connected.Load() {
 		// A cancel request on the established connection.
 		return a.f.firstDial(ctx, a.base, network, addr)

@@ -106,6 +106,7 @@ func New(opts ...Option) (*Factory, error) {
 		c.budget, _ = retry.NewBudget(retry.DefaultBudget()) // the default config is valid
 	}
 	rules := append(append([]classify.Rule(nil), c.rules...), c.integrationRules...)
+	rules = append(rules, panicRule)
 	if c.blueGreen != nil {
 		rules = append(rules, bluegreen.Rule)
 		if c.blueGreen.Logger == nil && c.logger.Handler() != slog.DiscardHandler {
@@ -179,7 +180,7 @@ func (f *Factory) fetchPassword(ctx context.Context) (string, error) {
 		return pw, nil
 	}
 	err = f.retryFrom(ctx, &f.fetch, LayerPassword, err, func(ctx context.Context) error {
-		p, err := f.password(ctx)
+		p, err := f.callPassword(ctx)
 		pw = p
 		return err
 	})
@@ -222,11 +223,11 @@ func endsWithin(ctx context.Context, d time.Duration) bool {
 // like firstDial.
 func (f *Factory) firstPassword(ctx context.Context) (string, error) {
 	if f.perTry <= 0 {
-		return f.password(ctx)
+		return f.callPassword(ctx)
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.perTry)
 	defer cancel()
-	return f.password(ctx)
+	return f.callPassword(ctx)
 }
 
 // redial carries on after a failed dial, under the dial policy limited to
@@ -267,7 +268,8 @@ func (f *Factory) Acquire(ctx context.Context, pool *pgxpool.Pool) (*pgxpool.Con
 	if err == nil {
 		return c, nil
 	}
-	return f.acquireAgain(ctx, pool, err, &f.acquire, false)
+	c, err = f.acquireAgain(ctx, pool, err, &f.acquire, false)
+	return c, f.redact(err)
 }
 
 // reasonRetriedBelow marks a failure that a lower layer already retried.
@@ -370,7 +372,7 @@ func (f *Factory) Start(ctx context.Context, pool *pgxpool.Pool) error {
 	}
 	traced(err)
 	if err != nil {
-		return &StartupError{Verdict: f.classifier.Classify(err), Err: err}
+		return &StartupError{Verdict: f.classifier.Classify(err), Err: f.redact(err)}
 	}
 	ph, made := c.Conn().PgConn().CustomData()[madeKey].(*poolHooks)
 	c.Release()

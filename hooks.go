@@ -231,11 +231,16 @@ func (ph *poolHooks) dial(ctx context.Context, network, addr string) (net.Conn, 
 		return conn, nil
 	}
 	conn, _, err = ph.f.redial(ctx, ph.base, network, addr, err, ph.f.maxDials)
-	return conn, err
+	return conn, ph.f.redact(err)
 }
 
-// beforeConnect is the pool's BeforeConnect.
+// beforeConnect is the pool's BeforeConnect; its errors carry no secret
+// holdfast knows.
 func (ph *poolHooks) beforeConnect(ctx context.Context, cc *pgx.ConnConfig) error {
+	return ph.f.redact(ph.beforeConnectRedacted(ctx, cc))
+}
+
+func (ph *poolHooks) beforeConnectRedacted(ctx context.Context, cc *pgx.ConnConfig) error {
 	ctx = obs.WithTarget(ctx, ph.target)
 	if ph.bg != nil {
 		ph.startOnce.Do(ph.bg.Start) // the monitors start with the pool

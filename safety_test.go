@@ -1,0 +1,82 @@
+package holdfast_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/fakes/pgtest"
+)
+
+// A password function that panics costs the connection, not the process:
+// the panic is recovered into a *PanicError, classified Fatal "panic" (not
+// retried), and logged at ERROR with its stack.
+func TestPasswordFuncPanic(t *testing.T) {
+	t.Parallel()
+	cfg, _ := poolConfig(t, pgtest.DSN(t), "sslmode=disable")
+	var calls atomic.Int64
+	var logs syncBuffer
+	f := newFactory(t,
+		holdfast.WithPasswordFunc(func(context.Context) (string, error) {
+			calls.Add(1)
+			panic("token SDK bug")
+		}),
+		holdfast.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	pool := newPool(t, f, cfg)
+	err := pool.Ping(context.Background())
+	var pe *holdfast.PanicError
+	if !errors.As(err, &pe) || pe.Value != "token SDK bug" || len(pe.Stack) == 0 {
+		t.Fatalf("Ping = %v, want a *PanicError with the value and the stack", err)
+	}
+	if v := f.Classify(err); v.Retryable() || v.Reason != holdfast.ReasonPanic {
+		t.Errorf("Classify = %v, want fatal/panic", v)
+	}
+	if calls.Load() != 1 {
+		t.Errorf("password func called %d times, want 1 (a panic is not retried)", calls.Load())
+	}
+	if s := logs.String(); !strings.Contains(s, "level=ERROR") || !strings.Contains(s, "password function panicked") || !strings.Contains(s, "safety_test.go") {
+		t.Errorf("want an ERROR line with the stack:\n%s", s)
+	}
+}
+
+// An error holdfast returns carries no secret it knows, even when the
+// cause echoes it (a proxy or token endpoint that prints the token and the
+// password): the text is redacted, and errors.Is/As still reach the cause.
+func TestReturnedErrorsCarryNoSecret(t *testing.T) {
+	t.Parallel()
+	const password, token = "pw-Sup3rSecret-42", "tok-eyJhbGciOi-77"
+	cfg, _ := poolConfig(t, pgtest.DSN(t), "sslmode=disable", "password="+password)
+	cfg.ConnConfig.DialFunc = func(_ context.Context, _, addr string) (net.Conn, error) {
+		return nil, fmt.Errorf("proxy refused session token=%s pw=%s: %w", token, password, syscall.ECONNRESET)
+	}
+	tokens := 0
+	f := newFactory(t, holdfast.WithPasswordFunc(func(context.Context) (string, error) {
+		tokens++
+		return token, nil
+	}))
+	pool := newPool(t, f, cfg)
+	for name, err := range map[string]error{
+		"Factory.Acquire": func() error { _, err := f.Acquire(context.Background(), pool); return err }(),
+		"pool.Ping":       pool.Ping(context.Background()),
+	} {
+		if err == nil {
+			t.Fatalf("%s succeeded through a failing dial", name)
+		}
+		if s := err.Error(); strings.Contains(s, password) || strings.Contains(s, token) {
+			t.Errorf("%s: the error text carries a secret: %s", name, s)
+		}
+		if !strings.Contains(err.Error(), "proxy refused session") {
+			t.Errorf("%s: the error text is gone altogether: %s", name, err)
+		}
+		if !errors.Is(err, syscall.ECONNRESET) {
+			t.Errorf("%s: errors.Is does not reach the cause: %v", name, err)
+		}
+	}
+}
