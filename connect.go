@@ -6,6 +6,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/internal/obs"
@@ -57,6 +58,9 @@ type attempt struct {
 	last        error      // why the last dialed attempt failed after its dial, if known
 	stop        error      // once set, later dials of the retry rounds return it
 	authRetried bool
+
+	firstFailure time.Time // of a handshake, for MaxElapsed across rounds
+	deadlined    bool      // watch set a deadline on the socket
 }
 
 // reasonAuthFreshToken is the retry reason of an authentication failure
@@ -111,6 +115,9 @@ func (a *attempt) install() {
 	after := cc.AfterConnect
 	cc.AfterConnect = func(ctx context.Context, pc *pgconn.PgConn) error {
 		a.connected.Store(true)
+		if a.deadlined {
+			_ = pc.Conn().SetDeadline(time.Time{}) // the attempt's bound ends with it
+		}
 		pc.CustomData()[madeKey] = a.ph // Factory.Start checks that its layers ran, and attaches the pool
 		a.f.budget.Success()            // a connection that completed its handshake
 		if after != nil {
@@ -259,8 +266,20 @@ func (a *attempt) dialOnce(ctx context.Context, network, addr string) (net.Conn,
 		}
 		a.used += n - 1
 	}
+	return a.watch(conn), nil
+}
+
+// watch wraps a dialed connection for its handshake: it records the
+// handshake's network errors and, with an AttemptTimeout, bounds the whole
+// attempt (TLS, the startup handshake, ValidateConnect) with a deadline on
+// the socket, which AfterConnect clears. a.mu is held.
+func (a *attempt) watch(conn net.Conn) net.Conn {
 	a.last = nil
-	return &watchedConn{Conn: conn, a: a}, nil
+	if a.f.perTry > 0 {
+		_ = conn.SetDeadline(time.Now().Add(a.f.perTry))
+		a.deadlined = true
+	}
+	return &watchedConn{Conn: conn, a: a}
 }
 
 // retryRound starts a retry round after the previous round failed with
@@ -291,6 +310,16 @@ func (a *attempt) retryRound(ctx context.Context, network, addr string) (net.Con
 		}
 		return v
 	}
+	// MaxElapsed bounds the connection's retries from its first failure,
+	// across rounds (each loop would otherwise count from its own start).
+	if a.firstFailure.IsZero() {
+		a.firstFailure = time.Now()
+	}
+	if me := a.f.dial.Policy.MaxElapsed; me > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, a.firstFailure.Add(me))
+		defer cancel()
+	}
 	var conn net.Conn
 	refreshed := false
 	err := a.f.retryFrom(ctx, &r, LayerConnect, last, func(ctx context.Context) error {
@@ -316,8 +345,7 @@ func (a *attempt) retryRound(ctx context.Context, network, addr string) (net.Con
 		a.stop = &ConnectError{Layer: LayerConnect, Stage: LayerConnect, Err: err}
 		return nil, a.stop
 	}
-	a.last = nil
-	return &watchedConn{Conn: conn, a: a}, nil
+	return a.watch(conn), nil
 }
 
 // exhausted is the error of a connection whose retry rounds all failed.

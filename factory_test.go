@@ -630,17 +630,7 @@ func TestHotPathAllocations(t *testing.T) {
 		t.Errorf("f.Acquire allocates %v per call, pool.Acquire %v", through, plain)
 	}
 
-	client, server := net.Pipe()
-	defer client.Close()
-	defer server.Close()
-	cfg2, _ := poolConfig(t, pgtest.DSN(t), "sslmode=disable")
-	cfg2.ConnConfig.DialFunc = func(context.Context, string, string) (net.Conn, error) { return client, nil }
-	if err := f.Configure(cfg2); err != nil {
-		t.Fatal(err)
-	}
-	if n := testing.AllocsPerRun(200, func() { _, _ = cfg2.ConnConfig.DialFunc(ctx, "tcp", "x:1") }); n != 0 {
-		t.Errorf("a successful dial through the factory allocates %v times, want 0", n)
-	}
+	// A dial's allocations, with and without AttemptTimeout: TestDialAllocations.
 }
 
 // The first attempt of a dial and of a password fetch is bounded by the

@@ -50,8 +50,17 @@ type Policy struct {
 
 // Default returns the default policy: one try and two short retries (the
 // "two short backoffs" of a request-scope retry), 100ms initial interval,
-// multiplier 2, jitter 0.2, max interval 1s, 10s overall, no per-attempt
-// timeout.
+// multiplier 2, jitter 0.2, max interval 1s, 10s overall, and 3s per
+// attempt.
+//
+// Why 3s per attempt: a healthy server completes a connect (TCP, TLS, the
+// startup handshake, SCRAM or an IAM token check) in milliseconds, a slow
+// one across regions or under load in well under a second; an attempt
+// still silent after 3s is as good as hung (a frozen server, a black-holed
+// route, a proxy that accepts and never answers), and waiting longer only
+// holds the caller and the pool slot. Three attempts of 3s fit in the 10s
+// overall bound, with their backoffs. A connector that needs longer per
+// dial (the Cloud SQL connector's Admin API retry) brings its own policy.
 func Default() Policy {
 	return Policy{
 		MaxAttempts:     3,
@@ -60,6 +69,7 @@ func Default() Policy {
 		Jitter:          0.2,
 		MaxInterval:     time.Second,
 		MaxElapsed:      10 * time.Second,
+		AttemptTimeout:  3 * time.Second,
 	}
 }
 
