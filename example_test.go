@@ -8,6 +8,7 @@ import (
 
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/fakes"
+	"github.com/holdfast-db/holdfast/fakes/cloudsqltest"
 	"github.com/holdfast-db/holdfast/retry"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -55,7 +56,7 @@ func ExampleFactory_Classify() {
 	// factory knows Google's error types through package cloudsql's rules
 	// (cloudsql.With installs them).
 	f, _ := holdfast.New(holdfast.WithIntegration(holdfast.Integration{TypeRules: cloudsql.TypeRules()}))
-	conn := fakes.NewConnector("127.0.0.1:1", fakes.TokenFetch503(), fakes.Forbidden())
+	conn := fakes.NewConnector("127.0.0.1:1", cloudsqltest.TokenFetch503(), cloudsqltest.Forbidden())
 	for range 2 {
 		_, err := conn.Dial(context.Background(), "tcp", "db:5432")
 		fmt.Println(f.Classify(err))

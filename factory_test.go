@@ -19,6 +19,7 @@ import (
 	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/fakes"
+	"github.com/holdfast-db/holdfast/fakes/cloudsqltest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/retry"
 	"github.com/jackc/pgx/v5"
@@ -97,7 +98,7 @@ func newPool(t *testing.T, f *holdfast.Factory, cfg *pgxpool.Config) *pgxpool.Po
 func TestTokenFetch503AtDialIsAbsorbed(t *testing.T) {
 	t.Parallel()
 	cfg, addr := poolConfig(t, pgtest.DSN(t), "sslmode=disable")
-	conn := fakes.NewConnector(addr, fakes.TokenFetch503(), fakes.Connect())
+	conn := fakes.NewConnector(addr, cloudsqltest.TokenFetch503(), fakes.Connect())
 	cfg.ConnConfig.DialFunc = conn.Dial
 	pool := newPool(t, newFactory(t), cfg)
 
@@ -118,7 +119,7 @@ func TestTokenFetch503FromPasswordFuncIsAbsorbed(t *testing.T) {
 	cfg, addr := poolConfig(t, pgtest.DSN(t), "sslmode=disable")
 	conn := fakes.NewConnector(addr)
 	cfg.ConnConfig.DialFunc = conn.Dial
-	src := fakes.NewPasswordSource("iam-token", fakes.TokenFetch503(), fakes.Connect())
+	src := fakes.NewPasswordSource("iam-token", cloudsqltest.TokenFetch503(), fakes.Connect())
 	pool := newPool(t, newFactory(t, holdfast.WithPasswordFunc(src.Password)), cfg)
 
 	if err := pool.Ping(context.Background()); err != nil {
@@ -140,7 +141,7 @@ func TestPermissionErrorsAreNotRetried(t *testing.T) {
 	t.Run("admin API 403 at dial", func(t *testing.T) {
 		t.Parallel()
 		cfg, addr := poolConfig(t, dsn, "sslmode=disable")
-		conn := fakes.NewConnector(addr, fakes.Forbidden().Forever())
+		conn := fakes.NewConnector(addr, cloudsqltest.Forbidden().Forever())
 		cfg.ConnConfig.DialFunc = conn.Dial
 		f := newFactory(t)
 		pool := newPool(t, f, cfg)
@@ -299,7 +300,7 @@ func TestRetryBudgetCapsAnOutage(t *testing.T) {
 	t.Parallel()
 	cfg, addr := poolConfig(t, pgtest.DSN(t), "sslmode=disable")
 	cfg.MaxConns = 200
-	conn := fakes.NewConnector(addr, fakes.TokenFetch503().Forever())
+	conn := fakes.NewConnector(addr, cloudsqltest.TokenFetch503().Forever())
 	cfg.ConnConfig.DialFunc = conn.Dial
 	budget, err := retry.NewBudget(retry.BudgetConfig{Capacity: 50, RetryCost: 1})
 	if err != nil {
@@ -467,7 +468,7 @@ func TestNewPool(t *testing.T) {
 	t.Run("fatal cause fails at once", func(t *testing.T) {
 		t.Parallel()
 		cfg, addr := poolConfig(t, dsn, "sslmode=disable")
-		conn := fakes.NewConnector(addr, fakes.Forbidden().Forever())
+		conn := fakes.NewConnector(addr, cloudsqltest.Forbidden().Forever())
 		cfg.ConnConfig.DialFunc = conn.Dial
 		pool, err := newFactory(t).NewPool(context.Background(), cfg)
 		var se *holdfast.StartupError

@@ -12,6 +12,7 @@ import (
 
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/fakes"
+	"github.com/holdfast-db/holdfast/fakes/cloudsqltest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/retry"
 	"github.com/jackc/pgx/v5"
@@ -62,7 +63,7 @@ func TestTelemetryScenarios(t *testing.T) {
 	}{
 		{
 			name:  "503 then success",
-			steps: []fakes.Step{fakes.TokenFetch503(), fakes.Connect()},
+			steps: []fakes.Step{cloudsqltest.TokenFetch503(), fakes.Connect()},
 			want: func(pool, port string) want {
 				poolAttr := "db.client.connection.pool.name=" + pool
 				growth := "error.type=token-fetch-503,holdfast.layer=connect,holdfast.stage=pool-growth"
@@ -93,7 +94,7 @@ func TestTelemetryScenarios(t *testing.T) {
 		},
 		{
 			name:  "permission failure",
-			steps: []fakes.Step{fakes.Forbidden().Forever()},
+			steps: []fakes.Step{cloudsqltest.Forbidden().Forever()},
 			want: func(pool, port string) want {
 				poolAttr := "db.client.connection.pool.name=" + pool
 				return want{
@@ -255,7 +256,7 @@ func TestTelemetryStartupStage(t *testing.T) {
 	t.Parallel()
 	rig := newRig(t)
 	cfg, addr, _ := otelPoolConfig(t, pgtest.DSN(t))
-	cfg.ConnConfig.DialFunc = fakes.NewConnector(addr, fakes.TokenFetch503(), fakes.Connect()).Dial
+	cfg.ConnConfig.DialFunc = fakes.NewConnector(addr, cloudsqltest.TokenFetch503(), fakes.Connect()).Dial
 	pool, err := newFactory(t, rig.options()...).NewPool(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/fakes"
+	"github.com/holdfast-db/holdfast/fakes/cloudsqltest"
 	"github.com/holdfast-db/holdfast/readiness"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -28,8 +29,8 @@ func TestStartupGate(t *testing.T) {
 		wantDials    int    // dials made by Start
 	}{
 		{name: "fails 3 times then recovers", steps: []fakes.Step{fakes.Refused().Forever()}, wantStartErr: "transient/conn-refused", wantDials: 3},
-		{name: "token fetch 503 absorbed at startup", steps: []fakes.Step{fakes.TokenFetch503(), fakes.Connect()}, wantDials: 2},
-		{name: "permission error not retried", steps: []fakes.Step{fakes.Forbidden().Forever()}, wantStartErr: "fatal/permission-denied", wantDials: 1},
+		{name: "token fetch 503 absorbed at startup", steps: []fakes.Step{cloudsqltest.TokenFetch503(), fakes.Connect()}, wantDials: 2},
+		{name: "permission error not retried", steps: []fakes.Step{cloudsqltest.Forbidden().Forever()}, wantStartErr: "fatal/permission-denied", wantDials: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
