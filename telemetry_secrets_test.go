@@ -10,7 +10,6 @@ import (
 
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/fakes"
-	"github.com/holdfast-db/holdfast/fakes/cloudsqltest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/retry"
 )
@@ -52,9 +51,9 @@ func TestTelemetryNoSecretsAnywhere(t *testing.T) {
 		budget  *retry.BudgetConfig
 		newPool bool // through NewPool (startup) instead of Factory.Acquire
 	}{
-		{name: "503 then success at the dial", dial: []fakes.Step{cloudsqltest.TokenFetch503(), fakes.Connect()}},
-		{name: "503 then success at the token endpoint", token: []fakes.Step{cloudsqltest.TokenFetch503(), fakes.Connect()}},
-		{name: "permission failure", dial: []fakes.Step{cloudsqltest.Forbidden().Forever()}},
+		{name: "reset then success at the dial", dial: []fakes.Step{fakes.Fail(resetErr()), fakes.Connect()}},
+		{name: "reset then success at the token endpoint", token: []fakes.Step{fakes.Fail(resetErr()), fakes.Connect()}},
+		{name: "permission failure", dial: []fakes.Step{fakes.Fail(deniedErr()).Forever()}},
 		{name: "exhausted retry", dial: []fakes.Step{fakes.Refused().Forever()}},
 		{name: "budget rejection", dial: []fakes.Step{fakes.Refused().Forever()}, budget: &retry.BudgetConfig{Capacity: 1, RetryCost: 1}},
 		{name: "authentication failure with a fresh token", extra: []string{"user=no_such_role"}},

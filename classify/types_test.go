@@ -32,7 +32,9 @@ type vendorStatusError struct {
 	err  error
 }
 
-func (e *vendorStatusError) Error() string { return "vendor status " + strconv.Itoa(e.code) + " " + secret }
+func (e *vendorStatusError) Error() string {
+	return "vendor status " + strconv.Itoa(e.code) + " " + secret
+}
 func (e *vendorStatusError) Unwrap() error { return e.err }
 
 // vendorWrapError wraps a cause (like errtype.RefreshError, or
