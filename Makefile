@@ -32,5 +32,6 @@ unit: ## all tests with the race detector, against real PostgreSQL servers, in e
 bench: ## holdfast against plain pgxpool, same run, same server
 	go test -run '^$$' -bench . -benchmem -count 5 .
 
-fuzz: ## fuzz the classifier for a minute
+fuzz: ## fuzz the classifier, and cloudsql's rules on Google's error types, a minute each
 	go test -run '^$$' -fuzz FuzzClassify -fuzztime 60s ./classify/
+	go test -run '^$$' -fuzz FuzzTypeRules -fuzztime 60s ./cloudsql/

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/holdfast-db/holdfast/cloudsql"
 
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/fakes"
 	"github.com/holdfast-db/holdfast/retry"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -64,18 +64,24 @@ func ExampleConfigError() {
 	// true HighInterval
 }
 
-// Classify tells what the factory would do with an error.
+// Classify tells what the factory would do with an error. (Package
+// cloudsql's ExampleTypeRules does this with the Cloud SQL connector's
+// errors.)
 func ExampleFactory_Classify() {
-	// The fake connector plays the Cloud SQL connector's errors; the
-	// factory knows Google's error types through package cloudsql's rules
-	// (cloudsql.With installs them).
-	f, _ := holdfast.New(holdfast.WithIntegration(holdfast.Integration{TypeRules: cloudsql.TypeRules()}))
-	conn := fakes.NewConnector("127.0.0.1:1", fakes.TokenFetch503(), fakes.Forbidden())
-	for range 2 {
+	f, _ := holdfast.New()
+	conn := fakes.NewConnector("127.0.0.1:1",
+		fakes.Refused(),
+		fakes.Fail(&pgconn.PgError{Severity: "FATAL", Code: "57P03"}), // the server is starting up
+		fakes.Fail(&pgconn.PgError{Severity: "FATAL", Code: "28P01"}), // wrong password
+		fakes.Fail(errors.New("proxy: no route to instance")),
+	)
+	for range 4 {
 		_, err := conn.Dial(context.Background(), "tcp", "db:5432")
 		fmt.Println(f.Classify(err))
 	}
 	// Output:
-	// transient/token-fetch-503
-	// fatal/permission-denied
+	// transient/conn-refused
+	// transient/sqlstate-57P03
+	// fatal/sqlstate-28P01
+	// fatal/unknown
 }

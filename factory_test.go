@@ -5,13 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/holdfast-db/holdfast/cloudsql"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,7 +25,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"google.golang.org/api/googleapi"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -55,10 +55,18 @@ func poolConfig(t *testing.T, dsn string, extra ...string) (*pgxpool.Config, str
 	return cfg, net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port)))
 }
 
-// googleTypes makes the factory classify the Google error chains that the
-// fakes' connector and password source play, as cloudsql.With does.
-func googleTypes() holdfast.Option {
-	return holdfast.WithIntegration(holdfast.Integration{Name: "google-types", TypeRules: cloudsql.TypeRules()})
+// resetErr is a dial or token fetch whose connection the peer reset, as
+// net reports it: Transient "conn-reset" for the core's classifier. (Package
+// cloudsql's tests play the Cloud SQL connector's own failures, such as a
+// token endpoint answering 503.)
+func resetErr() error {
+	return &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
+}
+
+// deniedErr is a permission failure: Fatal "sqlstate-42501", as a server
+// answers a role without the CONNECT privilege.
+func deniedErr() error {
+	return &pgconn.PgError{Severity: "FATAL", Code: "42501", Message: `permission denied for database "postgres"`}
 }
 
 // newFactory builds a factory with a private budget (so tests do not share
@@ -71,7 +79,7 @@ func newFactory(t *testing.T, opts ...holdfast.Option) *holdfast.Factory {
 	}
 	startup := fastPolicy()
 	startup.MaxAttempts = 2
-	base := []holdfast.Option{holdfast.WithRetryPolicy(fastPolicy()), holdfast.WithStartupPolicy(startup), holdfast.WithRetryBudget(b), googleTypes()}
+	base := []holdfast.Option{holdfast.WithRetryPolicy(fastPolicy()), holdfast.WithStartupPolicy(startup), holdfast.WithRetryBudget(b)}
 	f, err := holdfast.New(append(base, opts...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -92,17 +100,18 @@ func newPool(t *testing.T, f *holdfast.Factory, cfg *pgxpool.Config) *pgxpool.Po
 	return pool
 }
 
-// Seed test plan (a): a token-fetch 503 on the first attempt, success on the
-// second: one connection, two dial attempts.
-func TestTokenFetch503AtDialIsAbsorbed(t *testing.T) {
+// Seed test plan (a): a transient failure on the first attempt, success on
+// the second: one connection, two dial attempts. (cloudsql's tests play the
+// plan's Cloud SQL token-fetch 503.)
+func TestTransientDialFailureIsAbsorbed(t *testing.T) {
 	t.Parallel()
 	cfg, addr := poolConfig(t, pgtest.DSN(t), "sslmode=disable")
-	conn := fakes.NewConnector(addr, fakes.TokenFetch503(), fakes.Connect())
+	conn := fakes.NewConnector(addr, fakes.Fail(resetErr()), fakes.Connect())
 	cfg.ConnConfig.DialFunc = conn.Dial
 	pool := newPool(t, newFactory(t), cfg)
 
 	if err := pool.Ping(context.Background()); err != nil {
-		t.Fatalf("Ping = %v, want success after one retried 503", err)
+		t.Fatalf("Ping = %v, want success after one retried reset", err)
 	}
 	if got := pool.Stat().NewConnsCount(); got != 1 {
 		t.Errorf("NewConnsCount = %d, want 1", got)
@@ -112,13 +121,13 @@ func TestTokenFetch503AtDialIsAbsorbed(t *testing.T) {
 	}
 }
 
-// Seed test plan (a), second half: the 503 comes from the password func.
-func TestTokenFetch503FromPasswordFuncIsAbsorbed(t *testing.T) {
+// Seed test plan (a), second half: the failure comes from the password func.
+func TestTransientPasswordFailureIsAbsorbed(t *testing.T) {
 	t.Parallel()
 	cfg, addr := poolConfig(t, pgtest.DSN(t), "sslmode=disable")
 	conn := fakes.NewConnector(addr)
 	cfg.ConnConfig.DialFunc = conn.Dial
-	src := fakes.NewPasswordSource("iam-token", fakes.TokenFetch503(), fakes.Connect())
+	src := fakes.NewPasswordSource("iam-token", fakes.Fail(resetErr()), fakes.Connect())
 	pool := newPool(t, newFactory(t, holdfast.WithPasswordFunc(src.Password)), cfg)
 
 	if err := pool.Ping(context.Background()); err != nil {
@@ -137,21 +146,21 @@ func TestTokenFetch503FromPasswordFuncIsAbsorbed(t *testing.T) {
 func TestPermissionErrorsAreNotRetried(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.DSN(t)
-	t.Run("admin API 403 at dial", func(t *testing.T) {
+	t.Run("permission denied at dial", func(t *testing.T) {
 		t.Parallel()
 		cfg, addr := poolConfig(t, dsn, "sslmode=disable")
-		conn := fakes.NewConnector(addr, fakes.Forbidden().Forever())
+		conn := fakes.NewConnector(addr, fakes.Fail(deniedErr()).Forever())
 		cfg.ConnConfig.DialFunc = conn.Dial
 		f := newFactory(t)
 		pool := newPool(t, f, cfg)
 		c, err := f.Acquire(context.Background(), pool)
 		if err == nil {
 			c.Release()
-			t.Fatal("Acquire succeeded through a 403")
+			t.Fatal("Acquire succeeded through a permission failure")
 		}
-		var gerr *googleapi.Error
-		if !errors.As(err, &gerr) || gerr.Code != 403 {
-			t.Errorf("err = %v, want it to unwrap to *googleapi.Error 403", err)
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "42501" {
+			t.Errorf("err = %v, want it to unwrap to the *pgconn.PgError 42501", err)
 		}
 		if !errors.Is(err, retry.ErrNotRetryable) || f.Classify(err).Class != classify.Fatal {
 			t.Errorf("err = %v, want not retryable and Fatal", err)
@@ -293,19 +302,20 @@ func TestCancelStopsRetryLoop(t *testing.T) {
 	pool.Close()
 }
 
-// Seed test plan (e): during a token-API outage, 200 concurrent Acquires make
-// at most their first attempts plus what the retry budget allows.
+// Seed test plan (e): during an outage (every dial reset), 200 concurrent
+// Acquires make at most their first attempts plus what the retry budget
+// allows.
 func TestRetryBudgetCapsAnOutage(t *testing.T) {
 	t.Parallel()
 	cfg, addr := poolConfig(t, pgtest.DSN(t), "sslmode=disable")
 	cfg.MaxConns = 200
-	conn := fakes.NewConnector(addr, fakes.TokenFetch503().Forever())
+	conn := fakes.NewConnector(addr, fakes.Fail(resetErr()).Forever())
 	cfg.ConnConfig.DialFunc = conn.Dial
 	budget, err := retry.NewBudget(retry.BudgetConfig{Capacity: 50, RetryCost: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := holdfast.New(holdfast.WithRetryPolicy(fastPolicy()), holdfast.WithRetryBudget(budget), googleTypes())
+	f, err := holdfast.New(holdfast.WithRetryPolicy(fastPolicy()), holdfast.WithRetryBudget(budget))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -468,7 +478,7 @@ func TestNewPool(t *testing.T) {
 	t.Run("fatal cause fails at once", func(t *testing.T) {
 		t.Parallel()
 		cfg, addr := poolConfig(t, dsn, "sslmode=disable")
-		conn := fakes.NewConnector(addr, fakes.Forbidden().Forever())
+		conn := fakes.NewConnector(addr, fakes.Fail(deniedErr()).Forever())
 		cfg.ConnConfig.DialFunc = conn.Dial
 		pool, err := newFactory(t).NewPool(context.Background(), cfg)
 		var se *holdfast.StartupError
@@ -655,7 +665,7 @@ func TestFirstAttemptIsBoundedByAttemptTimeout(t *testing.T) {
 			conn := fakes.NewConnector(addr, tc.dial...)
 			cfg.ConnConfig.DialFunc = conn.Dial
 			src := fakes.NewPasswordSource("token", tc.password...)
-			f, err := holdfast.New(holdfast.WithRetryPolicy(p), holdfast.WithRetryBudget(nil), holdfast.WithPasswordFunc(src.Password), googleTypes())
+			f, err := holdfast.New(holdfast.WithRetryPolicy(p), holdfast.WithRetryBudget(nil), holdfast.WithPasswordFunc(src.Password))
 			if err != nil {
 				t.Fatal(err)
 			}

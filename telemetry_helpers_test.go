@@ -46,7 +46,6 @@ func (r *otelRig) options() []holdfast.Option {
 		holdfast.WithMeterProvider(r.mp),
 		holdfast.WithTracerProvider(r.tp),
 		holdfast.WithLogger(slog.New(slog.NewJSONHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))),
-		googleTypes(),
 	}
 }
 

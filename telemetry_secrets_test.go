@@ -51,9 +51,9 @@ func TestTelemetryNoSecretsAnywhere(t *testing.T) {
 		budget  *retry.BudgetConfig
 		newPool bool // through NewPool (startup) instead of Factory.Acquire
 	}{
-		{name: "503 then success at the dial", dial: []fakes.Step{fakes.TokenFetch503(), fakes.Connect()}},
-		{name: "503 then success at the token endpoint", token: []fakes.Step{fakes.TokenFetch503(), fakes.Connect()}},
-		{name: "permission failure", dial: []fakes.Step{fakes.Forbidden().Forever()}},
+		{name: "reset then success at the dial", dial: []fakes.Step{fakes.Fail(resetErr()), fakes.Connect()}},
+		{name: "reset then success at the token endpoint", token: []fakes.Step{fakes.Fail(resetErr()), fakes.Connect()}},
+		{name: "permission failure", dial: []fakes.Step{fakes.Fail(deniedErr()).Forever()}},
 		{name: "exhausted retry", dial: []fakes.Step{fakes.Refused().Forever()}},
 		{name: "budget rejection", dial: []fakes.Step{fakes.Refused().Forever()}, budget: &retry.BudgetConfig{Capacity: 1, RetryCost: 1}},
 		{name: "authentication failure with a fresh token", extra: []string{"user=no_such_role"}},

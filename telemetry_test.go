@@ -61,11 +61,11 @@ func TestTelemetryScenarios(t *testing.T) {
 		want   func(pool, port string) want
 	}{
 		{
-			name:  "503 then success",
-			steps: []fakes.Step{fakes.TokenFetch503(), fakes.Connect()},
+			name:  "reset then success",
+			steps: []fakes.Step{fakes.Fail(resetErr()), fakes.Connect()},
 			want: func(pool, port string) want {
 				poolAttr := "db.client.connection.pool.name=" + pool
-				growth := "error.type=token-fetch-503,holdfast.layer=connect,holdfast.stage=pool-growth"
+				growth := "error.type=conn-reset,holdfast.layer=connect,holdfast.stage=pool-growth"
 				return want{
 					metrics: map[string]instrument{
 						"holdfast.connect.attempts":        {"{attempt}", map[string]float64{"holdfast.outcome=success,holdfast.stage=pool-growth": 1}},
@@ -84,7 +84,7 @@ func TestTelemetryScenarios(t *testing.T) {
 						"holdfast.outcome=success,holdfast.stage=pool-growth,network.peer.address=127.0.0.1,network.peer.port=" + port +
 						",server.address=" + configuredHost + ",server.port=" + port,
 					connEvents: []string{
-						"holdfast.attempt delay>0=true,error.type=token-fetch-503,holdfast.attempt=1,holdfast.error.class=transient,holdfast.layer=connect,holdfast.outcome=failure",
+						"holdfast.attempt delay>0=true,error.type=conn-reset,holdfast.attempt=1,holdfast.error.class=transient,holdfast.layer=connect,holdfast.outcome=failure",
 						"holdfast.attempt holdfast.attempt=2,holdfast.layer=connect,holdfast.outcome=success",
 					},
 					retried: 1,
@@ -93,24 +93,24 @@ func TestTelemetryScenarios(t *testing.T) {
 		},
 		{
 			name:  "permission failure",
-			steps: []fakes.Step{fakes.Forbidden().Forever()},
+			steps: []fakes.Step{fakes.Fail(deniedErr()).Forever()},
 			want: func(pool, port string) want {
 				poolAttr := "db.client.connection.pool.name=" + pool
 				return want{
 					err: true,
 					metrics: map[string]instrument{
 						"holdfast.connect.attempts": {"{attempt}", map[string]float64{
-							"error.type=permission-denied,holdfast.error.class=fatal,holdfast.outcome=failure,holdfast.stage=pool-growth": 1}},
-						"db.client.connection.create_time": {"s", map[string]float64{poolAttr + ",error.type=permission-denied": 1}},
+							"error.type=sqlstate-42501,holdfast.error.class=fatal,holdfast.outcome=failure,holdfast.stage=pool-growth": 1}},
+						"db.client.connection.create_time": {"s", map[string]float64{poolAttr + ",error.type=sqlstate-42501": 1}},
 						"db.client.connection.count": {"{connection}", map[string]float64{
 							poolAttr + ",db.client.connection.state=idle": 0, poolAttr + ",db.client.connection.state=used": 0}},
 						"db.client.connection.max": {"{connection}", map[string]float64{poolAttr: 4}},
 					},
-					connSpan: "status=Error/fatal/permission-denied attrs " + poolAttr + ",db.namespace=postgres,db.system.name=postgresql," +
-						"error.type=permission-denied,holdfast.error.class=fatal,holdfast.outcome=failure,holdfast.stage=pool-growth," +
+					connSpan: "status=Error/fatal/sqlstate-42501 attrs " + poolAttr + ",db.namespace=postgres,db.system.name=postgresql," +
+						"error.type=sqlstate-42501,holdfast.error.class=fatal,holdfast.outcome=failure,holdfast.stage=pool-growth," +
 						"server.address=" + configuredHost + ",server.port=" + port,
 					connEvents: []string{
-						"holdfast.attempt error.type=permission-denied,holdfast.attempt=1,holdfast.error.class=fatal,holdfast.layer=connect,holdfast.outcome=failure",
+						"holdfast.attempt error.type=sqlstate-42501,holdfast.attempt=1,holdfast.error.class=fatal,holdfast.layer=connect,holdfast.outcome=failure",
 					},
 				}
 			},
@@ -255,7 +255,7 @@ func TestTelemetryStartupStage(t *testing.T) {
 	t.Parallel()
 	rig := newRig(t)
 	cfg, addr, _ := otelPoolConfig(t, pgtest.DSN(t))
-	cfg.ConnConfig.DialFunc = fakes.NewConnector(addr, fakes.TokenFetch503(), fakes.Connect()).Dial
+	cfg.ConnConfig.DialFunc = fakes.NewConnector(addr, fakes.Fail(resetErr()), fakes.Connect()).Dial
 	pool, err := newFactory(t, rig.options()...).NewPool(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -263,7 +263,7 @@ func TestTelemetryStartupStage(t *testing.T) {
 	defer pool.Close()
 
 	got := rig.collect(t)
-	startup := "error.type=token-fetch-503,holdfast.layer=connect,holdfast.stage=startup"
+	startup := "error.type=conn-reset,holdfast.layer=connect,holdfast.stage=startup"
 	for name, want := range map[string]map[string]float64{
 		"holdfast.connect.attempts": {"holdfast.outcome=success,holdfast.stage=startup": 1},
 		"holdfast.retries":          {startup: 1},

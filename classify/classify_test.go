@@ -6,10 +6,8 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"github.com/holdfast-db/holdfast/cloudsql"
 	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -17,14 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"cloud.google.com/go/auth"
-	"cloud.google.com/go/auth/oauth2adapt"
-	"cloud.google.com/go/cloudsqlconn/errtype"
-	"cloud.google.com/go/compute/metadata"
-	"github.com/googleapis/gax-go/v2/apierror"
 	"github.com/jackc/pgx/v5/pgconn"
-	"golang.org/x/oauth2"
-	"google.golang.org/api/googleapi"
 
 	"github.com/holdfast-db/holdfast/classify"
 )
@@ -32,25 +23,6 @@ import (
 // secret appears in every message built by these tests; no Reason may
 // contain it.
 const secret = "p4ssw0rd"
-
-const connName = "proj:region:inst"
-
-// withGoogle classifies with package cloudsql's type rules, which know
-// Google's and the Cloud SQL connector's error types (the core does not).
-var withGoogle = classify.New().WithTypes(cloudsql.TypeRules()...)
-
-// TestCoreKnowsNoVendorTypes: the package function, which the core uses
-// without integrations, leaves Google's types to package cloudsql.
-func TestCoreKnowsNoVendorTypes(t *testing.T) {
-	for _, err := range []error{googleErr(503), &auth.Error{Response: resp(503)}, errtype.NewConfigError("x", connName)} {
-		if got := classify.Classify(err); got != fatal(classify.ReasonUnknown) {
-			t.Errorf("Classify(%T) = %v, want fatal/unknown without cloudsql's type rules", err, got)
-		}
-		if got := withGoogle.Classify(err); got == fatal(classify.ReasonUnknown) {
-			t.Errorf("withGoogle.Classify(%T) = %v, want a verdict", err, got)
-		}
-	}
-}
 
 func fatal(reason string) classify.Verdict {
 	return classify.Verdict{Class: classify.Fatal, Reason: reason}
@@ -64,31 +36,13 @@ func pgErr(code string) *pgconn.PgError {
 	return &pgconn.PgError{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: code, Message: secret}
 }
 
-// googleErr builds a *googleapi.Error wrapping its *apierror.APIError, as
-// the generated Admin API client returns it.
-func googleErr(code int) *googleapi.Error {
-	ge := &googleapi.Error{Code: code, Message: secret}
-	if ae, ok := apierror.ParseError(ge, false); ok {
-		ge.Wrap(ae)
-	}
-	return ge
-}
-
-func resp(code int) *http.Response {
-	return &http.Response{StatusCode: code, Status: fmt.Sprint(code)}
-}
-
-func retrieveErr(code int) *oauth2.RetrieveError {
-	return &oauth2.RetrieveError{Response: resp(code), Body: []byte(secret)}
-}
-
 // syscallErr is what a failed dial or read on a TCP socket returns.
 func syscallErr(op string, errno syscall.Errno) error {
 	return &net.OpError{Op: op, Net: "tcp", Err: os.NewSyscallError(op, errno)}
 }
 
 func urlErr(err error) error {
-	return &url.Error{Op: "Post", URL: "https://sqladmin.googleapis.com/" + secret, Err: err}
+	return &url.Error{Op: "Post", URL: "https://auth.example/token?" + secret, Err: err}
 }
 
 // timeoutErr is a net.Error with Timeout() true that is not a *net.OpError.
@@ -173,7 +127,6 @@ func TestClassify(t *testing.T) {
 	refused := syscallErr("dial", syscall.ECONNREFUSED)
 	unknownCA := &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}
 	var nilPg *pgconn.PgError
-	var nilRefresh *errtype.RefreshError
 
 	tests := []struct {
 		name string
@@ -252,6 +205,7 @@ func TestClassify(t *testing.T) {
 		{"pgconn.ErrConnClosed", fmt.Errorf("query: %w", pgconn.ErrConnClosed), fatal("unknown")},
 
 		// Context and ordering.
+		{"refresh ctx expired", fmt.Errorf("refresh failed: %w", context.DeadlineExceeded), transient("timeout")},
 		{"canceled", fmt.Errorf("dial: %w", context.Canceled), fatal("canceled")},
 		{"canceled via Is method", fmt.Errorf("x: %w", canceledLike{}), fatal("canceled")},
 		{"canceled beats refused", errors.Join(refused, context.Canceled), fatal("canceled")},
@@ -266,83 +220,10 @@ func TestClassify(t *testing.T) {
 		{"x509 expired", fmt.Errorf("tls error: %w", x509.CertificateInvalidError{Reason: x509.Expired}), fatal("tls-verification")},
 		{"x509 unknown authority alone", x509.UnknownAuthorityError{}, fatal("tls-verification")},
 
-		// cloudsqlconn chains as the connector in go.mod returns them (cloudsql/chains_test.go checks the real ones).
-		{"connectSettings 503",
-			fmt.Errorf("failed to get instance: %w", errtype.NewRefreshError("failed to get instance metadata", connName, googleErr(503))),
-			transient("admin-api-503")},
-		{"generateEphemeralCert 503",
-			fmt.Errorf("fetch ephemeral cert failed: %w", errtype.NewRefreshError("create ephemeral cert failed", connName, googleErr(503))),
-			transient("admin-api-503")},
-		{"connectSettings 403",
-			fmt.Errorf("failed to get instance: %w", errtype.NewRefreshError("failed to get instance metadata", connName, googleErr(403))),
-			fatal("permission-denied")},
-		{"connectSettings 404",
-			fmt.Errorf("failed to get instance: %w", errtype.NewRefreshError("failed to get instance metadata", connName, googleErr(404))),
-			fatal("instance-not-found")},
-		{"admin api 400", googleErr(400), fatal("bad-request")},
-		{"admin api 401", googleErr(401), fatal("permission-denied")},
-		{"admin api 409", googleErr(409), fatal("admin-api-409")},
-		{"admin api 429", googleErr(429), transient("admin-api-429")},
-		{"admin api 500", googleErr(500), transient("admin-api-500")},
-		{"admin api 502", googleErr(502), transient("admin-api-502")},
-		{"admin api 504", googleErr(504), transient("admin-api-504")},
-		{"IAM login token 503 (auth.Error → RetrieveError)",
-			fmt.Errorf("fetch ephemeral cert failed: %w", errtype.NewRefreshError("failed to retrieve Oauth2 token", connName,
-				oauth2adapt.AuthErrorFromRetrieveError(retrieveErr(503)))),
-			transient("token-fetch-503")},
-		{"API token source 503 (url.Error → auth.Error → RetrieveError)",
-			fmt.Errorf("failed to get instance: %w", errtype.NewRefreshError("failed to get instance metadata", connName,
-				urlErr(oauth2adapt.AuthErrorFromRetrieveError(retrieveErr(503))))),
-			transient("token-fetch-503")},
-		{"metadata server token 503",
-			fmt.Errorf("failed to get instance: %w", errtype.NewRefreshError("failed to get instance metadata", connName,
-				urlErr(fmt.Errorf("credentials: cannot fetch token: %w", &metadata.Error{Code: 503, Message: secret})))),
-			transient("token-fetch-503")},
-		{"service-account token_uri 503 (auth.Error only)",
-			fmt.Errorf("failed to get instance: %w", errtype.NewRefreshError("failed to get instance metadata", connName,
-				urlErr(&auth.Error{Response: resp(503), Body: []byte(secret)}))),
-			transient("token-fetch-503")},
-		{"token 429", &auth.Error{Response: resp(429)}, transient("token-fetch-429")},
-		{"token 401", urlErr(&auth.Error{Response: resp(401)}), fatal("token-denied")},
-		{"token 404", &auth.Error{Response: resp(404)}, fatal("token-fetch-404")},
-		{"auth.Error without Response (its Error panics)", errtype.NewRefreshError("x", connName, &auth.Error{}), fatal("token-error")},
-		{"RetrieveError without Response", &oauth2.RetrieveError{}, fatal("token-error")},
-		{"invalid_grant",
-			errtype.NewRefreshError("failed to retrieve Oauth2 token", connName,
-				oauth2adapt.AddRetrieveErrorToAuthError(&auth.Error{Response: resp(400), Body: []byte(`{"error":"invalid_grant"}`)})),
-			fatal("token-invalid-grant")},
-		{"innermost token error decides (outer 503, inner invalid_grant)",
-			&auth.Error{Response: resp(503), Err: &oauth2.RetrieveError{Response: resp(400), ErrorCode: "invalid_grant"}},
-			fatal("token-invalid-grant")},
-		{"innermost token error decides (googleapi wrapping a token 503)",
-			func() error { ge := &googleapi.Error{Code: 401}; ge.Wrap(&metadata.Error{Code: 503}); return ge }(),
-			transient("token-fetch-503")},
-		{"metadata 403", &metadata.Error{Code: 403}, fatal("token-denied")},
-		{"invalid instance connection name", errtype.NewConfigError("invalid instance connection name", "proj:inst"), fatal("cloudsql-config")},
-		{"region mismatch", fmt.Errorf("failed to get instance: %w", errtype.NewConfigError("region mismatch", connName)), fatal("cloudsql-config")},
-		{"config beats refused", errors.Join(refused, errtype.NewConfigError("x", connName)), fatal("cloudsql-config")},
-		{"dial refused via cloudsqlconn",
-			errtype.NewDialError("failed to dial", connName, errors.Join(refused)),
-			transient("conn-refused")},
-		{"server cert from unknown CA via cloudsqlconn",
-			errtype.NewDialError("handshake failed", connName, errtype.NewDialError("failed to verify certificate", connName, unknownCA)),
-			fatal("tls-verification")},
-		{"RefreshError with nil Err (cert parse)", errtype.NewRefreshError("failed to decode valid PEM cert", connName, nil), transient("cloudsql-refresh")},
-		{"RefreshError with unknown cause", errtype.NewRefreshError("failed to retrieve Oauth2 token", connName, errors.New(secret)), fatal("unknown")},
-		{"typed nil RefreshError", nilRefresh, fatal("unknown")},
-		{"DialError with nil Err", errtype.NewDialError("context was canceled or expired before refresh completed", connName, nil), transient("cloudsql-dial")},
-		{"ResourceExhaustedError", errtype.NewResourceExhaustedError("quota", connName, errors.New(secret)), transient("cloudsql-resource-exhausted")},
-		{"refresh ctx expired", fmt.Errorf("refresh failed: %w", context.DeadlineExceeded), transient("timeout")},
-
 		// Through pgx's own wrapping (ConnectError → Join[perDialConnectError → …]).
-		{"pgx: connectSettings 403",
-			viaPgx(t, fmt.Errorf("failed to get instance: %w", errtype.NewRefreshError("m", connName, googleErr(403)))),
-			fatal("permission-denied")},
-		{"pgx: connectSettings 503", viaPgx(t, errtype.NewRefreshError("m", connName, googleErr(503))), transient("admin-api-503")},
+		{"pgx: 57P03 while the server starts", viaPgx(t, pgErr("57P03")), transient("sqlstate-57P03")},
 		{"pgx: two hosts refused and reset", viaPgx(t, refused, syscallErr("dial", syscall.ECONNRESET)), transient("conn-refused")},
-		{"pgx: one host refused, one forbidden",
-			viaPgx(t, refused, errtype.NewRefreshError("m", connName, googleErr(403))),
-			fatal("permission-denied")},
+		{"pgx: one host refused, one denied", viaPgx(t, refused, pgErr("42501")), fatal("sqlstate-42501")},
 		{"pgx: net.Error timeout (pgconn errTimeout)", viaPgx(t, timeoutErr{}), transient("timeout")},
 		{"pgx: dial canceled", viaPgx(t, fmt.Errorf("dial: %w", context.Canceled)), fatal("canceled")},
 
@@ -355,7 +236,7 @@ func TestClassify(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got := withGoogle.Classify(tt.err)
+			got := classify.Classify(tt.err)
 			if got != tt.want {
 				t.Fatalf("Classify() = %v, want %v", got, tt.want)
 			}
@@ -365,27 +246,42 @@ func TestClassify(t *testing.T) {
 			if strings.Contains(got.Reason, secret) {
 				t.Fatalf("Reason %q contains message text", got.Reason)
 			}
-			// A nil *Classifier behaves as the package function.
+			// A nil *Classifier, and one without rules, behave as the
+			// package function.
 			var c *classify.Classifier
-			if got2, want2 := c.Classify(tt.err), classify.Classify(tt.err); got2 != want2 {
-				t.Fatalf("(*Classifier)(nil).Classify() = %v, want %v", got2, want2)
+			if got2 := c.Classify(tt.err); got2 != got {
+				t.Fatalf("(*Classifier)(nil).Classify() = %v, want %v", got2, got)
+			}
+			if got2 := classify.New().Classify(tt.err); got2 != got {
+				t.Fatalf("New().Classify() = %v, want %v", got2, got)
 			}
 		})
 	}
 }
 
+// panicky is an error whose Error panics, as some libraries' errors do when
+// a field is unset (auth.Error without a Response, in Google's).
+type panicky struct{ err error }
+
+func (panicky) Error() string   { panic("Error called") }
+func (p panicky) Unwrap() error { return p.err }
+
 func TestClassifyDoesNotCallError(t *testing.T) {
 	t.Parallel()
-	// auth.Error.Error panics without a Response; so does
-	// oauth2.RetrieveError.Error without an ErrorCode.
-	for _, err := range []error{
-		&auth.Error{},
-		&oauth2.RetrieveError{},
-		errors.Join(&auth.Error{}, &oauth2.RetrieveError{}),
-		errtype.NewDialError("x", connName, &auth.Error{Err: &oauth2.RetrieveError{}}),
+	refused := syscallErr("dial", syscall.ECONNREFUSED)
+	for _, tt := range []struct {
+		err  error
+		want classify.Verdict
+	}{
+		{panicky{}, fatal("unknown")},
+		{panicky{err: refused}, transient("conn-refused")},
+		{errors.Join(panicky{}, pgErr("28P01")), fatal("sqlstate-28P01")},
+		{&net.OpError{Op: "dial", Net: "tcp", Err: panicky{err: context.Canceled}}, fatal("canceled")},
+		{panicky{err: &vendorWrapError{code: 503, err: panicky{}}}, transient("vendor-503")},
 	} {
-		if got := withGoogle.Classify(err); got.Class != classify.Fatal || got.Reason != "token-error" {
-			t.Errorf("Classify(%T) = %v, want fatal/token-error", err, got)
+		// withVendor: the built-in rules and type rules alike.
+		if got := withVendor.Classify(tt.err); got != tt.want {
+			t.Errorf("Classify(%#v) = %v, want %v", tt.err, got, tt.want)
 		}
 	}
 }

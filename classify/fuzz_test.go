@@ -14,12 +14,7 @@ import (
 	"syscall"
 	"testing"
 
-	"cloud.google.com/go/auth"
-	"cloud.google.com/go/cloudsqlconn/errtype"
-	"cloud.google.com/go/compute/metadata"
 	"github.com/jackc/pgx/v5/pgconn"
-	"golang.org/x/oauth2"
-	"google.golang.org/api/googleapi"
 
 	"github.com/holdfast-db/holdfast/classify"
 )
@@ -27,8 +22,8 @@ import (
 // reasonRE is the shape of every built-in Reason.
 var reasonRE = regexp.MustCompile(`^[a-z0-9]+(-[a-zA-Z0-9]+)*$`)
 
-// lazyWrap wraps without formatting at construction, so a chain holding an
-// *auth.Error without Response can be built; its Error would panic.
+// lazyWrap wraps without formatting at construction, so a chain holding a
+// panicky error can be built; its Error would panic.
 type lazyWrap struct{ err error }
 
 func (w lazyWrap) Error() string { return "lazy " + secret + ": " + w.err.Error() }
@@ -105,19 +100,19 @@ func (b *errorBuilder) leaf(op byte) error {
 	case 7:
 		return context.DeadlineExceeded
 	case 8:
-		return googleErr(b.code())
+		return &vendorStatusError{code: b.code()}
 	case 9:
-		return retrieveErr(b.code())
+		return vendorAs{b.code()}
 	case 10:
-		return &oauth2.RetrieveError{} // Error() would panic
+		return panicky{} // Error() would panic
 	case 11:
-		return &auth.Error{} // Error() would panic
+		return &vendorWrapError{} // no verdict of its own, no cause
 	case 12:
-		return &auth.Error{Response: resp(b.code())}
+		return &vendorWrapError{code: b.code()}
 	case 13:
-		return &metadata.Error{Code: b.code(), Message: secret}
+		return pgAs{fuzzCodes[int(b.next())%len(fuzzCodes)]}
 	case 14:
-		return errtype.NewConfigError(secret, connName)
+		return &vendorConfigError{}
 	case 15:
 		c := b.next()
 		return &net.DNSError{Err: secret, IsNotFound: c&1 != 0, IsTemporary: c&2 != 0, IsTimeout: c&4 != 0}
@@ -131,8 +126,8 @@ func (b *errorBuilder) leaf(op byte) error {
 		var pe *pgconn.PgError
 		return pe // typed nil
 	case 20:
-		var re *errtype.RefreshError
-		return re // typed nil; its Unwrap would panic
+		var ve *vendorStatusError
+		return ve // typed nil; its Unwrap would panic
 	case 21:
 		return pgconn.ErrConnClosed
 	case 22:
@@ -155,11 +150,11 @@ func (b *errorBuilder) wrap(op byte, e error, size int) error {
 	case 1:
 		return lazyWrap{e}
 	case 2:
-		return errtype.NewRefreshError(secret, connName, e)
+		return &vendorWrapError{err: e}
 	case 3:
-		return errtype.NewDialError(secret, connName, e)
+		return &vendorWrapError{code: b.code(), err: e}
 	case 4:
-		return errtype.NewResourceExhaustedError(secret, connName, e)
+		return panicky{err: e}
 	case 5:
 		return urlErr(e)
 	case 6:
@@ -167,13 +162,11 @@ func (b *errorBuilder) wrap(op byte, e error, size int) error {
 	case 7:
 		return &os.SyscallError{Syscall: "connect", Err: e}
 	case 8:
-		return &auth.Error{Err: e} // nil Response
+		return &vendorStatusError{code: b.code(), err: e}
 	case 9:
-		return &auth.Error{Response: resp(b.code()), Err: e}
+		return &net.OpError{Op: "read", Net: "tcp", Err: e}
 	case 10:
-		ge := &googleapi.Error{Code: b.code()}
-		ge.Wrap(e)
-		return ge
+		return &vendorStatusError{code: 503, err: e}
 	case 11:
 		return &net.DNSError{Err: secret, UnwrapErr: e, IsNotFound: b.next()&1 != 0}
 	case 12:
@@ -225,14 +218,15 @@ func FuzzClassify(f *testing.F) {
 	// 0xC0-0xFF join (even: errors.Join(top, top); odd: join the top two).
 	f.Add([]byte{})
 	f.Add([]byte{3, 0})                             // refused
-	f.Add([]byte{1, 5, 0x82})                       // RefreshError(57P01)
-	f.Add([]byte{11, 0x82, 0x80})                   // fmt(RefreshError(auth.Error without Response))
-	f.Add([]byte{9, 8, 0x89, 8, 0x85})              // url(auth.Error{503}(RetrieveError{503}))
-	f.Add([]byte{13, 8, 0x85, 0x82})                // RefreshError(url(metadata.Error{503}))
-	f.Add([]byte{8, 2, 0x82, 0x80})                 // fmt(RefreshError(googleapi.Error{403}))
+	f.Add([]byte{1, 5, 0x82})                       // vendorWrap(57P01)
+	f.Add([]byte{10, 0x82, 0x80})                   // fmt(vendorWrap(panicky))
+	f.Add([]byte{9, 8, 0x88, 8, 0x85})              // url(vendorStatus{503}(vendorAs{503}))
+	f.Add([]byte{13, 5, 0x85, 0x82})                // vendorWrap(url(pgAs{57P01}))
+	f.Add([]byte{8, 2, 0x83, 8, 0x80})              // fmt(vendorWrap{503}(vendorStatus{403}))
 	f.Add([]byte{3, 0, 16, 0xC1})                   // join(refused, tls)
+	f.Add([]byte{14, 3, 0, 0xC1})                   // join(vendorConfig, refused)
 	f.Add([]byte{3, 0, 0xC0, 0xC0, 0xC0, 0xC0})     // shared joins
-	f.Add([]byte{6, 3, 0, 0xC1, 0x83})              // DialError(join(canceled, refused))
+	f.Add([]byte{6, 3, 0, 0xC1, 0x83, 8})           // vendorWrap{503}(join(canceled, refused))
 	f.Add([]byte{20, 19, 0xC1, 0x86})               // OpError(join(typed nils))
 	f.Add([]byte{2, 'p', '4', 's', 's', 'w', 0x80}) // odd SQLSTATE
 	deep := []byte{3, 0}
@@ -243,7 +237,11 @@ func FuzzClassify(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		err := buildError(data)
-		got := withGoogle.Classify(err)
+		// The built-in rules alone must hold up too.
+		if v := classify.Classify(err); !reasonRE.MatchString(v.Reason) {
+			t.Fatalf("Classify without type rules: Reason %q", v.Reason)
+		}
+		got := withVendor.Classify(err)
 		if got.Reason == "" {
 			t.Fatalf("empty Reason for %v", got)
 		}
@@ -253,7 +251,7 @@ func FuzzClassify(f *testing.F) {
 		if !reasonRE.MatchString(got.Reason) || strings.Contains(got.Reason, secret) {
 			t.Fatalf("Reason %q is not a short machine-readable token", got.Reason)
 		}
-		if again := withGoogle.Classify(err); again != got {
+		if again := withVendor.Classify(err); again != got {
 			t.Fatalf("not deterministic: %v then %v", got, again)
 		}
 		if err == nil {
@@ -271,9 +269,9 @@ func FuzzClassify(f *testing.F) {
 		if errors.Is(err, context.Canceled) && got.Reason != classify.ReasonCanceled {
 			t.Fatalf("context.Canceled in the tree but got %v", got)
 		}
-		var ce *errtype.ConfigError
+		var ce *vendorConfigError
 		if errors.As(err, &ce) && got.Class != classify.Fatal {
-			t.Fatalf("ConfigError in the tree but got %v", got)
+			t.Fatalf("a Misconfiguration node in the tree but got %v", got)
 		}
 	})
 }

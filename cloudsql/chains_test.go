@@ -503,17 +503,29 @@ func transient(reason string) classify.Verdict {
 	return classify.Verdict{Class: classify.Transient, Reason: reason}
 }
 
-// viaPgx returns the error pgconn.ConnectConfig reports when its dial
-// fails with dialErr: a *pgconn.ConnectError. Its addresses are never
-// dialed: the DialFunc answers for them.
-func viaPgx(t *testing.T, dialErr error) error {
+// viaPgx returns the error pgconn.ConnectConfig reports when its dial to
+// host i fails with dialErrs[i]: a *pgconn.ConnectError whose Unwrap is
+// errors.Join over the per-host errors. Its addresses are never dialed:
+// the DialFunc answers for them.
+func viaPgx(t *testing.T, dialErrs ...error) error {
 	t.Helper()
-	cfg, err := pgconn.ParseConfig("host=10.0.0.1 user=u dbname=d sslmode=disable")
+	hosts := make([]string, len(dialErrs))
+	byAddr := map[string]error{}
+	for i, e := range dialErrs {
+		hosts[i] = fmt.Sprintf("10.0.0.%d", i+1)
+		byAddr[hosts[i]+":5432"] = e
+	}
+	cfg, err := pgconn.ParseConfig("host=" + strings.Join(hosts, ",") + " user=u dbname=d sslmode=disable")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.LookupFunc = func(_ context.Context, host string) ([]string, error) { return []string{host}, nil }
-	cfg.DialFunc = func(context.Context, string, string) (net.Conn, error) { return nil, dialErr }
+	cfg.DialFunc = func(_ context.Context, _, addr string) (net.Conn, error) {
+		if e, ok := byAddr[addr]; ok {
+			return nil, e
+		}
+		return nil, fmt.Errorf("unexpected address %s", addr)
+	}
 	conn, err := pgconn.ConnectConfig(context.Background(), cfg)
 	if err == nil {
 		conn.Close(context.Background())

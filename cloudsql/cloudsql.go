@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"reflect"
 	"time"
 
 	"cloud.google.com/go/cloudsqlconn"
@@ -300,15 +301,53 @@ func Rules() []classify.Rule {
 // handshake's *errtype.DialError wrapping an *errtype.DialError with no
 // cause, which only the connector's certificate verification returns.
 func serverIdentity(err error) (classify.Verdict, bool) {
-	var outer *errtype.DialError
-	if !errors.As(err, &outer) || outer == nil || outer.Err == nil {
+	nodes := 0
+	outer := findDialError(err, 0, &nodes)
+	if outer == nil || outer.Err == nil {
 		return classify.Verdict{}, false
 	}
-	var inner *errtype.DialError
-	if errors.As(outer.Err, &inner) && inner != nil && inner.Err == nil {
+	if inner := findDialError(outer.Err, 0, &nodes); inner != nil && inner.Err == nil {
 		return classify.Verdict{Class: classify.Fatal, Reason: classify.ReasonTLS}, true
 	}
 	return classify.Verdict{}, false
+}
+
+// Limits of findDialError's walk, as package classify's: beyond them the
+// rule does not match, and the built-in rules answer "too-complex".
+const (
+	maxDepth = 64
+	maxNodes = 1024
+)
+
+// findDialError is errors.As for *errtype.DialError (the first one, depth
+// first) within the walk limits, on *nodes nodes in all, and without
+// calling Unwrap on a nil pointer, which panics for the connector's error
+// types. errors.As itself would panic on such a node, and would take time
+// exponential in the depth of errors.Join(e, e) nested in itself.
+func findDialError(err error, depth int, nodes *int) *errtype.DialError {
+	if err == nil || depth > maxDepth {
+		return nil
+	}
+	if *nodes++; *nodes > maxNodes {
+		return nil
+	}
+	if v := reflect.ValueOf(err); v.Kind() == reflect.Pointer && v.IsNil() {
+		return nil
+	}
+	if e, ok := classify.NodeAs[*errtype.DialError](err); ok {
+		return e
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return findDialError(u.Unwrap(), depth+1, nodes)
+	case interface{ Unwrap() []error }:
+		for _, c := range u.Unwrap() {
+			if e := findDialError(c, depth+1, nodes); e != nil {
+				return e
+			}
+		}
+	}
+	return nil
 }
 
 // Options returns the holdfast options for a Factory whose pool configs

@@ -158,6 +158,7 @@ func TestRules(t *testing.T) {
 	refused := &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}
 	identity := errtype.NewDialError("handshake failed", cn, errtype.NewDialError(`certificate had CN "x", expected "p:i"`, cn, nil))
 	var nilDial *errtype.DialError
+	var nilRefresh *errtype.RefreshError
 	tests := []struct {
 		name string
 		err  error
@@ -176,6 +177,8 @@ func TestRules(t *testing.T) {
 		{"handshake reset stays transient", errtype.NewDialError("handshake failed", cn, &os.SyscallError{Syscall: "read", Err: syscall.ECONNRESET}),
 			classify.Verdict{Class: classify.Transient, Reason: classify.ReasonConnReset}},
 		{"typed nil DialError", nilDial, fatal(classify.ReasonUnknown)},
+		{"typed nil RefreshError next to a server identity failure (its Unwrap panics)",
+			errors.Join(nilRefresh, identity), fatal(classify.ReasonTLS)},
 		{"unrelated error", errors.New("boom"), fatal(classify.ReasonUnknown)},
 	}
 	c := classify.New(cloudsql.Rules()...).WithTypes(cloudsql.TypeRules()...)
@@ -186,6 +189,27 @@ func TestRules(t *testing.T) {
 				t.Errorf("Classify = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// The rules stay fast on an error tree that errors.As would take 2^60
+// steps to search.
+func TestRulesOnAHugeSharedTree(t *testing.T) {
+	t.Parallel()
+	var err error = errtype.NewDialError("failed to dial", "p:r:i", syscall.ECONNREFUSED)
+	for range 60 {
+		err = errors.Join(err, err)
+	}
+	c := classify.New(cloudsql.Rules()...).WithTypes(cloudsql.TypeRules()...)
+	done := make(chan classify.Verdict, 1)
+	go func() { done <- c.Classify(err) }()
+	select {
+	case got := <-done:
+		if got != fatal(classify.ReasonTooComplex) {
+			t.Errorf("Classify = %v, want fatal/too-complex", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Classify did not return within 10s on a shared-join tree")
 	}
 }
 

@@ -15,6 +15,8 @@ import (
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/cloudsql"
+	"github.com/holdfast-db/holdfast/fakes"
+	"github.com/holdfast-db/holdfast/fakes/cloudsqltest"
 )
 
 // The production setup, with IAM database authentication and Application
@@ -108,4 +110,19 @@ func ExampleRules() {
 	// Output:
 	// fatal/dialer-closed
 	// fatal/unknown
+}
+
+// TypeRules classify the connector's errors. Here a scripted connector
+// (fakes/cloudsqltest's steps) plays two of them into a factory that has
+// the rules, as With installs them.
+func ExampleTypeRules() {
+	f, _ := holdfast.New(holdfast.WithIntegration(holdfast.Integration{TypeRules: cloudsql.TypeRules()}))
+	conn := fakes.NewConnector("127.0.0.1:1", cloudsqltest.TokenFetch503(), cloudsqltest.Forbidden())
+	for range 2 {
+		_, err := conn.Dial(context.Background(), "tcp", "db:5432")
+		fmt.Println(f.Classify(err))
+	}
+	// Output:
+	// transient/token-fetch-503
+	// fatal/permission-denied
 }

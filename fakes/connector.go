@@ -51,10 +51,8 @@ func (c *Connector) Dial(ctx context.Context, network, addr string) (net.Conn, e
 
 func (c *Connector) play(ctx context.Context, st Step) (net.Conn, error) {
 	switch st.kind {
-	case kindTokenFetch:
-		return nil, tokenDialError(st.code)
-	case kindAdminAPI:
-		return nil, apiDialError(st.code)
+	case kindCustom:
+		return nil, st.fail(st.custom.atDial, "a dial")
 	case kindRefused:
 		return nil, &net.OpError{
 			Op:   "dial",

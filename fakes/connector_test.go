@@ -9,17 +9,14 @@ import (
 	"net"
 	"os"
 	"reflect"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 
-	"cloud.google.com/go/auth"
-	"cloud.google.com/go/cloudsqlconn/errtype"
-	"github.com/googleapis/gax-go/v2/apierror"
 	"github.com/holdfast-db/holdfast/fakes"
 	"github.com/jackc/pgx/v5/pgconn"
-	"golang.org/x/oauth2"
-	"google.golang.org/api/googleapi"
 )
 
 var _ pgconn.DialFunc = (*fakes.Connector)(nil).Dial
@@ -36,6 +33,23 @@ func chain(err error) []string {
 		err = errors.Unwrap(err)
 	}
 	return types
+}
+
+// statusError is the error of a status step: a failure with an HTTP-like
+// status, at a dial or at a password fetch.
+type statusError struct {
+	at   string // "dial" or "password"
+	code int
+}
+
+func (e *statusError) Error() string { return e.at + " failed with status " + strconv.Itoa(e.code) }
+
+// status is a step defined with Custom, as packages outside fakes define
+// theirs (package cloudsqltest's TokenFetch, for one).
+func status(code int) fakes.Step {
+	return fakes.Custom("status("+strconv.Itoa(code)+")",
+		func() error { return &statusError{"dial", code} },
+		func() error { return &statusError{"password", code} })
 }
 
 func TestConnectorSteps(t *testing.T) {
@@ -81,41 +95,33 @@ func TestConnectorSteps(t *testing.T) {
 			},
 		},
 		{
-			name:    "TokenFetch503",
-			step:    fakes.TokenFetch503(),
+			name:    "Custom fails with its dial error",
+			step:    status(503),
 			wantErr: true,
 			check: func(t *testing.T, s *server, conn net.Conn, err error) {
-				var re *errtype.RefreshError
-				var ae *auth.Error
-				var oe *oauth2.RetrieveError
-				if !errors.As(err, &re) || !errors.As(err, &ae) || !errors.As(err, &oe) {
-					t.Fatalf("err %v: want *errtype.RefreshError, *auth.Error and *oauth2.RetrieveError in the chain", err)
-				}
-				if re.ConnName != fakes.ConnName || re.Message != "failed to retrieve Oauth2 token" {
-					t.Errorf("RefreshError = %q %q", re.Message, re.ConnName)
-				}
-				if !ae.Temporary() || ae.Response.StatusCode != 503 || oe.Response.StatusCode != 503 {
-					t.Errorf("auth.Error temporary=%v status=%d, RetrieveError status=%d; want true, 503, 503",
-						ae.Temporary(), ae.Response.StatusCode, oe.Response.StatusCode)
-				}
-				var ge *googleapi.Error
-				if errors.As(err, &ge) {
-					t.Errorf("a token fetch failure must not carry a *googleapi.Error")
+				var se *statusError
+				if !errors.As(err, &se) || se.at != "dial" || se.code != 503 {
+					t.Errorf("err = %v, want the dial's *statusError 503", err)
 				}
 			},
 		},
 		{
-			name:    "Forbidden is AdminAPI(403)",
-			step:    fakes.Forbidden(),
+			name:    "Custom without a dial error is a bad step",
+			step:    fakes.Custom("pw-only", nil, func() error { return errSentinel }),
 			wantErr: true,
 			check: func(t *testing.T, s *server, conn net.Conn, err error) {
-				var ge *googleapi.Error
-				if !errors.As(err, &ge) || ge.Code != 403 {
-					t.Fatalf("err %v: want *googleapi.Error with Code 403", err)
+				if !errors.Is(err, fakes.ErrBadStep) || !strings.Contains(err.Error(), "pw-only") {
+					t.Errorf("err = %v, want ErrBadStep naming the step", err)
 				}
-				var re *errtype.RefreshError
-				if !errors.As(err, &re) || re.Message != "failed to get instance metadata" {
-					t.Errorf("err %v: want *errtype.RefreshError(failed to get instance metadata)", err)
+			},
+		},
+		{
+			name:    "Custom whose dial error is nil is a bad step",
+			step:    fakes.Custom("nil-error", func() error { return nil }, nil),
+			wantErr: true,
+			check: func(t *testing.T, s *server, conn net.Conn, err error) {
+				if !errors.Is(err, fakes.ErrBadStep) {
+					t.Errorf("err = %v, want ErrBadStep", err)
 				}
 			},
 		},
@@ -242,105 +248,17 @@ func assertReset(t *testing.T, conn net.Conn, n int, err error) {
 	}
 }
 
-// TestCloudSQLChains checks the exact chains of cloudsql.md §1.3.
-func TestCloudSQLChains(t *testing.T) {
-	t.Parallel()
-	tokenChain := []string{"*fmt.wrapError", "*errtype.RefreshError", "*auth.Error", "*oauth2.RetrieveError"}
-	apiChain := []string{"*fmt.wrapError", "*errtype.RefreshError", "*googleapi.Error", "*apierror.APIError"}
-	tests := []struct {
-		name      string
-		step      fakes.Step
-		chain     []string
-		prefix    string
-		code      int
-		temporary bool // auth.Error.Temporary for token steps
-	}{
-		{"TokenFetch503", fakes.TokenFetch503(), tokenChain,
-			`fetch ephemeral cert failed: refresh error: failed to retrieve Oauth2 token (connection name = "` + fakes.ConnName + `"): auth: cannot fetch token: 503`,
-			503, true},
-		{"TokenFetch(400) invalid_grant", fakes.TokenFetch(400), tokenChain, "fetch ephemeral cert failed: ", 400, false},
-		{"TokenFetch(401)", fakes.TokenFetch(401), tokenChain, "fetch ephemeral cert failed: ", 401, false},
-		{"TokenFetch(429)", fakes.TokenFetch(429), tokenChain, "fetch ephemeral cert failed: ", 429, true},
-		{"AdminAPI(503)", fakes.AdminAPI(503), apiChain,
-			`failed to get instance: refresh error: failed to get instance metadata (connection name = "` + fakes.ConnName + `"): googleapi: Error 503: The service is currently unavailable., backendError`,
-			503, false},
-		{"AdminAPI(403)", fakes.AdminAPI(403), apiChain,
-			`failed to get instance: refresh error: failed to get instance metadata (connection name = "` + fakes.ConnName + `"): googleapi: Error 403: The client is not authorized to make this request., notAuthorized`,
-			403, false},
-		{"AdminAPI(404)", fakes.AdminAPI(404), apiChain, "failed to get instance: ", 404, false},
-		{"AdminAPI(500)", fakes.AdminAPI(500), apiChain, "failed to get instance: ", 500, false},
-		{"AdminAPI(418) unusual code", fakes.AdminAPI(418), apiChain, "failed to get instance: ", 418, false},
-		{"AdminAPI(0) nonsense code", fakes.AdminAPI(0), apiChain, "failed to get instance: ", 0, false},
-		{"AdminAPI(200) nonsense code", fakes.AdminAPI(200), apiChain, "failed to get instance: ", 200, false},
-		{"TokenFetch(0) nonsense code", fakes.TokenFetch(0), tokenChain, "fetch ephemeral cert failed: ", 0, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			c := fakes.NewConnector("127.0.0.1:1", tt.step.Times(2))
-			_, err := c.Dial(testCtx(t), "tcp", "")
-			if got := chain(err); !reflect.DeepEqual(got, tt.chain) {
-				t.Fatalf("chain = %v, want %v", got, tt.chain)
-			}
-			if got := err.Error(); len(got) < len(tt.prefix) || got[:len(tt.prefix)] != tt.prefix {
-				t.Errorf("Error() = %q, want prefix %q", got, tt.prefix)
-			}
-			var re *errtype.RefreshError
-			if !errors.As(err, &re) || re.ConnName != fakes.ConnName {
-				t.Errorf("RefreshError.ConnName: %v", err)
-			}
-			var ae *auth.Error
-			if errors.As(err, &ae) {
-				if ae.Response == nil || ae.Response.StatusCode != tt.code || ae.Temporary() != tt.temporary {
-					t.Errorf("auth.Error: Response %v, Temporary %v; want status %d, temporary %v",
-						ae.Response, ae.Temporary(), tt.code, tt.temporary)
-				}
-				var oe *oauth2.RetrieveError
-				if !errors.As(err, &oe) || oe.Response.StatusCode != tt.code || !bytes.Equal(oe.Body, ae.Body) {
-					t.Errorf("RetrieveError: %v", oe)
-				}
-				if tt.code == 400 && oe.ErrorCode != "invalid_grant" {
-					t.Errorf("RetrieveError.ErrorCode = %q, want invalid_grant", oe.ErrorCode)
-				}
-			}
-			var ge *googleapi.Error
-			if errors.As(err, &ge) {
-				var apiErr *apierror.APIError
-				if ge.Code != tt.code || !errors.As(err, &apiErr) || apiErr.HTTPCode() != tt.code {
-					t.Errorf("googleapi.Error.Code = %d, APIError %v; want %d", ge.Code, apiErr, tt.code)
-				}
-				if len(ge.Body) == 0 || ge.Body[0] != '{' {
-					t.Errorf("googleapi.Error.Body = %q, want the JSON body", ge.Body)
-				}
-			}
-			// Each play builds fresh values: a caller mutating one error
-			// cannot affect the next.
-			_, err2 := c.Dial(testCtx(t), "tcp", "")
-			var re2 *errtype.RefreshError
-			if !errors.As(err2, &re2) || re2 == re || re2.Err == re.Err {
-				t.Errorf("the second play returned the same error values")
-			}
-			if err2.Error() != err.Error() {
-				t.Errorf("second play: %q, first %q", err2, err)
-			}
-		})
-	}
-}
-
 // outcome names the result of one dial for the script tests.
 func outcome(conn net.Conn, err error) string {
-	var ge *googleapi.Error
-	var ae *auth.Error
+	var se *statusError
 	switch {
 	case err == nil:
 		conn.Close()
 		return "connect"
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return "refused"
-	case errors.As(err, &ae):
-		return fmt.Sprintf("token%d", ae.Response.StatusCode)
-	case errors.As(err, &ge):
-		return fmt.Sprintf("api%d", ge.Code)
+	case errors.As(err, &se):
+		return fmt.Sprintf("status%d", se.code)
 	case errors.Is(err, errSentinel):
 		return "fail"
 	default:
@@ -358,15 +276,15 @@ func TestScript(t *testing.T) {
 		{"empty script connects", nil, []string{"connect", "connect"}},
 		{"zero Step is Connect", []fakes.Step{{}, fakes.Refused()}, []string{"connect", "refused", "connect"}},
 		{"in order, then connect",
-			[]fakes.Step{fakes.Refused(), fakes.Connect(), fakes.TokenFetch503(), fakes.Fail(errSentinel)},
-			[]string{"refused", "connect", "token503", "fail", "connect", "connect"}},
-		{"Times", []fakes.Step{fakes.Refused().Times(3), fakes.Forbidden()},
-			[]string{"refused", "refused", "refused", "api403", "connect"}},
+			[]fakes.Step{fakes.Refused(), fakes.Connect(), status(503), fakes.Fail(errSentinel)},
+			[]string{"refused", "connect", "status503", "fail", "connect", "connect"}},
+		{"Times", []fakes.Step{fakes.Refused().Times(3), status(403)},
+			[]string{"refused", "refused", "refused", "status403", "connect"}},
 		{"Times(0) and negative skip the step",
-			[]fakes.Step{fakes.Refused().Times(0), fakes.Forbidden().Times(-1), fakes.AdminAPI(503)},
-			[]string{"api503", "connect"}},
-		{"Forever", []fakes.Step{fakes.Connect(), fakes.AdminAPI(404).Forever()},
-			[]string{"connect", "api404", "api404", "api404", "api404"}},
+			[]fakes.Step{fakes.Refused().Times(0), status(403).Times(-1), status(503)},
+			[]string{"status503", "connect"}},
+		{"Forever", []fakes.Step{fakes.Connect(), status(404).Forever()},
+			[]string{"connect", "status404", "status404", "status404", "status404"}},
 		{"steps after Forever never play", []fakes.Step{fakes.Refused().Forever(), fakes.Connect()},
 			[]string{"refused", "refused", "refused"}},
 		{"Forever overrides Times", []fakes.Step{fakes.Refused().Times(1).Forever()},
@@ -395,18 +313,18 @@ func TestScriptThenAndSet(t *testing.T) {
 	s := startServer(t, nil)
 	steps := []fakes.Step{fakes.Refused(), fakes.Refused()}
 	c := fakes.NewConnector(s.addr, steps...)
-	steps[0] = fakes.Forbidden() // the Connector keeps its own copy
+	steps[0] = status(403) // the Connector keeps its own copy
 	dial := func() string { return outcome(c.Dial(testCtx(t), "tcp", "")) }
 
 	if got := dial(); got != "refused" {
 		t.Fatalf("dial 1 = %s, want refused", got)
 	}
-	c.Then(fakes.TokenFetch503())
+	c.Then(status(503))
 	var got []string
 	for range 3 {
 		got = append(got, dial())
 	}
-	if want := []string{"refused", "token503", "connect"}; !reflect.DeepEqual(got, want) {
+	if want := []string{"refused", "status503", "connect"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("after Then: %v, want %v", got, want)
 	}
 
@@ -415,8 +333,8 @@ func TestScriptThenAndSet(t *testing.T) {
 	if got := dial(); got != "refused" {
 		t.Errorf("after Set(Forever): %s, want refused", got)
 	}
-	c.Set(fakes.AdminAPI(503), fakes.Forbidden())
-	if got := dial(); got != "api503" {
+	c.Set(status(503), status(403))
+	if got := dial(); got != "status503" {
 		t.Errorf("after Set: %s, want api503", got)
 	}
 	c.Set()
@@ -544,11 +462,11 @@ func TestConcurrentDials(t *testing.T) {
 
 	// Then while dialing: whatever the interleaving, every appended step
 	// plays exactly once.
-	c.Set(fakes.Forbidden().Times(20))
+	c.Set(status(403).Times(20))
 	results = make(chan string, dialers+extenders)
 	for range extenders {
 		wg.Add(1)
-		go func() { defer wg.Done(); c.Then(fakes.AdminAPI(503)) }()
+		go func() { defer wg.Done(); c.Then(status(503)) }()
 	}
 	for range dialers {
 		wg.Add(1)
@@ -568,8 +486,8 @@ func TestConcurrentDials(t *testing.T) {
 	for r := range results {
 		counts[r]++
 	}
-	if counts["api403"] != 20 || counts["api503"] != extenders || len(counts) != 3 {
-		t.Errorf("outcomes = %v, want 20 api403, %d api503, the rest connect", counts, extenders)
+	if counts["status403"] != 20 || counts["status503"] != extenders || len(counts) != 3 {
+		t.Errorf("outcomes = %v, want 20 status403, %d status503, the rest connect", counts, extenders)
 	}
 }
 
@@ -581,8 +499,9 @@ func TestStepString(t *testing.T) {
 	}{
 		{fakes.Step{}, "Connect()"},
 		{fakes.Connect(), "Connect()"},
-		{fakes.TokenFetch503(), "TokenFetch(503)"},
-		{fakes.Forbidden(), "AdminAPI(403)"},
+		{status(503), "status(503)"},
+		{status(403).Times(2), "status(403).Times(2)"},
+		{fakes.Custom("", nil, nil), `Custom("")`},
 		{fakes.Refused().Times(3), "Refused().Times(3)"},
 		{fakes.Reset(), "ResetAfter(0)"},
 		{fakes.ResetAfter(-5), "ResetAfter(0)"},
@@ -597,5 +516,30 @@ func TestStepString(t *testing.T) {
 				t.Errorf("String() = %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// GoString names this package for its own steps; a Custom step's name
+// names its package already.
+func TestStepGoString(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		step fakes.Step
+		want string
+	}{
+		{fakes.Refused().Times(3), "fakes.Refused().Times(3)"},
+		{fakes.Step{}, "fakes.Connect()"},
+		{status(503).Forever(), "status(503).Forever()"},
+	} {
+		if got := fmt.Sprintf("%#v", tt.step); got != tt.want {
+			t.Errorf("%%#v = %q, want %q", got, tt.want)
+		}
+	}
+	// Steps stay comparable: a Custom step equals its copies only.
+	s := status(503)
+	copy1, copy2, other := s.Times(2), s.Times(2), status(503)
+	refused1, refused2 := fakes.Refused(), fakes.Refused()
+	if copy1 != copy2 || s == other || refused1 != refused2 {
+		t.Error("Step equality changed")
 	}
 }

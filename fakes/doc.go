@@ -4,19 +4,23 @@
 // [PasswordSource] that does the same for a password or IAM token function.
 //
 // A script is a list of [Step] values played one per call. Failing steps
-// return errors built from the real types of the real libraries, wrapped
-// exactly as they arrive in production, so code that classifies errors with
-// errors.As and errors.Is sees what it would see in production:
+// return errors built from the real types, wrapped exactly as they arrive in
+// production, so code that classifies errors with errors.As and errors.Is
+// sees what it would see in production:
 //
-//   - [TokenFetch503] and [TokenFetch]: the Cloud SQL Go connector
-//     (cloudsqlconn v1.26.0) failing to fetch the IAM login token;
-//   - [AdminAPI] and [Forbidden]: the Cloud SQL Admin API answering an
-//     HTTP error status;
 //   - [Refused]: a TCP connect to a closed port (ECONNREFUSED);
 //   - [Reset] and [ResetAfter]: a real connection reset by the peer
 //     (ECONNRESET) at once or after some bytes;
 //   - [Hang]: a connect that never answers until the context ends;
-//   - [Fail]: any error of yours.
+//   - [Fail]: any error of yours;
+//   - [Custom]: a step another package defines, with its own error types.
+//     Package cloudsqltest (fakes/cloudsqltest) defines the Cloud SQL Go
+//     connector's failures this way: TokenFetch503 and TokenFetch (the IAM
+//     login token fetch fails), AdminAPI and Forbidden (the Admin API
+//     answers an HTTP error status).
+//
+// This package imports only the standard library: a vendor's error types
+// stay in the packages that need them.
 //
 // [Connect] dials the real target, a real PostgreSQL server or any TCP
 // listener. Once the script is used up, every call connects. Repeat a step
@@ -34,13 +38,13 @@
 //	cfg, err := pgx.ParseConfig(dsn)
 //	// ...
 //	target := net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
-//	c := fakes.NewConnector(target, fakes.TokenFetch503(), fakes.Connect())
+//	c := fakes.NewConnector(target, fakes.Refused(), fakes.Connect())
 //	cfg.DialFunc = c.Dial
 //	cfg.LookupFunc = func(_ context.Context, host string) ([]string, error) {
 //		return []string{host}, nil // one dial per connect, no DNS
 //	}
 //
-//	_, err = pgx.ConnectConfig(ctx, cfg) // fails: errors.As finds *errtype.RefreshError, *auth.Error
+//	_, err = pgx.ConnectConfig(ctx, cfg) // fails: errors.Is(err, syscall.ECONNREFUSED)
 //	conn, err := pgx.ConnectConfig(ctx, cfg) // connects
 //	// c.Attempts() == 2
 //
@@ -59,7 +63,9 @@
 //	// ...
 //	c := fakes.NewConnector(target, fakes.Refused().Times(2), fakes.Connect())
 //	cfg.ConnConfig.DialFunc = c.Dial
-//	pw := fakes.NewPasswordSource("secret", fakes.TokenFetch503())
+//	// The token endpoint's connection is reset once: transient for holdfast.
+//	reset := &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
+//	pw := fakes.NewPasswordSource("secret", fakes.Fail(reset))
 //	f, err := holdfast.New(holdfast.WithPasswordFunc(pw.Password))
 //	// ...
 //	if err := f.Configure(cfg); err != nil { /* ... */ }
@@ -71,7 +77,8 @@
 // To test that a fatal error is surfaced at once, script it forever and
 // assert that the code under test stopped after one attempt:
 //
-//	c := fakes.NewConnector(target, fakes.Forbidden().Forever())
+//	denied := &pgconn.PgError{Severity: "FATAL", Code: "42501"}
+//	c := fakes.NewConnector(target, fakes.Fail(denied).Forever())
 //	// ... connect, expect an error ...
 //	// c.Attempts() == 1
 //

@@ -11,10 +11,9 @@ import (
 //
 // Steps mean, in a PasswordSource:
 //   - [Connect]: return the password;
-//   - [TokenFetch], [TokenFetch503]: the token-source error (*auth.Error
-//     wrapping *oauth2.RetrieveError);
-//   - [AdminAPI], [Forbidden]: the *googleapi.Error of a failed Google API call;
 //   - [Fail]: its error; [Hang]: block until ctx is done, return ctx.Err();
+//   - [Custom]: the error of its atPassword function (package
+//     cloudsqltest's TokenFetch503, for example: the token source's error);
 //   - [Refused], [Reset], [ResetAfter]: an error wrapping [ErrBadStep]
 //     (they are about connections; for an unreachable token endpoint use
 //     [Fail] with the error your token function would return).
@@ -49,10 +48,8 @@ func (p *PasswordSource) Password(ctx context.Context) (string, error) {
 
 func (p *PasswordSource) play(ctx context.Context, st Step) (string, error) {
 	switch st.kind {
-	case kindTokenFetch:
-		return "", tokenError(st.code)
-	case kindAdminAPI:
-		return "", apiError(st.code)
+	case kindCustom:
+		return "", st.fail(st.custom.atPassword, "a password fetch")
 	case kindRefused, kindReset:
 		return "", badStep(st, "has no meaning for a PasswordSource")
 	case kindFail:

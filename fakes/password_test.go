@@ -9,10 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"cloud.google.com/go/auth"
 	"github.com/holdfast-db/holdfast/fakes"
-	"golang.org/x/oauth2"
-	"google.golang.org/api/googleapi"
 )
 
 const secret = "hunter2-s3cret"
@@ -29,32 +26,15 @@ func TestPasswordSource(t *testing.T) {
 				t.Errorf("Password = %q, %v; want the password", pw, err)
 			}
 		}},
-		{"TokenFetch503 has the token-source shape", fakes.TokenFetch503(), func(t *testing.T, pw string, err error) {
-			want := []string{"*auth.Error", "*oauth2.RetrieveError"}
-			if got := chain(err); !reflect.DeepEqual(got, want) {
-				t.Fatalf("chain = %v, want %v", got, want)
-			}
-			var ae *auth.Error
-			var oe *oauth2.RetrieveError
-			if !errors.As(err, &ae) || !ae.Temporary() || !errors.As(err, &oe) || oe.Response.StatusCode != 503 {
-				t.Errorf("err = %v, want a temporary 503", err)
+		{"Custom fails with its password error", status(503), func(t *testing.T, pw string, err error) {
+			var se *statusError
+			if !errors.As(err, &se) || se.at != "password" || se.code != 503 {
+				t.Errorf("err = %v, want the password fetch's *statusError 503", err)
 			}
 		}},
-		{"TokenFetch(401) is not temporary", fakes.TokenFetch(401), func(t *testing.T, pw string, err error) {
-			var ae *auth.Error
-			var oe *oauth2.RetrieveError
-			if !errors.As(err, &ae) || ae.Temporary() || !errors.As(err, &oe) || oe.ErrorCode != "invalid_client" {
-				t.Errorf("err = %v, want a permanent invalid_client", err)
-			}
-		}},
-		{"AdminAPI is the googleapi error alone", fakes.AdminAPI(503), func(t *testing.T, pw string, err error) {
-			want := []string{"*googleapi.Error", "*apierror.APIError"}
-			if got := chain(err); !reflect.DeepEqual(got, want) {
-				t.Fatalf("chain = %v, want %v", got, want)
-			}
-			var ge *googleapi.Error
-			if !errors.As(err, &ge) || ge.Code != 503 {
-				t.Errorf("err = %v, want *googleapi.Error 503", err)
+		{"Custom without a password error is a bad step", fakes.Custom("dial-only", func() error { return errSentinel }, nil), func(t *testing.T, pw string, err error) {
+			if !errors.Is(err, fakes.ErrBadStep) || !strings.Contains(err.Error(), "dial-only") {
+				t.Errorf("err = %v, want ErrBadStep naming the step", err)
 			}
 		}},
 		{"Fail", fakes.Fail(errSentinel), func(t *testing.T, pw string, err error) {
@@ -135,20 +115,20 @@ func TestPasswordSourceHang(t *testing.T) {
 func TestPasswordSourceThenSet(t *testing.T) {
 	t.Parallel()
 	p := fakes.NewPasswordSource(secret)
-	p.Then(fakes.TokenFetch503().Times(2))
+	p.Then(status(503).Times(2))
 	p.Set(fakes.Fail(errSentinel))
-	p.Then(fakes.Forbidden())
+	p.Then(status(403))
 	var got []string
 	for range 3 {
 		_, err := p.Password(testCtx(t))
-		var ge *googleapi.Error
+		var se *statusError
 		switch {
 		case err == nil:
 			got = append(got, "password")
 		case errors.Is(err, errSentinel):
 			got = append(got, "fail")
-		case errors.As(err, &ge):
-			got = append(got, fmt.Sprint(ge.Code))
+		case errors.As(err, &se):
+			got = append(got, fmt.Sprint(se.code))
 		default:
 			got = append(got, err.Error())
 		}
@@ -174,7 +154,7 @@ func TestPasswordSourceZero(t *testing.T) {
 func TestPasswordNotLeaked(t *testing.T) {
 	t.Parallel()
 	p := fakes.NewPasswordSource(secret,
-		fakes.TokenFetch503(), fakes.TokenFetch(400), fakes.AdminAPI(403),
+		status(503), fakes.Custom("no-error", nil, nil), status(403),
 		fakes.Refused(), fakes.Reset(), fakes.Fail(nil))
 	var outputs []string
 	for range 6 {
@@ -207,7 +187,7 @@ func TestPasswordNotLeaked(t *testing.T) {
 
 func TestConcurrentPasswords(t *testing.T) {
 	t.Parallel()
-	p := fakes.NewPasswordSource(secret, fakes.TokenFetch503().Times(30))
+	p := fakes.NewPasswordSource(secret, status(503).Times(30))
 	ctx := testCtx(t)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -217,13 +197,13 @@ func TestConcurrentPasswords(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			pw, err := p.Password(ctx)
-			var ae *auth.Error
+			var se *statusError
 			key := "other"
 			switch {
 			case err == nil && pw == secret:
 				key = "password"
-			case errors.As(err, &ae):
-				key = "token503"
+			case errors.As(err, &se):
+				key = "status503"
 			}
 			mu.Lock()
 			counts[key]++
@@ -231,8 +211,8 @@ func TestConcurrentPasswords(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if counts["token503"] != 30 || counts["password"] != 70 {
-		t.Errorf("outcomes = %v, want 30 token503, 70 password", counts)
+	if counts["status503"] != 30 || counts["password"] != 70 {
+		t.Errorf("outcomes = %v, want 30 status503, 70 password", counts)
 	}
 	if p.Attempts() != 100 || p.Failures() != 30 || p.Successes() != 70 {
 		t.Errorf("attempts/successes/failures = %d/%d/%d, want 100/70/30", p.Attempts(), p.Successes(), p.Failures())

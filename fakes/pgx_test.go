@@ -10,14 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"cloud.google.com/go/auth"
-	"cloud.google.com/go/cloudsqlconn/errtype"
 	"github.com/holdfast-db/holdfast/fakes"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"golang.org/x/oauth2"
-	"google.golang.org/api/googleapi"
 )
 
 // pgxConfig returns a config for the test server and its "host:port".
@@ -32,12 +28,13 @@ func pgxConfig(t *testing.T) (*pgx.ConnConfig, string) {
 	return cfg, net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
 }
 
-// TestPgxTokenFetch503ThenConnect is the Cloud SQL scenario through pgx: the
-// first connect fails because the IAM token fetch got a 503, the second works.
-func TestPgxTokenFetch503ThenConnect(t *testing.T) {
+// TestPgxCustomThenConnect: the first connect fails with a Custom step's
+// error, kept intact inside pgx's ConnectError; the second connects.
+// (Package cloudsqltest runs its Cloud SQL steps through pgx the same way.)
+func TestPgxCustomThenConnect(t *testing.T) {
 	t.Parallel()
 	cfg, target := pgxConfig(t)
-	c := fakes.NewConnector(target, fakes.TokenFetch503(), fakes.Connect())
+	c := fakes.NewConnector(target, status(503), fakes.Connect())
 	cfg.DialFunc = c.Dial
 	ctx := testCtx(t)
 
@@ -47,18 +44,9 @@ func TestPgxTokenFetch503ThenConnect(t *testing.T) {
 		t.Fatal("the first connect succeeded, want the token fetch failure")
 	}
 	var ce *pgconn.ConnectError
-	var re *errtype.RefreshError
-	var ae *auth.Error
-	var oe *oauth2.RetrieveError
-	if !errors.As(err, &ce) || !errors.As(err, &re) || !errors.As(err, &ae) || !errors.As(err, &oe) {
-		t.Fatalf("err = %v; want *pgconn.ConnectError, *errtype.RefreshError, *auth.Error, *oauth2.RetrieveError in the chain", err)
-	}
-	if !ae.Temporary() || oe.Response.StatusCode != 503 || re.ConnName != fakes.ConnName {
-		t.Errorf("auth.Error.Temporary = %v, status %d, conn name %q", ae.Temporary(), oe.Response.StatusCode, re.ConnName)
-	}
-	var ge *googleapi.Error
-	if errors.As(err, &ge) {
-		t.Errorf("a token failure must not carry a *googleapi.Error: %v", err)
+	var se *statusError
+	if !errors.As(err, &ce) || !errors.As(err, &se) || se.at != "dial" || se.code != 503 {
+		t.Fatalf("err = %v; want *pgconn.ConnectError wrapping the dial's *statusError 503", err)
 	}
 
 	conn, err = pgx.ConnectConfig(ctx, cfg)
@@ -84,10 +72,10 @@ func TestPgxSteps(t *testing.T) {
 		step  fakes.Step
 		check func(t *testing.T, err error)
 	}{
-		{"Forbidden", fakes.Forbidden(), func(t *testing.T, err error) {
-			var ge *googleapi.Error
-			if !errors.As(err, &ge) || ge.Code != 403 {
-				t.Errorf("err = %v, want *googleapi.Error 403", err)
+		{"Custom", status(403), func(t *testing.T, err error) {
+			var se *statusError
+			if !errors.As(err, &se) || se.code != 403 {
+				t.Errorf("err = %v, want *statusError 403", err)
 			}
 		}},
 		{"Refused", fakes.Refused(), func(t *testing.T, err error) {

@@ -6,48 +6,43 @@ import (
 	"strconv"
 )
 
-// ConnName is the Cloud SQL instance connection name that the Cloud SQL
-// shaped errors of [TokenFetch], [TokenFetch503] and [AdminAPI] carry, as
-// [errtype.RefreshError] ConnName.
-//
-// [errtype.RefreshError]: https://pkg.go.dev/cloud.google.com/go/cloudsqlconn/errtype#RefreshError
-const ConnName = "fake-project:fake-region:fake-instance"
-
 // ErrNoTarget is returned by [Connector.Dial] when a step must dial the real
 // target but the Connector has none (a zero Connector, or
 // NewConnector("")). It is a mistake in the test, not a simulated failure.
 var ErrNoTarget = errors.New("fakes: connector has no target address")
 
 // ErrBadStep is wrapped by the error a step returns when it cannot be played
-// as asked: Fail(nil), or a network step (Refused, Reset, ResetAfter) in a
-// [PasswordSource]. It is a mistake in the test, not a simulated failure.
+// as asked: Fail(nil), a [Custom] step without a function for where it is
+// played or whose function returns nil, or a network step (Refused, Reset,
+// ResetAfter) in a [PasswordSource]. It is a mistake in the test, not a
+// simulated failure.
 var ErrBadStep = errors.New("fakes: invalid step")
 
 type kind int
 
 const (
 	kindConnect kind = iota // the zero Step connects
-	kindTokenFetch
-	kindAdminAPI
 	kindRefused
 	kindReset
 	kindFail
 	kindHang
+	kindCustom
 )
 
 // Step is one scripted outcome of a dial ([Connector]) or of a password fetch
 // ([PasswordSource]). Build Steps with the functions of this package
-// ([Connect], [Refused], [TokenFetch503], ...) and repeat them with
-// [Step.Times] or [Step.Forever].
+// ([Connect], [Refused], [Fail], ...), or with [Custom] in packages that
+// define their own (package cloudsqltest's TokenFetch503, for example), and
+// repeat them with [Step.Times] or [Step.Forever].
 //
 // The zero Step is Connect(). A Step is an immutable value: its methods return
 // a modified copy, and one Step may be used in any number of scripts and
 // goroutines.
 type Step struct {
-	kind kind
-	code int   // HTTP status for kindTokenFetch and kindAdminAPI
-	n    int   // bytes before the reset, for kindReset
-	err  error // for kindFail
+	kind   kind
+	n      int     // bytes before the reset, for kindReset
+	err    error   // for kindFail
+	custom *custom // for kindCustom; a pointer keeps Step comparable
 
 	timesSet bool // Times was called; else the step plays once
 	times    int
@@ -58,51 +53,6 @@ type Step struct {
 // [PasswordSource], returns the password). It is also what every dial does
 // once the script is used up.
 func Connect() Step { return Step{kind: kindConnect} }
-
-// TokenFetch503 is TokenFetch(503): the IAM login token fetch fails because
-// the token endpoint answered 503 Service Unavailable. A classifier should
-// treat it as transient.
-func TokenFetch503() Step { return TokenFetch(503) }
-
-// TokenFetch fails like the Cloud SQL Go connector (cloudsqlconn v1.26.0)
-// when the OAuth2 token source for IAM database login fails with the given
-// HTTP status. The dial error is, outermost first:
-//
-//	*fmt.wrapError        "fetch ephemeral cert failed: ..."
-//	*errtype.RefreshError "failed to retrieve Oauth2 token", ConnName = [ConnName]
-//	*auth.Error           Response.StatusCode = code (Temporary() for 500, 503, 408, 429)
-//	*oauth2.RetrieveError Response.StatusCode = code
-//
-// In a [PasswordSource] the error is the token-source part alone
-// (*auth.Error wrapping *oauth2.RetrieveError), as an
-// [auth.TokenProvider] built from an [oauth2.TokenSource] returns it.
-//
-// Every play builds fresh values; Response is always set, so Error() never
-// panics at any depth of the chain. For 400 the body is an OAuth2
-// "invalid_grant" error and for 401 an "invalid_client" one (both mean bad
-// credentials: fatal); other codes get a plain-text body.
-//
-// [auth.TokenProvider]: https://pkg.go.dev/cloud.google.com/go/auth#TokenProvider
-// [oauth2.TokenSource]: https://pkg.go.dev/golang.org/x/oauth2#TokenSource
-func TokenFetch(code int) Step { return Step{kind: kindTokenFetch, code: code} }
-
-// AdminAPI fails like cloudsqlconn v1.26.0 when the Cloud SQL Admin API call
-// for the instance metadata (connectSettings) answers the given HTTP status.
-// The dial error is, outermost first:
-//
-//	*fmt.wrapError        "failed to get instance: ..."
-//	*errtype.RefreshError "failed to get instance metadata", ConnName = [ConnName]
-//	*googleapi.Error      Code = code, with a JSON body as the Admin API sends
-//	*apierror.APIError    (as the generated API client wraps it)
-//
-// 503 and other 5xx are transient; 403 (permission denied) and 404 (no such
-// instance) are fatal. The real connector spends several seconds retrying
-// 5xx before it gives up; this step fails at once. In a [PasswordSource] the
-// error is the *googleapi.Error alone.
-func AdminAPI(code int) Step { return Step{kind: kindAdminAPI, code: code} }
-
-// Forbidden is AdminAPI(403): the caller lacks permission on the instance.
-func Forbidden() Step { return AdminAPI(403) }
 
 // Refused fails like a TCP connect to a closed port, as [net.Dialer]
 // reports it:
@@ -143,6 +93,41 @@ func Fail(err error) Step { return Step{kind: kindFail, err: err} }
 // refresh. With a context that is never done it blocks forever.
 func Hang() Step { return Step{kind: kindHang} }
 
+// custom is what Custom was given.
+type custom struct {
+	name               string
+	atDial, atPassword func() error
+}
+
+// Custom is a failing step defined outside this package, for failures whose
+// errors need types this package does not import: package cloudsqltest
+// builds its Cloud SQL steps (TokenFetch503, Forbidden, ...) with it. A dial
+// of a [Connector] fails with atDial(), and a call of a [PasswordSource]
+// with atPassword(): a dial and a password fetch usually report the same
+// failure with differently shaped errors. Each play calls the function
+// again, so it can build fresh values. Where the function is nil, or returns
+// nil, the step fails with an error wrapping [ErrBadStep].
+//
+// name is what [Step.String] shows for the step, before any repetition
+// suffix; make it the Go expression that builds the step, qualified with its
+// package, for example "cloudsqltest.TokenFetch(503)". Like every Step, a
+// Custom step may be played from many goroutines at once, so the functions
+// must be safe for concurrent use.
+func Custom(name string, atDial, atPassword func() error) Step {
+	return Step{kind: kindCustom, custom: &custom{name: name, atDial: atDial, atPassword: atPassword}}
+}
+
+// fail plays a Custom step with f, its function for where it is played.
+func (s Step) fail(f func() error, where string) error {
+	if f == nil {
+		return badStep(s, "has no error for "+where)
+	}
+	if err := f(); err != nil {
+		return err
+	}
+	return badStep(s, "returned a nil error for "+where)
+}
+
 // Times returns a copy of s that plays n times in a row (n <= 0: not at all).
 // It overrides an earlier Forever.
 func (s Step) Times(n int) Step {
@@ -166,17 +151,15 @@ func (s Step) plays() int {
 	return 1
 }
 
-// String returns the step as the Go expression that builds it, for example
-// "Refused().Times(3)" or "AdminAPI(403)". It never contains a password.
+// String returns the step as the Go expression that builds it, without this
+// package's name, for example "Refused().Times(3)"; a [Custom] step shows
+// its name, for example "cloudsqltest.AdminAPI(403).Forever()". It never
+// contains a password.
 func (s Step) String() string {
 	var b string
 	switch s.kind {
 	case kindConnect:
 		b = "Connect()"
-	case kindTokenFetch:
-		b = "TokenFetch(" + strconv.Itoa(s.code) + ")"
-	case kindAdminAPI:
-		b = "AdminAPI(" + strconv.Itoa(s.code) + ")"
 	case kindRefused:
 		b = "Refused()"
 	case kindReset:
@@ -189,6 +172,11 @@ func (s Step) String() string {
 		}
 	case kindHang:
 		b = "Hang()"
+	case kindCustom:
+		b = s.custom.name
+		if b == "" {
+			b = `Custom("")`
+		}
 	default:
 		b = "Step(?)"
 	}
@@ -199,6 +187,16 @@ func (s Step) String() string {
 		b += ".Times(" + strconv.Itoa(s.times) + ")"
 	}
 	return b
+}
+
+// GoString is String qualified with this package's name where the step is
+// one of its own, for example "fakes.Refused().Times(3)" (a [Custom] step's
+// name already names its package), so that %#v does not print the fields.
+func (s Step) GoString() string {
+	if s.kind == kindCustom {
+		return s.String()
+	}
+	return "fakes." + s.String()
 }
 
 // badStep is the error of a step that cannot be played as asked.

@@ -3,8 +3,11 @@ package readiness_test
 import (
 	"context"
 	"errors"
+	"net"
+	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -12,7 +15,15 @@ import (
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/fakes"
 	"github.com/holdfast-db/holdfast/readiness"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// errReset is a dial whose connection the peer reset (transient), errDenied
+// a permission failure (fatal), as the core classifies them.
+var (
+	errReset  = &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
+	errDenied = &pgconn.PgError{Severity: "FATAL", Code: "42501", Message: `permission denied for database "postgres"`}
 )
 
 // The startup gate: the first connection is retried a bounded number of
@@ -28,8 +39,8 @@ func TestStartupGate(t *testing.T) {
 		wantDials    int    // dials made by Start
 	}{
 		{name: "fails 3 times then recovers", steps: []fakes.Step{fakes.Refused().Forever()}, wantStartErr: "transient/conn-refused", wantDials: 3},
-		{name: "token fetch 503 absorbed at startup", steps: []fakes.Step{fakes.TokenFetch503(), fakes.Connect()}, wantDials: 2},
-		{name: "permission error not retried", steps: []fakes.Step{fakes.Forbidden().Forever()}, wantStartErr: "fatal/permission-denied", wantDials: 1},
+		{name: "a reset absorbed at startup", steps: []fakes.Step{fakes.Fail(errReset), fakes.Connect()}, wantDials: 2},
+		{name: "permission error not retried", steps: []fakes.Step{fakes.Fail(errDenied).Forever()}, wantStartErr: "fatal/sqlstate-42501", wantDials: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -3,7 +3,6 @@ package readiness_test
 import (
 	"context"
 	"encoding/json"
-	"github.com/holdfast-db/holdfast/cloudsql"
 	"io"
 	"net"
 	"net/http"
@@ -107,10 +106,7 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 		o.startup = 3
 	}
 	// One dial per connection attempt, so that the connector counts checks.
-	factory, err := holdfast.New(holdfast.WithRetryPolicy(fastPolicy(1)), holdfast.WithStartupPolicy(fastPolicy(o.startup)), holdfast.WithRetryBudget(budget),
-		// The fakes play the Cloud SQL connector's errors: classify them as
-		// cloudsql.With does.
-		holdfast.WithIntegration(holdfast.Integration{TypeRules: cloudsql.TypeRules()}))
+	factory, err := holdfast.New(holdfast.WithRetryPolicy(fastPolicy(1)), holdfast.WithStartupPolicy(fastPolicy(o.startup)), holdfast.WithRetryBudget(budget))
 	if err != nil {
 		t.Fatal(err)
 	}

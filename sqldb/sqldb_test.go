@@ -19,6 +19,7 @@ import (
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/cloudsql"
 	"github.com/holdfast-db/holdfast/fakes"
+	"github.com/holdfast-db/holdfast/fakes/cloudsqltest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/retry"
 	"github.com/holdfast-db/holdfast/sqldb"
@@ -78,7 +79,7 @@ func TestSeedPlan(t *testing.T) {
 	ctx := context.Background()
 	t.Run("token 503 at dial, once: one connection", func(t *testing.T) {
 		t.Parallel()
-		cfg, conn := config(t, "", fakes.TokenFetch503())
+		cfg, conn := config(t, "", cloudsqltest.TokenFetch503())
 		db, err := sqldb.Open(ctx, newFactory(t), cfg)
 		if err != nil {
 			t.Fatalf("Open = %v", err)
@@ -97,7 +98,7 @@ func TestSeedPlan(t *testing.T) {
 	t.Run("token 503 from the password func, once", func(t *testing.T) {
 		t.Parallel()
 		cfg, conn := config(t, "")
-		src := fakes.NewPasswordSource("", fakes.TokenFetch503())
+		src := fakes.NewPasswordSource("", cloudsqltest.TokenFetch503())
 		db, err := sqldb.Open(ctx, newFactory(t, holdfast.WithPasswordFunc(src.Password)), cfg)
 		if err != nil {
 			t.Fatalf("Open = %v", err)
@@ -112,7 +113,7 @@ func TestSeedPlan(t *testing.T) {
 	})
 	t.Run("403: one attempt, fatal", func(t *testing.T) {
 		t.Parallel()
-		cfg, conn := config(t, "", fakes.Forbidden().Forever())
+		cfg, conn := config(t, "", cloudsqltest.Forbidden().Forever())
 		f := newFactory(t)
 		if err := f.Configure(cfg); err != nil {
 			t.Fatal(err)

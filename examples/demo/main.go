@@ -33,6 +33,7 @@ import (
 
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/fakes"
+	"github.com/holdfast-db/holdfast/fakes/cloudsqltest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/retry"
 	"github.com/jackc/pgx/v5"
@@ -81,7 +82,7 @@ func run(w io.Writer, dsn string) (err error) {
 
 	fmt.Fprintln(w, "== 1. plain pgxpool, the IAM token fetch returns 503 once")
 	{
-		cfg, conn, err := config(dsn, fakes.TokenFetch503())
+		cfg, conn, err := config(dsn, cloudsqltest.TokenFetch503())
 		if err != nil {
 			return err
 		}
@@ -96,7 +97,7 @@ func run(w io.Writer, dsn string) (err error) {
 
 	fmt.Fprintln(w, "== 2. the same pool through holdfast")
 	{
-		cfg, conn, err := config(dsn, fakes.TokenFetch503())
+		cfg, conn, err := config(dsn, cloudsqltest.TokenFetch503())
 		if err != nil {
 			return err
 		}
@@ -123,7 +124,7 @@ func run(w io.Writer, dsn string) (err error) {
 		step fakes.Step
 		user string // empty: DSN's user
 	}{
-		{"Admin API 403 (the IAM role lacks permission)", fakes.Forbidden().Forever(), ""},
+		{"Admin API 403 (the IAM role lacks permission)", cloudsqltest.Forbidden().Forever(), ""},
 		{"a role that does not exist", fakes.Connect(), "no_such_role"},
 	} {
 		cfg, conn, err := config(dsn, c.step)

@@ -37,6 +37,7 @@ import (
 
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/fakes"
+	"github.com/holdfast-db/holdfast/fakes/cloudsqltest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -117,7 +118,7 @@ func run(ctx context.Context, w io.Writer, o options) (err error) {
 	if !o.healthy {
 		// The incident: the first connection's IAM token fetch answers 503.
 		addr := net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port)))
-		connector = fakes.NewConnector(addr, fakes.TokenFetch503())
+		connector = fakes.NewConnector(addr, cloudsqltest.TokenFetch503())
 		cfg.ConnConfig.DialFunc = connector.Dial
 		oneDial(cfg.ConnConfig)
 	}
@@ -144,7 +145,7 @@ func run(ctx context.Context, w io.Writer, o options) (err error) {
 		if i == o.requests/2 && connector != nil {
 			// The pool must grow (here: its idle connections are gone) and
 			// the token endpoint answers 503 again.
-			connector.Set(fakes.TokenFetch503())
+			connector.Set(cloudsqltest.TokenFetch503())
 			pool.Reset()
 		}
 		rec := httptest.NewRecorder()

@@ -79,6 +79,22 @@
 // counts what the fake saw, so a test can assert how many calls the code
 // under test caused.
 //
+// # Steps for package fakes
+//
+// Without a server, [TokenFetch], [TokenFetch503], [AdminAPI] and
+// [Forbidden] are steps for a fakes.Connector or fakes.PasswordSource
+// script: the dial or token fetch fails at once with the errors the
+// connector returns for that failure, built from Google's types and
+// wrapped as they arrive in production (the connector's own retries of
+// Admin API 5xx answers are not played). They carry [ConnName]:
+//
+//	c := fakes.NewConnector(target, cloudsqltest.TokenFetch503(), fakes.Connect())
+//	cfg.ConnConfig.DialFunc = c.Dial
+//	// the first dial fails: errors.As finds *errtype.RefreshError, *auth.Error
+//
+// Package fakes itself knows no vendor's error types; these steps are
+// [fakes.Custom] steps.
+//
 // # Concurrency and cleanup
 //
 // A Server is safe for concurrent use. It owns a goroutine for its HTTP

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log"
 
+	"cloud.google.com/go/auth"
 	"cloud.google.com/go/cloudsqlconn"
 	"google.golang.org/api/googleapi"
 
+	"github.com/holdfast-db/holdfast/fakes"
 	"github.com/holdfast-db/holdfast/fakes/cloudsqltest"
 )
 
@@ -48,4 +50,43 @@ func Example() {
 	// fake-project:fake-region:fake-instance
 	// true 403
 	// 1
+}
+
+// The steps script a fakes.Connector (or fakes.PasswordSource) with the
+// connector's errors, without a server: here two Admin API 503s, then 403
+// on every dial.
+func ExampleAdminAPI() {
+	c := fakes.NewConnector("127.0.0.1:1", cloudsqltest.AdminAPI(503).Times(2), cloudsqltest.Forbidden().Forever())
+	for range 4 {
+		_, err := c.Dial(context.Background(), "tcp", "")
+		var ge *googleapi.Error
+		if errors.As(err, &ge) {
+			fmt.Println(ge.Code)
+		}
+	}
+	fmt.Println(cloudsqltest.AdminAPI(503).Times(2), cloudsqltest.Forbidden().Forever())
+	// Output:
+	// 503
+	// 503
+	// 403
+	// 403
+	// cloudsqltest.AdminAPI(503).Times(2) cloudsqltest.AdminAPI(403).Forever()
+}
+
+// In a PasswordSource, for example holdfast.WithPasswordFunc(src.Password),
+// a token step fails with the token source's error.
+func ExampleTokenFetch503() {
+	src := fakes.NewPasswordSource("s3cret", cloudsqltest.TokenFetch503())
+	for range 2 {
+		pw, err := src.Password(context.Background())
+		var ae *auth.Error
+		if errors.As(err, &ae) {
+			fmt.Println("token fetch failed, status", ae.Response.StatusCode, "temporary", ae.Temporary())
+			continue
+		}
+		fmt.Println("got the password:", pw == "s3cret")
+	}
+	// Output:
+	// token fetch failed, status 503 temporary true
+	// got the password: true
 }
