@@ -403,12 +403,21 @@ func TestNilBudgetAllows(t *testing.T) {
 	b.Success()
 }
 
-func TestDoSuccessAllocatesNothing(t *testing.T) {
-	r := &retry.Retrier{Policy: fast(), Classify: testClassify}
+// On success Do allocates nothing but, with an AttemptTimeout, the
+// attempt's timeout context (as its documentation says).
+func TestDoSuccessAllocations(t *testing.T) {
 	ctx := context.Background()
 	op := func(context.Context) error { return nil }
-	if n := testing.AllocsPerRun(100, func() { _ = r.Do(ctx, op) }); n != 0 {
-		t.Fatalf("Do allocates %v times on success, want 0", n)
+	for _, tc := range []struct {
+		timeout time.Duration
+		want    float64
+	}{{0, 0}, {time.Second, 4}} {
+		p := fast()
+		p.AttemptTimeout = tc.timeout
+		r := &retry.Retrier{Policy: p, Classify: testClassify}
+		if n := testing.AllocsPerRun(100, func() { _ = r.Do(ctx, op) }); n != tc.want {
+			t.Errorf("AttemptTimeout %v: Do allocates %v times on success, want %v", tc.timeout, n, tc.want)
+		}
 	}
 }
 
