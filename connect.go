@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,6 +52,12 @@ type attempt struct {
 	perRnd  int        // dials in one round, known once the first round is looked up
 
 	connected atomic.Bool // the handshake completed: later dials are cancel requests
+
+	// Set when the handshake completes.
+	pc     atomic.Pointer[pgconn.PgConn]
+	addr   string       // the server's address, as the socket reports it
+	madeAt time.Time    // when the connection was made
+	clamp  atomic.Int64 // unix nanos: deadlines are clamped to it while the connection closes (0: not closing)
 
 	mu          sync.Mutex // guards the fields below (a slow write may read on pgconn's background reader)
 	dials       int        // dials of this connection so far
@@ -114,12 +121,14 @@ func (a *attempt) install() {
 	}
 	after := cc.AfterConnect
 	cc.AfterConnect = func(ctx context.Context, pc *pgconn.PgConn) error {
-		a.connected.Store(true)
 		if a.deadlined {
 			_ = pc.Conn().SetDeadline(time.Time{}) // the attempt's bound ends with it
 		}
-		pc.CustomData()[madeKey] = a.ph // Factory.Start checks that its layers ran, and attaches the pool
-		a.f.budget.Success()            // a connection that completed its handshake
+		a.addr, a.madeAt = pc.Conn().RemoteAddr().String(), time.Now()
+		a.pc.Store(pc)
+		a.connected.Store(true)
+		pc.CustomData()[madeKey] = a // Factory.Start checks that its layers ran; eviction reads addr and madeAt
+		a.f.budget.Success()         // a connection that completed its handshake
 		if after != nil {
 			return after(ctx, pc)
 		}
@@ -215,8 +224,7 @@ func (a *attempt) dial(ctx context.Context, network, addr string) (net.Conn, err
 
 func (a *attempt) dialRedacted(ctx context.Context, network, addr string) (net.Conn, error) {
 	if a.connected.Load() {
-		// A cancel request on the established connection.
-		return a.f.firstDial(ctx, a.base, network, addr)
+		return a.cancelDial(ctx, network, addr)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -275,6 +283,7 @@ func (a *attempt) dialOnce(ctx context.Context, network, addr string) (net.Conn,
 // the socket, which AfterConnect clears. a.mu is held.
 func (a *attempt) watch(conn net.Conn) net.Conn {
 	a.last = nil
+	tuneSocket(conn) // dead-connection detection (netdial.go)
 	if a.f.perTry > 0 {
 		_ = conn.SetDeadline(time.Now().Add(a.f.perTry))
 		a.deadlined = true
@@ -348,6 +357,49 @@ func (a *attempt) retryRound(ctx context.Context, network, addr string) (net.Con
 	return a.watch(conn), nil
 }
 
+// cancelDial dials for a cancel request on the established connection.
+// When pgx sends it because it is closing the connection after a failure
+// (a canceled or timed-out query), the cancel request and the drain that
+// follows are bounded by closeBound instead of pgx's 15 s, during which
+// the pool keeps the connection's slot; and if the server does not answer
+// the cancel request in time, the pool's other connections to it are
+// presumed dead too (evicted when next acquired).
+func (a *attempt) cancelDial(ctx context.Context, network, addr string) (net.Conn, error) {
+	pc := a.pc.Load()
+	if pc == nil || !pc.IsClosed() {
+		return a.f.firstDial(ctx, a.base, network, addr) // a cancel request of the user's
+	}
+	end := time.Now().Add(closeBound)
+	a.clamp.Store(end.UnixNano())
+	if c := pc.Conn(); c != nil {
+		_ = c.SetDeadline(end) // the drain after the cancel request
+	}
+	dctx, cancel := context.WithDeadline(ctx, end)
+	defer cancel()
+	conn, err := a.base(dctx, network, addr)
+	if err != nil {
+		a.ph.evictHost(a.addr)
+		return nil, err
+	}
+	_ = conn.SetDeadline(end)
+	return &cancelConn{Conn: conn, a: a}, nil
+}
+
+// cancelConn is the connection of a cancel request sent while closing: a
+// server that does not answer it in time is presumed unreachable.
+type cancelConn struct {
+	net.Conn
+	a *attempt
+}
+
+func (c *cancelConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		c.a.ph.evictHost(c.a.addr)
+	}
+	return n, err
+}
+
 // exhausted is the error of a connection whose retry rounds all failed.
 // a.mu is held.
 func (a *attempt) exhausted() error {
@@ -379,18 +431,55 @@ type watchedConn struct {
 
 func (c *watchedConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
-	if err != nil && !c.a.connected.Load() {
-		c.a.noteNet(err)
+	if err != nil {
+		c.a.failed(err)
 	}
 	return n, err
 }
 
 func (c *watchedConn) Write(b []byte) (int, error) {
 	n, err := c.Conn.Write(b)
-	if err != nil && !c.a.connected.Load() {
-		c.a.noteNet(err)
+	if err != nil {
+		c.a.failed(err)
 	}
 	return n, err
+}
+
+// SetDeadline, SetReadDeadline and SetWriteDeadline keep a closing
+// connection's deadlines within closeBound (see cancelDial).
+func (c *watchedConn) SetDeadline(t time.Time) error { return c.Conn.SetDeadline(c.a.clamped(t)) }
+func (c *watchedConn) SetReadDeadline(t time.Time) error {
+	return c.Conn.SetReadDeadline(c.a.clamped(t))
+}
+func (c *watchedConn) SetWriteDeadline(t time.Time) error {
+	return c.Conn.SetWriteDeadline(c.a.clamped(t))
+}
+
+// clamped returns t, or the closing bound when the connection is closing
+// and t is later (or none).
+func (a *attempt) clamped(t time.Time) time.Time {
+	if n := a.clamp.Load(); n != 0 {
+		if end := time.Unix(0, n); t.IsZero() || t.After(end) {
+			return end
+		}
+	}
+	return t
+}
+
+// failed handles a network error of the connection: during the handshake
+// it tells the next retry round why the attempt failed; afterwards, an
+// error of the network (a reset, a broken pipe, TCP_USER_TIMEOUT's
+// ETIMEDOUT, the server closing) presumes the pool's other connections to
+// that server dead too. A deadline (the caller's context) is not one.
+func (a *attempt) failed(err error) {
+	if !a.connected.Load() {
+		a.noteNet(err)
+		return
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, net.ErrClosed) || a.clamp.Load() != 0 {
+		return
+	}
+	a.ph.evictHost(a.addr)
 }
 
 // noteNet records a network error of the handshake unless a server error

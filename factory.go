@@ -374,12 +374,12 @@ func (f *Factory) Start(ctx context.Context, pool *pgxpool.Pool) error {
 	if err != nil {
 		return &StartupError{Verdict: f.classifier.Classify(err), Err: f.redact(err)}
 	}
-	ph, made := c.Conn().PgConn().CustomData()[madeKey].(*poolHooks)
+	a, made := c.Conn().PgConn().CustomData()[madeKey].(*attempt)
 	c.Release()
-	if made && ph.f == f {
-		ph.attach(pool) // the layers learn their pool (blue/green sweeps, connection counts)
+	if made && a.ph.f == f {
+		a.ph.attach(pool) // the layers learn their pool (blue/green sweeps, connection counts)
 	}
-	if !made || ph.f != f {
+	if !made || a.ph.f != f {
 		return &ConfigError{Field: "pgxpool.Config.BeforeConnect",
 			Why: "this factory's connect layer did not run for the pool's connection: the pool was not built from a config this factory configured, or BeforeConnect was replaced after Configure (set your hooks before Configure: holdfast chains them)"}
 	}

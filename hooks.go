@@ -59,6 +59,10 @@ type poolHooks struct {
 	lateMu   sync.Mutex
 	attached atomic.Pointer[pgxpool.Pool]
 
+	// evict, when set, makes PrepareConn destroy connections made before
+	// a network failure of another connection to the same server.
+	evict atomic.Pointer[eviction]
+
 	static    string      // the config's own password, registered with the redactor
 	target    *obs.Target // what log lines name
 	startOnce sync.Once
@@ -165,7 +169,7 @@ func (f *Factory) compose(cfg *pgxpool.Config) (*poolHooks, error) {
 		}
 	}
 	if ph.base == nil {
-		ph.base = (&net.Dialer{KeepAlive: 5 * time.Minute}).DialContext // pgx's default
+		ph.base = (&net.Dialer{}).DialContext // pgx's default; tuned per socket (netdial.go)
 	}
 	cc.DialFunc = ph.dial
 
@@ -192,11 +196,12 @@ func (f *Factory) compose(cfg *pgxpool.Config) (*poolHooks, error) {
 	// BeforeConnect: telemetry → blue/green → connect → the user's.
 	cfg.BeforeConnect = ph.beforeConnect
 
-	// PrepareConn and AfterRelease: blue/green → the user's.
+	// PrepareConn: eviction → blue/green → the user's. AfterRelease:
+	// blue/green → the user's.
+	//lint:ignore SA1019 cleared because PrepareConn replaces it
+	cfg.BeforeAcquire = nil
+	cfg.PrepareConn = ph.prepareConn
 	if ph.bg != nil {
-		//lint:ignore SA1019 cleared because PrepareConn replaces it
-		cfg.BeforeAcquire = nil
-		cfg.PrepareConn = ph.prepareConn
 		if after := cfg.AfterRelease; after != nil {
 			// Only when one is set: pgxpool starts a goroutine per Release
 			// when AfterRelease is set.
@@ -340,13 +345,49 @@ func (ph *poolHooks) monitorConnect(ctx context.Context, cc *pgx.ConnConfig) err
 	return nil
 }
 
-// prepareConn is the pool's PrepareConn with blue/green routing.
+// prepareConn is the pool's PrepareConn: one atomic load, plus one per
+// layer that is on, when nothing is wrong.
 func (ph *poolHooks) prepareConn(ctx context.Context, c *pgx.Conn) (bool, error) {
-	keep, err := ph.bg.PrepareConn(ctx, c)
-	if !keep || err != nil || ph.userPrepare == nil {
-		return keep, err
+	if e := ph.evict.Load(); e != nil && ph.evicted(e, c) {
+		return false, nil // pgxpool destroys it and tries another
+	}
+	if ph.bg != nil {
+		if keep, err := ph.bg.PrepareConn(ctx, c); !keep || err != nil {
+			return keep, err
+		}
+	}
+	if ph.userPrepare == nil {
+		return true, nil
 	}
 	return ph.userPrepare(ctx, c)
+}
+
+// eviction is a server that just failed one of the pool's connections.
+type eviction struct {
+	addr string
+	at   time.Time
+}
+
+// evictWindow is how long after a network failure PrepareConn checks the
+// pool's connections against it; then the check costs nothing again.
+const evictWindow = time.Minute
+
+// evictHost presumes dead every connection to addr made before now.
+func (ph *poolHooks) evictHost(addr string) {
+	if ph == nil || addr == "" {
+		return
+	}
+	ph.evict.Store(&eviction{addr: addr, at: time.Now()})
+}
+
+// evicted reports whether c was made before e's failure, to e's server.
+func (ph *poolHooks) evicted(e *eviction, c *pgx.Conn) bool {
+	if time.Since(e.at) > evictWindow {
+		ph.evict.CompareAndSwap(e, nil)
+		return false
+	}
+	a, ok := c.PgConn().CustomData()[madeKey].(*attempt)
+	return ok && a.addr == e.addr && a.madeAt.Before(e.at)
 }
 
 // attach tells the layers which pool they serve (NewPool knows it at
