@@ -3,9 +3,11 @@ package holdfast_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -118,6 +120,12 @@ func TestBlueGreenMonitorsBelongToThePool(t *testing.T) {
 		userCalls.Add(1)
 		return nil
 	}
+	// No log line unless a logger was given (it used to log
+	// "bluegreen: NOT_CREATED" to slog.Default on a plain server).
+	var defaultLog syncBuffer
+	prevDefault := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&defaultLog, nil)))
+	defer slog.SetDefault(prevDefault)
 	before := monitorGoroutines()
 	f := newFactory(t, holdfast.WithBlueGreen(bluegreen.Config{}))
 	defer f.Close()
@@ -168,6 +176,9 @@ func TestBlueGreenMonitorsBelongToThePool(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatalf("monitors did not poll: %+v", st.Monitors)
 		}
+	}
+	if strings.Contains(defaultLog.String(), "bluegreen") {
+		t.Errorf("blue/green logged to slog.Default without a logger:\n%s", defaultLog.String())
 	}
 	if got, want := userCalls.Load(), int64(pool.Stat().NewConnsCount()); got != want {
 		t.Errorf("the pool's BeforeConnect ran %d times for %d pool connections: monitors ran it", got, want)
@@ -273,4 +284,36 @@ func TestHooksReplacedAfterConfigure(t *testing.T) {
 			t.Errorf("Ping = %v, want a *ConfigError naming DialFunc", err)
 		}
 	})
+}
+
+// Factory.Close is bounded even when a monitor is stuck in a dial function
+// that ignores its context: it returns after MonitorConnectTimeout, and the
+// straggler ends when its dial does.
+func TestCloseIsBoundedWithAStuckMonitorDial(t *testing.T) {
+	t.Parallel()
+	cfg, _ := poolConfig(t, pgtest.DSN(t), "sslmode=disable")
+	base := cfg.ConnConfig.DialFunc
+	release := make(chan struct{})
+	var dials atomic.Int64
+	var stuck sync.WaitGroup
+	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if dials.Add(1) == 1 {
+			return base(ctx, network, addr) // the pool's first connection
+		}
+		stuck.Add(1)
+		defer stuck.Done()
+		<-release // ignores ctx
+		return nil, errors.New("released")
+	}
+	t.Cleanup(func() { close(release); stuck.Wait() })
+	f := newFactory(t, holdfast.WithBlueGreen(bluegreen.Config{MonitorConnectTimeout: 300 * time.Millisecond}))
+	pool := newPool(t, f, cfg)
+	if err := pool.Ping(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	f.Close()
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("Factory.Close took %v with a stuck monitor dial, want about MonitorConnectTimeout (300 ms)", took)
+	}
 }

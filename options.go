@@ -178,11 +178,12 @@ func WithLogger(l *slog.Logger) Option {
 // package bluegreen) for every pool the factory configures. The zero
 // bluegreen.Config works: every zero field takes its documented default.
 // When c.Logger is nil and WithLogger was given, the factory's logger is
-// used (else slog.Default()).
+// used (else nothing is logged).
 //
-// Configure then starts two monitor goroutines per pool, each with its own
-// connection outside the pool: call Factory.Close when the pools are closed
-// to stop them (Factory.BlueGreen(pool).Close stops one pool's). The
+// Each pool then gets two monitor goroutines, each with its own connection
+// outside the pool, started when the pool first connects: call
+// Factory.Close when the pools are closed to stop them
+// (Factory.BlueGreen(pool).Close stops one pool's). The
 // factory's classifier also learns the package's errors (bluegreen.Rule): a
 // wait that reached its bound is Transient, a rejected green host name
 // Fatal.

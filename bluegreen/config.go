@@ -83,7 +83,7 @@ type Config struct {
 	// readiness line and the switchover summary (Info), metadata
 	// anomalies (Warn) and monitor errors (Debug), each before
 	// Router.Status shows it (its handler must not call the Router).
-	// Default slog.Default().
+	// Default: discard — a library writes no log line unless asked to.
 	Logger *slog.Logger
 
 	// Observer, when set, receives the Router's telemetry: phase changes,
@@ -141,7 +141,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.ID = DefaultID
 	}
 	if c.Logger == nil {
-		c.Logger = slog.Default()
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c, nil
 }

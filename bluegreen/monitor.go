@@ -21,6 +21,7 @@ type monitor struct {
 	gen        uint64
 	conn       *pgx.Conn
 	engine     meta.Engine // detected metadata; EngineAuto: not (yet) found
+	noArg      bool        // the metadata function takes no argument
 	target     string      // host to read from; "" = the pool's host
 	targetPort uint16
 	failures   int  // consecutive polls without a result
@@ -153,19 +154,19 @@ func (m *monitor) read(ctx context.Context, o *switchover.Observation) {
 	qctx, cancel := context.WithTimeout(ctx, m.r.cfg.MonitorQueryTimeout)
 	defer cancel()
 	if m.engine == meta.EngineAuto {
-		e, err := meta.Detect(qctx, m.conn, meta.Engine(m.r.cfg.Engine))
+		src, err := meta.Detect(qctx, m.conn, meta.Engine(m.r.cfg.Engine))
 		if err != nil {
 			o.Kind, o.Err = switchover.KindFailed, err
 			m.dropBroken(err)
 			return
 		}
-		if e == meta.EngineAuto {
+		if src.Engine == meta.EngineAuto {
 			o.Kind = switchover.KindAbsent
 			return
 		}
-		m.engine = e
+		m.engine, m.noArg = src.Engine, src.NoArg
 	}
-	rows, bad, err := meta.Read(qctx, m.conn, m.engine)
+	rows, bad, err := meta.Read(qctx, m.conn, meta.Source{Engine: m.engine, NoArg: m.noArg})
 	if err != nil {
 		if meta.IsAbsent(err) {
 			m.engine = meta.EngineAuto

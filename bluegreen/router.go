@@ -306,7 +306,9 @@ func (r *Router) start() {
 }
 
 // Close stops and joins the monitors and the switchover timer, and returns
-// the routing to plain host names, releasing every suspended caller. It is
+// the routing to plain host names, releasing every suspended caller. It
+// waits at most Config.MonitorConnectTimeout (a monitor stuck in a dial
+// function that ignores its context is left to end by itself). It is
 // idempotent and safe to call at any time; the pool keeps working.
 func (r *Router) Close() {
 	if r == nil {
@@ -321,9 +323,28 @@ func (r *Router) Close() {
 		close(r.stopped)
 		r.publish(switchover.Idle(r.st.Gen, r.st.Phase))
 		r.mu.Unlock()
-		r.wg.Wait()
+		r.join()
 		r.notifyStatus()
 	})
+}
+
+// join waits for the monitors and the timer, which stop at once when their
+// context is canceled, unless one is inside a dial function that ignores
+// its context: Close then returns after MonitorConnectTimeout and the
+// straggler ends when its dial does.
+func (r *Router) join() {
+	done := make(chan struct{})
+	go func() { // ends when the monitors do
+		r.wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(r.cfg.MonitorConnectTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		r.cfg.Logger.Warn("bluegreen: a monitor did not stop within MonitorConnectTimeout; Close returns without it (a dial function that ignores its context?)")
+	}
 }
 
 // publish swaps in s if it routes differently, waking suspended callers.

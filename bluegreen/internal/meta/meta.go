@@ -27,10 +27,20 @@ const (
 // not documented.
 const clientID = "holdfast-bluegreen"
 
-// existsQuery checks for both functions at once. to_regprocedure returns
-// NULL, without an error, when the function or its schema does not exist.
-const existsQuery = `SELECT pg_catalog.to_regprocedure('` + AuroraFunction + `(text)') IS NOT NULL, ` +
-	`pg_catalog.to_regprocedure('` + RDSFunction + `(text)') IS NOT NULL`
+// existsQuery finds both functions by name, whatever the type of their
+// parameter (text, varchar, name) and whether they take one: for each, the
+// fewest arguments an overload takes, or NULL when there is none.
+const existsQuery = `SELECT ` + minArgs + `'pg_catalog' AND p.proname = 'get_blue_green_fast_switchover_metadata'), ` +
+	minArgs + `'rds_tools' AND p.proname = 'show_topology')`
+
+const minArgs = `(SELECT min(p.pronargs) FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = `
+
+// Source is the metadata function found on a server: its engine and
+// whether it is called without an argument (its only overload takes none).
+type Source struct {
+	Engine Engine
+	NoArg  bool
+}
 
 // Row is one parsed row of metadata.
 type Row struct {
@@ -118,33 +128,39 @@ func Truncate(s string, n int) string {
 	return s
 }
 
-// Detect returns which metadata function exists (EngineAuto: none), given
-// the wanted engine.
-func Detect(ctx context.Context, conn *pgx.Conn, want Engine) (Engine, error) {
-	var aurora, rds bool
+// Detect returns which metadata function exists (Engine EngineAuto: none),
+// given the wanted engine. It looks the functions up by name, so that a
+// parameter declared varchar or name, or none, is found too.
+func Detect(ctx context.Context, conn *pgx.Conn, want Engine) (Source, error) {
+	var aurora, rds *int
 	if err := conn.QueryRow(ctx, existsQuery, pgx.QueryExecModeSimpleProtocol).Scan(&aurora, &rds); err != nil {
-		return EngineAuto, err
+		return Source{}, err
 	}
 	switch {
-	case aurora && want != EngineRDS:
-		return EngineAurora, nil
-	case rds && want != EngineAurora:
-		return EngineRDS, nil
+	case aurora != nil && want != EngineRDS:
+		return Source{Engine: EngineAurora, NoArg: *aurora == 0}, nil
+	case rds != nil && want != EngineAurora:
+		return Source{Engine: EngineRDS, NoArg: *rds == 0}, nil
 	}
-	return EngineAuto, nil
+	return Source{}, nil
 }
 
-// Read reads the metadata of engine e. It returns the rows, the rows it
-// could not parse (as errors), or a query error.
-func Read(ctx context.Context, conn *pgx.Conn, e Engine) ([]Row, []error, error) {
+// Read reads the metadata of src. It returns the rows, the rows it could
+// not parse (as errors), or a query error.
+func Read(ctx context.Context, conn *pgx.Conn, src Source) ([]Row, []error, error) {
 	fn := AuroraFunction
-	if e == EngineRDS {
+	if src.Engine == EngineRDS {
 		fn = RDSFunction
 	}
 	// The simple protocol returns every column as text, so columns of any
 	// type (port as int4, int8 or text; version as text or numeric) parse
-	// alike.
-	rows, err := conn.Query(ctx, "SELECT * FROM "+fn+"($1)", pgx.QueryExecModeSimpleProtocol, clientID)
+	// alike; the argument goes as an untyped literal, which fits a text,
+	// varchar or name parameter.
+	query, args := "SELECT * FROM "+fn+"($1)", []any{pgx.QueryExecModeSimpleProtocol, clientID}
+	if src.NoArg {
+		query, args = "SELECT * FROM "+fn+"()", []any{pgx.QueryExecModeSimpleProtocol}
+	}
+	rows, err := conn.Query(ctx, query, args...)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,0 +1,81 @@
+package meta_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/holdfast-db/holdfast/bluegreen/internal/meta"
+	"github.com/holdfast-db/holdfast/fakes/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// The RDS metadata function is found by name whatever its parameter type
+// (text, varchar, name) or with none, and read in the form it takes: an
+// existence check on rds_tools.show_topology(text) alone reported a
+// varchar version "absent" and routed nothing.
+func TestDetectByName(t *testing.T) {
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	db := "meta_detect"
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP DATABASE "+db+" WITH (FORCE)") })
+	cfg, err := pgx.ParseConfig(pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Database = db
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA rds_tools"); err != nil {
+		t.Fatal(err)
+	}
+	const body = `RETURNS TABLE (id text, endpoint text, port int, role text, status text, version text) LANGUAGE sql AS
+		$$ SELECT 'db-1'::text, 'orders.abc.eu-west-1.rds.amazonaws.com'::text, 5432, 'BLUE_GREEN_DEPLOYMENT_SOURCE'::text, 'AVAILABLE'::text, '1.0'::text $$`
+	for _, tc := range []struct {
+		params string
+		noArg  bool
+	}{
+		{"(client text)", false},
+		{"(client varchar)", false},
+		{"(client name)", false},
+		{"()", true},
+	} {
+		if _, err := conn.Exec(ctx, "DROP FUNCTION IF EXISTS rds_tools.show_topology"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(ctx, fmt.Sprintf("CREATE FUNCTION rds_tools.show_topology%s %s", tc.params, body)); err != nil {
+			t.Fatal(err)
+		}
+		src, err := meta.Detect(ctx, conn, meta.EngineAuto)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if src.Engine != meta.EngineRDS || src.NoArg != tc.noArg {
+			t.Errorf("%s: Detect = %+v, want RDS, NoArg %v", tc.params, src, tc.noArg)
+			continue
+		}
+		rows, bad, err := meta.Read(ctx, conn, src)
+		if err != nil || len(bad) != 0 || len(rows) != 1 || rows[0].Status != "AVAILABLE" {
+			t.Errorf("%s: Read = %+v, %v, %v", tc.params, rows, bad, err)
+		}
+	}
+	if _, err := conn.Exec(ctx, "DROP SCHEMA rds_tools CASCADE"); err != nil {
+		t.Fatal(err)
+	}
+	if src, err := meta.Detect(ctx, conn, meta.EngineAuto); err != nil || src.Engine != meta.EngineAuto {
+		t.Errorf("without the function: Detect = %+v, %v; want absent", src, err)
+	}
+}
