@@ -27,6 +27,7 @@ type monitor struct {
 	failures   int  // consecutive polls without a result
 	connects   int  // connections opened
 	retarget   bool // the last poll moved to another host: poll again at once
+	corrected  bool // the host was corrected once in this generation
 	warned     map[string]bool
 }
 
@@ -88,6 +89,7 @@ func (m *monitor) reset(gen uint64) {
 	m.engine = meta.EngineAuto
 	m.target, m.targetPort = "", 0
 	m.failures = 0
+	m.corrected = false
 }
 
 func (m *monitor) disconnect() {
@@ -280,9 +282,18 @@ func retarget(cc *pgx.ConnConfig, host string, port uint16) {
 
 // correctHost moves the monitor to its role's endpoint when that endpoint
 // is another server than the one it reads from (how the green monitor,
-// which starts on the pool's blue host, reaches green).
+// which starts on the pool's blue host, reaches green). It does so once per
+// generation, as the AWS wrappers do: in POST green's metadata renames its
+// rows to the blue names, which during the switchover still lead to the
+// old blue server; following them would read old blue's metadata (frozen
+// at an earlier phase on some deployments: a false rollback) or bounce
+// between the servers.
 func (m *monitor) correctHost(ctx context.Context, v meta.View) {
-	if !v.Found || v.Endpoint == "" || v.Endpoint == meta.NormHost(m.host()) || meta.IsOld(v.Endpoint) {
+	if m.corrected || !v.Found || v.Endpoint == "" || meta.IsOld(v.Endpoint) {
+		return
+	}
+	if v.Endpoint == meta.NormHost(m.host()) {
+		m.corrected = true // already reading from its role's endpoint
 		return
 	}
 	lctx, cancel := context.WithTimeout(ctx, m.r.cfg.MonitorQueryTimeout)
@@ -292,6 +303,7 @@ func (m *monitor) correctHost(ctx context.Context, v meta.View) {
 		return // keep reading where we are
 	}
 	here, herePort := remoteIP(m.conn), remotePort(m.conn)
+	m.corrected = true
 	m.target = v.Endpoint
 	if v.Port > 0 && v.Port <= 65535 {
 		m.targetPort = uint16(v.Port)

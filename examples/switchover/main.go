@@ -133,7 +133,7 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 	o := defaultOptions()
 	fs := flag.NewFlagSet("switchover", flag.ContinueOnError)
 	fs.SetOutput(errOut)
-	scenario := fs.String("scenario", string(o.Scenario), "normal | rollback | dns-before-post | stuck | slow-dns")
+	scenario := fs.String("scenario", string(o.Scenario), "normal | rollback | dns-before-post | stuck | slow-dns | frozen-blue | frozen-blue-post")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "concurrent workers per pool")
 	fs.DurationVar(&o.Think, "think", o.Think, "pause between a worker's requests")
 	fs.DurationVar(&o.Warmup, "warmup", o.Warmup, "workload before the switchover starts")
@@ -189,6 +189,9 @@ type Result struct {
 	// Timeline is holdfast's switchover timeline (offsets from IN_PROGRESS).
 	Timeline []TimelineEvent `json:"timeline"`
 	Outcome  string          `json:"outcome,omitempty"` // holdfast's summary outcome, "" when none yet
+	// MonitorConnects counts the connections holdfast's two blue/green
+	// monitors opened during the run (a reconnect storm shows here).
+	MonitorConnects int `json:"monitor_connects"`
 	// Script is what the simulator did (offsets from IN_PROGRESS).
 	Script []TimelineEvent `json:"script"`
 
@@ -630,6 +633,9 @@ func measure(ctx context.Context, d *bluegreentest.Deployment, sres bluegreentes
 	res.InProgressMS = ms(end.Sub(anchor))
 	for _, e := range sres.Events {
 		res.Script = append(res.Script, TimelineEvent{Event: e.Name, OffsetMS: ms(e.Time.Sub(anchor))})
+	}
+	for _, m := range r.Status().Monitors {
+		res.MonitorConnects += m.Connects
 	}
 	if s, ok := r.LastSummary(); ok {
 		res.Outcome = s.Outcome.String()

@@ -66,6 +66,10 @@ func TestSwitchover(t *testing.T) {
 		{scenario: bluegreentest.ScenarioNormal, primary: "green", outcome: "COMPLETED", event: "POST", readOnly: true, sql: true},
 		{scenario: bluegreentest.ScenarioRollback, primary: "blue", outcome: "ROLLED BACK", event: "ROLLED BACK"},
 		{scenario: bluegreentest.ScenarioStuck, primary: "green", event: "Traffic released on blue DNS update", readOnly: true},
+		// Old blue's metadata frozen while green proceeds and renames: no
+		// false rollback, no reconnect storm between the servers.
+		{scenario: bluegreentest.ScenarioFrozenBlue, primary: "green", outcome: "COMPLETED", event: "POST", readOnly: true},
+		{scenario: bluegreentest.ScenarioFrozenBluePost, primary: "green", outcome: "COMPLETED", event: "POST", readOnly: true},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.scenario), func(t *testing.T) {
@@ -140,6 +144,9 @@ func (tt scenarioTest) check(ctx context.Context, t *testing.T, env *bluegreente
 	}
 	if !hasEvent(res.Timeline, tt.event) {
 		t.Errorf("holdfast timeline lacks %q: %+v", tt.event, res.Timeline)
+	}
+	if res.MonitorConnects >= 10 {
+		t.Errorf("holdfast's monitors opened %d connections, want fewer than 10 (a reconnect storm)", res.MonitorConnects)
 	}
 	if res.InProgressMS <= 0 {
 		t.Fatalf("no IN_PROGRESS window measured: %+v", res.Script)

@@ -58,6 +58,7 @@ type Deployment struct {
 	status  string
 	renamed bool
 	noSrc   bool
+	frozen  bool // blue's metadata is no longer written (FreezeBlue)
 }
 
 var validName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,40}$`)
@@ -184,10 +185,22 @@ func (d *Deployment) write(ctx context.Context) error {
 	var wg sync.WaitGroup
 	var errs [2]error
 	for i, m := range []*Metadata{d.Blue, d.Green} {
+		if i == 0 && d.frozen {
+			continue
+		}
 		wg.Go(func() { errs[i] = m.SetRows(ctx, rows...) })
 	}
 	wg.Wait()
 	return errors.Join(errs[0], errs[1])
+}
+
+// FreezeBlue stops writing blue's metadata: old blue keeps showing what it
+// shows now while green's goes on (ScenarioFrozenBlue). ResetDNS does not
+// undo it; a new Deployment starts unfrozen.
+func (d *Deployment) FreezeBlue() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.frozen = true
 }
 
 // SetStatus writes status into every row, on both servers ("" empties the

@@ -34,11 +34,20 @@ const (
 	// for tens of seconds after POST (Timings.BlueDNS defaults to 20 s), past
 	// COMPLETED.
 	ScenarioSlowDNS Scenario = "slow-dns"
+	// ScenarioFrozenBlue: as normal, but old blue's metadata stays at
+	// SWITCHOVER_IN_PROGRESS while green's goes on (renamed in POST, then
+	// COMPLETED): a case seen on real deployments. A client that reads the
+	// old blue server after POST sees an earlier phase.
+	ScenarioFrozenBlue Scenario = "frozen-blue"
+	// ScenarioFrozenBluePost: as ScenarioFrozenBlue, frozen at
+	// SWITCHOVER_IN_POST_PROCESSING (before the names swap).
+	ScenarioFrozenBluePost Scenario = "frozen-blue-post"
 )
 
 // Scenarios lists every scenario.
 func Scenarios() []Scenario {
-	return []Scenario{ScenarioNormal, ScenarioRollback, ScenarioDNSBeforePost, ScenarioStuck, ScenarioSlowDNS}
+	return []Scenario{ScenarioNormal, ScenarioRollback, ScenarioDNSBeforePost, ScenarioStuck, ScenarioSlowDNS,
+		ScenarioFrozenBlue, ScenarioFrozenBluePost}
 }
 
 // Timings of a switchover script. Zero fields take the defaults, a real
@@ -106,6 +115,8 @@ const (
 	ScriptSourceDropped  = "SOURCE rows removed"                 // with COMPLETED
 	ScriptMetadataEmpty  = "metadata empty"                      // the end of the deployment
 	ScriptRolledBack     = "rolled back"                         // blue writable again, status AVAILABLE
+
+	ScriptBlueMetadataFrozen = "blue metadata frozen" // ScenarioFrozenBlue(Post): blue's metadata stops changing
 )
 
 // ScriptEvent is one step of a switchover script, when it was done.
@@ -238,6 +249,10 @@ func (s *script) run(ctx context.Context, t Timings) error {
 	if err := s.status(ctx, StatusInProgress); err != nil {
 		return err
 	}
+	if s.cfg.Scenario == ScenarioFrozenBlue {
+		d.FreezeBlue()
+		s.event(ScriptBlueMetadataFrozen)
+	}
 	inProgress := time.Now()
 	if err := s.closeBlue(ctx); err != nil {
 		return err
@@ -285,6 +300,10 @@ func (s *script) run(ctx context.Context, t Timings) error {
 		if err := s.status(ctx, StatusPostProcessing); err != nil {
 			return err
 		}
+	}
+	if s.cfg.Scenario == ScenarioFrozenBluePost {
+		d.FreezeBlue()
+		s.event(ScriptBlueMetadataFrozen)
 	}
 	post := time.Now()
 	if err := s.reopenBlue(ctx, false); err != nil {
