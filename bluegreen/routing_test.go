@@ -303,6 +303,16 @@ func TestRoutingPerPhase(t *testing.T) {
 				routes: map[string]switchover.Action{blueC: switchover.SuspendUntilFound, blueR: switchover.SuspendUntilFound, blueI: switchover.SuspendUntilFound}},
 		},
 		{
+			name: "POST lets a blue name with no green counterpart through",
+			script: func(h *harness) {
+				h.hosts[meta.RoleTarget] = []string{greenC} // green has no instance endpoint
+				inPost(h)
+			},
+			want: want{phase: Post, drop: []string{blueIP},
+				routes: map[string]switchover.Action{blueC: switchover.Substitute, blueR: switchover.Substitute, greenC: switchover.Substitute, greenR: switchover.Substitute},
+				addrs:  toGreen},
+		},
+		{
 			name: "POST finds a green address learned after PREPARATION",
 			script: func(h *harness) {
 				h.dns[greenC], h.dns[greenR], h.dns[greenI] = "", "", ""

@@ -128,6 +128,12 @@ func Decide(st *State, poolHosts []string) *Snapshot {
 		if !st.BlueDNSUpdated {
 			for _, b := range blue {
 				g := st.mapping[b]
+				if g == "" {
+					// No green counterpart (an instance that green does
+					// not have): let it through, as the AWS wrappers do,
+					// rather than hold it for ConnectTimeout.
+					continue
+				}
 				if ip := st.greenAddr(g, st.startIPs); ip != "" {
 					s.Routes[b] = Route{Action: Substitute, Addr: ip, Port: portOf(st, g)}
 				} else {
