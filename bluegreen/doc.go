@@ -158,6 +158,7 @@
 // addresses:
 //
 //	level=INFO msg="bluegreen: target topology recognized" bgd_id=1 mapping="orders.cluster-abcdefghijkl.us-east-1.rds.amazonaws.com (10.0.1.17) -> orders-green-abc123.cluster-abcdefghijkl.us-east-1.rds.amazonaws.com (10.0.2.41), ..."
+//
 // [Router.Status] gives the phase, the routing, the mapping,
 // the timeline and the monitors at any time, for readiness endpoints and
 // dashboards, and [Router.Changed] signals its changes.
