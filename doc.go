@@ -67,9 +67,10 @@
 // ran out fails with a [*ConnectError] that wraps a *retry.Error.
 //
 // [Factory.Acquire] is pool.Acquire plus a request-scope retry of what the
-// connection layer leaves over. It retries an authentication failure with
-// 28P01 once with a fresh token (pgx reports 28P01 without trying again),
-// and any other transient failure that reaches it unretried. A failure
+// connection layer leaves over. With a password function, it retries an
+// authentication failure 28P01 once with a fresh token (pgx reports 28P01
+// without trying again). It retries any other transient failure that
+// reaches it unretried. A failure
 // already retried below it is returned as it is, so retries never multiply
 // across layers. [Factory.Start], and so NewPool and sqldb.Open, retries the
 // first connection under the more patient startup policy. It does retry a
@@ -103,7 +104,7 @@
 //	                                                                            integration's and the built-in ones
 //	WithBlueGreen(c)             off                                            RDS/Aurora switchover routing
 //	WithLogger(l)                discard                                        the log lines below
-//	WithPoolName(name)           "host:port/database"                           holdfast.pool, pool.name
+//	WithPoolName(name)           none; pool.name is "host:port/database"        holdfast.pool, pool.name
 //	WithMeterProvider(mp)        the global provider                            metrics
 //	WithTracerProvider(tp)       the global provider                            spans
 //	WithOperationDuration(b)     true                                           db.client.operation.duration
