@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
+	"log/slog"
+	"os"
+	"time"
 
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/bluegreen"
@@ -84,4 +88,121 @@ func ExampleFactory_Classify() {
 	// transient/sqlstate-57P03
 	// fatal/sqlstate-28P01
 	// fatal/unknown
+}
+
+// One factory per database, with the options a service usually sets. The
+// defaults are safe: bounded retries, and a retry budget of the factory's
+// own. The factory's classifier decides what its pools retry.
+func ExampleNew() {
+	f, err := holdfast.New(
+		holdfast.WithLogger(slog.New(slog.NewJSONHandler(os.Stderr, nil))),
+		holdfast.WithPoolName("orders"),
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close() // stops blue/green monitors, if any (WithBlueGreen)
+
+	for _, code := range []string{"53300", "57P03", "28P01", "42P01"} {
+		fmt.Println(code, f.Classify(&pgconn.PgError{Severity: "FATAL", Code: code}))
+	}
+	// Output:
+	// 53300 transient/sqlstate-53300
+	// 57P03 transient/sqlstate-57P03
+	// 28P01 fatal/sqlstate-28P01
+	// 42P01 fatal/sqlstate-42P01
+}
+
+// NewPool replaces pgxpool.NewWithConfig: it configures cfg, builds the
+// pool and makes its first connection under the startup policy. Every path
+// of the pool it returns is protected, so the rest of the service is
+// unchanged. (It needs a database, so this example is compiled, not run.)
+func ExampleFactory_NewPool() {
+	ctx := context.Background()
+	f, err := holdfast.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+
+	cfg, err := pgxpool.ParseConfig(os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	cfg.MaxConns = 20 // your settings and hooks, as before: holdfast chains them
+	pool, err := f.NewPool(ctx, cfg)
+	if err != nil {
+		var se *holdfast.StartupError
+		if errors.As(err, &se) && se.Verdict.Retryable() {
+			log.Fatalf("database unreachable for now: %v", err) // report not-ready, try again later
+		}
+		log.Fatal(err) // a mistake to fix: permission, database name, TLS
+	}
+	defer pool.Close()
+
+	var now time.Time
+	if err := pool.QueryRow(ctx, "SELECT now()").Scan(&now); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// When the database cannot be reached, NewPool fails within the startup
+// policy with a *holdfast.StartupError whose Verdict says whether to try
+// again later. Here every dial is refused, with 1ns backoffs.
+func ExampleFactory_NewPool_unreachable() {
+	fast := retry.Default()
+	fast.InitialInterval, fast.MaxInterval = time.Nanosecond, time.Nanosecond
+	f, err := holdfast.New(holdfast.WithRetryPolicy(fast), holdfast.WithStartupPolicy(fast))
+	if err != nil {
+		log.Fatal(err)
+	}
+	cfg, err := pgxpool.ParseConfig("postgres://app@db.internal:5432/app?sslmode=disable")
+	if err != nil {
+		log.Fatal(err)
+	}
+	refused := fakes.NewConnector("", fakes.Refused().Forever())
+	cfg.ConnConfig.DialFunc = refused.Dial
+	cfg.ConnConfig.LookupFunc = func(context.Context, string) ([]string, error) { return []string{"192.0.2.1"}, nil }
+
+	_, err = f.NewPool(context.Background(), cfg)
+	var se *holdfast.StartupError
+	fmt.Println(errors.As(err, &se), se.Verdict, errors.Is(err, holdfast.ErrStartup))
+	fmt.Println("dials:", refused.Attempts()) // 3 startup attempts, each a connection of 3 dials
+	// Output:
+	// true transient/conn-refused true
+	// dials: 9
+}
+
+// Factory.Acquire is pool.Acquire with a request-scope retry of what a
+// connection's own retries leave over: an authentication failure 28P01
+// retried once with a fresh token (WithPasswordFunc), and any other
+// transient failure that reaches it unretried. Failures already retried
+// while connecting are returned as they are. (It needs a database, so this
+// example is compiled, not run.)
+func ExampleFactory_Acquire() {
+	ctx := context.Background()
+	tokens := func(ctx context.Context) (string, error) { return os.Getenv("DB_TOKEN"), nil } // an IAM token source
+	f, err := holdfast.New(holdfast.WithPasswordFunc(tokens))
+	if err != nil {
+		log.Fatal(err)
+	}
+	cfg, err := pgxpool.ParseConfig(os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	pool, err := f.NewPool(ctx, cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+
+	conn, err := f.Acquire(ctx, pool)
+	if err != nil {
+		v := f.Classify(err)
+		log.Fatalf("acquire: %v (%v)", err, v) // v.Retryable(): answer 503 and let the client retry
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "SELECT 1"); err != nil {
+		log.Fatal(err)
+	}
 }

@@ -100,9 +100,9 @@ func newPool(t *testing.T, f *holdfast.Factory, cfg *pgxpool.Config) *pgxpool.Po
 	return pool
 }
 
-// Seed test plan (a): a transient failure on the first attempt, success on
-// the second: one connection, two dial attempts. (cloudsql's tests play the
-// plan's Cloud SQL token-fetch 503.)
+// A transient failure on the first attempt, success on the second: one
+// connection, two dial attempts. (cloudsql's tests play the same case with
+// the Cloud SQL token-fetch 503.)
 func TestTransientDialFailureIsAbsorbed(t *testing.T) {
 	t.Parallel()
 	cfg, addr := poolConfig(t, pgtest.DSN(t), "sslmode=disable")
@@ -121,7 +121,7 @@ func TestTransientDialFailureIsAbsorbed(t *testing.T) {
 	}
 }
 
-// Seed test plan (a), second half: the failure comes from the password func.
+// The same, when the failure comes from the password func.
 func TestTransientPasswordFailureIsAbsorbed(t *testing.T) {
 	t.Parallel()
 	cfg, addr := poolConfig(t, pgtest.DSN(t), "sslmode=disable")
@@ -141,7 +141,7 @@ func TestTransientPasswordFailureIsAbsorbed(t *testing.T) {
 	}
 }
 
-// Seed test plan (b): a permission error is tried exactly once and fails at
+// A permission error is tried exactly once and fails at
 // once, unwrapping to its cause.
 func TestPermissionErrorsAreNotRetried(t *testing.T) {
 	t.Parallel()
@@ -216,7 +216,7 @@ func (q *queryCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.T
 }
 func (q *queryCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-// Seed test plan (c): a bad query is never retried.
+// A bad query is never retried.
 func TestBadQueryIsNotRetried(t *testing.T) {
 	t.Parallel()
 	cfg, _ := poolConfig(t, pgtest.DSN(t), "sslmode=disable")
@@ -256,7 +256,7 @@ func (h signalHandler) Handle(_ context.Context, r slog.Record) error {
 func (h signalHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h signalHandler) WithGroup(string) slog.Handler      { return h }
 
-// Seed test plan (d): cancelling the context stops a retry loop at once.
+// Cancelling the context stops a retry loop at once.
 func TestCancelStopsRetryLoop(t *testing.T) {
 	t.Parallel()
 	cfg, addr := poolConfig(t, pgtest.DSN(t), "sslmode=disable")
@@ -302,7 +302,7 @@ func TestCancelStopsRetryLoop(t *testing.T) {
 	pool.Close()
 }
 
-// Seed test plan (e): during an outage (every dial reset), 200 concurrent
+// During an outage (every dial reset), 200 concurrent
 // Acquires make at most their first attempts plus what the retry budget
 // allows.
 func TestRetryBudgetCapsAnOutage(t *testing.T) {

@@ -33,7 +33,8 @@ func withPassword(t *testing.T, dsn string) string {
 	return "postgres://postgres:" + secretPassword + "@" + strings.TrimPrefix(dsn, user)
 }
 
-// The scenarios of the issue, and an authentication failure and a failed
+// The telemetry scenarios (resets, a permission failure, an exhausted
+// retry, a budget rejection), an authentication failure and a failed
 // startup, run with a distinctive password and IAM token: neither may
 // appear in any log line, span (name, attribute, event, status), metric
 // attribute or returned error.

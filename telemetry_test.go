@@ -38,7 +38,8 @@ func otelPoolConfig(t *testing.T, dsn string, extra ...string) (*pgxpool.Config,
 	return cfg, addr, port
 }
 
-// The four scenarios of the issue, through Factory.Acquire (connections
+// Four scenarios (a reset then a success, a permission failure, an
+// exhausted retry, a budget rejection), through Factory.Acquire (connections
 // made while serving: stage pool-growth), with exact instruments, units,
 // attributes and values; the connect span with one event per attempt; the
 // log lines.

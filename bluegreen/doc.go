@@ -33,10 +33,29 @@
 //	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 //
 // The database user needs to read the metadata: on RDS PostgreSQL, CREATE
-// EXTENSION rds_tools and GRANT USAGE ON SCHEMA rds_tools and EXECUTE on its
-// functions; on Aurora PostgreSQL nothing. On an engine without the
+// EXTENSION rds_tools and, for a user that is not the administrator, GRANT
+// USAGE ON SCHEMA rds_tools and GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA
+// rds_tools; on Aurora PostgreSQL nothing. On an engine without the
 // metadata the Router finds it absent and routes nothing, at the cost of two
 // idle monitor connections and an existence check per BaselineInterval.
+//
+// # Defaults
+//
+// Every zero field of [Config] takes its default (the Default* constants:
+// those of the AWS Advanced JDBC Wrapper's blue/green plugin, and monitor
+// timeouts, which it does not have):
+//
+//	field                  default  meaning
+//	ID                     "1"      names the deployment in logs ("[bgdId: '1']")
+//	ConnectTimeout         30s      longest wait of a held connect, Acquire or statement (the caller's context bounds it too)
+//	SwitchoverTimeout      180s     after PREPARATION, give up on the switchover and route normally, whatever the metadata says
+//	BaselineInterval       60s      polling while no deployment exists (NOT_CREATED)
+//	IncreasedInterval      1s       polling while a deployment exists (CREATED)
+//	HighInterval           100ms    polling from PREPARATION until the switchover has settled, and while a monitor reconnects
+//	MonitorConnectTimeout  10s      each monitor connection attempt
+//	MonitorQueryTimeout    10s      each monitor query and DNS lookup
+//	Engine                 auto     Aurora's function if it exists, else RDS's
+//	Logger                          the factory's (holdfast.WithLogger), else slog.Default()
 //
 // # Monitors
 //
@@ -52,10 +71,13 @@
 //
 // Both monitors start on the pool's host; the green one moves to the green
 // endpoint once the metadata names it. They connect with a copy of the
-// pool's connection config (credentials, TLS, DialFunc, LookupFunc), run
-// through the pool's BeforeConnect hooks, without target_session_attrs
-// (green is read-only before the switch) and without the pool's tracer,
-// with their own connect and query timeouts. A monitor whose connection
+// pool's connection config (credentials, TLS, DialFunc, LookupFunc),
+// without target_session_attrs (green is read-only before the switch) and
+// without the pool's tracer, with application_name
+// "holdfast-bluegreen-monitor" and their own connect and query timeouts.
+// With holdfast they dial through the factory's dial path and fetch the
+// factory's password, and never run the pool's own BeforeConnect; with
+// [New], they run the BeforeConnect that was on the config before it. A monitor whose connection
 // breaks reconnects with a backoff that starts at HighInterval. They poll
 // every BaselineInterval (60 s) while no deployment exists, every
 // IncreasedInterval (1 s) once one exists, and every HighInterval (100 ms)
@@ -103,8 +125,12 @@
 // and a statement on one in use fails with a [*DroppedError]. A held
 // caller wakes when the routing changes, never on a poll, and waits at
 // most Config.ConnectTimeout (30 s) and its context: then it fails with a
-// [*SuspendError], which is retryable. A rejected connection fails at once
-// with a [*RejectError]. [Rule] classifies the three for package classify.
+// [*SuspendError]. Nothing was sent, so it is Transient, but
+// holdfast.Factory.Acquire does not wait it out a second time: the bound is
+// the caller's whole wait. A rejected connection fails at once with a
+// [*RejectError] (Fatal). A [*DroppedError] is Transient: the transaction
+// did not commit, so retry it whole. [Rule] classifies the three for
+// package classify.
 //
 // IN_PROGRESS is released early when blue DNS already points at green.
 // A switchover timer (SwitchoverTimeout, 180 s from PREPARATION) ends the
@@ -125,11 +151,26 @@
 // are ignored, so that a stuck status or a server whose metadata lags does
 // not start the same switchover again.
 //
-// Before a switchover, once the green side is mapped, the Router logs a
-// one-time "target topology recognized" line with the blue → green mapping
-// and addresses. [Router.Status] gives the phase, the routing, the mapping,
+// The summary's log line has the message "bluegreen: switchover COMPLETED"
+// (or ROLLED BACK, TIMED OUT) and the table of [Summary.String] in its
+// summary attribute. Before a switchover, once the green side is mapped,
+// the Router logs a one-time line with the blue → green mapping and
+// addresses:
+//
+//	level=INFO msg="bluegreen: target topology recognized" bgd_id=1 mapping="orders.cluster-abcdefghijkl.us-east-1.rds.amazonaws.com (10.0.1.17) -> orders-green-abc123.cluster-abcdefghijkl.us-east-1.rds.amazonaws.com (10.0.2.41), ..."
+//
+// [Router.Status] gives the phase, the routing, the mapping,
 // the timeline and the monitors at any time, for readiness endpoints and
 // dashboards, and [Router.Changed] signals its changes.
+//
+// # Testing without AWS
+//
+// Package fakes/bluegreentest runs a blue and a green PostgreSQL on one
+// machine, with the real metadata functions and a fake DNS, and plays whole
+// switchovers: a normal one, a rollback, DNS moving before POST, a status
+// stuck in IN_PROGRESS, slow DNS. holdfast's own tests drive the Router
+// through each of them; examples/switchover runs a workload through one,
+// with a plain pgxpool next to a holdfast pool.
 //
 // # Differences from the AWS Go wrapper
 //

@@ -3,14 +3,14 @@
 //
 // holdfast retries new connections only when a later attempt could succeed:
 // a refused or reset TCP connection, a server that is restarting or switching
-// over, a Cloud SQL Admin API or IAM token endpoint answering 503. Mistakes
-// (a wrong password or IAM role, a missing database or instance, a bad
-// instance connection name, bad SQL, a constraint violation) are surfaced at
-// once, and so is anything this package does not recognise: unknown errors
-// are [Fatal].
+// over, a token endpoint answering 503. Mistakes (a wrong password or role,
+// a missing database, bad SQL, a constraint violation) are surfaced at once,
+// and so is anything this package does not recognise: unknown errors are
+// [Fatal].
 //
 // [Classify] applies the built-in rules; [New] builds a [Classifier] that
-// tries user [Rule]s first. Both return a [Verdict] holding a [Class] and a
+// tries user [Rule]s first, and [Classifier.WithTypes] teaches it error
+// types of other packages. Both return a [Verdict] holding a [Class] and a
 // short machine-readable Reason that never contains error message text.
 //
 //	v := classify.Classify(err)
@@ -22,8 +22,7 @@
 //
 // Decisions are made from error types, sentinel identities, SQLSTATE codes
 // and HTTP status codes only, never from message text; Classify never calls
-// Error on the errors it examines (some, such as *auth.Error without a
-// Response, panic there). It walks the whole wrapped tree itself, following
+// Error on the errors it examines (some third-party errors panic there). It walks the whole wrapped tree itself, following
 // Unwrap() error and Unwrap() []error (errors.Join, and the per-host errors
 // inside a *pgconn.ConnectError), and honouring Is and As methods the way
 // [errors.Is] and [errors.As] do. A typed nil pointer in the tree is skipped
@@ -43,14 +42,17 @@
 //     stop. This is checked before timeouts because pgconn reports a
 //     canceled context as a "timeout" too.
 //  3. A TLS certificate verification failure anywhere → {Fatal,
-//     "tls-verification"}. This beats the network and DialError rules, so a
-//     cloudsqlconn DialError wrapping a bad server certificate is Fatal.
-//  4. *errtype.ConfigError anywhere → {Fatal, "cloudsql-config"}.
-//  5. All other recognised causes are collected (table below). A wrapper
-//     such as *errtype.RefreshError, *errtype.DialError, *auth.Error,
-//     *googleapi.Error, *net.DNSError or *net.OpError is decided by the
-//     causes recognised inside it, and only falls back to its own verdict when
-//     none is: the innermost, most specific error gives the Reason. If any
+//     "tls-verification"}. This beats the network rules and every
+//     [TypeRule], so a connector's dial error wrapping a bad server
+//     certificate is Fatal.
+//  4. A [TypeRule] of kind [Misconfiguration] anywhere (package cloudsql
+//     makes the Cloud SQL connector's *errtype.ConfigError one: {Fatal,
+//     "cloudsql-config"}).
+//  5. All other recognised causes are collected (tables below). A wrapper,
+//     such as *net.DNSError, *net.OpError or a TypeRule of kind [Wrapper],
+//     is decided by the causes recognised inside it, and only falls back to
+//     its own verdict when none is: the innermost, most specific error gives
+//     the Reason. If any
 //     collected cause is Fatal, the first Fatal one is the verdict (fail
 //     safe: when pgx tried several hosts and one refused the connection while
 //     another rejected the password, retrying will not help); otherwise the
@@ -147,62 +149,26 @@
 // and 40P01 (deadlock_detected) call for retrying the whole transaction on
 // the caller's side, which only the caller can do safely, so they are Fatal
 // here. 28000 is Fatal even though RDS IAM authentication reports an expired
-// token with it; mint a fresh token or add a [Rule] if you need one retry.
+// token with it: holdfast gives it one more attempt with a fresh token
+// itself, outside this package.
 //
-// # Google Cloud and Cloud SQL connector errors
+// # Error types of other packages
 //
-//	| Error                                         | Class     | Reason                      |
-//	|-----------------------------------------------|-----------|-----------------------------|
-//	| *errtype.ConfigError                          | Fatal     | cloudsql-config             |
-//	| *errtype.RefreshError                         | its cause | its cause's Reason          |
-//	| *errtype.RefreshError, nil Err                | Transient | cloudsql-refresh            |
-//	| *errtype.DialError                            | its cause | its cause's Reason          |
-//	| *errtype.DialError, nil Err                   | Transient | cloudsql-dial               |
-//	| *errtype.ResourceExhaustedError               | Transient | cloudsql-resource-exhausted |
-//	| *googleapi.Error 408, 429, 500–599            | Transient | admin-api-<code>            |
-//	| *googleapi.Error 400                          | Fatal     | bad-request                 |
-//	| *googleapi.Error 401, 403                     | Fatal     | permission-denied           |
-//	| *googleapi.Error 404                          | Fatal     | instance-not-found          |
-//	| *googleapi.Error, other codes                 | Fatal     | admin-api-<code>            |
-//	| *oauth2.RetrieveError, invalid_grant          | Fatal     | token-invalid-grant         |
-//	| token error 408, 429, 500–599                 | Transient | token-fetch-<code>          |
-//	| token error 400, 401, 403                     | Fatal     | token-denied                |
-//	| token error, other codes                      | Fatal     | token-fetch-<code>          |
-//	| token error without a Response                | Fatal     | token-error                 |
-//
-// "Token error" means *oauth2.RetrieveError (Response.StatusCode),
-// *auth.Error (Response.StatusCode) and *metadata.Error (Code). A
-// RefreshError or DialError whose cause is not recognised is Fatal "unknown".
-//
-// The connector's own chains (of the cloudsqlconn version in go.mod;
-// cloudsql's TestConnectorVersion fails when it changes) are handled, for
-// example:
-//
-//	fmt "failed to get instance" → *errtype.RefreshError → *googleapi.Error{503}   → Transient admin-api-503
-//	fmt → *errtype.RefreshError → *auth.Error → *oauth2.RetrieveError{503}           → Transient token-fetch-503
-//	fmt → *errtype.RefreshError → *url.Error → fmt → *metadata.Error{503}            → Transient token-fetch-503
-//	*errtype.DialError → Join[*net.OpError → *os.SyscallError → ECONNREFUSED]        → Transient conn-refused
-//	*errtype.DialError → *errtype.DialError → *tls.CertificateVerificationError      → Fatal tls-verification
-//
-// cloudsqlconn.ErrDialerClosed is Fatal like every unknown error, with Reason
-// "unknown". To report it as "dialer-closed", and to make it win over
-// transient causes joined with it, add a rule:
-//
-//	c := classify.New(classify.Sentinel(cloudsqlconn.ErrDialerClosed,
-//		classify.Verdict{Class: classify.Fatal, Reason: classify.ReasonDialerClosed}))
-//
-// This package does not import the cloudsqlconn root package: it pulls in
-// about 330 packages (gRPC, OpenCensus, OpenTelemetry) and starts an
-// OpenCensus goroutine at init. It imports only the small errtype, googleapi,
-// auth, oauth2 and metadata packages.
-//
-// The connector already retries Admin API 5xx answers about five times
-// (5–8.5 s) before returning them, so callers should back off generously
-// after an admin-api-5xx verdict.
+// The built-in rules know no vendor's error types. A [TypeRule] recognises
+// one node of the tree by its type ([NodeAs] finds it without unwrapping),
+// and its [NodeKind] says how it ranks: a [Cause] decides for itself, a
+// [Wrapper] counts only when nothing inside it is recognised, a
+// [Misconfiguration] outranks every cause but cancellation and TLS
+// verification. [Classifier.WithTypes] adds TypeRules to a Classifier.
+// Package cloudsql's TypeRules cover Google's token and Admin API errors
+// and the Cloud SQL connector's, with their table; its Rules add the
+// connector's closed-dialer sentinel through [Sentinel]. Without them
+// those errors are Fatal "unknown".
 //
 // # User rules
 //
-// [New] takes [Rule]s that run, in order, before the built-in rules; the first
-// rule that returns ok=true decides. Use them to make your own error types
-// retryable or fatal, or to override a built-in row.
+// [New] takes [Rule]s that run, in order, before the built-in rules and the
+// TypeRules; the first rule that returns ok=true decides. Use them to make
+// your own errors retryable or fatal, or to override a built-in row. A Rule
+// sees the whole error and decides alone; a TypeRule takes part in the walk.
 package classify

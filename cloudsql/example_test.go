@@ -30,16 +30,13 @@ func Example() {
 	}
 	defer d.Close() // after the pool
 
-	// The user is the IAM principal; no password. sslmode does not matter:
-	// Configure turns pgx's TLS off, the connector encrypts.
-	cfg, err := pgxpool.ParseConfig("user=app@my-project.iam dbname=app")
+	f, err := holdfast.New(cloudsql.With(d, os.Getenv("INSTANCE_CONNECTION_NAME")))
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := cloudsql.Configure(cfg, d, os.Getenv("INSTANCE_CONNECTION_NAME")); err != nil {
-		log.Fatal(err)
-	}
-	f, err := holdfast.New(cloudsql.Options()...)
+	// The user is the IAM principal; no password. sslmode does not matter:
+	// the connector encrypts, and pgx's own TLS is turned off.
+	cfg, err := pgxpool.ParseConfig("user=app@my-project.iam dbname=app")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -49,14 +46,48 @@ func Example() {
 	}
 	defer pool.Close()
 
-	conn, err := f.Acquire(ctx, pool)
+	var now time.Time
+	if err := pool.QueryRow(ctx, "SELECT now()").Scan(&now); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// With makes the factory dial through the connector and turns pgx's own
+// TLS off for the pools it configures; bad arguments are an error from
+// holdfast.New.
+func ExampleWith() {
+	// A dialer with explicit credentials does no I/O until it dials. In
+	// production, let it find Application Default Credentials instead.
+	d, err := cloudsqlconn.NewDialer(context.Background(),
+		cloudsqlconn.WithTokenSource(oauth2.StaticTokenSource(&oauth2.Token{AccessToken: "t", Expiry: time.Now().Add(time.Hour)})),
+		cloudsqlconn.WithBuiltInMetrics(false))
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer conn.Release()
+	defer d.Close()
+
+	f, err := holdfast.New(cloudsql.With(d, "my-project:europe-west1:my-instance"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	cfg, err := pgxpool.ParseConfig("host=localhost user=app dbname=app sslmode=prefer")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := f.Configure(cfg); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("pgx TLS:", cfg.ConnConfig.TLSConfig != nil, "fallbacks:", len(cfg.ConnConfig.Fallbacks))
+
+	_, err = holdfast.New(cloudsql.With(nil, "my-project:europe-west1:my-instance"))
+	fmt.Println(errors.Is(err, cloudsql.ErrInvalidConfig), errors.Is(err, holdfast.ErrInvalidConfig))
+	// Output:
+	// pgx TLS: false fallbacks: 0
+	// true true
 }
 
-// Configure replaces pgx's dial function, host lookup and TLS settings.
+// Configure, for a pool without holdfast, replaces pgx's dial function,
+// host lookup and TLS settings.
 func ExampleConfigure() {
 	// A dialer with explicit credentials does no I/O until it dials. In
 	// production, let it find Application Default Credentials instead.

@@ -1,6 +1,7 @@
 package cloudsql_test
 
-// The seed test plan's Cloud SQL cases through a pool that holdfast
+// The core retry cases (a transient failure absorbed, a permission error
+// tried once), played with Cloud SQL's failures through a pool that holdfast
 // configures, with the connector's failures scripted by fakes/cloudsqltest's
 // steps instead of the real dialer (e2e_test.go plays them through the real
 // dialer). The factory classifies them with this package's rules, as With
@@ -66,7 +67,7 @@ func scriptedPool(t *testing.T, steps []fakes.Step, opts ...holdfast.Option) (*h
 	return f, pool, conn
 }
 
-// Seed test plan (a): a token-fetch 503 on the first attempt, success on the
+// A token-fetch 503 on the first attempt, success on the
 // second: one connection, two dial attempts.
 func TestScriptedTokenFetch503AtDialIsAbsorbed(t *testing.T) {
 	t.Parallel()
@@ -82,7 +83,7 @@ func TestScriptedTokenFetch503AtDialIsAbsorbed(t *testing.T) {
 	}
 }
 
-// Seed test plan (a), second half: the 503 comes from the IAM token func.
+// The same, when the 503 comes from the IAM token func.
 func TestScriptedTokenFetch503FromPasswordFuncIsAbsorbed(t *testing.T) {
 	t.Parallel()
 	src := fakes.NewPasswordSource("iam-token", fake.TokenFetch503(), fakes.Connect())
@@ -98,7 +99,7 @@ func TestScriptedTokenFetch503FromPasswordFuncIsAbsorbed(t *testing.T) {
 	}
 }
 
-// Seed test plan (b): the Admin API's 403 is tried exactly once and fails
+// The Admin API's 403 is tried exactly once and fails
 // at once, unwrapping to its cause.
 func TestScriptedForbiddenIsNotRetried(t *testing.T) {
 	t.Parallel()

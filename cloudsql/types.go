@@ -13,23 +13,12 @@ import (
 )
 
 // TypeRules returns the classification of Google's and the Cloud SQL
-// connector's error types, for classify.Classifier.WithTypes (the option
-// [With] installs them; so does holdfast.WithTypeRules). They take part in
+// connector's error types, for classify.Classifier.WithTypes ([With]
+// installs them, through holdfast.Integration.TypeRules). They take part in
 // classify's walk, so the innermost recognised cause still decides for its
-// wrapper (a refused connection inside a DialError is "conn-refused"):
-//
-//	*errtype.ConfigError         Fatal "cloudsql-config", outranking every cause but
-//	                             cancellation and TLS verification
-//	*oauth2.RetrieveError        ErrorCode "invalid_grant": Fatal "token-invalid-grant";
-//	*metadata.Error              408, 429, 5xx: Transient "token-fetch-<code>";
-//	*auth.Error (a wrapper)      400, 401, 403: Fatal "token-denied";
-//	                             other codes Fatal "token-fetch-<code>"; no Response: Fatal "token-error"
-//	*googleapi.Error (a wrapper) 408, 429, 5xx: Transient "admin-api-<code>"; 400 Fatal "bad-request";
-//	                             401, 403 Fatal "permission-denied"; 404 Fatal "instance-not-found";
-//	                             other codes Fatal "admin-api-<code>"
-//	*errtype.RefreshError        its cause; nil cause: Transient "cloudsql-refresh"
-//	*errtype.DialError           its cause; nil cause: Transient "cloudsql-dial"
-//	*errtype.ResourceExhaustedError  its cause, else Transient "cloudsql-resource-exhausted"
+// wrapper (a refused connection inside a DialError is "conn-refused"). The
+// table of what each type gives is in the package documentation, under
+// Classification.
 //
 // The rules never call Error on the errors they examine (auth.Error's
 // Error dereferences its Response).

@@ -55,8 +55,8 @@
 //
 // # With holdfast
 //
-// Install the Connector as the pool's dial function before the holdfast
-// Factory configures the pool, and give the PasswordSource to
+// Install the Connector as the pool's dial function (on the config, or
+// with holdfast.WithDialFunc), and give the PasswordSource to
 // holdfast.WithPasswordFunc:
 //
 //	cfg, err := pgxpool.ParseConfig(dsn)
@@ -68,10 +68,7 @@
 //	pw := fakes.NewPasswordSource("secret", fakes.Fail(reset))
 //	f, err := holdfast.New(holdfast.WithPasswordFunc(pw.Password))
 //	// ...
-//	if err := f.Configure(cfg); err != nil { /* ... */ }
-//	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-//	// ...
-//	conn, err := f.Acquire(ctx, pool) // retried through both failures
+//	pool, err := f.NewPool(ctx, cfg) // the first connection, retried through both failures
 //	// c.Attempts() == 3, pw.Attempts() == 2
 //
 // To test that a fatal error is surfaced at once, script it forever and
@@ -81,6 +78,15 @@
 //	c := fakes.NewConnector(target, fakes.Fail(denied).Forever())
 //	// ... connect, expect an error ...
 //	// c.Attempts() == 1
+//
+// # Related packages
+//
+// Package fakes/pgtest starts throwaway PostgreSQL servers for the
+// Connector to dial. Package fakes/cloudsqltest is a fake Cloud SQL that
+// the real connector dials, and defines the Cloud SQL steps above. Package
+// fakes/bluegreentest plays an RDS or Aurora blue/green switchover on one
+// machine. The load-balancer fakes, lb/f5/f5test and lb/a10/a10test, are in
+// the lb module.
 //
 // # Concurrency and cleanup
 //

@@ -39,7 +39,15 @@
 //	}
 //
 // Credentials and session tokens never appear in errors: device messages
-// are redacted.
+// are redacted. Sessions are logged out on every path (an F5 token holds
+// one of the user's 100 token slots), and an expired session is
+// re-established once, transparently.
+//
+// An F5 member with a pool and a port is a pool member; with neither, a
+// node (all its pools). An A10 member is a real server, or one of its ports.
+// A10 "disabled" maps to disable-with-health-check and "forced offline" to
+// disable. A10 service-group members are not supported: name the server
+// or its port.
 //
 // # Errors
 //
@@ -47,10 +55,11 @@
 // each type's doc says whether it is retryable: [*APIError] (a balancer
 // call), [*NotDrainedError], [*StateMismatchError], [*NotPermittedError],
 // [*LockedError], [*LockLostError], [*ConfigError] and [*StoreError]. Like
-// the error types of holdfast's other packages, each also matches one
-// sentinel through errors.Is ([ErrNotDrained], [ErrLocked], ...). The only
-// sentinel without a type is [ErrSkipped], recorded for the members a group
-// request did not start.
+// the error types of holdfast's other packages, each but *APIError also
+// matches one sentinel through errors.Is ([ErrNotDrained], [ErrLocked],
+// ...); the per-Kind sentinels of *APIError (ErrBusy, ErrNotFound, ...) are
+// deprecated: compare its Kind. The only sentinel without a type is
+// [ErrSkipped], recorded for the members a group request did not start.
 //
 // # Draining
 //
@@ -113,7 +122,15 @@
 // endpoint, username, password or the variable holding it, partition,
 // TLS), groups, operators and drain bounds. [LoadConfig] rejects unknown
 // keys and names the first invalid field. Passwords are [Secret]s, which
-// never print.
+// never print. The command's documentation
+// ([github.com/holdfast-db/holdfast/lb/cmd/holdfast-lb]) has an example
+// file.
+//
+// # Testing
+//
+// Packages [github.com/holdfast-db/holdfast/lb/f5/f5test] and
+// [github.com/holdfast-db/holdfast/lb/a10/a10test] are httptest fakes of
+// both APIs, for your tests.
 //
 // # Concurrency
 //

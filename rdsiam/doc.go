@@ -3,26 +3,29 @@
 // password, every new connection presents a short-lived token signed with
 // the application's AWS credentials.
 //
-// [PasswordFunc] returns a password function for holdfast.WithPasswordFunc
-// that mints a fresh token per new connection with
-// github.com/aws/aws-sdk-go-v2/feature/rds/auth (BuildAuthToken). Signing
-// is local; the only I/O is retrieving the AWS credentials, which a cached
-// provider does rarely. [Rules] classifies the failures of that retrieval.
+// [With] gives a holdfast factory a password function that mints a fresh
+// token per new connection with github.com/aws/aws-sdk-go-v2/feature/rds/auth
+// (BuildAuthToken), and [Rules], which classify the failures of retrieving
+// the AWS credentials. Signing is local; the only I/O is that retrieval,
+// which a cached credentials provider does rarely.
 //
-//	cfg, err := pgxpool.ParseConfig("host=mydb.abc.eu-west-1.rds.amazonaws.com user=app dbname=app sslmode=verify-full sslrootcert=system")
+//	cfg, err := pgxpool.ParseConfig("postgres://app@mydb.abc123.eu-west-1.rds.amazonaws.com:5432/app?sslmode=verify-full&sslrootcert=system")
 //	// ...
-//	rc, err := rdsiam.ConfigFor(cfg, "eu-west-1", awsCfg.Credentials)
+//	rc, err := rdsiam.ConfigFor(cfg, "eu-west-1", awsCfg.Credentials) // host:port and user of cfg
 //	// ...
-//	pw, err := rdsiam.PasswordFunc(rc)
-//	// ...
-//	f, err := holdfast.New(holdfast.WithPasswordFunc(pw), holdfast.WithClassifier(rdsiam.Rules()...))
+//	f, err := holdfast.New(rdsiam.With(rc))
 //	// ...
 //	pool, err := f.NewPool(ctx, cfg)
 //
-// RDS requires TLS for IAM authentication; keep sslmode=verify-full (with
-// the RDS CA bundle, or sslrootcert=system where the RDS CAs are in the
-// system pool), unlike with the Cloud SQL connector, which encrypts on its
-// own.
+// [PasswordFunc] returns the password function alone, for
+// holdfast.WithPasswordFunc (with holdfast.WithClassifier(rdsiam.Rules()...))
+// or for a pool without holdfast. examples/rds is a whole program.
+//
+// RDS requires TLS for IAM authentication: keep sslmode=verify-full, with
+// the RDS CA bundle or sslrootcert=system where the RDS CAs are in the
+// system pool. (The Cloud SQL connector, by contrast, encrypts on its own.)
+// Pass cached credentials, such as those of config.LoadDefaultConfig: the
+// password function retrieves them for every new connection.
 //
 // # Failures and what holdfast does
 //
@@ -39,14 +42,29 @@
 // metadata service, STS. Errors of the AWS SDK carry the HTTP status
 // (HTTPStatusCode), which [Rules] reads.
 //
-// The retry after a 28000 is done by holdfast's Factory.Acquire and
-// Factory.Start (and Factory.NewPool), which call the password function
-// again for the new connection. pool.Ping and pool.Acquire, which bypass
-// the Factory, do not retry it.
+// The retry after a 28000 happens inside the connect, on every pool path
+// (pool.Query, pool.Ping, pool.Acquire, Factory.Acquire, NewPool): the
+// password function is called again for the new attempt. A 28P01 gets its
+// one retry from Factory.Acquire only, because pgx reports it without
+// trying again.
+//
+// Measured against a real PostgreSQL with the default holdfast policies
+// (go test -race ./rdsiam/, a 2-core machine):
+//
+//	| Case                                                    | Password calls | Outcome                      | Time          |
+//	|---------------------------------------------------------|----------------|------------------------------|---------------|
+//	| first token rejected (28P01), fresh one accepted        | 2              | connected                    | 0.13s – 0.14s |
+//	| every token rejected: 28000 "PAM authentication failed" | 2              | Fatal sqlstate-28000         | 3.5s – 4.1s   |
+//	| container credentials endpoint 503, once                | 2              | connected                    | 0.10s         |
+//	| container credentials endpoint 403                      | 1              | Fatal aws-credentials-denied | < 10ms        |
+//
+// Of the 3.5s to 4.1s, about 2s per attempt is the test server's delay
+// after a failed PAM authentication.
 //
 // # Secrets
 //
 // A token is a bearer credential for 15 minutes. It never appears in a
-// [TokenError] or a [ConfigError], and holdfast never logs passwords. The
-// AWS secret key is not part of the token (only its signature is).
+// [TokenError] or a [ConfigError], and holdfast redacts the tokens it
+// fetched from its log lines and returned errors. The AWS secret key is
+// not part of the token (only its signature is).
 package rdsiam

@@ -16,10 +16,36 @@ import (
 	"github.com/holdfast-db/holdfast/rdsiam"
 )
 
-// A pool whose connections authenticate with RDS IAM tokens. Static
-// credentials keep the example offline; in production use the credentials
-// of config.LoadDefaultConfig (module github.com/aws/aws-sdk-go-v2/config).
+// A pool whose connections authenticate with RDS IAM tokens: a fresh one
+// for every new connection. It needs an RDS instance, so this example is
+// compiled, not run. In production, take the credentials of
+// config.LoadDefaultConfig (module github.com/aws/aws-sdk-go-v2/config).
 func Example() {
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig("postgres://app@mydb.abc123.eu-west-1.rds.amazonaws.com:5432/app?sslmode=verify-full&sslrootcert=system")
+	if err != nil {
+		log.Fatal(err)
+	}
+	creds := aws.NewCredentialsCache(credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", ""))
+	rc, err := rdsiam.ConfigFor(cfg, "eu-west-1", creds) // host:port and user of cfg
+	if err != nil {
+		log.Fatal(err)
+	}
+	f, err := holdfast.New(rdsiam.With(rc))
+	if err != nil {
+		log.Fatal(err)
+	}
+	pool, err := f.NewPool(ctx, cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+}
+
+// The token PasswordFunc mints, for holdfast.WithPasswordFunc or a pool
+// without holdfast: a presigned "connect" request. Static credentials keep
+// the example offline.
+func ExamplePasswordFunc() {
 	cfg, err := pgxpool.ParseConfig("host=mydb.abc123.eu-west-1.rds.amazonaws.com port=5432 user=app dbname=app sslmode=verify-full sslrootcert=system")
 	if err != nil {
 		log.Fatal(err)
@@ -33,16 +59,6 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	f, err := holdfast.New(holdfast.WithPasswordFunc(pw), holdfast.WithClassifier(rdsiam.Rules()...))
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := f.Configure(cfg); err != nil {
-		log.Fatal(err)
-	}
-	// pool, err := pgxpool.NewWithConfig(ctx, cfg); then f.Start(ctx, pool)
-	// and f.Acquire(ctx, pool), or f.NewPool(ctx, cfg) for both.
-
 	tok, err := pw(context.Background())
 	if err != nil {
 		log.Fatal(err)
@@ -56,6 +72,16 @@ func Example() {
 	// mydb.abc123.eu-west-1.rds.amazonaws.com:5432
 	// connect app 900
 	// true
+}
+
+// A Config with a missing field is an error from holdfast.New.
+func ExampleWith() {
+	_, err := holdfast.New(rdsiam.With(rdsiam.Config{Endpoint: "mydb.abc123.eu-west-1.rds.amazonaws.com:5432", Region: "eu-west-1"}))
+	fmt.Println(errors.Is(err, rdsiam.ErrInvalidConfig), errors.Is(err, holdfast.ErrInvalidConfig))
+	fmt.Println(err)
+	// Output:
+	// true true
+	// holdfast: invalid rdsiam: invalid arguments: rdsiam: invalid User: empty: want the database user that has the rds_iam role
 }
 
 func ExamplePasswordFunc_invalid() {

@@ -19,6 +19,27 @@
 //   - [Checker.Serve], which on SIGTERM drains, shuts the HTTP server down
 //     and closes the pool, so that a rolling deploy loses no request.
 //
+// Wiring a service:
+//
+//	f, err := holdfast.New()
+//	cfg, err := pgxpool.ParseConfig(os.Getenv("DATABASE_URL"))
+//	err = f.Configure(cfg)
+//	pool, err := pgxpool.NewWithConfig(ctx, cfg) // no connection yet: Serve opens the startup gate
+//
+//	c, err := readiness.New(pool, readiness.Config{Factory: f})
+//	mux := http.NewServeMux()
+//	mux.Handle("/readyz", c.ReadyHandler()) // 200 or 503, checks the database, cached
+//	mux.Handle("/livez", c.LiveHandler())   // 200 while the process serves; never touches the database
+//	mux.Handle("/drain", c.DrainHandler())  // operators only: an admin port or authentication
+//	mux.Handle("/", c.Middleware(app))      // counts requests in flight for the drain
+//
+//	// Opens the startup gate in the background, serves, and on SIGTERM
+//	// drains, shuts the server down and closes the pool.
+//	err = c.Serve(ctx, &http.Server{Addr: ":8080", Handler: mux}, readiness.ServeConfig{})
+//
+// examples/service is a complete service; with no DATABASE_URL it starts
+// a throwaway PostgreSQL.
+//
 // # Startup success is not request success
 //
 // The first connection is retried a bounded number of times
@@ -27,10 +48,10 @@
 // "startup-failed" with the classified cause (for example
 // "transient/conn-refused" or "fatal/permission-denied"), probes keep
 // checking the database at most once per CheckInterval, and the first
-// success opens the gate. Once open, transient failures of new connections
-// are absorbed by request-scope retry (holdfast.Factory.Acquire); a
-// persistent failure shows in readiness after FailureThreshold consecutive
-// failed checks, never as an endless loop.
+// success opens the gate, with no restart. Once it is open, transient
+// failures of new connections are retried by the pool's holdfast layers,
+// on every pool path; a persistent failure shows in readiness after
+// FailureThreshold consecutive failed checks, never as an endless loop.
 //
 // # The readiness check
 //
@@ -70,18 +91,72 @@
 //
 // The state, who asked for the drain (an owner string) and since when are
 // in the probe's JSON. A drain by another owner while one is held is
-// refused with a [*LockedError] naming the holder; the holder may drain
-// again. Every drain, refusal and enable is logged with its owner.
+// refused with a [*LockedError] naming the holder, so that two operators
+// cannot drive the same node; the holder may drain again. Every drain,
+// refusal and enable is logged with its owner.
+//
+// From a deploy pipeline, through [Checker.DrainHandler]:
+//
+//	curl -fsS -X POST -H 'X-Drain-Owner: deploy-1234' 'http://node:8080/drain?timeout=2m'  # 200 drained | 409 locked | 503 not drained: abort
+//	# ... deploy ...
+//	curl -fsS -X DELETE -H 'X-Drain-Owner: deploy-1234' http://node:8080/drain
+//
+// Package lb (module github.com/holdfast-db/holdfast/lb) runs the same
+// drain algorithm at an F5 or A10 load balancer.
 //
 // # Kubernetes
 //
-// Mount ReadyHandler as the readinessProbe and LiveHandler as the
-// livenessProbe; keep ProbeTimeout (default 800ms) below the probe's
-// timeoutSeconds (default 1). The checker already damps flapping with
-// FailureThreshold, so the probe's own failureThreshold can stay low. Keep
-// preStop sleep + ServeConfig.ShutdownDelay + ServeConfig.DrainTimeout +
-// ServeConfig.ShutdownTimeout below terminationGracePeriodSeconds
-// (default 30s); the Serve defaults (0 + 20s + 5s) fit.
+//	spec:
+//	  terminationGracePeriodSeconds: 40   # >= preStop + DrainTimeout + ShutdownTimeout, with a margin
+//	  containers:
+//	    - name: app
+//	      ports: [{containerPort: 8080}]
+//	      readinessProbe:
+//	        httpGet: {path: /readyz, port: 8080}
+//	        periodSeconds: 5
+//	        timeoutSeconds: 1        # ProbeTimeout (800ms) answers before this
+//	        failureThreshold: 1      # the checker already waits for 3 consecutive failed checks
+//	      livenessProbe:
+//	        httpGet: {path: /livez, port: 8080}   # never depends on the database
+//	        periodSeconds: 10
+//	        timeoutSeconds: 1
+//	        failureThreshold: 3
+//	      lifecycle:
+//	        preStop:
+//	          sleep: {seconds: 5}    # Kubernetes >= 1.30; older: exec: {command: ["sleep", "5"]}
+//
+// Probes:
+//
+//   - Point the readinessProbe at /readyz and the livenessProbe at /livez.
+//     Never point the liveness probe at the database: a database outage
+//     would become a restart storm.
+//   - No startupProbe is needed: readiness covers startup. If you add one,
+//     point it at /livez, so that a database that is down at boot does not
+//     restart the pod.
+//   - Damp flapping in one place: either keep the checker's
+//     FailureThreshold (3) with failureThreshold: 1, or set
+//     FailureThreshold to 1 and let Kubernetes count. Both multiply the
+//     time to notice an outage.
+//
+// Termination:
+//
+//   - When a pod is deleted, Kubernetes runs preStop, then sends SIGTERM.
+//     It removes the pod from its endpoints at the same time, but
+//     asynchronously, so requests keep arriving for a few seconds; the
+//     preStop sleep covers that.
+//   - On SIGTERM, [Checker.Serve] drains with ServeConfig.DrainTimeout
+//     (20s), taking over any operator's lock since the process is leaving,
+//     then calls http.Server.Shutdown (ShutdownTimeout, 5s) and closes the
+//     pool. A second SIGTERM or SIGINT skips the rest of the drain.
+//   - Keep preStop + ShutdownDelay + DrainTimeout + ShutdownTimeout below
+//     terminationGracePeriodSeconds (default 30s, preStop included), or the
+//     kubelet sends SIGKILL in mid-drain. The Serve defaults (0 + 20s + 5s)
+//     fit.
+//   - Load balancers that probe pods themselves (F5 or A10 monitors, cloud
+//     NEG or ALB target groups) need longer to see the 503: set
+//     ServeConfig.ShutdownDelay to at least their health-check interval
+//     times their unhealthy threshold, and raise the grace period to
+//     match.
 //
 // # Concurrency and lifetime
 //

@@ -25,7 +25,7 @@ type BudgetConfig struct {
 // DefaultBudget returns the default budget: 100 tokens, a retry costs 5, a
 // success refunds 1, and 1 token comes back per second. A sustained outage
 // therefore allows at most 20 retries at once, then one every 5 seconds per
-// process, however many goroutines are failing.
+// budget, however many goroutines are failing.
 func DefaultBudget() BudgetConfig {
 	return BudgetConfig{Capacity: 100, RetryCost: 5, SuccessRefill: 1, RefillPerSecond: 1}
 }
@@ -51,12 +51,13 @@ func (c BudgetConfig) Validate() error {
 	return nil
 }
 
-// Budget is a process-wide retry budget: a token bucket in the style of gRPC
-// retry throttling and the AWS SDK retry quota. First attempts never touch it;
+// Budget is a retry budget: a token bucket in the style of gRPC retry
+// throttling and the AWS SDK retry quota. First attempts never touch it;
 // each retry spends RetryCost tokens and is refused when too few are left;
-// each success refunds SuccessRefill, and time refunds RefillPerSecond. Share
-// one Budget between every pool and loop of a process so that an outage seen
-// by thousands of goroutines cannot multiply the load on a token API or a
+// each success refunds SuccessRefill, and time refunds RefillPerSecond.
+// Share one Budget between the loops that reach one dependency (holdfast
+// gives each Factory its own, for one database) so that an outage seen by
+// thousands of goroutines cannot multiply the load on a token API or a
 // database.
 //
 // A Budget is safe for concurrent use. A nil *Budget allows every retry.

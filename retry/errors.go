@@ -12,7 +12,7 @@ var (
 	// ErrExhausted: every allowed attempt failed transiently, or the time
 	// left was too short for another one. The failure may clear later.
 	ErrExhausted = errors.New("retry: attempts exhausted")
-	// ErrBudgetExhausted: the process-wide retry budget refused a retry, which
+	// ErrBudgetExhausted: the shared retry budget refused a retry, which
 	// happens during a sustained outage. The failure may clear later.
 	ErrBudgetExhausted = errors.New("retry: retry budget exhausted")
 	// ErrNotRetryable: the failure was classified Fatal and was not retried.
@@ -30,7 +30,7 @@ const (
 	// StopDeadline: the next sleep would have overrun the deadline
 	// (the caller's, or MaxElapsed), so the loop stopped early.
 	StopDeadline
-	// StopBudget: the process-wide retry budget refused the retry.
+	// StopBudget: the shared retry budget refused the retry.
 	StopBudget
 	// StopContext: the caller's context ended (or MaxElapsed passed) during
 	// an attempt or a sleep.

@@ -132,8 +132,9 @@ type Retrier struct {
 	// Classify decides whether a failure is worth another attempt; nil means
 	// classify.Classify.
 	Classify func(error) classify.Verdict
-	// Budget, when not nil, is the process-wide retry budget: every retry
-	// (never a first attempt) spends from it, and every success refills it.
+	// Budget, when not nil, is the retry budget the loop shares with
+	// others: every retry (never a first attempt) spends from it, and every
+	// success refills it.
 	Budget *Budget
 	// OnRetry, when not nil, is called synchronously on the goroutine running
 	// Do after a transient failure, once the budget has allowed the retry and

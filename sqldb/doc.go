@@ -13,9 +13,10 @@
 // own), so everything holdfast does for the pool applies unchanged: a new
 // connection's dial, password fetch and startup handshake are retried
 // under the factory's policy and budget (a 503 from a token endpoint, 53300,
-// 57P03, a reset mid-handshake), fatal mistakes fail at once, blue/green
-// routing holds and reroutes connects and refuses statements on
-// connections to the old blue instance before anything is sent. database/sql
+// 57P03, a reset mid-handshake; a 28000 once with a fresh token or dial),
+// fatal mistakes fail at once, and blue/green routing holds and reroutes
+// connects and refuses statements on connections to the old blue instance
+// before anything is sent. database/sql
 // itself retries an operation whose error is driver.ErrBadConn, which pgx's
 // stdlib returns only when nothing was sent (pgconn.SafeToRetry): a
 // statement refused on an old-blue connection outside a transaction runs

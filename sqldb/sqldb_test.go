@@ -73,7 +73,9 @@ func queryOne(ctx context.Context, db *sql.DB) error {
 	return db.QueryRowContext(ctx, "SELECT 1").Scan(&one)
 }
 
-// The seed's test plan, through database/sql.
+// The core retry cases through database/sql: a token-fetch 503 at the dial
+// or from the password func absorbed with one connection, an Admin API 403
+// tried once.
 func TestSeedPlan(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -3,41 +3,49 @@ package main
 import (
 	"context"
 	"log"
+	"os"
 
 	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/sqldb"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 func main() {
 	ctx := context.Background()
-	f, err := holdfast.New() // options below; defaults are safe
+	dsn := os.Getenv("DATABASE_URL")
+
+	f, err := holdfast.New() // one factory per database; the defaults are safe
 	if err != nil {
 		log.Fatal(err)
 	}
-	cfg, err := pgxpool.ParseConfig("postgres://app@db.internal:5432/app?sslmode=verify-full")
+	defer f.Close()
+
+	// A pgxpool service: only the constructor changes.
+	cfg, err := pgxpool.ParseConfig(dsn) // set your own hooks on cfg as before
 	if err != nil {
 		log.Fatal(err)
 	}
-	// Set your own DialFunc (a Cloud SQL dialer) and hooks first; Configure wraps them.
-	if err := f.Configure(cfg); err != nil {
-		log.Fatal(err)
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := f.NewPool(ctx, cfg) // was: pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		log.Fatal(err)
+		log.Fatal(err) // a *holdfast.StartupError says whether it is transient
 	}
 	defer pool.Close()
+	var n int
+	if err := pool.QueryRow(ctx, "SELECT 1").Scan(&n); err != nil { // every pool path is protected
+		log.Fatal(err)
+	}
 
-	// Or: pool, err := f.NewPool(ctx, cfg) — Configure, NewWithConfig, and a
-	// first connection under the startup policy (a *holdfast.StartupError if it fails).
-
-	conn, err := f.Acquire(ctx, pool) // pool.Acquire with request-scope retry
+	// A database/sql service (sqlx, GORM, Bun, ent, goose): likewise.
+	sqlCfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer conn.Release()
-	var one int
-	if err := conn.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+	db, err := sqldb.Open(ctx, f, sqlCfg) // was: sql.Open("pgx", dsn)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close() // closes its pool too
+	if err := db.QueryRowContext(ctx, "SELECT 1").Scan(&n); err != nil {
 		log.Fatal(err)
 	}
 }

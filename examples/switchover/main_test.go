@@ -233,7 +233,9 @@ func hasEvent(tl []TimelineEvent, name string) bool {
 	return false
 }
 
-// checkJSON checks the fields the issue names in the -json output.
+// checkJSON checks that the -json output carries what a script reads from
+// it: the scenario, each client's counts, pause, p99 and errors, and the
+// timeline.
 func checkJSON(t *testing.T, res *Result) {
 	t.Helper()
 	b, err := json.Marshal(res)

@@ -50,9 +50,9 @@ func Scenarios() []Scenario {
 		ScenarioFrozenBlue, ScenarioFrozenBluePost}
 }
 
-// Timings of a switchover script. Zero fields take the defaults, a real
-// Aurora timeline (aws-bluegreen research §3.4: POST 2.5–4 s after
-// IN_PROGRESS, DNS and COMPLETED 30–65 s after) scaled down so that a whole
+// Timings of a switchover script. Zero fields take the defaults: the
+// timeline of a real Aurora switchover (POST 2.5–4 s after IN_PROGRESS, DNS
+// updates and COMPLETED 30–65 s after it) scaled down so that a whole
 // switchover takes about 12 s.
 type Timings struct {
 	// Preparation is how long SWITCHOVER_INITIATED lasts. Default 3 s.

@@ -37,7 +37,9 @@ func chain(err error) []string {
 	return types
 }
 
-// TestStepDialChains checks the exact dial error chains of cloudsql.md §1.3.
+// TestStepDialChains checks that each step's error has the exact chain of
+// types the Cloud SQL connector (cloudsql.ConnectorVersion) returns for that
+// failure.
 func TestStepDialChains(t *testing.T) {
 	t.Parallel()
 	tokenChain := []string{"*fmt.wrapError", "*errtype.RefreshError", "*auth.Error", "*oauth2.RetrieveError"}

@@ -1,6 +1,8 @@
 // Command holdfast-lb drains and controls groups of L4 load-balancer
 // members (F5 BIG-IP, A10 ACOS) around a deploy, from a shell or a
-// pipeline.
+// pipeline. Install it with
+//
+//	go install github.com/holdfast-db/holdfast/lb/cmd/holdfast-lb@latest
 //
 //	holdfast-lb [-config FILE] [-operator NAME] COMMAND [flags] GROUP
 //
@@ -19,14 +21,76 @@
 // Command flags: -node NAME (repeatable) acts on some nodes of the group;
 // -interval, -timeout and -concurrency override the configuration's drain
 // settings; -restore-on-failure puts the members back as they were when a
-// drain fails.
+// drain fails (by default they stay forced offline, for someone to look
+// at).
 //
 // The configuration is a JSON file (see [github.com/holdfast-db/holdfast/lb.Config]),
-// from -config or $HOLDFAST_LB_CONFIG. The operator comes from -operator,
-// $HOLDFAST_LB_OPERATOR or $USER, and must be allowed the group. Every
-// control request takes the group's lock in PostgreSQL and is audited
-// there and as a JSON log line on standard error. Passwords and DSNs are
-// never printed.
+// from -config or $HOLDFAST_LB_CONFIG:
+//
+//	{
+//	  "database": {"dsn_env": "HOLDFAST_LB_DSN"},
+//	  "balancers": {
+//	    "f5-prod": {
+//	      "vendor": "f5",
+//	      "endpoint": "https://bigip.example.net",
+//	      "username": "deploy",
+//	      "password_env": "F5_PASSWORD",
+//	      "partition": "Common",
+//	      "ca_file": "/etc/holdfast/bigip-ca.pem"
+//	    },
+//	    "a10-prod": {
+//	      "vendor": "a10",
+//	      "endpoint": "https://thunder.example.net",
+//	      "username": "deploy",
+//	      "password_env": "A10_PASSWORD",
+//	      "partition": "payments"
+//	    }
+//	  },
+//	  "groups": {
+//	    "payments": [
+//	      {"balancer": "f5-prod", "pool": "payments_443", "node": "pay-1", "port": 443},
+//	      {"balancer": "f5-prod", "pool": "payments_443", "node": "pay-2", "port": 443},
+//	      {"balancer": "a10-prod", "node": "pay-batch-1", "port": 8443}
+//	    ]
+//	  },
+//	  "operators": {
+//	    "alice": ["payments"],
+//	    "sre-oncall": ["*"]
+//	  },
+//	  "drain": {"interval": "1s", "timeout": "2m", "concurrency": 4}
+//	}
+//
+// Give passwords through password_env (or password, never both) and the
+// DSN through dsn_env or dsn. An A10 member's port may name a protocol
+// ("protocol", default "tcp"). Unknown keys are errors. "operators" maps
+// who may control which groups; "*" is every group.
+//
+// The operator comes from -operator, $HOLDFAST_LB_OPERATOR or $USER, and
+// must be allowed the group. Every control request takes the group's lock
+// in PostgreSQL and is audited there and as a JSON log line on standard
+// error. The lock is a PostgreSQL advisory lock held by the command's own
+// session: if the command dies, its session ends and the lock with it.
+// Passwords and DSNs are never printed.
+//
+// While it waits, drain prints a progress line, rewritten in place on a
+// terminal and one line per change in CI logs:
+//
+//	drain payments: 1 of 3 members in use, 4 current connections [12s of 2m0s]
+//
+// status shows each member as Enabled, Disabling (no new connections, some
+// left) or Disabled, with its connections and the lock holder:
+//
+//	group payments: locked by alice@ci-7 since 2025-06-02T09:14:03Z
+//	BALANCER  MEMBER                   STATUS     ADMIN           CONNS  AVAILABILITY  ERROR
+//	f5-prod   payments_443/pay-1:443   Disabled   forced-offline  0      user-down
+//	f5-prod   payments_443/pay-2:443   Disabling  forced-offline  3      user-down
+//	a10-prod  pay-batch-1:8443         Enabled    enabled         12     Up
+//
+// Pooled clients never reach zero connections by themselves: pgxpool,
+// HTTP keep-alive and F5 OneConnect keep idle connections open. Give
+// pgxpool a MaxConnLifetime and MaxConnIdleTime shorter than the drain
+// timeout, or drain the service from the inside first (package readiness
+// of github.com/holdfast-db/holdfast).
 //
 // Exit codes:
 //

@@ -1,8 +1,9 @@
 // Package pgtest starts one throwaway PostgreSQL server per test binary for
 // the lb module's tests.
 //
-// It is a small subset of the root module's internal/pgtest, which the lb
-// module cannot import: [DSN] and [Main] only, with the same behaviour. The
+// It is a small subset of the root module's fakes/pgtest, which the lb
+// module does not import (it does not depend on the root module): [DSN]
+// and [Main] only, with the same behaviour. The
 // server is a fresh cluster (initdb) in a temporary directory, tuned for
 // speed (fsync off), with superuser "postgres", trust authentication and no
 // TLS, listening on 127.0.0.1 on a free port.
