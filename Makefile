@@ -1,5 +1,5 @@
 # The Makefile mirrors CI: .ci/run calls "make test".
-.PHONY: help demo test fmt vet lint unit bench fuzz
+.PHONY: help demo test fmt vet lint unit pgxsuite bench fuzz
 
 # Every Go module of the repository; vet, lint and unit run in each. lb is
 # its own module (the load-balancer drain and its CLI), nested in this one.
@@ -14,7 +14,7 @@ help: ## list targets
 demo: ## run the main demo (needs Go and the PostgreSQL server binaries)
 	go run ./examples/switchover
 
-test: fmt vet lint unit ## every check CI runs
+test: fmt vet lint unit pgxsuite ## every check CI runs
 
 fmt: ## fail if gofmt would change a file, in any module
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -28,6 +28,9 @@ lint: ## staticcheck, pinned, in every module
 
 unit: ## all tests with the race detector, against real PostgreSQL servers, in every module
 	@$(call in_modules,go test -race -count=1 ./...)
+
+pgxsuite: ## pgx's own pgxpool tests with every pool configured by holdfast, in each mode
+	scripts/pgxpool-suite
 
 bench: ## holdfast against plain pgxpool, same run, same server
 	go test -run '^$$' -bench . -benchmem -count 5 .
