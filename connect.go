@@ -43,13 +43,14 @@ type attempt struct {
 	target *obs.Target // log lines name the pool's database
 	ph     *poolHooks
 
-	rounds  int      // retry rounds, the first included (the policy's MaxAttempts)
-	entries []string // the hosts of one round: cc.Host, then the original fallbacks
-	sockets []bool   // entries that are Unix sockets (pgconn does not look them up)
-	lookup  pgconn.LookupFunc
-	results [][]string // lookup results of the first round, by entry
-	calls   int        // lookup calls so far
-	perRnd  int        // dials in one round, known once the first round is looked up
+	rounds     int      // retry rounds, the first included (the policy's MaxAttempts)
+	entries    []string // the hosts of one round: cc.Host, then the original fallbacks
+	sockets    []bool   // entries that are Unix sockets (pgconn does not look them up)
+	lookup     pgconn.LookupFunc
+	results    [][]string // lookup results of the first round, by entry
+	lookupErrs []error    // and their failures
+	calls      int        // lookup calls so far
+	perRnd     int        // dials in one round, known once the first round is looked up
 
 	connected atomic.Bool // the handshake completed: later dials are cancel requests
 
@@ -92,6 +93,7 @@ func (a *attempt) install() {
 		a.sockets = append(a.sockets, isSocket(h))
 	}
 	a.results = make([][]string, len(a.entries))
+	a.lookupErrs = make([]error, len(a.entries))
 	a.lookup = cc.LookupFunc
 	if a.lookup == nil {
 		a.lookup = net.DefaultResolver.LookupHost
@@ -151,24 +153,57 @@ func (a *attempt) lookupHost(ctx context.Context, host string) ([]string, error)
 	n := len(a.entries)
 	switch {
 	case i < 0 || i >= n*a.rounds:
-		return []string{sentinelHost}, nil // the summary entry: one "address", never dialed
-	case i < n:
-		addrs, err := a.lookup(ctx, host)
+		// The summary entry: one "address", never dialed; nothing at all
+		// when no entry resolved (then nothing is dialed either).
 		a.mu.Lock()
-		if err == nil {
-			a.results[i] = addrs
+		defer a.mu.Unlock()
+		if a.perRound() == 0 {
+			return nil, a.firstLookupErr()
 		}
+		return []string{sentinelHost}, nil
+	case i < n:
+		addrs, err := a.lookupRetried(ctx, host)
+		a.mu.Lock()
+		a.results[i], a.lookupErrs[i] = addrs, err
 		a.mu.Unlock()
 		return addrs, err
 	default:
 		a.mu.Lock()
-		addrs := a.results[i%n]
-		a.mu.Unlock()
-		if addrs == nil {
-			return nil, &net.DNSError{Err: "not resolved in the first attempt", Name: host, IsNotFound: true}
-		}
+		defer a.mu.Unlock()
+		return a.results[i%n], a.lookupErrs[i%n]
+	}
+}
+
+// lookupRetried resolves host, retrying a transient DNS failure (a
+// timeout, a SERVFAIL) under the dial policy: a lookup is part of the
+// connect, and pgx makes no dial when it fails.
+func (a *attempt) lookupRetried(ctx context.Context, host string) ([]string, error) {
+	addrs, err := a.lookup(ctx, host)
+	if err == nil {
 		return addrs, nil
 	}
+	ctx = obs.WithTarget(ctx, a.target) // a failure path
+	r := a.f.dial
+	err = a.f.retryFrom(ctx, &r, LayerConnect, err, func(ctx context.Context) error {
+		var lerr error
+		addrs, lerr = a.lookup(ctx, host)
+		return lerr
+	})
+	if err != nil {
+		return nil, a.f.redact(&ConnectError{Layer: LayerConnect, Stage: LayerConnect, Err: err})
+	}
+	return addrs, nil
+}
+
+// firstLookupErr is the first lookup failure of the first round. a.mu is
+// held.
+func (a *attempt) firstLookupErr() error {
+	for _, err := range a.lookupErrs {
+		if err != nil {
+			return err
+		}
+	}
+	return &net.DNSError{Err: "no address", Name: a.entries[0], IsNotFound: true}
 }
 
 // nextLookupEntry maps the next LookupFunc call to its entry index (pgconn

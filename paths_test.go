@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -206,6 +208,50 @@ func TestRetryAuthFailureOnAFreshDial(t *testing.T) {
 		}
 		if conn.Attempts() != 2*want {
 			t.Errorf("RetryAuthFailure %v: after Factory.Acquire, dials = %d, want %d (no retry on top)", on, conn.Attempts(), 2*want)
+		}
+	}
+}
+
+// A transient DNS failure (a timeout) is retried under the policy, on every
+// path; a lasting one gives up after MaxAttempts lookups, is classified
+// transient, and Factory.Acquire does not retry it again. No lookup or dial
+// is ever made for holdfast's internal entries.
+func TestDNSFailuresAreRetried(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	for _, lasting := range []bool{false, true} {
+		cfg, addr := poolConfig(t, dsn, "sslmode=disable")
+		host, _, _ := net.SplitHostPort(addr)
+		cfg.ConnConfig.Host = "db.dns.test"
+		var lookups atomic.Int64
+		cfg.ConnConfig.LookupFunc = func(_ context.Context, name string) ([]string, error) {
+			if name != "db.dns.test" {
+				t.Errorf("lookup of %q", name)
+			}
+			if n := lookups.Add(1); lasting || n == 1 {
+				return nil, &net.DNSError{Err: "i/o timeout", Name: name, IsTimeout: true}
+			}
+			return []string{host}, nil
+		}
+		conn := fakes.NewConnector(addr)
+		cfg.ConnConfig.DialFunc = conn.Dial
+		f := newFactory(t)
+		pool := newPool(t, f, cfg)
+		var one int
+		err := pool.QueryRow(context.Background(), "SELECT 1").Scan(&one)
+		switch {
+		case !lasting && (err != nil || lookups.Load() != 2 || conn.Attempts() != 1):
+			t.Errorf("one DNS timeout: QueryRow = %v, lookups = %d (want 2), dials = %d (want 1)", err, lookups.Load(), conn.Attempts())
+		case lasting:
+			if v := f.Classify(err); !v.Retryable() || v.Reason != "dns-temporary" {
+				t.Errorf("lasting DNS timeouts: Classify = %v, want transient/dns-temporary (%v)", v, err)
+			}
+			if lookups.Load() != 3 || conn.Attempts() != 0 {
+				t.Errorf("lasting DNS timeouts: lookups = %d (want MaxAttempts = 3), dials = %d (want 0)", lookups.Load(), conn.Attempts())
+			}
+			if _, err := f.Acquire(context.Background(), pool); err == nil || lookups.Load() != 6 {
+				t.Errorf("Factory.Acquire: %v, lookups = %d, want 6 (one more connect, not retried on top)", err, lookups.Load())
+			}
 		}
 	}
 }
