@@ -250,14 +250,16 @@ func (f *Factory) redial(ctx context.Context, base pgconn.DialFunc, network, add
 	return conn, attempts, nil
 }
 
-// Acquire is pool.Acquire with request-scope retry. pgxpool never retries a
-// failed connect, and server errors of the startup handshake (57P03 the
-// database is starting up, 53300 too many connections, 57P01, an
-// authentication failure with a stale IAM token) arrive after the dial,
-// where the DialFunc wrapper cannot see them. Acquire retries those
-// transient failures under the retry policy; this is safe because no
-// statement has been sent. Failures already retried at the dial or password
-// layer are returned as they are, so retries do not multiply.
+// Acquire is pool.Acquire with request-scope retry. Every path of a
+// configured pool already retries a connect's transient failures (the
+// dial, the password fetch and the startup handshake: 57P03, 53300, 57P01,
+// a reset, a 28000 with a fresh token), inside the connect; Acquire adds
+// what only a new connect config can do: one retry of a 28P01 with a
+// freshly fetched token (pgx stops a connect at 28P01), and a retry of a
+// failure that the connect could not see why it failed. Failures already
+// retried below are returned as they are, so retries do not multiply. It
+// is safe: no statement has been sent. Its error carries no secret
+// holdfast knows.
 //
 // When nothing fails, Acquire costs what pool.Acquire costs.
 func (f *Factory) Acquire(ctx context.Context, pool *pgxpool.Pool) (*pgxpool.Conn, error) {

@@ -97,10 +97,14 @@ func ProcessBudget() *retry.Budget {
 // goroutine building the connection, with a context that carries the
 // Acquire caller's values but not its cancellation; it must honour ctx.
 // Transient failures of fn (a token endpoint returning 503) are retried
-// under the retry policy; fatal ones fail the connect at once. When fn is
-// set, an authentication failure (SQLSTATE 28000 or 28P01) seen by
-// Factory.Acquire is retried once with a freshly fetched token. The value
-// returned by fn is never logged.
+// under the retry policy; fatal ones fail the connect at once; each call is
+// bounded by the policy's AttemptTimeout; a panic is recovered into a
+// Fatal *PanicError. When fn is set, a connection refused with SQLSTATE
+// 28000 (an expired or rejected token) gets one more attempt with a freshly
+// fetched token, on every path of the pool; a 28P01, after which pgx
+// tries nothing more within the connect, gets it from Factory.Acquire and
+// Factory.Start. The value returned by fn is never logged, and is removed
+// from the errors holdfast returns.
 func WithPasswordFunc(fn func(ctx context.Context) (string, error)) Option {
 	return func(c *config) {
 		if fn == nil {
@@ -158,13 +162,19 @@ func WithRetryBudget(b *retry.Budget) Option {
 	return func(c *config) { c.budget, c.budgetSet = b, true }
 }
 
-// WithLogger sets the logger for retried failures. Default: discard.
-// One WARN line per retried failure, with the retry layer
-// ("holdfast.layer": connect, password, acquire, startup), attempt, delay,
-// error.class, error.reason, the service stage ("holdfast.stage": startup,
-// pool-growth, request) and the error text,
-// from which passwords, tokens and connection-string secrets are removed;
-// and one WARN line when a loop gives up on a transient failure.
+// WithLogger sets the logger. Default: discard (holdfast writes nothing
+// unless given a logger). A WARN line per retried failure, with the retry
+// layer ("holdfast.layer": connect, password, acquire, startup), attempt,
+// delay, error.class, error.reason, the service stage ("holdfast.stage":
+// startup, pool-growth, request) and the error text, from which passwords,
+// tokens and connection-string secrets are removed; a WARN line when a loop
+// gives up on a transient failure; an INFO "holdfast: recovered" line when
+// a retried operation succeeds (attempts, took). Every line names the
+// database (server.address, server.port, db.namespace, and holdfast.pool
+// with WithPoolName). Lines of one kind (message, layer, stage, reason,
+// database) are written at most once a second; the next one says how many
+// were suppressed. A panicking password function is logged at ERROR with
+// its stack.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) {
 		if l == nil {

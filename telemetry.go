@@ -15,46 +15,18 @@ import (
 // metrics. Default: the global provider (otel.GetMeterProvider()), so an
 // application that installed its SDK gets holdfast's metrics for free.
 //
-// Pools are instrumented (acquire and release tracers, connect spans,
-// connection counts from Stat) only if, when Configure runs, the meter or
-// the tracer provider is real: with no-op providers, or with the global ones
-// before the application installs its SDK, Configure installs no tracer and
-// Acquire costs exactly what it costs in pgxpool. Install the SDK before
-// configuring pools. With the SDK, Acquire costs one small allocation and
-// three histogram records per Acquire, statement and Release.
+// Pools are instrumented when, at Configure, the meter or the tracer
+// provider is real; with no-op providers Configure installs no tracer and
+// Acquire costs exactly what it costs in pgxpool. With the global providers
+// before the application installs its SDK, connections made after the SDK
+// is installed are instrumented (connect spans and metrics, statement
+// durations, connection counts once the pool is attached by Start); the
+// acquire and release metrics need the SDK at Configure. With the SDK,
+// Acquire costs one small allocation and three histogram records per
+// Acquire, statement and Release.
 //
-// The instruments (attributes in parentheses; error.type is always a
-// classified reason such as "token-fetch-503", or a SQLSTATE for statements):
-//
-//	db.client.connection.count        {connection}  (pool.name, state idle|used)
-//	db.client.connection.max          {connection}  (pool.name)
-//	db.client.connection.create_time  s             (pool.name [, error.type])
-//	db.client.connection.wait_time    s             (pool.name)
-//	db.client.connection.use_time     s             (pool.name)
-//	db.client.connection.timeouts     {timeout}     (pool.name)
-//	db.client.operation.duration      s             (db.system.name, db.namespace, server.address, server.port [, error.type, db.response.status_code])
-//	holdfast.connect.attempts         {attempt}     (holdfast.stage, holdfast.outcome [, error.type, holdfast.error.class])
-//	holdfast.retries                  {retry}       (holdfast.layer, holdfast.stage, error.type)
-//	holdfast.recoveries               {operation}   (holdfast.layer, holdfast.stage, error.type of the first failure)
-//	holdfast.retry.exhausted          {operation}   (holdfast.layer, holdfast.stage, error.type, holdfast.retry.stop)
-//	holdfast.retry.budget.rejections  {retry}       (holdfast.layer, holdfast.stage, error.type)
-//	holdfast.bluegreen.phase          {phase}       (holdfast.bluegreen.id)
-//	holdfast.bluegreen.suspended.duration s         (holdfast.bluegreen.id, holdfast.bluegreen.suspend.point, holdfast.outcome)
-//	holdfast.readiness.ready          1
-//	holdfast.readiness.transitions    {transition}  (holdfast.readiness.health, holdfast.readiness.reason)
-//	holdfast.readiness.drain.duration s             (holdfast.outcome)
-//
-// holdfast.stage is the service stage: "startup" (the first connection of a
-// pool, made by Factory.Start or NewPool), "pool-growth" (a new connection
-// the pool opened while the service runs: an Acquire found no idle
-// connection, or pgxpool's MinConns refill) or "request" (the
-// request-scope retry of Factory.Acquire). holdfast.layer is the retry
-// layer: LayerConnect, LayerPassword, LayerAcquire or LayerStartup. Log
-// lines carry both under the same names.
-//
-// The pool name is "host:port/database" of the configured host, which
-// server.address also carries; the address really reached (after DNS or a
-// blue/green IP substitution) is network.peer.address on the connect span.
+// The instruments and their attributes are listed in the package
+// documentation.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return func(c *config) {
 		if mp == nil {

@@ -282,10 +282,10 @@ func StartupPolicy() retry.Policy {
 //     match (the certificate's CN is not "project:instance", is empty, or
 //     there is no certificate; the connector reports these as an
 //     *errtype.DialError with no cause inside the handshake's DialError) →
-//     Fatal "tls-verification" (classify.ReasonTLS). The built-in rules
+//     Fatal "tls-verification" (classify.ReasonTLS). [TypeRules] alone
 //     would see only a DialError without a cause, which they treat as
 //     Transient. A certificate chain that does not verify is already Fatal
-//     "tls-verification" in the built-in rules.
+//     "tls-verification" in classify's built-in rules.
 //
 // The rules never call Error on the errors they examine. They are safe for
 // concurrent use.

@@ -99,9 +99,9 @@ func (e *TokenError) Is(target error) bool { return target == ErrToken }
 // use and returns a *TokenError when minting fails.
 //
 // RDS answers an expired or rejected token with SQLSTATE 28000 ("PAM
-// authentication failed for user"). holdfast's Factory.Acquire and
-// Factory.Start retry such a failure once with a freshly minted token; the
-// second failure is Fatal (a missing rds_iam grant or IAM policy, a wrong
+// authentication failed for user"). holdfast retries such a failure once,
+// inside the connect and on every path of the pool, with a freshly minted
+// token; the second failure is Fatal (a missing rds_iam grant or IAM policy, a wrong
 // user or endpoint). The token is never logged by holdfast and never
 // appears in a TokenError.
 //

@@ -7,39 +7,15 @@
 // The root package calls it from its retry layers ([Telemetry.Retried],
 // [Telemetry.Finished], [Telemetry.FirstTry]) and installs a [Pool] into each
 // pgxpool.Config it configures. The readiness and bluegreen packages record
-// through [Telemetry.Readiness] and [Telemetry.BlueGreen]; readiness finds
-// the Telemetry of its factory with [Of].
+// through [Telemetry.Readiness] and [Telemetry.BlueGreen]; readiness builds
+// a Telemetry from its factory's providers (holdfast.Factory.MeterProvider
+// and TracerProvider).
 //
 // # Instruments
 //
-// Standard OpenTelemetry database client metrics (semantic conventions
-// v1.43.0, built with go.opentelemetry.io/otel/semconv/v1.43.0/dbconv):
-//
-//	db.client.connection.count        {connection}  pool.name, state=idle|used   from pgxpool Stat()
-//	db.client.connection.max          {connection}  pool.name                    from pgxpool Stat()
-//	db.client.connection.create_time  s             pool.name [, error.type]     BeforeConnect → connect end
-//	db.client.connection.wait_time    s             pool.name                    Acquire start → end
-//	db.client.connection.use_time     s             pool.name                    Acquire end → Release
-//	db.client.connection.timeouts     {timeout}     pool.name                    Acquire deadline exceeded
-//	db.client.operation.duration      s             db.system.name, db.namespace, server.address, server.port
-//	                                                [, error.type, db.response.status_code]
-//
-// holdfast's own ([holdfast.] prefix):
-//
-//	holdfast.connect.attempts           {attempt}     holdfast.stage, holdfast.outcome [, error.type, holdfast.error.class]
-//	holdfast.retries                    {retry}       holdfast.layer, holdfast.stage, error.type
-//	holdfast.recoveries                 {operation}   holdfast.layer, holdfast.stage, error.type
-//	holdfast.retry.exhausted            {operation}   holdfast.layer, holdfast.stage, error.type, holdfast.retry.stop
-//	holdfast.retry.budget.rejections    {retry}       holdfast.layer, holdfast.stage, error.type
-//	holdfast.bluegreen.phase            {phase}       holdfast.bluegreen.id
-//	holdfast.bluegreen.suspended.duration s           holdfast.bluegreen.id, holdfast.bluegreen.suspend.point, holdfast.outcome
-//	holdfast.readiness.ready            1             (none)
-//	holdfast.readiness.transitions      {transition}  holdfast.readiness.health, holdfast.readiness.reason
-//	holdfast.readiness.drain.duration   s             holdfast.outcome
-//
-// error.type is always a classified reason (classify.Verdict.Reason, for
-// example "token-fetch-503" or "sqlstate-53300"), or a SQLSTATE for
-// db.client.operation.duration: never free text.
+// The instruments, their units and attributes are listed once, in the root
+// package's documentation (doc.go of package holdfast); the names are the
+// Metric* constants here.
 //
 // # Stages and layers
 //

@@ -184,7 +184,7 @@ func New(c Config) (*Telemetry, error) {
 		metric.WithDescription("Operations that gave up on a transient failure: attempts or time ran out."))
 	join(e)
 	t.rejections, e = m.Int64Counter(MetricBudgetRejections, metric.WithUnit("{retry}"),
-		metric.WithDescription("Retries the process-wide retry budget refused."))
+		metric.WithDescription("Retries the retry budget refused."))
 	join(e)
 	t.bgPhase, e = m.Int64Gauge(MetricBlueGreenPhase, metric.WithUnit("{phase}"),
 		metric.WithDescription("Blue/green switchover phase: 0 NOT_CREATED, 1 CREATED, 2 PREPARATION, 3 IN_PROGRESS, 4 POST, 5 COMPLETED."))
