@@ -48,6 +48,7 @@ type Factory struct {
 	authRetry bool            // Integration.RetryAuthFailure
 
 	blueGreen *bluegreen.Config // WithBlueGreen, nil when off
+	bgObserve bool              // give each pool's router an observer of the factory's telemetry
 
 	mu         sync.Mutex                                  // guards the fields below
 	pools      []*poolHooks                                // every configured pool config's layers (hooks.go)

@@ -5,6 +5,7 @@ import (
 	"net"
 	"reflect"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -182,7 +183,7 @@ func (f *Factory) compose(cfg *pgxpool.Config) (*poolHooks, error) {
 	}
 
 	if f.blueGreen != nil {
-		r, err := bluegreen.NewRouter(cc, *f.blueGreen, ph.monitorConnect)
+		r, err := bluegreen.NewRouter(cc, f.observerFor(poolName(cc, f.poolName)), ph.monitorConnect)
 		if err != nil {
 			return nil, &ConfigError{Field: "WithBlueGreen", Why: "cannot install blue/green routing", Err: err}
 		}
@@ -223,6 +224,15 @@ func (f *Factory) compose(cfg *pgxpool.Config) (*poolHooks, error) {
 	}
 	cc.Tracer = tracer
 	return ph, nil
+}
+
+// poolName is a pool's name in telemetry: WithPoolName's, else
+// "host:port/database".
+func poolName(cc *pgx.ConnConfig, name string) string {
+	if name != "" {
+		return name
+	}
+	return net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))) + "/" + cc.Database
 }
 
 // dialPointer identifies poolHooks.dial method values, so that a DialFunc

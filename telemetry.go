@@ -107,19 +107,26 @@ func (f *Factory) newTelemetry(c *config) error {
 	}
 	f.tel = tel
 	f.meterProvider, f.tracerProvider = c.meterProvider, c.tracerProvider
-	if f.blueGreen != nil && f.blueGreen.Observer == nil {
-		// The switchover's phases, holds and outcome go to the factory's
-		// metrics and traces. A copy: the Option's Config may be shared by
-		// several factories.
-		bg := *f.blueGreen
+	// With WithBlueGreen and no Observer of the user's, each pool's
+	// switchover goes to the factory's metrics and traces with the pool's
+	// name (observerFor, at Configure).
+	f.bgObserve = f.blueGreen != nil && f.blueGreen.Observer == nil
+	return nil
+}
+
+// observerFor returns the blue/green config of one pool: the factory's,
+// recording through the factory's telemetry under the pool's name, so that
+// pools to different clusters keep their phases and switchover spans apart.
+func (f *Factory) observerFor(pool string) bluegreen.Config {
+	bg := *f.blueGreen // a copy: the Option's Config may be shared
+	if f.bgObserve {
 		id := bg.ID
 		if id == "" {
 			id = bluegreen.DefaultID
 		}
-		bg.Observer = tel.BlueGreen(id)
-		f.blueGreen = &bg
+		bg.Observer = f.tel.BlueGreen(id, pool)
 	}
-	return nil
+	return bg
 }
 
 // acquireLayer is the retry layer of Factory.acquireAgain.

@@ -3,8 +3,10 @@ package holdfast_test
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	fake "github.com/holdfast-db/holdfast/fakes/bluegreentest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/retry"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -142,15 +145,18 @@ func TestTelemetrySwitchover(t *testing.T) {
 
 	// Metrics.
 	got := rig.collect(t)
+	// Each pool's switchover carries the pool's name, so that pools to
+	// different clusters keep apart.
+	pn := "db.client.connection.pool.name=" + cfgPoolName(cfg) + ","
 	// The gauge holds the last phase: COMPLETED, or CREATED once the
 	// router has started watching for the next switchover (it does so
 	// right after the summary; the exact sequence is on the span below).
 	if in := got["holdfast.bluegreen.phase"]; in.unit != "{phase}" || len(in.points) != 1 ||
-		(in.points["holdfast.bluegreen.id=1"] != 5 && in.points["holdfast.bluegreen.id=1"] != 1) {
+		(in.points[pn+"holdfast.bluegreen.id=1"] != 5 && in.points[pn+"holdfast.bluegreen.id=1"] != 1) {
 		t.Errorf("holdfast.bluegreen.phase = %+v, want {phase} 5 (COMPLETED) or 1 (CREATED, next generation) for id 1", in)
 	}
 	susp := got["holdfast.bluegreen.suspended.duration"]
-	held := "holdfast.bluegreen.id=1,holdfast.bluegreen.suspend.point=connect,holdfast.outcome=resumed"
+	held := pn + "holdfast.bluegreen.id=1,holdfast.bluegreen.suspend.point=connect,holdfast.outcome=resumed"
 	if susp.unit != "s" || susp.points[held] < 1 {
 		t.Errorf("holdfast.bluegreen.suspended.duration = %+v, want s and a resumed connect", susp)
 	}
@@ -177,7 +183,7 @@ func TestTelemetrySwitchover(t *testing.T) {
 	if want := []string{"PREPARATION", "IN_PROGRESS", "POST", "COMPLETED"}; !slices.Equal(phases, want) {
 		t.Errorf("switchover phase events = %q, want %q", phases, want)
 	}
-	if got := attrKey(attribute.NewSet(sw.Attributes()...)); got != "holdfast.bluegreen.id=1,holdfast.outcome=COMPLETED" || sw.Status().Code != codes.Unset {
+	if got := attrKey(attribute.NewSet(sw.Attributes()...)); got != pn+"holdfast.bluegreen.id=1,holdfast.outcome=COMPLETED" || sw.Status().Code != codes.Unset {
 		t.Errorf("switchover span: %s, status %v", got, sw.Status())
 	}
 
@@ -210,4 +216,9 @@ func TestTelemetrySwitchover(t *testing.T) {
 			t.Errorf("logs lack %q", want)
 		}
 	}
+}
+
+// cfgPoolName is the pool name telemetry gives a pool built from cfg.
+func cfgPoolName(cfg *pgxpool.Config) string {
+	return net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))) + "/" + cfg.ConnConfig.Database
 }

@@ -39,24 +39,34 @@ const (
 // for phase changes and the switchover summary are the bluegreen package's
 // own (its Config.Logger, which the factory sets to its logger).
 type BlueGreen struct {
-	t   *Telemetry
-	id  string
-	set []metric.RecordOption // {holdfast.bluegreen.id}
+	t     *Telemetry
+	id    string
+	pool  string               // db.client.connection.pool.name ("" for none)
+	attrs []attribute.KeyValue // {holdfast.bluegreen.id[, pool.name]}
+	set   []metric.RecordOption
 
 	mu    sync.Mutex
 	span  trace.Span // the switchover span, while a switchover is under way
 	phase int
 }
 
-// BlueGreen returns the recorder for deployment id (bluegreen.Config.ID).
-func (t *Telemetry) BlueGreen(id string) *BlueGreen {
+// BlueGreen returns the recorder for deployment id (bluegreen.Config.ID)
+// as one pool sees it: pool is the pool's name (db.client.connection.pool.name;
+// "" for none), so that pools to different clusters keep apart.
+func (t *Telemetry) BlueGreen(id, pool string) *BlueGreen {
 	if t == nil {
 		return nil
 	}
+	attrs := []attribute.KeyValue{KeyBlueGreenID.String(id)}
+	if pool != "" {
+		attrs = append(attrs, semconv.DBClientConnectionPoolName(pool))
+	}
 	return &BlueGreen{
-		t:   t,
-		id:  id,
-		set: []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(KeyBlueGreenID.String(id)))},
+		t:     t,
+		id:    id,
+		pool:  pool,
+		attrs: attrs,
+		set:   []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attrs...))},
 	}
 }
 
@@ -69,7 +79,7 @@ func (b *BlueGreen) Phase(ctx context.Context, phase int, name string, active bo
 	if b == nil {
 		return
 	}
-	b.t.bgPhase.Record(ctx, int64(phase), metric.WithAttributeSet(attribute.NewSet(KeyBlueGreenID.String(b.id))))
+	b.t.bgPhase.Record(ctx, int64(phase), b.set...)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.phase = phase
@@ -77,7 +87,7 @@ func (b *BlueGreen) Phase(ctx context.Context, phase int, name string, active bo
 		// A new root: the switchover is not part of whatever request
 		// happened to observe it.
 		_, b.span = b.t.tracer.Start(ctx, SpanSwitchover, trace.WithNewRoot(),
-			trace.WithAttributes(KeyBlueGreenID.String(b.id)))
+			trace.WithAttributes(b.attrs...))
 	}
 	if b.span != nil {
 		b.span.AddEvent(EventPhase, trace.WithAttributes(
@@ -126,7 +136,7 @@ func (b *BlueGreen) Suspended(ctx context.Context, point, reason string, waited 
 		outcome = OutcomeFailed
 	}
 	b.t.suspended.Record(ctx, waited.Seconds(), metric.WithAttributes(
-		KeyBlueGreenID.String(b.id), KeySuspendPoint.String(point), KeyOutcome.String(outcome)))
+		append(b.attrs[:len(b.attrs):len(b.attrs)], KeySuspendPoint.String(point), KeyOutcome.String(outcome))...))
 	attrs := []attribute.KeyValue{
 		KeySuspendDuration.Float64(waited.Seconds()),
 		KeySuspendReason.String(reason),

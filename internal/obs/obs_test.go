@@ -282,7 +282,7 @@ func TestLoopEnd(t *testing.T) {
 func TestBlueGreen(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
-	bg := r.tel.BlueGreen("bgd-1")
+	bg := r.tel.BlueGreen("bgd-1", "")
 	ctx := context.Background()
 	bg.Phase(ctx, 1, "CREATED", false)
 	if n := len(r.spans.Started()); n != 0 {
@@ -412,7 +412,7 @@ func TestNilIsSafe(t *testing.T) {
 	if got := tel.Redact("password=x"); got != "password=[redacted]" {
 		t.Errorf("nil Redact = %q", got)
 	}
-	if tel.Pool(ctx, nil, "") != nil || tel.BlueGreen("x") != nil || tel.Readiness() != nil {
+	if tel.Pool(ctx, nil, "") != nil || tel.BlueGreen("x", "") != nil || tel.Readiness() != nil {
 		t.Error("a nil Telemetry returned a recorder")
 	}
 	var bg *obs.BlueGreen
