@@ -19,7 +19,7 @@ func ping(pool interface{ Ping(context.Context) error }, deadline time.Duration)
 	return err, time.Since(began)
 }
 
-// outcome is "ok" or how f classifies err, for MEASURED lines.
+// outcome is "ok" (err is nil) or how f classifies err, for MEASURED lines.
 func outcome(f *holdfast.Factory, err error) string {
 	if err == nil {
 		return "ok"
