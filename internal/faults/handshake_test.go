@@ -114,7 +114,7 @@ func TestServerStartingUp(t *testing.T) {
 			if tc.clears {
 				refuse = 1
 			}
-			fe := startingUp(t, addr, refuse)
+			fe := refusing(t, addr, refuse, "57P03")
 			d := &dialCounter{}
 			cfg := configAt(t, dsn, fe, d, "")
 			f, b := newHoldfast(t, testPolicy())
@@ -132,19 +132,25 @@ func TestServerStartingUp(t *testing.T) {
 	}
 }
 
-// startingUp starts a front end for upstream that answers the startup
-// message of its first refuse connections with FATAL 57P03 ("the database
-// system is starting up"), as a postmaster does while it starts or
-// recovers, and relays the later ones to upstream. It returns its address;
-// the test's cleanup stops it and joins its goroutines.
-func startingUp(t *testing.T, upstream string, refuse int64) string {
+// refusals are the messages of the FATAL errors refusing answers with.
+var refusals = map[string]string{
+	"57P03": "the database system is starting up",
+	"28000": "PAM authentication failed for user", // RDS IAM, a stale token
+}
+
+// refusing starts a front end for upstream that answers the startup
+// message of its first refuse connections with a FATAL error of code (a
+// key of refusals; 57P03: as a postmaster does while it starts or
+// recovers), and relays the later ones to upstream. It returns its
+// address; the test's cleanup stops it and joins its goroutines.
+func refusing(t *testing.T, upstream string, refuse int64, code string) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg, err := (&pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: "57P03",
-		Message: "the database system is starting up"}).Encode(nil)
+	msg, err := (&pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: code,
+		Message: refusals[code]}).Encode(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
