@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/retry"
 )
 
 // load is a workload of 16 goroutines on one pool. Each runs requests; a
@@ -246,15 +247,15 @@ func connect(t *testing.T, dsn string) *pgx.Conn {
 // every connection that sends (reset_peer: the statement never reaches the
 // server), new ones included, while 16 goroutines per pool run
 // transactions with the caller's retry (one more attempt, when f.Classify
-// says transient). Through holdfast every request succeeds, within 3 s, and no
-// statement is resent; plain pgxpool, the control, is measured alongside
-// under the same fault.
+// says transient). Through holdfast (retry.Default, retry.DefaultBudget)
+// every request succeeds, within 3 s, and no statement is resent; plain
+// pgxpool, the control, is measured alongside under the same fault.
 func TestResetUnderLoad(t *testing.T) {
 	t.Parallel()
 	dsn, addr := serverAddr(t)
 	p := newProxy(t, addr)
 	db := connect(t, dsn)
-	f, b := newHoldfast(t, testPolicy())
+	f, b := newHoldfast(t, retry.Default())
 	hd, cd := &dialCounter{}, &dialCounter{}
 	hl := &load{name: "holdfast", f: f, table: tableName("reset"),
 		pool: holdfastPool(t, f, configAt(t, dsn, p.addr, hd, "&pool_max_conns=8"))}
