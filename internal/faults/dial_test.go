@@ -10,13 +10,13 @@ import (
 )
 
 // ping runs pool.Ping with a safety deadline far beyond every bound the
-// tests assert, and returns its error and how long it took.
-func ping(pool interface{ Ping(context.Context) error }, deadline time.Duration) (error, time.Duration) {
+// tests assert, and returns how long it took and its error.
+func ping(pool interface{ Ping(context.Context) error }, deadline time.Duration) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	began := time.Now()
 	err := pool.Ping(ctx)
-	return err, time.Since(began)
+	return time.Since(began), err
 }
 
 // outcome is "ok" (err is nil) or how f classifies err, for MEASURED lines.
@@ -64,9 +64,9 @@ func TestRefusedDials(t *testing.T) {
 			var err error
 			var took time.Duration
 			if tc.plain {
-				err, took = ping(plainPool(t, cfg), 20*time.Second)
+				took, err = ping(plainPool(t, cfg), 20*time.Second)
 			} else {
-				err, took = ping(holdfastPool(t, f, cfg), 20*time.Second)
+				took, err = ping(holdfastPool(t, f, cfg), 20*time.Second)
 			}
 			t.Logf("MEASURED %s: %d dials, %d retries, %v, %s", tc.name, d.dials(), b.Retries(), took.Round(time.Millisecond), outcome(f, err))
 			if got := d.dials(); got != tc.wantDials {
@@ -124,9 +124,9 @@ func TestBlackHoledDials(t *testing.T) {
 			var err error
 			var took time.Duration
 			if tc.plain {
-				err, took = ping(plainPool(t, cfg), 2*time.Second)
+				took, err = ping(plainPool(t, cfg), 2*time.Second)
 			} else {
-				err, took = ping(holdfastPool(t, f, cfg), 20*time.Second)
+				took, err = ping(holdfastPool(t, f, cfg), 20*time.Second)
 			}
 			t.Logf("MEASURED %s: %d dials, %d retries, %v, %s", tc.name, d.dials(), b.Retries(), took.Round(time.Millisecond), outcome(f, err))
 			if got := d.dials(); got != tc.wantDials {
@@ -191,9 +191,9 @@ func TestSlowDials(t *testing.T) {
 			var err error
 			var took time.Duration
 			if tc.plain {
-				err, took = ping(plainPool(t, cfg), 20*time.Second)
+				took, err = ping(plainPool(t, cfg), 20*time.Second)
 			} else {
-				err, took = ping(holdfastPool(t, f, cfg), 20*time.Second)
+				took, err = ping(holdfastPool(t, f, cfg), 20*time.Second)
 			}
 			t.Logf("MEASURED %s: %d dials, %d retries, %v, %s", tc.name, d.dials(), b.Retries(), took.Round(time.Millisecond), outcome(f, err))
 			if got := d.dials(); got != tc.wantDials {

@@ -63,9 +63,9 @@ func TestHandshakeResetAndCut(t *testing.T) {
 				var err error
 				var took time.Duration
 				if tc.plain {
-					err, took = ping(plainPool(t, cfg), 20*time.Second)
+					took, err = ping(plainPool(t, cfg), 20*time.Second)
 				} else {
-					err, took = ping(holdfastPool(t, f, cfg), 20*time.Second)
+					took, err = ping(holdfastPool(t, f, cfg), 20*time.Second)
 				}
 				t.Logf("MEASURED %s %s: %d dials, %d retries, %v, %s", fault.name, tc.name, d.dials(), b.Retries(), took.Round(time.Millisecond), outcome(f, err))
 				checkHandshake(t, tc, d.dials(), b.Retries(), err, f.Classify(err), "")
@@ -121,9 +121,9 @@ func TestServerStartingUp(t *testing.T) {
 			var err error
 			var took time.Duration
 			if tc.plain {
-				err, took = ping(plainPool(t, cfg), 20*time.Second)
+				took, err = ping(plainPool(t, cfg), 20*time.Second)
 			} else {
-				err, took = ping(holdfastPool(t, f, cfg), 20*time.Second)
+				took, err = ping(holdfastPool(t, f, cfg), 20*time.Second)
 			}
 			t.Logf("MEASURED 57P03 %s: %d dials, %d retries, %v, %s", tc.name, d.dials(), b.Retries(), took.Round(time.Millisecond), outcome(f, err))
 			checkHandshake(t, tc, d.dials(), b.Retries(), err, f.Classify(err), "sqlstate-57P03")
@@ -286,9 +286,9 @@ func TestConnectionLimit(t *testing.T) {
 			}
 			f, b := newHoldfast(t, testPolicy())
 			if tc.plain {
-				err, _ = ping(plainPool(t, cfg), 20*time.Second)
+				_, err = ping(plainPool(t, cfg), 20*time.Second)
 			} else {
-				err, _ = ping(holdfastPool(t, f, cfg), 20*time.Second)
+				_, err = ping(holdfastPool(t, f, cfg), 20*time.Second)
 			}
 			t.Logf("MEASURED 53300 %s: %d dials, %d retries, %s", tc.name, d.dials(), b.Retries(), outcome(f, err))
 			checkHandshake(t, tc, d.dials(), b.Retries(), err, f.Classify(err), "sqlstate-53300")
