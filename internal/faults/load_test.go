@@ -65,7 +65,7 @@ func (l *load) request(worker int, timeout time.Duration) request {
 		if !l.f.Classify(err).Retryable() || a == callerAttempts {
 			break
 		}
-		time.Sleep(50 * time.Millisecond << (a - 1))
+		time.Sleep(50 * time.Millisecond)
 	}
 	r.ended = time.Now()
 	return r
