@@ -3,8 +3,12 @@ package holdfast_test
 import (
 	"context"
 	"errors"
+	"net"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/fakes"
@@ -78,5 +82,47 @@ func TestBudgetPerFactory(t *testing.T) {
 				t.Errorf("control: B = %v, want the shared budget exhausted by A", err)
 			}
 		})
+	}
+}
+
+// A dial that a front end accepts is no success for the retry budget: only
+// a completed handshake refills it. Against a front end that accepts each
+// connection and closes it (a proxy whose database is down), a
+// connection's two retry rounds spend two retries and get nothing back.
+func TestAcceptedDialRefundsNothing(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); <-done })
+	b, err := retry.NewBudget(retry.BudgetConfig{Capacity: 100, RetryCost: 5, SuccessRefill: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFactory(t, holdfast.WithRetryBudget(b))
+	cfg, err := pgxpool.ParseConfig("postgres://u@" + ln.Addr().String() + "/db?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := newPool(t, f, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := pool.Ping(ctx); err == nil {
+		t.Fatal("Ping succeeded against a front end that closes every connection")
+	}
+	if got, want := b.Available(), 90.0; b.Retries() != 2 || got != want {
+		t.Errorf("%d retries, %v tokens left; want 2 retries and %v (no refund for an accepted dial)", b.Retries(), got, want)
 	}
 }

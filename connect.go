@@ -121,6 +121,21 @@ func (a *attempt) install() {
 			return true
 		}
 	}
+	if a.rounds > 1 && a.f.password != nil {
+		// pgx connects with a copy of cc, which pgconn authenticates
+		// with: a token that a retry round fetched (after 28000) reaches
+		// the copy here, before the startup message.
+		afterNet := cc.AfterNetConnect
+		cc.AfterNetConnect = func(ctx context.Context, config *pgconn.Config, conn net.Conn) (net.Conn, error) {
+			a.mu.Lock()
+			config.Password = a.cc.Password
+			a.mu.Unlock()
+			if afterNet != nil {
+				return afterNet(ctx, config, conn)
+			}
+			return conn, nil
+		}
+	}
 	after := cc.AfterConnect
 	cc.AfterConnect = func(ctx context.Context, pc *pgconn.PgConn) error {
 		if a.deadlined {

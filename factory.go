@@ -131,6 +131,9 @@ func New(opts ...Option) (*Factory, error) {
 		return nil, err
 	}
 	f.dial = f.retrier(c.policy, LayerConnect)
+	// A dial that connects may reach a front end whose database is down:
+	// the budget is refilled when the handshake completes (connect.go).
+	f.dial.NoRefund = true
 	f.fetch = f.retrier(c.policy, LayerPassword)
 	f.acquire = f.retrier(c.policy, LayerAcquire)
 	f.startup = f.retrier(c.startup, LayerStartup)

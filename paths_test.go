@@ -9,9 +9,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdfast-db/holdfast"
@@ -253,5 +255,74 @@ func TestDNSFailuresAreRetried(t *testing.T) {
 				t.Errorf("Factory.Acquire: %v, lookups = %d, want 6 (one more connect, not retried on top)", err, lookups.Load())
 			}
 		}
+	}
+}
+
+// After a 28000 (a stale IAM token), the connect layer's one retry with a
+// fresh token sends the fresh token: pgx connects with a copy of the
+// config that BeforeConnect prepared, so the token must reach that copy.
+// A fake server refuses the first connection with 28000 and records the
+// password of the second.
+func TestFreshTokenReachesTheServer(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for n := 1; ; n++ {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			be := pgproto3.NewBackend(c, c)
+			if _, err := be.ReceiveStartupMessage(); err == nil {
+				if n == 1 {
+					be.Send(&pgproto3.ErrorResponse{Severity: "FATAL", Code: "28000", Message: "PAM authentication failed"})
+				} else {
+					be.Send(&pgproto3.AuthenticationCleartextPassword{})
+					if be.Flush() == nil && be.SetAuthType(pgproto3.AuthTypeCleartextPassword) == nil {
+						if msg, err := be.Receive(); err == nil {
+							if pm, ok := msg.(*pgproto3.PasswordMessage); ok {
+								select {
+								case got <- pm.Password:
+								default: // only the first is checked
+								}
+							}
+						}
+					}
+					be.Send(&pgproto3.ErrorResponse{Severity: "FATAL", Code: "28P01", Message: "done"})
+				}
+				_ = be.Flush()
+			}
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); <-done })
+	var calls atomic.Int64
+	f := newFactory(t, holdfast.WithPasswordFunc(func(context.Context) (string, error) {
+		if calls.Add(1) == 1 {
+			return "stale", nil
+		}
+		return "fresh", nil
+	}))
+	cfg, err := pgxpool.ParseConfig("postgres://u@" + ln.Addr().String() + "/db?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := newPool(t, f, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = pool.Ping(ctx) // the fake ends with 28P01
+	select {
+	case pw := <-got:
+		if pw != "fresh" {
+			t.Errorf("the retry sent password %q, want the fresh token", pw)
+		}
+	default:
+		t.Fatalf("no second connection sent a password (%d token fetches)", calls.Load())
 	}
 }

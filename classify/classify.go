@@ -223,6 +223,7 @@ func (c *Classifier) Classify(err error) Verdict {
 //	syscall.ENETUNREACH          Transient "net-unreachable"
 //	syscall.ETIMEDOUT            Transient "timeout"
 //	io.EOF, io.ErrUnexpectedEOF  Transient "eof"
+//	pgconn.ErrConnClosed         Transient "conn-closed"
 //	context.DeadlineExceeded,
 //	os.ErrDeadlineExceeded,
 //	*net.OpError with Timeout()  Transient "timeout"

@@ -202,7 +202,7 @@ func TestClassify(t *testing.T) {
 		{"DNS other", &net.DNSError{Err: "weird"}, transient("dns-error")},
 		{"DNS canceled by ctx", &net.DNSError{Err: "operation was canceled", UnwrapErr: context.Canceled}, fatal("canceled")},
 		{"url.Error is a net.Error but not a network failure", urlErr(errors.New(secret)), fatal("unknown")},
-		{"pgconn.ErrConnClosed", fmt.Errorf("query: %w", pgconn.ErrConnClosed), fatal("unknown")},
+		{"pgconn.ErrConnClosed", fmt.Errorf("query: %w", pgconn.ErrConnClosed), transient("conn-closed")},
 
 		// Context and ordering.
 		{"refresh ctx expired", fmt.Errorf("refresh failed: %w", context.DeadlineExceeded), transient("timeout")},

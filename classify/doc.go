@@ -78,6 +78,7 @@
 //	| syscall.ENETUNREACH                          | Transient | net-unreachable    |
 //	| syscall.ETIMEDOUT                            | Transient | timeout            |
 //	| io.EOF, io.ErrUnexpectedEOF                  | Transient | eof                |
+//	| pgconn.ErrConnClosed                         | Transient | conn-closed        |
 //	| context.DeadlineExceeded                     | Transient | timeout            |
 //	| os.ErrDeadlineExceeded                       | Transient | timeout            |
 //	| *net.OpError whose Timeout() is true         | Transient | timeout            |
@@ -85,12 +86,20 @@
 //	| *net.DNSError, IsTimeout or IsTemporary      | Transient | dns-temporary      |
 //	| *net.DNSError, IsNotFound                    | Fatal     | dns-not-found      |
 //	| *net.DNSError, otherwise                     | Transient | dns-error          |
-//	| any other errno, pgconn.ErrConnClosed, …     | Fatal     | unknown            |
+//	| any other errno, …                           | Fatal     | unknown            |
 //
 // EOF and connection resets are Transient because holdfast only retries
 // connection attempts, where nothing has run on the server yet. An EOF or
 // reset while a query runs is not safe to retry blindly (the statement may
 // have run); do not use this package to decide query retries.
+//
+// pgconn.ErrConnClosed is the same failure as an EOF or a reset, reported
+// differently: pgx (v5.13) returns it when the connection was lost during a
+// statement it sends with the simple protocol (BEGIN, COMMIT, any statement
+// without arguments), where the same loss during a statement with arguments
+// is an EOF or a reset. It is Transient like them: a transaction that failed
+// with it did not commit, unless it was its COMMIT that failed, as with an
+// EOF.
 //
 // Timeouts are Transient because a per-attempt connect_timeout expiring says
 // nothing about the next attempt. The retry loop still stops as soon as the

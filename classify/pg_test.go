@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"sync"
@@ -158,12 +159,12 @@ func TestRealPostgres(t *testing.T) {
 		assertVerdict(t, err, "57P01", transient("sqlstate-57P01"))
 
 		// The conn is now closed; the next use reports pgconn's "conn
-		// closed", which is not a connect-time error and stays Fatal.
+		// closed": the connection is lost, as after an EOF.
 		_, err = victim.Exec(ctx, "SELECT 1")
 		if !errors.Is(err, pgconn.ErrConnClosed) {
 			t.Fatalf("second use: got %v, want ErrConnClosed", err)
 		}
-		assertVerdict(t, err, "", fatal("unknown"))
+		assertVerdict(t, err, "", transient("conn-closed"))
 	})
 }
 
@@ -204,6 +205,68 @@ func TestRealNetwork(t *testing.T) {
 		}
 		assertVerdict(t, err, "", transient("timeout"))
 	})
+}
+
+// A connection lost under a statement is the same failure whichever
+// protocol pgx sends the statement with: with arguments (the extended
+// protocol) pgx reports the EOF; without (the simple protocol: BEGIN,
+// COMMIT) pgx v5.13 reports pgconn.ErrConnClosed. Both are Transient, so a
+// caller's transaction retry classified here treats them alike.
+func TestConnectionLostUnderAStatement(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	for _, tc := range []struct {
+		name string
+		args []any
+		want classify.Verdict
+	}{
+		{"simple protocol", nil, transient("conn-closed")},
+		{"extended protocol", []any{1}, transient("eof")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			cfg, err := pgx.ParseConfig(dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var lost atomic.Bool
+			cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+				var d net.Dialer
+				c, err := d.DialContext(ctx, network, addr)
+				if err != nil {
+					return nil, err
+				}
+				return &losableConn{Conn: c, lost: &lost}, nil
+			}
+			conn, err := pgx.ConnectConfig(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = conn.Close(context.Background()) })
+			lost.Store(true)
+			sql := "BEGIN"
+			if tc.args != nil {
+				sql = "SELECT $1::int"
+			}
+			_, err = conn.Exec(ctx, sql, tc.args...)
+			assertVerdict(t, err, "", tc.want)
+		})
+	}
+}
+
+// losableConn reads EOF once lost is set, as a connection whose peer
+// vanished.
+type losableConn struct {
+	net.Conn
+	lost *atomic.Bool
+}
+
+func (c *losableConn) Read(b []byte) (int, error) {
+	if c.lost.Load() {
+		return 0, io.EOF
+	}
+	return c.Conn.Read(b)
 }
 
 // silentServer accepts TCP connections and never writes to them. Everything

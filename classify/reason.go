@@ -25,6 +25,7 @@ const (
 	ReasonHostUnreachable = "host-unreachable" // EHOSTUNREACH (Transient)
 	ReasonNetUnreachable  = "net-unreachable"  // ENETUNREACH (Transient)
 	ReasonEOF             = "eof"              // io.EOF, io.ErrUnexpectedEOF (Transient)
+	ReasonConnClosed      = "conn-closed"      // pgconn.ErrConnClosed (Transient)
 	ReasonTimeout         = "timeout"          // deadlines and network timeouts (Transient)
 	ReasonDNSTemporary    = "dns-temporary"    // *net.DNSError IsTimeout/IsTemporary (Transient)
 	ReasonDNSNotFound     = "dns-not-found"    // *net.DNSError IsNotFound (Fatal)

@@ -152,6 +152,8 @@ func (w *walker) decisive(err error) (finding, bool) {
 		}
 	case is(err, io.EOF), is(err, io.ErrUnexpectedEOF):
 		v = Verdict{Transient, ReasonEOF}
+	case is(err, pgconn.ErrConnClosed):
+		v = Verdict{Transient, ReasonConnClosed}
 	case is(err, context.DeadlineExceeded), is(err, os.ErrDeadlineExceeded):
 		v = Verdict{Transient, ReasonTimeout}
 	default:

@@ -134,8 +134,14 @@ type Retrier struct {
 	Classify func(error) classify.Verdict
 	// Budget, when not nil, is the retry budget the loop shares with
 	// others: every retry (never a first attempt) spends from it, and every
-	// success refills it.
+	// success refills it unless NoRefund is set.
 	Budget *Budget
+	// NoRefund keeps a success from refilling Budget, for an operation
+	// whose success does not show that the failure is over: a TCP dial
+	// that a proxy or load balancer accepts while the database behind it
+	// is down. The caller refills the budget once it knows (holdfast: when
+	// the connection's startup handshake completes).
+	NoRefund bool
 	// OnRetry, when not nil, is called synchronously on the goroutine running
 	// Do after a transient failure, once the budget has allowed the retry and
 	// before the sleep. It must not block; it receives Do's context.
@@ -191,7 +197,9 @@ func (r *Retrier) run(ctx context.Context, firstErr error, op func(ctx context.C
 			err = r.attempt(ctx, p, op)
 		}
 		if err == nil {
-			r.Budget.Success()
+			if !r.NoRefund {
+				r.Budget.Success()
+			}
 			return nil
 		}
 		if attempt == 1 && p.MaxElapsed > 0 {

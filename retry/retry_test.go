@@ -394,6 +394,31 @@ func TestBudgetRefill(t *testing.T) {
 	}
 }
 
+// A success refills the budget, unless NoRefund: an operation that
+// succeeded after a retry (a dial a front end accepted) refunds nothing
+// when its success does not show that the failure is over.
+func TestNoRefund(t *testing.T) {
+	t.Parallel()
+	for _, noRefund := range []bool{false, true} {
+		b, _ := retry.NewBudget(retry.BudgetConfig{Capacity: 10, RetryCost: 5, SuccessRefill: 1})
+		r := &retry.Retrier{Policy: fast(), Classify: testClassify, Budget: b, NoRefund: noRefund}
+		calls := 0
+		err := r.Do(context.Background(), func(context.Context) error {
+			if calls++; calls == 1 {
+				return errTransient
+			}
+			return nil
+		})
+		want := 6.0 // 10, less 5 for the retry, plus 1 for the success
+		if noRefund {
+			want = 5
+		}
+		if err != nil || b.Available() != want {
+			t.Errorf("NoRefund %v: Do = %v, Available = %v, want nil, %v", noRefund, err, b.Available(), want)
+		}
+	}
+}
+
 func TestNilBudgetAllows(t *testing.T) {
 	t.Parallel()
 	var b *retry.Budget

@@ -73,12 +73,76 @@ func recovery(t *testing.T, pool *pgxpool.Pool, drop func()) time.Duration {
 	return time.Duration(firstOK.Load() - dropped.Load())
 }
 
-// Connections silently dropped by the network are found and replaced within
-// seconds: requests succeed again within 3 s of the drop through holdfast,
-// where plain pgxpool (the control) keeps each dead connection's slot while
-// pgx drains it for up to 15 s.
-func TestSilentDropRecovery(t *testing.T) {
-	t.Parallel()
+// idleRecovery warms pool's 4 connections, lets them sit idle, silently
+// drops them while idle (drop: the proxy they go through stops passing
+// data, closing nothing, and new connections reach the server by another
+// route), waits idle more, then starts 8 workers issuing SELECT 1 (1 s
+// each at most). It returns how long after the requests arrived the first
+// one succeeded: half-open connections found at the next request, after
+// the pool sat idle (pgxpool pings a connection idle over 1 s before
+// handing it out).
+func idleRecovery(t *testing.T, pool *pgxpool.Pool, drop func(), idle time.Duration) time.Duration {
+	t.Helper()
+	const conns, workers = 4, 8
+	var warm sync.WaitGroup
+	for range conns {
+		warm.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if _, err := pool.Exec(ctx, "SELECT pg_sleep(0.1)"); err != nil {
+				t.Errorf("warming up: %v", err)
+			}
+		})
+	}
+	warm.Wait()
+	if n := pool.Stat().IdleConns(); n != conns {
+		t.Errorf("%d idle connections after warming up, want %d", n, conns)
+	}
+	time.Sleep(idle / 2)
+	drop()
+	time.Sleep(idle / 2)
+	arrived := time.Now()
+	var firstOK atomic.Int64 // unix nanos
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for range 100 { // bounded: 100 requests of at most 1 s
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				var one int
+				err := pool.QueryRow(ctx, "SELECT 1").Scan(&one)
+				cancel()
+				if err == nil {
+					firstOK.CompareAndSwap(0, time.Now().UnixNano())
+					return
+				}
+			}
+		})
+	}
+	deadline := arrived.Add(30 * time.Second)
+	for firstOK.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // polling a measured condition, bounded
+	}
+	close(stop)
+	wg.Wait()
+	if firstOK.Load() == 0 {
+		return 30 * time.Second
+	}
+	return time.Duration(firstOK.Load() - arrived.UnixNano())
+}
+
+// compareDrop measures, with measure, how long holdfast and plain pgxpool
+// (the control) take to serve again after a silent drop of their
+// connections, and checks that holdfast takes at most 3 s and the control
+// the long way (pgx drains a dead connection for up to 15 s while the pool
+// keeps its slot).
+func compareDrop(t *testing.T, what string, measure func(t *testing.T, pool *pgxpool.Pool, drop func()) time.Duration) {
+	t.Helper()
 	dsn, addr := serverAddr(t)
 	got := map[string]time.Duration{}
 	var mu sync.Mutex
@@ -110,11 +174,11 @@ func TestSilentDropRecovery(t *testing.T) {
 				}
 			}
 			defer pool.Close()
-			d := recovery(t, pool, func() {
+			d := measure(t, pool, func() {
 				old.freeze(t)
 				route.Store(fresh.addr)
 			})
-			t.Logf("MEASURED %s: first success %v after the silent drop", client, d.Round(time.Millisecond))
+			t.Logf("MEASURED %s: first success %v after %s", client, d.Round(time.Millisecond), what)
 			mu.Lock()
 			got[client] = d
 			mu.Unlock()
@@ -122,9 +186,29 @@ func TestSilentDropRecovery(t *testing.T) {
 	}
 	wg.Wait()
 	if d := got["holdfast"]; d > 3*time.Second {
-		t.Errorf("holdfast: first success %v after the drop, want within 3 s", d)
+		t.Errorf("holdfast: first success %v after %s, want within 3 s", d, what)
 	}
 	if d := got["pgxpool"]; d < 8*time.Second {
 		t.Errorf("control: plain pgxpool recovered in %v; the fault does not bite (expected ~16 s)", d)
 	}
+}
+
+// Connections silently dropped by the network are found and replaced within
+// seconds: requests succeed again within 3 s of the drop through holdfast,
+// where plain pgxpool (the control) keeps each dead connection's slot while
+// pgx drains it for up to 15 s.
+func TestSilentDropRecovery(t *testing.T) {
+	t.Parallel()
+	compareDrop(t, "the silent drop", recovery)
+}
+
+// Idle connections that die while the pool is idle (half-open: the peer
+// vanished without a FIN or RST) are found when requests arrive: the first
+// request succeeds within 3 s of their arrival through holdfast, where
+// plain pgxpool (the control) takes the long way.
+func TestIdleHalfOpenRecovery(t *testing.T) {
+	t.Parallel()
+	compareDrop(t, "the requests arrived", func(t *testing.T, pool *pgxpool.Pool, drop func()) time.Duration {
+		return idleRecovery(t, pool, drop, 1500*time.Millisecond)
+	})
 }

@@ -1,0 +1,114 @@
+package faults_test
+
+import (
+	"context"
+	"math"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/retry"
+)
+
+// What a sustained outage costs: 1,000 goroutines each call
+// Factory.Acquire on a pool (pool_max_conns=1000, retry.Default) whose
+// database is down, behind a port that refuses, or behind a front end (a
+// proxy, a load balancer) that accepts each connection and closes it, its
+// backend being down. Every connection is dialed once, and retried only as
+// the factory's retry budget (retry.DefaultBudget: 100 tokens, 5 a retry,
+// 1 back a second; refunded only by a completed handshake) allows: about
+// 20 retries for all 1,000, plus one per 5 s the outage lasts. Without a
+// budget (measured for comparison) each connection makes MaxAttempts (3)
+// dials.
+func TestOutageCost(t *testing.T) {
+	t.Parallel()
+	dsn, _ := serverAddr(t)
+	const callers = 1000
+	for _, front := range []string{"refused port", "accepts then closes"} {
+		for _, budgeted := range []bool{true, false} {
+			name := front + "/default budget"
+			if !budgeted {
+				name = front + "/no budget"
+			}
+			// Not parallel: 1,000 goroutines at a time are enough for
+			// 2 cores and the race detector's goroutine limit.
+			t.Run(name, func(t *testing.T) {
+				down := closedPort(t)
+				addr := down
+				if front == "accepts then closes" {
+					addr = newProxy(t, down).addr // toxiproxy closes a client whose upstream refuses
+				}
+				d := &dialCounter{}
+				var f *holdfast.Factory
+				var b *retry.Budget
+				if budgeted {
+					f, b = newHoldfast(t, retry.Default())
+				} else {
+					f, _ = newHoldfast(t, retry.Default(), holdfast.WithRetryBudget(nil))
+				}
+				pool := holdfastPool(t, f, configAt(t, dsn, addr, d, "&pool_max_conns=1000"))
+				verdicts := map[string]int{}
+				var mu sync.Mutex
+				var wg sync.WaitGroup
+				began := time.Now()
+				for range callers {
+					wg.Go(func() {
+						ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+						defer cancel()
+						c, err := f.Acquire(ctx, pool)
+						if err == nil {
+							c.Release()
+						}
+						mu.Lock()
+						verdicts[outcome(f, err)]++
+						mu.Unlock()
+					})
+				}
+				wg.Wait()
+				took := time.Since(began)
+				dials := d.dials()
+				t.Logf("MEASURED outage, %s: %d callers, %d dials (%.2f per caller), %d retries allowed, %d refused by the budget, %v; outcomes %v",
+					name, callers, dials, float64(dials)/callers, b.Retries(), b.Denied(), took.Round(time.Millisecond), verdicts)
+				if verdicts["ok"] != 0 {
+					t.Errorf("%d callers connected to a database that is down", verdicts["ok"])
+				}
+				for v, n := range verdicts {
+					if !strings.HasPrefix(v, "transient/") {
+						t.Errorf("%d callers failed %s, want transient (the database may come back)", n, v)
+					}
+				}
+				if !budgeted {
+					if want := int64(callers * retry.Default().MaxAttempts); dials != want {
+						t.Errorf("dials = %d, want %d (MaxAttempts each)", dials, want)
+					}
+					return
+				}
+				// The budget: 20 retries from a full bucket, and one per 5 s of
+				// refill while the outage lasted.
+				allowed := int64(20 + math.Ceil(took.Seconds()/5))
+				if r := b.Retries(); r > allowed {
+					t.Errorf("%d retries in %v, want at most %d", r, took, allowed)
+				}
+				if dials < callers || dials > callers+b.Retries() {
+					t.Errorf("dials = %d, want %d first attempts + at most the %d retries", dials, callers, b.Retries())
+				}
+			})
+		}
+	}
+}
+
+// closedPort returns a loopback address where nothing listens (a port just
+// released).
+func closedPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
