@@ -109,8 +109,15 @@ func (p Policy) backOff() *backoff.ExponentialBackOff {
 		backoff.WithRandomizationFactor(0),
 		backoff.WithMaxInterval(p.MaxInterval),
 		backoff.WithMaxElapsedTime(0), // the loop enforces MaxElapsed itself, against the deadline
+		backoff.WithClockProvider(noClock{}),
 	)
 }
+
+// noClock is backoff/v4's clock for a schedule without MaxElapsedTime,
+// which never needs the time.
+type noClock struct{}
+
+func (noClock) Now() time.Time { return time.Time{} }
 
 // Event describes one failed attempt.
 type Event struct {
