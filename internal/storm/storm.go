@@ -184,8 +184,12 @@ func Run(c Config) (*Result, error) {
 		}
 		p.slots = make([]construct, c.MaxConns)
 		// Steady state from the start: one connection, part-way through
-		// its life.
-		s.addConn(int32(i), 0, s.rng.Float64()*float64(c.Lifetime+c.LifetimeJitter/2))
+		// its life. The life of the connection found open at a random
+		// moment is length-biased (density ∝ l over [Lifetime,
+		// Lifetime+LifetimeJitter)), and the moment uniform within it.
+		lo, hi := float64(c.Lifetime), float64(c.Lifetime+c.LifetimeJitter)
+		life := math.Sqrt(lo*lo + s.rng.Float64()*(hi*hi-lo*lo))
+		s.addConn(int32(i), 0, s.rng.Float64()*life)
 	}
 	if c.Dependency == Database {
 		s.q.push(event{at: s.t0, kind: evBreak})
