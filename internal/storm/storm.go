@@ -131,7 +131,7 @@ type Result struct {
 	Reconnected time.Duration
 
 	Requests, Failed int // requests in the run, and those that failed
-	Pods             int // pods that had no connection at the end of the outage
+	Disconnected     int // pods that had no connection when the outage ended
 }
 
 // Load returns the attempts of bin i, first and retries.
@@ -155,7 +155,7 @@ func Run(c Config) (*Result, error) {
 	if c.Pods <= 0 || c.MaxConns <= 0 || c.RequestRate <= 0 || c.Bin <= 0 || time.Second%c.Bin != 0 {
 		return nil, fmt.Errorf("storm: invalid config: %d pods, %d max conns, rate %v, bin %v", c.Pods, c.MaxConns, c.RequestRate, c.Bin)
 	}
-	if c.OutageStart < 10*time.Second+time.Second || c.After < 10*time.Second {
+	if c.OutageStart < 11*time.Second || c.After < 10*time.Second {
 		return nil, errors.New("storm: the outage must start after 11 s and the run go on 10 s after it")
 	}
 	s := &sim{
@@ -289,7 +289,7 @@ func (s *sim) handle(e event) {
 		for i := range s.pods {
 			if p := &s.pods[i]; len(p.conns) == 0 {
 				p.lost = true
-				s.res.Pods++
+				s.res.Disconnected++
 			}
 		}
 	}

@@ -98,8 +98,8 @@ func TestHoldfastGoals10000Pods(t *testing.T) {
 				t.Fatal(err)
 			}
 			logTable(t, r)
-			if r.Pods != c.Pods {
-				t.Errorf("%d pods had no connection when the outage ended, want all %d", r.Pods, c.Pods)
+			if r.Disconnected != c.Pods {
+				t.Errorf("%d pods had no connection when the outage ended, want all %d", r.Disconnected, c.Pods)
 			}
 			if r.RetryShare > goalRetryShare {
 				t.Errorf("retries are %.1f%% of first attempts, goal %.0f%%", 100*r.RetryShare, 100*goalRetryShare)
