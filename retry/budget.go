@@ -70,7 +70,7 @@ type Budget struct {
 	tokens atomic.Int64 // milli-tokens
 
 	mu   sync.Mutex // guards last (time refill happens on the retry path only)
-	last time.Time
+	last time.Time  // of the last time refill; zero until the first retry
 
 	spent, denied atomic.Int64
 }
@@ -90,7 +90,6 @@ func NewBudget(c BudgetConfig) (*Budget, error) {
 		now:       time.Now,
 	}
 	b.tokens.Store(b.capacity)
-	b.last = b.now()
 	return b, nil
 }
 
@@ -99,9 +98,24 @@ func (b *Budget) Spend() bool {
 	if b == nil {
 		return true
 	}
+	return b.spend(time.Time{})
+}
+
+// spend is Spend at time now, or at b.now() when now is zero: a [Loop]
+// passes the time of its own clock. The bucket is full until the first
+// retry, so time starts counting then.
+func (b *Budget) spend(now time.Time) bool {
+	if b == nil {
+		return true
+	}
 	if b.perSecond > 0 {
 		b.mu.Lock()
-		now := b.now()
+		if now.IsZero() {
+			now = b.now()
+		}
+		if b.last.IsZero() {
+			b.last = now
+		}
 		if add := int64(now.Sub(b.last).Seconds() * b.perSecond * milli); add > 0 {
 			b.last = now
 			b.add(add)

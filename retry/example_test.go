@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/holdfast-db/holdfast/classify"
@@ -55,4 +56,29 @@ func ExampleBudget() {
 	// request 1: 3 attempts, attempts exhausted
 	// request 2: 1 attempts, retry budget exhausted
 	// request 3: 1 attempts, retry budget exhausted
+}
+
+// A Loop stepped on a virtual clock, as an event loop or a simulation
+// steps it: no goroutine sleeps, and a seeded source makes the jitter
+// repeatable.
+func ExampleRetrier_Start() {
+	r := &retry.Retrier{
+		Classify: func(error) classify.Verdict { return classify.Verdict{Class: classify.Transient, Reason: "outage"} },
+	}
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	l, _ := r.Start(now, rand.New(rand.NewPCG(1, 2)))
+	for {
+		now = now.Add(5 * time.Millisecond) // an attempt that fails fast
+		delay, again := l.Next(context.Background(), now, errors.New("connection refused"))
+		if !again {
+			break
+		}
+		fmt.Printf("retry in %v\n", delay.Round(time.Millisecond))
+		now = now.Add(delay)
+	}
+	fmt.Println(l.Err())
+	// Output:
+	// retry in 107ms
+	// retry in 197ms
+	// retry: gave up after 3 attempts (attempts exhausted; transient outage): connection refused
 }

@@ -100,15 +100,24 @@ func (p Policy) Validate() error {
 
 // backOff builds the un-shared backoff/v4 schedule for one loop.
 // ExponentialBackOff is not safe for concurrent use, so every Do gets its own.
+// Its intervals come without jitter: the loop applies Jitter itself (see
+// jitter), from a random source that a simulation can seed.
 func (p Policy) backOff() *backoff.ExponentialBackOff {
 	return backoff.NewExponentialBackOff(
 		backoff.WithInitialInterval(p.InitialInterval),
 		backoff.WithMultiplier(p.Multiplier),
-		backoff.WithRandomizationFactor(p.Jitter),
+		backoff.WithRandomizationFactor(0),
 		backoff.WithMaxInterval(p.MaxInterval),
 		backoff.WithMaxElapsedTime(0), // the loop enforces MaxElapsed itself, against the deadline
+		backoff.WithClockProvider(noClock{}),
 	)
 }
+
+// noClock is backoff/v4's clock for a schedule without MaxElapsedTime,
+// which never needs the time.
+type noClock struct{}
+
+func (noClock) Now() time.Time { return time.Time{} }
 
 // Event describes one failed attempt.
 type Event struct {
@@ -125,6 +134,8 @@ type Event struct {
 // Retrier runs operations under a Policy. A Retrier is safe for concurrent
 // use by many goroutines once built; do not change its fields while Do runs.
 // The zero value retries with [Default], classify.Classify and no budget.
+// [Retrier.Start] hands the same loop to a caller that steps it on a clock
+// of its own.
 type Retrier struct {
 	// Policy bounds the loop. A zero Policy means [Default]; an invalid one
 	// makes Do fail with an *InvalidPolicyError without running op.
@@ -176,73 +187,36 @@ func (r *Retrier) Continue(ctx context.Context, firstErr error, op func(ctx cont
 }
 
 func (r *Retrier) run(ctx context.Context, firstErr error, op func(ctx context.Context) error) error {
-	p := r.Policy
-	if p == (Policy{}) {
-		p = Default()
-	}
-	if err := p.Validate(); err != nil {
+	l, err := r.Start(time.Now(), nil)
+	if err != nil {
 		return err
 	}
-	classifyErr := r.Classify
-	if classifyErr == nil {
-		classifyErr = classify.Classify
-	}
-	start := time.Now()
-	var bo *backoff.ExponentialBackOff // built lazily: the success path allocates nothing
-	for attempt := 1; ; attempt++ {
+	for {
 		var err error
-		if attempt == 1 && firstErr != nil {
+		if l.attempt == 0 && firstErr != nil {
 			err = firstErr
 		} else {
-			err = r.attempt(ctx, p, op)
+			err = r.attempt(ctx, l.p, op)
 		}
-		if err == nil {
-			if !r.NoRefund {
-				r.Budget.Success()
+		var now time.Time // read only on the failure path
+		if err != nil {
+			now = time.Now()
+			if l.attempt == 0 && l.p.MaxElapsed > 0 {
+				// MaxElapsed bounds everything after the first failure:
+				// sleeps and later attempts. Applying it lazily keeps the
+				// success path free of a timer; the first attempt is
+				// bounded by AttemptTimeout and ctx.
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithDeadline(ctx, l.start.Add(l.p.MaxElapsed))
+				defer cancel()
 			}
-			return nil
 		}
-		if attempt == 1 && p.MaxElapsed > 0 {
-			// MaxElapsed bounds everything after the first failure: sleeps
-			// and later attempts. Applying it lazily keeps the success path
-			// free of a timer; the first attempt is bounded by
-			// AttemptTimeout and ctx.
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithDeadline(ctx, start.Add(p.MaxElapsed))
-			defer cancel()
-		}
-		v := classifyErr(err)
-		stop := func(reason StopReason) error {
-			e := &Error{Attempts: attempt, Last: err, Verdict: v, Stop: reason}
-			if reason == StopContext {
-				e.Cause = context.Cause(ctx)
-			}
-			return e
-		}
-		if ctx.Err() != nil {
-			return stop(StopContext)
-		}
-		if !v.Retryable() {
-			return stop(StopFatal)
-		}
-		if attempt >= p.MaxAttempts {
-			return stop(StopExhausted)
-		}
-		if bo == nil {
-			bo = p.backOff()
-		}
-		delay := bo.NextBackOff()
-		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) <= delay {
-			return stop(StopDeadline)
-		}
-		if !r.Budget.Spend() {
-			return stop(StopBudget)
-		}
-		if r.OnRetry != nil {
-			r.OnRetry(ctx, Event{Attempt: attempt, Err: err, Verdict: v, Delay: delay})
+		delay, again := l.Next(ctx, now, err)
+		if !again {
+			return l.Err()
 		}
 		if !sleep(ctx, delay) {
-			return stop(StopContext)
+			return l.end(ctx, StopContext)
 		}
 	}
 }
