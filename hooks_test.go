@@ -7,7 +7,6 @@ import (
 	"net"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -291,30 +290,48 @@ func TestHooksReplacedAfterConfigure(t *testing.T) {
 // straggler ends when its dial does.
 func TestCloseIsBoundedWithAStuckMonitorDial(t *testing.T) {
 	t.Parallel()
-	cfg, _ := poolConfig(t, pgtest.DSN(t), "sslmode=disable")
+	dsn := pgtest.DSN(t)
+	cfg, _ := poolConfig(t, dsn, "sslmode=disable")
 	base := cfg.ConnConfig.DialFunc
 	release := make(chan struct{})
-	var dials atomic.Int64
-	var stuck sync.WaitGroup
+	stuck := make(chan struct{}, 16)
+	var blocking atomic.Bool
 	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if dials.Add(1) == 1 {
-			return base(ctx, network, addr) // the pool's first connection
+		if !blocking.Load() {
+			return base(ctx, network, addr)
 		}
-		stuck.Add(1)
-		defer stuck.Done()
+		stuck <- struct{}{}
 		select { // ignores ctx
 		case <-release:
 		case <-time.After(20 * time.Second):
 		}
 		return nil, errors.New("released")
 	}
-	f := newFactory(t, holdfast.WithBlueGreen(bluegreen.Config{MonitorConnectTimeout: 300 * time.Millisecond}))
+	f := newFactory(t, holdfast.WithBlueGreen(bluegreen.Config{MonitorConnectTimeout: 300 * time.Millisecond, BaselineInterval: 100 * time.Millisecond}))
 	pool := newPool(t, f, cfg)
-	// Registered after newPool's, so it runs before the pool closes (which
-	// would wait for a connect stuck in the dial).
-	t.Cleanup(func() { close(release); stuck.Wait() })
+	// Registered after newPool's, so it runs before the pool closes: the
+	// stuck dials then return, and their goroutines end (pgtest.Main checks
+	// for leaks).
+	t.Cleanup(func() { close(release) })
 	if err := pool.Ping(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+	// From now on every dial hangs; end the monitors' connections so that
+	// they reconnect into it.
+	blocking.Store(true)
+	admin, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	if _, err := admin.Exec(context.Background(),
+		"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'holdfast-bluegreen-monitor'"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-stuck:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no monitor reconnected into the hanging dial")
 	}
 	start := time.Now()
 	f.Close()
