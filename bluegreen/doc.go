@@ -151,6 +151,11 @@
 // are ignored, so that a stuck status or a server whose metadata lags does
 // not start the same switchover again.
 //
+// The timeline's phase events carry the times the metadata reported them;
+// its last event, "Routing normal", is when the Router went back to plain
+// host names. The two differ: COMPLETED is often reported before DNS has
+// caught up, and until it has, routing stays as in POST.
+//
 // The summary's log line has the message "bluegreen: switchover COMPLETED"
 // (or ROLLED BACK, TIMED OUT) and the table of [Summary.String] in its
 // summary attribute. Before a switchover, once the green side is mapped,

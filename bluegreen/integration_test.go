@@ -439,7 +439,7 @@ func TestIntegration(t *testing.T) {
 			t.Errorf("outcome %v, generation %d, routing %+v; want COMPLETED, 1, normal", sum.Outcome, st.Generation, st.Routing)
 		}
 		wantOrder(t, sum.Events, "CREATED", "PREPARATION", "IN_PROGRESS", "Blue connections dropped", "POST",
-			"Green topology changed", "Blue DNS updated", "Green DNS removed", "COMPLETED")
+			"Green topology changed", "Blue DNS updated", "Green DNS removed", "COMPLETED", "Routing normal")
 		log := c.logs.String()
 		for _, want := range []string{"Blue/Green Deployment switchover COMPLETED", "time offset (ms)", "IN_PROGRESS"} {
 			if !strings.Contains(log, want) {
@@ -510,7 +510,7 @@ func TestIntegration(t *testing.T) {
 		if st.LastSummary.Outcome != bluegreen.OutcomeRolledBack || !st.Routing.Normal || st.Generation != 1 {
 			t.Errorf("summary %v, routing %+v, generation %d; want ROLLED BACK, normal, 1", st.LastSummary.Outcome, st.Routing, st.Generation)
 		}
-		wantOrder(t, st.LastSummary.Events, "PREPARATION", "IN_PROGRESS", "CREATED (rollback)", "ROLLED BACK")
+		wantOrder(t, st.LastSummary.Events, "PREPARATION", "IN_PROGRESS", "CREATED (rollback)", "ROLLED BACK", "Routing normal")
 		if !strings.Contains(c.logs.String(), "Blue/Green Deployment switchover ROLLED BACK") {
 			t.Errorf("log lacks the ROLLED BACK summary:\n%s", c.logs.String())
 		}
@@ -583,7 +583,7 @@ func TestIntegration(t *testing.T) {
 		if st.LastSummary.Outcome != bluegreen.OutcomeTimedOut || !st.Routing.Normal || !st.Stale {
 			t.Errorf("outcome %v, routing %+v, stale %v; want TIMED OUT, normal, stale", st.LastSummary.Outcome, st.Routing, st.Stale)
 		}
-		wantOrder(t, st.LastSummary.Events, "PREPARATION", "IN_PROGRESS", "Switchover timer expired")
+		wantOrder(t, st.LastSummary.Events, "PREPARATION", "IN_PROGRESS", "Switchover timer expired", "Routing normal")
 		c.waitPolled(fake.StatusInProgress)
 		expectAddr(t, "while the metadata is still stuck", c.newConn(ctx), blueIP)
 		if st := c.r.Status(); !st.Routing.Normal || st.Phase != bluegreen.Created {

@@ -381,7 +381,7 @@ func TestRoutingPerPhase(t *testing.T) {
 			// deployment that exists, not a switchover.
 			want: want{phase: Created, normal: true, gen: 1, stale: true, outcome: OutcomeCompleted,
 				events: []string{"CREATED", "PREPARATION", "IN_PROGRESS", "POST", switchover.EventGreenTopologyChanged,
-					switchover.EventBlueDNSUpdated, switchover.EventGreenDNSRemoved, "COMPLETED"},
+					switchover.EventBlueDNSUpdated, switchover.EventGreenDNSRemoved, "COMPLETED", switchover.EventRoutingNormal},
 				logs: []string{"Blue/Green Deployment switchover COMPLETED"}},
 		},
 		{
@@ -600,27 +600,113 @@ func TestPeerHostsLearned(t *testing.T) {
 	}
 }
 
+// COMPLETED keeps the time the metadata reported it; "Routing normal",
+// the summary's last event, is when DNS had caught up and the routing
+// went back to plain host names.
+func TestSummaryMarksRoutingNormal(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{})
+	inPost(h)
+	h.advance(time.Second)
+	h.set(meta.StatusSwitchoverCompleted)
+	completedAt := h.now
+	h.advance(5 * time.Second)
+	h.swapDNS()
+	h.removeGreenDNS()
+	h.pollBoth()
+	sum, ok := h.r.LastSummary()
+	if !ok || sum.Outcome != OutcomeCompleted {
+		t.Fatalf("summary %v, %v; want COMPLETED", sum, ok)
+	}
+	var completed, normal time.Time
+	for _, e := range sum.Events {
+		switch e.Name {
+		case "COMPLETED":
+			completed = e.Time
+		case switchover.EventRoutingNormal:
+			normal = e.Time
+		}
+	}
+	if last := sum.Events[len(sum.Events)-1]; last.Name != switchover.EventRoutingNormal {
+		t.Errorf("last event %q, want %q", last.Name, switchover.EventRoutingNormal)
+	}
+	if !completed.Equal(completedAt) || !normal.Equal(h.now) {
+		t.Errorf("COMPLETED at %v, Routing normal at %v; want %v (the metadata) and %v (DNS caught up)",
+			completed, normal, completedAt, h.now)
+	}
+	if !strings.Contains(sum.String(), " Routing normal\n") {
+		t.Errorf("summary lacks the routing-normal row:\n%s", sum)
+	}
+}
+
 // Each summary row has the wrappers' layout: timestamp, offset from
-// IN_PROGRESS in ms, event.
+// IN_PROGRESS in ms, event; columns are the wrappers' widths at least, and
+// wider for a longer cell, so that every row lines up.
 func TestSummaryString(t *testing.T) {
 	t.Parallel()
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	s := Summary{ID: "1", Outcome: OutcomeCompleted, Anchor: at(0), Events: []Event{
-		{at(-4050), "PREPARATION"}, {at(0), "IN_PROGRESS"}, {at(4053), "POST"}, {at(11988), "COMPLETED"},
-	}}
-	got := s.String()
-	wantLines := []string{
-		"[bgdId: '1'] Blue/Green Deployment switchover COMPLETED",
-		"timestamp                         time offset (ms)                           event",
-		strings.Repeat("-", 82),
-		"    2026-02-15T14:29:55.950Z              -4050 ms                     PREPARATION",
-		"    2026-02-15T14:30:00.000Z                  0 ms                     IN_PROGRESS",
-		"    2026-02-15T14:30:04.053Z               4053 ms                            POST",
-		"    2026-02-15T14:30:11.988Z              11988 ms                       COMPLETED",
-		strings.Repeat("-", 82),
+	tests := []struct {
+		name   string
+		events []Event
+		want   []string
+	}{
+		{
+			name:   "the wrappers' widths",
+			events: []Event{{at(-4050), "PREPARATION"}, {at(0), "IN_PROGRESS"}, {at(4053), "POST"}, {at(11988), "COMPLETED"}},
+			want: []string{
+				"[bgdId: '1'] Blue/Green Deployment switchover COMPLETED",
+				"timestamp                         time offset (ms)                           event",
+				strings.Repeat("-", 82),
+				"    2026-02-15T14:29:55.950Z              -4050 ms                     PREPARATION",
+				"    2026-02-15T14:30:00.000Z                  0 ms                     IN_PROGRESS",
+				"    2026-02-15T14:30:04.053Z               4053 ms                            POST",
+				"    2026-02-15T14:30:11.988Z              11988 ms                       COMPLETED",
+				strings.Repeat("-", 82),
+			},
+		},
+		{
+			name: "longer cells widen their column",
+			events: []Event{{at(0), "IN_PROGRESS"}, {at(700), "Traffic released on blue DNS update"},
+				{at(30000), "Routing normal"}},
+			want: []string{
+				"[bgdId: '1'] Blue/Green Deployment switchover COMPLETED",
+				"timestamp                         time offset (ms)                               event",
+				strings.Repeat("-", 86),
+				"    2026-02-15T14:30:00.000Z                  0 ms                         IN_PROGRESS",
+				"    2026-02-15T14:30:00.700Z                700 ms Traffic released on blue DNS update",
+				"    2026-02-15T14:30:30.000Z              30000 ms                      Routing normal",
+				strings.Repeat("-", 86),
+			},
+		},
 	}
-	if got != strings.Join(wantLines, "\n") {
-		t.Errorf("summary:\n%s\nwant:\n%s", got, strings.Join(wantLines, "\n"))
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := Summary{ID: "1", Outcome: OutcomeCompleted, Anchor: at(0), Events: tt.events}.String()
+			if got != strings.Join(tt.want, "\n") {
+				t.Errorf("summary:\n%s\nwant:\n%s", got, strings.Join(tt.want, "\n"))
+			}
+			// Every row is as wide as the rule.
+			lines := strings.Split(got, "\n")
+			for _, l := range lines[1:] {
+				if len(l) != len(lines[2]) {
+					t.Errorf("row %q is %d wide, the rule %d", l, len(l), len(lines[2]))
+				}
+			}
+		})
+	}
+	// Every event name this package emits fits its column.
+	var events []Event
+	for _, name := range []string{switchover.EventBlueDNSUpdated, switchover.EventGreenDNSRemoved, switchover.EventGreenTopologyChanged,
+		switchover.EventBlueConnsDropped, switchover.EventReleasedOnBlueDNS, switchover.EventTimerExpired, switchover.EventRolledBack,
+		switchover.EventRoutingNormal, "CREATED (rollback)", "NOT_CREATED"} {
+		events = append(events, Event{at(len(events)), name})
+	}
+	lines := strings.Split(Summary{ID: "1", Outcome: OutcomeCompleted, Anchor: at(0), Events: events}.String(), "\n")
+	for _, l := range lines[1:] {
+		if len(l) != len(lines[2]) {
+			t.Errorf("row %q overflows the table (rule %d wide)", l, len(lines[2]))
+		}
 	}
 }
 

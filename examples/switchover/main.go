@@ -602,7 +602,7 @@ func printProgress(w io.Writer, begin time.Time, clients []*client, r *bluegreen
 		}
 		st := r.Status()
 		var b strings.Builder
-		fmt.Fprintf(&b, "%5.1fs  %-31s holdfast=%-11s", time.Since(begin).Seconds(), script.Load().(string), st.Phase)
+		fmt.Fprintf(&b, "%5.1fs  %-35s holdfast=%-11s", time.Since(begin).Seconds(), script.Load().(string), st.Phase)
 		for i, c := range clients {
 			ok, failed := c.ok.Load(), c.failed.Load()
 			fmt.Fprintf(&b, " | %-8s ok %4d fail %4d", c.name, ok-last[i][0], failed-last[i][1])
@@ -647,9 +647,13 @@ func measure(ctx context.Context, d *bluegreentest.Deployment, sres bluegreentes
 		st := r.Status()
 		var b strings.Builder
 		fmt.Fprintf(&b, "(no summary yet: the switchover has not ended for holdfast; phase %s, routing %v)\n", st.Phase, st.Routing.Phase)
+		width := 31
+		for _, e := range st.Timeline {
+			width = max(width, len(e.Name))
+		}
 		for _, e := range st.Timeline {
 			res.Timeline = append(res.Timeline, TimelineEvent{Event: e.Name, OffsetMS: ms(e.Time.Sub(anchor))})
-			fmt.Fprintf(&b, "%28s %18d ms %31s\n", e.Time.UTC().Format("2006-01-02T15:04:05.000Z"), e.Time.Sub(anchor).Milliseconds(), e.Name)
+			fmt.Fprintf(&b, "%28s %18d ms %*s\n", e.Time.UTC().Format("2006-01-02T15:04:05.000Z"), e.Time.Sub(anchor).Milliseconds(), width, e.Name)
 		}
 		res.summary = strings.TrimRight(b.String(), "\n")
 	}

@@ -406,7 +406,7 @@ func (st *State) dnsFlags(now time.Time, fx *Effects) {
 // caught up.
 func (st *State) checkDone(now time.Time, fx *Effects) {
 	if st.Frozen && st.Phase == meta.Completed && st.BlueDNSUpdated && st.GreenDNSRemoved {
-		st.finish(OutcomeCompleted, fx)
+		st.finish(OutcomeCompleted, now, fx)
 	}
 }
 
@@ -418,9 +418,9 @@ func (st *State) Tick(now time.Time) Effects {
 	}
 	st.event(now, EventTimerExpired, &fx)
 	if st.Phase == meta.Completed {
-		st.finish(OutcomeCompleted, &fx)
+		st.finish(OutcomeCompleted, now, &fx)
 	} else {
-		st.finish(OutcomeTimedOut, &fx)
+		st.finish(OutcomeTimedOut, now, &fx)
 	}
 	return fx
 }
@@ -428,10 +428,15 @@ func (st *State) Tick(now time.Time) Effects {
 func (st *State) rollback(p meta.Phase, now time.Time, fx *Effects) {
 	st.event(now, p.String()+" (rollback)", fx)
 	st.event(now, EventRolledBack, fx)
-	st.finish(OutcomeRolledBack, fx)
+	st.finish(OutcomeRolledBack, now, fx)
 }
 
-func (st *State) finish(o Outcome, fx *Effects) {
+// finish ends the switchover: its owner publishes the routing of the next
+// generation, which routes nothing, so the timeline's last event is when
+// routing returned to normal. The phase events keep the times the
+// metadata reported them (COMPLETED often comes before DNS has caught up).
+func (st *State) finish(o Outcome, now time.Time, fx *Effects) {
+	st.event(now, EventRoutingNormal, fx)
 	ev := append([]Event(nil), st.Timeline...)
 	fx.Summary = &Summary{ID: st.id, Outcome: o, Anchor: anchorOf(ev), Events: ev}
 }
