@@ -468,6 +468,156 @@ func TestIntegration(t *testing.T) {
 		})
 	})
 
+	t.Run("instance endpoint, metadata with cluster endpoints only", func(t *testing.T) {
+		t.Parallel()
+		ctx := testCtx(t)
+		// The metadata names only the cluster endpoints; the instances come
+		// from aurora_replica_status() on each side.
+		d, err := env.NewDeployment(ctx, fake.DeploymentConfig{ClusterEndpointsOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = d.Drop(context.Background()) })
+		set(t, d, fake.StatusAvailable)
+		c := newClient(t, d, d.Names.Instance, fastConfig())
+		st := c.waitFor("the instances mapped", func(s bluegreen.Status) bool {
+			for _, m := range s.Mapping {
+				if m.Blue == d.Names.Instance && m.Green == d.Names.GreenInstance && m.BlueAddr == blueIP && m.GreenAddr == greenIP {
+					return true
+				}
+			}
+			return false
+		})
+		if !st.Monitors[0].Topology || !st.Monitors[1].Topology {
+			t.Errorf("monitors %+v: want both reading the topology", st.Monitors)
+		}
+		expectAddr(t, "CREATED instance", c.newConn(ctx), blueIP)
+		held, err := c.pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		set(t, d, fake.StatusInitiated)
+		c.waitSubstituted(d.Names.Instance, blueIP)
+		set(t, d, fake.StatusInProgress)
+		c.waitPhase(bluegreen.InProgress)
+		_, err = held.Exec(ctx, "SELECT 1")
+		var de *bluegreen.DroppedError
+		if !errors.As(err, &de) || de.Addr != blueIP {
+			t.Errorf("statement on the instance connection in IN_PROGRESS: %v, want a *DroppedError for %s", err, blueIP)
+		}
+		held.Release()
+		connect := c.goNewConn(ctx)
+		c.waitWaiting(1)
+		pending(connect)
+		set(t, d, fake.StatusPostProcessing)
+		expectAddr(t, "held instance connection", <-connect, greenIP)
+		expectAddr(t, "POST instance", c.newConn(ctx), greenIP)
+		if err := d.Rename(ctx); err != nil {
+			t.Fatal(err)
+		}
+		d.SwapDNS()
+		d.RemoveGreenDNS()
+		set(t, d, fake.StatusCompleted)
+		st = c.waitFor("the switchover to end", func(s bluegreen.Status) bool { return s.LastSummary != nil })
+		if st.LastSummary.Outcome != bluegreen.OutcomeCompleted || st.Dropped < 1 || st.TimedOut != 0 {
+			t.Errorf("outcome %v, dropped %d, timed out %d; want COMPLETED, the instance connection dropped, no timeout",
+				st.LastSummary.Outcome, st.Dropped, st.TimedOut)
+		}
+		expectAddr(t, "after the switchover", c.newConn(ctx), greenIP)
+
+		// Without the topology function (the old behaviour, or an engine
+		// without it): absent, not an error; the metadata is read as
+		// before, and the instance is not routed.
+		d2, err := env.NewDeployment(ctx, fake.DeploymentConfig{ClusterEndpointsOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = d2.Drop(context.Background()) })
+		for _, m := range []*fake.Metadata{d2.Blue, d2.Green} {
+			if err := m.UninstallTopology(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		set(t, d2, fake.StatusAvailable)
+		c2 := newClient(t, d2, d2.Names.Instance, fastConfig())
+		c2.waitMapped()
+		set(t, d2, fake.StatusInitiated)
+		st = c2.waitFor("PREPARATION with the cluster pinned", func(s bluegreen.Status) bool {
+			return s.Phase == bluegreen.Preparation && hasRoute(s.Routing, d2.Names.Cluster, "substitute")
+		})
+		if hasRoute(st.Routing, d2.Names.Instance, "substitute") {
+			t.Errorf("routing %+v routes the instance without a topology", st.Routing)
+		}
+		for _, m := range st.Monitors {
+			if m.Topology || m.Error != "" || m.Observation != "rows" {
+				t.Errorf("monitor %+v: want rows, no topology, no error", m)
+			}
+		}
+	})
+
+	t.Run("reader endpoint: every blue reader's connections are dropped", func(t *testing.T) {
+		t.Parallel()
+		ctx := testCtx(t)
+		d, err := env.NewDeployment(ctx, fake.DeploymentConfig{Readers: 2, ClusterEndpointsOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = d.Drop(context.Background()) })
+		r1, r2 := env.Blue.ReaderAddr(1), env.Blue.ReaderAddr(2)
+		set(t, d, fake.StatusAvailable)
+		c := newClient(t, d, d.Names.Reader, fastConfig())
+		c.waitMapped()
+		// The reader endpoint leads to reader 1, then (round robin) to
+		// reader 2: the pool holds a connection to each.
+		conns := map[string]*pgxpool.Conn{}
+		for _, addr := range []string{r1, r2} {
+			env.Resolver.Set(d.Names.Reader, addr)
+			conn, err := c.pool.Acquire(ctx) // a new connection: the other one is held
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Release()
+			if got := remoteHost(conn); got != addr {
+				t.Fatalf("connection through %s to %s, want %s", d.Names.Reader, got, addr)
+			}
+			conns[addr] = conn
+		}
+		// At PREPARATION the reader endpoint resolves to reader 2 only.
+		c.waitFor("the reader endpoint resolved to reader 2", func(s bluegreen.Status) bool {
+			for _, m := range s.Mapping {
+				if m.Blue == d.Names.Reader {
+					return m.BlueAddr == r2
+				}
+			}
+			return false
+		})
+		set(t, d, fake.StatusInitiated)
+		c.waitPhase(bluegreen.Preparation)
+		set(t, d, fake.StatusInProgress)
+		st := c.waitPhase(bluegreen.InProgress)
+		if strings.Join(st.Routing.DropAddrs, ",") != strings.Join([]string{blueIP, r1, r2}, ",") {
+			t.Errorf("dropped addresses %v, want the writer's and both readers' %v", st.Routing.DropAddrs, []string{blueIP, r1, r2})
+		}
+		for addr, conn := range conns {
+			_, err := conn.Exec(ctx, "SELECT 1")
+			var de *bluegreen.DroppedError
+			if !errors.As(err, &de) || de.Addr != addr {
+				t.Errorf("statement on the connection to reader %s in IN_PROGRESS: %v, want a *DroppedError", addr, err)
+			}
+		}
+		// POST: the reader endpoint leads to green's.
+		set(t, d, fake.StatusPostProcessing)
+		c.waitPhase(bluegreen.Post)
+		conn, err := c.pool.Acquire(ctx) // a new connection (the pool has room for it)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Release()
+		if got := remoteHost(conn); got != env.Green.ReaderAddr(1) {
+			t.Errorf("POST connection through %s to %s, want green's reader %s", d.Names.Reader, got, env.Green.ReaderAddr(1))
+		}
+	})
+
 	t.Run("rollback, RDS", func(t *testing.T) {
 		t.Parallel()
 		ctx := testCtx(t)
@@ -849,6 +999,13 @@ func TestIntegration(t *testing.T) {
 			}
 		}
 	})
+}
+
+// remoteHost is the address a pooled connection is connected to, as the
+// simulator presents it (a reader's own address).
+func remoteHost(c *pgxpool.Conn) string {
+	h, _, _ := net.SplitHostPort(c.Conn().PgConn().Conn().RemoteAddr().String())
+	return h
 }
 
 func waitStatus(t *testing.T, r *bluegreen.Router, what string, cond func(bluegreen.Status) bool) bluegreen.Status {
