@@ -78,7 +78,9 @@ func nonEmpty(s ...string) []string {
 
 // Blue returns the blue names (production's): the cluster, reader and
 // writer instance endpoints, then the reader instances'.
-func (n Names) Blue() []string { return append(nonEmpty(n.Cluster, n.Reader, n.Instance), n.ReaderInstances...) }
+func (n Names) Blue() []string {
+	return append(nonEmpty(n.Cluster, n.Reader, n.Instance), n.ReaderInstances...)
+}
 
 // Green returns the green names, in the order of Blue.
 func (n Names) Green() []string {
@@ -87,7 +89,9 @@ func (n Names) Green() []string {
 
 // Old returns the names of the old blue instances after a switchover, in
 // the order of Blue.
-func (n Names) Old() []string { return append(nonEmpty(n.OldCluster, n.OldReader, n.OldInstance), n.OldReaderInstances...) }
+func (n Names) Old() []string {
+	return append(nonEmpty(n.OldCluster, n.OldReader, n.OldInstance), n.OldReaderInstances...)
+}
 
 // Wildcards returns the certificate names that cover every name of every
 // deployment in account and region (defaults when empty).

@@ -114,8 +114,8 @@ type State struct {
 	hosts     map[meta.Role][]string        // current endpoints by role: the metadata's, then the topology's instances
 	instances map[meta.Role][]meta.Instance // the role's instances, from its last topology read
 	ports     map[string]int
-	ips   map[string]string // current address by host (last successful lookup)
-	gone  map[string]bool   // host did not resolve at the last lookup
+	ips       map[string]string // current address by host (last successful lookup)
+	gone      map[string]bool   // host did not resolve at the last lookup
 
 	filled     [3]bool // the role's monitor has reported since the snapshot was frozen
 	startHosts map[meta.Role][]string
