@@ -83,6 +83,23 @@
 // IncreasedInterval (1 s) once one exists, and every HighInterval (100 ms)
 // from PREPARATION until the switchover has settled.
 //
+// On Aurora they also read the cluster's topology, as the AWS wrappers do:
+// SELECT server_id, session_id FROM aurora_replica_status(), on the role's
+// own server, found by the same existence check as the metadata (absent:
+// nothing is read, and nothing fails). Each server_id is an instance
+// endpoint, named after the role's cluster endpoint
+// (mydb.cluster-abc.us-east-1.rds.amazonaws.com gives
+// <server_id>.abc.us-east-1.rds.amazonaws.com), and session_id
+// MASTER_SESSION_ID marks the writer. The instances join the inventory with
+// the metadata's endpoints, so a pool on an instance endpoint is routed
+// even when the metadata lists only the cluster endpoints, and connections
+// that the reader endpoint led to any blue reader are dropped, not only to
+// the reader it resolved to when the switchover began. The topology is read
+// until the start snapshot is complete, not during the rest of a
+// switchover. On RDS (rds_tools.show_topology) the metadata rows are the
+// topology already; endpoints that are not RDS-shaped (your own CNAMEs)
+// give no instance names, and the Router logs it once.
+//
 // They resolve every blue and green endpoint through the pool's
 // LookupFunc (the system resolver unless you set one), which is how they
 // see DNS move. When PREPARATION is first seen, the hosts and their
@@ -113,8 +130,9 @@
 // name stays the one asked for, so TLS with sslmode=verify-full verifies it.
 // The corresponding node is chosen by role and sorted name: writer cluster
 // endpoint to writer cluster endpoint, reader to reader, blue writer
-// instance to green writer instance, blue readers to green readers round
-// robin.
+// instance to green writer instance (the writer is the topology's, else the
+// instance at the cluster endpoint's address), blue readers to green
+// readers round robin.
 //
 // New connections are held in BeforeConnect (which pgxpool runs without the
 // caller's cancellation), Acquire in PrepareConn, statements on acquired
