@@ -77,11 +77,20 @@
 // "holdfast-bluegreen-monitor" and their own connect and query timeouts.
 // With holdfast they dial through the factory's dial path and fetch the
 // factory's password, and never run the pool's own BeforeConnect; with
-// [New], they run the BeforeConnect that was on the config before it. A monitor whose connection
-// breaks reconnects with a backoff that starts at HighInterval. They poll
-// every BaselineInterval (60 s) while no deployment exists, every
+// [New], they run the BeforeConnect that was on the config before it. They
+// poll every BaselineInterval (60 s) while no deployment exists, every
 // IncreasedInterval (1 s) once one exists, and every HighInterval (100 ms)
-// from PREPARATION until the switchover has settled.
+// from PREPARATION until the switchover has settled. A monitor whose
+// connection breaks reconnects with a backoff that starts at HighInterval.
+//
+// A monitor reads its server on a goroutine of its own, which it joins
+// (and [Router.Close] joins too, within its bound). While a connect or a
+// query has not answered (a server that silently drops them holds it for
+// MonitorConnectTimeout or MonitorQueryTimeout), the monitor keeps
+// resolving its role's hosts at the polling interval and reporting them,
+// so that "Blue DNS updated" is seen, and held traffic released, about
+// HighInterval plus the resolver's TTL after DNS moves, not when the
+// connect gives up.
 //
 // On Aurora they also read the cluster's topology, as the AWS wrappers do:
 // SELECT server_id, session_id FROM aurora_replica_status(), on the role's

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -120,7 +121,9 @@ type client struct {
 	logs *logBuffer
 }
 
-func newClient(t *testing.T, d *fake.Deployment, host string, c bluegreen.Config) *client {
+// newClient makes a client; mods change the pool's config before the pool
+// is made.
+func newClient(t *testing.T, d *fake.Deployment, host string, c bluegreen.Config, mods ...func(*pgxpool.Config)) *client {
 	t.Helper()
 	logs := &logBuffer{}
 	if c.Logger == nil {
@@ -141,6 +144,9 @@ func newClient(t *testing.T, d *fake.Deployment, host string, c bluegreen.Config
 	cfg, err := d.PoolConfig(host, "pool_max_conns=4")
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, mod := range mods {
+		mod(cfg)
 	}
 	pool, err := f.NewPool(testCtx(t), cfg)
 	if err != nil {
@@ -618,6 +624,73 @@ func TestIntegration(t *testing.T) {
 		}
 	})
 
+	t.Run("blue black-holes connections: DNS is still seen on time", func(t *testing.T) {
+		t.Parallel()
+		ctx := testCtx(t)
+		d := newDeployment(t, env, fake.Aurora)
+		set(t, d, fake.StatusAvailable)
+		// Old blue silently drops new connections during IN_PROGRESS: a
+		// listener that accepts and never answers, put in front of blue by
+		// the pool's dialer (which the monitors use too).
+		hole := blackHole(t)
+		var holed atomic.Bool
+		const ttl = 200 * time.Millisecond
+		cfg := fastConfig()
+		cfg.MonitorConnectTimeout = 8 * time.Second
+		cfg.MonitorQueryTimeout = 8 * time.Second
+		c := newClient(t, d, d.Names.Cluster, cfg, func(pc *pgxpool.Config) {
+			pc.ConnConfig.LookupFunc = env.Resolver.Cached(ttl).Lookup
+			dial := pc.ConnConfig.DialFunc
+			pc.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+				if h, _, _ := net.SplitHostPort(addr); holed.Load() && h == blueIP {
+					var d net.Dialer
+					return d.DialContext(ctx, network, hole)
+				}
+				return dial(ctx, network, addr)
+			}
+		})
+		c.waitMapped()
+		set(t, d, fake.StatusInitiated)
+		c.waitPhase(bluegreen.Preparation)
+		set(t, d, fake.StatusInProgress)
+		c.waitPhase(bluegreen.InProgress)
+		// Blue ends the monitor's session; its reconnect goes into the hole.
+		holed.Store(true)
+		if err := env.Blue.Exec(ctx, "postgres", "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '"+
+			d.Database+"' AND application_name = 'holdfast-bluegreen-monitor'"); err != nil {
+			t.Fatal(err)
+		}
+		st := c.waitFor("the blue monitor waiting on its connect", func(s bluegreen.Status) bool {
+			return !s.Monitors[0].Connected && s.Monitors[0].Observation == "waiting"
+		})
+		connects := st.Monitors[0].Connects
+		connect := c.goNewConn(ctx)
+		c.waitWaiting(1)
+		pending(connect)
+
+		// DNS moves while the monitor's connect hangs.
+		swapped := time.Now()
+		d.SwapDNS()
+		r := <-connect
+		released := time.Since(swapped)
+		expectAddr(t, "held connection released by the DNS update", r, greenIP)
+		st = c.r.Status()
+		t.Logf("released %v after the DNS change (HighInterval %v, DNS TTL %v); the monitor's connect would have returned after up to %v",
+			released.Round(time.Millisecond), cfg.HighInterval, ttl, cfg.MonitorConnectTimeout)
+		// Before, the blue monitor resolved only after its connect
+		// returned: up to MonitorConnectTimeout (8 s) after it began. Now
+		// the release follows the DNS change by about HighInterval plus the
+		// TTL (bounded generously for a loaded machine), while the connect
+		// is still hanging.
+		if bound := cfg.HighInterval + ttl + 1500*time.Millisecond; released > bound {
+			t.Errorf("released %v after the DNS change, want at most %v", released, bound)
+		}
+		if m := st.Monitors[0]; m.Connected || m.Connects != connects {
+			t.Errorf("blue monitor %+v: want it still waiting on the connect it began before the DNS change", m)
+		}
+		wantOrder(t, st.Timeline, "IN_PROGRESS", "Blue DNS updated", "Traffic released on blue DNS update")
+	})
+
 	t.Run("rollback, RDS", func(t *testing.T) {
 		t.Parallel()
 		ctx := testCtx(t)
@@ -999,6 +1072,42 @@ func TestIntegration(t *testing.T) {
 			}
 		}
 	})
+}
+
+// blackHole returns the address of a listener that accepts connections and
+// never answers, as a server that silently drops them; it is closed, with
+// what it accepted, when the test ends.
+func blackHole(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return l.Addr().String()
 }
 
 // remoteHost is the address a pooled connection is connected to, as the

@@ -13,10 +13,13 @@ import (
 )
 
 // monitor polls the metadata for one role on its own connection, outside
-// the pool. It runs on one goroutine owned by the Router.
+// the pool. It runs on one goroutine owned by the Router, and reads the
+// server on a second one while it keeps resolving DNS (readWatching).
 type monitor struct {
 	r    *Router
 	role meta.Role
+
+	interval time.Duration // the polling interval the Router asked for last
 
 	gen        uint64
 	conn       *pgx.Conn
@@ -44,6 +47,7 @@ func (m *monitor) run(ctx context.Context) {
 			return
 		}
 		interval, active := m.r.report(o, ms)
+		m.interval = interval
 		if o.Kind == switchover.KindNoConn || o.Kind == switchover.KindFailed {
 			m.failures++
 			interval = m.backoff(active)
@@ -115,7 +119,7 @@ func (m *monitor) disconnect() {
 func (m *monitor) poll(ctx context.Context) (switchover.Observation, MonitorStatus) {
 	o := switchover.Observation{Role: m.role, Gen: m.gen}
 	ms := MonitorStatus{Role: Role(m.role), Host: m.host()}
-	m.read(ctx, &o)
+	m.readWatching(ctx, &o, ms)
 	ms.Connects = m.connects
 	if m.conn != nil {
 		ms.Connected = true
@@ -134,6 +138,45 @@ func (m *monitor) poll(ctx context.Context) (switchover.Observation, MonitorStat
 	}
 	o.DNS = m.resolve(ctx, o.Learned())
 	return o, ms
+}
+
+// readWatching runs m.read on a goroutine of its own, which it joins (and
+// which the Router's Close joins too, within its bound). While the read
+// has not returned, because the server swallows a connection attempt or a
+// query (up to MonitorConnectTimeout or MonitorQueryTimeout), it resolves
+// the role's hosts at the polling interval (HighInterval during a
+// switchover) and reports them: a DNS change, "Blue DNS updated" above
+// all, is seen on time even when the server no longer answers.
+func (m *monitor) readWatching(ctx context.Context, o *switchover.Observation, ms MonitorStatus) {
+	// What the reports say while waiting, read before the read starts:
+	// the read changes the connection and its counters.
+	ms.Connects, ms.Connected = m.connects, m.conn != nil
+	ms.Observation = switchover.KindWaiting.String()
+	done := make(chan struct{})
+	m.r.wg.Add(1) // the monitor's own count keeps the WaitGroup above zero
+	go func() {
+		defer m.r.wg.Done()
+		defer close(done)
+		m.read(ctx, o)
+	}()
+	interval := m.interval
+	if interval <= 0 {
+		interval = m.r.cfg.HighInterval
+	}
+	t := time.NewTimer(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		w := switchover.Observation{Role: m.role, Gen: m.gen, Kind: switchover.KindWaiting, DNS: m.resolve(ctx, nil)}
+		if interval, _ = m.r.report(w, ms); ctx.Err() != nil {
+			interval = time.Hour // Close: only wait for the read to end
+		}
+		t.Reset(interval)
+	}
 }
 
 func (m *monitor) host() string {

@@ -127,8 +127,9 @@ type MonitorStatus struct {
 	Connected bool   `json:"connected"`
 	// Observation is what the last poll found: "rows", "empty", "absent"
 	// (no metadata function), "failed" (the query failed),
-	// "no-connection", or "connecting" (a connection attempt is under
-	// way; meanwhile the monitor still resolves its role's hosts).
+	// "no-connection", or "waiting" (a connection attempt or a query has
+	// not answered yet; meanwhile the monitor still resolves its role's
+	// hosts and reports them).
 	Observation string `json:"observation,omitempty"`
 	// Topology is true when the monitor reads its cluster's topology
 	// (Aurora's aurora_replica_status()) on its connection: the instance

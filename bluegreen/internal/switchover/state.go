@@ -23,7 +23,7 @@ const (
 	KindFailed                 // the existence check or the status query failed
 	KindEmpty                  // the function returned no rows
 	KindRows                   // the function returned rows
-	KindConnecting             // no read: the monitor is connecting; only DNS is reported
+	KindWaiting                // no read yet: the monitor waits on its server (connecting, querying); only DNS is reported
 )
 
 var kindNames = [...]string{
@@ -32,11 +32,11 @@ var kindNames = [...]string{
 	KindFailed:     "failed",
 	KindEmpty:      "empty",
 	KindRows:       "rows",
-	KindConnecting: "connecting",
+	KindWaiting:    "waiting",
 }
 
 // String returns "no-connection", "absent", "failed", "empty", "rows" or
-// "connecting".
+// "waiting".
 func (k Kind) String() string { return kindNames[k] }
 
 // DNSResult is one lookup made by a monitor.
@@ -272,8 +272,8 @@ func (st *State) Apply(o Observation, now time.Time) Effects {
 		}
 		rs.seen, rs.last, rs.current = true, v.Phase, v.Phase
 	}
-	if o.Kind != KindConnecting {
-		st.fill(o.Role) // a monitor still connecting has learned nothing but DNS
+	if o.Kind != KindWaiting {
+		st.fill(o.Role) // a monitor still waiting on its server has learned nothing but DNS
 	}
 	st.merge(o.Role, now, &fx)
 	if o.Role == meta.RoleTarget && v.Found && st.Frozen && st.Phase >= meta.InProgress && !st.GreenTopologyChanged &&
