@@ -18,21 +18,21 @@ type Kind int
 
 // The kinds of observation.
 const (
-	KindNoConn     Kind = iota // no connection to the database
-	KindAbsent                 // the metadata function does not exist
-	KindFailed                 // the existence check or the status query failed
-	KindEmpty                  // the function returned no rows
-	KindRows                   // the function returned rows
-	KindWaiting                // no read yet: the monitor waits on its server (connecting, querying); only DNS is reported
+	KindNoConn  Kind = iota // no connection to the database
+	KindAbsent              // the metadata function does not exist
+	KindFailed              // the existence check or the status query failed
+	KindEmpty               // the function returned no rows
+	KindRows                // the function returned rows
+	KindWaiting             // no read yet: the monitor waits on its server (connecting, querying); only DNS is reported
 )
 
 var kindNames = [...]string{
-	KindNoConn:     "no-connection",
-	KindAbsent:     "absent",
-	KindFailed:     "failed",
-	KindEmpty:      "empty",
-	KindRows:       "rows",
-	KindWaiting:    "waiting",
+	KindNoConn:  "no-connection",
+	KindAbsent:  "absent",
+	KindFailed:  "failed",
+	KindEmpty:   "empty",
+	KindRows:    "rows",
+	KindWaiting: "waiting",
 }
 
 // String returns "no-connection", "absent", "failed", "empty", "rows" or
