@@ -7,6 +7,7 @@ import (
 	"net"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -287,51 +288,75 @@ func TestHooksReplacedAfterConfigure(t *testing.T) {
 
 // Factory.Close is bounded even when a monitor is stuck in a dial function
 // that ignores its context: it returns after MonitorConnectTimeout, and the
-// straggler ends when its dial does.
+// straggler ends when its dial does. The monitors connect first, in a
+// database of their own; then their sessions end and their reconnects
+// hang. (Hanging every dial but the first raced with the monitors, which
+// start with the pool's first connect and may dial before it.)
 func TestCloseIsBoundedWithAStuckMonitorDial(t *testing.T) {
 	t.Parallel()
-	dsn := pgtest.DSN(t)
-	cfg, _ := poolConfig(t, dsn, "sslmode=disable")
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	const db = "holdfast_stuck_monitor_dial"
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), pgtest.DSN(t))
+		if err == nil {
+			_, _ = c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)")
+			c.Close(context.Background())
+		}
+	})
+	cfg, _ := poolConfig(t, pgtest.DSN(t), "sslmode=disable")
+	cfg.ConnConfig.Database = db
 	base := cfg.ConnConfig.DialFunc
 	release := make(chan struct{})
-	stuck := make(chan struct{}, 16)
-	var blocking atomic.Bool
+	var hang atomic.Bool
+	var hung atomic.Int64
+	var stuck sync.WaitGroup
 	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if !blocking.Load() {
+		if !hang.Load() {
 			return base(ctx, network, addr)
 		}
-		stuck <- struct{}{}
+		stuck.Add(1)
+		defer stuck.Done()
+		hung.Add(1)
 		select { // ignores ctx
 		case <-release:
 		case <-time.After(20 * time.Second):
 		}
 		return nil, errors.New("released")
 	}
-	f := newFactory(t, holdfast.WithBlueGreen(bluegreen.Config{MonitorConnectTimeout: 300 * time.Millisecond, BaselineInterval: 100 * time.Millisecond}))
+	f := newFactory(t, holdfast.WithBlueGreen(bluegreen.Config{MonitorConnectTimeout: 300 * time.Millisecond,
+		BaselineInterval: 20 * time.Millisecond}))
 	pool := newPool(t, f, cfg)
-	// Registered after newPool's, so it runs before the pool closes: the
-	// stuck dials then return, and their goroutines end (pgtest.Main checks
-	// for leaks).
-	t.Cleanup(func() { close(release) })
-	if err := pool.Ping(context.Background()); err != nil {
+	// Registered after newPool's, so it runs before the pool closes (which
+	// would wait for a connect stuck in the dial).
+	t.Cleanup(func() { close(release); stuck.Wait() })
+	if err := pool.Ping(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// From now on every dial hangs; end the monitors' connections so that
-	// they reconnect into it.
-	blocking.Store(true)
-	admin, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
+	r := f.BlueGreen(pool)
+	deadline := time.Now().Add(20 * time.Second)
+	for st := r.Status(); !st.Monitors[0].Connected || !st.Monitors[1].Connected; st = r.Status() {
+		if time.Now().After(deadline) {
+			t.Fatalf("monitors not connected: %+v", st.Monitors)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	hang.Store(true)
+	if _, err := admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND application_name = 'holdfast-bluegreen-monitor'", db); err != nil {
 		t.Fatal(err)
 	}
-	defer admin.Close(context.Background())
-	if _, err := admin.Exec(context.Background(),
-		"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'holdfast-bluegreen-monitor'"); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-stuck:
-	case <-time.After(20 * time.Second):
-		t.Fatal("no monitor reconnected into the hanging dial")
+	for hung.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no monitor reconnected into the hanging dial")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	start := time.Now()
 	f.Close()

@@ -66,7 +66,9 @@ type Config struct {
 	// BaselineInterval is the polling interval while no deployment exists
 	// (NOT_CREATED), IncreasedInterval while one exists (CREATED), and
 	// HighInterval from PREPARATION until the switchover has settled, and
-	// while a monitor has no connection. Defaults 60 s, 1 s, 100 ms.
+	// while a monitor has no connection. A monitor waiting on a connect or
+	// a query keeps resolving DNS at the same interval. Defaults 60 s, 1 s,
+	// 100 ms.
 	BaselineInterval  time.Duration
 	IncreasedInterval time.Duration
 	HighInterval      time.Duration

@@ -77,11 +77,37 @@
 // "holdfast-bluegreen-monitor" and their own connect and query timeouts.
 // With holdfast they dial through the factory's dial path and fetch the
 // factory's password, and never run the pool's own BeforeConnect; with
-// [New], they run the BeforeConnect that was on the config before it. A monitor whose connection
-// breaks reconnects with a backoff that starts at HighInterval. They poll
-// every BaselineInterval (60 s) while no deployment exists, every
+// [New], they run the BeforeConnect that was on the config before it. They
+// poll every BaselineInterval (60 s) while no deployment exists, every
 // IncreasedInterval (1 s) once one exists, and every HighInterval (100 ms)
-// from PREPARATION until the switchover has settled.
+// from PREPARATION until the switchover has settled. A monitor whose
+// connection breaks reconnects with a backoff that starts at HighInterval.
+//
+// A monitor reads its server on a goroutine of its own, which it joins
+// (and [Router.Close] joins too, within its bound). While a connect or a
+// query has not answered (a server that silently drops them holds it for
+// MonitorConnectTimeout or MonitorQueryTimeout), the monitor keeps
+// resolving its role's hosts at the polling interval and reporting them,
+// so that "Blue DNS updated" is seen, and held traffic released, about
+// HighInterval plus the resolver's TTL after DNS moves, not when the
+// connect gives up.
+//
+// On Aurora they also read the cluster's topology, as the AWS wrappers do:
+// SELECT server_id, session_id FROM aurora_replica_status(), on the role's
+// own server, found by the same existence check as the metadata (absent:
+// nothing is read, and nothing fails). Each server_id is an instance
+// endpoint, named after the role's cluster endpoint
+// (mydb.cluster-abc.us-east-1.rds.amazonaws.com gives
+// <server_id>.abc.us-east-1.rds.amazonaws.com), and session_id
+// MASTER_SESSION_ID marks the writer. The instances join the inventory with
+// the metadata's endpoints, so a pool on an instance endpoint is routed
+// even when the metadata lists only the cluster endpoints, and connections
+// that the reader endpoint led to any blue reader are dropped, not only to
+// the reader it resolved to when the switchover began. The topology is read
+// until the start snapshot is complete, not during the rest of a
+// switchover. On RDS (rds_tools.show_topology) the metadata rows are the
+// topology already; endpoints that are not RDS-shaped (your own CNAMEs)
+// give no instance names, and the Router logs it once.
 //
 // They resolve every blue and green endpoint through the pool's
 // LookupFunc (the system resolver unless you set one), which is how they
@@ -113,8 +139,9 @@
 // name stays the one asked for, so TLS with sslmode=verify-full verifies it.
 // The corresponding node is chosen by role and sorted name: writer cluster
 // endpoint to writer cluster endpoint, reader to reader, blue writer
-// instance to green writer instance, blue readers to green readers round
-// robin.
+// instance to green writer instance (the writer is the topology's, else the
+// instance at the cluster endpoint's address), blue readers to green
+// readers round robin.
 //
 // New connections are held in BeforeConnect (which pgxpool runs without the
 // caller's cancellation), Acquire in PrepareConn, statements on acquired
@@ -150,6 +177,11 @@
 // both monitors have read a phase outside PREPARATION to POST, such phases
 // are ignored, so that a stuck status or a server whose metadata lags does
 // not start the same switchover again.
+//
+// The timeline's phase events carry the times the metadata reported them;
+// its last event, "Routing normal", is when the Router went back to plain
+// host names. The two differ: COMPLETED is often reported before DNS has
+// caught up, and until it has, routing stays as in POST.
 //
 // The summary's log line has the message "bluegreen: switchover COMPLETED"
 // (or ROLLED BACK, TIMED OUT) and the table of [Summary.String] in its

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -120,7 +121,9 @@ type client struct {
 	logs *logBuffer
 }
 
-func newClient(t *testing.T, d *fake.Deployment, host string, c bluegreen.Config) *client {
+// newClient makes a client; mods change the pool's config before the pool
+// is made.
+func newClient(t *testing.T, d *fake.Deployment, host string, c bluegreen.Config, mods ...func(*pgxpool.Config)) *client {
 	t.Helper()
 	logs := &logBuffer{}
 	if c.Logger == nil {
@@ -141,6 +144,9 @@ func newClient(t *testing.T, d *fake.Deployment, host string, c bluegreen.Config
 	cfg, err := d.PoolConfig(host, "pool_max_conns=4")
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, mod := range mods {
+		mod(cfg)
 	}
 	pool, err := f.NewPool(testCtx(t), cfg)
 	if err != nil {
@@ -439,7 +445,7 @@ func TestIntegration(t *testing.T) {
 			t.Errorf("outcome %v, generation %d, routing %+v; want COMPLETED, 1, normal", sum.Outcome, st.Generation, st.Routing)
 		}
 		wantOrder(t, sum.Events, "CREATED", "PREPARATION", "IN_PROGRESS", "Blue connections dropped", "POST",
-			"Green topology changed", "Blue DNS updated", "Green DNS removed", "COMPLETED")
+			"Green topology changed", "Blue DNS updated", "Green DNS removed", "COMPLETED", "Routing normal")
 		log := c.logs.String()
 		for _, want := range []string{"Blue/Green Deployment switchover COMPLETED", "time offset (ms)", "IN_PROGRESS"} {
 			if !strings.Contains(log, want) {
@@ -466,6 +472,223 @@ func TestIntegration(t *testing.T) {
 			}
 			return true
 		})
+	})
+
+	t.Run("instance endpoint, metadata with cluster endpoints only", func(t *testing.T) {
+		t.Parallel()
+		ctx := testCtx(t)
+		// The metadata names only the cluster endpoints; the instances come
+		// from aurora_replica_status() on each side.
+		d, err := env.NewDeployment(ctx, fake.DeploymentConfig{ClusterEndpointsOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = d.Drop(context.Background()) })
+		set(t, d, fake.StatusAvailable)
+		c := newClient(t, d, d.Names.Instance, fastConfig())
+		st := c.waitFor("the instances mapped", func(s bluegreen.Status) bool {
+			for _, m := range s.Mapping {
+				if m.Blue == d.Names.Instance && m.Green == d.Names.GreenInstance && m.BlueAddr == blueIP && m.GreenAddr == greenIP {
+					return true
+				}
+			}
+			return false
+		})
+		if !st.Monitors[0].Topology || !st.Monitors[1].Topology {
+			t.Errorf("monitors %+v: want both reading the topology", st.Monitors)
+		}
+		expectAddr(t, "CREATED instance", c.newConn(ctx), blueIP)
+		held, err := c.pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		set(t, d, fake.StatusInitiated)
+		c.waitSubstituted(d.Names.Instance, blueIP)
+		set(t, d, fake.StatusInProgress)
+		c.waitPhase(bluegreen.InProgress)
+		_, err = held.Exec(ctx, "SELECT 1")
+		var de *bluegreen.DroppedError
+		if !errors.As(err, &de) || de.Addr != blueIP {
+			t.Errorf("statement on the instance connection in IN_PROGRESS: %v, want a *DroppedError for %s", err, blueIP)
+		}
+		held.Release()
+		connect := c.goNewConn(ctx)
+		c.waitWaiting(1)
+		pending(connect)
+		set(t, d, fake.StatusPostProcessing)
+		expectAddr(t, "held instance connection", <-connect, greenIP)
+		expectAddr(t, "POST instance", c.newConn(ctx), greenIP)
+		if err := d.Rename(ctx); err != nil {
+			t.Fatal(err)
+		}
+		d.SwapDNS()
+		d.RemoveGreenDNS()
+		set(t, d, fake.StatusCompleted)
+		st = c.waitFor("the switchover to end", func(s bluegreen.Status) bool { return s.LastSummary != nil })
+		if st.LastSummary.Outcome != bluegreen.OutcomeCompleted || st.Dropped < 1 || st.TimedOut != 0 {
+			t.Errorf("outcome %v, dropped %d, timed out %d; want COMPLETED, the instance connection dropped, no timeout",
+				st.LastSummary.Outcome, st.Dropped, st.TimedOut)
+		}
+		expectAddr(t, "after the switchover", c.newConn(ctx), greenIP)
+
+		// Without the topology function (the old behaviour, or an engine
+		// without it): absent, not an error; the metadata is read as
+		// before, and the instance is not routed.
+		d2, err := env.NewDeployment(ctx, fake.DeploymentConfig{ClusterEndpointsOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = d2.Drop(context.Background()) })
+		for _, m := range []*fake.Metadata{d2.Blue, d2.Green} {
+			if err := m.UninstallTopology(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		set(t, d2, fake.StatusAvailable)
+		c2 := newClient(t, d2, d2.Names.Instance, fastConfig())
+		c2.waitMapped()
+		set(t, d2, fake.StatusInitiated)
+		st = c2.waitFor("PREPARATION with the cluster pinned", func(s bluegreen.Status) bool {
+			return s.Phase == bluegreen.Preparation && hasRoute(s.Routing, d2.Names.Cluster, "substitute")
+		})
+		if hasRoute(st.Routing, d2.Names.Instance, "substitute") {
+			t.Errorf("routing %+v routes the instance without a topology", st.Routing)
+		}
+		for _, m := range st.Monitors {
+			if m.Topology || m.Error != "" || m.Observation != "rows" {
+				t.Errorf("monitor %+v: want rows, no topology, no error", m)
+			}
+		}
+	})
+
+	t.Run("reader endpoint: every blue reader's connections are dropped", func(t *testing.T) {
+		t.Parallel()
+		ctx := testCtx(t)
+		d, err := env.NewDeployment(ctx, fake.DeploymentConfig{Readers: 2, ClusterEndpointsOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = d.Drop(context.Background()) })
+		r1, r2 := env.Blue.ReaderAddr(1), env.Blue.ReaderAddr(2)
+		set(t, d, fake.StatusAvailable)
+		c := newClient(t, d, d.Names.Reader, fastConfig())
+		c.waitMapped()
+		// The reader endpoint leads to reader 1, then (round robin) to
+		// reader 2: the pool holds a connection to each.
+		conns := map[string]*pgxpool.Conn{}
+		for _, addr := range []string{r1, r2} {
+			env.Resolver.Set(d.Names.Reader, addr)
+			conn, err := c.pool.Acquire(ctx) // a new connection: the other one is held
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Release()
+			if got := remoteHost(conn); got != addr {
+				t.Fatalf("connection through %s to %s, want %s", d.Names.Reader, got, addr)
+			}
+			conns[addr] = conn
+		}
+		// At PREPARATION the reader endpoint resolves to reader 2 only.
+		c.waitFor("the reader endpoint resolved to reader 2", func(s bluegreen.Status) bool {
+			for _, m := range s.Mapping {
+				if m.Blue == d.Names.Reader {
+					return m.BlueAddr == r2
+				}
+			}
+			return false
+		})
+		set(t, d, fake.StatusInitiated)
+		c.waitPhase(bluegreen.Preparation)
+		set(t, d, fake.StatusInProgress)
+		st := c.waitPhase(bluegreen.InProgress)
+		if strings.Join(st.Routing.DropAddrs, ",") != strings.Join([]string{blueIP, r1, r2}, ",") {
+			t.Errorf("dropped addresses %v, want the writer's and both readers' %v", st.Routing.DropAddrs, []string{blueIP, r1, r2})
+		}
+		for addr, conn := range conns {
+			_, err := conn.Exec(ctx, "SELECT 1")
+			var de *bluegreen.DroppedError
+			if !errors.As(err, &de) || de.Addr != addr {
+				t.Errorf("statement on the connection to reader %s in IN_PROGRESS: %v, want a *DroppedError", addr, err)
+			}
+		}
+		// POST: the reader endpoint leads to green's.
+		set(t, d, fake.StatusPostProcessing)
+		c.waitPhase(bluegreen.Post)
+		conn, err := c.pool.Acquire(ctx) // a new connection (the pool has room for it)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Release()
+		if got := remoteHost(conn); got != env.Green.ReaderAddr(1) {
+			t.Errorf("POST connection through %s to %s, want green's reader %s", d.Names.Reader, got, env.Green.ReaderAddr(1))
+		}
+	})
+
+	t.Run("blue black-holes connections: DNS is still seen on time", func(t *testing.T) {
+		t.Parallel()
+		ctx := testCtx(t)
+		d := newDeployment(t, env, fake.Aurora)
+		set(t, d, fake.StatusAvailable)
+		// Old blue silently drops new connections during IN_PROGRESS: a
+		// listener that accepts and never answers, put in front of blue by
+		// the pool's dialer (which the monitors use too).
+		hole := blackHole(t)
+		var holed atomic.Bool
+		const ttl = 200 * time.Millisecond
+		cfg := fastConfig()
+		cfg.MonitorConnectTimeout = 8 * time.Second
+		cfg.MonitorQueryTimeout = 8 * time.Second
+		c := newClient(t, d, d.Names.Cluster, cfg, func(pc *pgxpool.Config) {
+			pc.ConnConfig.LookupFunc = env.Resolver.Cached(ttl).Lookup
+			dial := pc.ConnConfig.DialFunc
+			pc.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+				if h, _, _ := net.SplitHostPort(addr); holed.Load() && h == blueIP {
+					var d net.Dialer
+					return d.DialContext(ctx, network, hole)
+				}
+				return dial(ctx, network, addr)
+			}
+		})
+		c.waitMapped()
+		set(t, d, fake.StatusInitiated)
+		c.waitPhase(bluegreen.Preparation)
+		set(t, d, fake.StatusInProgress)
+		c.waitPhase(bluegreen.InProgress)
+		// Blue ends the monitor's session; its reconnect goes into the hole.
+		holed.Store(true)
+		if err := env.Blue.Exec(ctx, "postgres", "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '"+
+			d.Database+"' AND application_name = 'holdfast-bluegreen-monitor'"); err != nil {
+			t.Fatal(err)
+		}
+		st := c.waitFor("the blue monitor waiting on its connect", func(s bluegreen.Status) bool {
+			return !s.Monitors[0].Connected && s.Monitors[0].Observation == "waiting"
+		})
+		connects := st.Monitors[0].Connects
+		connect := c.goNewConn(ctx)
+		c.waitWaiting(1)
+		pending(connect)
+
+		// DNS moves while the monitor's connect hangs.
+		swapped := time.Now()
+		d.SwapDNS()
+		r := <-connect
+		released := time.Since(swapped)
+		expectAddr(t, "held connection released by the DNS update", r, greenIP)
+		st = c.r.Status()
+		t.Logf("released %v after the DNS change (HighInterval %v, DNS TTL %v); the monitor's connect would have returned after up to %v",
+			released.Round(time.Millisecond), cfg.HighInterval, ttl, cfg.MonitorConnectTimeout)
+		// Before, the blue monitor resolved only after its connect
+		// returned: up to MonitorConnectTimeout (8 s) after it began. Now
+		// the release follows the DNS change by about HighInterval plus the
+		// TTL (bounded generously for a loaded machine), while the connect
+		// is still hanging.
+		if bound := cfg.HighInterval + ttl + 1500*time.Millisecond; released > bound {
+			t.Errorf("released %v after the DNS change, want at most %v", released, bound)
+		}
+		if m := st.Monitors[0]; m.Connected || m.Connects != connects {
+			t.Errorf("blue monitor %+v: want it still waiting on the connect it began before the DNS change", m)
+		}
+		wantOrder(t, st.Timeline, "IN_PROGRESS", "Blue DNS updated", "Traffic released on blue DNS update")
 	})
 
 	t.Run("rollback, RDS", func(t *testing.T) {
@@ -510,7 +733,7 @@ func TestIntegration(t *testing.T) {
 		if st.LastSummary.Outcome != bluegreen.OutcomeRolledBack || !st.Routing.Normal || st.Generation != 1 {
 			t.Errorf("summary %v, routing %+v, generation %d; want ROLLED BACK, normal, 1", st.LastSummary.Outcome, st.Routing, st.Generation)
 		}
-		wantOrder(t, st.LastSummary.Events, "PREPARATION", "IN_PROGRESS", "CREATED (rollback)", "ROLLED BACK")
+		wantOrder(t, st.LastSummary.Events, "PREPARATION", "IN_PROGRESS", "CREATED (rollback)", "ROLLED BACK", "Routing normal")
 		if !strings.Contains(c.logs.String(), "Blue/Green Deployment switchover ROLLED BACK") {
 			t.Errorf("log lacks the ROLLED BACK summary:\n%s", c.logs.String())
 		}
@@ -583,7 +806,7 @@ func TestIntegration(t *testing.T) {
 		if st.LastSummary.Outcome != bluegreen.OutcomeTimedOut || !st.Routing.Normal || !st.Stale {
 			t.Errorf("outcome %v, routing %+v, stale %v; want TIMED OUT, normal, stale", st.LastSummary.Outcome, st.Routing, st.Stale)
 		}
-		wantOrder(t, st.LastSummary.Events, "PREPARATION", "IN_PROGRESS", "Switchover timer expired")
+		wantOrder(t, st.LastSummary.Events, "PREPARATION", "IN_PROGRESS", "Switchover timer expired", "Routing normal")
 		c.waitPolled(fake.StatusInProgress)
 		expectAddr(t, "while the metadata is still stuck", c.newConn(ctx), blueIP)
 		if st := c.r.Status(); !st.Routing.Normal || st.Phase != bluegreen.Created {
@@ -849,6 +1072,49 @@ func TestIntegration(t *testing.T) {
 			}
 		}
 	})
+}
+
+// blackHole returns the address of a listener that accepts connections and
+// never answers, as a server that silently drops them; it is closed, with
+// what it accepted, when the test ends.
+func blackHole(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return l.Addr().String()
+}
+
+// remoteHost is the address a pooled connection is connected to, as the
+// simulator presents it (a reader's own address).
+func remoteHost(c *pgxpool.Conn) string {
+	h, _, _ := net.SplitHostPort(c.Conn().PgConn().Conn().RemoteAddr().String())
+	return h
 }
 
 func waitStatus(t *testing.T, r *bluegreen.Router, what string, cond func(bluegreen.Status) bool) bluegreen.Status {

@@ -13,15 +13,19 @@ import (
 )
 
 // monitor polls the metadata for one role on its own connection, outside
-// the pool. It runs on one goroutine owned by the Router.
+// the pool. It runs on one goroutine owned by the Router, and reads the
+// server on a second one while it keeps resolving DNS (readWatching).
 type monitor struct {
 	r    *Router
 	role meta.Role
+
+	interval time.Duration // the polling interval the Router asked for last
 
 	gen        uint64
 	conn       *pgx.Conn
 	engine     meta.Engine // detected metadata; EngineAuto: not (yet) found
 	noArg      bool        // the metadata function takes no argument
+	topology   bool        // read aurora_replica_status() on this connection
 	target     string      // host to read from; "" = the pool's host
 	targetPort uint16
 	failures   int  // consecutive polls without a result
@@ -43,6 +47,7 @@ func (m *monitor) run(ctx context.Context) {
 			return
 		}
 		interval, active := m.r.report(o, ms)
+		m.interval = interval
 		if o.Kind == switchover.KindNoConn || o.Kind == switchover.KindFailed {
 			m.failures++
 			interval = m.backoff(active)
@@ -114,11 +119,12 @@ func (m *monitor) disconnect() {
 func (m *monitor) poll(ctx context.Context) (switchover.Observation, MonitorStatus) {
 	o := switchover.Observation{Role: m.role, Gen: m.gen}
 	ms := MonitorStatus{Role: Role(m.role), Host: m.host()}
-	m.read(ctx, &o)
+	m.readWatching(ctx, &o, ms)
 	ms.Connects = m.connects
 	if m.conn != nil {
 		ms.Connected = true
 		ms.Addr = remoteIP(m.conn)
+		ms.Topology = m.topology
 	}
 	ms.Observation = o.Kind.String()
 	if o.Err != nil {
@@ -130,8 +136,47 @@ func (m *monitor) poll(ctx context.Context) (switchover.Observation, MonitorStat
 	if o.Kind == switchover.KindRows {
 		ms.Status = o.View.Status
 	}
-	o.DNS = m.resolve(ctx, o.View.Endpoints)
+	o.DNS = m.resolve(ctx, o.Learned())
 	return o, ms
+}
+
+// readWatching runs m.read on a goroutine of its own, which it joins (and
+// which the Router's Close joins too, within its bound). While the read
+// has not returned, because the server swallows a connection attempt or a
+// query (up to MonitorConnectTimeout or MonitorQueryTimeout), it resolves
+// the role's hosts at the polling interval (HighInterval during a
+// switchover) and reports them: a DNS change, "Blue DNS updated" above
+// all, is seen on time even when the server no longer answers.
+func (m *monitor) readWatching(ctx context.Context, o *switchover.Observation, ms MonitorStatus) {
+	// What the reports say while waiting, read before the read starts:
+	// the read changes the connection and its counters.
+	ms.Connects, ms.Connected = m.connects, m.conn != nil
+	ms.Observation = switchover.KindWaiting.String()
+	done := make(chan struct{})
+	m.r.wg.Add(1) // the monitor's own count keeps the WaitGroup above zero
+	go func() {
+		defer m.r.wg.Done()
+		defer close(done)
+		m.read(ctx, o)
+	}()
+	interval := m.interval
+	if interval <= 0 {
+		interval = m.r.cfg.HighInterval
+	}
+	t := time.NewTimer(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		w := switchover.Observation{Role: m.role, Gen: m.gen, Kind: switchover.KindWaiting, DNS: m.resolve(ctx, nil)}
+		if interval, _ = m.r.report(w, ms); ctx.Err() != nil {
+			interval = time.Hour // Close: only wait for the read to end
+		}
+		t.Reset(interval)
+	}
 }
 
 func (m *monitor) host() string {
@@ -166,7 +211,7 @@ func (m *monitor) read(ctx context.Context, o *switchover.Observation) {
 			o.Kind = switchover.KindAbsent
 			return
 		}
-		m.engine, m.noArg = src.Engine, src.NoArg
+		m.engine, m.noArg, m.topology = src.Engine, src.NoArg, src.Topology
 	}
 	rows, bad, err := meta.Read(qctx, m.conn, meta.Source{Engine: m.engine, NoArg: m.noArg})
 	if err != nil {
@@ -189,6 +234,42 @@ func (m *monitor) read(ctx context.Context, o *switchover.Observation) {
 	o.View = meta.ViewOf(rows, m.role)
 	o.Peer = meta.ViewOf(rows, m.role.Other())
 	m.correctHost(ctx, o.View)
+	// The topology is the role's only on the role's own server: once the
+	// host is corrected and the connection kept.
+	if m.topology && m.corrected && !m.retarget && m.conn != nil && o.View.Found && m.r.needsTopology(m.role) {
+		m.readTopology(qctx, o)
+	}
+}
+
+// readTopology adds the role's instances to o: the cluster's instances from
+// aurora_replica_status(), their endpoints derived from the role's
+// endpoints, as the AWS wrappers do. A function that has gone is read no
+// more, nor is one that fails with a server error (permission denied,
+// say), on this connection: the metadata's rows stand either way, and a
+// poll never fails because of the topology.
+func (m *monitor) readTopology(ctx context.Context, o *switchover.Observation) {
+	ids, bad, err := meta.ReadTopology(ctx, m.conn)
+	if err != nil {
+		m.topology = false
+		var pe interface{ SQLState() string }
+		if !meta.IsAbsent(err) && errors.As(err, &pe) {
+			m.once("topology:"+pe.SQLState(), slog.LevelWarn, "bluegreen: cluster topology not readable; instance endpoints are not routed",
+				slog.String("function", meta.TopologyFunction), slog.String("error", err.Error()))
+		}
+		m.dropBroken(err)
+		return
+	}
+	for _, e := range bad {
+		m.once("bad:"+e.Error(), slog.LevelWarn, "bluegreen: topology row ignored", slog.String("error", e.Error()))
+	}
+	domain := meta.InstanceDomain(o.View.Endpoints)
+	if domain == "" {
+		m.once("domain", slog.LevelWarn, "bluegreen: instance endpoints cannot be derived from the metadata's endpoints; they are not routed",
+			slog.String("endpoint", o.View.Endpoint))
+		return
+	}
+	o.Topology = true
+	o.Instances = meta.Instances(ids, domain, o.View.Port)
 }
 
 // dropBroken closes the connection after a failure that left it unusable
@@ -201,16 +282,19 @@ func (m *monitor) dropBroken(err error) {
 	}
 }
 
+// once logs msg the first time key is seen (at most 100 keys).
+func (m *monitor) once(key string, level slog.Level, msg string, attrs ...slog.Attr) {
+	if m.warned[key] || len(m.warned) > 100 {
+		return
+	}
+	m.warned[key] = true
+	attrs = append(attrs, slog.String("bgd_id", m.r.cfg.ID), slog.String("role", m.role.String()))
+	m.r.cfg.Logger.LogAttrs(context.Background(), level, msg, attrs...)
+}
+
 // warn logs, once per value, rows this package could not use fully.
 func (m *monitor) warn(rows []meta.Row, bad []error) {
-	once := func(key, msg string, attrs ...slog.Attr) {
-		if m.warned[key] || len(m.warned) > 100 {
-			return
-		}
-		m.warned[key] = true
-		attrs = append(attrs, slog.String("bgd_id", m.r.cfg.ID), slog.String("role", m.role.String()))
-		m.r.cfg.Logger.LogAttrs(context.Background(), slog.LevelWarn, msg, attrs...)
-	}
+	once := func(key, msg string, attrs ...slog.Attr) { m.once(key, slog.LevelWarn, msg, attrs...) }
 	for _, err := range bad {
 		once("bad:"+err.Error(), "bluegreen: metadata row ignored", slog.String("error", err.Error()))
 	}

@@ -531,6 +531,14 @@ func (r *Router) monitorLookup(ctx context.Context, host string) ([]string, erro
 	return r.base(ctx, host)
 }
 
+// needsTopology reports whether a monitor of role should read its
+// cluster's topology with its next rows.
+func (r *Router) needsTopology(role meta.Role) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.st.NeedsTopology(role)
+}
+
 // hostsToResolve returns the host names a monitor of role resolves: the
 // role's current endpoints and its start hosts.
 func (r *Router) hostsToResolve(role meta.Role, extra []string) []string {

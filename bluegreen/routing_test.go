@@ -43,9 +43,18 @@ type harness struct {
 	status map[meta.Role]string   // metadata status per role ("" = no row)
 	hosts  map[meta.Role][]string // endpoints per role
 	dns    map[string]string      // host → address; "" = does not resolve
+	// topology per role, read with the rows when set (aurora_replica_status()
+	// on the role's server), as the monitor does when the Router needs it.
+	topology map[meta.Role][]meta.Instance
 }
 
 func newHarness(t *testing.T, c Config) *harness {
+	t.Helper()
+	return newHarnessOn(t, c, blueC)
+}
+
+// newHarnessOn is newHarness for a pool on host.
+func newHarnessOn(t *testing.T, c Config, host string) *harness {
 	t.Helper()
 	h := &harness{t: t, now: t0, logs: &bytes.Buffer{},
 		status: map[meta.Role]string{},
@@ -58,7 +67,7 @@ func newHarness(t *testing.T, c Config) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc, err := pgx.ParseConfig("postgres://u@" + blueC + ":5432/db")
+	cc, err := pgx.ParseConfig("postgres://u@" + host + ":5432/db")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,8 +91,11 @@ func (h *harness) poll(role meta.Role) {
 	}
 	if len(rows) > 0 {
 		o.Kind, o.Engine, o.View, o.Peer = switchover.KindRows, meta.EngineAurora, meta.ViewOf(rows, role), meta.ViewOf(rows, role.Other())
+		if h.topology != nil && o.View.Found && h.r.needsTopology(role) {
+			o.Topology, o.Instances = true, h.topology[role]
+		}
 	}
-	for _, host := range h.r.hostsToResolve(role, o.View.Endpoints) {
+	for _, host := range h.r.hostsToResolve(role, o.Learned()) {
 		if ip, ok := h.dns[host]; ok && ip != "" {
 			o.DNS[host] = switchover.DNSResult{IP: ip}
 		} else {
@@ -381,7 +393,7 @@ func TestRoutingPerPhase(t *testing.T) {
 			// deployment that exists, not a switchover.
 			want: want{phase: Created, normal: true, gen: 1, stale: true, outcome: OutcomeCompleted,
 				events: []string{"CREATED", "PREPARATION", "IN_PROGRESS", "POST", switchover.EventGreenTopologyChanged,
-					switchover.EventBlueDNSUpdated, switchover.EventGreenDNSRemoved, "COMPLETED"},
+					switchover.EventBlueDNSUpdated, switchover.EventGreenDNSRemoved, "COMPLETED", switchover.EventRoutingNormal},
 				logs: []string{"Blue/Green Deployment switchover COMPLETED"}},
 		},
 		{
@@ -530,6 +542,83 @@ func TestRoutingPerPhase(t *testing.T) {
 	}
 }
 
+// The topology (aurora_replica_status()) adds the instance endpoints to the
+// inventory when the metadata lists only the cluster endpoints: a pool on
+// an instance endpoint is routed through every phase, blue readers map to
+// green readers (the writer is the topology's), and connections to every
+// blue reader's address are dropped at IN_PROGRESS, not only to the one
+// the reader endpoint resolved to at PREPARATION. Without the topology
+// (the old behaviour) none of this happens.
+func TestTopologyRoutesInstances(t *testing.T) {
+	t.Parallel()
+	const (
+		blueI2, greenI2     = "db-2.x1.us-east-1.rds.amazonaws.com", "db-2-green-abc123.x1.us-east-1.rds.amazonaws.com"
+		blueI3, greenI3     = "db-3.x1.us-east-1.rds.amazonaws.com", "db-3-green-abc123.x1.us-east-1.rds.amazonaws.com"
+		blueR2IP, greenR2IP = "10.0.0.3", "10.0.0.4"
+		blueR3IP, greenR3IP = "10.0.0.5", "10.0.0.6"
+	)
+	setup := func(t *testing.T, topology bool) *harness {
+		h := newHarnessOn(t, Config{}, blueI)
+		h.hosts = map[meta.Role][]string{meta.RoleSource: {blueC}, meta.RoleTarget: {greenC}} // cluster endpoints only
+		h.dns[blueI2], h.dns[greenI2], h.dns[blueI3], h.dns[greenI3] = blueR2IP, greenR2IP, blueR3IP, greenR3IP
+		h.dns[blueR], h.dns[greenR] = blueR2IP, greenR2IP // the reader endpoints lead to one reader each
+		if topology {
+			h.topology = map[meta.Role][]meta.Instance{
+				meta.RoleSource: {{Host: blueI, Port: 5432, Writer: true}, {Host: blueI2, Port: 5432}, {Host: blueI3, Port: 5432}},
+				meta.RoleTarget: {{Host: greenI, Port: 5432, Writer: true}, {Host: greenI2, Port: 5432}, {Host: greenI3, Port: 5432}},
+			}
+		}
+		return h
+	}
+	routes := func(h *harness) map[string]string {
+		out := map[string]string{}
+		for _, r := range h.r.Status().Routing.Routes {
+			out[r.Host] = r.Action + " " + r.Addr
+		}
+		return out
+	}
+
+	h := setup(t, true)
+	h.set(meta.StatusAvailable)
+	mapped := map[string]string{}
+	for _, m := range h.r.Status().Mapping {
+		mapped[m.Blue] = m.Green + " " + m.GreenAddr
+	}
+	if mapped[blueI] != greenI+" "+greenIP || mapped[blueI2] != greenI2+" "+greenR2IP || mapped[blueI3] != greenI3+" "+greenR3IP ||
+		mapped[blueR] != greenR+" "+greenR2IP {
+		t.Errorf("mapping %v: want the writer instance to green's writer, readers to green's readers", mapped)
+	}
+	h.set(meta.StatusSwitchoverInitiated)
+	if r := routes(h); r[blueI] != "substitute "+blueIP+":5432" || r[blueI2] != "substitute "+blueR2IP+":5432" ||
+		r[blueI3] != "substitute "+blueR3IP+":5432" {
+		t.Errorf("PREPARATION routes %v: want the instances pinned to their start addresses", r)
+	}
+	h.advance(time.Second)
+	h.set(meta.StatusSwitchoverInProgress)
+	s := h.r.snap.Load()
+	if !s.Drop[blueIP] || !s.Drop[blueR2IP] || !s.Drop[blueR3IP] || len(s.Drop) != 3 || !s.SuspendQueries {
+		t.Errorf("IN_PROGRESS drop %v, suspend queries %v: want every blue address dropped (the reader endpoint led to %s only) "+
+			"and the instance pool's queries held", s.Drop, s.SuspendQueries, blueR2IP)
+	}
+	if a, _ := h.route(blueI); a != switchover.Suspend {
+		t.Errorf("IN_PROGRESS %s: %v, want suspend", blueI, a)
+	}
+	h.advance(time.Second)
+	h.set(meta.StatusSwitchoverPostProcess)
+	if r := routes(h); r[blueI] != "substitute "+greenIP+":5432" || r[blueI2] != "substitute "+greenR2IP+":5432" ||
+		r[blueI3] != "substitute "+greenR3IP+":5432" {
+		t.Errorf("POST routes %v: want the instances led to their green counterparts", r)
+	}
+
+	old := setup(t, false)
+	inProgress(old)
+	s = old.r.snap.Load()
+	if a, _ := old.route(blueI); a != switchover.Pass || s.Drop[blueR3IP] || s.SuspendQueries {
+		t.Errorf("without the topology: %s %v, drop %v, suspend queries %v; want the old behaviour (pass, %s not dropped, queries not held)",
+			blueI, a, s.Drop, s.SuspendQueries, blueR3IP)
+	}
+}
+
 // The start snapshot is frozen at PREPARATION: a DNS flip during
 // IN_PROGRESS does not rewrite it (a defect of the Go wrapper), so the
 // mapping keeps the blue start address and "Blue DNS updated" is seen.
@@ -600,27 +689,113 @@ func TestPeerHostsLearned(t *testing.T) {
 	}
 }
 
+// COMPLETED keeps the time the metadata reported it; "Routing normal",
+// the summary's last event, is when DNS had caught up and the routing
+// went back to plain host names.
+func TestSummaryMarksRoutingNormal(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{})
+	inPost(h)
+	h.advance(time.Second)
+	h.set(meta.StatusSwitchoverCompleted)
+	completedAt := h.now
+	h.advance(5 * time.Second)
+	h.swapDNS()
+	h.removeGreenDNS()
+	h.pollBoth()
+	sum, ok := h.r.LastSummary()
+	if !ok || sum.Outcome != OutcomeCompleted {
+		t.Fatalf("summary %v, %v; want COMPLETED", sum, ok)
+	}
+	var completed, normal time.Time
+	for _, e := range sum.Events {
+		switch e.Name {
+		case "COMPLETED":
+			completed = e.Time
+		case switchover.EventRoutingNormal:
+			normal = e.Time
+		}
+	}
+	if last := sum.Events[len(sum.Events)-1]; last.Name != switchover.EventRoutingNormal {
+		t.Errorf("last event %q, want %q", last.Name, switchover.EventRoutingNormal)
+	}
+	if !completed.Equal(completedAt) || !normal.Equal(h.now) {
+		t.Errorf("COMPLETED at %v, Routing normal at %v; want %v (the metadata) and %v (DNS caught up)",
+			completed, normal, completedAt, h.now)
+	}
+	if !strings.Contains(sum.String(), " Routing normal\n") {
+		t.Errorf("summary lacks the routing-normal row:\n%s", sum)
+	}
+}
+
 // Each summary row has the wrappers' layout: timestamp, offset from
-// IN_PROGRESS in ms, event.
+// IN_PROGRESS in ms, event; columns are the wrappers' widths at least, and
+// wider for a longer cell, so that every row lines up.
 func TestSummaryString(t *testing.T) {
 	t.Parallel()
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	s := Summary{ID: "1", Outcome: OutcomeCompleted, Anchor: at(0), Events: []Event{
-		{at(-4050), "PREPARATION"}, {at(0), "IN_PROGRESS"}, {at(4053), "POST"}, {at(11988), "COMPLETED"},
-	}}
-	got := s.String()
-	wantLines := []string{
-		"[bgdId: '1'] Blue/Green Deployment switchover COMPLETED",
-		"timestamp                         time offset (ms)                           event",
-		strings.Repeat("-", 82),
-		"    2026-02-15T14:29:55.950Z              -4050 ms                     PREPARATION",
-		"    2026-02-15T14:30:00.000Z                  0 ms                     IN_PROGRESS",
-		"    2026-02-15T14:30:04.053Z               4053 ms                            POST",
-		"    2026-02-15T14:30:11.988Z              11988 ms                       COMPLETED",
-		strings.Repeat("-", 82),
+	tests := []struct {
+		name   string
+		events []Event
+		want   []string
+	}{
+		{
+			name:   "the wrappers' widths",
+			events: []Event{{at(-4050), "PREPARATION"}, {at(0), "IN_PROGRESS"}, {at(4053), "POST"}, {at(11988), "COMPLETED"}},
+			want: []string{
+				"[bgdId: '1'] Blue/Green Deployment switchover COMPLETED",
+				"timestamp                         time offset (ms)                           event",
+				strings.Repeat("-", 82),
+				"    2026-02-15T14:29:55.950Z              -4050 ms                     PREPARATION",
+				"    2026-02-15T14:30:00.000Z                  0 ms                     IN_PROGRESS",
+				"    2026-02-15T14:30:04.053Z               4053 ms                            POST",
+				"    2026-02-15T14:30:11.988Z              11988 ms                       COMPLETED",
+				strings.Repeat("-", 82),
+			},
+		},
+		{
+			name: "longer cells widen their column",
+			events: []Event{{at(0), "IN_PROGRESS"}, {at(700), "Traffic released on blue DNS update"},
+				{at(30000), "Routing normal"}},
+			want: []string{
+				"[bgdId: '1'] Blue/Green Deployment switchover COMPLETED",
+				"timestamp                         time offset (ms)                               event",
+				strings.Repeat("-", 86),
+				"    2026-02-15T14:30:00.000Z                  0 ms                         IN_PROGRESS",
+				"    2026-02-15T14:30:00.700Z                700 ms Traffic released on blue DNS update",
+				"    2026-02-15T14:30:30.000Z              30000 ms                      Routing normal",
+				strings.Repeat("-", 86),
+			},
+		},
 	}
-	if got != strings.Join(wantLines, "\n") {
-		t.Errorf("summary:\n%s\nwant:\n%s", got, strings.Join(wantLines, "\n"))
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := Summary{ID: "1", Outcome: OutcomeCompleted, Anchor: at(0), Events: tt.events}.String()
+			if got != strings.Join(tt.want, "\n") {
+				t.Errorf("summary:\n%s\nwant:\n%s", got, strings.Join(tt.want, "\n"))
+			}
+			// Every row is as wide as the rule.
+			lines := strings.Split(got, "\n")
+			for _, l := range lines[1:] {
+				if len(l) != len(lines[2]) {
+					t.Errorf("row %q is %d wide, the rule %d", l, len(l), len(lines[2]))
+				}
+			}
+		})
+	}
+	// Every event name this package emits fits its column.
+	var events []Event
+	for _, name := range []string{switchover.EventBlueDNSUpdated, switchover.EventGreenDNSRemoved, switchover.EventGreenTopologyChanged,
+		switchover.EventBlueConnsDropped, switchover.EventReleasedOnBlueDNS, switchover.EventTimerExpired, switchover.EventRolledBack,
+		switchover.EventRoutingNormal, "CREATED (rollback)", "NOT_CREATED"} {
+		events = append(events, Event{at(len(events)), name})
+	}
+	lines := strings.Split(Summary{ID: "1", Outcome: OutcomeCompleted, Anchor: at(0), Events: events}.String(), "\n")
+	for _, l := range lines[1:] {
+		if len(l) != len(lines[2]) {
+			t.Errorf("row %q overflows the table (rule %d wide)", l, len(lines[2]))
+		}
 	}
 }
 

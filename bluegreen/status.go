@@ -126,9 +126,15 @@ type MonitorStatus struct {
 	Addr      string `json:"addr,omitempty"`
 	Connected bool   `json:"connected"`
 	// Observation is what the last poll found: "rows", "empty", "absent"
-	// (no metadata function), "failed" (the query failed) or
-	// "no-connection".
+	// (no metadata function), "failed" (the query failed),
+	// "no-connection", or "waiting" (a connection attempt or a query has
+	// not answered yet; meanwhile the monitor still resolves its role's
+	// hosts and reports them).
 	Observation string `json:"observation,omitempty"`
+	// Topology is true when the monitor reads its cluster's topology
+	// (Aurora's aurora_replica_status()) on its connection: the instance
+	// endpoints it lists join the inventory.
+	Topology bool `json:"topology,omitempty"`
 	// Phase and Status are what the role's row said (Status as written).
 	Phase    Phase     `json:"phase"`
 	Status   string    `json:"status,omitempty"`

@@ -2,8 +2,10 @@ package bluegreen
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/holdfast-db/holdfast/bluegreen/internal/switchover"
 )
@@ -19,6 +21,12 @@ import (
 //	Traffic released on blue DNS update  IN_PROGRESS, but blue names already point at green
 //	Switchover timer expired             SwitchoverTimeout passed since PREPARATION
 //	ROLLED BACK                          green reported an earlier phase
+//	Routing normal                       the switchover ended for the Router: its routing went back to
+//	                                     plain host names (the last event of every summary)
+//
+// Phase events carry the time the metadata reported the phase: COMPLETED
+// often comes before DNS has caught up, and routing stays as in POST until
+// it has. "Routing normal" is when holdfast stopped intercepting.
 type Event struct {
 	Time time.Time `json:"time"`
 	Name string    `json:"event"`
@@ -56,8 +64,13 @@ type Summary struct {
 // Offset returns e's time relative to the anchor.
 func (s Summary) Offset(e Event) time.Duration { return e.Time.Sub(s.Anchor) }
 
-// summaryDivider is the table rule of the AWS wrappers' summary.
-var summaryDivider = strings.Repeat("-", 82)
+// Minimum column widths of the summary table: the AWS wrappers' layout.
+// A column grows to fit its longest cell.
+const (
+	summaryTimeWidth   = 28
+	summaryOffsetWidth = 21
+	summaryEventWidth  = 31
+)
 
 // String formats the summary as the AWS wrappers' switchover summary: a
 // title line, then one row per event with its UTC time, its offset in
@@ -68,19 +81,33 @@ var summaryDivider = strings.Repeat("-", 82)
 //	----------------------------------------------------------------------------------
 //	    2026-02-15T14:30:28.190Z             -21572 ms                     PREPARATION
 //	    2026-02-15T14:30:49.762Z                  0 ms                     IN_PROGRESS
+//	    2026-02-15T14:30:49.762Z                  0 ms        Blue connections dropped
 //	    2026-02-15T14:30:51.929Z               2167 ms                            POST
 //	...
+//	    2026-02-15T14:31:20.341Z              30579 ms                       COMPLETED
+//	    2026-02-15T14:31:24.007Z              34245 ms                  Routing normal
+//	----------------------------------------------------------------------------------
 //
+// Columns are right-aligned, at least as wide as the wrappers' (28, 21 and
+// 31 characters) and wider when a cell needs it, so that no row overflows.
 // Times are UTC (the Go wrapper prints local time with a literal "Z").
 func (s Summary) String() string {
+	offsets := make([]string, len(s.Events))
+	wOff, wEvent := summaryOffsetWidth, summaryEventWidth
+	for i, e := range s.Events {
+		offsets[i] = strconv.FormatInt(s.Offset(e).Milliseconds(), 10) + " ms"
+		wOff = max(wOff, utf8.RuneCountInString(offsets[i]))
+		wEvent = max(wEvent, utf8.RuneCountInString(e.Name))
+	}
+	divider := strings.Repeat("-", summaryTimeWidth+1+wOff+1+wEvent)
 	var b strings.Builder
 	fmt.Fprintf(&b, "[bgdId: '%s'] Blue/Green Deployment switchover %s\n", s.ID, s.Outcome)
-	fmt.Fprintf(&b, "%-28s %21s %31s\n", "timestamp", "time offset (ms)", "event")
-	b.WriteString(summaryDivider + "\n")
-	for _, e := range s.Events {
-		fmt.Fprintf(&b, "%28s %18d ms %31s\n", e.Time.UTC().Format("2006-01-02T15:04:05.000Z"), s.Offset(e).Milliseconds(), e.Name)
+	fmt.Fprintf(&b, "%-*s %*s %*s\n", summaryTimeWidth, "timestamp", wOff, "time offset (ms)", wEvent, "event")
+	b.WriteString(divider + "\n")
+	for i, e := range s.Events {
+		fmt.Fprintf(&b, "%*s %*s %*s\n", summaryTimeWidth, e.Time.UTC().Format("2006-01-02T15:04:05.000Z"), wOff, offsets[i], wEvent, e.Name)
 	}
-	b.WriteString(summaryDivider)
+	b.WriteString(divider)
 	return b.String()
 }
 

@@ -32,6 +32,9 @@
 //
 // Run it with: go run ./examples/switchover
 // Other scenarios: -scenario rollback | dns-before-post | stuck | slow-dns.
+// -endpoint instance -cluster-only connects the pools to the writer
+// instance's endpoint while the metadata names only the cluster endpoints:
+// holdfast routes it from the topology (aurora_replica_status()).
 package main
 
 import (
@@ -77,6 +80,13 @@ type options struct {
 	SQL      bool   // a third client: database/sql (package sqldb) over a holdfast pool
 	Name     string // deployment name
 	Engine   bluegreentest.Engine
+	// Endpoint is the host the pools connect to: "cluster" (Aurora's
+	// cluster endpoint, the default) or "instance" (the writer instance's
+	// endpoint; RDS has only that).
+	Endpoint string
+	// ClusterOnly makes the metadata list only the cluster endpoints
+	// (Aurora): holdfast learns the instances from aurora_replica_status().
+	ClusterOnly bool
 }
 
 func defaultOptions() options {
@@ -89,6 +99,7 @@ func defaultOptions() options {
 		DNSTTL:   time.Second,
 		Name:     "orders",
 		Engine:   bluegreentest.Aurora,
+		Endpoint: "cluster",
 	}
 }
 
@@ -145,6 +156,8 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 	fs.DurationVar(&o.Timings.BlueDNS, "blue-dns", 0, "blue DNS update after POST (default 3s; slow-dns 20s)")
 	fs.DurationVar(&o.Timings.Completed, "completed", 0, "SWITCHOVER_COMPLETED after POST (default 4s)")
 	engine := fs.String("engine", "aurora", "aurora (cluster endpoint, Aurora metadata) | rds (instance endpoint, rds_tools metadata)")
+	fs.StringVar(&o.Endpoint, "endpoint", o.Endpoint, "cluster | instance: the endpoint the pools connect to (Aurora)")
+	fs.BoolVar(&o.ClusterOnly, "cluster-only", false, "the metadata lists only the cluster endpoints (Aurora): instances come from aurora_replica_status()")
 	fs.BoolVar(&o.JSON, "json", false, "print the result as one JSON object (progress goes to stderr)")
 	fs.BoolVar(&o.Verbose, "v", false, "print holdfast's logs on stderr")
 	fs.BoolVar(&o.SQL, "sql", false, "add a third client: database/sql (package sqldb) over a holdfast pool")
@@ -164,6 +177,11 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 	}
 	if !slices.Contains(bluegreentest.Scenarios(), o.Scenario) {
 		err := fmt.Errorf("unknown -scenario %q", *scenario)
+		fmt.Fprintln(errOut, "switchover:", err)
+		return o, err
+	}
+	if o.Endpoint != "cluster" && o.Endpoint != "instance" {
+		err := fmt.Errorf("unknown -endpoint %q", o.Endpoint)
 		fmt.Fprintln(errOut, "switchover:", err)
 		return o, err
 	}
@@ -374,7 +392,7 @@ func run(ctx context.Context, env *bluegreentest.Env, o options, progress io.Wri
 	if o.Engine == 0 {
 		o.Engine = bluegreentest.Aurora
 	}
-	d, err := env.NewDeployment(ctx, bluegreentest.DeploymentConfig{Name: o.Name, Engine: o.Engine})
+	d, err := env.NewDeployment(ctx, bluegreentest.DeploymentConfig{Name: o.Name, Engine: o.Engine, ClusterEndpointsOnly: o.ClusterOnly})
 	if err != nil {
 		return nil, err
 	}
@@ -398,7 +416,7 @@ func run(ctx context.Context, env *bluegreentest.Env, o options, progress io.Wri
 	}
 	dns := env.Resolver.Cached(o.DNSTTL)
 	host := d.Names.Cluster
-	if o.Engine == bluegreentest.RDS {
+	if o.Engine == bluegreentest.RDS || o.Endpoint == "instance" {
 		host = d.Names.Instance
 	}
 	poolCfg := func() (*pgxpool.Config, error) {
@@ -450,12 +468,21 @@ func run(ctx context.Context, env *bluegreentest.Env, o options, progress io.Wri
 		acquire: func(ctx context.Context) (*pgxpool.Conn, error) { return f.Acquire(ctx, hfPool) },
 		retrier: &retry.Retrier{Policy: requestPolicy(), Classify: f.Classify}}
 	if err := waitFor(ctx, router, func(s bluegreen.Status) bool {
-		return s.Phase == bluegreen.Created && len(s.Mapping) > 0 && s.Mapping[0].GreenAddr != ""
+		for _, m := range s.Mapping { // the pools' host is mapped to green
+			if m.Blue == host && m.GreenAddr != "" {
+				return s.Phase == bluegreen.Created
+			}
+		}
+		return false
 	}); err != nil {
 		return nil, fmt.Errorf("holdfast did not see the deployment: %w", err)
 	}
-	fmt.Fprintf(progress, "deployment %q (%s) on %s, DNS TTL %v, %d workers per pool, scenario %s\n",
-		d.Name, o.Engine, host, o.DNSTTL, o.Workers, o.Scenario)
+	metadata := ""
+	if d.ClusterEndpointsOnly {
+		metadata = ", metadata with cluster endpoints only"
+	}
+	fmt.Fprintf(progress, "deployment %q (%s%s) on %s, DNS TTL %v, %d workers per pool, scenario %s\n",
+		d.Name, o.Engine, metadata, host, o.DNSTTL, o.Workers, o.Scenario)
 
 	// The workload.
 	clients := []*client{plain, hf}
@@ -602,7 +629,7 @@ func printProgress(w io.Writer, begin time.Time, clients []*client, r *bluegreen
 		}
 		st := r.Status()
 		var b strings.Builder
-		fmt.Fprintf(&b, "%5.1fs  %-31s holdfast=%-11s", time.Since(begin).Seconds(), script.Load().(string), st.Phase)
+		fmt.Fprintf(&b, "%5.1fs  %-35s holdfast=%-11s", time.Since(begin).Seconds(), script.Load().(string), st.Phase)
 		for i, c := range clients {
 			ok, failed := c.ok.Load(), c.failed.Load()
 			fmt.Fprintf(&b, " | %-8s ok %4d fail %4d", c.name, ok-last[i][0], failed-last[i][1])
@@ -647,9 +674,13 @@ func measure(ctx context.Context, d *bluegreentest.Deployment, sres bluegreentes
 		st := r.Status()
 		var b strings.Builder
 		fmt.Fprintf(&b, "(no summary yet: the switchover has not ended for holdfast; phase %s, routing %v)\n", st.Phase, st.Routing.Phase)
+		width := 31
+		for _, e := range st.Timeline {
+			width = max(width, len(e.Name))
+		}
 		for _, e := range st.Timeline {
 			res.Timeline = append(res.Timeline, TimelineEvent{Event: e.Name, OffsetMS: ms(e.Time.Sub(anchor))})
-			fmt.Fprintf(&b, "%28s %18d ms %31s\n", e.Time.UTC().Format("2006-01-02T15:04:05.000Z"), e.Time.Sub(anchor).Milliseconds(), e.Name)
+			fmt.Fprintf(&b, "%28s %18d ms %*s\n", e.Time.UTC().Format("2006-01-02T15:04:05.000Z"), e.Time.Sub(anchor).Milliseconds(), width, e.Name)
 		}
 		res.summary = strings.TrimRight(b.String(), "\n")
 	}

@@ -70,9 +70,17 @@ func TestSwitchover(t *testing.T) {
 		// false rollback, no reconnect storm between the servers.
 		{scenario: bluegreentest.ScenarioFrozenBlue, primary: "green", outcome: "COMPLETED", event: "POST", readOnly: true},
 		{scenario: bluegreentest.ScenarioFrozenBluePost, primary: "green", outcome: "COMPLETED", event: "POST", readOnly: true},
+		// The pools on the writer instance's endpoint, which the metadata
+		// does not name: holdfast routes it from the topology.
+		{scenario: bluegreentest.ScenarioNormal, primary: "green", outcome: "COMPLETED", event: "POST", readOnly: true,
+			instance: true, progress: "metadata with cluster endpoints only"},
 	}
 	for _, tt := range tests {
-		t.Run(string(tt.scenario), func(t *testing.T) {
+		name := string(tt.scenario)
+		if tt.instance {
+			name += "/instance endpoint"
+		}
+		t.Run(name, func(t *testing.T) {
 			t.Parallel() // one deployment (database) each on the shared servers
 			tt.check(ctx, t, env)
 		})
@@ -116,6 +124,7 @@ type scenarioTest struct {
 	readOnly bool   // the plain pool must hit 25006 on old blue
 	progress string // a line the progress output must have
 	sql      bool   // also run the database/sql client (-sql), which must fail nothing
+	instance bool   // the pools on the writer instance's endpoint, the metadata with the cluster endpoints only
 }
 
 // check runs the demo in-process on env and checks the goal: holdfast
@@ -127,6 +136,9 @@ func (tt scenarioTest) check(ctx context.Context, t *testing.T, env *bluegreente
 	t.Helper()
 	o := smallOptions(tt.scenario)
 	o.SQL = tt.sql
+	if tt.instance {
+		o.Endpoint, o.ClusterOnly, o.Name = "instance", true, o.Name+"-instance"
+	}
 	var progress bytes.Buffer
 	res, err := run(ctx, env, o, &progress)
 	if err != nil {
@@ -297,6 +309,9 @@ func TestParseFlags(t *testing.T) {
 					o.Timings.Completed == 5*time.Second && o.Duration == 40*time.Second && o.DNSTTL == 5*time.Second
 			}},
 		{name: "rds", args: []string{"-engine", "rds"}, check: func(o options) bool { return o.Engine == bluegreentest.RDS }},
+		{name: "instance endpoint", args: []string{"-endpoint", "instance", "-cluster-only"},
+			check: func(o options) bool { return o.Endpoint == "instance" && o.ClusterOnly }},
+		{name: "unknown endpoint", args: []string{"-endpoint", "reader"}, wantErr: true},
 		{name: "unknown engine", args: []string{"-engine", "mysql"}, wantErr: true},
 		{name: "unknown scenario", args: []string{"-scenario", "failover"}, wantErr: true},
 		{name: "no workers", args: []string{"-workers", "0"}, wantErr: true},

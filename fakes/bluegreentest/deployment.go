@@ -22,6 +22,18 @@ type DeploymentConfig struct {
 	Name string
 	// Engine selects the metadata function and the names. Default Aurora.
 	Engine Engine
+	// Readers is the number of reader instances of each side (Aurora only,
+	// at most MaxReaders): orders-2, orders-3, … in the topology
+	// (aurora_replica_status()), the metadata unless ClusterEndpointsOnly,
+	// and the resolver, each at an address of its own
+	// ([Server.ReaderAddr]: the side's server, reached at another
+	// address). The reader cluster endpoint resolves to the first reader.
+	// Default 0: the writer instance only.
+	Readers int
+	// ClusterEndpointsOnly makes the metadata list only the cluster
+	// endpoints (Aurora): the instances are then known from the topology
+	// alone, as on a deployment whose metadata does not name them.
+	ClusterEndpointsOnly bool
 }
 
 // Deployment is one blue/green deployment in an [Env]: its own database
@@ -49,6 +61,9 @@ type Deployment struct {
 	Engine   Engine
 	Database string
 	Names    Names
+	// Readers and ClusterEndpointsOnly are those of the DeploymentConfig.
+	Readers              int
+	ClusterEndpointsOnly bool
 	// Blue and Green are the metadata of the deployment's database on each
 	// server, for writes that differ between the two (by default every
 	// write goes to both).
@@ -82,12 +97,24 @@ func (e *Env) NewDeployment(ctx context.Context, cfg DeploymentConfig) (*Deploym
 	if !validName.MatchString(cfg.Name) {
 		return nil, fmt.Errorf("fakes/bluegreentest: invalid deployment name %q: lowercase letters, digits and dashes", cfg.Name)
 	}
+	if cfg.Readers < 0 || cfg.Readers > MaxReaders || cfg.Readers > 0 && cfg.Engine != Aurora {
+		return nil, fmt.Errorf("fakes/bluegreentest: %d readers: 0 to %d, Aurora only", cfg.Readers, MaxReaders)
+	}
+	for i := 1; i <= cfg.Readers; i++ {
+		for _, s := range []*Server{e.Blue, e.Green} {
+			if a := s.ReaderAddr(i); a == "" || a == e.Blue.Host || a == e.Green.Host {
+				return nil, fmt.Errorf("fakes/bluegreentest: no address for reader %d of %s (%s)", i, s.Name, s.Host)
+			}
+		}
+	}
 	d := &Deployment{
-		Env:      e,
-		Name:     cfg.Name,
-		Engine:   cfg.Engine,
-		Database: "bg_" + regexp.MustCompile(`-`).ReplaceAllString(cfg.Name, "_"),
-		Names:    e.Names(cfg.Engine, cfg.Name),
+		Env:                  e,
+		Name:                 cfg.Name,
+		Engine:               cfg.Engine,
+		Database:             "bg_" + regexp.MustCompile(`-`).ReplaceAllString(cfg.Name, "_"),
+		Names:                e.Names(cfg.Engine, cfg.Name).withReaders(cfg.Readers),
+		Readers:              cfg.Readers,
+		ClusterEndpointsOnly: cfg.ClusterEndpointsOnly && cfg.Engine == Aurora,
 	}
 	var wg sync.WaitGroup
 	var errs [2]error
@@ -105,6 +132,9 @@ func (e *Env) NewDeployment(ctx context.Context, cfg DeploymentConfig) (*Deploym
 		return nil, err
 	}
 	d.Blue, d.Green = md[0], md[1]
+	if err := d.writeTopology(ctx); err != nil {
+		return nil, err
+	}
 	d.ResetDNS()
 	return d, nil
 }
@@ -147,7 +177,9 @@ func (d *Deployment) PoolConfig(host string, extra ...string) (*pgxpool.Config, 
 // Rows returns the rows the deployment's metadata has for status now:
 // SOURCE rows for the blue names and TARGET rows for the green names;
 // after Rename, SOURCE rows for the -old1 names and TARGET rows for the
-// blue names; after DropSource, no SOURCE rows.
+// blue names; after DropSource, no SOURCE rows. The names are the cluster
+// endpoint and the instances (Aurora), or only the cluster endpoint
+// (ClusterEndpointsOnly), or the instance (RDS).
 func (d *Deployment) Rows(status string) []Row {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -157,9 +189,15 @@ func (d *Deployment) Rows(status string) []Row {
 func (d *Deployment) rowsLocked(status string) []Row {
 	port := d.Env.Blue.Port
 	n := d.Names
-	src, dst := []string{n.Cluster, n.Instance}, []string{n.GreenCluster, n.GreenInstance}
+	pick := func(cluster, instance string, readers []string) []string {
+		if d.ClusterEndpointsOnly {
+			return []string{cluster}
+		}
+		return append([]string{cluster, instance}, readers...)
+	}
+	src, dst := pick(n.Cluster, n.Instance, n.ReaderInstances), pick(n.GreenCluster, n.GreenInstance, n.GreenReaderInstances)
 	if d.renamed {
-		src, dst = []string{n.OldCluster, n.OldInstance}, []string{n.Cluster, n.Instance}
+		src, dst = pick(n.OldCluster, n.OldInstance, n.OldReaderInstances), pick(n.Cluster, n.Instance, n.ReaderInstances)
 	}
 	var rows []Row
 	add := func(role string, hosts []string) {
@@ -221,12 +259,35 @@ func (d *Deployment) Status() string {
 
 // Rename swaps the names in the metadata, as RDS does some seconds into
 // POST: the TARGET rows now carry the blue names and the SOURCE rows the
-// -old1 names ("Green topology changed" for a client).
+// -old1 names ("Green topology changed" for a client). The topology
+// follows: green's instances take the blue identifiers, old blue's the
+// -old1 ones.
 func (d *Deployment) Rename(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.renamed = true
-	return d.write(ctx)
+	return errors.Join(d.write(ctx), d.writeTopology(ctx))
+}
+
+// writeTopology sets each server's aurora_replica_status() (Aurora): its
+// side's writer and readers, by their current identifiers.
+func (d *Deployment) writeTopology(ctx context.Context) error {
+	if d.Engine != Aurora {
+		return nil
+	}
+	n := d.Names
+	replicas := func(writer string, readers []string) []Replica {
+		out := []Replica{{ServerID: serverID(writer), Writer: true}}
+		for _, r := range readers {
+			out = append(out, Replica{ServerID: serverID(r)})
+		}
+		return out
+	}
+	blue, green := replicas(n.Instance, n.ReaderInstances), replicas(n.GreenInstance, n.GreenReaderInstances)
+	if d.renamed {
+		blue, green = replicas(n.OldInstance, n.OldReaderInstances), replicas(n.Instance, n.ReaderInstances)
+	}
+	return errors.Join(d.Blue.SetTopology(ctx, blue...), d.Green.SetTopology(ctx, green...))
 }
 
 // DropSource removes the SOURCE rows, as RDS does at COMPLETED.
@@ -238,29 +299,48 @@ func (d *Deployment) DropSource(ctx context.Context) error {
 }
 
 // ResetDNS points the blue names at the blue server and the green names at
-// the green server, and removes the -old1 names.
+// the green server (reader instances at their reader addresses, the
+// reader cluster endpoint at the first reader), and removes the -old1
+// names.
 func (d *Deployment) ResetDNS() {
 	r := d.Env.Resolver
-	for _, h := range d.Names.Blue() {
-		r.Set(h, d.Env.Blue.Host)
-	}
-	for _, h := range d.Names.Green() {
-		r.Set(h, d.Env.Green.Host)
-	}
+	set(r, d.Names.Blue(), d.addrs(d.Env.Blue))
+	set(r, d.Names.Green(), d.addrs(d.Env.Green))
 	for _, h := range d.Names.Old() {
 		r.Remove(h)
 	}
 }
 
 // SwapDNS points the blue names at the green server and the -old1 names at
-// the blue server ("Blue DNS updated" for a client).
+// the blue server ("Blue DNS updated" for a client): each name at the
+// address its green (or old blue) counterpart had.
 func (d *Deployment) SwapDNS() {
 	r := d.Env.Resolver
-	for _, h := range d.Names.Blue() {
-		r.Set(h, d.Env.Green.Host)
+	set(r, d.Names.Blue(), d.addrs(d.Env.Green))
+	set(r, d.Names.Old(), d.addrs(d.Env.Blue))
+}
+
+// addrs returns the addresses of a side's names on server s, in the order
+// of Names.Blue: the server for the cluster and writer instance endpoints,
+// the first reader for the reader cluster endpoint, each reader's own.
+func (d *Deployment) addrs(s *Server) []string {
+	if d.Engine != Aurora {
+		return []string{s.Host}
 	}
-	for _, h := range d.Names.Old() {
-		r.Set(h, d.Env.Blue.Host)
+	reader := s.Host
+	if d.Readers > 0 {
+		reader = s.ReaderAddr(1)
+	}
+	out := []string{s.Host, reader, s.Host}
+	for i := 1; i <= d.Readers; i++ {
+		out = append(out, s.ReaderAddr(i))
+	}
+	return out
+}
+
+func set(r *Resolver, names, addrs []string) {
+	for i, h := range names {
+		r.Set(h, addrs[i])
 	}
 }
 

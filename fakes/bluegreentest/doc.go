@@ -40,9 +40,20 @@
 //	| RDS    | rds_tools.show_topology(text)                            | id, endpoint, port, role, status, version |
 //
 // (A superuser can create a function in pg_catalog on PostgreSQL 15
-// without allow_system_table_mods; [Install] does that.) The deployment's
+// without allow_system_table_mods; [Install] does that.) An Aurora
+// deployment also has the cluster topology, pg_catalog.aurora_replica_status()
+// (server_id, session_id, last_update_timestamp, replica_lag_in_msec, cpu),
+// from a control table of its own on each server: each side lists its own
+// instances, the writer with session_id MASTER_SESSION_ID. The deployment's
 // RDS-shaped names ([Names]) are set in the resolver: blue names to the
 // blue server, green names to the green one.
+//
+// DeploymentConfig.Readers adds reader instances to each side, each at an
+// address of its own ([Server.ReaderAddr]) that [Env.Dial] connects to its
+// side's server: routing by address sees distinct readers, though they
+// share the server's data. DeploymentConfig.ClusterEndpointsOnly makes the
+// metadata list only the cluster endpoints, so that the instances are known
+// from the topology alone.
 //
 // A test then plays the switchover step by step, as RDS does it:
 //

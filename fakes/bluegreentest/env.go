@@ -278,11 +278,15 @@ func canBind(hosts ...string) error {
 
 // Dial is a pgconn.DialFunc (give it to pgx as ConnConfig.DialFunc) that
 // connects to the servers by the addresses clients see, Server.Host and
-// Server.Port, in either mode, and to any other address as asked. In the
+// Server.Port, and their readers' ([Server.ReaderAddr]), in either mode,
+// and to any other address as asked. In the
 // single-address mode a connection to a server reports the address asked
 // for as its RemoteAddr, as it would be with two addresses (pgx sends a
 // cancel request there, through Dial again). Dial honours ctx.
 func (e *Env) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if c, ok, err := e.dialReader(ctx, network, addr); ok { // topology.go
+		return c, err
+	}
 	var d net.Dialer // as pgx's default dialer
 	if e.SingleIP {
 		for _, s := range []*Server{e.Blue, e.Green} {

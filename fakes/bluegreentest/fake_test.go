@@ -246,6 +246,11 @@ func TestEnv(t *testing.T) {
 	}
 	checkListen(t, env)
 
+	t.Run("topology and readers", func(t *testing.T) {
+		t.Parallel()
+		testTopology(ctx, t, env)
+	})
+
 	t.Run("functions", func(t *testing.T) {
 		t.Parallel()
 		for _, tt := range []struct {
@@ -447,5 +452,114 @@ func TestEnv(t *testing.T) {
 
 	if _, err := env.NewDeployment(ctx, fake.DeploymentConfig{Name: "Bad Name"}); err == nil {
 		t.Error("NewDeployment accepted an invalid name")
+	}
+}
+
+// testTopology checks an Aurora deployment with readers whose metadata
+// lists only the cluster endpoints: aurora_replica_status() on each server
+// lists its side's instances (the writer by MASTER_SESSION_ID), each
+// instance name resolves to an address of its own that Env.Dial connects
+// to its side's server, and Rename and SwapDNS carry the instances along.
+func testTopology(ctx context.Context, t *testing.T, env *fake.Env) {
+	d, err := env.NewDeployment(ctx, fake.DeploymentConfig{Readers: 2, ClusterEndpointsOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Drop(context.Background())
+	n := d.Names
+	if len(n.ReaderInstances) != 2 || n.ReaderInstances[0] != strings.Replace(n.Instance, "-1.", "-2.", 1) ||
+		n.GreenReaderInstances[1] != strings.Replace(n.GreenInstance, "-1-green-", "-3-green-", 1) ||
+		n.OldReaderInstances[0] != strings.Replace(n.OldInstance, "-1-old1.", "-2-old1.", 1) {
+		t.Errorf("reader names %v %v %v", n.ReaderInstances, n.GreenReaderInstances, n.OldReaderInstances)
+	}
+	if rows := d.Rows(fake.StatusAvailable); len(rows) != 2 || rows[0].Endpoint != n.Cluster || rows[1].Endpoint != n.GreenCluster {
+		t.Errorf("metadata rows %+v, want the two cluster endpoints only", rows)
+	}
+	topology := func(srv *fake.Server) string {
+		conn, err := pgx.Connect(ctx, srv.DSN(d.Database))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		rows, err := conn.Query(ctx, "SELECT server_id, session_id = $1 FROM "+fake.TopologyFunction+"()", fake.WriterSessionID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for rows.Next() {
+			var id string
+			var writer bool
+			if err := rows.Scan(&id, &writer); err != nil {
+				t.Fatal(err)
+			}
+			if writer {
+				id += "*"
+			}
+			out = append(out, id)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(out, ",")
+	}
+	id := func(h string) string { return strings.SplitN(h, ".", 2)[0] }
+	if got, want := topology(env.Blue), id(n.Instance)+"*,"+id(n.ReaderInstances[0])+","+id(n.ReaderInstances[1]); got != want {
+		t.Errorf("blue topology %s, want %s", got, want)
+	}
+	if got, want := topology(env.Green), id(n.GreenInstance)+"*,"+id(n.GreenReaderInstances[0])+","+id(n.GreenReaderInstances[1]); got != want {
+		t.Errorf("green topology %s, want %s", got, want)
+	}
+	// Each reader name resolves to an address of its own, which leads to
+	// its side's server and is the connection's remote address.
+	for _, tc := range []struct {
+		host, addr string
+		srv        *fake.Server
+	}{
+		{n.ReaderInstances[1], env.Blue.ReaderAddr(2), env.Blue},
+		{n.Reader, env.Blue.ReaderAddr(1), env.Blue},
+		{n.GreenReaderInstances[0], env.Green.ReaderAddr(1), env.Green},
+	} {
+		cfg, err := pgx.ParseConfig(d.DSN(tc.host))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.LookupFunc, cfg.DialFunc = env.Resolver.Lookup, env.Dial
+		conn, err := pgx.ConnectConfig(ctx, cfg)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.host, err)
+		}
+		var port int
+		err = conn.QueryRow(ctx, "SELECT inet_server_port()").Scan(&port)
+		remote := conn.PgConn().Conn().RemoteAddr().String()
+		conn.Close(ctx)
+		_, listenPort, _ := net.SplitHostPort(tc.srv.ListenAddr)
+		if err != nil || strconv.Itoa(port) != listenPort || remote != net.JoinHostPort(tc.addr, strconv.Itoa(tc.srv.Port)) {
+			t.Errorf("%s: server port %d (%v), remote %s; want %s's server at %s", tc.host, port, err, remote, tc.srv.Name, tc.addr)
+		}
+	}
+	if err := d.Rename(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d.SwapDNS()
+	if got, want := topology(env.Green), id(n.Instance)+"*,"+id(n.ReaderInstances[0])+","+id(n.ReaderInstances[1]); got != want {
+		t.Errorf("green topology after Rename %s, want the blue identifiers %s", got, want)
+	}
+	if got, want := topology(env.Blue), id(n.OldInstance)+"*,"+id(n.OldReaderInstances[0])+","+id(n.OldReaderInstances[1]); got != want {
+		t.Errorf("blue topology after Rename %s, want the -old1 identifiers %s", got, want)
+	}
+	for host, want := range map[string]string{n.ReaderInstances[0]: env.Green.ReaderAddr(1), n.Reader: env.Green.ReaderAddr(1),
+		n.OldReaderInstances[1]: env.Blue.ReaderAddr(2), n.Instance: env.Green.Host} {
+		if got := env.Resolver.Addrs(host); len(got) != 1 || got[0] != want {
+			t.Errorf("after SwapDNS %s resolves to %v, want %s", host, got, want)
+		}
+	}
+	if _, err := env.NewDeployment(ctx, fake.DeploymentConfig{Engine: fake.RDS, Readers: 1}); err == nil {
+		t.Error("readers accepted for an RDS instance")
+	}
+	if err := d.Blue.UninstallTopology(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := d.Green.Topology(ctx); err != nil || len(got) != 3 || !got[0].Writer {
+		t.Errorf("Topology() = %+v, %v", got, err)
 	}
 }

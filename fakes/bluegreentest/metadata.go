@@ -132,8 +132,10 @@ type Metadata struct {
 // Install creates the control table and the metadata function of each
 // engine (Aurora when none is given) in the database at dsn, which must
 // allow a superuser to create functions in pg_catalog (PostgreSQL 15 does,
-// without allow_system_table_mods). It is idempotent. The metadata starts
-// empty: the functions return no rows.
+// without allow_system_table_mods), and for Aurora the topology function
+// aurora_replica_status() with its own control table ([Metadata.SetTopology]).
+// It is idempotent. The metadata and topology start empty: the functions
+// return no rows.
 func Install(ctx context.Context, dsn string, engines ...Engine) (*Metadata, error) {
 	if len(engines) == 0 {
 		engines = []Engine{Aurora}
@@ -142,7 +144,7 @@ func Install(ctx context.Context, dsn string, engines ...Engine) (*Metadata, err
 	for _, e := range engines {
 		switch e {
 		case Aurora:
-			sql += installAurora
+			sql += installAurora + installTopology
 		case RDS:
 			sql += installRDS
 		default:
@@ -243,8 +245,9 @@ func (m *Metadata) Fail(ctx context.Context, msg string) error {
 	return nil
 }
 
-// Uninstall drops the functions (the control table stays), as on an engine
-// version without blue/green metadata.
+// Uninstall drops the metadata functions (the control table stays), as on
+// an engine version without blue/green metadata. aurora_replica_status()
+// stays: see [Metadata.UninstallTopology].
 func (m *Metadata) Uninstall(ctx context.Context) error {
 	err := m.exec(ctx, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `DROP FUNCTION IF EXISTS pg_catalog.get_blue_green_fast_switchover_metadata(text);

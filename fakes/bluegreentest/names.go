@@ -20,12 +20,19 @@ const (
 //	RDS, instance "orders": only the instance names (orders.ACCOUNT…,
 //	orders-green-abc123.ACCOUNT…, orders-old1.ACCOUNT…).
 //
+// Instance is the writer instance. An Aurora deployment with reader
+// instances (DeploymentConfig.Readers) has their names too: orders-2,
+// orders-3, … (ReaderInstances), orders-2-green-abc123, …
+// (GreenReaderInstances), orders-2-old1, … (OldReaderInstances).
+//
 // The blue names are production's; after a switchover green carries them
 // and the old blue instance the -old1 names.
 type Names struct {
 	Cluster, Reader, Instance                string // blue; Cluster and Reader empty for RDS
 	GreenCluster, GreenReader, GreenInstance string
 	OldCluster, OldReader, OldInstance       string
+
+	ReaderInstances, GreenReaderInstances, OldReaderInstances []string
 }
 
 // NewNames returns the names of deployment name for engine, with account
@@ -69,14 +76,22 @@ func nonEmpty(s ...string) []string {
 	return out
 }
 
-// Blue returns the blue names (production's).
-func (n Names) Blue() []string { return nonEmpty(n.Cluster, n.Reader, n.Instance) }
+// Blue returns the blue names (production's): the cluster, reader and
+// writer instance endpoints, then the reader instances'.
+func (n Names) Blue() []string {
+	return append(nonEmpty(n.Cluster, n.Reader, n.Instance), n.ReaderInstances...)
+}
 
-// Green returns the green names.
-func (n Names) Green() []string { return nonEmpty(n.GreenCluster, n.GreenReader, n.GreenInstance) }
+// Green returns the green names, in the order of Blue.
+func (n Names) Green() []string {
+	return append(nonEmpty(n.GreenCluster, n.GreenReader, n.GreenInstance), n.GreenReaderInstances...)
+}
 
-// Old returns the names of the old blue instance after a switchover.
-func (n Names) Old() []string { return nonEmpty(n.OldCluster, n.OldReader, n.OldInstance) }
+// Old returns the names of the old blue instances after a switchover, in
+// the order of Blue.
+func (n Names) Old() []string {
+	return append(nonEmpty(n.OldCluster, n.OldReader, n.OldInstance), n.OldReaderInstances...)
+}
 
 // Wildcards returns the certificate names that cover every name of every
 // deployment in account and region (defaults when empty).

@@ -3,6 +3,7 @@ package meta_test
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -77,5 +78,63 @@ func TestDetectByName(t *testing.T) {
 	}
 	if src, err := meta.Detect(ctx, conn, meta.EngineAuto); err != nil || src.Engine != meta.EngineAuto {
 		t.Errorf("without the function: Detect = %+v, %v; want absent", src, err)
+	}
+}
+
+// Aurora's topology function is found by the same existence check, and
+// read by name: server ids lowercased, the writer by MASTER_SESSION_ID,
+// rows that are not instance identifiers set aside. Without it, the
+// metadata is found all the same and the topology is absent.
+func TestDetectTopology(t *testing.T) {
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	db := "meta_topology"
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP DATABASE "+db+" WITH (FORCE)") })
+	cfg, err := pgx.ParseConfig(pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Database = db
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, q := range []string{
+		`CREATE FUNCTION pg_catalog.get_blue_green_fast_switchover_metadata(text)
+			RETURNS TABLE (version text, endpoint text, port int, role text, status text) LANGUAGE sql AS
+			$$ SELECT '1.0'::text, 'db.cluster-abc.us-east-1.rds.amazonaws.com'::text, 5432, 'BLUE_GREEN_DEPLOYMENT_SOURCE'::text, 'AVAILABLE'::text $$`,
+		`CREATE FUNCTION pg_catalog.aurora_replica_status()
+			RETURNS TABLE (server_id text, session_id text, replica_lag_in_msec real) LANGUAGE sql AS
+			$$ VALUES ('DB-1'::text, 'MASTER_SESSION_ID'::text, NULL::real), ('db-2', 'a1b2c3', 4.5), ('bad id!', 'x', 0), (NULL, 'y', 0) $$`,
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src, err := meta.Detect(ctx, conn, meta.EngineAuto)
+	if err != nil || src.Engine != meta.EngineAurora || !src.Topology {
+		t.Fatalf("Detect = %+v, %v; want Aurora with its topology", src, err)
+	}
+	ids, bad, err := meta.ReadTopology(ctx, conn)
+	want := []meta.TopologyRow{{ServerID: "db-1", Writer: true}, {ServerID: "db-2"}}
+	if err != nil || len(bad) != 2 || !reflect.DeepEqual(ids, want) {
+		t.Errorf("ReadTopology = %+v, %v, %v; want %+v and two rows set aside", ids, bad, err, want)
+	}
+	if _, err := conn.Exec(ctx, "DROP FUNCTION pg_catalog.aurora_replica_status()"); err != nil {
+		t.Fatal(err)
+	}
+	if src, err := meta.Detect(ctx, conn, meta.EngineAuto); err != nil || src.Engine != meta.EngineAurora || src.Topology {
+		t.Errorf("without the topology function: Detect = %+v, %v; want Aurora, no topology", src, err)
+	}
+	if _, _, err := meta.ReadTopology(ctx, conn); !meta.IsAbsent(err) {
+		t.Errorf("ReadTopology without the function: %v, want an absent error", err)
 	}
 }

@@ -29,17 +29,22 @@ const clientID = "holdfast-bluegreen"
 
 // existsQuery finds both functions by name, whatever the type of their
 // parameter (text, varchar, name) and whether they take one: for each, the
-// fewest arguments an overload takes, or NULL when there is none.
+// fewest arguments an overload takes, or NULL when there is none; and
+// Aurora's topology function the same way.
 const existsQuery = `SELECT ` + minArgs + `'pg_catalog' AND p.proname = 'get_blue_green_fast_switchover_metadata'), ` +
-	minArgs + `'rds_tools' AND p.proname = 'show_topology')`
+	minArgs + `'rds_tools' AND p.proname = 'show_topology'), ` +
+	minArgs + `'pg_catalog' AND p.proname = 'aurora_replica_status')`
 
 const minArgs = `(SELECT min(p.pronargs) FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = `
 
 // Source is the metadata function found on a server: its engine and
-// whether it is called without an argument (its only overload takes none).
+// whether it is called without an argument (its only overload takes none),
+// and whether the server has Aurora's topology function
+// (aurora_replica_status() without arguments).
 type Source struct {
-	Engine Engine
-	NoArg  bool
+	Engine   Engine
+	NoArg    bool
+	Topology bool
 }
 
 // Row is one parsed row of metadata.
@@ -129,18 +134,20 @@ func Truncate(s string, n int) string {
 }
 
 // Detect returns which metadata function exists (Engine EngineAuto: none),
-// given the wanted engine. It looks the functions up by name, so that a
-// parameter declared varchar or name, or none, is found too.
+// given the wanted engine, and whether the topology function exists too.
+// It looks the functions up by name, so that a parameter declared varchar
+// or name, or none, is found too.
 func Detect(ctx context.Context, conn *pgx.Conn, want Engine) (Source, error) {
-	var aurora, rds *int
-	if err := conn.QueryRow(ctx, existsQuery, pgx.QueryExecModeSimpleProtocol).Scan(&aurora, &rds); err != nil {
+	var aurora, rds, topo *int
+	if err := conn.QueryRow(ctx, existsQuery, pgx.QueryExecModeSimpleProtocol).Scan(&aurora, &rds, &topo); err != nil {
 		return Source{}, err
 	}
+	hasTopo := topo != nil && *topo == 0
 	switch {
 	case aurora != nil && want != EngineRDS:
-		return Source{Engine: EngineAurora, NoArg: *aurora == 0}, nil
+		return Source{Engine: EngineAurora, NoArg: *aurora == 0, Topology: hasTopo}, nil
 	case rds != nil && want != EngineAurora:
-		return Source{Engine: EngineRDS, NoArg: *rds == 0}, nil
+		return Source{Engine: EngineRDS, NoArg: *rds == 0, Topology: hasTopo}, nil
 	}
 	return Source{}, nil
 }

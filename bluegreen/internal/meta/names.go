@@ -83,12 +83,13 @@ func NormHost(host string) string {
 //   - blue reader instances, sorted by name → green reader instances, sorted
 //     by name, round robin; with no green readers, the green writer.
 //
-// The writer instance of a side is the instance whose address equals its
+// The writer instance of a side is the one the topology names (writers,
+// from aurora_replica_status()); else the instance whose address equals its
 // writer cluster endpoint's address (a cluster endpoint is a DNS alias of
-// the writer instance); without that, the first instance by name. ips gives
-// the known address of each host. Blue hosts without a counterpart are left
+// the writer instance); else the first instance by name. ips gives the
+// known address of each host. Blue hosts without a counterpart are left
 // out.
-func Correspond(blue, green []string, ips map[string]string) map[string]string {
+func Correspond(blue, green []string, ips map[string]string, writers map[string]bool) map[string]string {
 	type side struct {
 		writerCluster, readerCluster string
 		custom                       []string
@@ -116,7 +117,13 @@ func Correspond(blue, green []string, ips map[string]string) map[string]string {
 		}
 		sort.Strings(instances)
 		wi := -1
-		if ip := ips[s.writerCluster]; ip != "" {
+		for i, h := range instances {
+			if writers[h] {
+				wi = i
+				break
+			}
+		}
+		if ip := ips[s.writerCluster]; wi < 0 && ip != "" {
 			for i, h := range instances {
 				if ips[h] == ip {
 					wi = i

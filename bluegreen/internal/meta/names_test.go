@@ -16,6 +16,7 @@ func TestCorrespond(t *testing.T) {
 		name        string
 		blue, green []string
 		ips         map[string]string
+		writers     map[string]bool
 		want        map[string]string
 	}{
 		{
@@ -28,6 +29,15 @@ func TestCorrespond(t *testing.T) {
 			// The blue writer is a-2 (the cluster endpoint's address); green's is a-1.
 			ips:  map[string]string{c1: "1", i2: "1", i1: "2", i3: "3", gc: "9", g1: "9", g2: "8"},
 			want: map[string]string{c1: gc, r1: gr, i2: g1, i1: g2, i3: g2},
+		},
+		{
+			name: "the topology's writers win over addresses",
+			blue: []string{c1, r1, i1, i2, i3}, green: []string{gc, gr, g1, g2},
+			// One server per side answers every name (as in the simulator):
+			// addresses cannot tell the writer; the topology does.
+			ips:     map[string]string{c1: "1", i1: "1", i2: "1", i3: "1", gc: "9", g1: "9", g2: "9"},
+			writers: map[string]bool{i3: true, g2: true},
+			want:    map[string]string{c1: gc, r1: gr, i3: g2, i1: g1, i2: g1},
 		},
 		{
 			name: "readers map to the green writer when green has none",
@@ -54,7 +64,7 @@ func TestCorrespond(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got := Correspond(tt.blue, tt.green, tt.ips)
+			got := Correspond(tt.blue, tt.green, tt.ips, tt.writers)
 			if len(got) != len(tt.want) {
 				t.Errorf("got %v, want %v", got, tt.want)
 			}

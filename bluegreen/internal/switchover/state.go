@@ -18,22 +18,25 @@ type Kind int
 
 // The kinds of observation.
 const (
-	KindNoConn Kind = iota // no connection to the database
-	KindAbsent             // the metadata function does not exist
-	KindFailed             // the existence check or the status query failed
-	KindEmpty              // the function returned no rows
-	KindRows               // the function returned rows
+	KindNoConn  Kind = iota // no connection to the database
+	KindAbsent              // the metadata function does not exist
+	KindFailed              // the existence check or the status query failed
+	KindEmpty               // the function returned no rows
+	KindRows                // the function returned rows
+	KindWaiting             // no read yet: the monitor waits on its server (connecting, querying); only DNS is reported
 )
 
 var kindNames = [...]string{
-	KindNoConn: "no-connection",
-	KindAbsent: "absent",
-	KindFailed: "failed",
-	KindEmpty:  "empty",
-	KindRows:   "rows",
+	KindNoConn:  "no-connection",
+	KindAbsent:  "absent",
+	KindFailed:  "failed",
+	KindEmpty:   "empty",
+	KindRows:    "rows",
+	KindWaiting: "waiting",
 }
 
-// String returns "no-connection", "absent", "failed", "empty" or "rows".
+// String returns "no-connection", "absent", "failed", "empty", "rows" or
+// "waiting".
 func (k Kind) String() string { return kindNames[k] }
 
 // DNSResult is one lookup made by a monitor.
@@ -53,6 +56,25 @@ type Observation struct {
 	Peer   meta.View // the other role's rows, read from the same metadata
 	Err    error     // when Kind is KindFailed or KindNoConn
 	DNS    map[string]DNSResult
+
+	// Topology is true when the role's cluster topology was read with the
+	// rows (Aurora's aurora_replica_status() on the role's own server):
+	// Instances then replaces the instances known for the role.
+	Topology  bool
+	Instances []meta.Instance
+}
+
+// Learned returns the hosts o names for its role: the endpoints of its
+// rows and the instances of its topology.
+func (o Observation) Learned() []string {
+	out := o.View.Endpoints
+	if len(o.Instances) > 0 {
+		out = append([]string(nil), out...)
+		for _, in := range o.Instances {
+			out = append(out, in.Host)
+		}
+	}
+	return out
 }
 
 // roleState is what the state remembers of one role's reports.
@@ -89,10 +111,11 @@ type State struct {
 
 	roles [3]roleState
 
-	hosts map[meta.Role][]string // current endpoints by role
-	ports map[string]int
-	ips   map[string]string // current address by host (last successful lookup)
-	gone  map[string]bool   // host did not resolve at the last lookup
+	hosts     map[meta.Role][]string        // current endpoints by role: the metadata's, then the topology's instances
+	instances map[meta.Role][]meta.Instance // the role's instances, from its last topology read
+	ports     map[string]int
+	ips       map[string]string // current address by host (last successful lookup)
+	gone      map[string]bool   // host did not resolve at the last lookup
 
 	filled     [3]bool // the role's monitor has reported since the snapshot was frozen
 	startHosts map[meta.Role][]string
@@ -113,6 +136,7 @@ func New(id string, timeout time.Duration, gen uint64, stale bool) *State {
 		Gen:        gen,
 		Stale:      stale,
 		hosts:      map[meta.Role][]string{},
+		instances:  map[meta.Role][]meta.Instance{},
 		ports:      map[string]int{},
 		ips:        map[string]string{},
 		gone:       map[string]bool{},
@@ -161,6 +185,14 @@ func (st *State) StartAddr(host string) string {
 		return ""
 	}
 	return st.startIPs[host]
+}
+
+// NeedsTopology reports whether a monitor of role should read its
+// cluster's topology with its next rows: always outside a switchover; then
+// while the start snapshot is being filled (PREPARATION, or the role's
+// first report after it was frozen), never after.
+func (st *State) NeedsTopology(role meta.Role) bool {
+	return !st.Frozen || st.Phase == meta.Preparation || !st.filled[role]
 }
 
 // HostsToResolve returns the host names a monitor of role resolves: the
@@ -214,9 +246,15 @@ func (st *State) Apply(o Observation, now time.Time) Effects {
 			rs.current = meta.NotCreated
 			break
 		}
+		if o.Topology {
+			st.instances[o.Role] = o.Instances
+		}
 		if len(v.Endpoints) > 0 {
-			st.hosts[o.Role] = v.Endpoints
-			maps.Copy(st.ports, v.Ports)
+			st.hosts[o.Role] = withInstances(v.Endpoints, st.instances[o.Role])
+			for _, in := range st.instances[o.Role] {
+				st.ports[in.Host] = in.Port
+			}
+			maps.Copy(st.ports, v.Ports) // the metadata's port wins
 		}
 		// Learn the other side's hosts from these rows too, until its own
 		// monitor reports them (it may not reach its server yet).
@@ -234,7 +272,9 @@ func (st *State) Apply(o Observation, now time.Time) Effects {
 		}
 		rs.seen, rs.last, rs.current = true, v.Phase, v.Phase
 	}
-	st.fill(o.Role)
+	if o.Kind != KindWaiting {
+		st.fill(o.Role) // a monitor still waiting on its server has learned nothing but DNS
+	}
 	st.merge(o.Role, now, &fx)
 	if o.Role == meta.RoleTarget && v.Found && st.Frozen && st.Phase >= meta.InProgress && !st.GreenTopologyChanged &&
 		len(v.Endpoints) > 0 && disjoint(v.Endpoints, st.startHosts[meta.RoleTarget]) {
@@ -356,7 +396,7 @@ func (st *State) fillRole(role meta.Role) {
 			st.startPorts[h] = st.ports[h]
 		}
 	}
-	st.mapping = meta.Correspond(st.startHosts[meta.RoleSource], st.startHosts[meta.RoleTarget], st.startIPs)
+	st.mapping = meta.Correspond(st.startHosts[meta.RoleSource], st.startHosts[meta.RoleTarget], st.startIPs, st.writers())
 }
 
 // dnsFlags latches "Blue DNS updated" and "Green DNS removed" once the
@@ -406,7 +446,7 @@ func (st *State) dnsFlags(now time.Time, fx *Effects) {
 // caught up.
 func (st *State) checkDone(now time.Time, fx *Effects) {
 	if st.Frozen && st.Phase == meta.Completed && st.BlueDNSUpdated && st.GreenDNSRemoved {
-		st.finish(OutcomeCompleted, fx)
+		st.finish(OutcomeCompleted, now, fx)
 	}
 }
 
@@ -418,9 +458,9 @@ func (st *State) Tick(now time.Time) Effects {
 	}
 	st.event(now, EventTimerExpired, &fx)
 	if st.Phase == meta.Completed {
-		st.finish(OutcomeCompleted, &fx)
+		st.finish(OutcomeCompleted, now, &fx)
 	} else {
-		st.finish(OutcomeTimedOut, &fx)
+		st.finish(OutcomeTimedOut, now, &fx)
 	}
 	return fx
 }
@@ -428,10 +468,15 @@ func (st *State) Tick(now time.Time) Effects {
 func (st *State) rollback(p meta.Phase, now time.Time, fx *Effects) {
 	st.event(now, p.String()+" (rollback)", fx)
 	st.event(now, EventRolledBack, fx)
-	st.finish(OutcomeRolledBack, fx)
+	st.finish(OutcomeRolledBack, now, fx)
 }
 
-func (st *State) finish(o Outcome, fx *Effects) {
+// finish ends the switchover: its owner publishes the routing of the next
+// generation, which routes nothing, so the timeline's last event is when
+// routing returned to normal. The phase events keep the times the
+// metadata reported them (COMPLETED often comes before DNS has caught up).
+func (st *State) finish(o Outcome, now time.Time, fx *Effects) {
+	st.event(now, EventRoutingNormal, fx)
 	ev := append([]Event(nil), st.Timeline...)
 	fx.Summary = &Summary{ID: st.id, Outcome: o, Anchor: anchorOf(ev), Events: ev}
 }
@@ -442,7 +487,7 @@ func (st *State) readiness(fx *Effects) {
 	if st.readinessLogged || st.Phase != meta.Created {
 		return
 	}
-	m := meta.Correspond(st.hosts[meta.RoleSource], st.hosts[meta.RoleTarget], st.ips)
+	m := meta.Correspond(st.hosts[meta.RoleSource], st.hosts[meta.RoleTarget], st.ips, st.writers())
 	n := 0
 	var parts []string
 	for _, b := range st.hosts[meta.RoleSource] {
@@ -477,7 +522,7 @@ type Mapping struct {
 // a switchover, else the current one).
 func (st *State) Mappings() []Mapping {
 	blue, green, ips := st.hosts[meta.RoleSource], st.hosts[meta.RoleTarget], st.ips
-	m := meta.Correspond(blue, green, ips)
+	m := meta.Correspond(blue, green, ips, st.writers())
 	if st.Frozen {
 		blue, ips, m = st.startHosts[meta.RoleSource], st.startIPs, st.mapping
 	}
@@ -502,6 +547,40 @@ func (st *State) greenAddr(g string, start map[string]string) string {
 		return st.ips[g]
 	}
 	return ""
+}
+
+// writers returns the writer instances the topology names, on both sides.
+func (st *State) writers() map[string]bool {
+	w := map[string]bool{}
+	for _, list := range st.instances {
+		for _, in := range list {
+			if in.Writer {
+				w[in.Host] = true
+			}
+		}
+	}
+	return w
+}
+
+// withInstances returns endpoints and the instances' hosts, sorted, each
+// once.
+func withInstances(endpoints []string, instances []meta.Instance) []string {
+	if len(instances) == 0 {
+		return endpoints
+	}
+	out := append([]string(nil), endpoints...)
+	have := map[string]bool{}
+	for _, h := range endpoints {
+		have[h] = true
+	}
+	for _, in := range instances {
+		if !have[in.Host] {
+			have[in.Host] = true
+			out = append(out, in.Host)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 func disjoint(a, b []string) bool {

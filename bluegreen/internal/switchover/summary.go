@@ -17,6 +17,7 @@ const (
 	EventReleasedOnBlueDNS    = "Traffic released on blue DNS update" // IN_PROGRESS, but blue names already point at green
 	EventTimerExpired         = "Switchover timer expired"            // SwitchoverTimeout passed since PREPARATION
 	EventRolledBack           = "ROLLED BACK"                         // green reported an earlier phase
+	EventRoutingNormal        = "Routing normal"                      // the switchover ended: routing is back to plain host names
 )
 
 // Event is one entry of a timeline; its fields are those of

@@ -1,0 +1,49 @@
+package meta
+
+import (
+	"reflect"
+	"testing"
+)
+
+func TestInstanceDomain(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		hosts []string
+		want  string
+	}{
+		{"writer cluster endpoint", []string{"mydb.cluster-abc.us-east-1.rds.amazonaws.com"}, "abc.us-east-1.rds.amazonaws.com"},
+		{"reader cluster endpoint", []string{"mydb.cluster-ro-abc.us-east-1.rds.amazonaws.com"}, "abc.us-east-1.rds.amazonaws.com"},
+		{"custom cluster endpoint", []string{"rep.cluster-custom-abc.us-east-1.rds.amazonaws.com"}, "abc.us-east-1.rds.amazonaws.com"},
+		{"instance endpoint", []string{"mydb-1.abc.us-east-1.rds.amazonaws.com"}, "abc.us-east-1.rds.amazonaws.com"},
+		{"green cluster endpoint", []string{"mydb-green-q1w2e3.cluster-abc.eu-west-1.rds.amazonaws.com"}, "abc.eu-west-1.rds.amazonaws.com"},
+		{"China partition", []string{"mydb.cluster-abc.cn-north-1.rds.amazonaws.com.cn"}, "abc.cn-north-1.rds.amazonaws.com.cn"},
+		{"the writer cluster endpoint is preferred", []string{"a-1.zzz.us-east-1.rds.amazonaws.com", "a.cluster-abc.us-east-1.rds.amazonaws.com"}, "abc.us-east-1.rds.amazonaws.com"},
+		{"a name of your own", []string{"db.example.com"}, ""},
+		{"an address", []string{"10.0.0.1"}, ""},
+		{"too short", []string{"a.cluster-rds.com"}, ""},
+		{"nothing", nil, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := InstanceDomain(tt.hosts); got != tt.want {
+				t.Errorf("InstanceDomain(%q) = %q, want %q", tt.hosts, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestInstances(t *testing.T) {
+	t.Parallel()
+	const d = "abc.us-east-1.rds.amazonaws.com"
+	rows := []TopologyRow{{ServerID: "db-2"}, {ServerID: "db-1", Writer: true}, {ServerID: "db-2"}, {ServerID: "db-3-old1"}}
+	got := Instances(rows, d, 5432)
+	want := []Instance{{Host: "db-1." + d, Port: 5432, Writer: true}, {Host: "db-2." + d, Port: 5432}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Instances = %+v, want %+v", got, want)
+	}
+	if got := Instances(rows, "", 5432); got != nil {
+		t.Errorf("without a domain: %+v, want none", got)
+	}
+}
