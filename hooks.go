@@ -295,14 +295,27 @@ func (ph *poolHooks) telemetry(ctx context.Context, cc *pgx.ConnConfig) *obs.Poo
 	return p
 }
 
-// route is the blue/green layer of BeforeConnect.
+// route is the blue/green layer of BeforeConnect. The context it passes
+// on carries the names to issue the password for (bluegreen.AuthHosts)
+// when the routing sends the connection to a server that answers to
+// another name.
 func (ph *poolHooks) route(ctx context.Context, cc *pgx.ConnConfig) error {
 	if ph.bg != nil {
-		if err := ph.bg.BeforeConnect(ctx, cc); err != nil {
+		var err error
+		if ctx, err = ph.bg.Route(ctx, cc); err != nil {
 			return err
 		}
 	}
 	return ph.connect(ctx, cc)
+}
+
+// authHosts returns the names to issue cc's password for, in order: the
+// routing's, else cc's host.
+func authHosts(ctx context.Context, cc *pgx.ConnConfig) []string {
+	if hosts := bluegreen.AuthHosts(ctx); len(hosts) > 0 {
+		return hosts
+	}
+	return []string{cc.Host}
 }
 
 // connect is the factory's own layer of BeforeConnect: a fresh password and
@@ -316,8 +329,10 @@ func (ph *poolHooks) connect(ctx context.Context, cc *pgx.ConnConfig) error {
 		return &ConfigError{Field: "pgxpool.Config.ConnConfig.DialFunc",
 			Why: "replaced after Configure: set it before Configure, or use WithDialFunc"}
 	}
+	var hosts []string
 	if f.password != nil {
-		pw, err := f.fetchPassword(ctx)
+		hosts = authHosts(ctx, cc)
+		pw, err := f.fetchPassword(ctx, hosts[0])
 		if err != nil {
 			return err
 		}
@@ -331,7 +346,7 @@ func (ph *poolHooks) connect(ctx context.Context, cc *pgx.ConnConfig) error {
 	// Last, so that it sees the user's changes: every dial of this
 	// connection (sslmode=prefer's two, several hosts, retry rounds after
 	// a failed handshake) shares one allowance (connect.go).
-	(&attempt{f: f, ph: ph, base: ph.base, cc: cc, target: ph.target, rounds: f.maxDials}).install()
+	(&attempt{f: f, ph: ph, base: ph.base, cc: cc, target: ph.target, rounds: f.maxDials, authHosts: hosts}).install()
 	if ph.tel == nil && ph.lateTel.Load() == nil && cc.Password != ph.static {
 		// Inactive telemetry: only watch fetched tokens for the log
 		// redactor, off the Acquire path (active telemetry does it).
@@ -341,12 +356,12 @@ func (ph *poolHooks) connect(ctx context.Context, cc *pgx.ConnConfig) error {
 }
 
 // monitorConnect prepares a blue/green monitor's connection: the factory's
-// password, never the pool's hooks.
+// password, issued for the monitor's server, never the pool's hooks.
 func (ph *poolHooks) monitorConnect(ctx context.Context, cc *pgx.ConnConfig) error {
 	if ph.f.password == nil {
 		return nil
 	}
-	pw, err := ph.f.fetchPassword(ctx)
+	pw, err := ph.f.fetchPassword(ctx, authHosts(ctx, cc)[0])
 	if err != nil {
 		return err
 	}
