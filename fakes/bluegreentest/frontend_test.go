@@ -47,7 +47,9 @@ func TestNodeCertsAndIAM(t *testing.T) {
 	}
 	n := d.Names
 	port := strconv.Itoa(env.Blue.Port)
-	token := func(host string) string { return fake.IAMToken(net.JoinHostPort(host, port), fake.DefaultRegion, "app") }
+	token := func(host string) string {
+		return fake.IAMToken(net.JoinHostPort(host, port), fake.DefaultRegion, "app")
+	}
 
 	// connect connects as user by host with password, verify-full, and
 	// returns the server it reached ("blue", "green") or the error.
@@ -106,8 +108,8 @@ func TestNodeCertsAndIAM(t *testing.T) {
 		{n.Cluster, "app", token(n.Cluster + ".evil.example"), "28000"},
 		{n.Cluster, "app", "secret", "28000"},
 		{n.Cluster, "app", fake.IAMToken(net.JoinHostPort(n.Cluster, "1"), fake.DefaultRegion, "app"), "28000"}, // another port
-		{n.Cluster, "app", fake.IAMToken(net.JoinHostPort(n.Cluster, port), "eu-west-1", "app"), "28000"},          // another region
-		{n.Cluster, "postgres", "", "blue"},                                                                        // the superuser needs no token
+		{n.Cluster, "app", fake.IAMToken(net.JoinHostPort(n.Cluster, port), "eu-west-1", "app"), "28000"},       // another region
+		{n.Cluster, "postgres", "", "blue"},                                                                     // the superuser needs no token
 	})
 
 	// Blue names lead to green before green takes them: green refuses the
