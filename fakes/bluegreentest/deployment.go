@@ -265,6 +265,14 @@ func (d *Deployment) Rename(ctx context.Context) error {
 	return d.write(ctx)
 }
 
+// RenameServers renames the servers as Rename does, without the metadata
+// showing it yet: green answers to the blue names and old blue to the
+// -old1 names (Config.IAM), while the TARGET rows still carry the green
+// names. It stages the moment between the rename and the metadata (or a
+// client's next poll of it), when a client that goes by the metadata
+// still signs its tokens for the green names. Rename does both.
+func (d *Deployment) RenameServers() { d.switched.Store(true) }
+
 // RenewCertificates gives the servers certificates for the names they
 // answer to since [Deployment.Rename], as RDS regenerates node
 // certificates some time after the rename, sometimes after

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -178,6 +179,12 @@ func Start(ctx context.Context, cfg Config) (*Env, error) {
 	}
 	if cfg.BlueHost == cfg.GreenHost {
 		return nil, errors.New("fakes/bluegreentest: BlueHost and GreenHost must differ")
+	}
+	if cfg.Account == "" {
+		cfg.Account = DefaultAccount
+	}
+	if cfg.Region == "" {
+		cfg.Region = DefaultRegion
 	}
 	if cfg.NodeCerts && !cfg.TLS {
 		return nil, errors.New("fakes/bluegreentest: NodeCerts needs TLS")
@@ -380,6 +387,14 @@ func (e *Env) Close() error {
 		err = errors.Join(err, os.RemoveAll(e.dir))
 	}
 	return err
+}
+
+// Config returns the configuration the Env was started with, defaults
+// filled in.
+func (e *Env) Config() Config {
+	c := e.cfg
+	c.Settings = maps.Clone(c.Settings)
+	return c
 }
 
 // Names returns the names of deployment name for engine in this Env's

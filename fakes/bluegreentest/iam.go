@@ -16,7 +16,7 @@ import (
 
 // The form of an RDS IAM authentication token: what
 // github.com/aws/aws-sdk-go-v2/feature/rds/auth.BuildAuthToken returns, a
-// SigV4-presigned GET of https://host:port/?Action=connect&DBUser=user,
+// SigV4-presigned GET of https://host:port?Action=connect&DBUser=user,
 // without the scheme.
 const (
 	tokenAlgorithm = "AWS4-HMAC-SHA256"
@@ -47,7 +47,7 @@ func IAMToken(endpoint, region, user string) string {
 	mac := hmac.New(sha256.New, []byte("holdfast fake signing key"))
 	mac.Write([]byte(endpoint + "\n" + user + "\n" + now.Format(tokenDate)))
 	q.Set("X-Amz-Signature", hex.EncodeToString(mac.Sum(nil)))
-	return endpoint + "/?" + q.Encode()
+	return endpoint + "?" + q.Encode()
 }
 
 // iamToken is what the front end reads from a token.
@@ -60,8 +60,8 @@ type iamToken struct {
 // in region, valid at now, and returns what it was signed for.
 func parseToken(token, user, region string, now time.Time) (iamToken, error) {
 	u, err := url.Parse("https://" + token)
-	if err != nil || u.Host == "" || u.Path != "/" {
-		return iamToken{}, errors.New("not an RDS IAM token (a presigned URL host:port/?Action=connect&...)")
+	if err != nil || u.Host == "" || u.Path != "" && u.Path != "/" {
+		return iamToken{}, errors.New("not an RDS IAM token (a presigned URL host:port?Action=connect&...)")
 	}
 	port, err := strconv.Atoi(u.Port())
 	if err != nil {
