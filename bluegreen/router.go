@@ -77,7 +77,10 @@ type Router struct {
 //
 //   - cfg.BeforeConnect: suspends or rejects a new connection as the phase
 //     requires, points the connection's LookupFunc at fixed addresses when
-//     host names are substituted, then runs the hook that was there before.
+//     host names are substituted, gives its TLS configuration the names of
+//     the server it reaches (see the package documentation, "Names"), then
+//     runs the hook that was there before, with a context that carries the
+//     names to issue a token for ([AuthHosts]).
 //   - cfg.PrepareConn: holds Acquire during IN_PROGRESS and destroys idle
 //     connections to the old blue instance, then runs the PrepareConn that
 //     was there before, or the deprecated BeforeAcquire (which it clears,
@@ -120,7 +123,9 @@ func New(cfg *pgxpool.Config, c Config) (*Router, error) {
 // target_session_attrs, without its tracer, with application_name
 // "holdfast-bluegreen-monitor" and Config.MonitorConnectTimeout; before
 // each monitor connect they call monitorConnect when it is not nil (to set
-// a fresh password or token, say). They never run the pool's hooks.
+// a fresh password or token, say), with a context that carries the names
+// to issue it for during a switchover ([AuthHosts]). They never run the
+// pool's hooks.
 func NewRouter(cc *pgx.ConnConfig, c Config, monitorConnect func(context.Context, *pgx.ConnConfig) error) (*Router, error) {
 	if cc == nil {
 		return nil, &ConfigError{Field: "pgx.ConnConfig", Why: "nil: build the config with pgxpool.ParseConfig"}
