@@ -294,13 +294,24 @@ func TestCloseIsBoundedWithAStuckMonitorDial(t *testing.T) {
 	cfg, _ := poolConfig(t, pgtest.DSN(t), "sslmode=disable")
 	base := cfg.ConnConfig.DialFunc
 	release := make(chan struct{})
-	var dials atomic.Int64
 	var stuck sync.WaitGroup
+	var mu sync.Mutex // orders stuck.Add before the cleanup's Wait
+	released := false
+	type pingKey struct{}
 	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if dials.Add(1) == 1 {
-			return base(ctx, network, addr) // the pool's first connection
+		if ctx.Value(pingKey{}) != nil {
+			// The pool's connection, made for the Ping below (its context
+			// carries the caller's values). The monitors, which start with
+			// it and may dial first, get stuck.
+			return base(ctx, network, addr)
+		}
+		mu.Lock()
+		if released { // a retry of the straggler after the test
+			mu.Unlock()
+			return nil, errors.New("released")
 		}
 		stuck.Add(1)
+		mu.Unlock()
 		defer stuck.Done()
 		select { // ignores ctx
 		case <-release:
@@ -312,8 +323,14 @@ func TestCloseIsBoundedWithAStuckMonitorDial(t *testing.T) {
 	pool := newPool(t, f, cfg)
 	// Registered after newPool's, so it runs before the pool closes (which
 	// would wait for a connect stuck in the dial).
-	t.Cleanup(func() { close(release); stuck.Wait() })
-	if err := pool.Ping(context.Background()); err != nil {
+	t.Cleanup(func() {
+		mu.Lock()
+		released = true
+		close(release)
+		mu.Unlock()
+		stuck.Wait()
+	})
+	if err := pool.Ping(context.WithValue(context.Background(), pingKey{}, true)); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()

@@ -187,6 +187,15 @@ func TestNodeCertsAndIAM(t *testing.T) {
 	if errors.As(err, &pe) && pe.Code != "57014" {
 		t.Errorf("canceled query: %v, want 57014", err)
 	}
+	// pgx sends the cancel request and closes the connection on a
+	// goroutine of its own: wait for it before the servers go.
+	start = time.Now()
+	select {
+	case <-c.PgConn().CleanupDone():
+	case <-time.After(20 * time.Second):
+		t.Fatal("pgx's cancel request through the front end did not end")
+	}
+	t.Logf("cancel request and close took %v", time.Since(start))
 }
 
 // TestScenarioNeedsEnv: the iam and node-certs scenarios refuse an Env
