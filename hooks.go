@@ -25,9 +25,10 @@ import (
 //
 //	BeforeConnect  telemetry (times and counts every connect, even one a
 //	               later layer holds or refuses) → blue/green routing (holds,
-//	               refuses, substitutes addresses) → connect (fresh password
-//	               under the retry policy; one dial allowance per connection)
-//	               → the user's BeforeConnect
+//	               refuses, substitutes addresses, gives TLS and the password
+//	               the names of the server reached) → connect (fresh password
+//	               for that name under the retry policy; one dial allowance
+//	               per connection) → the user's BeforeConnect
 //	DialFunc       classification and bounded retry around the integration's
 //	               dial (WithDialFunc, cloudsql.With), the config's, or pgx's
 //	PrepareConn    blue/green routing → the user's PrepareConn (or the

@@ -173,11 +173,13 @@
 // certificate when it is valid for the name asked for, or for the green
 // name the routing substituted, or for that green name's blue name; never
 // for any other name, and always with the whole chain verified. It is
-// done on a copy of the connection's tls.Config, per connection, with
-// InsecureSkipVerify set and the verification crypto/tls would do (chain
-// to RootCAs, time, server authentication) done in VerifyConnection
-// followed by the name check, then the config's own VerifyConnection. A
-// config that verifies no host name (verify-ca, require) is left alone.
+// done on the connection's own tls.Config (pgxpool's per-connection copy,
+// changed in place so that pgx still finds the client certificate of
+// sslcert), with InsecureSkipVerify set and the verification crypto/tls
+// would do (chain to RootCAs, time, server authentication) done in
+// VerifyConnection followed by the name check, then the config's own
+// VerifyConnection. A config that verifies no host name (verify-ca,
+// require) is left alone.
 // It applies in POST, to the pool's connections and the monitors', and for
 // SwitchoverTimeout (180 s) after a completed switchover to the blue names,
 // which DNS then sends to green whose certificate may still lack them.

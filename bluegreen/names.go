@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"slices"
+	"time"
 
 	"github.com/holdfast-db/holdfast/bluegreen/internal/meta"
 	"github.com/holdfast-db/holdfast/bluegreen/internal/switchover"
@@ -40,14 +41,15 @@ func AuthHosts(ctx context.Context) []string {
 	return slices.Clone(hosts) // the snapshot's slice stays immutable
 }
 
-// identify applies the identities of names to cc, a per-connection copy:
-// every TLS configuration of a host with an identity accepts the
-// certificate for its names, and the returned context carries the Auth
-// names of cc.Host. flip, when set, reverses them.
+// identify applies the identities of names to cc, a per-connection copy
+// (pgxpool and the monitors copy the config for each connection, TLS
+// configurations included): every TLS configuration of a host with an
+// identity accepts the certificate for its names, and the returned context
+// carries the Auth names of cc.Host. flip, when set, reverses them.
 func (r *Router) identify(ctx context.Context, cc *pgx.ConnConfig, names map[string]switchover.Identity, flip map[string]bool) context.Context {
 	host := meta.NormHost(cc.Host)
 	if id, ok := names[host]; ok {
-		cc.TLSConfig = r.acceptNames(cc.TLSConfig, id.Cert)
+		r.acceptNames(cc.TLSConfig, id.Cert)
 		auth := id.Auth
 		if flip[host] && len(auth) > 1 {
 			auth = slices.Clone(auth)
@@ -57,7 +59,7 @@ func (r *Router) identify(ctx context.Context, cc *pgx.ConnConfig, names map[str
 	}
 	for _, fb := range cc.Fallbacks {
 		if id, ok := names[meta.NormHost(fb.Host)]; ok {
-			fb.TLSConfig = r.acceptNames(fb.TLSConfig, id.Cert)
+			r.acceptNames(fb.TLSConfig, id.Cert)
 		}
 	}
 	return ctx
@@ -101,29 +103,31 @@ func authRejected(err error) bool {
 	return errors.As(err, &pe) && (pe.Code == "28000" || pe.Code == "28P01")
 }
 
-// acceptNames returns a copy of base that accepts the server's certificate
-// when it is valid for any of names (the name asked for first), with the
-// whole chain verified as crypto/tls does: against base.RootCAs (the
-// system pool when nil), at base.Time, for server authentication. It
-// returns base itself when base verifies no host name (nil, verify-ca,
-// sslmode=require) or when names add nothing to base.ServerName.
+// acceptNames makes c, a connection's own TLS configuration, accept the
+// server's certificate when it is valid for any of names (the name asked
+// for first), with the whole chain verified as crypto/tls does: against
+// c.RootCAs (the system pool when nil), at c.Time, for server
+// authentication. It leaves c alone when c verifies no host name (nil,
+// verify-ca, sslmode=require) or when names add nothing to c.ServerName.
 //
 // crypto/tls checks the certificate against ServerName only, before any
-// callback runs; so the copy turns that check off (InsecureSkipVerify)
-// and does all of it in VerifyConnection, then runs base's own
-// VerifyConnection. base's VerifyPeerCertificate, if any, still runs, but
-// without verified chains.
-func (r *Router) acceptNames(base *tls.Config, names []string) *tls.Config {
-	if base == nil || base.InsecureSkipVerify || base.ServerName == "" || len(names) == 0 ||
-		len(names) == 1 && names[0] == meta.NormHost(base.ServerName) {
-		return base
+// callback runs; so acceptNames turns that check off (InsecureSkipVerify)
+// and does all of it in VerifyConnection, then runs c's own
+// VerifyConnection. c's VerifyPeerCertificate, if any, still runs, but
+// without verified chains. c is changed in place, not copied: pgx finds a
+// connection's client certificate (sslcert, sslkey) by its *tls.Config,
+// and a copy would go without it.
+func (r *Router) acceptNames(c *tls.Config, names []string) {
+	if c == nil || c.InsecureSkipVerify || c.ServerName == "" || len(names) == 0 ||
+		len(names) == 1 && names[0] == meta.NormHost(c.ServerName) {
+		return
 	}
-	c := base.Clone()
+	roots, now := c.RootCAs, c.Time
+	asked := c.ServerName
+	user := c.VerifyConnection
 	c.InsecureSkipVerify = true // VerifyConnection below verifies the chain and the names
-	asked := base.ServerName
-	user := base.VerifyConnection
 	c.VerifyConnection = func(cs tls.ConnectionState) error {
-		aliased, err := verifyNames(base, cs, asked, names)
+		aliased, err := verifyNames(roots, now, cs, asked, names)
 		if err != nil {
 			return err
 		}
@@ -135,23 +139,22 @@ func (r *Router) acceptNames(base *tls.Config, names []string) *tls.Config {
 		}
 		return nil
 	}
-	return c
 }
 
 // verifyNames verifies cs's certificate chain as crypto/tls does for a
 // client, and the leaf for asked or, failing that, any of names; aliased
 // is true when only another name matched. The error is the one for asked.
-func verifyNames(base *tls.Config, cs tls.ConnectionState, asked string, names []string) (aliased bool, err error) {
+func verifyNames(roots *x509.CertPool, now func() time.Time, cs tls.ConnectionState, asked string, names []string) (aliased bool, err error) {
 	if len(cs.PeerCertificates) == 0 {
 		return false, errors.New("bluegreen: the server sent no certificate")
 	}
 	opts := x509.VerifyOptions{
-		Roots:         base.RootCAs,
+		Roots:         roots,
 		Intermediates: x509.NewCertPool(),
 		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
-	if base.Time != nil {
-		opts.CurrentTime = base.Time()
+	if now != nil {
+		opts.CurrentTime = now()
 	}
 	for _, c := range cs.PeerCertificates[1:] {
 		opts.Intermediates.AddCert(c)
