@@ -44,7 +44,7 @@ type attempt struct {
 	ph     *poolHooks
 
 	rounds     int      // retry rounds, the first included (the policy's MaxAttempts)
-	authHosts  []string // the names the password is issued for, in order (with a password function)
+	authHosts  []string // the names the password is issued for, in order, when blue/green routing named them
 	entries    []string // the hosts of one round: cc.Host, then the original fallbacks
 	sockets    []bool   // entries that are Unix sockets (pgconn does not look them up)
 	lookup     pgconn.LookupFunc

@@ -310,13 +310,13 @@ func (ph *poolHooks) route(ctx context.Context, cc *pgx.ConnConfig) error {
 	return ph.connect(ctx, cc)
 }
 
-// authHosts returns the names to issue cc's password for, in order: the
-// routing's, else cc's host.
-func authHosts(ctx context.Context, cc *pgx.ConnConfig) []string {
+// authHost returns the name to issue cc's password for, and the
+// routing's names in order (nil when it named none: then cc's host).
+func authHost(ctx context.Context, cc *pgx.ConnConfig) (string, []string) {
 	if hosts := bluegreen.AuthHosts(ctx); len(hosts) > 0 {
-		return hosts
+		return hosts[0], hosts
 	}
-	return []string{cc.Host}
+	return cc.Host, nil
 }
 
 // connect is the factory's own layer of BeforeConnect: a fresh password and
@@ -332,8 +332,9 @@ func (ph *poolHooks) connect(ctx context.Context, cc *pgx.ConnConfig) error {
 	}
 	var hosts []string
 	if f.password != nil {
-		hosts = authHosts(ctx, cc)
-		pw, err := f.fetchPassword(ctx, hosts[0])
+		var host string
+		host, hosts = authHost(ctx, cc)
+		pw, err := f.fetchPassword(ctx, host)
 		if err != nil {
 			return err
 		}
@@ -362,7 +363,8 @@ func (ph *poolHooks) monitorConnect(ctx context.Context, cc *pgx.ConnConfig) err
 	if ph.f.password == nil {
 		return nil
 	}
-	pw, err := ph.f.fetchPassword(ctx, authHosts(ctx, cc)[0])
+	host, _ := authHost(ctx, cc)
+	pw, err := ph.f.fetchPassword(ctx, host)
 	if err != nil {
 		return err
 	}
