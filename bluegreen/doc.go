@@ -220,7 +220,9 @@
 // Package fakes/bluegreentest runs a blue and a green PostgreSQL on one
 // machine, with the real metadata functions and a fake DNS, and plays whole
 // switchovers: a normal one, a rollback, DNS moving before POST, a status
-// stuck in IN_PROGRESS, slow DNS. holdfast's own tests drive the Router
+// stuck in IN_PROGRESS, slow DNS, and, behind a front end that checks IAM
+// tokens by host and presents per-node certificates renewed late, iam and
+// node-certs. holdfast's own tests drive the Router
 // through each of them; examples/switchover runs a workload through one,
 // with a plain pgxpool next to a holdfast pool.
 //
@@ -234,5 +236,7 @@
 // never inferred from a missing or failed read nor from blue; monitors
 // restart after a switchover; monitors have timeouts and drop
 // target_session_attrs; the routing is published immutably, never mutated
-// under readers.
+// under readers; an IAM token is issued for the name the server answers
+// to, never for an address (the Go wrapper's branch is inverted from
+// JDBC's).
 package bluegreen
