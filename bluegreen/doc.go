@@ -222,9 +222,9 @@
 // switchovers: a normal one, a rollback, DNS moving before POST, a status
 // stuck in IN_PROGRESS, slow DNS, and, behind a front end that checks IAM
 // tokens by host and presents per-node certificates renewed late, iam and
-// node-certs. holdfast's own tests drive the Router
-// through each of them; examples/switchover runs a workload through one,
-// with a plain pgxpool next to a holdfast pool.
+// node-certs. holdfast's own tests drive the Router through each of them;
+// examples/switchover runs a workload through one, with a plain pgxpool
+// next to a holdfast pool.
 //
 // # Differences from the AWS Go wrapper
 //
