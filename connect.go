@@ -44,6 +44,7 @@ type attempt struct {
 	ph     *poolHooks
 
 	rounds     int      // retry rounds, the first included (the policy's MaxAttempts)
+	authHosts  []string // the names the password is issued for, in order, when blue/green routing named them
 	entries    []string // the hosts of one round: cc.Host, then the original fallbacks
 	sockets    []bool   // entries that are Unix sockets (pgconn does not look them up)
 	lookup     pgconn.LookupFunc
@@ -383,7 +384,7 @@ func (a *attempt) retryRound(ctx context.Context, network, addr string) (net.Con
 	refreshed := false
 	err := a.f.retryFrom(ctx, &r, LayerConnect, last, func(ctx context.Context) error {
 		if a.authRetried && a.f.password != nil && !refreshed {
-			pw, err := a.f.fetchPassword(ctx)
+			pw, err := a.f.fetchPassword(ctx, a.retryHost())
 			if err != nil {
 				return err
 			}
@@ -459,6 +460,19 @@ func (a *attempt) exhausted() error {
 	}
 	return &ConnectError{Layer: LayerConnect, Stage: LayerConnect, Err: &retry.Error{Attempts: a.used, Last: last,
 		Verdict: a.f.classifier.Classify(last), Stop: retry.StopExhausted}}
+}
+
+// retryHost is the name the token of the one retry after an
+// authentication failure is issued for: the next of authHosts (the other
+// name of a blue/green pair), else the same.
+func (a *attempt) retryHost() string {
+	switch len(a.authHosts) {
+	case 0:
+		return a.cc.Host
+	case 1:
+		return a.authHosts[0]
+	}
+	return a.authHosts[1]
 }
 
 // freshAuth reports whether an authentication failure may be retried once:

@@ -34,7 +34,8 @@
 // config. They are composed in one declared order, outermost first, and
 // your hooks run after holdfast's; none is replaced:
 //
-//	BeforeConnect  telemetry → blue/green routing → fresh password (WithPasswordFunc) → yours
+//	BeforeConnect  telemetry → blue/green routing → fresh password (WithPasswordFunc,
+//	               WithHostPasswordFunc: for the name the server answers to) → yours
 //	DialFunc       classification and bounded retry around the integration's dial
 //	               (WithDialFunc, cloudsql.With), else the config's DialFunc, else pgx's
 //	PrepareConn    blue/green routing → yours (or the deprecated BeforeAcquire)
@@ -52,8 +53,10 @@
 //     answer from the server (53300 too many connections, 57P03 starting
 //     up, 57P01 and 57P02 shutdown, 08xxx) or a reset in mid-handshake;
 //   - an authentication failure (28000) gets one more attempt, with a fresh
-//     token (WithPasswordFunc, rdsiam.With) or on a fresh dial
-//     (cloudsql.With). A second failure is Fatal;
+//     token (WithPasswordFunc, rdsiam.With; with WithHostPasswordFunc
+//     during a blue/green switchover, signed for the other of the green and
+//     blue names) or on a fresh dial (cloudsql.With). A second failure is
+//     Fatal;
 //   - a host name whose lookup fails transiently (a DNS timeout) is looked
 //     up again;
 //   - a Fatal failure (a missing role, 3D000, 42501, a TLS verification
@@ -124,6 +127,8 @@
 //	                             retry.DefaultBudget()                          pools; nil: no budget
 //	WithPasswordFunc(fn)         none: the connection string's password         a fresh password or IAM token
 //	                                                                            per new connection
+//	WithHostPasswordFunc(fn)     none                                           the same, issued for the name of
+//	                                                                            the server reached (rdsiam.With)
 //	WithIntegration(in)          none (cloudsql.With and rdsiam.With build one) dial, password, rules, policies
 //	WithDialFunc(fn)             the config's DialFunc, else pgx's dialer       the dial holdfast wraps
 //	WithClassifier(rules...)     none                                           rules tried before the

@@ -27,7 +27,7 @@ import (
 // bluegreen.Router whose monitors run until Factory.Close.
 type Factory struct {
 	classifier *classify.Classifier
-	password   func(ctx context.Context) (string, error)
+	password   func(ctx context.Context, host string) (string, error)
 	budget     *retry.Budget
 	logger     *slog.Logger
 	tel        *obs.Telemetry // metrics, spans and log lines (telemetry.go)
@@ -176,15 +176,17 @@ func (f *Factory) Close() {
 	}
 }
 
-func (f *Factory) fetchPassword(ctx context.Context) (string, error) {
-	pw, err := f.firstPassword(ctx)
+// fetchPassword fetches the password or token of a connection to host,
+// under the retry policy.
+func (f *Factory) fetchPassword(ctx context.Context, host string) (string, error) {
+	pw, err := f.firstPassword(ctx, host)
 	if err == nil {
 		f.budget.Success()
 		f.tel.FirstTry(ctx, LayerPassword)
 		return pw, nil
 	}
 	err = f.retryFrom(ctx, &f.fetch, LayerPassword, err, func(ctx context.Context) error {
-		p, err := f.callPassword(ctx)
+		p, err := f.callPassword(ctx, host)
 		pw = p
 		return err
 	})
@@ -225,13 +227,13 @@ func endsWithin(ctx context.Context, d time.Duration) bool {
 
 // firstPassword is the fast-path first attempt of a password fetch, bounded
 // like firstDial.
-func (f *Factory) firstPassword(ctx context.Context) (string, error) {
+func (f *Factory) firstPassword(ctx context.Context, host string) (string, error) {
 	if f.perTry <= 0 {
-		return f.callPassword(ctx)
+		return f.callPassword(ctx, host)
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.perTry)
 	defer cancel()
-	return f.callPassword(ctx)
+	return f.callPassword(ctx, host)
 }
 
 // redial carries on after a failed dial, under the dial policy limited to

@@ -557,6 +557,12 @@ func TestBadConfiguration(t *testing.T) {
 		{"zero interval", []holdfast.Option{holdfast.WithRetryPolicy(zeroInterval)}},
 		{"bad startup policy", []holdfast.Option{holdfast.WithRetryPolicy(okPolicy), holdfast.WithStartupPolicy(badPolicy)}},
 		{"nil password func", []holdfast.Option{holdfast.WithPasswordFunc(nil)}},
+		{"nil host password func", []holdfast.Option{holdfast.WithHostPasswordFunc(nil)}},
+		{"two password funcs", []holdfast.Option{holdfast.WithPasswordFunc(func(context.Context) (string, error) { return "", nil }),
+			holdfast.WithHostPasswordFunc(func(context.Context, string) (string, error) { return "", nil })}},
+		{"integration with both password funcs", []holdfast.Option{holdfast.WithIntegration(holdfast.Integration{
+			Password:     func(context.Context) (string, error) { return "", nil },
+			HostPassword: func(context.Context, string) (string, error) { return "", nil }})}},
 		{"nil logger", []holdfast.Option{holdfast.WithLogger(nil)}},
 		{"nil rule", []holdfast.Option{holdfast.WithClassifier(nil)}},
 	}

@@ -25,9 +25,10 @@ import (
 //
 //	BeforeConnect  telemetry (times and counts every connect, even one a
 //	               later layer holds or refuses) → blue/green routing (holds,
-//	               refuses, substitutes addresses) → connect (fresh password
-//	               under the retry policy; one dial allowance per connection)
-//	               → the user's BeforeConnect
+//	               refuses, substitutes addresses, gives TLS and the password
+//	               the names of the server reached) → connect (fresh password
+//	               for that name under the retry policy; one dial allowance
+//	               per connection) → the user's BeforeConnect
 //	DialFunc       classification and bounded retry around the integration's
 //	               dial (WithDialFunc, cloudsql.With), the config's, or pgx's
 //	PrepareConn    blue/green routing → the user's PrepareConn (or the
@@ -295,14 +296,27 @@ func (ph *poolHooks) telemetry(ctx context.Context, cc *pgx.ConnConfig) *obs.Poo
 	return p
 }
 
-// route is the blue/green layer of BeforeConnect.
+// route is the blue/green layer of BeforeConnect. The context it passes
+// on carries the names to issue the password for (bluegreen.AuthHosts)
+// when the routing sends the connection to a server that answers to
+// another name.
 func (ph *poolHooks) route(ctx context.Context, cc *pgx.ConnConfig) error {
 	if ph.bg != nil {
-		if err := ph.bg.BeforeConnect(ctx, cc); err != nil {
+		var err error
+		if ctx, err = ph.bg.Route(ctx, cc); err != nil {
 			return err
 		}
 	}
 	return ph.connect(ctx, cc)
+}
+
+// authHost returns the name to issue cc's password for, and the
+// routing's names in order (nil when it named none: then cc's host).
+func authHost(ctx context.Context, cc *pgx.ConnConfig) (string, []string) {
+	if hosts := bluegreen.AuthHosts(ctx); len(hosts) > 0 {
+		return hosts[0], hosts
+	}
+	return cc.Host, nil
 }
 
 // connect is the factory's own layer of BeforeConnect: a fresh password and
@@ -316,8 +330,11 @@ func (ph *poolHooks) connect(ctx context.Context, cc *pgx.ConnConfig) error {
 		return &ConfigError{Field: "pgxpool.Config.ConnConfig.DialFunc",
 			Why: "replaced after Configure: set it before Configure, or use WithDialFunc"}
 	}
+	var hosts []string
 	if f.password != nil {
-		pw, err := f.fetchPassword(ctx)
+		var host string
+		host, hosts = authHost(ctx, cc)
+		pw, err := f.fetchPassword(ctx, host)
 		if err != nil {
 			return err
 		}
@@ -331,7 +348,7 @@ func (ph *poolHooks) connect(ctx context.Context, cc *pgx.ConnConfig) error {
 	// Last, so that it sees the user's changes: every dial of this
 	// connection (sslmode=prefer's two, several hosts, retry rounds after
 	// a failed handshake) shares one allowance (connect.go).
-	(&attempt{f: f, ph: ph, base: ph.base, cc: cc, target: ph.target, rounds: f.maxDials}).install()
+	(&attempt{f: f, ph: ph, base: ph.base, cc: cc, target: ph.target, rounds: f.maxDials, authHosts: hosts}).install()
 	if ph.tel == nil && ph.lateTel.Load() == nil && cc.Password != ph.static {
 		// Inactive telemetry: only watch fetched tokens for the log
 		// redactor, off the Acquire path (active telemetry does it).
@@ -341,12 +358,13 @@ func (ph *poolHooks) connect(ctx context.Context, cc *pgx.ConnConfig) error {
 }
 
 // monitorConnect prepares a blue/green monitor's connection: the factory's
-// password, never the pool's hooks.
+// password, issued for the monitor's server, never the pool's hooks.
 func (ph *poolHooks) monitorConnect(ctx context.Context, cc *pgx.ConnConfig) error {
 	if ph.f.password == nil {
 		return nil
 	}
-	pw, err := ph.f.fetchPassword(ctx)
+	host, _ := authHost(ctx, cc)
+	pw, err := ph.f.fetchPassword(ctx, host)
 	if err != nil {
 		return err
 	}

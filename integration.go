@@ -45,6 +45,11 @@ type Integration struct {
 	// function, as [WithPasswordFunc] (which cannot be combined with it).
 	Password func(ctx context.Context) (string, error)
 
+	// HostPassword is Password for a token issued for a host name, as
+	// [WithHostPasswordFunc]: it is told the name of the server the
+	// connection reaches. Set at most one of Password and HostPassword.
+	HostPassword func(ctx context.Context, host string) (string, error)
+
 	// Rules and TypeRules extend the factory's classifier, after the rules
 	// of WithClassifier (see classify.Rule and classify.TypeRule).
 	Rules     []classify.Rule
@@ -63,8 +68,8 @@ type Integration struct {
 
 // WithIntegration applies in to the factory (see [Integration]). A factory
 // takes at most one Dial and one password function: two integrations that
-// both set one, or an Integration.Password together with WithPasswordFunc,
-// make New return a *ConfigError.
+// both set one, or an Integration.Password or HostPassword together with
+// WithPasswordFunc or WithHostPasswordFunc, make New return a *ConfigError.
 func WithIntegration(in Integration) Option {
 	return func(c *config) {
 		name := in.Name
@@ -88,12 +93,20 @@ func WithIntegration(in Integration) Option {
 			}
 			c.dial, c.dialBy, c.dialEncrypted = in.Dial, name, in.Encrypted
 		}
-		if in.Password != nil {
+		if in.Password != nil && in.HostPassword != nil {
+			c.fail(&ConfigError{Field: name, Why: "both Password and HostPassword are set"})
+			return
+		}
+		pw := in.HostPassword
+		if fn := in.Password; fn != nil {
+			pw = func(ctx context.Context, _ string) (string, error) { return fn(ctx) }
+		}
+		if pw != nil {
 			if c.password != nil {
 				c.fail(&ConfigError{Field: name, Why: "a password function is already set by " + c.passwordBy})
 				return
 			}
-			c.password, c.passwordBy = in.Password, name
+			c.password, c.passwordBy = pw, name
 		}
 		c.authRetry = c.authRetry || in.RetryAuthFailure
 		c.integrationRules = append(c.integrationRules, in.Rules...)

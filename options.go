@@ -19,7 +19,7 @@ type Option func(*config)
 
 // config holds every setting; defaults lives in one place, below.
 type config struct {
-	password   func(ctx context.Context) (string, error)
+	password   func(ctx context.Context, host string) (string, error)
 	passwordBy string // the option that set password
 	rules      []classify.Rule
 	policy     retry.Policy
@@ -105,17 +105,44 @@ func ProcessBudget() *retry.Budget {
 // tries nothing more within the connect, gets it from Factory.Acquire and
 // Factory.Start. The value returned by fn is never logged, and is removed
 // from the errors holdfast returns.
+//
+// fn is not told which server the connection reaches; a token that is
+// signed for a host name (an RDS IAM token) should come from
+// WithHostPasswordFunc instead.
 func WithPasswordFunc(fn func(ctx context.Context) (string, error)) Option {
+	if fn == nil {
+		return func(c *config) { c.fail(&ConfigError{Field: "WithPasswordFunc", Why: "the function is nil"}) }
+	}
+	return withPassword("WithPasswordFunc", func(ctx context.Context, _ string) (string, error) { return fn(ctx) })
+}
+
+// WithHostPasswordFunc is WithPasswordFunc for a token issued for a host
+// name, such as an RDS IAM token (rdsiam.With uses it): fn is also told
+// host, the name of the server the connection reaches, to issue the token
+// for. host is the connection's host (the pool config's Host, or the
+// fallback host pgx dials), except when blue/green routing (WithBlueGreen)
+// sends the connection to a server that answers to another name: then it
+// is that name (bluegreen.AuthHosts). During a switchover's POST phase a
+// blue name leads to green, which answers to its green name until green
+// takes the blue names; host is then the green name, or the blue name once
+// the metadata shows the rename, and the one retry with a fresh token
+// after a 28000 is issued for the other of the two names, as the AWS JDBC
+// wrapper does. The blue/green monitors' connections get a token for
+// their own server's name: the green monitor's for the green name.
+func WithHostPasswordFunc(fn func(ctx context.Context, host string) (string, error)) Option {
+	if fn == nil {
+		return func(c *config) { c.fail(&ConfigError{Field: "WithHostPasswordFunc", Why: "the function is nil"}) }
+	}
+	return withPassword("WithHostPasswordFunc", fn)
+}
+
+func withPassword(by string, fn func(ctx context.Context, host string) (string, error)) Option {
 	return func(c *config) {
-		if fn == nil {
-			c.fail(&ConfigError{Field: "WithPasswordFunc", Why: "the function is nil"})
-			return
-		}
 		if c.password != nil {
-			c.fail(&ConfigError{Field: "WithPasswordFunc", Why: "a password function is already set by " + c.passwordBy})
+			c.fail(&ConfigError{Field: by, Why: "a password function is already set by " + c.passwordBy})
 			return
 		}
-		c.password, c.passwordBy = fn, "WithPasswordFunc"
+		c.password, c.passwordBy = fn, by
 	}
 }
 

@@ -38,7 +38,7 @@ func panicRule(err error) (classify.Verdict, bool) {
 }
 
 // callPassword calls the password function, recovering a panic.
-func (f *Factory) callPassword(ctx context.Context) (pw string, err error) {
+func (f *Factory) callPassword(ctx context.Context, host string) (pw string, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			pe := &PanicError{Value: r, Stack: debug.Stack()}
@@ -47,7 +47,7 @@ func (f *Factory) callPassword(ctx context.Context) (pw string, err error) {
 			pw, err = "", pe
 		}
 	}()
-	return f.password(ctx)
+	return f.password(ctx, host)
 }
 
 // redactedError is an error holdfast returns whose text was cleaned of the

@@ -136,12 +136,13 @@
 //	| COMPLETED              | as POST until blue DNS is updated and green DNS removed, then as asked                                             |
 //
 // Addresses are pinned through the connection's LookupFunc only: the host
-// name stays the one asked for, so TLS with sslmode=verify-full verifies it.
-// The corresponding node is chosen by role and sorted name: writer cluster
-// endpoint to writer cluster endpoint, reader to reader, blue writer
-// instance to green writer instance (the writer is the topology's, else the
-// instance at the cluster endpoint's address), blue readers to green
-// readers round robin.
+// name stays the one asked for, and TLS with sslmode=verify-full verifies
+// the certificate against it, or against the names of the server it was
+// routed to (see Names, below). The corresponding node is chosen by role
+// and sorted name: writer cluster endpoint to writer cluster endpoint,
+// reader to reader, blue writer instance to green writer instance (the
+// writer is the topology's, else the instance at the cluster endpoint's
+// address), blue readers to green readers round robin.
 //
 // New connections are held in BeforeConnect (which pgxpool runs without the
 // caller's cancellation), Acquire in PrepareConn, statements on acquired
@@ -166,6 +167,57 @@
 // A rollback is recognised only when the green monitor reads an earlier
 // phase than before, before COMPLETED, never from an absent, empty or
 // failed read.
+//
+// # Names: IAM tokens and certificates
+//
+// In POST a blue name leads to green, by the routing's substitution or,
+// once blue DNS is updated, by DNS; but green answers to its green names
+// until it takes the blue names, and RDS renews its node certificate for
+// the blue names only some time after that rename, sometimes after
+// SWITCHOVER_COMPLETED. So a connection by a blue name that reaches green
+// would present an IAM token green refuses (SQLSTATE 28000), and fail
+// sslmode=verify-full. For each host name that leads to green, the
+// routing knows the server's names: green node g (the counterpart of blue
+// name b) answers to g until the metadata shows the rename ("Green
+// topology changed"), then to g without "-green-xxxxxx" (normally b), as
+// the AWS JDBC wrapper assumes (its PR #1642).
+//
+// Tokens. [AuthHosts] gives the hooks after the Router's (the password
+// layer of holdfast.WithHostPasswordFunc and rdsiam.With, the BeforeConnect
+// that [New] chains, a monitor's connect hook) the names to issue the
+// token for, in order: in POST the green name, then the blue name (the
+// blue name first once the metadata shows the rename). holdfast issues
+// the first; after a 28000 its one retry with a fresh token is issued for
+// the second, which covers the moment between the rename and the next
+// poll. The green monitor's connection gets a token for its green name,
+// then for the blue name after the rename; a monitor whose connection was
+// refused with 28000 tries the other name at its next connect. Before POST
+// (and with no switchover) there are no names: the token is for the
+// connection's host.
+//
+// Certificates. The certificate policy, for sslmode=verify-full: a
+// connection by a name that leads to green accepts the server's
+// certificate when it is valid for the name asked for, or for the green
+// name the routing substituted, or for that green name's blue name; never
+// for any other name, and always with the whole chain verified. It is
+// done on the connection's own tls.Config (pgxpool's per-connection copy,
+// changed in place so that pgx still finds the client certificate of
+// sslcert), with InsecureSkipVerify set and the verification crypto/tls
+// would do (chain to RootCAs, time, server authentication) done in
+// VerifyConnection followed by the name check, then the config's own
+// VerifyConnection. A config that verifies no host name (verify-ca,
+// require) is left alone.
+// It applies in POST, to the pool's connections and the monitors', and for
+// SwitchoverTimeout (180 s) after a completed switchover to the blue names,
+// which DNS then sends to green whose certificate may still lack them.
+// [Status] counts the handshakes it accepted for a counterpart name
+// (AliasedCerts) and lists the names in force (Routing.Names). The
+// counterpart is learned from the metadata read over the same verified TLS
+// from the deployment's own servers: a server that can present a valid
+// certificate for the green name is the green instance.
+//
+// A monitor that reads old blue by a blue name after the rename issues its
+// token for the -old1 name and accepts old blue's certificate for it.
 //
 // # The end of a switchover
 //
@@ -200,9 +252,11 @@
 // Package fakes/bluegreentest runs a blue and a green PostgreSQL on one
 // machine, with the real metadata functions and a fake DNS, and plays whole
 // switchovers: a normal one, a rollback, DNS moving before POST, a status
-// stuck in IN_PROGRESS, slow DNS. holdfast's own tests drive the Router
-// through each of them; examples/switchover runs a workload through one,
-// with a plain pgxpool next to a holdfast pool.
+// stuck in IN_PROGRESS, slow DNS, and, behind a front end that checks IAM
+// tokens by host and presents per-node certificates renewed late, iam and
+// node-certs. holdfast's own tests drive the Router through each of them;
+// examples/switchover runs a workload through one, with a plain pgxpool
+// next to a holdfast pool.
 //
 // # Differences from the AWS Go wrapper
 //
@@ -214,5 +268,7 @@
 // never inferred from a missing or failed read nor from blue; monitors
 // restart after a switchover; monitors have timeouts and drop
 // target_session_attrs; the routing is published immutably, never mutated
-// under readers.
+// under readers; an IAM token is issued for the name the server answers
+// to, never for an address (the Go wrapper's branch is inverted from
+// JDBC's).
 package bluegreen

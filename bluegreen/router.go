@@ -45,8 +45,16 @@ type Router struct {
 	statusMu sync.Mutex
 	statusCh chan struct{} // closed when Status changes
 
+	// linger is the identities kept after a completed switchover (see
+	// switchover.State.Lingering), until lingerUntil; authFlip, by monitor
+	// host, reverses a monitor's Auth names after a rejected token.
+	linger      map[string]switchover.Identity
+	lingerUntil time.Time
+	authFlip    map[string]bool
+
 	waiting                     atomic.Int64
 	dropped, rejected, timedOut atomic.Int64
+	aliasedCerts                atomic.Int64
 
 	pool atomic.Pointer[pgxpool.Pool]
 
@@ -69,7 +77,10 @@ type Router struct {
 //
 //   - cfg.BeforeConnect: suspends or rejects a new connection as the phase
 //     requires, points the connection's LookupFunc at fixed addresses when
-//     host names are substituted, then runs the hook that was there before.
+//     host names are substituted, gives its TLS configuration the names of
+//     the server it reaches (see the package documentation, "Names"), then
+//     runs the hook that was there before, with a context that carries the
+//     names to issue a token for ([AuthHosts]).
 //   - cfg.PrepareConn: holds Acquire during IN_PROGRESS and destroys idle
 //     connections to the old blue instance, then runs the PrepareConn that
 //     was there before, or the deprecated BeforeAcquire (which it clears,
@@ -112,7 +123,9 @@ func New(cfg *pgxpool.Config, c Config) (*Router, error) {
 // target_session_attrs, without its tracer, with application_name
 // "holdfast-bluegreen-monitor" and Config.MonitorConnectTimeout; before
 // each monitor connect they call monitorConnect when it is not nil (to set
-// a fresh password or token, say). They never run the pool's hooks.
+// a fresh password or token, say), with a context that carries the names
+// to issue it for during a switchover ([AuthHosts]). They never run the
+// pool's hooks.
 func NewRouter(cc *pgx.ConnConfig, c Config, monitorConnect func(context.Context, *pgx.ConnConfig) error) (*Router, error) {
 	if cc == nil {
 		return nil, &ConfigError{Field: "pgx.ConnConfig", Why: "nil: build the config with pgxpool.ParseConfig"}
@@ -122,7 +135,7 @@ func NewRouter(cc *pgx.ConnConfig, c Config, monitorConnect func(context.Context
 		return nil, err
 	}
 	r := newRouter(c, cc, time.Now)
-	r.monitorConnect = monitorConnect
+	r.monitorConnect = r.identifyMonitor(monitorConnect)
 	return r, nil
 }
 
@@ -368,6 +381,14 @@ func (r *Router) report(o switchover.Observation, ms MonitorStatus) (time.Durati
 	}
 	now := r.now()
 	ms.LastPoll = now
+	if o.Kind == switchover.KindNoConn && authRejected(o.Err) {
+		// The monitor's next connect issues its token for the other name.
+		if r.authFlip == nil {
+			r.authFlip = map[string]bool{}
+		}
+		h := meta.NormHost(ms.Host)
+		r.authFlip[h] = !r.authFlip[h]
+	}
 	oldPhase, oldGen := r.st.Phase, r.st.Gen
 	oldDrop := r.snap.Load().Drop
 	fx := r.st.Apply(o, now)
@@ -410,6 +431,10 @@ func (r *Router) afterChange(fx switchover.Effects, oldPhase meta.Phase, oldGen 
 	if fx.Summary != nil {
 		r.last = summaryOf(fx.Summary)
 		sweep = oldDrop
+		if fx.Summary.Outcome == switchover.OutcomeCompleted {
+			// Green's certificate may not carry the blue names yet.
+			r.linger, r.lingerUntil = r.st.Lingering(), r.now().Add(r.cfg.SwitchoverTimeout)
+		}
 		// The next generation ignores the switchover that just ended until
 		// both roles have left it: a stuck status, or a server whose
 		// metadata lags or stays frozen, must not start it again.
@@ -419,6 +444,14 @@ func (r *Router) afterChange(fx switchover.Effects, oldPhase meta.Phase, oldGen 
 		}
 	}
 	s := switchover.Decide(r.st, r.poolHosts)
+	switch {
+	case r.st.Frozen:
+		r.linger = nil // a new switchover
+	case r.linger != nil && r.now().Before(r.lingerUntil):
+		s.Names, s.NamesUntil = r.linger, r.lingerUntil
+	default:
+		r.linger = nil
+	}
 	if len(s.Drop) > 0 && len(oldDrop) == 0 {
 		sweep = s.Drop
 	}
@@ -549,7 +582,8 @@ func (r *Router) hostsToResolve(role meta.Role, extra []string) []string {
 
 // beforeConnect is the pool's BeforeConnect when [New] installed it.
 func (r *Router) beforeConnect(ctx context.Context, cc *pgx.ConnConfig) error {
-	if err := r.BeforeConnect(ctx, cc); err != nil {
+	ctx, err := r.Route(ctx, cc)
+	if err != nil {
 		return err
 	}
 	if r.next != nil {
@@ -563,12 +597,40 @@ func (r *Router) beforeConnect(ctx context.Context, cc *pgx.ConnConfig) error {
 // switchover it costs one atomic load. During one it suspends the connect
 // (bounded by Config.ConnectTimeout and ctx: a *SuspendError), refuses a
 // stale green host name (*RejectError), or points cc's LookupFunc at the
-// fixed addresses of the substituted host names.
+// fixed addresses of the substituted host names; and when the server the
+// connection reaches answers to other names than the one asked for, it
+// gives cc a TLS configuration that accepts the server's certificate for
+// them (see the package documentation, "Names"). A caller that sets a
+// password or token after it should use [Router.Route], which also tells
+// the name to issue it for.
 func (r *Router) BeforeConnect(ctx context.Context, cc *pgx.ConnConfig) error {
-	if s := r.snap.Load(); !s.Normal {
-		return r.connectSlow(ctx, cc, s)
+	_, err := r.Route(ctx, cc)
+	return err
+}
+
+// Route is [Router.BeforeConnect] for a caller that runs hooks after it:
+// it returns the context to run them with, which carries the names to
+// issue the connection's password or token for ([AuthHosts]) when the
+// server the connection reaches answers to other names than the one asked
+// for. Outside a switchover it returns ctx and costs one atomic load.
+func (r *Router) Route(ctx context.Context, cc *pgx.ConnConfig) (context.Context, error) {
+	if s := r.snap.Load(); !s.Normal || s.Names != nil {
+		return r.routeSlow(ctx, cc, s)
 	}
-	return nil
+	return ctx, nil
+}
+
+func (r *Router) routeSlow(ctx context.Context, cc *pgx.ConnConfig, s *switchover.Snapshot) (context.Context, error) {
+	if !s.Normal {
+		var err error
+		if s, err = r.connectSlow(ctx, cc, s); err != nil {
+			return ctx, err
+		}
+	}
+	if len(s.Names) == 0 || !s.NamesUntil.IsZero() && !r.now().Before(s.NamesUntil) {
+		return ctx, nil
+	}
+	return r.identify(ctx, cc, s.Names, nil), nil
 }
 
 // PrepareConn is the Router's part of a pool's PrepareConn ([NewRouter]):
@@ -599,7 +661,9 @@ func (r *Router) KeepOnRelease(c *pgx.Conn) bool {
 // also learns the pool at its first Acquire (see [Router.Pool]).
 func (r *Router) Tracer() pgx.QueryTracer { return &tracer{r: r} }
 
-func (r *Router) connectSlow(ctx context.Context, cc *pgx.ConnConfig, s *switchover.Snapshot) error {
+// connectSlow holds, rejects or substitutes; it returns the snapshot it
+// decided on.
+func (r *Router) connectSlow(ctx context.Context, cc *pgx.ConnConfig, s *switchover.Snapshot) (*switchover.Snapshot, error) {
 	hosts := make([]string, 0, 1+len(cc.Fallbacks))
 	hosts = append(hosts, cc.Host)
 	for _, fb := range cc.Fallbacks {
@@ -613,14 +677,14 @@ func (r *Router) connectSlow(ctx context.Context, cc *pgx.ConnConfig, s *switcho
 	if held(s) {
 		var err error
 		if s, err = r.wait(ctx, "connect", host, s, held); err != nil {
-			return err
+			return s, err
 		}
 		act, host = s.ConnectAction(hosts)
 	}
 	switch act {
 	case switchover.Reject:
 		r.rejected.Add(1)
-		return &RejectError{Host: host, Phase: Phase(s.Phase)}
+		return s, &RejectError{Host: host, Phase: Phase(s.Phase)}
 	case switchover.Substitute:
 		base := cc.LookupFunc
 		if base == nil {
@@ -628,7 +692,7 @@ func (r *Router) connectSlow(ctx context.Context, cc *pgx.ConnConfig, s *switcho
 		}
 		cc.LookupFunc = s.Lookup(base)
 	}
-	return nil
+	return s, nil
 }
 
 func (r *Router) prepareSlow(ctx context.Context, c *pgx.Conn, s *switchover.Snapshot, user func(context.Context, *pgx.Conn) (bool, error)) (bool, error) {

@@ -2,6 +2,7 @@ package bluegreen
 
 import (
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -55,6 +56,11 @@ type Status struct {
 	Dropped  int64 `json:"dropped"`
 	Rejected int64 `json:"rejected"`
 	TimedOut int64 `json:"timed_out"`
+	// AliasedCerts counts the TLS handshakes, of the pool's connections and
+	// the monitors', whose server certificate was valid not for the name
+	// asked for but for its counterpart (see the package documentation,
+	// "Names").
+	AliasedCerts int64 `json:"aliased_certs"`
 	// Closed is true after Close.
 	Closed bool `json:"closed,omitempty"`
 }
@@ -74,6 +80,23 @@ type Routing struct {
 	SuspendQueries bool `json:"suspend_queries"`
 	// DropAddrs lists the blue addresses whose connections are dropped.
 	DropAddrs []string `json:"drop_addrs,omitempty"`
+	// Names lists the host names that lead to a server answering to other
+	// names (POST, and a while after a completed switchover), sorted by
+	// host; they apply even when Normal is true.
+	Names []Name `json:"names,omitempty"`
+	// NamesUntil is when Names stop applying (after a completed
+	// switchover); zero while they follow the switchover under way.
+	NamesUntil time.Time `json:"names_until,omitzero"`
+}
+
+// Name says how a new connection by Host authenticates the server it
+// reaches: Auth are the names its password or token is issued for, in
+// order ([AuthHosts]), Cert the names the server's certificate may be
+// valid for, the name asked for first.
+type Name struct {
+	Host string   `json:"host"`
+	Auth []string `json:"auth"`
+	Cert []string `json:"cert"`
 }
 
 // Route is what the routing does with a new connection to one host.
@@ -94,7 +117,7 @@ type Route struct {
 
 // describe returns the public form of a snapshot.
 func describe(s *switchover.Snapshot) Routing {
-	r := Routing{Normal: s.Normal, Phase: Phase(s.Phase), SuspendQueries: s.SuspendQueries}
+	r := Routing{Normal: s.Normal, Phase: Phase(s.Phase), SuspendQueries: s.SuspendQueries, NamesUntil: s.NamesUntil}
 	for h, rt := range s.Routes {
 		addr := rt.Addr
 		if addr != "" && rt.Port != 0 {
@@ -107,6 +130,10 @@ func describe(s *switchover.Snapshot) Routing {
 		r.DropAddrs = append(r.DropAddrs, ip)
 	}
 	sort.Strings(r.DropAddrs)
+	for h, id := range s.Names {
+		r.Names = append(r.Names, Name{Host: h, Auth: slices.Clone(id.Auth), Cert: slices.Clone(id.Cert)})
+	}
+	sort.Slice(r.Names, func(i, j int) bool { return r.Names[i].Host < r.Names[j].Host })
 	return r
 }
 
@@ -165,6 +192,7 @@ func (r *Router) Status() Status {
 		Dropped:              r.dropped.Load(),
 		Rejected:             r.rejected.Load(),
 		TimedOut:             r.timedOut.Load(),
+		AliasedCerts:         r.aliasedCerts.Load(),
 		Closed:               r.closed,
 	}
 	for _, m := range st.Mappings() {

@@ -21,6 +21,20 @@
 // holdfast.WithPasswordFunc (with holdfast.WithClassifier(rdsiam.Rules()...))
 // or for a pool without holdfast. examples/rds is a whole program.
 //
+// # Blue/green switchovers
+//
+// RDS checks a token against the name the server answers to. During a
+// blue/green switchover a blue name leads to green, which answers to its
+// green name until it takes the blue names; the green monitor of
+// holdfast.WithBlueGreen reads green by its green name. [With] signs for
+// the server each connection reaches ([HostPasswordFunc]): holdfast tells
+// it the name (bluegreen.AuthHosts), the green name first until the
+// metadata shows the rename, and the one retry after a 28000 is signed for
+// the other name. [PasswordFunc] signs every token for Config.Endpoint: a
+// pool that uses it through a switchover sees 28000 in POST, and its green
+// monitor cannot read green (examples/switchover -scenario iam, and its
+// control in the test).
+//
 // RDS requires TLS for IAM authentication: keep sslmode=verify-full, with
 // the RDS CA bundle or sslrootcert=system where the RDS CAs are in the
 // system pool. (The Cloud SQL connector, by contrast, encrypts on its own.)

@@ -92,7 +92,10 @@ func (e *TokenError) Is(target error) bool { return target == ErrToken }
 
 // PasswordFunc returns a function that mints a fresh RDS IAM authentication
 // token with auth.BuildAuthToken on every call, for
-// holdfast.WithPasswordFunc, which calls it once per new connection. The
+// holdfast.WithPasswordFunc, which calls it once per new connection. It
+// always signs for cfg.Endpoint: through a blue/green switchover, prefer
+// [HostPasswordFunc] or [With], which sign for the server the connection
+// reaches. The
 // token is a SigV4-presigned "connect" request for cfg.User at
 // cfg.Endpoint, valid for [TokenLifetime]; signing is local, the only I/O
 // is cfg.Credentials' own retrieval. The function is safe for concurrent
@@ -111,31 +114,64 @@ func PasswordFunc(cfg Config) (func(ctx context.Context) (string, error), error)
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context) (string, error) {
-		tok, err := auth.BuildAuthToken(ctx, cfg.Endpoint, cfg.Region, cfg.User, cfg.Credentials)
-		if err != nil {
-			return "", &TokenError{Endpoint: cfg.Endpoint, Region: cfg.Region, User: cfg.User, Err: err}
+	return func(ctx context.Context) (string, error) { return cfg.sign(ctx, cfg.Endpoint) }, nil
+}
+
+// HostPasswordFunc is [PasswordFunc] for holdfast.WithHostPasswordFunc:
+// the function mints a token for host, the name of the server the
+// connection reaches, with cfg's region, user, credentials and the port of
+// cfg.Endpoint. RDS checks a token against the name the server answers to,
+// which changes during a blue/green switchover: green answers to its green
+// name until it takes the blue names, and holdfast passes the name it
+// must be signed for (bluegreen.AuthHosts).
+//
+// host is used when it is an RDS endpoint name in cfg.Region (it contains
+// "."+Region+".rds."); for any other host (a DNS name of your own that
+// points at the database, an IP address, "") the token is signed for
+// cfg.Endpoint, as PasswordFunc does.
+func HostPasswordFunc(cfg Config) (func(ctx context.Context, host string) (string, error), error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	endpointHost, port, _ := net.SplitHostPort(cfg.Endpoint) // validated
+	region := "." + strings.ToLower(cfg.Region) + ".rds."
+	return func(ctx context.Context, host string) (string, error) {
+		endpoint := cfg.Endpoint
+		if host != "" && !strings.EqualFold(host, endpointHost) && strings.Contains(strings.ToLower(host), region) {
+			endpoint = net.JoinHostPort(host, port)
 		}
-		return tok, nil
+		return cfg.sign(ctx, endpoint)
 	}, nil
 }
 
+// sign mints a token for endpoint with cfg's region, user and credentials.
+func (cfg Config) sign(ctx context.Context, endpoint string) (string, error) {
+	tok, err := auth.BuildAuthToken(ctx, endpoint, cfg.Region, cfg.User, cfg.Credentials)
+	if err != nil {
+		return "", &TokenError{Endpoint: endpoint, Region: cfg.Region, User: cfg.User, Err: err}
+	}
+	return tok, nil
+}
+
 // With returns the holdfast option that gives every new connection of the
-// factory's pools a freshly minted RDS IAM token ([PasswordFunc]) and
-// classifies credential failures ([Rules]):
+// factory's pools a freshly minted RDS IAM token, signed for the server the
+// connection reaches ([HostPasswordFunc]: through a blue/green switchover
+// with holdfast.WithBlueGreen, the green name while green answers to it,
+// for the green monitor too), and classifies credential failures
+// ([Rules]):
 //
 //	f, err := holdfast.New(rdsiam.With(rdsiam.Config{...}))
 //
 // A Config with a missing field makes holdfast.New return a *ConfigError
 // wrapping this package's *ConfigError. It cannot be combined with
-// holdfast.WithPasswordFunc.
+// holdfast.WithPasswordFunc or holdfast.WithHostPasswordFunc.
 func With(cfg Config) holdfast.Option {
-	fn, err := PasswordFunc(cfg)
+	fn, err := HostPasswordFunc(cfg)
 	return holdfast.WithIntegration(holdfast.Integration{
-		Name:     "rdsiam",
-		Password: fn,
-		Rules:    Rules(),
-		Err:      err,
+		Name:         "rdsiam",
+		HostPassword: fn,
+		Rules:        Rules(),
+		Err:          err,
 	})
 }
 

@@ -339,3 +339,40 @@ func TestWith(t *testing.T) {
 		t.Errorf("New(With, WithPasswordFunc) = %v, want a *holdfast.ConfigError", err)
 	}
 }
+
+// TestHostPasswordFunc: the token is signed for the host it is told, with
+// the port of Endpoint, when that host is an RDS endpoint name in the
+// region (a blue/green counterpart); for any other host, for Endpoint.
+func TestHostPasswordFunc(t *testing.T) {
+	t.Parallel()
+	const (
+		blue  = "orders.cluster-abc.us-east-1.rds.amazonaws.com"
+		green = "orders-green-xyz123.cluster-abc.us-east-1.rds.amazonaws.com"
+	)
+	creds := credentials.NewStaticCredentialsProvider(akid, secret, "")
+	pw, err := rdsiam.HostPasswordFunc(rdsiam.Config{Endpoint: blue + ":5432", Region: "us-east-1", User: "app", Credentials: creds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ host, want string }{
+		{blue, blue + ":5432"},
+		{green, green + ":5432"},
+		{strings.ToUpper(green), strings.ToUpper(green) + ":5432"},
+		{"", blue + ":5432"},
+		{"db.example.com", blue + ":5432"}, // a DNS name of the user's own
+		{"10.0.0.7", blue + ":5432"},
+		{"orders.cluster-abc.eu-west-1.rds.amazonaws.com", blue + ":5432"}, // another region
+	}
+	for _, tt := range tests {
+		tok, err := pw(context.Background(), tt.host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := parseToken(t, tok); got != tt.want {
+			t.Errorf("host %q: token for %q, want %q", tt.host, got, tt.want)
+		}
+	}
+	if _, err := rdsiam.HostPasswordFunc(rdsiam.Config{Endpoint: blue}); !errors.Is(err, rdsiam.ErrInvalidConfig) {
+		t.Errorf("HostPasswordFunc without a port: %v, want a ConfigError", err)
+	}
+}

@@ -30,8 +30,24 @@
 // The plain client is pgxpool with the same config and the same retry
 // around its transactions, classified by classify.Classify.
 //
+// Two scenarios add what RDS checks at the front door:
+//
+//   - -scenario iam: the servers take only RDS IAM tokens signed for a name
+//     they answer to at that moment (green answers to its green names until
+//     it takes the blue names). Both clients authenticate with tokens of
+//     package rdsiam: the plain pool signs for the name in its connection
+//     string, the holdfast pool uses rdsiam.With, which signs for the server
+//     the connection reaches (the green name in POST until the rename, for
+//     the green monitor too).
+//   - -scenario node-certs: each server presents a certificate for its own
+//     names, and a switchover renews them 2 s after COMPLETED; until then a
+//     blue name verified against green fails sslmode=verify-full. holdfast
+//     accepts green's certificate for the green counterpart of the blue name
+//     it routed there (see package bluegreen, "Names").
+//
 // Run it with: go run ./examples/switchover
-// Other scenarios: -scenario rollback | dns-before-post | stuck | slow-dns.
+// Other scenarios: -scenario rollback | dns-before-post | stuck | slow-dns |
+// frozen-blue | frozen-blue-post | iam | node-certs.
 // -endpoint instance -cluster-only connects the pools to the writer
 // instance's endpoint while the metadata names only the cluster endpoints:
 // holdfast routes it from the topology (aurora_replica_status()).
@@ -39,27 +55,32 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/holdfast-db/holdfast/sqldb"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/fakes/bluegreentest"
+	"github.com/holdfast-db/holdfast/rdsiam"
 	"github.com/holdfast-db/holdfast/retry"
+	"github.com/holdfast-db/holdfast/sqldb"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -87,6 +108,11 @@ type options struct {
 	// ClusterOnly makes the metadata list only the cluster endpoints
 	// (Aurora): holdfast learns the instances from aurora_replica_status().
 	ClusterOnly bool
+	// SignConfigured makes the holdfast client, on an Env with IAM, sign
+	// every token for the name in its connection string
+	// (holdfast.WithPasswordFunc(rdsiam.PasswordFunc(...))), as before
+	// holdfast knew better: the control of the iam scenario.
+	SignConfigured bool
 }
 
 func defaultOptions() options {
@@ -144,7 +170,7 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 	o := defaultOptions()
 	fs := flag.NewFlagSet("switchover", flag.ContinueOnError)
 	fs.SetOutput(errOut)
-	scenario := fs.String("scenario", string(o.Scenario), "normal | rollback | dns-before-post | stuck | slow-dns | frozen-blue | frozen-blue-post")
+	scenario := fs.String("scenario", string(o.Scenario), "normal | rollback | dns-before-post | stuck | slow-dns | frozen-blue | frozen-blue-post | iam (RDS IAM tokens checked by host) | node-certs (per-node certificates, renewed after COMPLETED)")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "concurrent workers per pool")
 	fs.DurationVar(&o.Think, "think", o.Think, "pause between a worker's requests")
 	fs.DurationVar(&o.Warmup, "warmup", o.Warmup, "workload before the switchover starts")
@@ -210,6 +236,10 @@ type Result struct {
 	// MonitorConnects counts the connections holdfast's two blue/green
 	// monitors opened during the run (a reconnect storm shows here).
 	MonitorConnects int `json:"monitor_connects"`
+	// AliasedCerts counts holdfast's TLS handshakes whose certificate was
+	// valid for the green counterpart of the blue name asked for, not for
+	// the name itself (bluegreen.Status.AliasedCerts).
+	AliasedCerts int64 `json:"aliased_certs"`
 	// Script is what the simulator did (offsets from IN_PROGRESS).
 	Script []TimelineEvent `json:"script"`
 
@@ -280,8 +310,16 @@ func errorKey(err error) string {
 	if errors.As(err, &pe) {
 		return pe.Code
 	}
+	var hn x509.HostnameError
+	if errors.As(err, &hn) {
+		return keyCertName
+	}
 	return classifier.Classify(err).String()
 }
+
+// keyCertName is the error key of a server certificate not valid for the
+// name connected by (sslmode=verify-full).
+const keyCertName = "x509-name"
 
 // request runs one transaction: insert id, read it back, commit. It is
 // idempotent, so a retry after an ambiguous COMMIT is safe.
@@ -382,7 +420,8 @@ func run(ctx context.Context, env *bluegreentest.Env, o options, progress io.Wri
 	if env == nil {
 		fmt.Fprintln(progress, "starting blue (127.0.0.11) and green (127.0.0.21) PostgreSQL servers ...")
 		var err error
-		env, err = bluegreentest.Start(ctx, bluegreentest.Config{TLS: true, Settings: bluegreentest.ReplicationSettings()})
+		env, err = bluegreentest.Start(ctx, bluegreentest.Config{TLS: true, Settings: bluegreentest.ReplicationSettings(),
+			IAM: o.Scenario == bluegreentest.ScenarioIAM, NodeCerts: o.Scenario == bluegreentest.ScenarioNodeCerts})
 		if err != nil {
 			return nil, err
 		}
@@ -427,11 +466,29 @@ func run(ctx context.Context, env *bluegreentest.Env, o options, progress io.Wri
 		cfg.ConnConfig.LookupFunc = dns.Lookup
 		return cfg, nil
 	}
+	// With IAM, both clients sign tokens with package rdsiam (made-up AWS
+	// credentials: the simulator checks what a token is signed for, not
+	// its signature).
+	iam := env.Config().IAM
+	token := rdsiam.Config{Endpoint: net.JoinHostPort(host, strconv.Itoa(env.Blue.Port)), Region: bluegreentest.DefaultRegion,
+		User: "app", Credentials: credentials.NewStaticCredentialsProvider("AKIAEXAMPLEFAKE00000", "fake-secret", "")}
 
 	// The plain pool.
 	cfg, err := poolCfg()
 	if err != nil {
 		return nil, err
+	}
+	if iam {
+		// What a pgxpool user does: a fresh token for the configured
+		// endpoint before each connect.
+		sign, err := rdsiam.PasswordFunc(token)
+		if err != nil {
+			return nil, err
+		}
+		cfg.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) (err error) {
+			cc.Password, err = sign(ctx)
+			return err
+		}
 	}
 	plainPool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -450,7 +507,18 @@ func run(ctx context.Context, env *bluegreentest.Env, o options, progress io.Wri
 		logOut = os.Stderr
 	}
 	logger := slog.New(slog.NewTextHandler(logOut, nil))
-	f, err := holdfast.New(holdfast.WithBlueGreen(bluegreen.Config{Logger: logger}), holdfast.WithLogger(logger))
+	hfOpts := []holdfast.Option{holdfast.WithBlueGreen(bluegreen.Config{Logger: logger}), holdfast.WithLogger(logger)}
+	switch {
+	case iam && o.SignConfigured:
+		sign, err := rdsiam.PasswordFunc(token)
+		if err != nil {
+			return nil, err
+		}
+		hfOpts = append(hfOpts, holdfast.WithPasswordFunc(sign), holdfast.WithClassifier(rdsiam.Rules()...))
+	case iam:
+		hfOpts = append(hfOpts, rdsiam.With(token)) // signs for the server each connection reaches
+	}
+	f, err := holdfast.New(hfOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -661,9 +729,11 @@ func measure(ctx context.Context, d *bluegreentest.Deployment, sres bluegreentes
 	for _, e := range sres.Events {
 		res.Script = append(res.Script, TimelineEvent{Event: e.Name, OffsetMS: ms(e.Time.Sub(anchor))})
 	}
-	for _, m := range r.Status().Monitors {
+	st := r.Status()
+	for _, m := range st.Monitors {
 		res.MonitorConnects += m.Connects
 	}
+	res.AliasedCerts = st.AliasedCerts
 	if s, ok := r.LastSummary(); ok {
 		res.Outcome = s.Outcome.String()
 		res.summary = s.String()
@@ -801,6 +871,9 @@ func (r *Result) print(w io.Writer) {
 	row("acknowledged writes", func(c ClientResult) string { return fmt.Sprint(c.Acknowledged) })
 	row("lost writes", func(c ClientResult) string { return fmt.Sprint(c.LostWrites) })
 	row("misplaced writes", func(c ClientResult) string { return fmt.Sprint(c.MisplacedWrites) })
+	if r.AliasedCerts > 0 {
+		fmt.Fprintf(w, "\nholdfast accepted %d certificates for the green counterpart of the blue name asked for\n", r.AliasedCerts)
+	}
 	fmt.Fprintf(w, `
 held (in the progress lines): connects, Acquires and statements holdfast holds at that
   moment, waiting for the switchover to move on instead of failing them.
@@ -815,10 +888,12 @@ longest pause: the slowest single request, retries included. Plain pgxpool does 
 // describe names an error key for the table.
 func describe(k string) string {
 	names := map[string]string{
-		"57P01": "57P01 terminated",
-		"53300": "53300 conn refused",
-		"25006": "25006 read-only",
-		"57P03": "57P03 cannot connect",
+		"57P01":     "57P01 terminated",
+		"53300":     "53300 conn refused",
+		"25006":     "25006 read-only",
+		"57P03":     "57P03 cannot connect",
+		"28000":     "28000 IAM token rejected",
+		keyCertName: "certificate not for the name",
 	}
 	if n, ok := names[k]; ok {
 		return n

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,24 +44,49 @@ func smallOptions(s bluegreentest.Scenario) options {
 	return o
 }
 
-// TestSwitchover runs the demo in-process for three scenarios against one
-// pair of real servers (in the mode the machine allows) and checks each
-// run (scenarioTest.check).
+// startEnvs starts one pair of real servers per configuration, at once,
+// and closes them when t's subtests are done.
+func startEnvs(ctx context.Context, t *testing.T, cfgs ...bluegreentest.Config) []*bluegreentest.Env {
+	t.Helper()
+	envs := make([]*bluegreentest.Env, len(cfgs))
+	errs := make([]error, len(cfgs))
+	var wg sync.WaitGroup
+	for i, cfg := range cfgs {
+		wg.Go(func() { envs[i], errs[i] = bluegreentest.Start(ctx, cfg) })
+	}
+	wg.Wait()
+	for _, env := range envs {
+		if env != nil {
+			t.Cleanup(func() { // after the parallel subtests
+				if err := env.Close(); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	}
+	for _, err := range errs {
+		if errors.Is(err, bluegreentest.ErrNotFound) && os.Getenv(pgtest.EnvRequire) != "1" {
+			t.Skip(err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return envs
+}
+
+// TestSwitchover runs the demo in-process for each scenario against real
+// servers (in the mode the machine allows) and checks each run
+// (scenarioTest.check). The iam and node-certs scenarios run on servers of
+// their own, which check IAM tokens and present per-node certificates.
 func TestSwitchover(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
-	env, err := bluegreentest.Start(ctx, bluegreentest.Config{TLS: true, Settings: bluegreentest.ReplicationSettings()})
-	if errors.Is(err, bluegreentest.ErrNotFound) && os.Getenv(pgtest.EnvRequire) != "1" {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { // after the parallel subtests
-		if err := env.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	settings := bluegreentest.ReplicationSettings()
+	envs := startEnvs(ctx, t, bluegreentest.Config{TLS: true, Settings: settings},
+		bluegreentest.Config{TLS: true, Settings: settings, IAM: true},
+		bluegreentest.Config{TLS: true, Settings: settings, NodeCerts: true})
+	env, iamEnv, certEnv := envs[0], envs[1], envs[2]
 
 	tests := []scenarioTest{
 		{scenario: bluegreentest.ScenarioNormal, primary: "green", outcome: "COMPLETED", event: "POST", readOnly: true, sql: true},
@@ -72,17 +98,41 @@ func TestSwitchover(t *testing.T) {
 		{scenario: bluegreentest.ScenarioFrozenBluePost, primary: "green", outcome: "COMPLETED", event: "POST", readOnly: true},
 		// The pools on the writer instance's endpoint, which the metadata
 		// does not name: holdfast routes it from the topology.
-		{scenario: bluegreentest.ScenarioNormal, primary: "green", outcome: "COMPLETED", event: "POST", readOnly: true,
+		{name: "normal/instance endpoint", scenario: bluegreentest.ScenarioNormal, primary: "green", outcome: "COMPLETED", event: "POST", readOnly: true,
 			instance: true, progress: "metadata with cluster endpoints only"},
+		// IAM tokens checked against the names each server answers to:
+		// holdfast signs for the green name until the rename, the green
+		// monitor too.
+		{scenario: bluegreentest.ScenarioIAM, env: iamEnv, primary: "green", outcome: "COMPLETED", event: "Green topology changed", readOnly: true},
+		// Per-node certificates renewed 2 s after COMPLETED: holdfast
+		// verifies green's certificate for the green counterpart of the
+		// blue name, in POST and after the switchover.
+		{scenario: bluegreentest.ScenarioNodeCerts, env: certEnv, primary: "green", outcome: "COMPLETED", event: "POST", readOnly: true,
+			aliased: true},
+		// The control of iam: the same run with holdfast signing every
+		// token for the configured (blue) name, as rdsiam.PasswordFunc
+		// does, fails requests with 28000 while a blue name leads to green
+		// before the rename (800 ms into POST here, so that the window is
+		// wide enough to hit for sure).
+		{name: "iam-control-configured-host", scenario: bluegreentest.ScenarioIAM, env: iamEnv, primary: "green", outcome: "COMPLETED",
+			event: "POST", readOnly: true, control: true, opts: func(o *options) {
+				o.SignConfigured = true
+				o.Timings.Rename = 800 * time.Millisecond
+				o.Timings.BlueDNS, o.Timings.GreenDNS, o.Timings.Completed = time.Second, 1100*time.Millisecond, 1200*time.Millisecond
+			}},
 	}
 	for _, tt := range tests {
-		name := string(tt.scenario)
-		if tt.instance {
-			name += "/instance endpoint"
+		name := tt.name
+		if name == "" {
+			name = string(tt.scenario)
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel() // one deployment (database) each on the shared servers
-			tt.check(ctx, t, env)
+			e := env
+			if tt.env != nil {
+				e = tt.env
+			}
+			tt.check(ctx, t, e)
 		})
 	}
 }
@@ -119,12 +169,19 @@ func TestSwitchoverSingleIP(t *testing.T) {
 type scenarioTest struct {
 	scenario bluegreentest.Scenario
 	primary  string
-	outcome  string // holdfast's summary outcome ("" for none)
-	event    string // an event holdfast's timeline must have
-	readOnly bool   // the plain pool must hit 25006 on old blue
-	progress string // a line the progress output must have
-	sql      bool   // also run the database/sql client (-sql), which must fail nothing
-	instance bool   // the pools on the writer instance's endpoint, the metadata with the cluster endpoints only
+	outcome  string             // holdfast's summary outcome ("" for none)
+	event    string             // an event holdfast's timeline must have
+	readOnly bool               // the plain pool must hit 25006 on old blue
+	progress string             // a line the progress output must have
+	sql      bool               // also run the database/sql client (-sql), which must fail nothing
+	instance bool               // the pools on the writer instance's endpoint, the metadata with the cluster endpoints only
+	env      *bluegreentest.Env // the servers to run on; nil: the shared ones
+	aliased  bool               // holdfast must have accepted a certificate for a counterpart name
+	name     string             // the subtest's name and the deployment's suffix; default the scenario
+	opts     func(*options)     // changes to smallOptions
+	// control: holdfast is configured as it should not be (opts) and must
+	// fail with 28000 instead of failing nothing.
+	control bool
 }
 
 // check runs the demo in-process on env and checks the goal: holdfast
@@ -136,8 +193,14 @@ func (tt scenarioTest) check(ctx context.Context, t *testing.T, env *bluegreente
 	t.Helper()
 	o := smallOptions(tt.scenario)
 	o.SQL = tt.sql
+	if tt.name != "" {
+		o.Name = "t-" + strings.NewReplacer("/", "-", " ", "-").Replace(tt.name)
+	}
 	if tt.instance {
-		o.Endpoint, o.ClusterOnly, o.Name = "instance", true, o.Name+"-instance"
+		o.Endpoint, o.ClusterOnly = "instance", true
+	}
+	if tt.opts != nil {
+		tt.opts(&o)
 	}
 	var progress bytes.Buffer
 	res, err := run(ctx, env, o, &progress)
@@ -168,6 +231,14 @@ func (tt scenarioTest) check(ctx context.Context, t *testing.T, env *bluegreente
 		t.Fatalf("clients %s, %s", plain.Name, hf.Name)
 	}
 
+	if tt.control {
+		if hf.Failed == 0 || hf.Errors["28000"] == 0 || hf.LostWrites != 0 || hf.MisplacedWrites != 0 {
+			t.Errorf("holdfast signing for the configured host: %d failed %v, %d lost, %d misplaced; want failures with 28000, none lost or misplaced",
+				hf.Failed, hf.Errors, hf.LostWrites, hf.MisplacedWrites)
+		}
+		return
+	}
+
 	// holdfast: the goal.
 	if hf.Requests == 0 || hf.Failed != 0 || hf.LostWrites != 0 || hf.MisplacedWrites != 0 {
 		t.Errorf("holdfast: %d requests, %d failed %v, %d lost, %d misplaced; want 0 failed, lost, misplaced",
@@ -191,6 +262,9 @@ func (tt scenarioTest) check(ctx context.Context, t *testing.T, env *bluegreente
 	}
 	if hf.Acknowledged == 0 {
 		t.Error("holdfast acknowledged no writes")
+	}
+	if tt.aliased && res.AliasedCerts == 0 {
+		t.Error("holdfast never accepted a certificate for the green counterpart: the per-node certificates were not exercised")
 	}
 	if tt.sql {
 		// database/sql (package sqldb) over a holdfast pool: the same goal.

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -74,6 +75,11 @@ type Deployment struct {
 	renamed bool
 	noSrc   bool
 	frozen  bool // blue's metadata is no longer written (FreezeBlue)
+
+	// The servers' identities, read by their front ends (Config.IAM,
+	// Config.NodeCerts): the servers answer to their new names once
+	// switched, and carry them in their certificates once renewed.
+	switched, renewed atomic.Bool
 }
 
 var validName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,40}$`)
@@ -136,7 +142,33 @@ func (e *Env) NewDeployment(ctx context.Context, cfg DeploymentConfig) (*Deploym
 		return nil, err
 	}
 	d.ResetDNS()
+	e.mu.Lock()
+	if e.deps == nil {
+		e.deps = map[*Deployment]bool{}
+	}
+	e.deps[d] = true
+	e.mu.Unlock()
 	return d, nil
+}
+
+// answers returns the names of d that s answers to now (cert false), or
+// that its certificate carries (cert true): blue's names on blue and
+// green's on green, then, once renamed (renewed), the -old1 names on blue
+// and the blue names on green.
+func (d *Deployment) answers(s *Server, cert bool) []string {
+	moved := d.switched.Load()
+	if cert {
+		moved = d.renewed.Load()
+	}
+	switch {
+	case s == d.Env.Blue && moved:
+		return d.Names.Old()
+	case s == d.Env.Blue:
+		return d.Names.Blue()
+	case moved:
+		return d.Names.Blue()
+	}
+	return d.Names.Green()
 }
 
 // DSN returns a connection string to the deployment's database through
@@ -257,15 +289,18 @@ func (d *Deployment) Status() string {
 	return d.status
 }
 
-// Rename swaps the names in the metadata, as RDS does some seconds into
-// POST: the TARGET rows now carry the blue names and the SOURCE rows the
-// -old1 names ("Green topology changed" for a client). The topology
-// follows: green's instances take the blue identifiers, old blue's the
-// -old1 ones.
+// Rename renames the servers, as RDS does some seconds into POST: green
+// answers to the blue names and old blue to the -old1 names (an IAM token
+// must be signed for them: Config.IAM), and the metadata says so: the
+// TARGET rows now carry the blue names and the SOURCE rows the -old1
+// names ("Green topology changed" for a client). The topology follows:
+// green's instances take the blue identifiers, old blue's the -old1 ones.
+// The servers' certificates follow later ([Deployment.RenewCertificates]).
 func (d *Deployment) Rename(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.renamed = true
+	d.switched.Store(true)
 	return errors.Join(d.write(ctx), d.writeTopology(ctx))
 }
 
@@ -289,6 +324,22 @@ func (d *Deployment) writeTopology(ctx context.Context) error {
 	}
 	return errors.Join(d.Blue.SetTopology(ctx, blue...), d.Green.SetTopology(ctx, green...))
 }
+
+// RenameServers renames the servers as Rename does, without the metadata
+// showing it yet: green answers to the blue names and old blue to the
+// -old1 names (Config.IAM), while the TARGET rows still carry the green
+// names. It stages the moment between the rename and the metadata (or a
+// client's next poll of it), when a client that goes by the metadata
+// still signs its tokens for the green names. Rename does both.
+func (d *Deployment) RenameServers() { d.switched.Store(true) }
+
+// RenewCertificates gives the servers certificates for the names they
+// answer to since [Deployment.Rename], as RDS regenerates node
+// certificates some time after the rename, sometimes after
+// SWITCHOVER_COMPLETED: green's carries the blue names, old blue's the
+// -old1 names. It matters with Config.NodeCerts, where each server
+// presents a certificate for its own names.
+func (d *Deployment) RenewCertificates() { d.renewed.Store(true) }
 
 // DropSource removes the SOURCE rows, as RDS does at COMPLETED.
 func (d *Deployment) DropSource(ctx context.Context) error {
@@ -362,5 +413,8 @@ func (d *Deployment) Drop(ctx context.Context) error {
 	for _, h := range append(append(d.Names.Blue(), d.Names.Green()...), d.Names.Old()...) {
 		d.Env.Resolver.Remove(h)
 	}
+	d.Env.mu.Lock()
+	delete(d.Env.deps, d)
+	d.Env.mu.Unlock()
 	return errors.Join(errs...)
 }

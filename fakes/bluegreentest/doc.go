@@ -84,9 +84,34 @@
 // promoted, the names swap. [Resolver.Cached] adds a client-side DNS cache
 // with a TTL. examples/switchover is the whole thing, with a workload.
 //
+// # What RDS checks at the door: IAM tokens and node certificates
+//
+// Two options of [Config] put a front end before each server, where RDS's
+// own would be; [Env.Dial] connects to it:
+//
+//   - NodeCerts: each server presents a certificate for the names it
+//     answers to, as each RDS instance does (the blue names of every
+//     deployment on blue, the green names on green), instead of the
+//     wildcards. A switchover renews them some time after the rename
+//     ([Deployment.RenewCertificates], Timings.Certificates): until then
+//     green's certificate lacks the blue names, and sslmode=verify-full by
+//     a blue name fails against green.
+//   - IAM: every user but the superuser must present an RDS IAM token, of
+//     the form rdsiam mints (or [IAMToken]), signed for a name the server
+//     answers to at that moment: the blue names on blue and the green names
+//     on green, until [Deployment.Rename] (or [Deployment.RenameServers])
+//     makes green answer to the blue names and old blue to the -old1 names.
+//     Anything else gets FATAL 28000 "PAM authentication failed for user",
+//     as from RDS. The signature is not checked.
+//
+// [ScenarioIAM] and [ScenarioNodeCerts] play a normal switchover on such an
+// Env (the latter with the certificates renewed after COMPLETED).
+//
 // # Concurrency and cleanup
 //
 // Env, Deployment, Metadata and Resolver are safe for concurrent use. They
-// own no goroutines. Close the Env to stop the servers and remove their
-// files; Deployment.Drop removes one deployment early.
+// own no goroutines, except an Env with NodeCerts or IAM: its front ends
+// run an accept loop per server and two goroutines per connection. Close
+// the Env to stop them and the servers, and remove their files;
+// Deployment.Drop removes one deployment early.
 package bluegreentest

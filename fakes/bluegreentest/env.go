@@ -2,15 +2,9 @@ package bluegreentest
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -56,6 +50,28 @@ type Config struct {
 	// (wildcards; no IP address), so that sslmode=verify-full works with the
 	// host names and fails with the addresses. Env.CAFile is the CA.
 	TLS bool
+	// NodeCerts gives each server, instead of the wildcards, a certificate
+	// of its own for the names it answers to, as RDS gives each instance:
+	// the blue names of every deployment on blue, the green names on green.
+	// A switchover renews them some time after the rename
+	// ([Deployment.RenewCertificates], Timings.Certificates): from then on
+	// green's certificate carries the blue names and old blue's the -old1
+	// names. Clients reach the servers through a front end
+	// that presents them ([Env.Dial]). Needs TLS.
+	NodeCerts bool
+	// IAM makes the servers authenticate every user but the superuser as
+	// RDS IAM authentication does: the password must be a token of the
+	// form rdsiam mints (a SigV4-presigned "connect" URL; [IAMToken] makes
+	// one) for that user, in Region, unexpired, and signed for a name the
+	// server answers to at that moment, as RDS checks it: the blue names
+	// on blue and the green names on green, until a switchover renames
+	// them ([Deployment.Rename]): then the -old1 names on old blue and the
+	// blue names on green. Anything else is refused with SQLSTATE 28000
+	// "PAM authentication failed for user". The signature is not checked
+	// (the simulator has no AWS credentials to check it with). Clients
+	// reach the servers through a front end that checks the token
+	// ([Env.Dial]).
+	IAM bool
 	// Account and Region shape the host names (see [NewNames]) and the
 	// certificate. Defaults DefaultAccount, DefaultRegion.
 	Account, Region string
@@ -100,10 +116,12 @@ type Env struct {
 	SingleIPReason string
 
 	cfg Config
-	dir string // client-side files (the CA)
+	dir string     // client-side files (the CA)
+	ca  *authority // with TLS
 
-	mu  sync.Mutex
-	seq int
+	mu   sync.Mutex
+	seq  int
+	deps map[*Deployment]bool // live deployments, whose names the servers answer to
 }
 
 // Server is one of the two servers. Its superuser is "postgres", with
@@ -122,6 +140,7 @@ type Server struct {
 	Dir        string // the server's directory (data directory, log, TLS files)
 	tls        bool
 	srv        *pgtest.Server
+	front      *frontend // with Config.NodeCerts or Config.IAM
 }
 
 // DSN returns a superuser connection string for database db on this
@@ -160,6 +179,15 @@ func Start(ctx context.Context, cfg Config) (*Env, error) {
 	}
 	if cfg.BlueHost == cfg.GreenHost {
 		return nil, errors.New("fakes/bluegreentest: BlueHost and GreenHost must differ")
+	}
+	if cfg.Account == "" {
+		cfg.Account = DefaultAccount
+	}
+	if cfg.Region == "" {
+		cfg.Region = DefaultRegion
+	}
+	if cfg.NodeCerts && !cfg.TLS {
+		return nil, errors.New("fakes/bluegreentest: NodeCerts needs TLS")
 	}
 	for _, h := range []string{cfg.BlueHost, cfg.GreenHost} {
 		if ip := net.ParseIP(h); ip == nil || ip.To4() == nil || !ip.IsLoopback() {
@@ -210,6 +238,14 @@ func Start(ctx context.Context, cfg Config) (*Env, error) {
 		if err := e.enableTLS(ctx); err != nil {
 			_ = e.Close()
 			return nil, err
+		}
+	}
+	if cfg.NodeCerts || cfg.IAM {
+		for _, s := range []*Server{e.Blue, e.Green} {
+			if s.front, err = startFrontend(e, s); err != nil {
+				_ = e.Close()
+				return nil, err
+			}
 		}
 	}
 	return e, nil
@@ -282,23 +318,29 @@ func canBind(hosts ...string) error {
 // and to any other address as asked. In the
 // single-address mode a connection to a server reports the address asked
 // for as its RemoteAddr, as it would be with two addresses (pgx sends a
-// cancel request there, through Dial again). Dial honours ctx.
+// cancel request there, through Dial again). With Config.NodeCerts or
+// Config.IAM it connects to the server's front end, which presents the
+// node certificate and checks the IAM token before it passes the
+// connection on to the server, and the connection reports the address
+// asked for too. Dial honours ctx.
 func (e *Env) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	if c, ok, err := e.dialReader(ctx, network, addr); ok { // topology.go
 		return c, err
 	}
 	var d net.Dialer // as pgx's default dialer
-	if e.SingleIP {
-		for _, s := range []*Server{e.Blue, e.Green} {
-			if !s.is(addr) {
-				continue
-			}
-			c, err := d.DialContext(ctx, network, s.ListenAddr)
-			if err != nil {
-				return nil, err
-			}
-			return &aliasConn{Conn: c, remote: &net.TCPAddr{IP: net.ParseIP(s.Host), Port: s.Port}}, nil
+	for _, s := range []*Server{e.Blue, e.Green} {
+		if !s.is(addr) || !e.SingleIP && s.front == nil {
+			continue
 		}
+		target := s.ListenAddr
+		if s.front != nil {
+			target = s.front.addr()
+		}
+		c, err := d.DialContext(ctx, network, target)
+		if err != nil {
+			return nil, err
+		}
+		return &aliasConn{Conn: c, remote: &net.TCPAddr{IP: net.ParseIP(s.Host), Port: s.Port}}, nil
 	}
 	return d.DialContext(ctx, network, addr)
 }
@@ -339,13 +381,24 @@ func sharedFreePort(a, b string) (int, error) {
 	return 0, errors.New("no port free on both addresses")
 }
 
-// Close stops both servers and removes their files. It is idempotent.
+// Close stops both servers (and their front ends, closing the connections
+// through them) and removes their files. It is idempotent.
 func (e *Env) Close() error {
+	e.Blue.front.close()
+	e.Green.front.close()
 	err := errors.Join(e.Blue.srv.Stop(), e.Green.srv.Stop())
 	if e.dir != "" {
 		err = errors.Join(err, os.RemoveAll(e.dir))
 	}
 	return err
+}
+
+// Config returns the configuration the Env was started with, defaults
+// filled in.
+func (e *Env) Config() Config {
+	c := e.cfg
+	c.Settings = maps.Clone(c.Settings)
+	return c
 }
 
 // Names returns the names of deployment name for engine in this Env's
@@ -357,10 +410,15 @@ func (e *Env) Names(engine Engine, name string) Names {
 // enableTLS issues a certificate for the RDS-shaped names, writes it into
 // each server's directory and turns TLS on with a configuration reload.
 func (e *Env) enableTLS(ctx context.Context) error {
-	caPEM, certPEM, keyPEM, err := issue(Wildcards(e.cfg.Account, e.cfg.Region))
+	var err error
+	if e.ca, err = newAuthority(); err != nil {
+		return fmt.Errorf("fakes/bluegreentest: TLS certificates: %w", err)
+	}
+	certPEM, keyPEM, err := e.ca.issue("server", Wildcards(e.cfg.Account, e.cfg.Region))
 	if err != nil {
 		return fmt.Errorf("fakes/bluegreentest: TLS certificates: %w", err)
 	}
+	caPEM := e.ca.certPEM
 	if e.dir, err = os.MkdirTemp("", "holdfast-bluegreen-*"); err != nil {
 		return err
 	}
@@ -437,50 +495,3 @@ func (s *Server) enableTLS(ctx context.Context, certPEM, keyPEM []byte) error {
 }
 
 func quote(s string) string { return "'" + s + "'" }
-
-// issue returns a CA certificate, and a server certificate and key it
-// signed for names, all PEM.
-func issue(names []string) (caPEM, certPEM, keyPEM []byte, err error) {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	now := time.Now()
-	ca := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "holdfast fake RDS CA"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(24 * time.Hour),
-		IsCA:                  true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	leaf := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: names[0]},
-		DNSNames:     names,
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
-}

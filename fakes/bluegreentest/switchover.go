@@ -42,12 +42,26 @@ const (
 	// ScenarioFrozenBluePost: as ScenarioFrozenBlue, frozen at
 	// SWITCHOVER_IN_POST_PROCESSING (before the names swap).
 	ScenarioFrozenBluePost Scenario = "frozen-blue-post"
+	// ScenarioIAM: as normal, on an Env with Config.IAM, where a token
+	// must be signed for a name the server answers to: green answers to
+	// the green names until the rename (Timings.Rename into POST), then to
+	// the blue names. A client that signs every token for the name it
+	// connects by fails with 28000 when a blue name leads to green before
+	// the rename (and when it leads to old blue after it).
+	ScenarioIAM Scenario = "iam"
+	// ScenarioNodeCerts: as normal, on an Env with Config.NodeCerts, where
+	// each server presents a certificate for its own names, and the
+	// certificates are renewed late: Timings.Certificates defaults to past
+	// SWITCHOVER_COMPLETED. Until then green's certificate carries only the
+	// green names, so sslmode=verify-full by a blue name fails against
+	// green, through POST and after COMPLETED.
+	ScenarioNodeCerts Scenario = "node-certs"
 )
 
 // Scenarios lists every scenario.
 func Scenarios() []Scenario {
 	return []Scenario{ScenarioNormal, ScenarioRollback, ScenarioDNSBeforePost, ScenarioStuck, ScenarioSlowDNS,
-		ScenarioFrozenBlue, ScenarioFrozenBluePost}
+		ScenarioFrozenBlue, ScenarioFrozenBluePost, ScenarioIAM, ScenarioNodeCerts}
 }
 
 // Timings of a switchover script. Zero fields take the defaults: the
@@ -76,6 +90,11 @@ type Timings struct {
 	// Empty is when, after COMPLETED and the DNS changes, the metadata
 	// empties. Default 2 s.
 	Empty time.Duration
+	// Certificates is when, after the rename, the servers' certificates are
+	// renewed for their new names ([Deployment.RenewCertificates]), on an
+	// Env with Config.NodeCerts (elsewhere the step is not played).
+	// Default 500 ms; in ScenarioNodeCerts, 2 s after COMPLETED.
+	Certificates time.Duration
 }
 
 // DefaultTimings returns the defaults of scenario's Timings.
@@ -99,6 +118,10 @@ func (t Timings) withDefaults(s Scenario) Timings {
 	def(&t.GreenDNS, t.BlueDNS+500*time.Millisecond)
 	def(&t.Completed, 4*time.Second)
 	def(&t.Empty, 2*time.Second)
+	if s == ScenarioNodeCerts {
+		def(&t.Certificates, max(t.Completed-t.Rename, 0)+2*time.Second)
+	}
+	def(&t.Certificates, 500*time.Millisecond)
 	return t
 }
 
@@ -110,6 +133,7 @@ const (
 	ScriptGreenWritable  = "green writable"                      // green promoted
 	ScriptBlueReopened   = "old blue accepts connections"        // read-only, as the -old1 instance
 	ScriptRenamed        = "metadata renamed"                    // green carries the blue names in the metadata
+	ScriptCertsRenewed   = "certificates renewed"                // the servers' certificates carry their new names
 	ScriptBlueDNSUpdated = "blue DNS updated"                    // blue names resolve to green
 	ScriptGreenDNSGone   = "green DNS removed"                   // green names no longer resolve
 	ScriptSourceDropped  = "SOURCE rows removed"                 // with COMPLETED
@@ -183,6 +207,12 @@ func (d *Deployment) Switchover(ctx context.Context, cfg SwitchoverConfig) (Swit
 	}
 	if !slices.Contains(Scenarios(), cfg.Scenario) {
 		return SwitchoverResult{}, fmt.Errorf("fakes/bluegreentest: unknown scenario %q", cfg.Scenario)
+	}
+	switch ec := d.Env.cfg; {
+	case cfg.Scenario == ScenarioIAM && !ec.IAM:
+		return SwitchoverResult{}, fmt.Errorf("fakes/bluegreentest: scenario %q needs an Env with Config.IAM", cfg.Scenario)
+	case cfg.Scenario == ScenarioNodeCerts && !ec.NodeCerts:
+		return SwitchoverResult{}, fmt.Errorf("fakes/bluegreentest: scenario %q needs an Env with Config.NodeCerts", cfg.Scenario)
 	}
 	t := cfg.Timings.withDefaults(cfg.Scenario)
 	s := &script{d: d, cfg: cfg, res: SwitchoverResult{Scenario: cfg.Scenario, Timings: t}}
@@ -325,6 +355,10 @@ func (s *script) run(ctx context.Context, t Timings) error {
 				}
 				return d.DropSource(ctx)
 			}})
+	}
+	if !stuck && d.Env.cfg.NodeCerts {
+		// Certificates matter only where each server has its own.
+		steps = append(steps, step{t.Rename + t.Certificates, ScriptCertsRenewed, func() error { d.RenewCertificates(); return nil }})
 	}
 	if s.cfg.Scenario != ScenarioDNSBeforePost {
 		steps = append(steps, step{t.BlueDNS, ScriptBlueDNSUpdated, func() error { d.SwapDNS(); return nil }})

@@ -3,7 +3,11 @@ package switchover
 import (
 	"context"
 	"net"
+	"regexp"
+	"slices"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/holdfast-db/holdfast/bluegreen/internal/meta"
 	"github.com/jackc/pgx/v5"
@@ -64,7 +68,143 @@ type Snapshot struct {
 	Routes         map[string]Route // by normalized host name or IP address
 	SuspendQueries bool             // IN_PROGRESS: hold acquires and statements
 	Drop           map[string]bool  // blue addresses whose connections are dropped
-	Changed        chan struct{}
+	// Names gives, by normalized host name, the identity of the server the
+	// name leads to when it is not the name asked for (POST, and a while
+	// after a completed switchover: see Identity). It may be set on a
+	// Normal snapshot; NamesUntil, when set, is when it stops applying.
+	Names      map[string]Identity
+	NamesUntil time.Time
+	Changed    chan struct{}
+}
+
+// Identity is how to authenticate the server a host name leads to while a
+// switchover renames servers: green answers to the green names until it
+// takes the blue names (RDS checks an IAM token against the name the
+// server answers to), and its certificate carries the new names only some
+// time after the rename.
+type Identity struct {
+	// Auth lists the names to issue a password or token for, in order of
+	// preference: the first, then the next once the server rejected a
+	// token for it.
+	Auth []string
+	// Cert lists the names the server's certificate may be valid for: the
+	// name asked for first, then its counterparts.
+	Cert []string
+}
+
+func (id Identity) equal(o Identity) bool {
+	return slices.Equal(id.Auth, o.Auth) && slices.Equal(id.Cert, o.Cert)
+}
+
+// greenSuffix is the infix RDS adds to the first label of green endpoints
+// (as meta's).
+var greenSuffix = regexp.MustCompile(`-green-[0-9a-z]{6}$`)
+
+// blueName returns the name green host g answers to once green has taken
+// the blue names: g without "-green-xxxxxx" in its first label, as RDS
+// renames it (and as the AWS JDBC wrapper signs IAM tokens, PR #1642);
+// else b, the blue host routed to it.
+func blueName(g, b string) string {
+	label, rest, _ := strings.Cut(g, ".")
+	if s := greenSuffix.ReplaceAllString(label, ""); s != label {
+		if rest != "" {
+			return s + "." + rest
+		}
+		return s
+	}
+	return b
+}
+
+// oldName returns the name blue host b answers to once the switchover
+// renamed it: "-old1" added to its first label.
+func oldName(b string) string {
+	label, rest, ok := strings.Cut(b, ".")
+	if !ok {
+		return b + "-old1"
+	}
+	return label + "-old1." + rest
+}
+
+// uniq drops empty and repeated names, keeping the order.
+func uniq(names ...string) []string {
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		if n != "" && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// greenIdentity is the identity of green node g reached by the name host:
+// before green takes the blue names (as far as the metadata tells) it
+// answers to g, then to g's blue name; its certificate may carry either.
+func (st *State) greenIdentity(host, g string) Identity {
+	b := blueName(g, host)
+	auth := uniq(g, b)
+	if st.GreenTopologyChanged {
+		auth = uniq(b, g)
+	}
+	return Identity{Auth: auth, Cert: uniq(host, g, b)}
+}
+
+// blueIdentity is the identity of the blue node reached by its name b: b
+// until the switchover renames it, then b's -old1 name.
+func (st *State) blueIdentity(b string) Identity {
+	o := oldName(b)
+	auth := uniq(b, o)
+	if st.GreenTopologyChanged {
+		auth = uniq(o, b)
+	}
+	return Identity{Auth: auth, Cert: uniq(b, o)}
+}
+
+// identities returns the identities of POST: every start host with a
+// green node leads to green, blue names substituted with a green address
+// or resolved to it once blue DNS is updated, green names alike.
+func (st *State) identities() map[string]Identity {
+	out := map[string]Identity{}
+	for _, b := range st.startHosts[meta.RoleSource] {
+		if g := st.mapping[b]; g != "" {
+			out[b] = st.greenIdentity(b, g)
+		}
+	}
+	for _, g := range st.startHosts[meta.RoleTarget] {
+		out[g] = st.greenIdentity(g, g)
+	}
+	return out
+}
+
+// MonitorIdentity returns the identity of the server a monitor reaches by
+// host during a switchover, when host is a start host (a monitor connects
+// to its start address): green for a green host, blue for a blue one.
+func (st *State) MonitorIdentity(host string) (Identity, bool) {
+	switch {
+	case !st.Frozen:
+		return Identity{}, false
+	case slices.Contains(st.startHosts[meta.RoleTarget], host):
+		return st.greenIdentity(host, host), true
+	case slices.Contains(st.startHosts[meta.RoleSource], host):
+		return st.blueIdentity(host), true
+	}
+	return Identity{}, false
+}
+
+// Lingering returns the identities that outlive a completed switchover:
+// the blue names lead to green, which answers to them, but whose
+// certificate may still carry only the green names (RDS renews node
+// certificates after the rename, sometimes past COMPLETED).
+func (st *State) Lingering() map[string]Identity {
+	out := map[string]Identity{}
+	for _, b := range st.startHosts[meta.RoleSource] {
+		if g := st.mapping[b]; g != "" {
+			out[b] = Identity{Auth: []string{b}, Cert: uniq(b, g, blueName(g, b))}
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // Idle returns the snapshot that routes nothing.
@@ -125,6 +265,7 @@ func Decide(st *State, poolHosts []string) *Snapshot {
 			}
 		}
 	case meta.Post:
+		s.Names = st.identities()
 		if !st.BlueDNSUpdated {
 			for _, b := range blue {
 				g := st.mapping[b]
@@ -168,8 +309,14 @@ func portOf(st *State, host string) int {
 // Same reports whether s and o route alike (their channels aside).
 func (s *Snapshot) Same(o *Snapshot) bool {
 	if s.Normal != o.Normal || s.Phase != o.Phase || s.Gen != o.Gen || s.SuspendQueries != o.SuspendQueries ||
-		len(s.Routes) != len(o.Routes) || len(s.Drop) != len(o.Drop) {
+		len(s.Routes) != len(o.Routes) || len(s.Drop) != len(o.Drop) ||
+		len(s.Names) != len(o.Names) || !s.NamesUntil.Equal(o.NamesUntil) {
 		return false
+	}
+	for h, id := range s.Names {
+		if oid, ok := o.Names[h]; !ok || !id.equal(oid) {
+			return false
+		}
 	}
 	for h, r := range s.Routes {
 		if o.Routes[h] != r {

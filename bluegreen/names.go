@@ -1,0 +1,176 @@
+package bluegreen
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/holdfast-db/holdfast/bluegreen/internal/meta"
+	"github.com/holdfast-db/holdfast/bluegreen/internal/switchover"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// This file is the routing's answer to "who is the server I reach": the
+// names to issue an IAM token for, and the names its certificate may
+// carry, when they are not the name the connection asked for (see the
+// package documentation, "Names").
+
+type authHostsKey struct{}
+
+// AuthHosts returns the host names the password or token of the connection
+// being built must be issued for, in order of preference (the second after
+// the server rejected a token for the first), when blue/green routing sends
+// the connection to a server that answers to another name than the one it
+// asked for; nil otherwise: issue it for the connection's own host. ctx is
+// the context of the hooks that run after the Router's: the pool's
+// BeforeConnect chained by [New], the context [Router.Route] returns, and
+// the context of a monitor's connect hook.
+//
+// RDS and Aurora check an IAM token against the name the server answers
+// to. During POST a blue name leads to green, which answers to its green
+// name until green takes the blue names: AuthHosts is then the green name
+// and the blue name, in the order the metadata suggests (the green name
+// first until it shows the rename), as the AWS JDBC wrapper does (PR
+// #1642). holdfast (WithHostPasswordFunc, rdsiam.With) uses it.
+func AuthHosts(ctx context.Context) []string {
+	hosts, _ := ctx.Value(authHostsKey{}).([]string)
+	return slices.Clone(hosts) // the snapshot's slice stays immutable
+}
+
+// identify applies the identities of names to cc, a per-connection copy
+// (pgxpool and the monitors copy the config for each connection, TLS
+// configurations included): every TLS configuration of a host with an
+// identity accepts the certificate for its names, and the returned context
+// carries the Auth names of cc.Host. flip, when set, reverses them.
+func (r *Router) identify(ctx context.Context, cc *pgx.ConnConfig, names map[string]switchover.Identity, flip map[string]bool) context.Context {
+	host := meta.NormHost(cc.Host)
+	if id, ok := names[host]; ok {
+		r.acceptNames(cc.TLSConfig, id.Cert)
+		auth := id.Auth
+		if flip[host] && len(auth) > 1 {
+			auth = slices.Clone(auth)
+			slices.Reverse(auth)
+		}
+		ctx = context.WithValue(ctx, authHostsKey{}, auth)
+	}
+	for _, fb := range cc.Fallbacks {
+		if id, ok := names[meta.NormHost(fb.Host)]; ok {
+			r.acceptNames(fb.TLSConfig, id.Cert)
+		}
+	}
+	return ctx
+}
+
+// identifyMonitor wraps a monitor's connect hook: the monitor's connection
+// gets the identity of the server it reaches (its start address during a
+// switchover; after a completed one, the lingering names) before next
+// runs.
+func (r *Router) identifyMonitor(next func(context.Context, *pgx.ConnConfig) error) func(context.Context, *pgx.ConnConfig) error {
+	return func(ctx context.Context, cc *pgx.ConnConfig) error {
+		host := meta.NormHost(cc.Host)
+		r.mu.Lock()
+		id, ok := r.st.MonitorIdentity(host)
+		var flip map[string]bool
+		if r.authFlip[host] {
+			flip = map[string]bool{host: true}
+		}
+		r.mu.Unlock()
+		var names map[string]switchover.Identity
+		if ok {
+			names = map[string]switchover.Identity{host: id}
+		} else if s := r.snap.Load(); len(s.Names) > 0 && (s.NamesUntil.IsZero() || r.now().Before(s.NamesUntil)) {
+			names = s.Names
+		}
+		if names != nil {
+			ctx = r.identify(ctx, cc, names, flip)
+		}
+		if next != nil {
+			return next(ctx, cc)
+		}
+		return nil
+	}
+}
+
+// authRejected reports whether err is the server refusing the password or
+// token (SQLSTATE 28000, as RDS answers a token for the wrong name, or
+// 28P01).
+func authRejected(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "28000" || pe.Code == "28P01")
+}
+
+// acceptNames makes c, a connection's own TLS configuration, accept the
+// server's certificate when it is valid for any of names (the name asked
+// for first), with the whole chain verified as crypto/tls does: against
+// c.RootCAs (the system pool when nil), at c.Time, for server
+// authentication. It leaves c alone when c verifies no host name (nil,
+// verify-ca, sslmode=require) or when names add nothing to c.ServerName.
+//
+// crypto/tls checks the certificate against ServerName only, before any
+// callback runs; so acceptNames turns that check off (InsecureSkipVerify)
+// and does all of it in VerifyConnection, then runs c's own
+// VerifyConnection. c's VerifyPeerCertificate, if any, still runs, but
+// without verified chains. c is changed in place, not copied: pgx finds a
+// connection's client certificate (sslcert, sslkey) by its *tls.Config,
+// and a copy would go without it.
+func (r *Router) acceptNames(c *tls.Config, names []string) {
+	if c == nil || c.InsecureSkipVerify || c.ServerName == "" || len(names) == 0 ||
+		len(names) == 1 && names[0] == meta.NormHost(c.ServerName) {
+		return
+	}
+	roots, now := c.RootCAs, c.Time
+	asked := c.ServerName
+	user := c.VerifyConnection
+	c.InsecureSkipVerify = true // VerifyConnection below verifies the chain and the names
+	c.VerifyConnection = func(cs tls.ConnectionState) error {
+		aliased, err := verifyNames(roots, now, cs, asked, names)
+		if err != nil {
+			return err
+		}
+		if aliased {
+			r.aliasedCerts.Add(1)
+		}
+		if user != nil {
+			return user(cs)
+		}
+		return nil
+	}
+}
+
+// verifyNames verifies cs's certificate chain as crypto/tls does for a
+// client, and the leaf for asked or, failing that, any of names; aliased
+// is true when only another name matched. The error is the one for asked.
+func verifyNames(roots *x509.CertPool, now func() time.Time, cs tls.ConnectionState, asked string, names []string) (aliased bool, err error) {
+	if len(cs.PeerCertificates) == 0 {
+		return false, errors.New("bluegreen: the server sent no certificate")
+	}
+	opts := x509.VerifyOptions{
+		Roots:         roots,
+		Intermediates: x509.NewCertPool(),
+		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	if now != nil {
+		opts.CurrentTime = now()
+	}
+	for _, c := range cs.PeerCertificates[1:] {
+		opts.Intermediates.AddCert(c)
+	}
+	leaf := cs.PeerCertificates[0]
+	if _, err := leaf.Verify(opts); err != nil { // the chain; the names below
+		return false, err
+	}
+	first := leaf.VerifyHostname(asked)
+	if first == nil {
+		return false, nil
+	}
+	for _, n := range names {
+		if leaf.VerifyHostname(n) == nil {
+			return true, nil
+		}
+	}
+	return false, first
+}
