@@ -1,0 +1,457 @@
+package failovertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/holdfast-db/holdfast/fakes/bluegreentest"
+	"github.com/holdfast-db/holdfast/fakes/pgtest"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Defaults of [Config].
+const (
+	DefaultName    = "orders"
+	DefaultAccount = bluegreentest.DefaultAccount
+	DefaultRegion  = bluegreentest.DefaultRegion
+	DefaultTTL     = 5 * time.Second // what Aurora publishes its endpoints with
+)
+
+// Default addresses of the two servers, as in fakes/bluegreentest.
+const (
+	DefaultWriterHost  = "127.0.0.11"
+	DefaultReplicaHost = "127.0.0.21"
+)
+
+// WriterSessionID is the session_id of the writer's row in
+// aurora_replica_status().
+const WriterSessionID = bluegreentest.WriterSessionID
+
+// ErrNotFound is matched (errors.Is) by the error of [Start] when the
+// PostgreSQL server binaries are not installed.
+var ErrNotFound = pgtest.ErrNotFound
+
+// Config configures [Start]. The zero value is a cluster "orders" in
+// DefaultAccount and DefaultRegion on DefaultWriterHost and
+// DefaultReplicaHost, with a client-side DNS cache of DefaultTTL.
+type Config struct {
+	// Name, Account and Region shape the host names (see [Cluster]).
+	Name, Account, Region string
+	// WriterHost and ReplicaHost are the loopback addresses of the first
+	// writer and the replica. When they cannot be bound (macOS without
+	// aliases) both servers listen on 127.0.0.1, each on its own port;
+	// the resolver answers "ip:port", so clients see no difference.
+	WriterHost, ReplicaHost string
+	// TTL is the client-side DNS cache's TTL ([Cluster.Cache]); negative
+	// caches nothing. Default DefaultTTL.
+	TTL time.Duration
+}
+
+// Cluster is an Aurora-shaped PostgreSQL cluster on one machine: a writer
+// and a replica kept in sync by physical streaming replication in
+// synchronous mode, with Aurora's endpoint names in a fake DNS and
+// aurora_replica_status() on every server. [Cluster.Failover] plays a
+// writer failover. Close it when done. A Cluster is safe for concurrent
+// use; failovers are serialised.
+//
+// Host names, for cluster "orders":
+//
+//	cluster (writer) endpoint  orders.cluster-ACCOUNT.REGION.rds.amazonaws.com
+//	reader endpoint            orders.cluster-ro-ACCOUNT.REGION.rds.amazonaws.com
+//	instance endpoints         orders-1.ACCOUNT.REGION.rds.amazonaws.com (the first writer)
+//	                           orders-2.ACCOUNT.REGION.rds.amazonaws.com (the first replica)
+type Cluster struct {
+	ClusterEndpoint, ReaderEndpoint string
+	// Resolver is the fake DNS holding the names; Cache is a client-side
+	// cache in front of it with Config.TTL, the LookupFunc PoolConfig uses.
+	Resolver *bluegreentest.Resolver
+	Cache    *bluegreentest.Cache
+	// SingleIP reports that both servers listen on 127.0.0.1.
+	SingleIP bool
+
+	cfg    Config
+	domain string // ".ACCOUNT.REGION.rds.amazonaws.com"
+
+	failing sync.Mutex // held by Failover
+
+	mu      sync.Mutex
+	nodes   []*node
+	writer  *node
+	standby *node // nil while the old writer is down
+}
+
+// Start starts the writer (initdb), the replica (pg_basebackup from the
+// writer, as a synchronous standby), installs aurora_replica_status() and
+// publishes the names. ctx bounds the start (a few seconds).
+func Start(ctx context.Context, cfg Config) (*Cluster, error) {
+	if cfg.Name == "" {
+		cfg.Name = DefaultName
+	}
+	if cfg.Account == "" {
+		cfg.Account = DefaultAccount
+	}
+	if cfg.Region == "" {
+		cfg.Region = DefaultRegion
+	}
+	if cfg.WriterHost == "" {
+		cfg.WriterHost = DefaultWriterHost
+	}
+	if cfg.ReplicaHost == "" {
+		cfg.ReplicaHost = DefaultReplicaHost
+	}
+	if cfg.TTL == 0 {
+		cfg.TTL = DefaultTTL
+	}
+	tail := cfg.Account + "." + cfg.Region + ".rds.amazonaws.com"
+	c := &Cluster{
+		ClusterEndpoint: cfg.Name + ".cluster-" + tail,
+		ReaderEndpoint:  cfg.Name + ".cluster-ro-" + tail,
+		Resolver:        bluegreentest.NewResolver(),
+		cfg:             cfg,
+		domain:          "." + tail,
+	}
+	c.Cache = c.Resolver.Cached(cfg.TTL)
+	if err := c.start(ctx); err != nil {
+		return nil, errors.Join(fmt.Errorf("fakes/failovertest: start: %w", err), c.Close())
+	}
+	return c, nil
+}
+
+func (c *Cluster) start(ctx context.Context) error {
+	bin, err := pgtest.BinDir()
+	if err != nil {
+		return err
+	}
+	cred, err := serverUser()
+	if err != nil {
+		return err
+	}
+	whost, rhost := c.cfg.WriterHost, c.cfg.ReplicaHost
+	if canBind(whost) != nil || canBind(rhost) != nil {
+		c.SingleIP, whost, rhost = true, "127.0.0.1", "127.0.0.1"
+	}
+	w := &node{id: c.cfg.Name + "-1", host: whost, bin: bin, cred: cred}
+	r := &node{id: c.cfg.Name + "-2", host: rhost, bin: bin, cred: cred}
+
+	// The first writer: pgtest's initdb and start, then our configuration.
+	w.pg, err = pgtest.Start(ctx, pgtest.Options{Host: whost, Settings: w.settings(false)})
+	if err != nil {
+		return err
+	}
+	w.port, w.dir = w.pg.Port, w.pg.Dir
+	c.nodes = append(c.nodes, w)
+	if err := w.writeConf(false); err != nil {
+		return err
+	}
+	// Trust replication connections from any loopback address.
+	if err := appendFile(filepath.Join(w.data(), "pg_hba.conf"),
+		"\nhost all all 127.0.0.0/8 trust\nhost replication all 127.0.0.0/8 trust\n"); err != nil {
+		return err
+	}
+	if err := w.exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+		return err
+	}
+	if err := w.exec(ctx, installSQL); err != nil {
+		return fmt.Errorf("install aurora_replica_status: %w", err)
+	}
+
+	// The replica: its own directory, owned by the server's user.
+	parent := ""
+	if cred != nil {
+		parent = "/tmp"
+	}
+	if r.dir, err = os.MkdirTemp(parent, "holdfast-failover-*"); err != nil {
+		return err
+	}
+	c.nodes = append(c.nodes, r)
+	if err := r.chown(r.dir); err != nil {
+		return err
+	}
+	if r.port, err = freePort(rhost); err != nil {
+		return err
+	}
+	if err := r.basebackup(ctx, w); err != nil {
+		return err
+	}
+	c.writer, c.standby = w, r
+	if err := w.setSync(ctx, true); err != nil {
+		return err
+	}
+	if err := waitSync(ctx, w, r); err != nil {
+		return err
+	}
+	if err := c.publishTopology(ctx); err != nil {
+		return err
+	}
+	c.setDNS(w, r)
+	for _, n := range c.nodes {
+		c.Resolver.Set(c.InstanceEndpoint(n.id), n.addr())
+	}
+	return nil
+}
+
+// installSQL creates the control table behind aurora_replica_status() and
+// aurora_db_instance_identifier(). The table is written on the writer and
+// reaches the standby by physical replication, as every row does: a standby
+// is read-only, but it reads it. The server's own id is not replicated
+// data: it is the setting holdfast.server_id, in each server's own
+// configuration file.
+const installSQL = `
+CREATE SCHEMA IF NOT EXISTS holdfast_failover;
+CREATE TABLE IF NOT EXISTS holdfast_failover.replica_status (
+	server_id             text PRIMARY KEY,
+	session_id            text NOT NULL,
+	last_update_timestamp timestamptz NOT NULL DEFAULT now(),
+	replica_lag_in_msec   real
+);
+CREATE OR REPLACE FUNCTION pg_catalog.aurora_replica_status()
+RETURNS TABLE (server_id text, session_id text, last_update_timestamp timestamptz, replica_lag_in_msec real, cpu real)
+LANGUAGE sql STABLE AS $fn$
+	SELECT r.server_id, r.session_id, r.last_update_timestamp, r.replica_lag_in_msec, 1.0::real
+	FROM holdfast_failover.replica_status r ORDER BY r.server_id
+$fn$;
+CREATE OR REPLACE FUNCTION pg_catalog.aurora_db_instance_identifier()
+RETURNS text LANGUAGE sql STABLE AS $fn$ SELECT current_setting('holdfast.server_id', true) $fn$;
+`
+
+// publishTopology rewrites the control table on the writer: the writer's
+// row with MASTER_SESSION_ID, every other server with a session id of its
+// own (the old writer's too while it is down: Aurora lists it as it comes
+// back as a reader).
+func (c *Cluster) publishTopology(ctx context.Context) error {
+	c.mu.Lock()
+	w, nodes := c.writer, append([]*node(nil), c.nodes...)
+	c.mu.Unlock()
+	conn, err := pgx.Connect(ctx, w.dsn())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(ctx, "DELETE FROM holdfast_failover.replica_status"); err != nil {
+		return err
+	}
+	for i, n := range nodes {
+		session, lag := WriterSessionID, any(nil)
+		if n != w {
+			session, lag = fmt.Sprintf("5f0c0c1e-%04d-4000-8000-%012d", i, time.Now().UnixNano()%1e12), 0
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO holdfast_failover.replica_status (server_id, session_id, replica_lag_in_msec) VALUES ($1, $2, $3)",
+			n.id, session, lag); err != nil {
+			return err
+		}
+	}
+	return tx.Commit(ctx)
+}
+
+// setDNS points the cluster endpoint at writer and the reader endpoint at
+// standby, or at the writer when there is none (as Aurora does).
+func (c *Cluster) setDNS(writer, standby *node) {
+	c.Resolver.Set(c.ClusterEndpoint, writer.addr())
+	if standby == nil {
+		standby = writer
+	}
+	c.Resolver.Set(c.ReaderEndpoint, standby.addr())
+}
+
+// waitSync waits until w streams to r synchronously.
+func waitSync(ctx context.Context, w, r *node) error {
+	return poll(ctx, func() (bool, error) {
+		conn, err := pgx.Connect(ctx, w.dsn())
+		if err != nil {
+			return false, nil
+		}
+		defer conn.Close(context.Background())
+		var n int
+		err = conn.QueryRow(ctx, "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync' AND state = 'streaming'").Scan(&n)
+		_ = r
+		return err == nil && n > 0, nil
+	})
+}
+
+func poll(ctx context.Context, done func() (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		ok, err := done()
+		if err != nil || ok {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// InstanceEndpoint returns the instance endpoint of server id ("orders-1").
+func (c *Cluster) InstanceEndpoint(id string) string { return id + c.domain }
+
+// ServerIDs returns the ids of the servers, the first writer first.
+func (c *Cluster) ServerIDs() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, n := range c.nodes {
+		out = append(out, n.id)
+	}
+	return out
+}
+
+// Writer returns the server id of the writer now (the simulator's truth,
+// not the DNS's).
+func (c *Cluster) Writer() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.writer.id
+}
+
+// Addr returns where server id listens, "ip:port" ("" for an unknown id).
+func (c *Cluster) Addr(id string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range c.nodes {
+		if n.id == id {
+			return n.addr()
+		}
+	}
+	return ""
+}
+
+// DSN returns a superuser connection string for host (an endpoint name,
+// resolved through [Cluster.Cache] by PoolConfig, or an "ip:port" from
+// [Cluster.Addr]), database postgres, without TLS. extra are more
+// "key=value" settings.
+func (c *Cluster) DSN(host string, extra ...string) string {
+	if _, _, err := net.SplitHostPort(host); err != nil {
+		host = net.JoinHostPort(host, "5432") // the resolver answers the port
+	}
+	u := url.URL{Scheme: "postgres", User: url.User("postgres"), Host: host,
+		Path: "/postgres", RawQuery: "sslmode=disable"}
+	s := u.String()
+	for _, e := range extra {
+		s += "&" + e
+	}
+	return s
+}
+
+// PoolConfig parses c.DSN(host, extra...) and sets its LookupFunc to
+// c.Cache.Lookup, so that the pool sees DNS changes up to Config.TTL late.
+func (c *Cluster) PoolConfig(host string, extra ...string) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(c.DSN(host, extra...))
+	if err != nil {
+		return nil, err
+	}
+	cfg.ConnConfig.LookupFunc = c.Cache.Lookup
+	return cfg, nil
+}
+
+// CommittedIDs returns the ids in column id of table (in database
+// postgres) on the writer, sorted: the audit of acknowledged writes after
+// a failover. table is an SQL identifier, used as given.
+func (c *Cluster) CommittedIDs(ctx context.Context, table string) ([]int64, error) {
+	c.mu.Lock()
+	w := c.writer
+	c.mu.Unlock()
+	conn, err := pgx.Connect(ctx, w.dsn())
+	if err != nil {
+		return nil, fmt.Errorf("fakes/failovertest: %s: %w", w.id, err)
+	}
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(ctx, "SELECT id::bigint FROM "+table+" ORDER BY id")
+	if err != nil {
+		return nil, fmt.Errorf("fakes/failovertest: %s: %w", w.id, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("fakes/failovertest: %s: %w", w.id, err)
+	}
+	return ids, nil
+}
+
+// Replica is one row of aurora_replica_status().
+type Replica struct {
+	ServerID  string
+	SessionID string // WriterSessionID for the writer
+	Updated   time.Time
+}
+
+// Topology returns aurora_replica_status() as server id reports it.
+func (c *Cluster) Topology(ctx context.Context, id string) ([]Replica, error) {
+	addr := c.Addr(id)
+	if addr == "" {
+		return nil, fmt.Errorf("fakes/failovertest: no server %q", id)
+	}
+	conn, err := pgx.Connect(ctx, c.DSN(addr, "connect_timeout=5"))
+	if err != nil {
+		return nil, fmt.Errorf("fakes/failovertest: %s: %w", id, err)
+	}
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(ctx, "SELECT server_id, session_id, last_update_timestamp FROM aurora_replica_status()")
+	if err != nil {
+		return nil, fmt.Errorf("fakes/failovertest: %s: %w", id, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Replica, error) {
+		var x Replica
+		return x, r.Scan(&x.ServerID, &x.SessionID, &x.Updated)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fakes/failovertest: %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// Close stops the servers and removes their directories.
+func (c *Cluster) Close() error {
+	c.mu.Lock()
+	nodes := c.nodes
+	c.nodes = nil
+	c.mu.Unlock()
+	var errs []error
+	for _, n := range nodes {
+		errs = append(errs, n.remove())
+	}
+	return errors.Join(errs...)
+}
+
+func canBind(host string) error {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return err
+	}
+	return l.Close()
+}
+
+func freePort(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func appendFile(name, text string) error {
+	f, err := os.OpenFile(name, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(text); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,255 @@
+package failovertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+)
+
+// Kind is a kind of writer failover.
+type Kind string
+
+// The failovers [Cluster.Failover] plays.
+const (
+	// Crash: the writer dies (pg_ctl stop -m immediate: no checkpoint, its
+	// clients' connections reset, new ones refused), the replica is
+	// promoted.
+	Crash Kind = "crash"
+	// Graceful: the writer shuts down cleanly (pg_ctl stop -m fast: its
+	// clients get 57P01), the replica is promoted, as for a failover asked
+	// for in the console.
+	Graceful Kind = "graceful"
+	// Hang: the writer's postmaster and backends are stopped (SIGSTOP): its
+	// connections stay open and silent, new connections hang after the TCP
+	// handshake. The replica is promoted. After Scenario.HangFor the old
+	// writer is resumed (SIGCONT) and fenced at once: stopped (immediate),
+	// then, with Rejoin, re-created as a standby of the new writer. While
+	// it runs between the two it cannot acknowledge a write: its
+	// synchronous standby is gone.
+	Hang Kind = "hang"
+	// Failback: a graceful failover with Rejoin, then a second one back to
+	// the first writer.
+	Failback Kind = "failback"
+)
+
+// Kinds returns every Kind.
+func Kinds() []Kind { return []Kind{Crash, Graceful, Hang, Failback} }
+
+// Scenario configures [Cluster.Failover]. Zero durations are zero: use
+// [DemoScenario] for timings scaled from Aurora's.
+type Scenario struct {
+	Kind Kind
+	// Detect is the time from the writer going down to the promotion of
+	// the replica (Aurora's failure detection and decision).
+	Detect time.Duration
+	// DNSLag is the time from the promotion to the cluster endpoint moving
+	// to the new writer (Aurora: up to 15–30 s). Clients' DNS caches add
+	// up to Config.TTL.
+	DNSLag time.Duration
+	// HangFor is how long a Hang keeps the old writer stopped, from the
+	// SIGSTOP. It is waited for after the DNS moved.
+	HangFor time.Duration
+	// Rejoin brings the old writer back as a reader: re-created with
+	// pg_basebackup as a synchronous standby of the new writer (writes
+	// there fail with 25006), behind the reader endpoint. Without it the
+	// old writer stays down and the new writer runs alone, not waiting
+	// for a standby; a later failover then fails. Failback always rejoins.
+	Rejoin bool
+	// OnEvent, when set, is called after each step, on the goroutine
+	// running Failover; it must not block.
+	OnEvent func(Event)
+}
+
+// DemoScenario returns a scenario of kind k with timings for a demo:
+// detection 2 s, DNS lag 10 s, a hang of 15 s, and Rejoin.
+func DemoScenario(k Kind) Scenario {
+	return Scenario{Kind: k, Detect: 2 * time.Second, DNSLag: 10 * time.Second, HangFor: 15 * time.Second, Rejoin: true}
+}
+
+// The events of a failover, in the order they happen.
+const (
+	EventWriterDown    = "writer down"               // stopped, crashed or hung
+	EventPromoted      = "replica promoted"          // the new writer takes writes
+	EventTopology      = "topology updated"          // aurora_replica_status() names the new writer
+	EventDNS           = "DNS moved"                 // the cluster endpoint resolves to the new writer
+	EventResumed       = "old writer resumed"        // Hang: SIGCONT
+	EventFenced        = "old writer fenced"         // Hang: stopped right after
+	EventBackAsReader  = "old writer back as reader" // Rejoin: streaming, synchronous again
+	EventFailbackStart = "failback"                  // Failback: the second failover starts
+)
+
+// Event is one step of a failover, when it was done. Server is the server
+// id it concerns.
+type Event struct {
+	At     time.Time `json:"at"`
+	Name   string    `json:"event"`
+	Server string    `json:"server"`
+}
+
+// Result describes a failover that was played.
+type Result struct {
+	Kind                 Kind
+	OldWriter, NewWriter string // server ids; equal after a Failback
+	Events               []Event
+}
+
+// At returns when the first event named name happened.
+func (r Result) At(name string) (time.Time, bool) {
+	for _, e := range r.Events {
+		if e.Name == name {
+			return e.At, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// Failover plays scenario s and returns when it is done (the old writer
+// back as a reader, with Rejoin) or ctx ends. It blocks; run it on a
+// goroutine of your own to drive a workload meanwhile. It needs a standby:
+// after a failover without Rejoin it fails.
+func (c *Cluster) Failover(ctx context.Context, s Scenario) (Result, error) {
+	c.failing.Lock()
+	defer c.failing.Unlock()
+	res := Result{Kind: s.Kind}
+	emit := func(name, server string) {
+		e := Event{At: time.Now(), Name: name, Server: server}
+		res.Events = append(res.Events, e)
+		if s.OnEvent != nil {
+			s.OnEvent(e)
+		}
+	}
+	var err error
+	switch s.Kind {
+	case Crash, Graceful, Hang:
+		res.OldWriter, res.NewWriter, err = c.failover(ctx, s, emit)
+	case Failback:
+		s.Rejoin = true
+		first := s
+		first.Kind = Graceful
+		if res.OldWriter, _, err = c.failover(ctx, first, emit); err == nil {
+			emit(EventFailbackStart, res.OldWriter)
+			_, res.NewWriter, err = c.failover(ctx, first, emit)
+		}
+	default:
+		err = fmt.Errorf("unknown kind %q", s.Kind)
+	}
+	if err != nil {
+		return res, fmt.Errorf("fakes/failovertest: failover %s: %w", s.Kind, err)
+	}
+	return res, nil
+}
+
+func (c *Cluster) failover(ctx context.Context, s Scenario, emit func(name, server string)) (oldID, newID string, err error) {
+	c.mu.Lock()
+	old, nw := c.writer, c.standby
+	c.mu.Unlock()
+	if nw == nil {
+		return old.id, "", errors.New("no standby to promote (an earlier failover without Rejoin?)")
+	}
+
+	switch s.Kind {
+	case Crash:
+		err = old.stop(ctx, "immediate")
+	case Graceful:
+		err = old.stop(ctx, "fast")
+	case Hang:
+		err = old.signal(syscall.SIGSTOP)
+	}
+	if err != nil {
+		return old.id, nw.id, fmt.Errorf("stopping the writer: %w", err)
+	}
+	down := time.Now()
+	emit(EventWriterDown, old.id)
+
+	if err := sleep(ctx, s.Detect); err != nil {
+		return old.id, nw.id, err
+	}
+	if err := nw.promote(ctx); err != nil {
+		return old.id, nw.id, fmt.Errorf("promoting %s: %w", nw.id, err)
+	}
+	if err := waitWritable(ctx, nw); err != nil {
+		return old.id, nw.id, fmt.Errorf("promoting %s: %w", nw.id, err)
+	}
+	promoted := time.Now()
+	c.mu.Lock()
+	c.writer, c.standby = nw, nil
+	c.mu.Unlock()
+	emit(EventPromoted, nw.id)
+
+	if err := c.publishTopology(ctx); err != nil {
+		return old.id, nw.id, fmt.Errorf("topology: %w", err)
+	}
+	emit(EventTopology, nw.id)
+
+	if err := sleep(ctx, time.Until(promoted.Add(s.DNSLag))); err != nil {
+		return old.id, nw.id, err
+	}
+	c.setDNS(nw, nil)
+	emit(EventDNS, nw.id)
+
+	if s.Kind == Hang {
+		if err := sleep(ctx, time.Until(down.Add(s.HangFor))); err != nil {
+			return old.id, nw.id, err
+		}
+		if err := old.signal(syscall.SIGCONT); err != nil {
+			return old.id, nw.id, fmt.Errorf("resuming %s: %w", old.id, err)
+		}
+		emit(EventResumed, old.id)
+		if err := old.stop(ctx, "immediate"); err != nil {
+			return old.id, nw.id, fmt.Errorf("fencing %s: %w", old.id, err)
+		}
+		emit(EventFenced, old.id)
+	}
+
+	if s.Rejoin {
+		if err := c.rejoin(ctx, old, nw); err != nil {
+			return old.id, nw.id, fmt.Errorf("rejoining %s: %w", old.id, err)
+		}
+		emit(EventBackAsReader, old.id)
+	}
+	return old.id, nw.id, nil
+}
+
+// rejoin re-creates old as a synchronous standby of w.
+func (c *Cluster) rejoin(ctx context.Context, old, w *node) error {
+	if err := old.basebackup(ctx, w); err != nil {
+		return err
+	}
+	if err := w.setSync(ctx, true); err != nil {
+		return err
+	}
+	if err := waitSync(ctx, w, old); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.standby = old
+	c.mu.Unlock()
+	if err := c.publishTopology(ctx); err != nil {
+		return err
+	}
+	c.setDNS(w, old)
+	return nil
+}
+
+func waitWritable(ctx context.Context, n *node) error {
+	return poll(ctx, func() (bool, error) {
+		err := n.exec(ctx, "DO $$ BEGIN IF pg_is_in_recovery() THEN RAISE EXCEPTION 'in recovery'; END IF; END $$")
+		return err == nil, nil
+	})
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
