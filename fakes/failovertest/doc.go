@@ -1,0 +1,68 @@
+// Package failovertest plays an Aurora (or RDS) writer failover on one
+// machine, with real PostgreSQL servers, for tests and demos of failover
+// routing.
+//
+// # Model
+//
+// [Start] starts a [Cluster]: a writer (initdb, through fakes/pgtest) and a
+// replica made from it with pg_basebackup (-R: standby.signal and
+// primary_conninfo), streaming physically in synchronous mode
+// (synchronous_standby_names '*', synchronous_commit on). A commit returns
+// only once the replica has flushed it, so an acknowledged write survives
+// the writer's death, as Aurora's shared storage guarantees;
+// [Cluster.CommittedIDs] lists a table's ids on the writer of the moment,
+// for the audit. The servers run as the postgres OS user when the process is
+// root, on 127.0.0.11 and 127.0.0.21 (127.0.0.1 and two ports where those
+// cannot be bound).
+//
+// The names are Aurora's, in a fake DNS ([Cluster.Resolver], from
+// fakes/bluegreentest) read through a client-side cache with a TTL
+// ([Cluster.Cache], what [Cluster.PoolConfig] uses): the cluster (writer)
+// endpoint NAME.cluster-ACCOUNT.REGION.rds.amazonaws.com, the reader
+// endpoint NAME.cluster-ro-…, and the instance endpoints NAME-1.ACCOUNT…
+// and NAME-2.ACCOUNT…, which never move. The resolver answers "ip:port".
+//
+// Every server has pg_catalog.aurora_replica_status() (server_id,
+// session_id — MASTER_SESSION_ID for the writer —, last_update_timestamp,
+// replica_lag_in_msec, cpu) and aurora_db_instance_identifier(). The
+// function reads a control table the simulator writes on the writer; the
+// standby, read-only, reads the same rows, replicated physically like any
+// others (a file or a setting would need the simulator to write every
+// server, and a table is what survives a promotion). A server's own id is
+// the setting holdfast.server_id in its own configuration file, which is
+// not replicated.
+//
+// [Cluster.Failover] plays a [Scenario]: the writer goes down ([Crash],
+// [Graceful], [Hang]), the replica is promoted after Scenario.Detect, the
+// topology names it, the cluster endpoint moves to it Scenario.DNSLag after
+// the promotion, and with Scenario.Rejoin the old writer comes back as a
+// synchronous standby (a fresh pg_basebackup; pg_rewind would need
+// full_page_writes, which the harness turns off for speed), behind the
+// reader endpoint, refusing writes with 25006. [Failback] fails over and
+// back. Each step is an [Event] with its time, for a timeline.
+//
+// Measured on two shared cores with Detect 200 ms and DNSLag 1 s: the
+// writer is down 0 to 0.1 s after the start, the replica takes writes 0.3 s
+// later, the DNS moves at 1.4 s and the old writer is back as a reader at
+// 2.0 to 2.5 s (a pg_basebackup of an almost empty cluster). [DemoScenario]
+// scales the waits to a demo: 2 s to detect, 10 s of DNS lag.
+//
+// # Limits
+//
+//   - Two servers; no third, and no rds_tools.show_topology (RDS Multi-AZ
+//     DB clusters).
+//   - No TLS, no IAM: the superuser with trust authentication.
+//   - A hung writer is fenced by stopping it as soon as it is resumed;
+//     between the two it answers reads (stale) and cannot acknowledge a
+//     write, since its synchronous standby is gone. A client that cancels
+//     such a wait gets PostgreSQL's warning that the transaction committed
+//     locally: that write is not acknowledged, and is lost with the old
+//     writer's data directory.
+//   - The new writer of a failover without Rejoin runs alone and commits
+//     without waiting; the next failover fails (no standby).
+//   - Real Aurora restarts every instance on a failover and moves the
+//     reader endpoint too; here the reader endpoint moves with the cluster
+//     endpoint, to the new writer, until the old writer is back.
+//   - The simulator's own connections go to the instance addresses, not
+//     through the DNS; only clients see the lag.
+package failovertest

@@ -1,0 +1,60 @@
+package failovertest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// TestCommitWaitsForReplica shows that replication is synchronous: with the
+// replica down a commit on the writer does not return, and it returns once
+// the replica is back, with the row on it.
+func TestCommitWaitsForReplica(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := Start(ctx, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := c.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	w, r := c.writer, c.standby
+	if err := w.exec(ctx, "CREATE TABLE t (id bigint PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.stop(ctx, "fast"); err != nil {
+		t.Fatal(err)
+	}
+	committed := make(chan error, 1)
+	go func() { committed <- w.exec(ctx, "INSERT INTO t VALUES (1)") }()
+	select {
+	case err := <-committed:
+		t.Fatalf("commit returned with the replica down: %v", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := r.start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-committed; err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, r.dsn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	// Flushed there before the commit returned; applied soon after.
+	var n int
+	err = poll(ctx, func() (bool, error) {
+		err := conn.QueryRow(ctx, "SELECT count(*) FROM t WHERE id = 1").Scan(&n)
+		return n == 1, err
+	})
+	if err != nil || n != 1 {
+		t.Fatalf("row on the replica: %d, %v", n, err)
+	}
+}
