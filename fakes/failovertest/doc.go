@@ -47,6 +47,12 @@
 // 2.0 to 2.5 s (a pg_basebackup of an almost empty cluster). [DemoScenario]
 // scales the waits to a demo: 2 s to detect, 10 s of DNS lag.
 //
+// The simulation bites a plain pgxpool on the cluster endpoint: during the
+// DNS lag its connections are refused (crash, graceful) or hang (hang), and
+// when the old writer is back as a reader before the client's cached DNS
+// answer expires, the pool connects to it and its writes fail with 25006
+// for as long as it keeps those connections (see the Example).
+//
 // # Limits
 //
 //   - Two servers; no third, and no rds_tools.show_topology (RDS Multi-AZ
