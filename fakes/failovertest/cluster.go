@@ -25,11 +25,16 @@ const (
 	DefaultTTL     = 5 * time.Second // what Aurora publishes its endpoints with
 )
 
-// Default addresses of the two servers, as in fakes/bluegreentest.
+// Default addresses of the servers: the first writer, then the replicas
+// (the first two as blue and green in fakes/bluegreentest).
 const (
 	DefaultWriterHost  = "127.0.0.11"
 	DefaultReplicaHost = "127.0.0.21"
+	DefaultThirdHost   = "127.0.0.31"
 )
+
+// MaxReplicas is the largest Config.Replicas.
+const MaxReplicas = 2
 
 // WriterSessionID is the session_id of the writer's row in
 // aurora_replica_status().
@@ -45,18 +50,25 @@ var ErrNotFound = pgtest.ErrNotFound
 type Config struct {
 	// Name, Account and Region shape the host names (see [Cluster]).
 	Name, Account, Region string
-	// WriterHost and ReplicaHost are the loopback addresses of the first
-	// writer and the replica. When they cannot be bound (macOS without
-	// aliases) both servers listen on 127.0.0.1, each on its own port;
-	// the resolver answers "ip:port", so clients see no difference.
-	WriterHost, ReplicaHost string
+	// Replicas is the number of replicas, 1 (the default) or 2. With 2,
+	// a commit waits for either (synchronous_standby_names 'ANY 1 (*)'),
+	// and a failover promotes the one that received the most WAL.
+	Replicas int
+	// WriterHost and ReplicaHosts are the loopback addresses of the first
+	// writer and the replicas (defaults DefaultWriterHost,
+	// DefaultReplicaHost, DefaultThirdHost). When they cannot be bound
+	// (macOS without aliases) every server listens on 127.0.0.1, each on
+	// its own port; the resolver answers "ip:port", so clients see no
+	// difference.
+	WriterHost   string
+	ReplicaHosts []string
 	// TTL is the client-side DNS cache's TTL ([Cluster.Cache]); negative
 	// caches nothing. Default DefaultTTL.
 	TTL time.Duration
 }
 
 // Cluster is an Aurora-shaped PostgreSQL cluster on one machine: a writer
-// and a replica kept in sync by physical streaming replication in
+// and one or two replicas kept in sync by physical streaming replication in
 // synchronous mode, with Aurora's endpoint names in a fake DNS and
 // aurora_replica_status() on every server. [Cluster.Failover] plays a
 // writer failover. Close it when done. A Cluster is safe for concurrent
@@ -68,6 +80,7 @@ type Config struct {
 //	reader endpoint            orders.cluster-ro-ACCOUNT.REGION.rds.amazonaws.com
 //	instance endpoints         orders-1.ACCOUNT.REGION.rds.amazonaws.com (the first writer)
 //	                           orders-2.ACCOUNT.REGION.rds.amazonaws.com (the first replica)
+//	                           orders-3.ACCOUNT.REGION.rds.amazonaws.com (with Config.Replicas 2)
 type Cluster struct {
 	ClusterEndpoint, ReaderEndpoint string
 	// Resolver is the fake DNS holding the names; Cache is a client-side
@@ -82,10 +95,10 @@ type Cluster struct {
 
 	failing sync.Mutex // held by Failover
 
-	mu      sync.Mutex
-	nodes   []*node
-	writer  *node
-	standby *node // nil while the old writer is down
+	mu       sync.Mutex
+	nodes    []*node
+	writer   *node
+	standbys []*node // streaming from writer; fewer while an old writer is down
 }
 
 // Start starts the writer (initdb), the replica (pg_basebackup from the
@@ -104,8 +117,17 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.WriterHost == "" {
 		cfg.WriterHost = DefaultWriterHost
 	}
-	if cfg.ReplicaHost == "" {
-		cfg.ReplicaHost = DefaultReplicaHost
+	if cfg.Replicas == 0 {
+		cfg.Replicas = 1
+	}
+	if cfg.Replicas < 1 || cfg.Replicas > MaxReplicas {
+		return nil, fmt.Errorf("fakes/failovertest: Config.Replicas %d: want 1 to %d", cfg.Replicas, MaxReplicas)
+	}
+	if len(cfg.ReplicaHosts) == 0 {
+		cfg.ReplicaHosts = []string{DefaultReplicaHost, DefaultThirdHost}
+	}
+	if len(cfg.ReplicaHosts) < cfg.Replicas {
+		return nil, fmt.Errorf("fakes/failovertest: %d ReplicaHosts for %d replicas", len(cfg.ReplicaHosts), cfg.Replicas)
 	}
 	if cfg.TTL == 0 {
 		cfg.TTL = DefaultTTL
@@ -134,20 +156,27 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	whost, rhost := c.cfg.WriterHost, c.cfg.ReplicaHost
-	if canBind(whost) != nil || canBind(rhost) != nil {
-		c.SingleIP, whost, rhost = true, "127.0.0.1", "127.0.0.1"
+	hosts := append([]string{c.cfg.WriterHost}, c.cfg.ReplicaHosts[:c.cfg.Replicas]...)
+	for _, h := range hosts {
+		if canBind(h) != nil {
+			c.SingleIP = true
+		}
 	}
-	w := &node{id: c.cfg.Name + "-1", host: whost, bin: bin, cred: cred}
-	r := &node{id: c.cfg.Name + "-2", host: rhost, bin: bin, cred: cred}
+	for i := range hosts {
+		if c.SingleIP {
+			hosts[i] = "127.0.0.1"
+		}
+		c.nodes = append(c.nodes, &node{id: fmt.Sprintf("%s-%d", c.cfg.Name, i+1), host: hosts[i], bin: bin, cred: cred})
+	}
+	w := c.nodes[0]
 
 	// The first writer: pgtest's initdb and start, then our configuration.
-	w.pg, err = pgtest.Start(ctx, pgtest.Options{Host: whost, Settings: w.settings(false)})
+	w.pg, err = pgtest.Start(ctx, pgtest.Options{Host: w.host, Settings: w.settings(false)})
 	if err != nil {
+		c.nodes = nil
 		return err
 	}
 	w.port, w.dir = w.pg.Port, w.pg.Dir
-	c.nodes = append(c.nodes, w)
 	if err := w.writeConf(false); err != nil {
 		return err
 	}
@@ -163,35 +192,36 @@ func (c *Cluster) start(ctx context.Context) error {
 		return fmt.Errorf("install aurora_replica_status: %w", err)
 	}
 
-	// The replica: its own directory, owned by the server's user.
+	// The replicas: their own directories, owned by the server's user.
 	parent := ""
 	if cred != nil {
 		parent = "/tmp"
 	}
-	if r.dir, err = os.MkdirTemp(parent, "holdfast-failover-*"); err != nil {
-		return err
+	for _, r := range c.nodes[1:] {
+		if r.dir, err = os.MkdirTemp(parent, "holdfast-failover-*"); err != nil {
+			return err
+		}
+		if err := r.chown(r.dir); err != nil {
+			return err
+		}
+		if r.port, err = freePort(r.host); err != nil {
+			return err
+		}
+		if err := r.basebackup(ctx, w); err != nil {
+			return err
+		}
 	}
-	c.nodes = append(c.nodes, r)
-	if err := r.chown(r.dir); err != nil {
-		return err
-	}
-	if r.port, err = freePort(rhost); err != nil {
-		return err
-	}
-	if err := r.basebackup(ctx, w); err != nil {
-		return err
-	}
-	c.writer, c.standby = w, r
+	c.writer, c.standbys = w, c.nodes[1:]
 	if err := w.setSync(ctx, true); err != nil {
 		return err
 	}
-	if err := waitSync(ctx, w, r); err != nil {
+	if err := waitSync(ctx, w, len(c.standbys)); err != nil {
 		return err
 	}
 	if err := c.publishTopology(ctx); err != nil {
 		return err
 	}
-	c.setDNS(w, r)
+	c.setDNS(w, c.standbys)
 	for _, n := range c.nodes {
 		c.Resolver.Set(c.InstanceEndpoint(n.id), n.addr())
 	}
@@ -257,27 +287,31 @@ func (c *Cluster) publishTopology(ctx context.Context) error {
 }
 
 // setDNS points the cluster endpoint at writer and the reader endpoint at
-// standby, or at the writer when there is none (as Aurora does).
-func (c *Cluster) setDNS(writer, standby *node) {
+// the standbys, or at the writer when there is none (as Aurora does).
+func (c *Cluster) setDNS(writer *node, standbys []*node) {
 	c.Resolver.Set(c.ClusterEndpoint, writer.addr())
-	if standby == nil {
-		standby = writer
+	var addrs []string
+	for _, s := range standbys {
+		addrs = append(addrs, s.addr())
 	}
-	c.Resolver.Set(c.ReaderEndpoint, standby.addr())
+	if len(addrs) == 0 {
+		addrs = []string{writer.addr()}
+	}
+	c.Resolver.Set(c.ReaderEndpoint, addrs...)
 }
 
-// waitSync waits until w streams to r synchronously.
-func waitSync(ctx context.Context, w, r *node) error {
+// waitSync waits until w streams to n standbys, each a synchronous
+// candidate.
+func waitSync(ctx context.Context, w *node, n int) error {
 	return poll(ctx, func() (bool, error) {
 		conn, err := pgx.Connect(ctx, w.dsn())
 		if err != nil {
 			return false, nil
 		}
 		defer conn.Close(context.Background())
-		var n int
-		err = conn.QueryRow(ctx, "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync' AND state = 'streaming'").Scan(&n)
-		_ = r
-		return err == nil && n > 0, nil
+		var got int
+		err = conn.QueryRow(ctx, "SELECT count(*) FROM pg_stat_replication WHERE sync_state IN ('sync', 'quorum') AND state = 'streaming'").Scan(&got)
+		return err == nil && got >= n, nil
 	})
 }
 

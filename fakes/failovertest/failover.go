@@ -51,6 +51,10 @@ type Scenario struct {
 	// HangFor is how long a Hang keeps the old writer stopped, from the
 	// SIGSTOP. It is waited for after the DNS moved.
 	HangFor time.Duration
+	// Target is the server id of the standby to promote. Default: the one
+	// that received the most WAL. Failback sets it to the first writer for
+	// the way back.
+	Target string
 	// Rejoin brings the old writer back as a reader: re-created with
 	// pg_basebackup as a synchronous standby of the new writer (writes
 	// there fail with 25006), behind the reader endpoint. Without it the
@@ -130,7 +134,9 @@ func (c *Cluster) Failover(ctx context.Context, s Scenario) (Result, error) {
 		first.Kind = Graceful
 		if res.OldWriter, _, err = c.failover(ctx, first, emit); err == nil {
 			emit(EventFailbackStart, res.OldWriter)
-			_, res.NewWriter, err = c.failover(ctx, first, emit)
+			back := first
+			back.Target = res.OldWriter
+			_, res.NewWriter, err = c.failover(ctx, back, emit)
 		}
 	default:
 		err = fmt.Errorf("unknown kind %q", s.Kind)
@@ -143,11 +149,12 @@ func (c *Cluster) Failover(ctx context.Context, s Scenario) (Result, error) {
 
 func (c *Cluster) failover(ctx context.Context, s Scenario, emit func(name, server string)) (oldID, newID string, err error) {
 	c.mu.Lock()
-	old, nw := c.writer, c.standby
+	old, standbys := c.writer, append([]*node(nil), c.standbys...)
 	c.mu.Unlock()
-	if nw == nil {
+	if len(standbys) == 0 {
 		return old.id, "", errors.New("no standby to promote (an earlier failover without Rejoin?)")
 	}
+	nw := standbys[0]
 
 	switch s.Kind {
 	case Crash:
@@ -166,6 +173,17 @@ func (c *Cluster) failover(ctx context.Context, s Scenario, emit func(name, serv
 	if err := sleep(ctx, s.Detect); err != nil {
 		return old.id, nw.id, err
 	}
+	nw, others, err := pick(ctx, standbys, s.Target)
+	if err != nil {
+		return old.id, "", err
+	}
+	if len(others) > 0 {
+		// Synchronous from its first commit: the setting is read by a
+		// standby but takes effect at the promotion.
+		if err := nw.setSync(ctx, true); err != nil {
+			return old.id, nw.id, err
+		}
+	}
 	if err := nw.promote(ctx); err != nil {
 		return old.id, nw.id, fmt.Errorf("promoting %s: %w", nw.id, err)
 	}
@@ -174,9 +192,17 @@ func (c *Cluster) failover(ctx context.Context, s Scenario, emit func(name, serv
 	}
 	promoted := time.Now()
 	c.mu.Lock()
-	c.writer, c.standby = nw, nil
+	c.writer, c.standbys = nw, others
 	c.mu.Unlock()
 	emit(EventPromoted, nw.id)
+	for _, o := range others {
+		if err := o.follow(ctx, nw); err != nil {
+			return old.id, nw.id, fmt.Errorf("%s following %s: %w", o.id, nw.id, err)
+		}
+	}
+	if err := waitSync(ctx, nw, len(others)); err != nil {
+		return old.id, nw.id, fmt.Errorf("standbys following %s: %w", nw.id, err)
+	}
 
 	if err := c.publishTopology(ctx); err != nil {
 		return old.id, nw.id, fmt.Errorf("topology: %w", err)
@@ -186,7 +212,7 @@ func (c *Cluster) failover(ctx context.Context, s Scenario, emit func(name, serv
 	if err := sleep(ctx, time.Until(promoted.Add(s.DNSLag))); err != nil {
 		return old.id, nw.id, err
 	}
-	c.setDNS(nw, nil)
+	c.setDNS(nw, others)
 	emit(EventDNS, nw.id)
 
 	if s.Kind == Hang {
@@ -220,17 +246,48 @@ func (c *Cluster) rejoin(ctx context.Context, old, w *node) error {
 	if err := w.setSync(ctx, true); err != nil {
 		return err
 	}
-	if err := waitSync(ctx, w, old); err != nil {
+	c.mu.Lock()
+	c.standbys = append(c.standbys, old)
+	standbys := append([]*node(nil), c.standbys...)
+	c.mu.Unlock()
+	if err := waitSync(ctx, w, len(standbys)); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	c.standby = old
-	c.mu.Unlock()
 	if err := c.publishTopology(ctx); err != nil {
 		return err
 	}
-	c.setDNS(w, old)
+	c.setDNS(w, standbys)
 	return nil
+}
+
+// pick chooses the standby to promote: target, or the one that received
+// the most WAL, which holds every acknowledged commit (each was flushed by
+// at least one standby, and WAL is one sequence). It returns the others.
+func pick(ctx context.Context, standbys []*node, target string) (*node, []*node, error) {
+	best, bestLSN := -1, uint64(0)
+	for i, n := range standbys {
+		if target != "" {
+			if n.id == target {
+				best = i
+			}
+			continue
+		}
+		lsn, err := n.received(ctx)
+		if err != nil {
+			continue
+		}
+		if best < 0 || lsn > bestLSN {
+			best, bestLSN = i, lsn
+		}
+	}
+	if best < 0 {
+		if target != "" {
+			return nil, nil, fmt.Errorf("%s is not a standby", target)
+		}
+		return nil, nil, errors.New("no standby answers")
+	}
+	others := append(append([]*node(nil), standbys[:best]...), standbys[best+1:]...)
+	return standbys[best], others, nil
 }
 
 func waitWritable(ctx context.Context, n *node) error {

@@ -49,7 +49,7 @@ func (n *node) dsn() string {
 func (n *node) settings(syncStandby bool) map[string]string {
 	sync := ""
 	if syncStandby {
-		sync = "*"
+		sync = "ANY 1 (*)" // a commit waits for one standby's flush, any
 	}
 	return map[string]string{
 		"fsync":                        "off",
@@ -185,6 +185,44 @@ func (n *node) basebackup(ctx context.Context, from *node) error {
 		return err
 	}
 	return n.start(ctx)
+}
+
+// follow points the standby n at writer w: primary_conninfo, which
+// pg_basebackup -R wrote in postgresql.auto.conf, is rewritten and
+// reloaded; the standby's WAL receiver reconnects and follows the new
+// timeline (recovery_target_timeline is latest by default).
+func (n *node) follow(ctx context.Context, w *node) error {
+	name := filepath.Join(n.data(), "postgresql.auto.conf")
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return err
+	}
+	var out []string
+	for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "primary_conninfo") {
+			out = append(out, line)
+		}
+	}
+	out = append(out, "primary_conninfo = "+quoteConf(fmt.Sprintf("host=%s port=%d user=postgres application_name=%s", w.host, w.port, n.id)))
+	if err := os.WriteFile(name, []byte(strings.Join(out, "\n")+"\n"), 0o600); err != nil {
+		return err
+	}
+	if err := n.chown(name); err != nil {
+		return err
+	}
+	return n.exec(ctx, "SELECT pg_reload_conf()")
+}
+
+// receivedLSN returns how far the standby n has received WAL, as text.
+func (n *node) received(ctx context.Context) (uint64, error) {
+	conn, err := pgx.Connect(ctx, n.dsn())
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(context.Background())
+	var lsn uint64
+	err = conn.QueryRow(ctx, "SELECT coalesce(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn()) - '0/0'::pg_lsn").Scan(&lsn)
+	return lsn, err
 }
 
 // exec runs sql on the node as the superuser.

@@ -23,7 +23,7 @@ func TestCommitWaitsForReplica(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	w, r := c.writer, c.standby
+	w, r := c.writer, c.standbys[0]
 	if err := w.exec(ctx, "CREATE TABLE t (id bigint PRIMARY KEY)"); err != nil {
 		t.Fatal(err)
 	}
