@@ -4,11 +4,13 @@
 //
 // # Model
 //
-// [Start] starts a [Cluster]: a writer (initdb, through fakes/pgtest) and a
-// replica made from it with pg_basebackup (-R: standby.signal and
+// [Start] starts a [Cluster]: a writer (initdb, through fakes/pgtest) and one
+// or two replicas made from it with pg_basebackup (-R: standby.signal and
 // primary_conninfo), streaming physically in synchronous mode
-// (synchronous_standby_names '*', synchronous_commit on). A commit returns
-// only once the replica has flushed it, so an acknowledged write survives
+// (synchronous_standby_names 'ANY 1 (*)', synchronous_commit on). A commit
+// returns only once a replica has flushed it, and a failover promotes the
+// replica that received the most WAL (the other one follows it: its
+// primary_conninfo is rewritten and reloaded), so an acknowledged write survives
 // the writer's death, as Aurora's shared storage guarantees;
 // [Cluster.CommittedIDs] lists a table's ids on the writer of the moment,
 // for the audit. The servers run as the postgres OS user when the process is
@@ -55,8 +57,8 @@
 //
 // # Limits
 //
-//   - Two servers; no third, and no rds_tools.show_topology (RDS Multi-AZ
-//     DB clusters).
+//   - At most three servers (Config.Replicas 2); no rds_tools.show_topology
+//     (RDS Multi-AZ DB clusters).
 //   - No TLS, no IAM: the superuser with trust authentication.
 //   - A hung writer is fenced by stopping it as soon as it is resumed;
 //     between the two it answers reads (stale) and cannot acknowledge a

@@ -248,3 +248,70 @@ func TestFailover(t *testing.T) {
 		})
 	}
 }
+
+// With two replicas, a crash promotes one; the other follows the new writer
+// and has every acknowledged write, and the old writer rejoins as a third.
+func TestThreeServers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	c, err := failovertest.Start(ctx, failovertest.Config{Replicas: 2, TTL: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	ids := c.ServerIDs()
+	if len(ids) != 3 {
+		t.Fatalf("servers %v", ids)
+	}
+	exec(t, c, c.Addr(ids[0]), "CREATE TABLE t (id bigint PRIMARY KEY)")
+	for i := range 50 {
+		exec(t, c, c.Addr(ids[0]), "INSERT INTO t VALUES ($1)", i)
+	}
+	started := time.Now()
+	res, err := c.Failover(ctx, failovertest.Scenario{Kind: failovertest.Crash, Detect: 100 * time.Millisecond, DNSLag: 200 * time.Millisecond, Rejoin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range res.Events {
+		t.Logf("%6.2fs %-26s %s", e.At.Sub(started).Seconds(), e.Name, e.Server)
+	}
+	got, err := c.CommittedIDs(ctx, "t")
+	if err != nil || len(got) != 50 {
+		t.Fatalf("%d rows on the new writer %s, %v; want 50", len(got), res.NewWriter, err)
+	}
+	exec(t, c, c.Addr(res.NewWriter), "INSERT INTO t VALUES (100)")
+	other := ids[1]
+	if other == res.NewWriter {
+		other = ids[2]
+	}
+	conn, err := pgx.Connect(ctx, c.DSN(c.Addr(other)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int
+	for deadline := time.Now().Add(5 * time.Second); n != 1 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM t WHERE id = 100").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%s does not follow the new writer %s", other, res.NewWriter)
+	}
+	if got, want := c.Resolver.Addrs(c.ReaderEndpoint), []string{c.Addr(other), c.Addr(res.OldWriter)}; !slices.Equal(got, want) {
+		t.Errorf("reader endpoint %v, want %v", got, want)
+	}
+	topo, err := c.Topology(ctx, other)
+	if err != nil || len(topo) != 3 {
+		t.Fatalf("aurora_replica_status() on %s: %+v, %v", other, topo, err)
+	}
+	for _, r := range topo {
+		if (r.SessionID == failovertest.WriterSessionID) != (r.ServerID == res.NewWriter) {
+			t.Errorf("aurora_replica_status() on %s: %+v", other, topo)
+		}
+	}
+}

@@ -64,6 +64,7 @@ func (n *node) settings(syncStandby bool) map[string]string {
 		"synchronous_commit":           "on",
 		"synchronous_standby_names":    sync,
 		"wal_receiver_status_interval": "1s",
+		"wal_retrieve_retry_interval":  "100ms", // a standby reconnects soon after a failover
 		"holdfast.server_id":           n.id,
 	}
 }
