@@ -22,7 +22,7 @@
 // ([Cluster.Cache], what [Cluster.PoolConfig] uses): the cluster (writer)
 // endpoint NAME.cluster-ACCOUNT.REGION.rds.amazonaws.com, the reader
 // endpoint NAME.cluster-ro-…, and the instance endpoints NAME-1.ACCOUNT…
-// and NAME-2.ACCOUNT…, which never move. The resolver answers "ip:port".
+// and NAME-2.ACCOUNT… (NAME-3 with a second replica), which never move. The resolver answers "ip:port".
 //
 // Every server has pg_catalog.aurora_replica_status() (server_id,
 // session_id — MASTER_SESSION_ID for the writer —, last_update_timestamp,

@@ -315,3 +315,40 @@ func TestThreeServers(t *testing.T) {
 		}
 	}
 }
+
+// Where the loopback addresses cannot be bound, every server listens on
+// 127.0.0.1 with a port of its own, and the names still lead to them.
+func TestSingleIP(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// 192.0.2.1 (TEST-NET-1) is not a local address.
+	c, err := failovertest.Start(ctx, failovertest.Config{WriterHost: "192.0.2.1", TTL: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	if !c.SingleIP {
+		t.Fatal("SingleIP = false")
+	}
+	res, err := c.Failover(ctx, failovertest.Scenario{Kind: failovertest.Graceful})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := c.PoolConfig(c.ClusterEndpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var id string
+	if err := conn.QueryRow(ctx, "SELECT aurora_db_instance_identifier()").Scan(&id); err != nil || id != res.NewWriter {
+		t.Fatalf("cluster endpoint leads to %q, %v; want %s", id, err, res.NewWriter)
+	}
+}

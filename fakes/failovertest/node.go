@@ -299,13 +299,13 @@ func (n *node) signal(sig syscall.Signal) error {
 
 // remove stops the server if it still runs and removes its directory.
 func (n *node) remove() error {
+	_ = n.signal(syscall.SIGCONT) // a hung server would not see the stop
 	if n.pg != nil {
 		return n.pg.Stop() // stops whatever postmaster runs on the directory
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 70*time.Second)
 	defer cancel()
 	if _, err := os.Stat(filepath.Join(n.data(), "postmaster.pid")); err == nil {
-		_ = n.signal(syscall.SIGCONT)
 		_ = n.stop(ctx, "immediate")
 	}
 	return os.RemoveAll(n.dir)
