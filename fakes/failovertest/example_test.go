@@ -105,3 +105,12 @@ func Example() {
 	}
 	fmt.Printf("%d writes acknowledged, %d failed; %d rows on the new writer\n", len(acked), failed, len(ids))
 }
+
+// The demo's timings, scaled from Aurora's (detection, then 15–30 s of DNS
+// lag in reality).
+func ExampleDemoScenario() {
+	s := failovertest.DemoScenario(failovertest.Hang)
+	fmt.Println(s.Kind, s.Detect, s.DNSLag, s.HangFor, s.Rejoin)
+	// Output:
+	// hang 2s 10s 15s true
+}
