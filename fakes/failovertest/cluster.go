@@ -101,8 +101,8 @@ type Cluster struct {
 	standbys []*node // streaming from writer; fewer while an old writer is down
 }
 
-// Start starts the writer (initdb), the replica (pg_basebackup from the
-// writer, as a synchronous standby), installs aurora_replica_status() and
+// Start starts the writer (initdb), the replicas (pg_basebackup from the
+// writer, as synchronous standbys), installs aurora_replica_status() and
 // publishes the names. ctx bounds the start (a few seconds).
 func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.Name == "" {

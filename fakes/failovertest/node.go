@@ -214,7 +214,7 @@ func (n *node) follow(ctx context.Context, w *node) error {
 	return n.exec(ctx, "SELECT pg_reload_conf()")
 }
 
-// receivedLSN returns how far the standby n has received WAL, as text.
+// received returns how far the standby n has received WAL (an LSN).
 func (n *node) received(ctx context.Context) (uint64, error) {
 	conn, err := pgx.Connect(ctx, n.dsn())
 	if err != nil {
