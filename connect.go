@@ -76,6 +76,28 @@ type attempt struct {
 // retried once with a fresh token or a fresh dial.
 const reasonAuthFreshToken = "auth-failed-fresh-token"
 
+// retryAuthOnce turns v, the verdict of err, into a Transient one when err
+// is the first authentication failure (28000 or 28P01) that *used has not
+// yet let through: one retry with a fresh token or a fresh dial. Every
+// other verdict is v.
+func retryAuthOnce(v classify.Verdict, err error, used *bool) classify.Verdict {
+	if v.Retryable() || *used {
+		return v
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (pe.Code == "28000" || pe.Code == "28P01") {
+		*used = true
+		return classify.Verdict{Class: classify.Transient, Reason: reasonAuthFreshToken}
+	}
+	return v
+}
+
+// newConnectError is the *ConnectError of layer (LayerConnect or
+// LayerPassword), its deprecated Stage kept equal to Layer.
+func newConnectError(layer string, err error) *ConnectError {
+	return &ConnectError{Layer: layer, Stage: layer, Err: err}
+}
+
 // madeKey marks, in pgconn's CustomData, a connection that holdfast's
 // connect layer made.
 const madeKey = "holdfast/made"
@@ -206,7 +228,7 @@ func (a *attempt) lookupRetried(ctx context.Context, host string) ([]string, err
 		return lerr
 	})
 	if err != nil {
-		return nil, a.f.redact(&ConnectError{Layer: LayerConnect, Stage: LayerConnect, Err: err})
+		return nil, a.f.redact(newConnectError(LayerConnect, err))
 	}
 	return addrs, nil
 }
@@ -360,15 +382,10 @@ func (a *attempt) retryRound(ctx context.Context, network, addr string) (net.Con
 	classifier := r.Classify
 	r.Classify = func(err error) classify.Verdict {
 		v := classifier(err)
-		if v.Retryable() || a.authRetried || !a.freshAuth() {
+		if !a.freshAuth() {
 			return v
 		}
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && (pe.Code == "28000" || pe.Code == "28P01") {
-			a.authRetried = true // one retry with a fresh token or a fresh dial
-			return classify.Verdict{Class: classify.Transient, Reason: reasonAuthFreshToken}
-		}
-		return v
+		return retryAuthOnce(v, err, &a.authRetried) // a fresh token or a fresh dial
 	}
 	// MaxElapsed bounds the connection's retries from its first failure,
 	// across rounds (each loop would otherwise count from its own start).
@@ -402,7 +419,7 @@ func (a *attempt) retryRound(ctx context.Context, network, addr string) (net.Con
 		if errors.As(err, &re) {
 			re.Attempts += prior // count the connection's attempts, not this loop's
 		}
-		a.stop = &ConnectError{Layer: LayerConnect, Stage: LayerConnect, Err: err}
+		a.stop = newConnectError(LayerConnect, err)
 		return nil, a.stop
 	}
 	return a.watch(conn), nil
@@ -458,8 +475,8 @@ func (a *attempt) exhausted() error {
 	if last == nil {
 		last = errRefused
 	}
-	return &ConnectError{Layer: LayerConnect, Stage: LayerConnect, Err: &retry.Error{Attempts: a.used, Last: last,
-		Verdict: a.f.classifier.Classify(last), Stop: retry.StopExhausted}}
+	return newConnectError(LayerConnect, &retry.Error{Attempts: a.used, Last: last,
+		Verdict: a.f.classifier.Classify(last), Stop: retry.StopExhausted})
 }
 
 // retryHost is the name the token of the one retry after an

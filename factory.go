@@ -191,7 +191,7 @@ func (f *Factory) fetchPassword(ctx context.Context, host string) (string, error
 		return err
 	})
 	if err != nil {
-		return "", &ConnectError{Layer: LayerPassword, Stage: LayerPassword, Err: err}
+		return "", newConnectError(LayerPassword, err)
 	}
 	return pw, nil
 }
@@ -251,7 +251,7 @@ func (f *Factory) redial(ctx context.Context, base pgconn.DialFunc, network, add
 		return err
 	})
 	if err != nil {
-		return nil, attempts, &ConnectError{Layer: LayerConnect, Stage: LayerConnect, Err: err}
+		return nil, attempts, newConnectError(LayerConnect, err)
 	}
 	return conn, attempts, nil
 }
@@ -299,7 +299,7 @@ func (f *Factory) acquireAgain(ctx context.Context, pool *pgxpool.Pool, firstErr
 		return nil, firstErr
 	}
 	if cfg := pool.Config(); cfg.ConnConfig != nil { // a failure path: the copy is affordable
-		ctx = obs.WithTarget(ctx, obs.NewTarget(cfg.ConnConfig.Host, int(cfg.ConnConfig.Port), cfg.ConnConfig.Database, f.poolName))
+		ctx = obs.WithTarget(ctx, obs.NewTarget(cfg.ConnConfig, f.poolName))
 	}
 	rr := *r
 	authRetried := false
@@ -308,15 +308,10 @@ func (f *Factory) acquireAgain(ctx context.Context, pool *pgxpool.Pool, firstErr
 			return classify.Verdict{Class: classify.Fatal, Reason: reasonRetriedBelow}
 		}
 		v := f.classifier.Classify(err)
-		if v.Retryable() || f.password == nil || authRetried {
+		if f.password == nil {
 			return v
 		}
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && (pe.Code == "28000" || pe.Code == "28P01") {
-			authRetried = true // one retry with a freshly fetched token
-			return classify.Verdict{Class: classify.Transient, Reason: "auth-failed-fresh-token"}
-		}
-		return v
+		return retryAuthOnce(v, err, &authRetried) // a freshly fetched token
 	}
 	var conn *pgxpool.Conn
 	err := f.retryFrom(ctx, &rr, acquireLayer(patient), firstErr, func(ctx context.Context) error {

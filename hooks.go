@@ -5,7 +5,6 @@ import (
 	"net"
 	"reflect"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -184,7 +183,7 @@ func (f *Factory) compose(cfg *pgxpool.Config) (*poolHooks, error) {
 	}
 
 	if f.blueGreen != nil {
-		r, err := bluegreen.NewRouter(cc, f.observerFor(poolName(cc, f.poolName)), ph.monitorConnect)
+		r, err := bluegreen.NewRouter(cc, f.observerFor(obs.PoolName(cc, f.poolName)), ph.monitorConnect)
 		if err != nil {
 			return nil, &ConfigError{Field: "WithBlueGreen", Why: "cannot install blue/green routing", Err: err}
 		}
@@ -193,7 +192,7 @@ func (f *Factory) compose(cfg *pgxpool.Config) (*poolHooks, error) {
 	f.tel.Secret(cc.Password)
 	ph.tel = f.tel.Pool(context.Background(), cc, f.poolName)
 	ph.lazyTel = ph.tel == nil && f.meterProvider == nil && f.tracerProvider == nil
-	ph.target = obs.NewTarget(cc.Host, int(cc.Port), cc.Database, f.poolName)
+	ph.target = obs.NewTarget(cc, f.poolName)
 
 	// BeforeConnect: telemetry → blue/green → connect → the user's.
 	cfg.BeforeConnect = ph.beforeConnect
@@ -225,15 +224,6 @@ func (f *Factory) compose(cfg *pgxpool.Config) (*poolHooks, error) {
 	}
 	cc.Tracer = tracer
 	return ph, nil
-}
-
-// poolName is a pool's name in telemetry: WithPoolName's, else
-// "host:port/database".
-func poolName(cc *pgx.ConnConfig, name string) string {
-	if name != "" {
-		return name
-	}
-	return net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))) + "/" + cc.Database
 }
 
 // dialPointer identifies poolHooks.dial method values, so that a DialFunc
@@ -310,13 +300,24 @@ func (ph *poolHooks) route(ctx context.Context, cc *pgx.ConnConfig) error {
 	return ph.connect(ctx, cc)
 }
 
-// authHost returns the name to issue cc's password for, and the
-// routing's names in order (nil when it named none: then cc's host).
-func authHost(ctx context.Context, cc *pgx.ConnConfig) (string, []string) {
-	if hosts := bluegreen.AuthHosts(ctx); len(hosts) > 0 {
-		return hosts[0], hosts
+// issuePassword sets cc's password to a fresh one from the factory's
+// password function, issued for the name the server answers to: the first
+// of the routing's names (bluegreen.AuthHosts), else cc's host. It returns
+// the routing's names in order (nil when it named none).
+func (f *Factory) issuePassword(ctx context.Context, cc *pgx.ConnConfig) ([]string, error) {
+	host, hosts := cc.Host, bluegreen.AuthHosts(ctx)
+	if len(hosts) > 0 {
+		host = hosts[0]
 	}
-	return cc.Host, nil
+	pw, err := f.fetchPassword(ctx, host)
+	if err != nil {
+		return nil, err
+	}
+	cc.Password = pw
+	if len(hosts) == 0 {
+		return nil, nil
+	}
+	return hosts, nil
 }
 
 // connect is the factory's own layer of BeforeConnect: a fresh password and
@@ -332,13 +333,10 @@ func (ph *poolHooks) connect(ctx context.Context, cc *pgx.ConnConfig) error {
 	}
 	var hosts []string
 	if f.password != nil {
-		var host string
-		host, hosts = authHost(ctx, cc)
-		pw, err := f.fetchPassword(ctx, host)
-		if err != nil {
+		var err error
+		if hosts, err = f.issuePassword(ctx, cc); err != nil {
 			return err
 		}
-		cc.Password = pw
 	}
 	if ph.userBefore != nil {
 		if err := ph.userBefore(ctx, cc); err != nil {
@@ -363,13 +361,10 @@ func (ph *poolHooks) monitorConnect(ctx context.Context, cc *pgx.ConnConfig) err
 	if ph.f.password == nil {
 		return nil
 	}
-	host, _ := authHost(ctx, cc)
-	pw, err := ph.f.fetchPassword(ctx, host)
-	if err != nil {
+	if _, err := ph.f.issuePassword(ctx, cc); err != nil {
 		return err
 	}
-	cc.Password = pw
-	ph.f.tel.Secret(pw)
+	ph.f.tel.Secret(cc.Password)
 	return nil
 }
 

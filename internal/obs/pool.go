@@ -62,9 +62,7 @@ func (t *Telemetry) Pool(ctx context.Context, cc *pgx.ConnConfig, name string) *
 		return nil
 	}
 	port := int(cc.Port)
-	if name == "" {
-		name = net.JoinHostPort(cc.Host, strconv.Itoa(port)) + "/" + cc.Database
-	}
+	name = PoolName(cc, name)
 	poolName := semconv.DBClientConnectionPoolName(name)
 	p := &Pool{t: t, name: name}
 	poolSet := attribute.NewSet(poolName)

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 )
 
@@ -24,22 +26,36 @@ type Target struct {
 // KeyPool is the attribute of a pool name given with holdfast.WithPoolName.
 const KeyPool = "holdfast.pool"
 
-// NewTarget describes a pool to host:port/namespace, named pool ("" for
-// none).
-func NewTarget(host string, port int, namespace, pool string) *Target {
+// NewTarget describes the pool built from cc, named pool ("" for none).
+func NewTarget(cc *pgx.ConnConfig, pool string) *Target {
 	t := &Target{
 		attrs: []slog.Attr{
-			slog.String(string(semconv.ServerAddressKey), host),
-			slog.Int(string(semconv.ServerPortKey), port),
-			slog.String(string(semconv.DBNamespaceKey), namespace),
+			slog.String(string(semconv.ServerAddressKey), cc.Host),
+			slog.Int(string(semconv.ServerPortKey), int(cc.Port)),
+			slog.String(string(semconv.DBNamespaceKey), cc.Database),
 		},
-		key: net.JoinHostPort(host, strconv.Itoa(port)) + "/" + namespace,
+		key: hostPortDB(cc),
 	}
 	if pool != "" {
 		t.attrs = append(t.attrs, slog.String(KeyPool, pool))
 		t.key = pool + "@" + t.key
 	}
 	return t
+}
+
+// PoolName is a pool's name in telemetry (db.client.connection.pool.name):
+// name when the user gave one, else "host:port/database" of cc, as the
+// semantic conventions advise for a pool without a name of its own.
+func PoolName(cc *pgx.ConnConfig, name string) string {
+	if name != "" {
+		return name
+	}
+	return hostPortDB(cc)
+}
+
+// hostPortDB is "host:port/database" of cc.
+func hostPortDB(cc *pgx.ConnConfig) string {
+	return net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))) + "/" + cc.Database
 }
 
 type targetKey struct{}
