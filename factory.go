@@ -343,8 +343,7 @@ func (f *Factory) NewPool(ctx context.Context, cfg *pgxpool.Config) (*pgxpool.Po
 		f.forget(ph)
 		return nil, err
 	}
-	ph.attach(pool)
-	if err := f.Start(ctx, pool); err != nil {
+	if err := f.Start(ctx, pool); err != nil { // Start attaches the pool's layers
 		f.forget(ph)
 		pool.Close()
 		return nil, err

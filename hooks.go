@@ -413,8 +413,8 @@ func (ph *poolHooks) evicted(e *eviction, c *pgx.Conn) bool {
 	return ok && a.addr == e.addr && a.madeAt.Before(e.at)
 }
 
-// attach tells the layers which pool they serve (NewPool knows it at
-// once; otherwise they learn it at the first Acquire).
+// attach tells the layers which pool they serve: Factory.Start calls it
+// with the pool whose first connection the layers made.
 func (ph *poolHooks) attach(pool *pgxpool.Pool) {
 	if ph == nil {
 		return
