@@ -64,9 +64,8 @@ type poolHooks struct {
 	// a network failure of another connection to the same server.
 	evict atomic.Pointer[eviction]
 
-	static    string      // the config's own password, registered with the redactor
-	target    *obs.Target // what log lines name
-	startOnce sync.Once
+	static string      // the config's own password, registered with the redactor
+	target *obs.Target // what log lines name
 }
 
 // Configure installs the factory into cfg, which must come from
@@ -249,7 +248,7 @@ func (ph *poolHooks) beforeConnect(ctx context.Context, cc *pgx.ConnConfig) erro
 func (ph *poolHooks) beforeConnectRedacted(ctx context.Context, cc *pgx.ConnConfig) error {
 	ctx = obs.WithTarget(ctx, ph.target)
 	if ph.bg != nil {
-		ph.startOnce.Do(ph.bg.Start) // the monitors start with the pool
+		ph.bg.Start() // the monitors start with the pool (idempotent)
 	}
 	if tel := ph.telemetry(ctx, cc); tel != nil {
 		return tel.BeforeConnect(ctx, cc, ph.route)
