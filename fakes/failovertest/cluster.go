@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/holdfast-db/holdfast/fakes/internal/pgproc"
+
 	"github.com/holdfast-db/holdfast/fakes/bluegreentest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/jackc/pgx/v5"
@@ -152,7 +154,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cred, err := serverUser()
+	cred, err := pgproc.ServerUser()
 	if err != nil {
 		return err
 	}
@@ -181,7 +183,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		return err
 	}
 	// Trust replication connections from any loopback address.
-	if err := appendFile(filepath.Join(w.data(), "pg_hba.conf"),
+	if err := pgproc.AppendFile(filepath.Join(w.data(), "pg_hba.conf"),
 		"\nhost all all 127.0.0.0/8 trust\nhost replication all 127.0.0.0/8 trust\n"); err != nil {
 		return err
 	}
@@ -476,16 +478,4 @@ func freePort(host string) (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func appendFile(name, text string) error {
-	f, err := os.OpenFile(name, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		return err
-	}
-	if _, err := f.WriteString(text); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }

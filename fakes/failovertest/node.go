@@ -9,13 +9,14 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/holdfast-db/holdfast/fakes/internal/pgproc"
 
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/jackc/pgx/v5"
@@ -75,7 +76,7 @@ func (n *node) writeConf(syncStandby bool) error {
 	var b strings.Builder
 	b.WriteString("# written by holdfast failovertest\n")
 	fmt.Fprintf(&b, "listen_addresses = %s\nport = %d\nunix_socket_directories = %s\n",
-		quoteConf(n.host), n.port, quoteConf(n.dir))
+		pgproc.QuoteConf(n.host), n.port, pgproc.QuoteConf(n.dir))
 	s := n.settings(syncStandby)
 	keys := make([]string, 0, len(s))
 	for k := range s {
@@ -83,17 +84,13 @@ func (n *node) writeConf(syncStandby bool) error {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		fmt.Fprintf(&b, "%s = %s\n", k, quoteConf(s[k]))
+		fmt.Fprintf(&b, "%s = %s\n", k, pgproc.QuoteConf(s[k]))
 	}
 	name := filepath.Join(n.data(), "holdfast.conf")
 	if err := os.WriteFile(name, []byte(b.String()), 0o600); err != nil {
 		return err
 	}
 	return n.chown(name)
-}
-
-func quoteConf(v string) string {
-	return "'" + strings.ReplaceAll(strings.ReplaceAll(v, `\`, `\\`), "'", "''") + "'"
 }
 
 // setSync rewrites the node's configuration and reloads it.
@@ -204,7 +201,7 @@ func (n *node) follow(ctx context.Context, w *node) error {
 			out = append(out, line)
 		}
 	}
-	out = append(out, "primary_conninfo = "+quoteConf(fmt.Sprintf("host=%s port=%d user=postgres application_name=%s", w.host, w.port, n.id)))
+	out = append(out, "primary_conninfo = "+pgproc.QuoteConf(fmt.Sprintf("host=%s port=%d user=postgres application_name=%s", w.host, w.port, n.id)))
 	if err := os.WriteFile(name, []byte(strings.Join(out, "\n")+"\n"), 0o600); err != nil {
 		return err
 	}
@@ -309,33 +306,4 @@ func (n *node) remove() error {
 		_ = n.stop(ctx, "immediate")
 	}
 	return os.RemoveAll(n.dir)
-}
-
-// serverUser returns the credential to run PostgreSQL programs with: nil
-// when not root, else the postgres OS user's (PostgreSQL refuses root). It
-// copies what pgtest does, unexported there.
-func serverUser() (*syscall.Credential, error) {
-	if os.Geteuid() != 0 {
-		return nil, nil
-	}
-	var u *user.User
-	var err error
-	for _, name := range []string{"postgres", "nobody"} {
-		if u, err = user.Lookup(name); err == nil {
-			break
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("running as root and found no postgres or nobody OS user: %w", err)
-	}
-	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
-	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
-	if err := errors.Join(err1, err2); err != nil {
-		return nil, err
-	}
-	cred := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{uint32(gid)}}
-	if b, err := os.ReadFile("/proc/self/setgroups"); err == nil && strings.TrimSpace(string(b)) == "deny" {
-		cred.Groups, cred.NoSetGroups = nil, true
-	}
-	return cred, nil
 }

@@ -3,16 +3,16 @@ package pgtest
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/holdfast-db/holdfast/fakes/internal/pgproc"
 )
 
 // runner runs PostgreSQL commands, as another OS user when the process is
@@ -22,29 +22,9 @@ type runner struct {
 }
 
 func newRunner() (runner, error) {
-	if os.Geteuid() != 0 {
-		return runner{}, nil
-	}
-	var u *user.User
-	var err error
-	for _, name := range []string{"postgres", "nobody"} {
-		if u, err = user.Lookup(name); err == nil {
-			break
-		}
-	}
+	cred, err := pgproc.ServerUser()
 	if err != nil {
-		return runner{}, fmt.Errorf("pgtest: running as root and found neither a \"postgres\" nor a \"nobody\" OS user to run the server as: %w", err)
-	}
-	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
-	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
-	if err := errors.Join(err1, err2); err != nil {
-		return runner{}, fmt.Errorf("pgtest: user %q: %w", u.Username, err)
-	}
-	cred := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{uint32(gid)}}
-	// In a user namespace where setgroups is denied, setting Groups fails;
-	// keep the inherited groups instead.
-	if b, err := os.ReadFile("/proc/self/setgroups"); err == nil && strings.TrimSpace(string(b)) == "deny" {
-		cred.Groups, cred.NoSetGroups = nil, true
+		return runner{}, fmt.Errorf("pgtest: %w", err)
 	}
 	return runner{cred: cred}, nil
 }
