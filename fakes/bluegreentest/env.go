@@ -257,36 +257,26 @@ func startPair(ctx context.Context, cfg Config) (*pgtest.Server, *pgtest.Server,
 	if err != nil {
 		return nil, nil, fmt.Errorf("fakes/bluegreentest: pick a port: %w", err)
 	}
-	var wg sync.WaitGroup
-	var srv [2]*pgtest.Server
-	var errs [2]error
-	for i, host := range []string{cfg.BlueHost, cfg.GreenHost} {
-		wg.Go(func() {
-			srv[i], errs[i] = pgtest.Start(ctx, pgtest.Options{Host: host, Port: port, Settings: cfg.Settings})
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs[0], errs[1]); err != nil {
-		for _, s := range srv {
-			if s != nil {
-				_ = s.Stop()
-			}
-		}
-		return nil, nil, err
-	}
-	return srv[0], srv[1], nil
+	return startTwo(ctx,
+		pgtest.Options{Host: cfg.BlueHost, Port: port, Settings: cfg.Settings},
+		pgtest.Options{Host: cfg.GreenHost, Port: port, Settings: cfg.Settings})
 }
 
 // startSingle starts both servers at once on 127.0.0.1, each on a free
 // port of its own.
 func startSingle(ctx context.Context, cfg Config) (*pgtest.Server, *pgtest.Server, error) {
+	o := pgtest.Options{Host: "127.0.0.1", Settings: cfg.Settings}
+	return startTwo(ctx, o, o)
+}
+
+// startTwo starts two servers at once; if either fails, it stops the
+// other.
+func startTwo(ctx context.Context, blue, green pgtest.Options) (*pgtest.Server, *pgtest.Server, error) {
 	var wg sync.WaitGroup
 	var srv [2]*pgtest.Server
 	var errs [2]error
-	for i := range srv {
-		wg.Go(func() {
-			srv[i], errs[i] = pgtest.Start(ctx, pgtest.Options{Host: "127.0.0.1", Settings: cfg.Settings})
-		})
+	for i, o := range []pgtest.Options{blue, green} {
+		wg.Go(func() { srv[i], errs[i] = pgtest.Start(ctx, o) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs[0], errs[1]); err != nil {
