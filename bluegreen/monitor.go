@@ -9,6 +9,7 @@ import (
 
 	"github.com/holdfast-db/holdfast/bluegreen/internal/meta"
 	"github.com/holdfast-db/holdfast/bluegreen/internal/switchover"
+	"github.com/holdfast-db/holdfast/internal/topology"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -101,17 +102,7 @@ func (m *monitor) disconnect() {
 	if m.conn == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_ = m.conn.Close(ctx)
-	// A query interrupted by Close's context leaves pgconn cleaning up on
-	// its own goroutine; wait for it so that Close joins everything.
-	t := time.NewTimer(20 * time.Second)
-	select {
-	case <-m.conn.PgConn().CleanupDone():
-	case <-t.C:
-	}
-	t.Stop()
+	topology.Close(m.conn)
 	m.conn = nil
 }
 
@@ -123,7 +114,7 @@ func (m *monitor) poll(ctx context.Context) (switchover.Observation, MonitorStat
 	ms.Connects = m.connects
 	if m.conn != nil {
 		ms.Connected = true
-		ms.Addr = remoteIP(m.conn)
+		ms.Addr = topology.RemoteIP(m.conn)
 		ms.Topology = m.topology
 	}
 	ms.Observation = o.Kind.String()
@@ -248,13 +239,13 @@ func (m *monitor) read(ctx context.Context, o *switchover.Observation) {
 // say), on this connection: the metadata's rows stand either way, and a
 // poll never fails because of the topology.
 func (m *monitor) readTopology(ctx context.Context, o *switchover.Observation) {
-	ids, bad, err := meta.ReadTopology(ctx, m.conn)
+	ids, bad, err := topology.ReadAurora(ctx, m.conn)
 	if err != nil {
 		m.topology = false
 		var pe interface{ SQLState() string }
 		if !meta.IsAbsent(err) && errors.As(err, &pe) {
 			m.once("topology:"+pe.SQLState(), slog.LevelWarn, "bluegreen: cluster topology not readable; instance endpoints are not routed",
-				slog.String("function", meta.TopologyFunction), slog.String("error", err.Error()))
+				slog.String("function", topology.AuroraFunction), slog.String("error", err.Error()))
 		}
 		m.dropBroken(err)
 		return
@@ -262,14 +253,14 @@ func (m *monitor) readTopology(ctx context.Context, o *switchover.Observation) {
 	for _, e := range bad {
 		m.once("bad:"+e.Error(), slog.LevelWarn, "bluegreen: topology row ignored", slog.String("error", e.Error()))
 	}
-	domain := meta.InstanceDomain(o.View.Endpoints)
+	domain := topology.InstanceDomain(o.View.Endpoints)
 	if domain == "" {
 		m.once("domain", slog.LevelWarn, "bluegreen: instance endpoints cannot be derived from the metadata's endpoints; they are not routed",
 			slog.String("endpoint", o.View.Endpoint))
 		return
 	}
 	o.Topology = true
-	o.Instances = meta.Instances(ids, domain, o.View.Port)
+	o.Instances = topology.Instances(ids, domain, o.View.Port)
 }
 
 // dropBroken closes the connection after a failure that left it unusable
@@ -301,7 +292,7 @@ func (m *monitor) warn(rows []meta.Row, bad []error) {
 	for _, r := range rows {
 		if !meta.VersionKnown(r.Version) {
 			once("version:"+r.Version, "bluegreen: unknown metadata version, read as "+meta.KnownVersion,
-				slog.String("version", meta.Truncate(r.Version, 32)))
+				slog.String("version", topology.Truncate(r.Version, 32)))
 		}
 		if r.Role == meta.RoleUnknown {
 			once("role:"+r.Endpoint, "bluegreen: metadata row with an unknown role ignored",
@@ -309,7 +300,7 @@ func (m *monitor) warn(rows []meta.Row, bad []error) {
 		}
 		if !r.KnownStatus {
 			once("status:"+r.Status, "bluegreen: unknown metadata status ignored",
-				slog.String("status", meta.Truncate(r.Status, 64)), slog.String("endpoint", r.Endpoint))
+				slog.String("status", topology.Truncate(r.Status, 64)), slog.String("endpoint", r.Endpoint))
 		}
 	}
 }
@@ -317,8 +308,8 @@ func (m *monitor) warn(rows []meta.Row, bad []error) {
 // connect opens the monitor's connection to its target host.
 func (m *monitor) connect(ctx context.Context) error {
 	cc := m.r.monConfig.Copy()
-	if m.target != "" && m.target != meta.NormHost(cc.Host) {
-		retarget(cc, m.target, m.targetPort)
+	if m.target != "" && m.target != topology.NormHost(cc.Host) {
+		topology.Retarget(cc, m.target, m.targetPort)
 	}
 	cc.LookupFunc = m.r.monitorLookup
 	cctx, cancel := context.WithTimeout(ctx, m.r.cfg.MonitorConnectTimeout)
@@ -337,33 +328,6 @@ func (m *monitor) connect(ctx context.Context) error {
 	return nil
 }
 
-// retarget points cc at host (and port, unless 0), keeping TLS verifying
-// the name actually connected to.
-func retarget(cc *pgx.ConnConfig, host string, port uint16) {
-	old := cc.Host
-	cc.Host = host
-	if port != 0 {
-		cc.Port = port
-	}
-	if cc.TLSConfig != nil && cc.TLSConfig.ServerName != "" {
-		cc.TLSConfig = cc.TLSConfig.Clone()
-		cc.TLSConfig.ServerName = host
-	}
-	for _, fb := range cc.Fallbacks {
-		if fb.Host != old {
-			continue
-		}
-		fb.Host = host
-		if port != 0 {
-			fb.Port = port
-		}
-		if fb.TLSConfig != nil && fb.TLSConfig.ServerName != "" {
-			fb.TLSConfig = fb.TLSConfig.Clone()
-			fb.TLSConfig.ServerName = host
-		}
-	}
-}
-
 // correctHost moves the monitor to its role's endpoint when that endpoint
 // is another server than the one it reads from (how the green monitor,
 // which starts on the pool's blue host, reaches green). It does so once per
@@ -373,10 +337,10 @@ func retarget(cc *pgx.ConnConfig, host string, port uint16) {
 // at an earlier phase on some deployments: a false rollback) or bounce
 // between the servers.
 func (m *monitor) correctHost(ctx context.Context, v meta.View) {
-	if m.corrected || !v.Found || v.Endpoint == "" || meta.IsOld(v.Endpoint) {
+	if m.corrected || !v.Found || v.Endpoint == "" || topology.IsOld(v.Endpoint) {
 		return
 	}
-	if v.Endpoint == meta.NormHost(m.host()) {
+	if v.Endpoint == topology.NormHost(m.host()) {
 		m.corrected = true // already reading from its role's endpoint
 		return
 	}
@@ -386,14 +350,14 @@ func (m *monitor) correctHost(ctx context.Context, v meta.View) {
 	if err != nil || len(addrs) == 0 {
 		return // keep reading where we are
 	}
-	here, herePort := remoteIP(m.conn), remotePort(m.conn)
+	here, herePort := topology.RemoteIP(m.conn), topology.RemotePort(m.conn)
 	m.corrected = true
 	m.target = v.Endpoint
 	if v.Port > 0 && v.Port <= 65535 {
 		m.targetPort = uint16(v.Port)
 	}
 	for _, a := range addrs {
-		if hostOf(a) == here && (m.targetPort == 0 || int(m.targetPort) == herePort) {
+		if topology.HostOf(a) == here && (m.targetPort == 0 || int(m.targetPort) == herePort) {
 			return // the same server: keep the connection
 		}
 	}
@@ -421,7 +385,7 @@ func (m *monitor) resolve(ctx context.Context, extra []string) map[string]switch
 		var dnsErr *net.DNSError
 		switch {
 		case err == nil && len(addrs) > 0:
-			res.IP = hostOf(addrs[0])
+			res.IP = topology.HostOf(addrs[0])
 		case err == nil, errors.As(err, &dnsErr) && dnsErr.IsNotFound:
 			res.Gone = true
 		default:
@@ -430,32 +394,4 @@ func (m *monitor) resolve(ctx context.Context, extra []string) map[string]switch
 		out[h] = res
 	}
 	return out
-}
-
-// hostOf strips a port from an "ip:port" LookupFunc answer.
-func hostOf(addr string) string {
-	if h, _, err := net.SplitHostPort(addr); err == nil {
-		return h
-	}
-	return addr
-}
-
-func remotePort(c *pgx.Conn) int {
-	if c == nil || c.PgConn() == nil || c.PgConn().Conn() == nil {
-		return 0
-	}
-	if ta, ok := c.PgConn().Conn().RemoteAddr().(*net.TCPAddr); ok {
-		return ta.Port
-	}
-	return 0
-}
-
-func remoteIP(c *pgx.Conn) string {
-	if c == nil || c.PgConn() == nil || c.PgConn().Conn() == nil {
-		return ""
-	}
-	if ta, ok := c.PgConn().Conn().RemoteAddr().(*net.TCPAddr); ok {
-		return ta.IP.String()
-	}
-	return c.PgConn().Conn().RemoteAddr().String()
 }

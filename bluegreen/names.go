@@ -8,8 +8,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/holdfast-db/holdfast/bluegreen/internal/meta"
 	"github.com/holdfast-db/holdfast/bluegreen/internal/switchover"
+	"github.com/holdfast-db/holdfast/internal/topology"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -47,7 +47,7 @@ func AuthHosts(ctx context.Context) []string {
 // identity accepts the certificate for its names, and the returned context
 // carries the Auth names of cc.Host. flip, when set, reverses them.
 func (r *Router) identify(ctx context.Context, cc *pgx.ConnConfig, names map[string]switchover.Identity, flip map[string]bool) context.Context {
-	host := meta.NormHost(cc.Host)
+	host := topology.NormHost(cc.Host)
 	if id, ok := names[host]; ok {
 		r.acceptNames(cc.TLSConfig, id.Cert)
 		auth := id.Auth
@@ -58,7 +58,7 @@ func (r *Router) identify(ctx context.Context, cc *pgx.ConnConfig, names map[str
 		ctx = context.WithValue(ctx, authHostsKey{}, auth)
 	}
 	for _, fb := range cc.Fallbacks {
-		if id, ok := names[meta.NormHost(fb.Host)]; ok {
+		if id, ok := names[topology.NormHost(fb.Host)]; ok {
 			r.acceptNames(fb.TLSConfig, id.Cert)
 		}
 	}
@@ -71,7 +71,7 @@ func (r *Router) identify(ctx context.Context, cc *pgx.ConnConfig, names map[str
 // runs.
 func (r *Router) identifyMonitor(next func(context.Context, *pgx.ConnConfig) error) func(context.Context, *pgx.ConnConfig) error {
 	return func(ctx context.Context, cc *pgx.ConnConfig) error {
-		host := meta.NormHost(cc.Host)
+		host := topology.NormHost(cc.Host)
 		r.mu.Lock()
 		id, ok := r.st.MonitorIdentity(host)
 		var flip map[string]bool
@@ -119,7 +119,7 @@ func authRejected(err error) bool {
 // and a copy would go without it.
 func (r *Router) acceptNames(c *tls.Config, names []string) {
 	if c == nil || c.InsecureSkipVerify || c.ServerName == "" || len(names) == 0 ||
-		len(names) == 1 && names[0] == meta.NormHost(c.ServerName) {
+		len(names) == 1 && names[0] == topology.NormHost(c.ServerName) {
 		return
 	}
 	roots, now := c.RootCAs, c.Time

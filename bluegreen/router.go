@@ -10,6 +10,7 @@ import (
 
 	"github.com/holdfast-db/holdfast/bluegreen/internal/meta"
 	"github.com/holdfast-db/holdfast/bluegreen/internal/switchover"
+	"github.com/holdfast-db/holdfast/internal/topology"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/multitracer"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -148,23 +149,17 @@ func newRouter(c Config, cc *pgx.ConnConfig, now func() time.Time) *Router {
 		stopped:  make(chan struct{}),
 		statusCh: make(chan struct{}),
 	}
-	r.poolHosts = append(r.poolHosts, meta.NormHost(cc.Host))
+	r.poolHosts = append(r.poolHosts, topology.NormHost(cc.Host))
 	for _, fb := range cc.Fallbacks {
-		r.poolHosts = append(r.poolHosts, meta.NormHost(fb.Host))
+		r.poolHosts = append(r.poolHosts, topology.NormHost(fb.Host))
 	}
 	r.base = cc.LookupFunc
 	if r.base == nil {
 		r.base = net.DefaultResolver.LookupHost
 	}
-	mc := cc.Copy()
-	mc.ValidateConnect = nil // no target_session_attrs: the monitors must read green while it is read-only
-	mc.Tracer = nil
-	mc.ConnectTimeout = c.MonitorConnectTimeout
-	if mc.RuntimeParams == nil {
-		mc.RuntimeParams = map[string]string{}
-	}
-	mc.RuntimeParams["application_name"] = "holdfast-bluegreen-monitor"
-	r.monConfig = mc
+	// No target_session_attrs: the monitors must read green while it is
+	// read-only.
+	r.monConfig = topology.MonitorConfig(cc, "holdfast-bluegreen-monitor", c.MonitorConnectTimeout)
 	r.st = switchover.New(c.ID, c.SwitchoverTimeout, 0, false)
 	r.snap.Store(switchover.Idle(0, meta.NotCreated))
 	for _, role := range []meta.Role{meta.RoleSource, meta.RoleTarget} {
@@ -386,7 +381,7 @@ func (r *Router) report(o switchover.Observation, ms MonitorStatus) (time.Durati
 		if r.authFlip == nil {
 			r.authFlip = map[string]bool{}
 		}
-		h := meta.NormHost(ms.Host)
+		h := topology.NormHost(ms.Host)
 		r.authFlip[h] = !r.authFlip[h]
 	}
 	oldPhase, oldGen := r.st.Phase, r.st.Gen
@@ -556,7 +551,7 @@ func (r *Router) runTimer(ctx context.Context) {
 // else the pool's resolver.
 func (r *Router) monitorLookup(ctx context.Context, host string) ([]string, error) {
 	r.mu.Lock()
-	ip := r.st.StartAddr(meta.NormHost(host))
+	ip := r.st.StartAddr(topology.NormHost(host))
 	r.mu.Unlock()
 	if ip != "" {
 		return []string{ip}, nil

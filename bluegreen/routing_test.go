@@ -13,6 +13,7 @@ import (
 
 	"github.com/holdfast-db/holdfast/bluegreen/internal/meta"
 	"github.com/holdfast-db/holdfast/bluegreen/internal/switchover"
+	"github.com/holdfast-db/holdfast/internal/topology"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -45,7 +46,7 @@ type harness struct {
 	dns    map[string]string      // host → address; "" = does not resolve
 	// topology per role, read with the rows when set (aurora_replica_status()
 	// on the role's server), as the monitor does when the Router needs it.
-	topology map[meta.Role][]meta.Instance
+	topology map[meta.Role][]topology.Instance
 }
 
 func newHarness(t *testing.T, c Config) *harness {
@@ -557,13 +558,13 @@ func TestTopologyRoutesInstances(t *testing.T) {
 		blueR2IP, greenR2IP = "10.0.0.3", "10.0.0.4"
 		blueR3IP, greenR3IP = "10.0.0.5", "10.0.0.6"
 	)
-	setup := func(t *testing.T, topology bool) *harness {
+	setup := func(t *testing.T, withTopology bool) *harness {
 		h := newHarnessOn(t, Config{}, blueI)
 		h.hosts = map[meta.Role][]string{meta.RoleSource: {blueC}, meta.RoleTarget: {greenC}} // cluster endpoints only
 		h.dns[blueI2], h.dns[greenI2], h.dns[blueI3], h.dns[greenI3] = blueR2IP, greenR2IP, blueR3IP, greenR3IP
 		h.dns[blueR], h.dns[greenR] = blueR2IP, greenR2IP // the reader endpoints lead to one reader each
-		if topology {
-			h.topology = map[meta.Role][]meta.Instance{
+		if withTopology {
+			h.topology = map[meta.Role][]topology.Instance{
 				meta.RoleSource: {{Host: blueI, Port: 5432, Writer: true}, {Host: blueI2, Port: 5432}, {Host: blueI3, Port: 5432}},
 				meta.RoleTarget: {{Host: greenI, Port: 5432, Writer: true}, {Host: greenI2, Port: 5432}, {Host: greenI3, Port: 5432}},
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/holdfast-db/holdfast/bluegreen/internal/meta"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
+	"github.com/holdfast-db/holdfast/internal/topology"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -118,8 +119,8 @@ func TestDetectTopology(t *testing.T) {
 	if err != nil || src.Engine != meta.EngineAurora || !src.Topology {
 		t.Fatalf("Detect = %+v, %v; want Aurora with its topology", src, err)
 	}
-	ids, bad, err := meta.ReadTopology(ctx, conn)
-	want := []meta.TopologyRow{{ServerID: "db-1", Writer: true}, {ServerID: "db-2"}}
+	ids, bad, err := topology.ReadAurora(ctx, conn)
+	want := []topology.Row{{ServerID: "db-1", Writer: true}, {ServerID: "db-2"}}
 	if err != nil || len(bad) != 2 || !reflect.DeepEqual(ids, want) {
 		t.Errorf("ReadTopology = %+v, %v, %v; want %+v and two rows set aside", ids, bad, err, want)
 	}
@@ -129,7 +130,7 @@ func TestDetectTopology(t *testing.T) {
 	if src, err := meta.Detect(ctx, conn, meta.EngineAuto); err != nil || src.Engine != meta.EngineAurora || src.Topology {
 		t.Errorf("without the topology function: Detect = %+v, %v; want Aurora, no topology", src, err)
 	}
-	if _, _, err := meta.ReadTopology(ctx, conn); !meta.IsAbsent(err) {
+	if _, _, err := topology.ReadAurora(ctx, conn); !meta.IsAbsent(err) {
 		t.Errorf("ReadTopology without the function: %v, want an absent error", err)
 	}
 }

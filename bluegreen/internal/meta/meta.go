@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/holdfast-db/holdfast/internal/topology"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -103,18 +104,18 @@ func ParseRow(idx map[string]int, raw [][]byte) (Row, error) {
 	r.ID, _ = get("id")
 	r.Version, _ = get("version")
 	ep, _ := get("endpoint")
-	r.Endpoint = NormHost(ep)
+	r.Endpoint = topology.NormHost(ep)
 	if r.Endpoint == "" {
 		return r, errors.New("bluegreen: metadata row without an endpoint")
 	}
 	if len(r.Endpoint) > 253 || strings.ContainsAny(r.Endpoint, " /\\@?#\t\r\n\x00") ||
 		strings.HasPrefix(r.Endpoint, ".") || strings.HasSuffix(r.Endpoint, ".") || strings.Contains(r.Endpoint, "..") {
-		return r, fmt.Errorf("bluegreen: metadata row with an invalid endpoint %q", Truncate(r.Endpoint, 64))
+		return r, fmt.Errorf("bluegreen: metadata row with an invalid endpoint %q", topology.Truncate(r.Endpoint, 64))
 	}
 	if p, ok := get("port"); ok {
 		n, err := strconv.Atoi(strings.TrimSpace(p))
 		if err != nil || n < 0 || n > 65535 {
-			return r, fmt.Errorf("bluegreen: metadata row for %s with an invalid port %q", r.Endpoint, Truncate(p, 16))
+			return r, fmt.Errorf("bluegreen: metadata row for %s with an invalid port %q", r.Endpoint, topology.Truncate(p, 16))
 		}
 		r.Port = n
 	}
@@ -123,14 +124,6 @@ func ParseRow(idx map[string]int, raw [][]byte) (Row, error) {
 	r.Status, _ = get("status")
 	r.Phase, r.KnownStatus = ParseStatus(r.Status)
 	return r, nil
-}
-
-// Truncate shortens s to n bytes and an ellipsis, for logs.
-func Truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
 }
 
 // Detect returns which metadata function exists (Engine EngineAuto: none),
@@ -231,9 +224,9 @@ func ViewOf(rows []Row, role Role) View {
 	pick := -1
 	for pass := 0; pass < 3 && pick < 0; pass++ {
 		for i, r := range mine {
-			old := IsOld(r.Endpoint)
-			if (pass == 0 && !old && kindOf(r.Endpoint) == kindWriterCluster) ||
-				(pass == 1 && !old && kindOf(r.Endpoint) == kindInstance) ||
+			old := topology.IsOld(r.Endpoint)
+			if (pass == 0 && !old && topology.KindOf(r.Endpoint) == topology.KindWriterCluster) ||
+				(pass == 1 && !old && topology.KindOf(r.Endpoint) == topology.KindInstance) ||
 				(pass == 2 && !old) {
 				pick = i
 				break
@@ -254,11 +247,11 @@ func ViewOf(rows []Row, role Role) View {
 		}
 	}
 	for _, r := range mine {
-		if IsOld(r.Endpoint) {
+		if topology.IsOld(r.Endpoint) {
 			continue
 		}
 		add(r.Endpoint, r.Port)
-		if kindOf(r.Endpoint) == kindWriterCluster {
+		if topology.KindOf(r.Endpoint) == topology.KindWriterCluster {
 			add(readerTwin(r.Endpoint), r.Port)
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/holdfast-db/holdfast/internal/topology"
 )
 
 func TestParseStatus(t *testing.T) {
@@ -160,7 +162,7 @@ func FuzzParseRow(f *testing.F) {
 			}
 			return
 		}
-		if r.Endpoint == "" || r.Endpoint != NormHost(r.Endpoint) {
+		if r.Endpoint == "" || r.Endpoint != topology.NormHost(r.Endpoint) {
 			t.Errorf("accepted endpoint %q", r.Endpoint)
 		}
 		if r.Port < 0 || r.Port > 65535 {

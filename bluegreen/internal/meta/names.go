@@ -5,58 +5,16 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/holdfast-db/holdfast/internal/topology"
 )
-
-// Endpoint kinds, told apart by the shape of RDS host names:
-//
-//	name.cluster-ID.REGION.rds.amazonaws.com         writer cluster endpoint
-//	name.cluster-ro-ID.REGION.rds.amazonaws.com      reader cluster endpoint
-//	name.cluster-custom-ID.REGION.rds.amazonaws.com  custom cluster endpoint
-//	name.ID.REGION.rds.amazonaws.com                 instance endpoint
-//
-// A host that is not RDS-shaped counts as an instance endpoint.
-type endpointKind int
-
-const (
-	kindInstance endpointKind = iota
-	kindWriterCluster
-	kindReaderCluster
-	kindCustomCluster
-)
-
-func kindOf(host string) endpointKind {
-	switch {
-	case strings.Contains(host, ".cluster-ro-"):
-		return kindReaderCluster
-	case strings.Contains(host, ".cluster-custom-"):
-		return kindCustomCluster
-	case strings.Contains(host, ".cluster-"):
-		return kindWriterCluster
-	}
-	return kindInstance
-}
 
 // greenSuffix is the infix RDS adds to the first label of green endpoints.
 var greenSuffix = regexp.MustCompile(`-green-[0-9a-z]{6}$`)
 
-// firstLabel splits host into its first label and the rest (with the dot).
-func firstLabel(host string) (string, string) {
-	if i := strings.IndexByte(host, '.'); i >= 0 {
-		return host[:i], host[i:]
-	}
-	return host, ""
-}
-
-// IsOld reports whether host is an old blue endpoint renamed by a
-// switchover ("-old1" at the end of its first label).
-func IsOld(host string) bool {
-	l, _ := firstLabel(host)
-	return strings.HasSuffix(l, "-old1")
-}
-
 // stripGreen removes the "-green-xxxxxx" infix from host's first label.
 func stripGreen(host string) string {
-	l, rest := firstLabel(host)
+	l, rest := topology.FirstLabel(host)
 	return greenSuffix.ReplaceAllString(l, "") + rest
 }
 
@@ -64,11 +22,6 @@ func stripGreen(host string) string {
 // endpoint.
 func readerTwin(host string) string {
 	return strings.Replace(host, ".cluster-", ".cluster-ro-", 1)
-}
-
-// NormHost lower-cases host and drops a trailing dot.
-func NormHost(host string) string {
-	return strings.TrimSuffix(strings.ToLower(strings.TrimSpace(host)), ".")
 }
 
 // Correspond maps every blue host to its green counterpart, by role and
@@ -100,16 +53,16 @@ func Correspond(blue, green []string, ips map[string]string, writers map[string]
 		var s side
 		var instances []string
 		for _, h := range hosts {
-			switch kindOf(h) {
-			case kindWriterCluster:
+			switch topology.KindOf(h) {
+			case topology.KindWriterCluster:
 				if s.writerCluster == "" {
 					s.writerCluster = h
 				}
-			case kindReaderCluster:
+			case topology.KindReaderCluster:
 				if s.readerCluster == "" {
 					s.readerCluster = h
 				}
-			case kindCustomCluster:
+			case topology.KindCustomCluster:
 				s.custom = append(s.custom, h)
 			default:
 				instances = append(instances, h)
@@ -143,7 +96,7 @@ func Correspond(blue, green []string, ips map[string]string, writers map[string]
 		}
 		return s
 	}
-	b, g := split(sortedCopy(blue)), split(sortedCopy(green))
+	b, g := split(topology.SortedCopy(blue)), split(topology.SortedCopy(green))
 	m := make(map[string]string)
 	set := func(from, to string) {
 		if from != "" && to != "" {
@@ -174,11 +127,4 @@ func Correspond(blue, green []string, ips map[string]string, writers map[string]
 	return m
 }
 
-func sortedCopy(s []string) []string {
-	c := append([]string(nil), s...)
-	sort.Strings(c)
-	return c
-}
-
-// IsIP reports whether host is an IP address literal.
 func IsIP(host string) bool { return net.ParseIP(host) != nil }

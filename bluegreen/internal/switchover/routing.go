@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/holdfast-db/holdfast/bluegreen/internal/meta"
+	"github.com/holdfast-db/holdfast/internal/topology"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -338,7 +339,7 @@ func (s *Snapshot) ConnectAction(hosts []string) (Action, string) {
 	best, at := Pass, ""
 	rank := [...]int{Pass: 0, Substitute: 1, SuspendUntilFound: 2, Suspend: 3, Reject: 4}
 	for _, h := range hosts {
-		if r, ok := s.Routes[meta.NormHost(h)]; ok && rank[r.Action] > rank[best] {
+		if r, ok := s.Routes[topology.NormHost(h)]; ok && rank[r.Action] > rank[best] {
 			best, at = r.Action, h
 		}
 	}
@@ -349,7 +350,7 @@ func (s *Snapshot) ConnectAction(hosts []string) (Action, string) {
 // address and every other host through base.
 func (s *Snapshot) Lookup(base func(ctx context.Context, host string) ([]string, error)) func(ctx context.Context, host string) ([]string, error) {
 	return func(ctx context.Context, host string) ([]string, error) {
-		if r, ok := s.Routes[meta.NormHost(host)]; ok && r.Action == Substitute {
+		if r, ok := s.Routes[topology.NormHost(host)]; ok && r.Action == Substitute {
 			if r.Port != 0 {
 				return []string{net.JoinHostPort(r.Addr, strconv.Itoa(r.Port))}, nil
 			}

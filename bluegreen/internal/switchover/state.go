@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/holdfast-db/holdfast/bluegreen/internal/meta"
+	"github.com/holdfast-db/holdfast/internal/topology"
 )
 
 // maxTimeline caps a timeline; the oldest events are dropped beyond it.
@@ -61,7 +62,7 @@ type Observation struct {
 	// rows (Aurora's aurora_replica_status() on the role's own server):
 	// Instances then replaces the instances known for the role.
 	Topology  bool
-	Instances []meta.Instance
+	Instances []topology.Instance
 }
 
 // Learned returns the hosts o names for its role: the endpoints of its
@@ -111,8 +112,8 @@ type State struct {
 
 	roles [3]roleState
 
-	hosts     map[meta.Role][]string        // current endpoints by role: the metadata's, then the topology's instances
-	instances map[meta.Role][]meta.Instance // the role's instances, from its last topology read
+	hosts     map[meta.Role][]string            // current endpoints by role: the metadata's, then the topology's instances
+	instances map[meta.Role][]topology.Instance // the role's instances, from its last topology read
 	ports     map[string]int
 	ips       map[string]string // current address by host (last successful lookup)
 	gone      map[string]bool   // host did not resolve at the last lookup
@@ -136,7 +137,7 @@ func New(id string, timeout time.Duration, gen uint64, stale bool) *State {
 		Gen:        gen,
 		Stale:      stale,
 		hosts:      map[meta.Role][]string{},
-		instances:  map[meta.Role][]meta.Instance{},
+		instances:  map[meta.Role][]topology.Instance{},
 		ports:      map[string]int{},
 		ips:        map[string]string{},
 		gone:       map[string]bool{},
@@ -203,7 +204,7 @@ func (st *State) HostsToResolve(role meta.Role, extra []string) []string {
 	var out []string
 	for _, list := range [][]string{st.hosts[role], st.startHosts[role], extra} {
 		for _, h := range list {
-			if !seen[h] && !meta.IsIP(h) {
+			if !seen[h] && !topology.IsIP(h) {
 				seen[h] = true
 				out = append(out, h)
 			}
@@ -564,7 +565,7 @@ func (st *State) writers() map[string]bool {
 
 // withInstances returns endpoints and the instances' hosts, sorted, each
 // once.
-func withInstances(endpoints []string, instances []meta.Instance) []string {
+func withInstances(endpoints []string, instances []topology.Instance) []string {
 	if len(instances) == 0 {
 		return endpoints
 	}

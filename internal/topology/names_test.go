@@ -1,4 +1,4 @@
-package meta
+package topology
 
 import (
 	"reflect"
@@ -37,7 +37,7 @@ func TestInstanceDomain(t *testing.T) {
 func TestInstances(t *testing.T) {
 	t.Parallel()
 	const d = "abc.us-east-1.rds.amazonaws.com"
-	rows := []TopologyRow{{ServerID: "db-2"}, {ServerID: "db-1", Writer: true}, {ServerID: "db-2"}, {ServerID: "db-3-old1"}}
+	rows := []Row{{ServerID: "db-2"}, {ServerID: "db-1", Writer: true}, {ServerID: "db-2"}, {ServerID: "db-3-old1"}}
 	got := Instances(rows, d, 5432)
 	want := []Instance{{Host: "db-1." + d, Port: 5432, Writer: true}, {Host: "db-2." + d, Port: 5432}}
 	if !reflect.DeepEqual(got, want) {

@@ -1,0 +1,122 @@
+package topology
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// AuroraFunction lists the DB instances of an Aurora cluster, one row per
+// instance: its identifier (server_id), the session id MASTER_SESSION_ID
+// for the writer, and when the instance last reported
+// (last_update_timestamp). Every instance of the cluster answers it.
+const AuroraFunction = "pg_catalog.aurora_replica_status"
+
+// WriterSessionID is the session_id of the writer's row in
+// aurora_replica_status().
+const WriterSessionID = "MASTER_SESSION_ID"
+
+// auroraQuery reads the topology with SELECT *, columns by name: the
+// function's columns differ between Aurora versions, and server_id and
+// session_id are the ones that matter.
+const auroraQuery = "SELECT * FROM " + AuroraFunction + "()"
+
+// Row is one parsed row of aurora_replica_status().
+type Row struct {
+	ServerID string    // lowercase
+	Writer   bool      // session_id is MASTER_SESSION_ID
+	Updated  time.Time // last_update_timestamp; zero when absent or NULL
+}
+
+// Instance is one DB instance of a cluster, read from its topology.
+type Instance struct {
+	Host   string // instance endpoint, normalized
+	Port   int    // the cluster endpoint's port; 0 when unknown
+	Writer bool
+}
+
+// serverIDPattern is what an RDS DB instance identifier looks like (and so
+// the first label of its endpoint): letters, digits and hyphens, starting
+// with a letter. Lowercased before matching.
+var serverIDPattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
+
+// ReadAurora reads the cluster's instances from aurora_replica_status():
+// server ids, writer flags and update times. bad lists rows it could not
+// use (an id that is not an instance identifier). A function without a
+// server_id or session_id column is an error.
+func ReadAurora(ctx context.Context, conn *pgx.Conn) (ids []Row, bad []error, err error) {
+	rows, err := conn.Query(ctx, auroraQuery, pgx.QueryExecModeSimpleProtocol)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	idCol, sessCol, updCol := -1, -1, -1
+	for i, fd := range rows.FieldDescriptions() {
+		switch strings.ToLower(fd.Name) {
+		case "server_id":
+			idCol = i
+		case "session_id":
+			sessCol = i
+		case "last_update_timestamp":
+			updCol = i
+		}
+	}
+	if idCol < 0 || sessCol < 0 {
+		return nil, nil, fmt.Errorf("topology: %s() has no server_id or session_id column", AuroraFunction)
+	}
+	for rows.Next() {
+		raw := rows.RawValues()
+		if raw[idCol] == nil {
+			bad = append(bad, fmt.Errorf("topology: row without a server_id"))
+			continue
+		}
+		id := strings.ToLower(strings.TrimSpace(string(raw[idCol])))
+		if !serverIDPattern.MatchString(id) {
+			bad = append(bad, fmt.Errorf("topology: row with an invalid server_id %q", Truncate(id, 64)))
+			continue
+		}
+		r := Row{ServerID: id, Writer: raw[sessCol] != nil && strings.TrimSpace(string(raw[sessCol])) == WriterSessionID}
+		if updCol >= 0 && raw[updCol] != nil {
+			r.Updated = parseTimestamp(string(raw[updCol]))
+		}
+		ids = append(ids, r)
+	}
+	return ids, bad, rows.Err()
+}
+
+// parseTimestamp reads a timestamptz in PostgreSQL's text form (ISO
+// DateStyle); zero when it is not one.
+func parseTimestamp(s string) time.Time {
+	for _, layout := range []string{"2006-01-02 15:04:05.999999-07", "2006-01-02 15:04:05.999999-07:00", "2006-01-02 15:04:05.999999"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t
+		}
+	}
+	return time.Time{}
+}
+
+// Instances turns topology rows into instances: endpoint
+// "<server_id>.<domain>" on port, old (-old1) instances left out, sorted by
+// host.
+func Instances(rows []Row, domain string, port int) []Instance {
+	if domain == "" {
+		return nil
+	}
+	var out []Instance
+	seen := map[string]bool{}
+	for _, r := range rows {
+		h := r.ServerID + "." + domain
+		if seen[h] || IsOld(h) {
+			continue
+		}
+		seen[h] = true
+		out = append(out, Instance{Host: h, Port: port, Writer: r.Writer})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Host < out[j].Host })
+	return out
+}

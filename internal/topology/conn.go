@@ -1,0 +1,109 @@
+package topology
+
+import (
+	"context"
+	"net"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// MonitorConfig returns the connection config of a monitor that reads a
+// cluster outside the pool: a copy of cc without target_session_attrs
+// (ValidateConnect: a monitor must read servers that are read-only),
+// without the pool's tracer, with application_name app and connect
+// timeout.
+func MonitorConfig(cc *pgx.ConnConfig, app string, timeout time.Duration) *pgx.ConnConfig {
+	mc := cc.Copy()
+	mc.ValidateConnect = nil
+	mc.Tracer = nil
+	mc.ConnectTimeout = timeout
+	if mc.RuntimeParams == nil {
+		mc.RuntimeParams = map[string]string{}
+	}
+	mc.RuntimeParams["application_name"] = app
+	return mc
+}
+
+// Retarget points cc at host (and port, unless 0), keeping TLS verifying
+// the name actually connected to.
+func Retarget(cc *pgx.ConnConfig, host string, port uint16) {
+	old := cc.Host
+	cc.Host = host
+	if port != 0 {
+		cc.Port = port
+	}
+	if cc.TLSConfig != nil && cc.TLSConfig.ServerName != "" {
+		cc.TLSConfig = cc.TLSConfig.Clone()
+		cc.TLSConfig.ServerName = host
+	}
+	for _, fb := range cc.Fallbacks {
+		if fb.Host != old {
+			continue
+		}
+		fb.Host = host
+		if port != 0 {
+			fb.Port = port
+		}
+		if fb.TLSConfig != nil && fb.TLSConfig.ServerName != "" {
+			fb.TLSConfig = fb.TLSConfig.Clone()
+			fb.TLSConfig.ServerName = host
+		}
+	}
+}
+
+// Close closes a monitor's connection within a second and waits, at most
+// 20 s, for pgconn's cleanup of a query that the close interrupted, so
+// that whoever closes it joins everything it started.
+func Close(conn *pgx.Conn) {
+	if conn == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = conn.Close(ctx)
+	t := time.NewTimer(20 * time.Second)
+	select {
+	case <-conn.PgConn().CleanupDone():
+	case <-t.C:
+	}
+	t.Stop()
+}
+
+// HostOf strips a port from an "ip:port" LookupFunc answer.
+func HostOf(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return addr
+}
+
+// RemoteAddr returns the server's "ip:port" as c's socket reports it, or "".
+func RemoteAddr(c *pgx.Conn) string {
+	if c == nil || c.PgConn() == nil || c.PgConn().Conn() == nil {
+		return ""
+	}
+	return c.PgConn().Conn().RemoteAddr().String()
+}
+
+// RemoteIP returns the server's IP as c's socket reports it, or "".
+func RemoteIP(c *pgx.Conn) string {
+	if c == nil || c.PgConn() == nil || c.PgConn().Conn() == nil {
+		return ""
+	}
+	if ta, ok := c.PgConn().Conn().RemoteAddr().(*net.TCPAddr); ok {
+		return ta.IP.String()
+	}
+	return c.PgConn().Conn().RemoteAddr().String()
+}
+
+// RemotePort returns the server's port as c's socket reports it, or 0.
+func RemotePort(c *pgx.Conn) int {
+	if c == nil || c.PgConn() == nil || c.PgConn().Conn() == nil {
+		return 0
+	}
+	if ta, ok := c.PgConn().Conn().RemoteAddr().(*net.TCPAddr); ok {
+		return ta.Port
+	}
+	return 0
+}

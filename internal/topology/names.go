@@ -1,0 +1,116 @@
+package topology
+
+import (
+	"net"
+	"sort"
+	"strings"
+)
+
+// Kind is the kind of an RDS endpoint, told apart by the shape of its host
+// name:
+//
+//	name.cluster-ID.REGION.rds.amazonaws.com         writer cluster endpoint
+//	name.cluster-ro-ID.REGION.rds.amazonaws.com      reader cluster endpoint
+//	name.cluster-custom-ID.REGION.rds.amazonaws.com  custom cluster endpoint
+//	name.ID.REGION.rds.amazonaws.com                 instance endpoint
+//
+// A host that is not RDS-shaped counts as an instance endpoint.
+type Kind int
+
+// The endpoint kinds.
+const (
+	KindInstance Kind = iota
+	KindWriterCluster
+	KindReaderCluster
+	KindCustomCluster
+)
+
+// KindOf returns the kind of endpoint host is.
+func KindOf(host string) Kind {
+	switch {
+	case strings.Contains(host, ".cluster-ro-"):
+		return KindReaderCluster
+	case strings.Contains(host, ".cluster-custom-"):
+		return KindCustomCluster
+	case strings.Contains(host, ".cluster-"):
+		return KindWriterCluster
+	}
+	return KindInstance
+}
+
+// FirstLabel splits host into its first label and the rest (with the dot).
+func FirstLabel(host string) (string, string) {
+	if i := strings.IndexByte(host, '.'); i >= 0 {
+		return host[:i], host[i:]
+	}
+	return host, ""
+}
+
+// IsOld reports whether host is an old blue endpoint renamed by a
+// switchover ("-old1" at the end of its first label).
+func IsOld(host string) bool {
+	l, _ := FirstLabel(host)
+	return strings.HasSuffix(l, "-old1")
+}
+
+// NormHost lower-cases host and drops a trailing dot.
+func NormHost(host string) string {
+	return strings.TrimSuffix(strings.ToLower(strings.TrimSpace(host)), ".")
+}
+
+// IsIP reports whether host is an IP address literal.
+func IsIP(host string) bool { return net.ParseIP(host) != nil }
+
+// isRDS reports whether host is under an RDS domain (rds.amazonaws.com and
+// its partitions' variants: .com.cn, sc2s.sgov.gov, c2s.ic.gov, ...).
+func isRDS(host string) bool { return strings.Contains(host, ".rds.") }
+
+// SortedCopy returns a sorted copy of s.
+func SortedCopy(s []string) []string {
+	c := append([]string(nil), s...)
+	sort.Strings(c)
+	return c
+}
+
+// InstanceDomain returns the domain that a cluster's instance endpoints
+// share, derived from one of its endpoints as the AWS wrappers do
+// ("?.<cluster id>.<region>.rds.amazonaws.com"):
+//
+//	mydb.cluster-abc.us-east-1.rds.amazonaws.com         → abc.us-east-1.rds.amazonaws.com
+//	mydb.cluster-ro-abc.us-east-1.rds.amazonaws.com      → abc.us-east-1.rds.amazonaws.com
+//	mydb.cluster-custom-abc.us-east-1.rds.amazonaws.com  → abc.us-east-1.rds.amazonaws.com
+//	mydb-1.abc.us-east-1.rds.amazonaws.com               → abc.us-east-1.rds.amazonaws.com
+//
+// It prefers a writer cluster endpoint among hosts, and returns "" when no
+// host is RDS-shaped (an IP address, a CNAME of your own): instance names
+// cannot be derived from those.
+func InstanceDomain(hosts []string) string {
+	sorted := SortedCopy(hosts)
+	for _, want := range []Kind{KindWriterCluster, KindReaderCluster, KindCustomCluster, KindInstance} {
+		for _, h := range sorted {
+			if KindOf(h) != want || IsIP(h) || !isRDS(h) {
+				continue
+			}
+			_, rest := FirstLabel(h)
+			rest = strings.TrimPrefix(rest, ".")
+			for _, p := range []string{"cluster-ro-", "cluster-custom-", "cluster-"} {
+				if strings.HasPrefix(rest, p) {
+					rest = rest[len(p):]
+					break
+				}
+			}
+			if strings.Count(rest, ".") >= 3 { // id.region.rds.amazonaws.com at least
+				return rest
+			}
+		}
+	}
+	return ""
+}
+
+// Truncate shortens s to n bytes and an ellipsis, for logs.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
