@@ -31,6 +31,11 @@ type Row struct {
 	ServerID string    // lowercase
 	Writer   bool      // session_id is MASTER_SESSION_ID
 	Updated  time.Time // last_update_timestamp; zero when absent or NULL
+	// Endpoint and Port, when the topology names them (RDS Multi-AZ DB
+	// clusters); Aurora's rows do not: the endpoint is derived from the
+	// cluster endpoint's domain.
+	Endpoint string
+	Port     int
 }
 
 // Instance is one DB instance of a cluster, read from its topology.
@@ -104,18 +109,24 @@ func parseTimestamp(s string) time.Time {
 // "<server_id>.<domain>" on port, old (-old1) instances left out, sorted by
 // host.
 func Instances(rows []Row, domain string, port int) []Instance {
-	if domain == "" {
+	if domain == "" && (len(rows) == 0 || rows[0].Endpoint == "") {
 		return nil
 	}
 	var out []Instance
 	seen := map[string]bool{}
 	for _, r := range rows {
-		h := r.ServerID + "." + domain
+		h, p := r.ServerID+"."+domain, port
+		if r.Endpoint != "" {
+			h = NormHost(r.Endpoint)
+			if r.Port > 0 {
+				p = r.Port
+			}
+		}
 		if seen[h] || IsOld(h) {
 			continue
 		}
 		seen[h] = true
-		out = append(out, Instance{Host: h, Port: port, Writer: r.Writer})
+		out = append(out, Instance{Host: h, Port: p, Writer: r.Writer})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Host < out[j].Host })
 	return out

@@ -1,0 +1,67 @@
+package topology
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Engine is the topology a server publishes.
+type Engine int
+
+// The engines.
+const (
+	EngineNone    Engine = iota // no topology function
+	EngineAurora                // pg_catalog.aurora_replica_status()
+	EngineMultiAZ               // rds_tools.show_topology() (RDS Multi-AZ DB cluster)
+)
+
+func (e Engine) String() string {
+	switch e {
+	case EngineAurora:
+		return "aurora"
+	case EngineMultiAZ:
+		return "multi-az"
+	}
+	return "none"
+}
+
+// Detect returns which topology function the server has, by name
+// (to_regproc), Aurora's first.
+func Detect(ctx context.Context, conn *pgx.Conn) (Engine, error) {
+	var aurora, multiAZ bool
+	err := conn.QueryRow(ctx, "SELECT to_regproc($1) IS NOT NULL, to_regproc($2) IS NOT NULL",
+		pgx.QueryExecModeSimpleProtocol, AuroraFunction, MultiAZFunction).Scan(&aurora, &multiAZ)
+	switch {
+	case err != nil:
+		return EngineNone, err
+	case aurora:
+		return EngineAurora, nil
+	case multiAZ:
+		return EngineMultiAZ, nil
+	}
+	return EngineNone, nil
+}
+
+// Read reads the cluster's topology with engine's function. A row is the
+// writer when the cluster says so; Self is the server's own id.
+func Read(ctx context.Context, conn *pgx.Conn, engine Engine) (rows []Row, bad []error, err error) {
+	if engine == EngineMultiAZ {
+		return ReadMultiAZ(ctx, conn)
+	}
+	return ReadAurora(ctx, conn)
+}
+
+// Self returns the id of the server conn is connected to (the first label
+// of its instance endpoint: aurora_db_instance_identifier() on Aurora)
+// and whether it is writable (not in recovery, not read-only).
+func Self(ctx context.Context, conn *pgx.Conn, engine Engine) (id string, writable bool, err error) {
+	if engine == EngineMultiAZ {
+		return selfMultiAZ(ctx, conn)
+	}
+	var inRecovery bool
+	var ro string
+	err = conn.QueryRow(ctx, "SELECT lower(aurora_db_instance_identifier()), pg_is_in_recovery(), current_setting('transaction_read_only')",
+		pgx.QueryExecModeSimpleProtocol).Scan(&id, &inRecovery, &ro)
+	return id, err == nil && !inRecovery && ro == "off", err
+}
