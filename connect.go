@@ -60,6 +60,7 @@ type attempt struct {
 	addr   string       // the server's address, as the socket reports it
 	madeAt time.Time    // when the connection was made
 	clamp  atomic.Int64 // unix nanos: deadlines are clamped to it while the connection closes (0: not closing)
+	cut    cutFlag      // set when a failover cut the connection (failover.go)
 
 	mu          sync.Mutex // guards the fields below (a slow write may read on pgconn's background reader)
 	dials       int        // dials of this connection so far
@@ -159,6 +160,29 @@ func (a *attempt) install() {
 			return conn, nil
 		}
 	}
+	if fo := a.ph.fo; fo != nil {
+		onPgError := cc.OnPgError
+		cc.OnPgError = func(pc *pgconn.PgConn, pe *pgconn.PgError) bool {
+			keep := fo.onPgError(pe)
+			if onPgError != nil {
+				keep = onPgError(pc, pe) && keep
+			}
+			return keep
+		}
+		if fo.writer {
+			validate, host := cc.ValidateConnect, cc.Host
+			cc.ValidateConnect = func(ctx context.Context, pc *pgconn.PgConn) error {
+				if err := fo.validateWriter(host, pc); err != nil {
+					a.note(err) // retried, by the next round's dial, on the writer
+					return err
+				}
+				if validate != nil {
+					return validate(ctx, pc)
+				}
+				return nil
+			}
+		}
+	}
 	after := cc.AfterConnect
 	cc.AfterConnect = func(ctx context.Context, pc *pgconn.PgConn) error {
 		if a.deadlined {
@@ -169,6 +193,9 @@ func (a *attempt) install() {
 		a.connected.Store(true)
 		pc.CustomData()[madeKey] = a // Factory.Start checks that its layers ran; eviction reads addr and madeAt
 		a.f.budget.Success()         // a connection that completed its handshake
+		if fo := a.ph.fo; fo != nil {
+			fo.track(a) // for a failover's cut; watchedConn.Close forgets it
+		}
 		if after != nil {
 			return after(ctx, pc)
 		}
@@ -299,6 +326,7 @@ func (a *attempt) dialRedacted(ctx context.Context, network, addr string) (net.C
 	if a.connected.Load() {
 		return a.cancelDial(ctx, network, addr)
 	}
+	addr = a.ph.redirect(addr) // the writer's address while DNS lags a failover
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	d := a.dials
@@ -337,6 +365,7 @@ func (a *attempt) dialOnce(ctx context.Context, network, addr string) (net.Conn,
 	}
 	conn, err := a.f.firstDial(ctx, a.base, network, addr)
 	if err != nil {
+		a.ph.trouble()                      // a refused connect may be a failover
 		ctx = obs.WithTarget(ctx, a.target) // a failure path
 		var n int
 		conn, n, err = a.f.redial(ctx, a.base, network, addr, err, a.f.maxDials-a.used)
@@ -407,7 +436,7 @@ func (a *attempt) retryRound(ctx context.Context, network, addr string) (net.Con
 			}
 			a.cc.Password, refreshed = pw, true
 		}
-		c, err := a.base(ctx, network, addr)
+		c, err := a.base(ctx, network, a.ph.redirect(addr))
 		if err != nil {
 			a.used++
 		}
@@ -514,6 +543,7 @@ func (c *watchedConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	if err != nil {
 		c.a.failed(err)
+		err = c.a.cutErr(err)
 	}
 	return n, err
 }
@@ -522,8 +552,17 @@ func (c *watchedConn) Write(b []byte) (int, error) {
 	n, err := c.Conn.Write(b)
 	if err != nil {
 		c.a.failed(err)
+		err = c.a.cutErr(err)
 	}
 	return n, err
+}
+
+// Close forgets the connection in the failover layer.
+func (c *watchedConn) Close() error {
+	if fo := c.a.ph.fo; fo != nil {
+		fo.untrack(c.a)
+	}
+	return c.Conn.Close()
 }
 
 // SetDeadline, SetReadDeadline and SetWriteDeadline keep a closing
@@ -561,6 +600,7 @@ func (a *attempt) failed(err error) {
 		return
 	}
 	a.ph.evictHost(a.addr)
+	a.ph.trouble()
 }
 
 // noteNet records a network error of the handshake unless a server error

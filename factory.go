@@ -4,16 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/trace"
 	"log/slog"
 	"net"
 	"sync"
 	"time"
 	"weak"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/failover"
 	"github.com/holdfast-db/holdfast/internal/obs"
 	"github.com/holdfast-db/holdfast/retry"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -48,11 +50,13 @@ type Factory struct {
 	authRetry bool            // Integration.RetryAuthFailure
 
 	blueGreen *bluegreen.Config // WithBlueGreen, nil when off
+	failover  *failover.Config  // WithFailover, nil when off
 	bgObserve bool              // give each pool's router an observer of the factory's telemetry
 
 	mu         sync.Mutex                                  // guards the fields below
 	pools      []*poolHooks                                // every configured pool config's layers (hooks.go)
 	configured map[weak.Pointer[pgxpool.Config]]*poolHooks // which configs this factory configured
+	monitors   map[string]*failover.Monitor                // WithFailover: one per cluster (failover.go)
 	closed     bool
 }
 
@@ -114,7 +118,14 @@ func New(opts ...Option) (*Factory, error) {
 			c.blueGreen.Logger = c.logger
 		}
 	}
+	if c.failover != nil {
+		rules = append(rules, failover.Rule)
+		if c.failover.Logger == nil && c.logger.Handler() != slog.DiscardHandler {
+			c.failover.Logger = c.logger
+		}
+	}
 	f := &Factory{
+		failover:   c.failover,
 		blueGreen:  c.blueGreen,
 		classifier: classify.New(rules...).WithTypes(c.typeRules...),
 		dialFn:     c.dial,
@@ -168,11 +179,14 @@ func (f *Factory) Close() {
 		return
 	}
 	f.mu.Lock()
-	pools := f.pools
-	f.pools, f.closed = nil, true
+	pools, monitors := f.pools, f.monitors
+	f.pools, f.monitors, f.closed = nil, nil, true
 	f.mu.Unlock()
 	for _, ph := range pools {
 		ph.close()
+	}
+	for _, m := range monitors {
+		m.Close()
 	}
 }
 

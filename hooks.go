@@ -50,6 +50,7 @@ type poolHooks struct {
 	userPrepare func(context.Context, *pgx.Conn) (bool, error)
 
 	bg  *bluegreen.Router // WithBlueGreen; nil when off
+	fo  *foState          // WithFailover; nil when off (failover.go)
 	tel *obs.Pool         // nil when telemetry was inactive at Configure
 
 	// With the global OpenTelemetry providers and no SDK installed yet at
@@ -188,6 +189,11 @@ func (f *Factory) compose(cfg *pgxpool.Config) (*poolHooks, error) {
 		}
 		ph.bg = r
 	}
+	if f.failover != nil {
+		if err := ph.installFailover(cc); err != nil {
+			return nil, err
+		}
+	}
 	f.tel.Secret(cc.Password)
 	ph.tel = f.tel.Pool(context.Background(), cc, f.poolName)
 	ph.lazyTel = ph.tel == nil && f.meterProvider == nil && f.tracerProvider == nil
@@ -296,6 +302,11 @@ func (ph *poolHooks) route(ctx context.Context, cc *pgx.ConnConfig) error {
 			return err
 		}
 	}
+	if ph.fo != nil {
+		if err := ph.hold(ctx, cc); err != nil {
+			return err
+		}
+	}
 	return ph.connect(ctx, cc)
 }
 
@@ -373,6 +384,11 @@ func (ph *poolHooks) prepareConn(ctx context.Context, c *pgx.Conn) (bool, error)
 	if e := ph.evict.Load(); e != nil && ph.evicted(e, c) {
 		return false, nil // pgxpool destroys it and tries another
 	}
+	if ph.fo != nil {
+		if s := ph.fo.m.Snapshot(); s.Down && c.PgConn().Conn().RemoteAddr().String() == s.DownAddr {
+			return false, nil // the writer stopped answering: a new connection is held until one is known
+		}
+	}
 	if ph.bg != nil {
 		if keep, err := ph.bg.PrepareConn(ctx, c); !keep || err != nil {
 			return keep, err
@@ -384,11 +400,16 @@ func (ph *poolHooks) prepareConn(ctx context.Context, c *pgx.Conn) (bool, error)
 	return ph.userPrepare(ctx, c)
 }
 
-// eviction is a server that just failed one of the pool's connections.
+// eviction is a server that just failed one of the pool's connections;
+// prev, the evictions before it still in force (at most evictDepth).
 type eviction struct {
 	addr string
 	at   time.Time
+	prev *eviction
 }
+
+// evictDepth bounds how many servers are evicted at once.
+const evictDepth = 4
 
 // evictWindow is how long after a network failure PrepareConn checks the
 // pool's connections against it; then the check costs nothing again.
@@ -399,7 +420,16 @@ func (ph *poolHooks) evictHost(addr string) {
 	if ph == nil || addr == "" {
 		return
 	}
-	ph.evict.Store(&eviction{addr: addr, at: time.Now()})
+	now := time.Now()
+	e := &eviction{addr: addr, at: now}
+	tail := e
+	for old, n := ph.evict.Load(), 1; old != nil && n < evictDepth; old, n = old.prev, n+1 {
+		if old.addr != addr && now.Sub(old.at) <= evictWindow {
+			tail.prev = &eviction{addr: old.addr, at: old.at}
+			tail = tail.prev
+		}
+	}
+	ph.evict.Store(e)
 }
 
 // evicted reports whether c was made before e's failure, to e's server.
@@ -409,7 +439,12 @@ func (ph *poolHooks) evicted(e *eviction, c *pgx.Conn) bool {
 		return false
 	}
 	a, ok := c.PgConn().CustomData()[madeKey].(*attempt)
-	return ok && a.addr == e.addr && a.madeAt.Before(e.at)
+	for ; ok && e != nil; e = e.prev {
+		if a.addr == e.addr && a.madeAt.Before(e.at) {
+			return true
+		}
+	}
+	return false
 }
 
 // attach tells the layers which pool they serve: Factory.Start calls it

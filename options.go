@@ -8,6 +8,7 @@ import (
 
 	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/failover"
 	"github.com/holdfast-db/holdfast/retry"
 	"github.com/jackc/pgx/v5/pgconn"
 	"go.opentelemetry.io/otel/metric"
@@ -43,6 +44,7 @@ type config struct {
 	budgetSet     bool
 	logger        *slog.Logger
 	blueGreen     *bluegreen.Config
+	failover      *failover.Config
 	invalidOption error
 
 	meterProvider  metric.MeterProvider // WithMeterProvider (telemetry.go); nil: global
@@ -231,6 +233,25 @@ func WithBlueGreen(c bluegreen.Config) Option {
 			return
 		}
 		cfg.blueGreen = &c
+	}
+}
+
+// WithFailover turns on writer-failover routing (package failover) for
+// every pool the factory configures on an Aurora or RDS Multi-AZ DB
+// cluster: a monitor per cluster reads its topology and watches its
+// writer; connections by the writer endpoint are held while no writer is
+// known, sent to the new writer while DNS lags, and refused when they land
+// on a reader; connections to the old writer are cut. Its monitors start
+// with the pools' first connections, and Factory.Close joins them. The
+// factory's classifier learns the package's errors (failover.Rule). It
+// works alongside WithBlueGreen.
+func WithFailover(c failover.Config) Option {
+	return func(cfg *config) {
+		if err := c.Validate(); err != nil {
+			cfg.fail(&ConfigError{Field: "WithFailover", Why: "invalid failover.Config", Err: err})
+			return
+		}
+		cfg.failover = &c
 	}
 }
 

@@ -2,6 +2,7 @@ package holdfast
 
 import (
 	"context"
+
 	"go.opentelemetry.io/otel"
 
 	"github.com/holdfast-db/holdfast/bluegreen"

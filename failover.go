@@ -1,0 +1,277 @@
+package holdfast
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/holdfast-db/holdfast/failover"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// This file is the writer-failover layer (WithFailover): the factory keeps
+// one failover.Monitor per cluster, shared by the pools on it; each pool's
+// layers route by the monitor's snapshot and act on its changes.
+//
+//	BeforeConnect  by the writer endpoint: held while the writer is down
+//	               and no other is known (failover.Monitor.Hold)
+//	DialFunc       by the writer endpoint: to the new writer's address
+//	               while its DNS lags (TLS still verifies the endpoint name)
+//	ValidateConnect by the writer endpoint: a server that is not the writer
+//	               (in hot standby, or a reader of the topology) is refused,
+//	               and the attempt retried — to the writer
+//	OnPgError      57P01/57P02/57P03, and 25006 by the writer endpoint, wake
+//	               the monitor; a 25006 connection is closed
+//	network errors wake the monitor; on a new writer, every connection to
+//	               the old one is cut (failover.CutError) and idle ones
+//	               closed at once
+
+// foState is a pool's failover layer.
+type foState struct {
+	m      *failover.Monitor
+	writer bool // the pool's host is the writer endpoint
+
+	mu   sync.Mutex
+	live map[*attempt]struct{} // the pool's open connections
+}
+
+// failoverMonitor returns the factory's monitor of the cluster of cc's
+// host, creating it. f.mu is held.
+func (f *Factory) failoverMonitor(cc *pgx.ConnConfig, connHook func(context.Context, *pgx.ConnConfig) error) (*failover.Monitor, error) {
+	tmpl, port, err := failover.TemplateFor(cc.Host, cc.Port, f.failover.InstanceTemplate)
+	if err != nil {
+		return nil, err
+	}
+	key := tmpl + ":" + itoa(int(port))
+	if m := f.monitors[key]; m != nil {
+		return m, nil
+	}
+	m, err := failover.NewMonitor(cc, *f.failover, connHook)
+	if err != nil {
+		return nil, err
+	}
+	if f.monitors == nil {
+		f.monitors = map[string]*failover.Monitor{}
+	}
+	f.monitors[key] = m
+	return m, nil
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	var b [8]byte
+	i := len(b)
+	for n > 0 {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	return string(b[i:])
+}
+
+// installFailover adds cfg's pool to the cluster's monitor. f.mu is held.
+func (ph *poolHooks) installFailover(cc *pgx.ConnConfig) error {
+	m, err := ph.f.failoverMonitor(cc, ph.monitorConnect)
+	if err != nil {
+		return &ConfigError{Field: "WithFailover", Why: "cannot install failover routing", Err: err}
+	}
+	fo := &foState{m: m, live: map[*attempt]struct{}{}}
+	fo.writer = failover.IsWriterEndpoint(cc.Host)
+	for _, fb := range cc.Fallbacks {
+		if fb.Host != cc.Host {
+			fo.writer = false // several hosts: pgx chooses among them
+		}
+	}
+	host := ""
+	if fo.writer {
+		host = cc.Host
+	}
+	ph.fo = fo
+	m.Watch(host, ph.onFailover)
+	return nil
+}
+
+// hold is the failover layer of BeforeConnect.
+func (ph *poolHooks) hold(ctx context.Context, cc *pgx.ConnConfig) error {
+	fo := ph.fo
+	fo.m.Start() // with the pool's first connection (idempotent)
+	if !fo.writer {
+		return nil
+	}
+	return fo.m.Hold(ctx, cc.Host)
+}
+
+// redirect returns where a dial of the pool's host goes: the writer's
+// address while the writer endpoint's DNS lags a failover, else addr.
+func (ph *poolHooks) redirect(addr string) string {
+	if fo := ph.fo; fo != nil && fo.writer {
+		if s := fo.m.Snapshot(); s.Redirect && s.WriterAddr != "" {
+			return s.WriterAddr
+		}
+	}
+	return addr
+}
+
+// trouble wakes the monitor.
+func (ph *poolHooks) trouble() {
+	if ph != nil && ph.fo != nil {
+		ph.fo.m.Trouble()
+	}
+}
+
+// validateWriter refuses a connection by the writer endpoint that reached
+// a server that is not the writer.
+func (fo *foState) validateWriter(host string, pc *pgconn.PgConn) error {
+	addr := pc.Conn().RemoteAddr().String()
+	why := ""
+	switch s := fo.m.Snapshot(); {
+	case pc.ParameterStatus("in_hot_standby") == "on":
+		why = "in hot standby"
+	case s.Readers[addr] && s.WriterAddr != addr:
+		why = "a reader in the topology"
+	case pc.ParameterStatus("default_transaction_read_only") == "on":
+		why = "read-only"
+	default:
+		return nil
+	}
+	fo.m.Trouble()
+	return &failover.NotWriterError{Host: host, Addr: addr, Why: why}
+}
+
+// onPgError wakes the monitor on the server errors of a failover. It
+// closes a connection by the writer endpoint that answered 25006.
+func (fo *foState) onPgError(pe *pgconn.PgError) bool {
+	switch pe.Code {
+	case "57P01", "57P02", "57P03":
+		fo.m.Trouble()
+	case "25006":
+		if fo.writer {
+			fo.m.Trouble()
+			return false
+		}
+	}
+	return true
+}
+
+// track and untrack keep the pool's open connections, for the cut.
+func (fo *foState) track(a *attempt) {
+	fo.mu.Lock()
+	fo.live[a] = struct{}{}
+	fo.mu.Unlock()
+}
+
+func (fo *foState) untrack(a *attempt) {
+	fo.mu.Lock()
+	delete(fo.live, a)
+	fo.mu.Unlock()
+}
+
+// onFailover acts on the monitor's changes, on its goroutine.
+func (ph *poolHooks) onFailover(c failover.Change) {
+	switch c.Kind {
+	case failover.WriterChanged:
+		if c.OldAddr != "" && c.OldAddr != c.NewAddr {
+			ph.cut(c.OldAddr, &failover.CutError{OldWriter: c.OldWriter, NewWriter: c.NewWriter, Addr: c.OldAddr})
+		}
+	case failover.InstancesLeft:
+		for _, addr := range c.Gone {
+			ph.cut(addr, &failover.CutError{OldWriter: "", NewWriter: "", Addr: addr})
+		}
+	}
+}
+
+// cut closes every connection of the pool to addr: their next read or
+// write fails at once with err (nothing is sent), idle ones are closed
+// now, and the next Acquire of one destroys it.
+func (ph *poolHooks) cut(addr string, err *failover.CutError) {
+	ph.evictHost(addr)
+	fo := ph.fo
+	fo.mu.Lock()
+	var hit []*attempt
+	for a := range fo.live {
+		if a.addr == addr {
+			hit = append(hit, a)
+		}
+	}
+	fo.mu.Unlock()
+	for _, a := range hit {
+		a.abort(err)
+	}
+	if pool := ph.attached.Load(); pool != nil {
+		sweepIdle(pool, addr)
+	}
+}
+
+// sweepIdle closes the pool's idle connections to addr.
+func sweepIdle(pool *pgxpool.Pool, addr string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	for _, c := range pool.AcquireAllIdle(ctx) {
+		if pc := c.Conn().PgConn(); pc.Conn().RemoteAddr().String() == addr {
+			cctx, ccancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			_ = c.Conn().Close(cctx) // the socket is cut already: fails fast
+			ccancel()
+		}
+		c.Release() // a closed connection is destroyed
+	}
+}
+
+// abort cuts the connection: its socket's deadlines are set in the past,
+// so a blocked read or write returns at once and every later one fails
+// before sending anything, with err as the cause.
+func (a *attempt) abort(err *failover.CutError) {
+	e := *err
+	if !a.cut.CompareAndSwap(nil, &e) {
+		return
+	}
+	past := time.Unix(1, 0)
+	a.clamp.Store(past.UnixNano())
+	if pc := a.pc.Load(); pc != nil {
+		if c := pc.Conn(); c != nil {
+			_ = c.SetDeadline(past)
+		}
+	}
+}
+
+// cutErr returns the error of an I/O on a cut connection, or err.
+func (a *attempt) cutErr(err error) error {
+	if ce := a.cut.Load(); ce != nil && (errors.Is(err, os.ErrDeadlineExceeded) || isTimeout(err)) {
+		e := *ce
+		e.Err = err
+		return &e
+	}
+	return err
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// cutFlag is attempt's cut state.
+type cutFlag = atomic.Pointer[failover.CutError]
+
+// Failover returns the writer-failover monitor of pool's cluster, or nil
+// when WithFailover is off or pool was not built from a config this
+// factory configured.
+func (f *Factory) Failover(pool *pgxpool.Pool) *failover.Monitor {
+	if f == nil || pool == nil {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, ph := range f.pools {
+		if ph.fo != nil && ph.attached.Load() == pool {
+			return ph.fo.m
+		}
+	}
+	return nil
+}

@@ -1,0 +1,122 @@
+package failover
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+)
+
+// Defaults of Config. HeartbeatInterval + 2×FailureTimeout bounds how long
+// the monitor takes to notice a writer that stopped answering (1 s).
+const (
+	DefaultRefreshInterval   = 30 * time.Second
+	DefaultFastInterval      = 100 * time.Millisecond
+	DefaultFastFor           = 30 * time.Second
+	DefaultHeartbeatInterval = 200 * time.Millisecond
+	DefaultFailureTimeout    = 400 * time.Millisecond
+	DefaultHoldTimeout       = 30 * time.Second
+	DefaultConnectTimeout    = 5 * time.Second
+)
+
+// Config configures writer-failover routing. Every zero field takes its
+// default (the Default* constants).
+type Config struct {
+	// InstanceTemplate names the cluster's instance endpoints: "?" stands
+	// for the server id (aurora_replica_status()'s server_id), as in the
+	// AWS wrappers' clusterInstanceHostPattern, e.g.
+	// "?.abc123.us-east-1.rds.amazonaws.com" or "?.db.example.internal:5432".
+	// Default: derived from the pool's host when it is an RDS endpoint
+	// (mydb.cluster-abc123.us-east-1.rds.amazonaws.com gives
+	// "?.abc123.us-east-1.rds.amazonaws.com"). Required for a pool on an IP
+	// address or a CNAME of your own.
+	InstanceTemplate string
+
+	// RefreshInterval is how often the topology is read while nothing is
+	// wrong (the AWS wrappers' clusterTopologyRefreshRateMs).
+	RefreshInterval time.Duration
+	// FastInterval is how often it is read, and every instance probed,
+	// from the first sign of trouble until FastFor after the last one (the
+	// wrappers' clusterTopologyHighRefreshRateMs).
+	FastInterval time.Duration
+	FastFor      time.Duration
+
+	// HeartbeatInterval is how often the monitor pings the writer on its
+	// own connection; FailureTimeout bounds each ping and each probe
+	// connection during trouble. A writer is presumed down when a ping and
+	// then a fresh connection to it both fail or time out: at most
+	// HeartbeatInterval + 2×FailureTimeout after it stops answering (1 s
+	// with the defaults), at once when it refuses or resets.
+	HeartbeatInterval time.Duration
+	FailureTimeout    time.Duration
+
+	// HoldTimeout is the longest a new connection by the writer endpoint
+	// is held while the writer is down and no new one is known (the
+	// caller's context bounds it too). Then it fails with a *HoldError.
+	HoldTimeout time.Duration
+
+	// ConnectTimeout bounds the monitor's own connection to the writer
+	// while nothing is wrong.
+	ConnectTimeout time.Duration
+
+	// Logger receives the monitor's lines (a failover at Info, a suspect
+	// writer at Debug). Default: the factory's logger, else
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// ConfigError reports an invalid Config field.
+type ConfigError struct {
+	Field string
+	Why   string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("failover: invalid Config.%s: %s", e.Field, e.Why)
+}
+
+// Validate reports the first invalid field as a *ConfigError.
+func (c Config) Validate() error {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"RefreshInterval", c.RefreshInterval}, {"FastInterval", c.FastInterval}, {"FastFor", c.FastFor},
+		{"HeartbeatInterval", c.HeartbeatInterval}, {"FailureTimeout", c.FailureTimeout},
+		{"HoldTimeout", c.HoldTimeout}, {"ConnectTimeout", c.ConnectTimeout},
+	} {
+		if d.v < 0 {
+			return &ConfigError{Field: d.name, Why: "negative"}
+		}
+	}
+	if t := c.InstanceTemplate; t != "" {
+		if strings.Count(t, "?") != 1 || !strings.HasPrefix(t, "?.") {
+			return &ConfigError{Field: "InstanceTemplate", Why: fmt.Sprintf("%q: want one \"?\" as the first label, e.g. \"?.abc123.us-east-1.rds.amazonaws.com\"", t)}
+		}
+	}
+	return nil
+}
+
+// WithDefaults returns c with every zero field set to its default, or the
+// error of Validate.
+func (c Config) WithDefaults() (Config, error) {
+	if err := c.Validate(); err != nil {
+		return c, err
+	}
+	def := func(p *time.Duration, d time.Duration) {
+		if *p == 0 {
+			*p = d
+		}
+	}
+	def(&c.RefreshInterval, DefaultRefreshInterval)
+	def(&c.FastInterval, DefaultFastInterval)
+	def(&c.FastFor, DefaultFastFor)
+	def(&c.HeartbeatInterval, DefaultHeartbeatInterval)
+	def(&c.FailureTimeout, DefaultFailureTimeout)
+	def(&c.HoldTimeout, DefaultHoldTimeout)
+	def(&c.ConnectTimeout, DefaultConnectTimeout)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c, nil
+}

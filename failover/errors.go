@@ -1,0 +1,99 @@
+package failover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/holdfast-db/holdfast/classify"
+)
+
+// Reasons of the verdicts of Rule.
+const (
+	ReasonHeld      = "failover-held"       // *HoldError
+	ReasonNotWriter = "failover-not-writer" // *NotWriterError
+	ReasonCut       = "failover-cut"        // *CutError
+)
+
+// HoldError says that a new connection by the writer endpoint was held
+// while the writer was down and no new writer was known, and that none
+// appeared within Config.HoldTimeout or the caller's context. Nothing was
+// sent: it is retryable.
+type HoldError struct {
+	Host   string
+	Waited time.Duration
+	Err    error // context.DeadlineExceeded or the caller's context error
+}
+
+func (e *HoldError) Error() string {
+	return fmt.Sprintf("failover: connect to %s held for %v while the cluster had no writer, and none appeared: %v",
+		e.Host, e.Waited.Round(time.Millisecond), e.Err)
+}
+
+// Unwrap returns Err.
+func (e *HoldError) Unwrap() error { return e.Err }
+
+// SafeToRetry reports true: nothing was sent (see pgconn.SafeToRetry).
+func (e *HoldError) SafeToRetry() bool { return true }
+
+// NotWriterError says that a new connection by the writer endpoint reached
+// a server that is not the writer (stale DNS after a failover: the old
+// writer, back as a reader, or a reader): holdfast refused it before any
+// statement, and its retry goes to the writer. Retryable.
+type NotWriterError struct {
+	Host string // the endpoint asked for
+	Addr string // the server reached
+	Why  string // "in hot standby", "a reader in the topology", "read-only"
+}
+
+func (e *NotWriterError) Error() string {
+	return fmt.Sprintf("failover: connection by the writer endpoint %s reached %s, which is not the writer (%s): refused", e.Host, e.Addr, e.Why)
+}
+
+// SafeToRetry reports true: no statement was sent.
+func (e *NotWriterError) SafeToRetry() bool { return true }
+
+// CutError says that a connection to the old writer was closed because
+// the cluster failed over: a statement or transaction on it did not
+// complete (a transaction is rolled back; a statement in flight may or may
+// not have been applied by the old writer before it went down, as for any
+// connection that breaks). holdfast never resends it: retry the
+// transaction, which goes to the new writer.
+type CutError struct {
+	OldWriter string // server id
+	NewWriter string // server id
+	Addr      string // the old writer's address
+	Err       error  // the network error that surfaced it
+}
+
+func (e *CutError) Error() string {
+	return fmt.Sprintf("failover: connection to the old writer %s (%s) closed: the cluster failed over to %s; retry the transaction",
+		e.OldWriter, e.Addr, e.NewWriter)
+}
+
+// Unwrap returns Err.
+func (e *CutError) Unwrap() error { return e.Err }
+
+// Rule classifies this package's errors for package classify: *HoldError,
+// *NotWriterError and *CutError are Transient (a caller's own cancellation
+// of a hold is left to the other rules). holdfast's factory installs it
+// with WithFailover.
+func Rule(err error) (classify.Verdict, bool) {
+	var he *HoldError
+	if errors.As(err, &he) {
+		if errors.Is(err, context.Canceled) {
+			return classify.Verdict{}, false
+		}
+		return classify.Verdict{Class: classify.Transient, Reason: ReasonHeld}, true
+	}
+	var ne *NotWriterError
+	if errors.As(err, &ne) {
+		return classify.Verdict{Class: classify.Transient, Reason: ReasonNotWriter}, true
+	}
+	var ce *CutError
+	if errors.As(err, &ce) {
+		return classify.Verdict{Class: classify.Transient, Reason: ReasonCut}, true
+	}
+	return classify.Verdict{}, false
+}

@@ -1,0 +1,717 @@
+package failover
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/holdfast-db/holdfast/internal/topology"
+	"github.com/jackc/pgx/v5"
+)
+
+// Monitor watches one cluster's topology and publishes where its writer
+// is. It runs one goroutine, started by Start and joined by Close, which
+// also runs the probes of a failover on goroutines it joins within each
+// step. Pools read its routing with one atomic load (Snapshot).
+type Monitor struct {
+	cfg       Config
+	monConfig *pgx.ConnConfig
+	connHook  func(context.Context, *pgx.ConnConfig) error
+	lookup    func(context.Context, string) ([]string, error)
+	template  string // "?.domain", the first label replaced by a server id
+	port      uint16 // the instances' port
+
+	snap atomic.Pointer[Snapshot]
+	poke chan struct{}
+
+	mu        sync.Mutex
+	listeners []func(Change)
+	writers   map[string]bool // host names of the writer endpoint(s) whose DNS is checked
+	status    Status
+	closed    bool
+	cancel    context.CancelFunc
+	startOnce sync.Once
+	done      chan struct{}
+
+	// The monitor goroutine's own state.
+	engine     topology.Engine
+	conn       *pgx.Conn // to the writer (else the pool's host, at first)
+	connID     string    // the server id conn reaches, once known
+	probes     map[string]*pgx.Conn
+	instances  map[string]instance // by server id
+	writer     string              // server id
+	fastUntil  time.Time
+	refreshed  time.Time
+	suspectAt  time.Time
+	downLogged bool
+}
+
+type instance struct {
+	id, host, addr string
+	writer         bool
+}
+
+// Snapshot is the routing a Monitor publishes, immutable: replaced, never
+// changed.
+type Snapshot struct {
+	Writer     string // the writer's server id; "" when unknown
+	WriterAddr string // its "ip:port"
+	// Redirect: the writer endpoint's DNS does not lead to WriterAddr
+	// (yet): new connections by it go to WriterAddr.
+	Redirect bool
+	// Down: the writer stopped answering and no other is known yet: new
+	// connections by the writer endpoint are held.
+	Down     bool
+	DownAddr string
+	// Readers are the other instances' addresses: a connection by the
+	// writer endpoint that reaches one is refused.
+	Readers map[string]bool
+	// Changed is closed when the snapshot is replaced.
+	Changed chan struct{}
+}
+
+// Normal reports whether the snapshot routes nothing.
+func (s *Snapshot) Normal() bool { return !s.Redirect && !s.Down }
+
+// ChangeKind is what a Change reports.
+type ChangeKind int
+
+// The kinds of Change.
+const (
+	WriterDown    ChangeKind = iota + 1 // the writer stopped answering (OldAddr)
+	WriterChanged                       // a new writer (OldWriter, OldAddr → NewWriter, NewAddr)
+	InstancesLeft                       // instances left the topology (Gone)
+)
+
+// Change is given to the listeners of a Monitor.
+type Change struct {
+	Kind                 ChangeKind
+	OldWriter, NewWriter string
+	OldAddr, NewAddr     string
+	Gone                 []string // addresses
+}
+
+// NewMonitor returns a Monitor of the cluster that cc's host belongs to,
+// not yet started. The monitor connects with a copy of cc (without
+// target_session_attrs or tracer, application_name
+// "holdfast-failover-monitor"), to the writer's instance endpoint once
+// known, calling connHook (when not nil) before each connect, to set a
+// fresh password for the host connected to. It resolves names through
+// cc.LookupFunc (the system resolver when nil).
+func NewMonitor(cc *pgx.ConnConfig, c Config, connHook func(context.Context, *pgx.ConnConfig) error) (*Monitor, error) {
+	if cc == nil {
+		return nil, &ConfigError{Field: "pgx.ConnConfig", Why: "nil: build the config with pgxpool.ParseConfig"}
+	}
+	c, err := c.WithDefaults()
+	if err != nil {
+		return nil, err
+	}
+	tmpl, port, err := TemplateFor(cc.Host, cc.Port, c.InstanceTemplate)
+	if err != nil {
+		return nil, err
+	}
+	m := &Monitor{
+		cfg: c, connHook: connHook, template: tmpl, port: port,
+		monConfig: topology.MonitorConfig(cc, "holdfast-failover-monitor", c.ConnectTimeout),
+		lookup:    cc.LookupFunc,
+		poke:      make(chan struct{}, 1),
+		writers:   map[string]bool{},
+		instances: map[string]instance{},
+		probes:    map[string]*pgx.Conn{},
+		done:      make(chan struct{}),
+	}
+	if m.lookup == nil {
+		m.lookup = net.DefaultResolver.LookupHost
+	}
+	m.snap.Store(&Snapshot{Changed: make(chan struct{})})
+	return m, nil
+}
+
+// TemplateFor returns the instance-endpoint template ("?.domain") and port
+// of the cluster host belongs to: template when set, else derived from an
+// RDS endpoint. It returns the key that the monitors of one cluster share.
+func TemplateFor(host string, port uint16, template string) (string, uint16, error) {
+	if template != "" {
+		if h, p, err := net.SplitHostPort(template); err == nil {
+			n, err := strconv.ParseUint(p, 10, 16)
+			if err != nil || n == 0 {
+				return "", 0, &ConfigError{Field: "InstanceTemplate", Why: "invalid port " + strconv.Quote(p)}
+			}
+			return topology.NormHost(h), uint16(n), nil
+		}
+		return topology.NormHost(template), port, nil
+	}
+	d := topology.InstanceDomain([]string{topology.NormHost(host)})
+	if d == "" {
+		return "", 0, &ConfigError{Field: "InstanceTemplate",
+			Why: "the pool's host " + strconv.Quote(host) + " is not an RDS endpoint: set the instance endpoints' template, e.g. \"?.abc123.us-east-1.rds.amazonaws.com\""}
+	}
+	return "?." + d, port, nil
+}
+
+// IsWriterEndpoint reports whether host is an Aurora or RDS writer
+// (cluster) endpoint.
+func IsWriterEndpoint(host string) bool {
+	return topology.KindOf(topology.NormHost(host)) == topology.KindWriterCluster
+}
+
+// Watch registers a listener of the monitor's changes, called on the
+// monitor's goroutine; it must not block. writerHost, when not "", is a
+// writer endpoint whose DNS the monitor checks against the writer.
+func (m *Monitor) Watch(writerHost string, l func(Change)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if l != nil {
+		m.listeners = append(m.listeners, l)
+	}
+	if writerHost != "" {
+		m.writers[topology.NormHost(writerHost)] = true
+	}
+}
+
+// Snapshot returns the routing in force: one atomic load.
+func (m *Monitor) Snapshot() *Snapshot { return m.snap.Load() }
+
+// Trouble tells the monitor that a pool saw a sign of a failover (a
+// network error, 57P01/57P02/57P03, 25006 on a connection meant for
+// writes, a refused connect): it probes the cluster at once and every
+// FastInterval for FastFor. It never blocks.
+func (m *Monitor) Trouble() {
+	select {
+	case m.poke <- struct{}{}:
+	default:
+	}
+}
+
+// Start starts the monitor's goroutine (idempotent; nothing after Close).
+func (m *Monitor) Start() {
+	m.startOnce.Do(func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.closed {
+			close(m.done)
+			return
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		m.cancel = cancel
+		go func() {
+			defer close(m.done)
+			m.run(ctx)
+		}()
+	})
+}
+
+// Close stops the monitor and joins its goroutine, waiting at most
+// ConnectTimeout (a dial function that ignores its context is left to end
+// by itself), and releases held connects. Idempotent.
+func (m *Monitor) Close() {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return
+	}
+	m.closed = true
+	cancel := m.cancel
+	m.mu.Unlock()
+	if cancel == nil {
+		m.Start() // never started: Start closes done
+	} else {
+		cancel()
+	}
+	t := time.NewTimer(m.cfg.ConnectTimeout)
+	defer t.Stop()
+	select {
+	case <-m.done:
+	case <-t.C:
+		m.cfg.Logger.Warn("failover: the monitor did not stop within ConnectTimeout; Close returns without it (a dial function that ignores its context?)")
+	}
+	m.publish(func(s *Snapshot) { s.Down, s.Redirect = false, false })
+}
+
+func (m *Monitor) run(ctx context.Context) {
+	defer m.disconnectAll()
+	for ctx.Err() == nil {
+		m.step(ctx)
+		interval := m.cfg.HeartbeatInterval
+		if time.Now().Before(m.fastUntil) {
+			interval = min(interval, m.cfg.FastInterval)
+		} else if len(m.probes) > 0 {
+			m.closeProbes() // trouble is over
+		}
+		t := time.NewTimer(interval)
+		select {
+		case <-ctx.Done():
+		case <-m.poke:
+			m.goFast("a pool saw trouble")
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// goFast starts, or extends, fast polling.
+func (m *Monitor) goFast(why string) {
+	now := time.Now()
+	if !now.Before(m.fastUntil) {
+		m.suspectAt = now
+		m.event(EventSuspect, m.writer)
+		m.cfg.Logger.Debug("failover: trouble; probing the cluster", slog.String("why", why), slog.String("writer", m.writer))
+	}
+	m.fastUntil = now.Add(m.cfg.FastFor)
+}
+
+// step is one round: heartbeat (or connect), topology when due, probes
+// while fast, the routing.
+func (m *Monitor) step(ctx context.Context) {
+	if m.conn == nil {
+		to := m.cfg.ConnectTimeout
+		if m.fast() {
+			to = m.cfg.FailureTimeout
+		}
+		if err := m.connectMain(ctx, to); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			m.setStatus(func(s *Status) { s.Error = err.Error() })
+			m.goFast("monitor connect failed")
+		}
+	} else {
+		pctx, cancel := context.WithTimeout(ctx, m.cfg.FailureTimeout)
+		err := m.conn.Ping(pctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			topology.Close(m.conn)
+			m.conn, m.connID = nil, ""
+			m.goFast("heartbeat failed")
+		}
+	}
+	if m.conn != nil && (m.fast() || time.Since(m.refreshed) >= m.cfg.RefreshInterval) {
+		m.refresh(ctx)
+	}
+	if m.fast() {
+		m.probeAll(ctx)
+	}
+	m.checkDNS(ctx)
+}
+
+func (m *Monitor) fast() bool { return time.Now().Before(m.fastUntil) }
+
+// connectMain connects the monitor's own connection: to the writer's
+// instance endpoint when known, else to the pool's host.
+func (m *Monitor) connectMain(ctx context.Context, timeout time.Duration) error {
+	host := ""
+	if w, ok := m.instances[m.writer]; ok {
+		host = w.host
+	}
+	conn, err := m.dial(ctx, host, timeout)
+	if err != nil {
+		return err
+	}
+	m.conn, m.connID = conn, ""
+	if m.engine == topology.EngineNone {
+		qctx, cancel := context.WithTimeout(ctx, timeout)
+		m.engine, err = topology.Detect(qctx, conn)
+		cancel()
+		if err != nil || m.engine == topology.EngineNone {
+			topology.Close(conn)
+			m.conn = nil
+			if err == nil {
+				err = errNoTopology
+			}
+			return err
+		}
+	}
+	m.refresh(ctx)
+	return nil
+}
+
+var errNoTopology = errors.New("failover: the server has neither aurora_replica_status() nor rds_tools.show_topology(): no topology to follow")
+
+// dial opens a monitor connection to host ("" = the pool's host).
+func (m *Monitor) dial(ctx context.Context, host string, timeout time.Duration) (*pgx.Conn, error) {
+	cc := m.monConfig.Copy()
+	if host != "" {
+		topology.Retarget(cc, host, m.port)
+	}
+	cc.ConnectTimeout = timeout
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if m.connHook != nil {
+		if err := m.connHook(cctx, cc); err != nil {
+			return nil, err
+		}
+	}
+	conn, err := pgx.ConnectConfig(cctx, cc)
+	if err != nil {
+		return nil, err
+	}
+	m.setStatus(func(s *Status) { s.MonitorConnects++ })
+	return conn, nil
+}
+
+// refresh reads the topology and the identity of the main connection's
+// server.
+func (m *Monitor) refresh(ctx context.Context) {
+	qctx, cancel := context.WithTimeout(ctx, max(m.cfg.FailureTimeout, time.Second))
+	defer cancel()
+	res := m.read(qctx, m.conn)
+	if res.err != nil {
+		if ctx.Err() == nil {
+			topology.Close(m.conn)
+			m.conn, m.connID = nil, ""
+			m.goFast("topology read failed")
+		}
+		return
+	}
+	m.refreshed = time.Now()
+	m.connID = res.self
+	m.learn(ctx, res.rows)
+	if !m.fast() {
+		switch w := res.writerID(); {
+		case w != "" && w != m.writer && res.self == w && res.writable:
+			m.adopt(w) // a new writer seen by the slow poll (a failover between two heartbeats)
+		case w != "" && res.self != w:
+			topology.Close(m.conn) // not on the writer: move there next step
+			m.conn, m.connID = nil, ""
+			if m.writer == "" {
+				m.adopt(w)
+			}
+		}
+	}
+}
+
+// readResult is what one server says.
+type readResult struct {
+	self     string
+	writable bool
+	rows     []topology.Row
+	err      error
+}
+
+// writerID returns the writer the rows name: the newest when several do.
+func (r readResult) writerID() string {
+	id, at := "", time.Time{}
+	for _, row := range r.rows {
+		if row.Writer && (id == "" || row.Updated.After(at)) {
+			id, at = row.ServerID, row.Updated
+		}
+	}
+	return id
+}
+
+// confirmsWriter reports whether the server says it is the writer and is
+// writable.
+func (r readResult) confirmsWriter() bool {
+	return r.err == nil && r.writable && r.self != "" && r.writerID() == r.self
+}
+
+func (m *Monitor) read(ctx context.Context, conn *pgx.Conn) readResult {
+	var res readResult
+	res.self, res.writable, res.err = topology.Self(ctx, conn, m.engine)
+	if res.err != nil {
+		return res
+	}
+	res.rows, _, res.err = topology.Read(ctx, conn, m.engine)
+	return res
+}
+
+// learn updates the instances from topology rows and resolves their
+// addresses; instances that left are reported.
+func (m *Monitor) learn(ctx context.Context, rows []topology.Row) {
+	if len(rows) == 0 {
+		return
+	}
+	next := make(map[string]instance, len(rows))
+	for _, r := range rows {
+		host := strings.Replace(m.template, "?", r.ServerID, 1)
+		port := m.port
+		if r.Endpoint != "" {
+			host = topology.NormHost(r.Endpoint)
+			if r.Port > 0 && r.Port <= 65535 {
+				port = uint16(r.Port)
+			}
+		}
+		in := instance{id: r.ServerID, host: host, writer: r.Writer}
+		if old, ok := m.instances[r.ServerID]; ok && old.host == host {
+			in.addr = old.addr
+		}
+		if a := m.resolve(ctx, host, port); a != "" {
+			in.addr = a
+		}
+		next[r.ServerID] = in
+	}
+	var gone []string
+	for id, old := range m.instances {
+		if _, ok := next[id]; !ok && old.addr != "" {
+			gone = append(gone, old.addr)
+		}
+	}
+	m.instances = next
+	if len(gone) > 0 {
+		m.notify(Change{Kind: InstancesLeft, Gone: gone})
+	}
+	m.publishReaders()
+}
+
+// resolve returns host's first address as "ip:port", or "".
+func (m *Monitor) resolve(ctx context.Context, host string, port uint16) string {
+	lctx, cancel := context.WithTimeout(ctx, max(m.cfg.FailureTimeout, time.Second))
+	addrs, err := m.lookup(lctx, host)
+	cancel()
+	if err != nil || len(addrs) == 0 {
+		return ""
+	}
+	if _, _, err := net.SplitHostPort(addrs[0]); err == nil {
+		return addrs[0]
+	}
+	return net.JoinHostPort(addrs[0], strconv.Itoa(int(port)))
+}
+
+// probeAll reads every instance (and the writer) on probe connections of
+// its own, in parallel, each bounded by FailureTimeout, and routes by what
+// they say.
+func (m *Monitor) probeAll(ctx context.Context) {
+	type probe struct {
+		in   instance
+		conn *pgx.Conn
+		res  readResult
+	}
+	var ps []*probe
+	for _, in := range m.instances {
+		ps = append(ps, &probe{in: in, conn: m.probes[in.id]})
+	}
+	if len(ps) == 0 {
+		return
+	}
+	var wg sync.WaitGroup
+	for _, p := range ps {
+		wg.Go(func() {
+			if p.conn == nil {
+				c, err := m.dial(ctx, p.in.host, m.cfg.FailureTimeout)
+				if err != nil {
+					p.res.err = err
+					return
+				}
+				p.conn = c
+			}
+			qctx, cancel := context.WithTimeout(ctx, m.cfg.FailureTimeout)
+			p.res = m.read(qctx, p.conn)
+			cancel()
+		})
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		for _, p := range ps {
+			if p.conn != nil && p.conn != m.probes[p.in.id] {
+				topology.Close(p.conn)
+			}
+		}
+		return
+	}
+	var cur, next *probe
+	var rows []topology.Row
+	for _, p := range ps {
+		if p.res.err != nil {
+			if p.conn != nil {
+				topology.Close(p.conn)
+			}
+			delete(m.probes, p.in.id)
+			continue
+		}
+		m.probes[p.in.id] = p.conn
+		if len(p.res.rows) > len(rows) {
+			rows = p.res.rows
+		}
+		if p.in.id == m.writer {
+			cur = p
+		} else if p.res.confirmsWriter() && (next == nil || p.in.id < next.in.id) {
+			next = p
+		}
+	}
+	switch {
+	case cur != nil && cur.res.confirmsWriter():
+		if m.Snapshot().Down {
+			m.event(EventWriterBack, m.writer)
+			m.publish(func(s *Snapshot) { s.Down, s.DownAddr = false, "" })
+		}
+	case next != nil:
+		m.learn(ctx, next.res.rows)
+		m.adopt(next.in.id)
+	default:
+		m.writerDown()
+	}
+	if next == nil && len(rows) > 0 {
+		m.learn(ctx, rows)
+	}
+}
+
+// writerDown holds the writer endpoint: the writer does not answer, or no
+// longer writes, and no other writer is known.
+func (m *Monitor) writerDown() {
+	if m.Snapshot().Down || m.writer == "" {
+		return
+	}
+	addr := m.instances[m.writer].addr
+	m.event(EventWriterDown, m.writer)
+	m.cfg.Logger.Info("failover: writer down; holding connections by the writer endpoint until a writer is known",
+		slog.String("writer", m.writer), slog.String("addr", addr))
+	m.publish(func(s *Snapshot) { s.Down, s.DownAddr = true, addr })
+	m.notify(Change{Kind: WriterDown, OldWriter: m.writer, OldAddr: addr})
+}
+
+// adopt makes id the writer: the routing sends the writer endpoint there
+// until its DNS agrees, and the listeners drop connections to the old one.
+func (m *Monitor) adopt(id string) {
+	old := m.writer
+	if id == old {
+		return
+	}
+	oldAddr := m.instances[old].addr
+	in := m.instances[id]
+	m.writer = id
+	if old == "" {
+		m.publish(func(s *Snapshot) { s.Writer, s.WriterAddr = id, in.addr })
+		m.publishReaders()
+		m.setStatus(func(s *Status) { s.Writer, s.WriterAddr = id, in.addr })
+		return
+	}
+	m.event(EventNewWriter, id)
+	m.cfg.Logger.Info("failover: new writer", slog.String("old", old), slog.String("new", id), slog.String("addr", in.addr))
+	redirect := len(m.writerHosts()) > 0 // until checkDNS sees the endpoint agree
+	m.publish(func(s *Snapshot) {
+		s.Writer, s.WriterAddr, s.Down, s.DownAddr, s.Redirect = id, in.addr, false, "", redirect
+	})
+	m.publishReaders()
+	m.setStatus(func(s *Status) { s.Writer, s.WriterAddr = id, in.addr; s.Failovers++ })
+	if m.conn != nil && m.connID != id {
+		topology.Close(m.conn)
+		m.conn, m.connID = nil, ""
+	}
+	m.notify(Change{Kind: WriterChanged, OldWriter: old, NewWriter: id, OldAddr: oldAddr, NewAddr: in.addr})
+	m.goFast("failover")
+	m.checkDNS(context.Background())
+}
+
+// checkDNS ends the redirect once every writer endpoint resolves to the
+// writer, and starts it when one does not (checked every step while
+// redirecting or fast, else at each refresh).
+func (m *Monitor) checkDNS(ctx context.Context) {
+	s := m.Snapshot()
+	if s.WriterAddr == "" || (!s.Redirect && !m.fast() && time.Since(m.refreshed) > m.cfg.HeartbeatInterval) {
+		return
+	}
+	hosts := m.writerHosts()
+	if len(hosts) == 0 {
+		return
+	}
+	agree := true
+	for _, h := range hosts {
+		if a := m.resolve(ctx, h, m.port); a != s.WriterAddr {
+			agree = false
+		}
+	}
+	if agree == !s.Redirect {
+		return
+	}
+	if agree {
+		m.event(EventDNSAgrees, s.Writer)
+	}
+	m.publish(func(s *Snapshot) { s.Redirect = !agree })
+}
+
+func (m *Monitor) writerHosts() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	hosts := make([]string, 0, len(m.writers))
+	for h := range m.writers {
+		hosts = append(hosts, h)
+	}
+	return hosts
+}
+
+// publishReaders publishes the addresses of the instances other than the
+// writer.
+func (m *Monitor) publishReaders() {
+	readers := map[string]bool{}
+	for id, in := range m.instances {
+		if id != m.writer && in.addr != "" {
+			readers[in.addr] = true
+		}
+	}
+	if w, ok := m.instances[m.writer]; ok {
+		delete(readers, w.addr) // one address, two names (a single-address setup)
+	}
+	m.publish(func(s *Snapshot) { s.Readers = readers })
+}
+
+// publish replaces the snapshot with a changed copy, waking its waiters.
+func (m *Monitor) publish(change func(*Snapshot)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old := m.snap.Load()
+	s := *old
+	change(&s)
+	s.Changed = make(chan struct{})
+	m.snap.Store(&s)
+	close(old.Changed)
+	m.status.Routing = routingName(&s)
+}
+
+func (m *Monitor) notify(c Change) {
+	m.mu.Lock()
+	ls := slices.Clone(m.listeners)
+	m.mu.Unlock()
+	for _, l := range ls {
+		l(c)
+	}
+}
+
+func (m *Monitor) closeProbes() {
+	for id, c := range m.probes {
+		topology.Close(c)
+		delete(m.probes, id)
+	}
+}
+
+func (m *Monitor) disconnectAll() {
+	m.closeProbes()
+	if m.conn != nil {
+		topology.Close(m.conn)
+		m.conn = nil
+	}
+}
+
+// Hold waits while the snapshot says the writer is down: a new connection
+// by the writer endpoint host. It returns at once otherwise, and a
+// *HoldError after HoldTimeout or when ctx ends.
+func (m *Monitor) Hold(ctx context.Context, host string) error {
+	s := m.snap.Load()
+	if !s.Down {
+		return nil
+	}
+	start := time.Now()
+	t := time.NewTimer(m.cfg.HoldTimeout)
+	defer t.Stop()
+	for s.Down {
+		select {
+		case <-s.Changed:
+			s = m.snap.Load()
+		case <-ctx.Done():
+			return &HoldError{Host: host, Waited: time.Since(start), Err: ctx.Err()}
+		case <-t.C:
+			return &HoldError{Host: host, Waited: time.Since(start), Err: context.DeadlineExceeded}
+		}
+	}
+	m.setStatus(func(st *Status) { st.Held++ })
+	return nil
+}

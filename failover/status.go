@@ -1,0 +1,84 @@
+package failover
+
+import "time"
+
+// The events of a Monitor's timeline.
+const (
+	EventSuspect    = "suspect"     // a sign of trouble: probing every FastInterval
+	EventWriterDown = "writer down" // the writer neither answers nor writes; connects by the writer endpoint held
+	EventWriterBack = "writer back" // the same writer answers again
+	EventNewWriter  = "new writer"  // another instance confirmed as the writer: routed there
+	EventDNSAgrees  = "DNS agrees"  // the writer endpoint resolves to the writer: routing normal
+)
+
+// Event is one step of a Monitor's timeline.
+type Event struct {
+	At     time.Time `json:"at"`
+	Name   string    `json:"event"`
+	Server string    `json:"server,omitempty"` // the server id it concerns
+}
+
+// maxEvents bounds the timeline a Status keeps (the newest).
+const maxEvents = 64
+
+// Status is a Monitor's state, for logs, readiness endpoints and
+// dashboards.
+type Status struct {
+	Writer     string // server id; "" until the topology was read
+	WriterAddr string
+	// Routing is "normal", "redirect" (the writer endpoint's connections
+	// go to the writer's address while DNS lags), "held" (writer down,
+	// none known) or "held+redirect".
+	Routing string
+	// Failovers counts the writer changes seen; Held, the connects that
+	// were held and then released; MonitorConnects, the monitor's own
+	// connections (its own and its probes').
+	Failovers, Held, MonitorConnects int
+	Error                            string // the last monitor error
+	Events                           []Event
+}
+
+// Healthy reports whether a writer is known and reachable as far as the
+// monitor knows (routing normal or redirecting to it).
+func (s Status) Healthy() bool {
+	return s.Writer != "" && s.Routing != "held" && s.Routing != "held+redirect"
+}
+
+func routingName(s *Snapshot) string {
+	switch {
+	case s.Down && s.Redirect:
+		return "held+redirect"
+	case s.Down:
+		return "held"
+	case s.Redirect:
+		return "redirect"
+	}
+	return "normal"
+}
+
+// Status returns the monitor's state now.
+func (m *Monitor) Status() Status {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := m.status
+	st.Events = append([]Event(nil), m.status.Events...)
+	if st.Routing == "" {
+		st.Routing = "normal"
+	}
+	return st
+}
+
+func (m *Monitor) setStatus(f func(*Status)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f(&m.status)
+}
+
+func (m *Monitor) event(name, server string) {
+	m.setStatus(func(s *Status) {
+		s.Events = append(s.Events, Event{At: time.Now(), Name: name, Server: server})
+		if len(s.Events) > maxEvents {
+			s.Events = append(s.Events[:0:0], s.Events[len(s.Events)-maxEvents:]...)
+		}
+	})
+}
