@@ -2,12 +2,15 @@ package failovertest
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base32"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -38,6 +41,27 @@ const (
 // MaxReplicas is the largest Config.Replicas.
 const MaxReplicas = 2
 
+// Engine is the kind of cluster the servers present themselves as: the
+// topology functions they publish.
+type Engine string
+
+// The engines.
+const (
+	// Aurora: pg_catalog.aurora_replica_status() and
+	// aurora_db_instance_identifier() (the default).
+	Aurora Engine = "aurora"
+	// MultiAZ: an RDS Multi-AZ DB cluster's schema rds_tools, with
+	// show_topology(text), dbi_resource_id() and
+	// multi_az_db_cluster_source_dbi_resource_id(), instead of Aurora's
+	// functions.
+	MultiAZ Engine = "multi-az"
+)
+
+// TopologyPort is the port of the instance endpoints that
+// rds_tools.show_topology() lists (Engine MultiAZ): the port clients name
+// (see [Cluster.DSN]); the resolver answers each server's real one.
+const TopologyPort = 5432
+
 // WriterSessionID is the session_id of the writer's row in
 // aurora_replica_status().
 const WriterSessionID = bluegreentest.WriterSessionID
@@ -67,14 +91,18 @@ type Config struct {
 	// TTL is the client-side DNS cache's TTL ([Cluster.Cache]); negative
 	// caches nothing. Default DefaultTTL.
 	TTL time.Duration
+	// Engine is the topology the servers publish: Aurora (the default) or
+	// MultiAZ. The host names are the same for both, as they are on RDS.
+	Engine Engine
 }
 
-// Cluster is an Aurora-shaped PostgreSQL cluster on one machine: a writer
-// and one or two replicas kept in sync by physical streaming replication in
-// synchronous mode, with Aurora's endpoint names in a fake DNS and
-// aurora_replica_status() on every server. [Cluster.Failover] plays a
-// writer failover. Close it when done. A Cluster is safe for concurrent
-// use; failovers are serialised.
+// Cluster is an Aurora-shaped (or RDS Multi-AZ DB cluster-shaped)
+// PostgreSQL cluster on one machine: a writer and one or two replicas kept
+// in sync by physical streaming replication in synchronous mode, with RDS's
+// endpoint names in a fake DNS and the engine's topology functions
+// (aurora_replica_status() or rds_tools.show_topology()) on every server.
+// [Cluster.Failover] plays a writer failover. Close it when done. A Cluster
+// is safe for concurrent use; failovers are serialised.
 //
 // Host names, for cluster "orders":
 //
@@ -104,8 +132,9 @@ type Cluster struct {
 }
 
 // Start starts the writer (initdb), the replicas (pg_basebackup from the
-// writer, as synchronous standbys), installs aurora_replica_status() and
-// publishes the names. ctx bounds the start (a few seconds).
+// writer, as synchronous standbys), installs the topology functions of
+// Config.Engine and publishes the names. ctx bounds the start (a few
+// seconds).
 func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.Name == "" {
 		cfg.Name = DefaultName
@@ -133,6 +162,13 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	if cfg.TTL == 0 {
 		cfg.TTL = DefaultTTL
+	}
+	switch cfg.Engine {
+	case "":
+		cfg.Engine = Aurora
+	case Aurora, MultiAZ:
+	default:
+		return nil, fmt.Errorf("fakes/failovertest: Config.Engine %q: want %q or %q", cfg.Engine, Aurora, MultiAZ)
 	}
 	tail := cfg.Account + "." + cfg.Region + ".rds.amazonaws.com"
 	c := &Cluster{
@@ -168,7 +204,8 @@ func (c *Cluster) start(ctx context.Context) error {
 		if c.SingleIP {
 			hosts[i] = "127.0.0.1"
 		}
-		c.nodes = append(c.nodes, &node{id: fmt.Sprintf("%s-%d", c.cfg.Name, i+1), host: hosts[i], bin: bin, cred: cred})
+		c.nodes = append(c.nodes, &node{id: fmt.Sprintf("%s-%d", c.cfg.Name, i+1), resourceID: resourceID(c.cfg, i),
+			host: hosts[i], bin: bin, cred: cred})
 	}
 	w := c.nodes[0]
 
@@ -190,8 +227,12 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err := w.exec(ctx, "SELECT pg_reload_conf()"); err != nil {
 		return err
 	}
-	if err := w.exec(ctx, installSQL); err != nil {
-		return fmt.Errorf("install aurora_replica_status: %w", err)
+	install, what := installSQL+installAurora, "aurora_replica_status"
+	if c.cfg.Engine == MultiAZ {
+		install, what = installSQL+installMultiAZ, "rds_tools"
+	}
+	if err := w.exec(ctx, install); err != nil {
+		return fmt.Errorf("install %s: %w", what, err)
 	}
 
 	// The replicas: their own directories, owned by the server's user.
@@ -230,20 +271,29 @@ func (c *Cluster) start(ctx context.Context) error {
 	return nil
 }
 
-// installSQL creates the control table behind aurora_replica_status() and
-// aurora_db_instance_identifier(). The table is written on the writer and
-// reaches the standby by physical replication, as every row does: a standby
-// is read-only, but it reads it. The server's own id is not replicated
-// data: it is the setting holdfast.server_id, in each server's own
-// configuration file.
+// installSQL creates the control table behind the topology functions of
+// both engines: one row per server, the writer's with session_id
+// MASTER_SESSION_ID. The table is written on the writer and reaches the
+// standbys by physical replication, as every row does: a standby is
+// read-only, but it reads it. A server's own ids are not replicated data:
+// they are the settings holdfast.server_id and holdfast.dbi_resource_id, in
+// each server's own configuration file.
 const installSQL = `
 CREATE SCHEMA IF NOT EXISTS holdfast_failover;
 CREATE TABLE IF NOT EXISTS holdfast_failover.replica_status (
 	server_id             text PRIMARY KEY,
 	session_id            text NOT NULL,
 	last_update_timestamp timestamptz NOT NULL DEFAULT now(),
-	replica_lag_in_msec   real
+	replica_lag_in_msec   real,
+	dbi_resource_id       text NOT NULL UNIQUE,
+	endpoint              text NOT NULL,
+	port                  integer NOT NULL
 );
+`
+
+// installAurora creates aurora_replica_status() and
+// aurora_db_instance_identifier() (Engine Aurora).
+const installAurora = `
 CREATE OR REPLACE FUNCTION pg_catalog.aurora_replica_status()
 RETURNS TABLE (server_id text, session_id text, last_update_timestamp timestamptz, replica_lag_in_msec real, cpu real)
 LANGUAGE sql STABLE AS $fn$
@@ -254,13 +304,50 @@ CREATE OR REPLACE FUNCTION pg_catalog.aurora_db_instance_identifier()
 RETURNS text LANGUAGE sql STABLE AS $fn$ SELECT current_setting('holdfast.server_id', true) $fn$;
 `
 
+// installMultiAZ creates the schema rds_tools of an RDS Multi-AZ DB cluster
+// (Engine MultiAZ), in the shapes the AWS wrappers read:
+//
+//   - show_topology(client text DEFAULT NULL): id (the dbi resource id),
+//     endpoint (the instance endpoint) and port, one row per server. The
+//     JDBC wrapper passes a client name, the Go wrapper none.
+//   - dbi_resource_id(): the server's own dbi resource id.
+//   - multi_az_db_cluster_source_dbi_resource_id(): the writer's dbi
+//     resource id, as a set of one row, or of none on the writer itself.
+const installMultiAZ = `
+CREATE SCHEMA IF NOT EXISTS rds_tools;
+GRANT USAGE ON SCHEMA rds_tools TO PUBLIC;
+CREATE OR REPLACE FUNCTION rds_tools.show_topology(client text DEFAULT NULL)
+RETURNS TABLE (id text, endpoint text, port integer)
+LANGUAGE sql STABLE AS $fn$
+	SELECT r.dbi_resource_id, r.endpoint, r.port FROM holdfast_failover.replica_status r ORDER BY r.server_id
+$fn$;
+CREATE OR REPLACE FUNCTION rds_tools.dbi_resource_id()
+RETURNS text LANGUAGE sql STABLE AS $fn$ SELECT current_setting('holdfast.dbi_resource_id', true) $fn$;
+CREATE OR REPLACE FUNCTION rds_tools.multi_az_db_cluster_source_dbi_resource_id()
+RETURNS SETOF text LANGUAGE sql STABLE AS $fn$
+	SELECT r.dbi_resource_id FROM holdfast_failover.replica_status r
+	WHERE r.session_id = 'MASTER_SESSION_ID'
+	AND r.dbi_resource_id IS DISTINCT FROM current_setting('holdfast.dbi_resource_id', true)
+$fn$;
+`
+
+// resourceID returns the dbi resource id of the server with index i (0
+// the first writer): "db-" and 26 characters of base32, as RDS shows them,
+// derived from the cluster's names so that a run is reproducible.
+func resourceID(cfg Config, i int) string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s/%s/%s/%d", cfg.Account, cfg.Region, cfg.Name, i))
+	return "db-" + base32.StdEncoding.EncodeToString(sum[:])[:26]
+}
+
 // publishTopology rewrites the control table on the writer: the writer's
 // row with MASTER_SESSION_ID, every other server with a session id of its
 // own (the old writer's too while it is down: Aurora lists it as it comes
-// back as a reader).
+// back as a reader), each with its dbi resource id and instance endpoint.
+// It returns once every standby has replayed the change, so that every
+// running server names the same writer.
 func (c *Cluster) publishTopology(ctx context.Context) error {
 	c.mu.Lock()
-	w, nodes := c.writer, append([]*node(nil), c.nodes...)
+	w, nodes, standbys := c.writer, append([]*node(nil), c.nodes...), append([]*node(nil), c.standbys...)
 	c.mu.Unlock()
 	conn, err := pgx.Connect(ctx, w.dsn())
 	if err != nil {
@@ -280,12 +367,39 @@ func (c *Cluster) publishTopology(ctx context.Context) error {
 		if n != w {
 			session, lag = fmt.Sprintf("5f0c0c1e-%04d-4000-8000-%012d", i, time.Now().UnixNano()%1e12), 0
 		}
-		if _, err := tx.Exec(ctx, "INSERT INTO holdfast_failover.replica_status (server_id, session_id, replica_lag_in_msec) VALUES ($1, $2, $3)",
-			n.id, session, lag); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO holdfast_failover.replica_status
+			(server_id, session_id, replica_lag_in_msec, dbi_resource_id, endpoint, port) VALUES ($1, $2, $3, $4, $5, $6)`,
+			n.id, session, lag, n.resourceID, c.InstanceEndpoint(n.id), TopologyPort); err != nil {
 			return err
 		}
 	}
-	return tx.Commit(ctx)
+	if err := tx.Commit(ctx); err != nil {
+		return err
+	}
+	var lsn string
+	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {
+		return err
+	}
+	for _, s := range standbys {
+		if err := waitReplayed(ctx, s, lsn); err != nil {
+			return fmt.Errorf("%s replaying the topology: %w", s.id, err)
+		}
+	}
+	return nil
+}
+
+// waitReplayed waits until the standby n has replayed WAL up to lsn.
+func waitReplayed(ctx context.Context, n *node, lsn string) error {
+	conn, err := pgx.Connect(ctx, n.dsn())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	return poll(ctx, func() (bool, error) {
+		var done bool
+		err := conn.QueryRow(ctx, "SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn", lsn).Scan(&done)
+		return done, err
+	})
 }
 
 // setDNS points the cluster endpoint at writer and the reader endpoint at
@@ -355,6 +469,22 @@ func (c *Cluster) Writer() string {
 	return c.writer.id
 }
 
+// ResourceID returns the dbi resource id of server id, what
+// rds_tools.dbi_resource_id() returns there ("" for an unknown id).
+func (c *Cluster) ResourceID(id string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range c.nodes {
+		if n.id == id {
+			return n.resourceID
+		}
+	}
+	return ""
+}
+
+// Engine returns the topology the servers publish (Config.Engine).
+func (c *Cluster) Engine() Engine { return c.cfg.Engine }
+
 // Addr returns where server id listens, "ip:port" ("" for an unknown id).
 func (c *Cluster) Addr(id string) string {
 	c.mu.Lock()
@@ -373,7 +503,7 @@ func (c *Cluster) Addr(id string) string {
 // "key=value" settings.
 func (c *Cluster) DSN(host string, extra ...string) string {
 	if _, _, err := net.SplitHostPort(host); err != nil {
-		host = net.JoinHostPort(host, "5432") // the resolver answers the port
+		host = net.JoinHostPort(host, strconv.Itoa(TopologyPort)) // the resolver answers the port
 	}
 	u := url.URL{Scheme: "postgres", User: url.User("postgres"), Host: host,
 		Path: "/postgres", RawQuery: "sslmode=disable"}
@@ -418,14 +548,29 @@ func (c *Cluster) CommittedIDs(ctx context.Context, table string) ([]int64, erro
 	return ids, nil
 }
 
-// Replica is one row of aurora_replica_status().
+// Replica is one row of the topology a server publishes:
+// aurora_replica_status() (Engine Aurora) or rds_tools.show_topology()
+// (Engine MultiAZ).
 type Replica struct {
 	ServerID  string
-	SessionID string // WriterSessionID for the writer
+	Writer    bool   // the server names it the writer
+	SessionID string // Aurora: WriterSessionID for the writer
 	Updated   time.Time
+	// MultiAZ: the dbi resource id and instance endpoint show_topology()
+	// lists; empty with Aurora.
+	ResourceID, Endpoint string
 }
 
-// Topology returns aurora_replica_status() as server id reports it.
+// multiAZTopologyQuery reads show_topology() and marks the writer as the
+// AWS wrappers do: the source id, or the server's own id when it has none.
+const multiAZTopologyQuery = `SELECT split_part(t.endpoint, '.', 1), t.id = coalesce(
+	(SELECT multi_az_db_cluster_source_dbi_resource_id FROM rds_tools.multi_az_db_cluster_source_dbi_resource_id() LIMIT 1),
+	rds_tools.dbi_resource_id()), t.id, t.endpoint
+	FROM rds_tools.show_topology('holdfast-failovertest') t`
+
+// Topology returns the topology as server id reports it:
+// aurora_replica_status() with Engine Aurora, rds_tools.show_topology()
+// with Engine MultiAZ.
 func (c *Cluster) Topology(ctx context.Context, id string) ([]Replica, error) {
 	addr := c.Addr(id)
 	if addr == "" {
@@ -436,14 +581,24 @@ func (c *Cluster) Topology(ctx context.Context, id string) ([]Replica, error) {
 		return nil, fmt.Errorf("fakes/failovertest: %s: %w", id, err)
 	}
 	defer conn.Close(context.Background())
-	rows, err := conn.Query(ctx, "SELECT server_id, session_id, last_update_timestamp FROM aurora_replica_status()")
+	query, scan := "SELECT server_id, session_id, last_update_timestamp FROM aurora_replica_status()",
+		func(r pgx.CollectableRow) (Replica, error) {
+			var x Replica
+			err := r.Scan(&x.ServerID, &x.SessionID, &x.Updated)
+			x.Writer = x.SessionID == WriterSessionID
+			return x, err
+		}
+	if c.cfg.Engine == MultiAZ {
+		query, scan = multiAZTopologyQuery, func(r pgx.CollectableRow) (Replica, error) {
+			var x Replica
+			return x, r.Scan(&x.ServerID, &x.Writer, &x.ResourceID, &x.Endpoint)
+		}
+	}
+	rows, err := conn.Query(ctx, query)
 	if err != nil {
 		return nil, fmt.Errorf("fakes/failovertest: %s: %w", id, err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Replica, error) {
-		var x Replica
-		return x, r.Scan(&x.ServerID, &x.SessionID, &x.Updated)
-	})
+	out, err := pgx.CollectRows(rows, scan)
 	if err != nil {
 		return nil, fmt.Errorf("fakes/failovertest: %s: %w", id, err)
 	}

@@ -1,6 +1,6 @@
-// Package failovertest plays an Aurora (or RDS) writer failover on one
-// machine, with real PostgreSQL servers, for tests and demos of failover
-// routing.
+// Package failovertest plays an Aurora (or RDS Multi-AZ DB cluster) writer
+// failover on one machine, with real PostgreSQL servers, for tests and demos
+// of failover routing.
 //
 // # Model
 //
@@ -17,22 +17,45 @@
 // root, on 127.0.0.11 and 127.0.0.21 (127.0.0.1 and two ports where those
 // cannot be bound).
 //
-// The names are Aurora's, in a fake DNS ([Cluster.Resolver], from
-// fakes/bluegreentest) read through a client-side cache with a TTL
-// ([Cluster.Cache], what [Cluster.PoolConfig] uses): the cluster (writer)
-// endpoint NAME.cluster-ACCOUNT.REGION.rds.amazonaws.com, the reader
-// endpoint NAME.cluster-ro-…, and the instance endpoints NAME-1.ACCOUNT…
-// and NAME-2.ACCOUNT… (NAME-3 with a second replica), which never move. The resolver answers "ip:port".
+// The names are Aurora's (an RDS Multi-AZ DB cluster's have the same
+// shapes), in a fake DNS ([Cluster.Resolver], from fakes/bluegreentest)
+// read through a client-side cache with a TTL ([Cluster.Cache], what
+// [Cluster.PoolConfig] uses): the cluster (writer) endpoint
+// NAME.cluster-ACCOUNT.REGION.rds.amazonaws.com, the reader endpoint
+// NAME.cluster-ro-…, and the instance endpoints NAME-1.ACCOUNT… and
+// NAME-2.ACCOUNT… (NAME-3 with a second replica), which never move. The
+// resolver answers "ip:port".
 //
-// Every server has pg_catalog.aurora_replica_status() (server_id,
-// session_id — MASTER_SESSION_ID for the writer —, last_update_timestamp,
-// replica_lag_in_msec, cpu) and aurora_db_instance_identifier(). The
-// function reads a control table the simulator writes on the writer; the
-// standby, read-only, reads the same rows, replicated physically like any
-// others (a file or a setting would need the simulator to write every
-// server, and a table is what survives a promotion). A server's own id is
-// the setting holdfast.server_id in its own configuration file, which is
-// not replicated.
+// # Topology
+//
+// Config.Engine chooses what the servers publish about the cluster. With
+// [Aurora] (the default) every server has pg_catalog.aurora_replica_status()
+// (server_id, session_id — MASTER_SESSION_ID for the writer —,
+// last_update_timestamp, replica_lag_in_msec, cpu) and
+// aurora_db_instance_identifier(). With [MultiAZ] it has instead, as an RDS
+// Multi-AZ DB cluster does, the schema rds_tools:
+//
+//   - show_topology(client text DEFAULT NULL): id, endpoint, port, a row
+//     per server. id is its dbi resource id ([Cluster.ResourceID], "db-"
+//     and 26 characters such as "db-ABCDEFGHIJKLMNOPQRSTUVWXY1"), endpoint
+//     its instance endpoint, port [TopologyPort] (the port clients name;
+//     the resolver answers the real one).
+//   - dbi_resource_id(): the server's own dbi resource id.
+//   - multi_az_db_cluster_source_dbi_resource_id(): on a reader, a row with
+//     the writer's dbi resource id; on the writer, no row.
+//
+// Aurora's functions are left out with MultiAZ, as on RDS: with both,
+// detection that looks for Aurora's first (internal/topology.Detect) would
+// never see a Multi-AZ DB cluster. Both engines read one control table the simulator writes on
+// the writer; the standbys, read-only, read the same rows, replicated
+// physically like any others (a file or a setting would need the simulator
+// to write every server, and a table is what survives a promotion). After
+// each write the simulator waits until every standby has replayed it, so
+// that the writer and its standbys name the same writer. A server's own ids
+// are the settings holdfast.server_id and holdfast.dbi_resource_id in its
+// own configuration file, which is not replicated.
+//
+// # Failover
 //
 // [Cluster.Failover] plays a [Scenario]: the writer goes down ([Crash],
 // [Graceful], [Hang]), the replica is promoted after Scenario.Detect, the
@@ -57,8 +80,12 @@
 //
 // # Limits
 //
-//   - At most three servers (Config.Replicas 2); no rds_tools.show_topology
-//     (RDS Multi-AZ DB clusters).
+//   - At most three servers (Config.Replicas 2).
+//   - Engine MultiAZ publishes the three topology functions of rds_tools
+//     and nothing else of it: no extension to CREATE, no blue/green columns
+//     in show_topology. A real Multi-AZ DB cluster has two readers, and a
+//     commit waits for either (Replicas 2 here); with Replicas 1 it waits
+//     for the only one.
 //   - No TLS, no IAM: the superuser with trust authentication.
 //   - A hung writer is fenced by stopping it as soon as it is resumed;
 //     between the two it answers reads (stale) and cannot acknowledge a

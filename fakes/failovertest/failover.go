@@ -76,7 +76,7 @@ func DemoScenario(k Kind) Scenario {
 const (
 	EventWriterDown    = "writer down"               // stopped, crashed or hung
 	EventPromoted      = "replica promoted"          // the new writer takes writes
-	EventTopology      = "topology updated"          // aurora_replica_status() names the new writer
+	EventTopology      = "topology updated"          // the new writer and its standbys name it in their topology
 	EventDNS           = "DNS moved"                 // the cluster endpoint resolves to the new writer
 	EventResumed       = "old writer resumed"        // Hang: SIGCONT
 	EventFenced        = "old writer fenced"         // Hang: stopped right after

@@ -25,13 +25,16 @@ import (
 // node is one PostgreSQL server of the cluster: a data directory at a fixed
 // address. Its role changes; its address and server id do not.
 type node struct {
-	id   string // server_id, "orders-1"
-	host string
-	port int
-	dir  string // owned by the server's OS user; holds data/ and server.log
-	bin  string
-	cred *syscall.Credential // run as this user (root runs as postgres)
-	pg   *pgtest.Server      // the first writer, started by pgtest; nil for the others
+	id string // server_id, "orders-1"
+	// resourceID is its dbi resource id (rds_tools.dbi_resource_id()),
+	// "db-" and 26 characters.
+	resourceID string
+	host       string
+	port       int
+	dir        string // owned by the server's OS user; holds data/ and server.log
+	bin        string
+	cred       *syscall.Credential // run as this user (root runs as postgres)
+	pg         *pgtest.Server      // the first writer, started by pgtest; nil for the others
 }
 
 func (n *node) addr() string { return net.JoinHostPort(n.host, strconv.Itoa(n.port)) }
@@ -67,6 +70,7 @@ func (n *node) settings(syncStandby bool) map[string]string {
 		"wal_receiver_status_interval": "1s",
 		"wal_retrieve_retry_interval":  "100ms", // a standby reconnects soon after a failover
 		"holdfast.server_id":           n.id,
+		"holdfast.dbi_resource_id":     n.resourceID,
 	}
 }
 

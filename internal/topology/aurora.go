@@ -26,16 +26,24 @@ const WriterSessionID = "MASTER_SESSION_ID"
 // session_id are the ones that matter.
 const auroraQuery = "SELECT * FROM " + AuroraFunction + "()"
 
-// Row is one parsed row of aurora_replica_status().
+// Row is one parsed row of a cluster's topology: aurora_replica_status()
+// on Aurora, rds_tools.show_topology() on an RDS Multi-AZ DB cluster.
 type Row struct {
-	ServerID string    // lowercase
-	Writer   bool      // session_id is MASTER_SESSION_ID
-	Updated  time.Time // last_update_timestamp; zero when absent or NULL
+	// ServerID is the instance's name, lowercase: server_id on Aurora,
+	// the first label of the endpoint on a Multi-AZ DB cluster.
+	ServerID string
+	// Writer: session_id is MASTER_SESSION_ID (Aurora); the id is the
+	// writer's dbi resource id (Multi-AZ DB cluster).
+	Writer  bool
+	Updated time.Time // last_update_timestamp; zero when absent or NULL
 	// Endpoint and Port, when the topology names them (RDS Multi-AZ DB
-	// clusters); Aurora's rows do not: the endpoint is derived from the
-	// cluster endpoint's domain.
+	// clusters; Port 0 when it does not); Aurora's rows do not: the
+	// endpoint is derived from the cluster endpoint's domain.
 	Endpoint string
 	Port     int
+	// ResourceID is the instance's dbi resource id (Multi-AZ DB clusters:
+	// show_topology's id, as listed); empty on Aurora.
+	ResourceID string
 }
 
 // Instance is one DB instance of a cluster, read from its topology.

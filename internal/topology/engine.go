@@ -26,12 +26,18 @@ func (e Engine) String() string {
 	return "none"
 }
 
-// Detect returns which topology function the server has, by name
-// (to_regproc), Aurora's first.
+// detectQuery finds Aurora's function with to_regproc, and
+// rds_tools.show_topology in pg_proc by name: it may have several forms
+// (with a client name of type text, varchar or name, without), and
+// to_regproc answers NULL for a name with more than one.
+const detectQuery = `SELECT to_regproc($1) IS NOT NULL, EXISTS (SELECT 1 FROM pg_catalog.pg_proc p
+	JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'rds_tools' AND p.proname = 'show_topology')`
+
+// Detect returns which topology function the server has, by name, Aurora's
+// first.
 func Detect(ctx context.Context, conn *pgx.Conn) (Engine, error) {
 	var aurora, multiAZ bool
-	err := conn.QueryRow(ctx, "SELECT to_regproc($1) IS NOT NULL, to_regproc($2) IS NOT NULL",
-		pgx.QueryExecModeSimpleProtocol, AuroraFunction, MultiAZFunction).Scan(&aurora, &multiAZ)
+	err := conn.QueryRow(ctx, detectQuery, pgx.QueryExecModeSimpleProtocol, AuroraFunction).Scan(&aurora, &multiAZ)
 	switch {
 	case err != nil:
 		return EngineNone, err
@@ -53,8 +59,10 @@ func Read(ctx context.Context, conn *pgx.Conn, engine Engine) (rows []Row, bad [
 }
 
 // Self returns the id of the server conn is connected to (the first label
-// of its instance endpoint: aurora_db_instance_identifier() on Aurora)
-// and whether it is writable (not in recovery, not read-only).
+// of its instance endpoint: aurora_db_instance_identifier() on Aurora; on a
+// Multi-AZ DB cluster, the first label of the endpoint of the
+// show_topology() row whose id is rds_tools.dbi_resource_id()) and whether
+// it is writable (not in recovery, not read-only).
 func Self(ctx context.Context, conn *pgx.Conn, engine Engine) (id string, writable bool, err error) {
 	if engine == EngineMultiAZ {
 		return selfMultiAZ(ctx, conn)
