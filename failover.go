@@ -79,7 +79,12 @@ func itoa(n int) string {
 
 // installFailover adds cfg's pool to the cluster's monitor. f.mu is held.
 func (ph *poolHooks) installFailover(cc *pgx.ConnConfig) error {
-	m, err := ph.f.failoverMonitor(cc, ph.monitorConnect)
+	// The monitor dials once per attempt, through the integration's (or
+	// the config's) dial but not the retry loop: a probe of a dead writer
+	// must fail fast, and never spend the pools' retry budget.
+	mc := cc.Copy()
+	mc.DialFunc = ph.base
+	m, err := ph.f.failoverMonitor(mc, ph.monitorConnect)
 	if err != nil {
 		return &ConfigError{Field: "WithFailover", Why: "cannot install failover routing", Err: err}
 	}
