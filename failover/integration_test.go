@@ -3,7 +3,6 @@ package failover_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"sort"
 	"sync"
@@ -16,7 +15,6 @@ import (
 	"github.com/holdfast-db/holdfast/fakes/failovertest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/retry"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // startCluster starts a simulated cluster, or skips when PostgreSQL is not
@@ -51,7 +49,6 @@ type writer struct {
 	errs     map[string]int
 	lastAck  time.Time
 	maxPause time.Duration
-	firstAck map[string]time.Time // per server address... unused
 }
 
 func (w *writer) run(ctx context.Context, exec func(context.Context, int64) error, workers int) *sync.WaitGroup {
@@ -175,6 +172,4 @@ func TestFailoverCrash(t *testing.T) {
 	if len(lost) > 0 {
 		t.Errorf("lost %d acknowledged writes: %v", len(lost), lost)
 	}
-	fmt.Sprint()
-	_ = pgxpool.Config{}
 }

@@ -28,8 +28,9 @@ type Monitor struct {
 	template  string // "?.domain", the first label replaced by a server id
 	port      uint16 // the instances' port
 
-	snap atomic.Pointer[Snapshot]
-	poke chan struct{}
+	snap       atomic.Pointer[Snapshot]
+	poke       chan struct{}
+	lastChange atomic.Int64 // unix nanos of the last event other than a suspicion
 
 	mu        sync.Mutex
 	listeners []func(Change)

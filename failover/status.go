@@ -74,7 +74,21 @@ func (m *Monitor) setStatus(f func(*Status)) {
 	f(&m.status)
 }
 
+// Active reports whether a failover is under way or just happened: the
+// routing is not normal, or the writer went down, changed or came back
+// less than FastFor ago. Readiness answers Warn, not Fail, meanwhile.
+func (m *Monitor) Active() bool {
+	if !m.Snapshot().Normal() {
+		return true
+	}
+	at := m.lastChange.Load()
+	return at != 0 && time.Since(time.Unix(0, at)) < m.cfg.FastFor
+}
+
 func (m *Monitor) event(name, server string) {
+	if name != EventSuspect {
+		m.lastChange.Store(time.Now().UnixNano())
+	}
 	m.setStatus(func(s *Status) {
 		s.Events = append(s.Events, Event{At: time.Now(), Name: name, Server: server})
 		if len(s.Events) > maxEvents {

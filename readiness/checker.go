@@ -3,12 +3,13 @@ package readiness
 import (
 	"context"
 	"errors"
-	"github.com/holdfast-db/holdfast/bluegreen"
-	"github.com/holdfast-db/holdfast/internal/obs"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/holdfast-db/holdfast/bluegreen"
+	"github.com/holdfast-db/holdfast/internal/obs"
 
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/classify"

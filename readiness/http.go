@@ -3,11 +3,12 @@ package readiness
 import (
 	"encoding/json"
 	"errors"
-	"github.com/holdfast-db/holdfast/bluegreen"
 	"log/slog"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/holdfast-db/holdfast/bluegreen"
 )
 
 // OwnerHeader is the request header that names the owner of a drain at the

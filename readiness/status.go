@@ -2,9 +2,11 @@ package readiness
 
 import (
 	"fmt"
-	"github.com/holdfast-db/holdfast/bluegreen"
 	"strconv"
 	"time"
+
+	"github.com/holdfast-db/holdfast/bluegreen"
+	"github.com/holdfast-db/holdfast/failover"
 
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/internal/drain"
@@ -60,6 +62,11 @@ const (
 	ReasonStartupFailed = "startup-failed" // Start failed and no check has succeeded since
 	ReasonDatabase      = "database"       // the database check failed (Fail at the threshold, Warn below it)
 	ReasonSaturated     = "pool-saturated" // every pool connection is acquired (Warn)
+	// ReasonFailover: database checks failed while the cluster was failing
+	// over (holdfast.WithFailover): Warn, not Fail — holdfast holds and
+	// reroutes the pool's traffic, and failing readiness would only take
+	// the service out of its load balancer for a second.
+	ReasonFailover = "failover"
 )
 
 // InUse is what a drain waits for.
@@ -97,6 +104,9 @@ type Status struct {
 	// holdfast.WithBlueGreen, else nil. A switchover under way does not
 	// make the service unready: holdfast holds and reroutes its traffic.
 	BlueGreen *bluegreen.Status
+	// Failover is the writer-failover monitor's status with
+	// holdfast.WithFailover, else nil.
+	Failover *failover.Status
 
 	Health Health // Pass, Warn or Fail
 	Reason string // "" for Pass; else one of the Reason constants
@@ -227,6 +237,12 @@ func (c *Checker) statusLocked(st *pgxpool.Stat) Status {
 		bg := r.Status()
 		s.BlueGreen = &bg
 	}
+	failingOver := false
+	if m := c.factory.Failover(c.pool); m != nil {
+		fo := m.Status()
+		s.Failover = &fo
+		failingOver = m.Active()
+	}
 	s.Health, s.Reason = Fail, ""
 	switch {
 	case c.closed:
@@ -237,6 +253,8 @@ func (c *Checker) statusLocked(st *pgxpool.Stat) Status {
 		s.Reason = ReasonStartupFailed
 	case c.gate != gateOpen:
 		s.Reason = ReasonStarting
+	case c.db.failures > 0 && failingOver:
+		s.Health, s.Reason = Warn, ReasonFailover
 	case c.db.failures >= c.cfg.FailureThreshold:
 		s.Reason = ReasonDatabase
 	case c.db.failures > 0:
