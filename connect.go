@@ -466,6 +466,9 @@ func (a *attempt) cancelDial(ctx context.Context, network, addr string) (net.Con
 	if pc == nil || !pc.IsClosed() {
 		return a.f.firstDial(ctx, a.base, network, addr) // a cancel request of the user's
 	}
+	if ce := a.cut.Load(); ce != nil {
+		return nil, ce // cut by a failover: the old writer is gone, nothing to cancel there
+	}
 	end := time.Now().Add(closeBound)
 	a.clamp.Store(end.UnixNano())
 	if c := pc.Conn(); c != nil {

@@ -4,18 +4,22 @@ import (
 	"context"
 	"errors"
 	"os"
-	"sort"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/failover"
 	"github.com/holdfast-db/holdfast/fakes/failovertest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/retry"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // startCluster starts a simulated cluster, or skips when PostgreSQL is not
 // installed (never with HOLDFAST_REQUIRE_PG=1).
@@ -38,81 +42,18 @@ func startCluster(t *testing.T, cfg failovertest.Config) *failovertest.Cluster {
 	return c
 }
 
-// writer is a workload: workers inserting ids through exec, each write
-// retried whole, as an application would, on a retryable error.
-type writer struct {
-	name     string
-	next     *atomic.Int64
-	mu       sync.Mutex
-	acked    []int64
-	failed   int
-	errs     map[string]int
-	lastAck  time.Time
-	maxPause time.Duration
-}
+// policy is a retry policy for the tests' pools: generous bounds.
+var policy = retry.Policy{MaxAttempts: 10, Multiplier: 2, InitialInterval: 50 * time.Millisecond,
+	MaxInterval: 500 * time.Millisecond, MaxElapsed: 10 * time.Second, AttemptTimeout: 2 * time.Second}
 
-func (w *writer) run(ctx context.Context, exec func(context.Context, int64) error, workers int) *sync.WaitGroup {
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				id := w.next.Add(1)
-				start := time.Now()
-				wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				err := exec(wctx, id)
-				cancel()
-				if ctx.Err() != nil {
-					return
-				}
-				w.mu.Lock()
-				if d := time.Since(start); d > w.maxPause {
-					w.maxPause = d
-				}
-				if err != nil {
-					w.failed++
-					w.errs[errKey(err)]++
-				} else {
-					w.acked = append(w.acked, id)
-					w.lastAck = time.Now()
-				}
-				w.mu.Unlock()
-				if err != nil {
-					time.Sleep(50 * time.Millisecond) // pacing of a client that failed, not synchronisation
-				}
-			}
-		})
-	}
-	return &wg
-}
-
-func errKey(err error) string {
-	var ce *failover.CutError
-	var he *failover.HoldError
-	switch {
-	case errors.As(err, &ce):
-		return "cut"
-	case errors.As(err, &he):
-		return "held"
-	}
-	s := err.Error()
-	if len(s) > 60 {
-		s = s[:60]
-	}
-	return s
-}
-
-func TestFailoverCrash(t *testing.T) {
-	c := startCluster(t, failovertest.Config{TTL: time.Second})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-
-	f, err := holdfast.New(holdfast.WithFailover(failover.Config{}), holdfast.WithRetryPolicy(retry.Policy{
-		MaxAttempts: 10, Multiplier: 2, InitialInterval: 50 * time.Millisecond, MaxInterval: 500 * time.Millisecond, MaxElapsed: 10 * time.Second, AttemptTimeout: 2 * time.Second,
-	}))
+// newPool returns a holdfast pool on the cluster endpoint.
+func newPool(ctx context.Context, t *testing.T, c *failovertest.Cluster, opts ...holdfast.Option) (*holdfast.Factory, *pgxpool.Pool) {
+	t.Helper()
+	f, err := holdfast.New(append([]holdfast.Option{holdfast.WithFailover(failover.Config{}), holdfast.WithRetryPolicy(policy)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	t.Cleanup(f.Close)
 	cfg, err := c.PoolConfig(c.ClusterEndpoint)
 	if err != nil {
 		t.Fatal(err)
@@ -121,55 +62,357 @@ func TestFailoverCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pool.Close()
-	if _, err := pool.Exec(ctx, "CREATE TABLE orders (id bigint PRIMARY KEY)"); err != nil {
-		t.Fatal(err)
-	}
-	m := f.Failover(pool)
-	if m == nil {
-		t.Fatal("no monitor")
-	}
+	t.Cleanup(pool.Close)
+	return f, pool
+}
 
-	var next atomic.Int64
-	w := &writer{name: "holdfast", next: &next, errs: map[string]int{}}
-	wctx, wcancel := context.WithCancel(ctx)
-	wg := w.run(wctx, func(ctx context.Context, id int64) error {
-		_, err := pool.Exec(ctx, "INSERT INTO orders VALUES ($1)", id)
-		return err
-	}, 4)
+// writer is a workload: workers inserting unique ids, each write tried
+// once (the test counts what fails; the demo retries).
+type writer struct {
+	next     atomic.Int64
+	mu       sync.Mutex
+	acked    []int64
+	ackedAt  []time.Time
+	failed   int
+	errs     map[string]int
+	maxPause time.Duration
+}
 
-	start := time.Now()
-	time.Sleep(500 * time.Millisecond) // steady state before the fault (pacing)
-	res, err := c.Failover(ctx, failovertest.Scenario{Kind: failovertest.Crash, Detect: 200 * time.Millisecond, DNSLag: 3 * time.Second, Rejoin: true})
+func (w *writer) run(ctx context.Context, pool *pgxpool.Pool, table string, workers int) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				id := w.next.Add(1)
+				start := time.Now()
+				wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				_, err := pool.Exec(wctx, "INSERT INTO "+table+" VALUES ($1)", id)
+				cancel()
+				if ctx.Err() != nil {
+					return
+				}
+				w.mu.Lock()
+				w.maxPause = max(w.maxPause, time.Since(start))
+				if err != nil {
+					w.failed++
+					w.errs[errKey(err)]++
+				} else {
+					w.acked = append(w.acked, id)
+					w.ackedAt = append(w.ackedAt, time.Now())
+				}
+				w.mu.Unlock()
+				if err != nil {
+					time.Sleep(20 * time.Millisecond) // a failed client's pacing, not synchronisation
+				}
+			}
+		})
+	}
+	return &wg
+}
+
+// firstAckAfter returns when the first write acknowledged after t was.
+func (w *writer) firstAckAfter(t time.Time) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, at := range w.ackedAt {
+		if at.After(t) {
+			return at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+func errKey(err error) string {
+	var ce *failover.CutError
+	var he *failover.HoldError
+	var ne *failover.NotWriterError
+	switch {
+	case errors.As(err, &ce):
+		return "cut"
+	case errors.As(err, &he):
+		return "held"
+	case errors.As(err, &ne):
+		return "not-writer"
+	}
+	s := err.Error()
+	if len(s) > 80 {
+		s = s[:80]
+	}
+	return s
+}
+
+// lost returns the acknowledged ids missing on the writer.
+func lost(ctx context.Context, t *testing.T, c *failovertest.Cluster, table string, acked []int64) []int64 {
+	t.Helper()
+	ids, err := c.CommittedIDs(ctx, table)
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second)
-	wcancel()
-	wg.Wait()
-	for _, e := range res.Events {
-		t.Logf("%6.0f ms  %s %s", float64(e.At.Sub(start).Milliseconds()), e.Name, e.Server)
-	}
-	for _, e := range m.Status().Events {
-		t.Logf("%6.0f ms  monitor: %s %s", float64(e.At.Sub(start).Milliseconds()), e.Name, e.Server)
-	}
-	t.Logf("holdfast: %d acked, %d failed %v, longest pause %v; status %+v", len(w.acked), w.failed, w.errs, w.maxPause, m.Status())
-	ids, err := c.CommittedIDs(ctx, "orders")
-	if err != nil {
-		t.Fatal(err)
-	}
-	have := map[int64]bool{}
+	have := make(map[int64]bool, len(ids))
 	for _, id := range ids {
 		have[id] = true
 	}
-	var lost []int64
-	for _, id := range w.acked {
+	var out []int64
+	for _, id := range acked {
 		if !have[id] {
-			lost = append(lost, id)
+			out = append(out, id)
 		}
 	}
-	sort.Slice(lost, func(i, j int) bool { return lost[i] < lost[j] })
-	if len(lost) > 0 {
-		t.Errorf("lost %d acknowledged writes: %v", len(lost), lost)
+	return out
+}
+
+// TestFailover plays each kind of failover under a write workload through
+// a holdfast pool on the cluster endpoint and checks what the package
+// promises: the new writer is routed to within a second of the topology
+// naming it, long before DNS moves; a hung writer is found down within
+// about a second; writes resume; no acknowledged write is lost; the monitor
+// made a handful of connections, not a storm.
+func TestFailover(t *testing.T) {
+	tests := []struct {
+		kind   failovertest.Kind
+		engine failovertest.Engine
+	}{
+		{kind: failovertest.Crash},
+		{kind: failovertest.Graceful},
+		{kind: failovertest.Hang},
+		{kind: failovertest.Failback},
+		{kind: failovertest.Crash, engine: failovertest.MultiAZ},
+	}
+	for _, tt := range tests {
+		name := string(tt.kind)
+		if tt.engine != "" {
+			name += "/" + string(tt.engine)
+		}
+		t.Run(name, func(t *testing.T) {
+			c := startCluster(t, failovertest.Config{TTL: time.Second, Engine: tt.engine})
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			f, pool := newPool(ctx, t, c)
+			if _, err := pool.Exec(ctx, "CREATE TABLE orders (id bigint PRIMARY KEY)"); err != nil {
+				t.Fatal(err)
+			}
+			m := f.Failover(pool)
+			if m == nil {
+				t.Fatal("Factory.Failover: no monitor for the pool")
+			}
+			w := &writer{errs: map[string]int{}}
+			wctx, wcancel := context.WithCancel(ctx)
+			wg := w.run(wctx, pool, "orders", 4)
+			defer func() { wcancel(); wg.Wait() }()
+			// The workload runs until the monitor has read the topology
+			// and the first writes went through.
+			for m.Status().Writer == "" || w.next.Load() < 20 {
+				select {
+				case <-ctx.Done():
+					t.Fatal("the monitor never read the topology")
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+			start := time.Now()
+			res, err := c.Failover(ctx, failovertest.Scenario{Kind: tt.kind, Detect: 300 * time.Millisecond, DNSLag: 3 * time.Second,
+				HangFor: 3 * time.Second, Rejoin: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			promoted, _ := res.At(failovertest.EventPromoted)
+			if tt.kind == failovertest.Failback {
+				promoted = lastEvent(res, failovertest.EventPromoted)
+			}
+			// Writes after the failover, so that the audit covers them.
+			for {
+				if _, ok := w.firstAckAfter(time.Now().Add(-10 * time.Millisecond)); ok && time.Since(promoted) > 500*time.Millisecond {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					t.Fatal("no write went through after the failover")
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+			wcancel()
+			wg.Wait()
+
+			st := m.Status()
+			for _, e := range res.Events {
+				t.Logf("%6d ms  simulator: %s %s", e.At.Sub(start).Milliseconds(), e.Name, e.Server)
+			}
+			for _, e := range st.Events {
+				t.Logf("%6d ms  monitor:   %s %s", e.At.Sub(start).Milliseconds(), e.Name, e.Server)
+			}
+			t.Logf("%d writes acknowledged, %d failed %v; longest pause %v; monitor connections %d, held %d",
+				len(w.acked), w.failed, w.errs, w.maxPause, st.MonitorConnects, st.Held)
+
+			if st.Writer != c.Writer() {
+				t.Errorf("monitor's writer %q, the cluster's %q", st.Writer, c.Writer())
+			}
+			newWriter := lastMonitorEvent(st, failover.EventNewWriter)
+			if newWriter.IsZero() {
+				t.Fatalf("the monitor never saw the new writer: %+v", st.Events)
+			}
+			topo := lastEvent(res, failovertest.EventTopology)
+			if d := newWriter.Sub(topo); d > time.Second {
+				t.Errorf("the monitor routed to the new writer %v after the topology named it; want within 1 s", d)
+			}
+			dns := lastEvent(res, failovertest.EventDNS)
+			if !newWriter.Before(dns) {
+				t.Errorf("the monitor found the new writer (%v) only after DNS moved (%v)", newWriter.Sub(start), dns.Sub(start))
+			}
+			resumed, ok := w.firstAckAfter(promoted)
+			if !ok || resumed.Sub(promoted) > 1500*time.Millisecond {
+				t.Errorf("writes resumed %v after the promotion; want within 1.5 s", resumed.Sub(promoted))
+			}
+			if tt.kind == failovertest.Hang {
+				down, _ := res.At(failovertest.EventWriterDown)
+				// Down, or already replaced by the new writer found in
+				// the same round of probes.
+				seen := firstMonitorEvent(st, failover.EventWriterDown)
+				if nw := firstMonitorEvent(st, failover.EventNewWriter); seen.IsZero() || (!nw.IsZero() && nw.Before(seen)) {
+					seen = nw
+				}
+				if seen.IsZero() || seen.Sub(down) > 1500*time.Millisecond {
+					t.Errorf("hung writer found down %v after it stopped; want about 1 s (HeartbeatInterval + 2×FailureTimeout)", seen.Sub(down))
+				}
+			}
+			if l := lost(ctx, t, c, "orders", w.acked); len(l) > 0 {
+				t.Errorf("%d acknowledged writes lost: %v", len(l), l)
+			}
+			if st.MonitorConnects > 40 {
+				t.Errorf("the monitor made %d connections; want a handful per failover", st.MonitorConnects)
+			}
+		})
+	}
+}
+
+func lastEvent(r failovertest.Result, name string) time.Time {
+	var at time.Time
+	for _, e := range r.Events {
+		if e.Name == name {
+			at = e.At
+		}
+	}
+	return at
+}
+
+func lastMonitorEvent(st failover.Status, name string) time.Time {
+	var at time.Time
+	for _, e := range st.Events {
+		if e.Name == name {
+			at = e.At
+		}
+	}
+	return at
+}
+
+func firstMonitorEvent(st failover.Status, name string) time.Time {
+	for _, e := range st.Events {
+		if e.Name == name {
+			return e.At
+		}
+	}
+	return time.Time{}
+}
+
+// TestNoFalseFailover loads both cores (busy goroutines and a write
+// workload) for a few seconds with the default detection bounds: the
+// monitor may suspect the writer, but never declares it down nor routes
+// anywhere else, and no connection is cut.
+func TestNoFalseFailover(t *testing.T) {
+	c := startCluster(t, failovertest.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	f, pool := newPool(ctx, t, c)
+	if _, err := pool.Exec(ctx, "CREATE TABLE load (id bigint PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	m := f.Failover(pool)
+	lctx, lcancel := context.WithTimeout(ctx, 4*time.Second)
+	defer lcancel()
+	var busy sync.WaitGroup
+	for range 2 * runtime.NumCPU() {
+		busy.Go(func() {
+			for lctx.Err() == nil {
+				for i := 0; i < 1e5; i++ {
+					_ = i * i
+				}
+			}
+		})
+	}
+	w := &writer{errs: map[string]int{}}
+	wg := w.run(lctx, pool, "load", 8)
+	wg.Wait()
+	busy.Wait()
+	st := m.Status()
+	t.Logf("%d writes, %d failed %v; monitor %+v", len(w.acked), w.failed, w.errs, st)
+	if w.failed > 0 {
+		t.Errorf("%d writes failed without a fault: %v", w.failed, w.errs)
+	}
+	for _, e := range st.Events {
+		if e.Name != failover.EventSuspect {
+			t.Errorf("event %q without a fault: %+v", e.Name, st.Events)
+		}
+	}
+	if st.Failovers != 0 || st.Routing != "normal" {
+		t.Errorf("status %+v without a fault", st)
+	}
+}
+
+// TestWithBlueGreen runs failover and blue/green routing on one pool: a
+// deployment in CREATED (the blue/green metadata published on the cluster)
+// and a writer crash. The failover is handled as without blue/green; the
+// blue/green router keeps routing nothing.
+func TestWithBlueGreen(t *testing.T) {
+	c := startCluster(t, failovertest.Config{TTL: time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f, pool := newPool(ctx, t, c, holdfast.WithBlueGreen(bluegreen.Config{IncreasedInterval: 100 * time.Millisecond, BaselineInterval: 100 * time.Millisecond}))
+	for _, q := range []string{
+		"CREATE TABLE orders (id bigint PRIMARY KEY)",
+		`CREATE FUNCTION pg_catalog.get_blue_green_fast_switchover_metadata(text)
+			RETURNS TABLE (version text, endpoint text, port int, role text, status text) LANGUAGE sql AS
+			$$ VALUES ('1.0'::text, '` + c.ClusterEndpoint + `'::text, 5432, 'BLUE_GREEN_DEPLOYMENT_SOURCE'::text, 'AVAILABLE'::text) $$`,
+	} {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bg, m := f.BlueGreen(pool), f.Failover(pool)
+	for bg.Status().Phase != bluegreen.Created || m.Status().Writer == "" {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("blue/green %v, failover %+v", bg.Status().Phase, m.Status())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	w := &writer{errs: map[string]int{}}
+	wctx, wcancel := context.WithCancel(ctx)
+	wg := w.run(wctx, pool, "orders", 4)
+	res, err := c.Failover(ctx, failovertest.Scenario{Kind: failovertest.Crash, Detect: 300 * time.Millisecond, DNSLag: 3 * time.Second, Rejoin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	promoted, _ := res.At(failovertest.EventPromoted)
+	for {
+		if _, ok := w.firstAckAfter(promoted.Add(500 * time.Millisecond)); ok {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("no write after the failover")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	wcancel()
+	wg.Wait()
+	resumed, _ := w.firstAckAfter(promoted)
+	t.Logf("%d acknowledged, %d failed %v; resumed %v after the promotion; blue/green %v", len(w.acked), w.failed, w.errs,
+		resumed.Sub(promoted), bg.Status().Phase)
+	if d := resumed.Sub(promoted); d > 1500*time.Millisecond {
+		t.Errorf("writes resumed %v after the promotion; want within 1.5 s", d)
+	}
+	if st := bg.Status(); st.Phase != bluegreen.Created || !st.Routing.Normal {
+		t.Errorf("blue/green phase %v routing %v after the failover; want CREATED, routing nothing", st.Phase, st.Routing.Phase)
+	}
+	if l := lost(ctx, t, c, "orders", w.acked); len(l) > 0 {
+		t.Errorf("%d acknowledged writes lost", len(l))
 	}
 }

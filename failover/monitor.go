@@ -46,6 +46,7 @@ type Monitor struct {
 	conn       *pgx.Conn // to the writer (else the pool's host, at first)
 	connID     string    // the server id conn reaches, once known
 	probes     map[string]*pgx.Conn
+	guards     map[*pgx.Conn]*topology.Guard // abandon a connection at once (closeConn)
 	instances  map[string]instance // by server id
 	writer     string              // server id
 	fastUntil  time.Time
@@ -126,6 +127,7 @@ func NewMonitor(cc *pgx.ConnConfig, c Config, connHook func(context.Context, *pg
 		writers:   map[string]bool{},
 		instances: map[string]instance{},
 		probes:    map[string]*pgx.Conn{},
+		guards:    map[*pgx.Conn]*topology.Guard{},
 		done:      make(chan struct{}),
 	}
 	if m.lookup == nil {
@@ -291,7 +293,7 @@ func (m *Monitor) step(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			topology.Close(m.conn)
+			m.closeConn(m.conn)
 			m.conn, m.connID = nil, ""
 			m.goFast("heartbeat failed")
 		}
@@ -324,7 +326,7 @@ func (m *Monitor) connectMain(ctx context.Context, timeout time.Duration) error 
 		m.engine, err = topology.Detect(qctx, conn)
 		cancel()
 		if err != nil || m.engine == topology.EngineNone {
-			topology.Close(conn)
+			m.closeConn(conn)
 			m.conn = nil
 			if err == nil {
 				err = errNoTopology
@@ -345,6 +347,7 @@ func (m *Monitor) dial(ctx context.Context, host string, timeout time.Duration) 
 		topology.Retarget(cc, host, m.port)
 	}
 	cc.ConnectTimeout = timeout
+	guard := topology.Guarded(cc)
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if m.connHook != nil {
@@ -356,6 +359,9 @@ func (m *Monitor) dial(ctx context.Context, host string, timeout time.Duration) 
 	if err != nil {
 		return nil, err
 	}
+	m.mu.Lock()
+	m.guards[conn] = guard
+	m.mu.Unlock()
 	m.setStatus(func(s *Status) { s.MonitorConnects++ })
 	return conn, nil
 }
@@ -368,7 +374,7 @@ func (m *Monitor) refresh(ctx context.Context) {
 	res := m.read(qctx, m.conn)
 	if res.err != nil {
 		if ctx.Err() == nil {
-			topology.Close(m.conn)
+			m.closeConn(m.conn)
 			m.conn, m.connID = nil, ""
 			m.goFast("topology read failed")
 		}
@@ -382,7 +388,7 @@ func (m *Monitor) refresh(ctx context.Context) {
 		case w != "" && w != m.writer && res.self == w && res.writable:
 			m.adopt(w) // a new writer seen by the slow poll (a failover between two heartbeats)
 		case w != "" && res.self != w:
-			topology.Close(m.conn) // not on the writer: move there next step
+			m.closeConn(m.conn) // not on the writer: move there next step
 			m.conn, m.connID = nil, ""
 			if m.writer == "" {
 				m.adopt(w)
@@ -514,7 +520,7 @@ func (m *Monitor) probeAll(ctx context.Context) {
 	if ctx.Err() != nil {
 		for _, p := range ps {
 			if p.conn != nil && p.conn != m.probes[p.in.id] {
-				topology.Close(p.conn)
+				m.closeConn(p.conn)
 			}
 		}
 		return
@@ -524,7 +530,7 @@ func (m *Monitor) probeAll(ctx context.Context) {
 	for _, p := range ps {
 		if p.res.err != nil {
 			if p.conn != nil {
-				topology.Close(p.conn)
+				m.closeConn(p.conn)
 			}
 			delete(m.probes, p.in.id)
 			continue
@@ -595,7 +601,7 @@ func (m *Monitor) adopt(id string) {
 	m.publishReaders()
 	m.setStatus(func(s *Status) { s.Writer, s.WriterAddr = id, in.addr; s.Failovers++ })
 	if m.conn != nil && m.connID != id {
-		topology.Close(m.conn)
+		m.closeConn(m.conn)
 		m.conn, m.connID = nil, ""
 	}
 	m.notify(Change{Kind: WriterChanged, OldWriter: old, NewWriter: id, OldAddr: oldAddr, NewAddr: in.addr})
@@ -679,7 +685,7 @@ func (m *Monitor) notify(c Change) {
 
 func (m *Monitor) closeProbes() {
 	for id, c := range m.probes {
-		topology.Close(c)
+		m.closeConn(c)
 		delete(m.probes, id)
 	}
 }
@@ -687,7 +693,7 @@ func (m *Monitor) closeProbes() {
 func (m *Monitor) disconnectAll() {
 	m.closeProbes()
 	if m.conn != nil {
-		topology.Close(m.conn)
+		m.closeConn(m.conn)
 		m.conn = nil
 	}
 }
@@ -715,4 +721,20 @@ func (m *Monitor) Hold(ctx context.Context, host string) error {
 	}
 	m.setStatus(func(st *Status) { st.Held++ })
 	return nil
+}
+
+// closeConn closes a monitor connection at once: a server that stopped
+// answering does not hold the monitor (see topology.Guard).
+func (m *Monitor) closeConn(c *pgx.Conn) {
+	if c == nil {
+		return
+	}
+	m.mu.Lock()
+	g := m.guards[c]
+	delete(m.guards, c)
+	m.mu.Unlock()
+	if g != nil {
+		g.Abandon()
+	}
+	topology.Close(c)
 }

@@ -2,7 +2,10 @@ package topology
 
 import (
 	"context"
+	"errors"
 	"net"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -106,4 +109,79 @@ func RemotePort(c *pgx.Conn) int {
 		return ta.Port
 	}
 	return 0
+}
+
+// Guard lets a monitor abandon a connection at once. pgconn closes a
+// connection whose query failed on a goroutine of its own that sends a
+// cancel request and drains the socket for up to 15 s each: against a
+// server that stopped answering (SIGSTOP, a black hole) that goroutine, and
+// whoever waits for it, would hang that long. After Abandon, the guarded
+// socket's I/O fails at once and the cancel request is not sent, so the
+// cleanup ends at once.
+type Guard struct {
+	dial      func(ctx context.Context, network, addr string) (net.Conn, error)
+	abandoned atomic.Bool
+	mu        sync.Mutex
+	socks     []net.Conn
+}
+
+// Guarded installs a Guard into cc's DialFunc (cc is the monitor
+// connection's own copy).
+func Guarded(cc *pgx.ConnConfig) *Guard {
+	g := &Guard{dial: cc.DialFunc}
+	if g.dial == nil {
+		g.dial = (&net.Dialer{KeepAlive: 5 * time.Second}).DialContext
+	}
+	cc.DialFunc = g.dialGuarded
+	return g
+}
+
+func (g *Guard) dialGuarded(ctx context.Context, network, addr string) (net.Conn, error) {
+	if g.abandoned.Load() {
+		return nil, errAbandoned // the cancel request of an abandoned connection
+	}
+	c, err := g.dial(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	g.socks = append(g.socks, c)
+	g.mu.Unlock()
+	if g.abandoned.Load() {
+		_ = c.SetDeadline(time.Unix(1, 0))
+	}
+	return &guardedConn{Conn: c, g: g}, nil
+}
+
+var errAbandoned = errors.New("topology: monitor connection abandoned")
+
+// Abandon makes every I/O of the guarded connection fail at once.
+func (g *Guard) Abandon() {
+	g.abandoned.Store(true)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, c := range g.socks {
+		_ = c.SetDeadline(time.Unix(1, 0))
+	}
+}
+
+// guardedConn keeps its deadline in the past once abandoned.
+type guardedConn struct {
+	net.Conn
+	g *Guard
+}
+
+func (c *guardedConn) SetDeadline(t time.Time) error { return c.Conn.SetDeadline(c.clamp(t)) }
+func (c *guardedConn) SetReadDeadline(t time.Time) error {
+	return c.Conn.SetReadDeadline(c.clamp(t))
+}
+func (c *guardedConn) SetWriteDeadline(t time.Time) error {
+	return c.Conn.SetWriteDeadline(c.clamp(t))
+}
+
+func (c *guardedConn) clamp(t time.Time) time.Time {
+	if c.g.abandoned.Load() {
+		return time.Unix(1, 0)
+	}
+	return t
 }
