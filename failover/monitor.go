@@ -47,8 +47,8 @@ type Monitor struct {
 	connID     string    // the server id conn reaches, once known
 	probes     map[string]*pgx.Conn
 	guards     map[*pgx.Conn]*topology.Guard // abandon a connection at once (closeConn)
-	instances  map[string]instance // by server id
-	writer     string              // server id
+	instances  map[string]instance           // by server id
+	writer     string                        // server id
 	fastUntil  time.Time
 	refreshed  time.Time
 	suspectAt  time.Time
