@@ -115,10 +115,12 @@ func (ph *poolHooks) hold(ctx context.Context, cc *pgx.ConnConfig) error {
 }
 
 // redirect returns where a dial of the pool's host goes: the writer's
-// address while the writer endpoint's DNS lags a failover, else addr.
+// address while the writer endpoint's DNS lags a failover, or when the
+// address it gave is one of the topology's readers (a client-side cache
+// older than the monitor's); else addr.
 func (ph *poolHooks) redirect(addr string) string {
 	if fo := ph.fo; fo != nil && fo.writer {
-		if s := fo.m.Snapshot(); s.Redirect && s.WriterAddr != "" {
+		if s := fo.m.Snapshot(); s.WriterAddr != "" && (s.Redirect || s.Readers[addr]) {
 			return s.WriterAddr
 		}
 	}

@@ -24,18 +24,20 @@ const maxEvents = 64
 // Status is a Monitor's state, for logs, readiness endpoints and
 // dashboards.
 type Status struct {
-	Writer     string // server id; "" until the topology was read
-	WriterAddr string
+	Writer     string `json:"writer"` // server id; "" until the topology was read
+	WriterAddr string `json:"writer_addr"`
 	// Routing is "normal", "redirect" (the writer endpoint's connections
 	// go to the writer's address while DNS lags), "held" (writer down,
 	// none known) or "held+redirect".
-	Routing string
+	Routing string `json:"routing"`
 	// Failovers counts the writer changes seen; Held, the connects that
 	// were held and then released; MonitorConnects, the monitor's own
 	// connections (its own and its probes').
-	Failovers, Held, MonitorConnects int
-	Error                            string // the last monitor error
-	Events                           []Event
+	Failovers       int     `json:"failovers"`
+	Held            int     `json:"held"`
+	MonitorConnects int     `json:"monitor_connects"`
+	Error           string  `json:"error,omitempty"` // the last monitor error
+	Events          []Event `json:"events,omitempty"`
 }
 
 // Healthy reports whether a writer is known and reachable as far as the

@@ -390,7 +390,24 @@ func healthBody(s Status) healthBodyJSON {
 		b.Checks["bluegreen"] = []blueGreenJSON{{ComponentType: "component", Status: st, Phase: bg.Phase,
 			Routing: bg.Routing.Phase, Normal: bg.Routing.Normal, Mapping: bg.Mapping}}
 	}
+	if fo := s.Failover; fo != nil {
+		// warn while the writer is down or being rerouted to, never fail.
+		st := string(Pass)
+		if fo.Routing != "normal" {
+			st = string(Warn)
+		}
+		b.Checks["failover"] = []failoverJSON{{ComponentType: "component", Status: st, Writer: fo.Writer,
+			Routing: fo.Routing, Failovers: fo.Failovers}}
+	}
 	return b
+}
+
+type failoverJSON struct {
+	ComponentType string `json:"componentType"`
+	Status        string `json:"status"`
+	Writer        string `json:"writer"`
+	Routing       string `json:"routing"`
+	Failovers     int    `json:"failovers"`
 }
 
 type blueGreenJSON struct {
