@@ -16,6 +16,7 @@ import (
 	"github.com/holdfast-db/holdfast/fakes/failovertest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/retry"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -414,5 +415,143 @@ func TestWithBlueGreen(t *testing.T) {
 	}
 	if l := lost(ctx, t, c, "orders", w.acked); len(l) > 0 {
 		t.Errorf("%d acknowledged writes lost", len(l))
+	}
+}
+
+// serverID returns the id of the server a connection of pool reaches.
+func serverID(ctx context.Context, t *testing.T, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) string {
+	t.Helper()
+	var id string
+	if err := q.QueryRow(ctx, "SELECT aurora_db_instance_identifier()").Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// TestStaleClientDNS: a pool whose own DNS cache keeps the old writer's
+// address for a minute (longer than the monitor's) still writes to the new
+// writer after the old one is back as a reader: its dials to a topology
+// reader go to the writer. A plain pool with the same cache connects to the
+// old writer and fails with 25006 (the control).
+func TestStaleClientDNS(t *testing.T) {
+	c := startCluster(t, failovertest.Config{TTL: time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f, first := newPool(ctx, t, c) // the monitor resolves through this pool's 1 s cache
+	if _, err := first.Exec(ctx, "CREATE TABLE orders (id bigint PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	stale := func() *pgxpool.Config {
+		cfg, err := c.PoolConfig(c.ClusterEndpoint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.ConnConfig.LookupFunc = c.Resolver.Cached(time.Minute).Lookup
+		return cfg
+	}
+	pool, err := f.NewPool(ctx, stale())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	plain, err := pgxpool.NewWithConfig(ctx, stale())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	old := c.Writer()
+	for _, p := range []*pgxpool.Pool{pool, plain} {
+		if id := serverID(ctx, t, p); id != old { // both caches now hold the old writer's address
+			t.Fatalf("connected to %s, want the writer %s", id, old)
+		}
+	}
+	if _, err := c.Failover(ctx, failovertest.Scenario{Kind: failovertest.Graceful, Detect: 200 * time.Millisecond,
+		DNSLag: 500 * time.Millisecond, Rejoin: true}); err != nil {
+		t.Fatal(err)
+	}
+	m := f.Failover(pool)
+	for m.Status().Routing != "normal" || m.Status().Writer != c.Writer() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("monitor %+v", m.Status())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	pool.Reset()
+	plain.Reset()
+	for i := range 20 {
+		if _, err := pool.Exec(ctx, "INSERT INTO orders VALUES ($1)", i); err != nil {
+			t.Fatalf("holdfast write %d: %v", i, err)
+		}
+	}
+	if id := serverID(ctx, t, pool); id != c.Writer() {
+		t.Errorf("holdfast reached %s, want the writer %s", id, c.Writer())
+	}
+	_, err = plain.Exec(ctx, "INSERT INTO orders VALUES (1000)")
+	if id := serverID(ctx, t, plain); id != old || err == nil {
+		t.Errorf("the control (plain pgxpool, same cache) reached %s and wrote (%v): the stale DNS did not bite", id, err)
+	}
+}
+
+// TestInstanceLeft: an instance that leaves the topology has its
+// connections cut, in the pools of the reader endpoint too: an idle one is
+// closed, one in use fails its next statement with a *failover.CutError,
+// which the factory classifies as transient.
+func TestInstanceLeft(t *testing.T) {
+	c := startCluster(t, failovertest.Config{TTL: time.Second, Replicas: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f, err := holdfast.New(holdfast.WithFailover(failover.Config{RefreshInterval: 100 * time.Millisecond}), holdfast.WithRetryPolicy(policy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cfg, err := c.PoolConfig(c.ReaderEndpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := f.NewPool(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	gone := serverID(ctx, t, conn)
+	m := f.Failover(pool)
+	for m.Status().Writer == "" {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the monitor never read the topology")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	w, err := pgx.Connect(ctx, c.DSN(c.Addr(c.Writer())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(ctx)
+	if _, err := w.Exec(ctx, "DELETE FROM holdfast_failover.replica_status WHERE server_id = $1", gone); err != nil {
+		t.Fatal(err)
+	}
+	for lastMonitorEvent(m.Status(), failover.EventLeft).IsZero() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the monitor never saw %s leave: %+v", gone, m.Status())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	_, err = conn.Exec(ctx, "SELECT 1")
+	var ce *failover.CutError
+	if !errors.As(err, &ce) {
+		t.Fatalf("statement on a connection to %s, which left: %v, want a *failover.CutError", gone, err)
+	}
+	if v := f.Classify(err); !v.Retryable() || v.Reason != failover.ReasonCut {
+		t.Errorf("Classify(%v) = %v, want transient %s", err, v, failover.ReasonCut)
 	}
 }

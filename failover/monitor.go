@@ -461,6 +461,7 @@ func (m *Monitor) learn(ctx context.Context, rows []topology.Row) {
 	for id, old := range m.instances {
 		if _, ok := next[id]; !ok && old.addr != "" {
 			gone = append(gone, old.addr)
+			m.event(EventLeft, id)
 		}
 	}
 	m.instances = next

@@ -4,11 +4,12 @@ import "time"
 
 // The events of a Monitor's timeline.
 const (
-	EventSuspect    = "suspect"     // a sign of trouble: probing every FastInterval
-	EventWriterDown = "writer down" // the writer neither answers nor writes; connects by the writer endpoint held
-	EventWriterBack = "writer back" // the same writer answers again
-	EventNewWriter  = "new writer"  // another instance confirmed as the writer: routed there
-	EventDNSAgrees  = "DNS agrees"  // the writer endpoint resolves to the writer: routing normal
+	EventSuspect    = "suspect"       // a sign of trouble: probing every FastInterval
+	EventWriterDown = "writer down"   // the writer neither answers nor writes; connects by the writer endpoint held
+	EventWriterBack = "writer back"   // the same writer answers again
+	EventNewWriter  = "new writer"    // another instance confirmed as the writer: routed there
+	EventDNSAgrees  = "DNS agrees"    // the writer endpoint resolves to the writer: routing normal
+	EventLeft       = "instance left" // an instance left the topology: connections to it cut
 )
 
 // Event is one step of a Monitor's timeline.
