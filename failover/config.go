@@ -3,8 +3,12 @@ package failover
 import (
 	"fmt"
 	"log/slog"
+	"net"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/holdfast-db/holdfast/internal/topology"
 )
 
 // Defaults of Config. HeartbeatInterval + 2×FailureTimeout bounds how long
@@ -90,11 +94,30 @@ func (c Config) Validate() error {
 		}
 	}
 	if t := c.InstanceTemplate; t != "" {
-		if strings.Count(t, "?") != 1 || !strings.HasPrefix(t, "?.") {
-			return &ConfigError{Field: "InstanceTemplate", Why: fmt.Sprintf("%q: want one \"?\" as the first label, e.g. \"?.abc123.us-east-1.rds.amazonaws.com\"", t)}
+		if _, _, err := parseTemplate(t); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// parseTemplate splits an InstanceTemplate into the normalized host
+// pattern and its port (0 when it has none).
+func parseTemplate(t string) (string, uint16, error) {
+	host, port := t, uint16(0)
+	if h, p, err := net.SplitHostPort(t); err == nil {
+		n, err := strconv.ParseUint(p, 10, 16)
+		if err != nil || n == 0 {
+			return "", 0, &ConfigError{Field: "InstanceTemplate", Why: fmt.Sprintf("%q: invalid port", t)}
+		}
+		host, port = h, uint16(n)
+	}
+	host = topology.NormHost(host)
+	if strings.Count(host, "?") != 1 || !strings.HasPrefix(host, "?.") || len(host) < 3 || strings.ContainsAny(host, " /:@") {
+		return "", 0, &ConfigError{Field: "InstanceTemplate",
+			Why: fmt.Sprintf("%q: want one \"?\" as the first label of a host name, e.g. \"?.abc123.us-east-1.rds.amazonaws.com\"", t)}
+	}
+	return host, port, nil
 }
 
 // WithDefaults returns c with every zero field set to its default, or the

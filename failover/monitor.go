@@ -142,14 +142,14 @@ func NewMonitor(cc *pgx.ConnConfig, c Config, connHook func(context.Context, *pg
 // RDS endpoint. It returns the key that the monitors of one cluster share.
 func TemplateFor(host string, port uint16, template string) (string, uint16, error) {
 	if template != "" {
-		if h, p, err := net.SplitHostPort(template); err == nil {
-			n, err := strconv.ParseUint(p, 10, 16)
-			if err != nil || n == 0 {
-				return "", 0, &ConfigError{Field: "InstanceTemplate", Why: "invalid port " + strconv.Quote(p)}
-			}
-			return topology.NormHost(h), uint16(n), nil
+		h, p, err := parseTemplate(template)
+		if err != nil {
+			return "", 0, err
 		}
-		return topology.NormHost(template), port, nil
+		if p == 0 {
+			p = port
+		}
+		return h, p, nil
 	}
 	d := topology.InstanceDomain([]string{topology.NormHost(host)})
 	if d == "" {

@@ -1,0 +1,170 @@
+package failover_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/failover"
+)
+
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		c     failover.Config
+		field string // "" = valid
+	}{
+		{"zero", failover.Config{}, ""},
+		{"template", failover.Config{InstanceTemplate: "?.abc.us-east-1.rds.amazonaws.com"}, ""},
+		{"template with port", failover.Config{InstanceTemplate: "?.db.example.internal:6432"}, ""},
+		{"negative interval", failover.Config{FastInterval: -1}, "FastInterval"},
+		{"negative hold", failover.Config{HoldTimeout: -time.Second}, "HoldTimeout"},
+		{"no placeholder", failover.Config{InstanceTemplate: "db.example.internal"}, "InstanceTemplate"},
+		{"placeholder not first", failover.Config{InstanceTemplate: "db.?.example"}, "InstanceTemplate"},
+		{"two placeholders", failover.Config{InstanceTemplate: "?.?.example"}, "InstanceTemplate"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := tt.c.Validate()
+			var ce *failover.ConfigError
+			switch {
+			case tt.field == "" && err != nil:
+				t.Errorf("Validate() = %v, want nil", err)
+			case tt.field != "" && (!errors.As(err, &ce) || ce.Field != tt.field):
+				t.Errorf("Validate() = %v, want a *ConfigError for %s", err, tt.field)
+			}
+		})
+	}
+}
+
+func TestTemplateFor(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		host, template string
+		want           string
+		port           uint16
+		bad            bool
+	}{
+		{host: "orders.cluster-abc.us-east-1.rds.amazonaws.com", want: "?.abc.us-east-1.rds.amazonaws.com", port: 5432},
+		{host: "orders.cluster-ro-abc.us-east-1.rds.amazonaws.com", want: "?.abc.us-east-1.rds.amazonaws.com", port: 5432},
+		{host: "Orders-1.ABC.us-east-1.rds.amazonaws.com.", want: "?.abc.us-east-1.rds.amazonaws.com", port: 5432},
+		{host: "db.example.com", template: "?.db.example.internal:6432", want: "?.db.example.internal", port: 6432},
+		{host: "10.0.0.1", template: "?.Db.Example.Internal", want: "?.db.example.internal", port: 5432},
+		{host: "db.example.com", bad: true},
+		{host: "10.0.0.1", bad: true},
+		{host: "db.example.com", template: "?.x:0", bad: true},
+		{host: "db.example.com", template: "?.x:http", bad: true},
+	}
+	for _, tt := range tests {
+		got, port, err := failover.TemplateFor(tt.host, 5432, tt.template)
+		if tt.bad {
+			var ce *failover.ConfigError
+			if !errors.As(err, &ce) || ce.Field != "InstanceTemplate" {
+				t.Errorf("TemplateFor(%q, %q) = %q, %v; want a *ConfigError", tt.host, tt.template, got, err)
+			}
+			continue
+		}
+		if err != nil || got != tt.want || port != tt.port {
+			t.Errorf("TemplateFor(%q, %q) = %q, %d, %v; want %q, %d", tt.host, tt.template, got, port, err, tt.want, tt.port)
+		}
+	}
+}
+
+// FuzzTemplateFor: any host and template give a template with one "?"
+// as its first label, or a *ConfigError; never a panic.
+func FuzzTemplateFor(f *testing.F) {
+	for _, s := range [][2]string{{"orders.cluster-abc.us-east-1.rds.amazonaws.com", ""}, {"x", "?.y:1"}, {"10.0.0.1", "?.a"}, {"", ""}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, host, template string) {
+		c := failover.Config{InstanceTemplate: template}
+		if c.Validate() != nil {
+			return
+		}
+		got, _, err := failover.TemplateFor(host, 5432, template)
+		var ce *failover.ConfigError
+		if err != nil {
+			if !errors.As(err, &ce) {
+				t.Fatalf("error %v is not a *ConfigError", err)
+			}
+			return
+		}
+		if !strings.HasPrefix(got, "?.") || strings.Count(got, "?") != 1 {
+			t.Fatalf("TemplateFor(%q, %q) = %q", host, template, got)
+		}
+	})
+}
+
+func TestIsWriterEndpoint(t *testing.T) {
+	t.Parallel()
+	for host, want := range map[string]bool{
+		"orders.cluster-abc.us-east-1.rds.amazonaws.com":        true,
+		"ORDERS.CLUSTER-ABC.us-east-1.rds.amazonaws.com.":       true,
+		"orders.cluster-ro-abc.us-east-1.rds.amazonaws.com":     false,
+		"orders.cluster-custom-abc.us-east-1.rds.amazonaws.com": false,
+		"orders-1.abc.us-east-1.rds.amazonaws.com":              false,
+		"db.example.com": false,
+	} {
+		if got := failover.IsWriterEndpoint(host); got != want {
+			t.Errorf("IsWriterEndpoint(%q) = %v, want %v", host, got, want)
+		}
+	}
+}
+
+func TestRule(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		err    error
+		class  classify.Class
+		reason string
+		ok     bool
+	}{
+		{&failover.HoldError{Host: "h", Err: context.DeadlineExceeded}, classify.Transient, failover.ReasonHeld, true},
+		{fmt.Errorf("connect: %w", &failover.HoldError{Host: "h", Err: context.Canceled}), 0, "", false},
+		{&failover.NotWriterError{Host: "h", Addr: "a", Why: "in hot standby"}, classify.Transient, failover.ReasonNotWriter, true},
+		{fmt.Errorf("query: %w", &failover.CutError{OldWriter: "a", NewWriter: "b", Err: context.DeadlineExceeded}), classify.Transient, failover.ReasonCut, true},
+		{errors.New("other"), 0, "", false},
+	}
+	for _, tt := range tests {
+		v, ok := failover.Rule(tt.err)
+		if ok != tt.ok || (ok && (v.Class != tt.class || v.Reason != tt.reason)) {
+			t.Errorf("Rule(%v) = %v, %v; want %v %q, %v", tt.err, v, ok, tt.class, tt.reason, tt.ok)
+		}
+	}
+}
+
+func TestErrorsSafeToRetry(t *testing.T) {
+	t.Parallel()
+	for _, err := range []interface{ SafeToRetry() bool }{&failover.HoldError{}, &failover.NotWriterError{}} {
+		if !err.SafeToRetry() {
+			t.Errorf("%T.SafeToRetry() = false", err)
+		}
+	}
+}
+
+// The defaults bound how long a dead writer goes unnoticed.
+func ExampleConfig_WithDefaults() {
+	c, _ := failover.Config{}.WithDefaults()
+	fmt.Println("refresh", c.RefreshInterval, "fast", c.FastInterval, "for", c.FastFor)
+	fmt.Println("detection", c.HeartbeatInterval+2*c.FailureTimeout, "hold", c.HoldTimeout)
+	// Output:
+	// refresh 30s fast 100ms for 30s
+	// detection 1s hold 30s
+}
+
+// The instance endpoints of the cluster a pool's host belongs to.
+func ExampleTemplateFor() {
+	t, port, _ := failover.TemplateFor("orders.cluster-abc123.us-east-1.rds.amazonaws.com", 5432, "")
+	fmt.Println(t, port)
+	_, _, err := failover.TemplateFor("db.internal.example.com", 5432, "")
+	fmt.Println(err != nil)
+	// Output:
+	// ?.abc123.us-east-1.rds.amazonaws.com 5432
+	// true
+}
