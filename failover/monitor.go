@@ -42,17 +42,16 @@ type Monitor struct {
 	done      chan struct{}
 
 	// The monitor goroutine's own state.
-	engine     topology.Engine
-	conn       *pgx.Conn // to the writer (else the pool's host, at first)
-	connID     string    // the server id conn reaches, once known
-	probes     map[string]*pgx.Conn
-	guards     map[*pgx.Conn]*topology.Guard // abandon a connection at once (closeConn)
-	instances  map[string]instance           // by server id
-	writer     string                        // server id
-	fastUntil  time.Time
-	refreshed  time.Time
-	suspectAt  time.Time
-	downLogged bool
+	engine    topology.Engine
+	conn      *pgx.Conn // to the writer (else the pool's host, at first)
+	connID    string    // the server id conn reaches, once known
+	probes    map[string]*pgx.Conn
+	guards    map[*pgx.Conn]*topology.Guard // abandon a connection at once (closeConn)
+	instances map[string]instance           // by server id
+	writer    string                        // server id
+	fastUntil time.Time
+	refreshed time.Time
+	absentAt  time.Time // the server has no topology function: look again after RefreshInterval
 }
 
 type instance struct {
@@ -263,7 +262,6 @@ func (m *Monitor) run(ctx context.Context) {
 func (m *Monitor) goFast(why string) {
 	now := time.Now()
 	if !now.Before(m.fastUntil) {
-		m.suspectAt = now
 		m.event(EventSuspect, m.writer)
 		m.cfg.Logger.Debug("failover: trouble; probing the cluster", slog.String("why", why), slog.String("writer", m.writer))
 	}
@@ -273,6 +271,9 @@ func (m *Monitor) goFast(why string) {
 // step is one round: heartbeat (or connect), topology when due, probes
 // while fast, the routing.
 func (m *Monitor) step(ctx context.Context) {
+	if m.conn == nil && !m.absentAt.IsZero() && time.Since(m.absentAt) < m.cfg.RefreshInterval {
+		return // no topology here: nothing to follow, nothing to probe
+	}
 	if m.conn == nil {
 		to := m.cfg.ConnectTimeout
 		if m.fast() {
@@ -283,8 +284,18 @@ func (m *Monitor) step(ctx context.Context) {
 				return
 			}
 			m.setStatus(func(s *Status) { s.Error = err.Error() })
+			if errors.Is(err, errNoTopology) {
+				if m.absentAt.IsZero() {
+					m.cfg.Logger.Warn("failover: the cluster publishes no topology; failover routing is off until it does",
+						slog.Duration("retry_in", m.cfg.RefreshInterval))
+				}
+				m.absentAt, m.fastUntil = time.Now(), time.Time{}
+				return
+			}
 			m.goFast("monitor connect failed")
+			return
 		}
+		m.absentAt = time.Time{}
 	} else {
 		pctx, cancel := context.WithTimeout(ctx, m.cfg.FailureTimeout)
 		err := m.conn.Ping(pctx)
