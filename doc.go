@@ -134,6 +134,7 @@
 //	WithClassifier(rules...)     none                                           rules tried before the
 //	                                                                            integration's and the built-in ones
 //	WithBlueGreen(c)             off                                            RDS/Aurora switchover routing
+//	WithFailover(c)              off                                            Aurora/RDS writer failover routing (package failover)
 //	WithLogger(l)                discard                                        the log lines below
 //	WithPoolName(name)           none; pool.name is "host:port/database"        holdfast.pool, pool.name
 //	WithMeterProvider(mp)        the global provider                            metrics

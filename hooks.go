@@ -25,13 +25,20 @@ import (
 //	BeforeConnect  telemetry (times and counts every connect, even one a
 //	               later layer holds or refuses) → blue/green routing (holds,
 //	               refuses, substitutes addresses, gives TLS and the password
-//	               the names of the server reached) → connect (fresh password
-//	               for that name under the retry policy; one dial allowance
-//	               per connection) → the user's BeforeConnect
-//	DialFunc       classification and bounded retry around the integration's
+//	               the names of the server reached) → failover (holds a
+//	               connect by the writer endpoint while no writer is known)
+//	               → connect (fresh password for that name under the retry
+//	               policy; one dial allowance per connection) → the user's
+//	               BeforeConnect
+//	DialFunc       failover (the new writer's address while DNS lags) →
+//	               classification and bounded retry around the integration's
 //	               dial (WithDialFunc, cloudsql.With), the config's, or pgx's
-//	PrepareConn    blue/green routing → the user's PrepareConn (or the
-//	               deprecated BeforeAcquire)
+//	ValidateConnect failover (refuses a writer-endpoint connection that
+//	               reached a reader) → the user's (target_session_attrs)
+//	PrepareConn    eviction (connections to a server that just failed, or
+//	               that a failover left) → failover (to a writer that is
+//	               down) → blue/green routing → the user's PrepareConn (or
+//	               the deprecated BeforeAcquire)
 //	AfterRelease   blue/green routing → the user's, only when one is set
 //	Tracer         pool level: [blue/green, the user's tracer] then
 //	               telemetry's acquire/release tracer; per connection,
