@@ -172,7 +172,7 @@ func (a *attempt) install() {
 		if fo.writer {
 			validate, host := cc.ValidateConnect, cc.Host
 			cc.ValidateConnect = func(ctx context.Context, pc *pgconn.PgConn) error {
-				if err := fo.validateWriter(host, pc); err != nil {
+				if err := a.ph.validateWriter(host, pc); err != nil {
 					a.note(err) // retried, by the next round's dial, on the writer
 					return err
 				}

@@ -108,7 +108,7 @@ func (ph *poolHooks) installFailover(cc *pgx.ConnConfig) error {
 func (ph *poolHooks) hold(ctx context.Context, cc *pgx.ConnConfig) error {
 	fo := ph.fo
 	fo.m.Start() // with the pool's first connection (idempotent)
-	if !fo.writer {
+	if !fo.writer || ph.bg.Routing() {
 		return nil
 	}
 	return fo.m.Hold(ctx, cc.Host)
@@ -120,7 +120,7 @@ func (ph *poolHooks) hold(ctx context.Context, cc *pgx.ConnConfig) error {
 // older than the monitor's); else addr.
 func (ph *poolHooks) redirect(addr string) string {
 	if fo := ph.fo; fo != nil && fo.writer {
-		if s := fo.m.Snapshot(); s.WriterAddr != "" && (s.Redirect || s.Readers[addr]) {
+		if s := fo.m.Snapshot(); s.WriterAddr != "" && (s.Redirect || s.Readers[addr]) && !ph.bg.Routing() {
 			return s.WriterAddr
 		}
 	}
@@ -136,7 +136,11 @@ func (ph *poolHooks) trouble() {
 
 // validateWriter refuses a connection by the writer endpoint that reached
 // a server that is not the writer.
-func (fo *foState) validateWriter(host string, pc *pgconn.PgConn) error {
+func (ph *poolHooks) validateWriter(host string, pc *pgconn.PgConn) error {
+	if ph.bg.Routing() {
+		return nil // a blue/green switchover routes the pool: its servers change roles on purpose
+	}
+	fo := ph.fo
 	addr := pc.Conn().RemoteAddr().String()
 	why := ""
 	switch s := fo.m.Snapshot(); {

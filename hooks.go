@@ -392,7 +392,7 @@ func (ph *poolHooks) prepareConn(ctx context.Context, c *pgx.Conn) (bool, error)
 		return false, nil // pgxpool destroys it and tries another
 	}
 	if ph.fo != nil {
-		if s := ph.fo.m.Snapshot(); s.Down && c.PgConn().Conn().RemoteAddr().String() == s.DownAddr {
+		if s := ph.fo.m.Snapshot(); s.Down && !ph.bg.Routing() && c.PgConn().Conn().RemoteAddr().String() == s.DownAddr {
 			return false, nil // the writer stopped answering: a new connection is held until one is known
 		}
 	}

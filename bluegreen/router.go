@@ -640,6 +640,13 @@ func (r *Router) PrepareConn(ctx context.Context, c *pgx.Conn) (keep bool, err e
 	return true, nil
 }
 
+// Routing reports whether the Router routes anything now (a switchover
+// from PREPARATION until routing is normal again): one atomic load. r may
+// be nil. holdfast's failover layer stands down meanwhile.
+func (r *Router) Routing() bool {
+	return r != nil && !r.snap.Load().Normal
+}
+
 // KeepOnRelease is the Router's part of a pool's AfterRelease
 // ([NewRouter]): false for a connection to the old blue instance.
 func (r *Router) KeepOnRelease(c *pgx.Conn) bool {

@@ -18,7 +18,16 @@
 //
 // It needs holdfast's factory: the routing lives in the factory's hooks
 // (dial, handshake, acquire), and pgxpool alone has no hook for some of it.
-// It works alongside holdfast.WithBlueGreen on the same pool.
+// It works alongside holdfast.WithBlueGreen on the same pool: a failover
+// while no switchover is under way (no deployment, or CREATED) is handled
+// as without it. While a switchover routes the pool (from PREPARATION until
+// the blue/green routing is normal again), the failover layer stands down
+// — it holds, redirects and refuses nothing, since the switchover makes the
+// writer read-only and moves it on purpose — and the blue/green routing's
+// own bounds apply (bluegreen.Config.ConnectTimeout, SwitchoverTimeout). The
+// monitor keeps watching; connections to a writer it replaced are still
+// cut. A writer failover in the middle of a switchover is thus bounded by
+// the switchover's timeouts, not handled faster; the tests do not play it.
 //
 // # The topology monitor
 //

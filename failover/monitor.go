@@ -292,10 +292,10 @@ func (m *Monitor) step(ctx context.Context) {
 				m.absentAt, m.fastUntil = time.Now(), time.Time{}
 				return
 			}
-			m.goFast("monitor connect failed")
-			return
+			m.goFast("monitor connect failed") // and probe the others below
+		} else {
+			m.absentAt = time.Time{}
 		}
-		m.absentAt = time.Time{}
 	} else {
 		pctx, cancel := context.WithTimeout(ctx, m.cfg.FailureTimeout)
 		err := m.conn.Ping(pctx)
