@@ -985,6 +985,10 @@ func (r *Result) print(w io.Writer) {
 	fmt.Fprintf(w, "  holdfast readiness never fails                    %s\n", yes(g.ReadinessNeverFailed))
 	fmt.Fprint(w, `
 legend:
+progress lines: requests that succeeded and failed in that second; holdfast= is the
+  monitor's routing (normal, held: writer down and no other known, redirect: the
+  writer endpoint's DNS still lags the new writer); held counts the connects holdfast
+  held while no writer was known and then released, so far.
 timeline: the simulator stamps each step once it is done (the writer is down a
   little before "writer down"), so holdfast's first events can show negative offsets.
 failed requests: requests that still failed after the application's retry (the same
