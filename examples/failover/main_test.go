@@ -1,0 +1,354 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/holdfast-db/holdfast/fakes/failovertest"
+	"github.com/holdfast-db/holdfast/fakes/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// smallOptions are the demo's options with the failover scaled down, for
+// tests: detection 300 ms, DNS lag 4 s, a hang of 3 s, a client DNS TTL of
+// 2 s. The DNS lag stays well above holdfast's own pause (detection plus a
+// few hundred ms) so that the 20 % goal measures routing, not noise.
+func smallOptions(k failovertest.Kind) options {
+	o := defaultOptions()
+	o.Scenario = k
+	o.Name = "t-" + string(k)
+	o.Workers = 2
+	o.Think = 5 * time.Millisecond
+	o.Warmup = 500 * time.Millisecond
+	o.Settle = 2 * time.Second
+	o.Detect = 300 * time.Millisecond
+	o.DNSLag = 4 * time.Second
+	o.HangFor = 3 * time.Second
+	o.DNSTTL = 2 * time.Second
+	return o
+}
+
+// scenarioTest is one run of the demo and what it must show.
+type scenarioTest struct {
+	name   string
+	kind   failovertest.Kind
+	engine failovertest.Engine
+	// knownIssue, when set, names a library weakness that keeps holdfast
+	// from its goals in this scenario: the test asserts what holds (no
+	// lost or misplaced write, readiness never fails, holdfast no worse
+	// than the scenario's own end of the fault) and logs the goals.
+	knownIssue string
+	opts       func(*options) // changes to smallOptions
+}
+
+// TestFailover runs the demo in-process for each scenario, one cluster
+// each, one after the other (the goals are about timings: two runs at
+// once on a 2-core machine would measure each other), and checks each run.
+func TestFailover(t *testing.T) {
+	tests := []scenarioTest{
+		{kind: failovertest.Crash},
+		{kind: failovertest.Graceful},
+		// A known weakness of the library: the monitor's goroutine closes
+		// its timed-out heartbeat connection synchronously
+		// (internal/topology.Close waits for pgconn's CleanupDone), and
+		// pgconn's close of an interrupted query sends a cancel request
+		// to the frozen writer and waits for its answer (15 s at most):
+		// the monitor notices nothing until the old writer is resumed, so
+		// holdfast does no better than the plain pool here. Its readiness
+		// then fails after three failed checks (about 5 s): the hang is
+		// kept shorter than that here (DNS lag 2 s, so that it ends at
+		// HangFor, 3 s), and the demo's default 15 s hang shows it.
+		{kind: failovertest.Hang, knownIssue: "the failover monitor blocks in topology.Close on the hung writer until it is resumed",
+			opts: func(o *options) { o.DNSLag = 2 * time.Second }},
+		{kind: failovertest.Failback},
+		{name: "crash/multi-az", kind: failovertest.Crash, engine: failovertest.MultiAZ},
+	}
+	for _, tt := range tests {
+		name := tt.name
+		if name == "" {
+			name = string(tt.kind)
+		}
+		t.Run(name, func(t *testing.T) { tt.check(t) })
+	}
+}
+
+// check runs the demo and checks the goals: holdfast writes again within
+// 1.5 s of the promotion, its longest pause is at most 20 % of plain
+// pgxpool's, neither client loses or misplaces an acknowledged write,
+// holdfast's readiness never fails, and the plain pool, the control, does
+// fail.
+func (tt scenarioTest) check(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	o := smallOptions(tt.kind)
+	if tt.engine != "" {
+		o.Engine = tt.engine
+		o.Name += "-" + string(tt.engine)
+	}
+	if tt.opts != nil {
+		tt.opts(&o)
+	}
+	var progress bytes.Buffer
+	res, err := run(ctx, o, &progress)
+	if errors.Is(err, failovertest.ErrNotFound) && os.Getenv(pgtest.EnvRequire) != "1" {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, progress.String())
+	}
+	var out bytes.Buffer
+	res.print(&out)
+	t.Logf("\n%s%s", progress.String(), out.String())
+
+	if len(res.Clients) != 2 || res.Clients[0].Name != "pgxpool" || res.Clients[1].Name != "holdfast" {
+		t.Fatalf("clients %+v, want pgxpool and holdfast", res.Clients)
+	}
+	plain, hf := res.Clients[0], res.Clients[1]
+	promotions := 1
+	if tt.kind == failovertest.Failback {
+		promotions = 2
+	}
+	if len(hf.ResumeEachMS) != promotions || len(plain.ResumeEachMS) != promotions {
+		t.Fatalf("resume figures for %d and %d promotions, want %d: %+v", len(plain.ResumeEachMS), len(hf.ResumeEachMS), promotions, res.Timeline)
+	}
+	if res.NewWriter == res.OldWriter && tt.kind != failovertest.Failback {
+		t.Errorf("writer %s before and after", res.OldWriter)
+	}
+	for _, want := range []string{"replica promoted", "topology updated", "DNS moved", "old writer back as reader"} {
+		if !hasEvent(res.Timeline, "simulator", want) {
+			t.Errorf("timeline lacks the simulator's %q", want)
+		}
+	}
+	if !hasEvent(res.Timeline, "holdfast", "new writer") {
+		t.Errorf("timeline lacks holdfast's \"new writer\"")
+	}
+	if res.Monitor.Failovers != promotions || res.Monitor.Writer != res.NewWriter || res.Monitor.Routing != "normal" {
+		t.Errorf("holdfast monitor at the end: %+v; want %d failover(s), writer %s, routing normal", res.Monitor, promotions, res.NewWriter)
+	}
+	if res.Monitor.MonitorConnects >= 10 {
+		t.Errorf("holdfast's monitor opened %d connections, want fewer than 10 (a reconnect storm)", res.Monitor.MonitorConnects)
+	}
+
+	// Both clients: no acknowledged write lost or misplaced.
+	for _, c := range res.Clients {
+		if c.Acknowledged == 0 || c.LostWrites != 0 || c.MisplacedWrites != 0 {
+			t.Errorf("%s: %d acknowledged, %d lost, %d misplaced; want acknowledged writes, none lost or misplaced",
+				c.Name, c.Acknowledged, c.LostWrites, c.MisplacedWrites)
+		}
+	}
+	if !res.Goals.NoLostWrites {
+		t.Error("goal no_lost_writes not met")
+	}
+	// Readiness: warn while failing over, never fail.
+	if len(res.Readiness) == 0 || !res.Goals.ReadinessNeverFailed {
+		t.Errorf("holdfast readiness answered %v (reasons %v); want never fail", res.Readiness, res.ReadinessReasons)
+	}
+	// The control: the fault bites a plain pool.
+	if plain.Failed+plain.Retries == 0 {
+		t.Errorf("plain pgxpool saw no failure and retried nothing: %+v", plain)
+	}
+	if tt.kind != failovertest.Hang && plain.Failed == 0 {
+		// (In a hang, its attempts time out after 3 s and are retried:
+		// they fail only when the hang outlasts the request's bound.)
+		t.Errorf("plain pgxpool failed no request: %+v", plain)
+	}
+	if least := ms(o.Detect + o.DNSLag); tt.kind != failovertest.Hang && plain.MaxPauseMS < least {
+		t.Errorf("plain pgxpool's longest pause %.0f ms, shorter than detection plus DNS lag (%.0f ms): the DNS lag did not bite", plain.MaxPauseMS, least)
+	}
+
+	t.Logf("goals: resume_within_1500ms %v (holdfast %s), pause ratio %.2f (holdfast %.0f ms, pgxpool %.0f ms), no lost writes %v, readiness %v",
+		res.Goals.ResumeWithin1500ms, resumes(hf), res.Goals.PauseRatio, hf.MaxPauseMS, plain.MaxPauseMS, res.Goals.NoLostWrites, res.Readiness)
+	if tt.knownIssue != "" {
+		// What holds despite the weakness: holdfast writes again once the
+		// fault ends by itself (the old writer resumed, after HangFor or
+		// after the DNS moved, whichever is later), within the same 1.5 s.
+		promoted, ok1 := offset(res.Timeline, "simulator", failovertest.EventPromoted)
+		resumed, ok2 := offset(res.Timeline, "simulator", failovertest.EventResumed)
+		if !ok1 || !ok2 {
+			t.Fatalf("timeline lacks the promotion or the resume: %+v", res.Timeline)
+		}
+		bound := resumed - promoted + 1500
+		for _, v := range hf.ResumeEachMS {
+			if v == nil || *v > bound {
+				t.Errorf("holdfast resumed %s after the promotion, want at most %.0f ms (the writer resumed %.0f ms after the promotion, plus 1.5 s)",
+					resumes(hf), bound, resumed-promoted)
+			}
+		}
+		if res.Goals.ResumeWithin1500ms && res.Goals.PauseAtMost20pct {
+			t.Logf("known issue %q: the goals are met now; make this scenario assert them", tt.knownIssue)
+		} else {
+			t.Logf("known issue %q: goals not met (resume %s, pause ratio %.2f)", tt.knownIssue, resumes(hf), res.Goals.PauseRatio)
+		}
+	} else {
+		// holdfast: the goals.
+		if hf.Failed != 0 {
+			t.Errorf("holdfast failed %d requests %v, want none", hf.Failed, hf.Errors)
+		}
+		if !res.Goals.ResumeWithin1500ms {
+			t.Errorf("holdfast resumed %s after the promotion(s), want at most 1500 ms each", resumes(hf))
+		}
+		if !res.Goals.PauseAtMost20pct {
+			t.Errorf("holdfast's longest pause %.0f ms is %.0f%% of pgxpool's %.0f ms, want at most 20%%",
+				hf.MaxPauseMS, 100*res.Goals.PauseRatio, plain.MaxPauseMS)
+		}
+	}
+
+	for _, want := range []string{"timeline (ms from the writer going down)", "failed requests", "acknowledged writes", "lost writes",
+		"misplaced writes", "longest pause", "resume after promotion", "readiness answers seen", "goals:", "legend:"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	for _, want := range []string{"holdfast=", "pgxpool  ok", "mode: "} {
+		if !strings.Contains(progress.String(), want) {
+			t.Errorf("no progress line with %q:\n%s", want, progress.String())
+		}
+	}
+	checkJSON(t, res)
+}
+
+func resumes(c ClientResult) string {
+	var parts []string
+	for _, v := range c.ResumeEachMS {
+		if v == nil {
+			parts = append(parts, "never")
+		} else {
+			parts = append(parts, fmt.Sprintf("%.0f ms", *v))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// offset returns the offset of the first event of source named name.
+func offset(tl []TimelineEvent, source, name string) (float64, bool) {
+	for _, e := range tl {
+		if e.Source == source && e.Event == name {
+			return e.OffsetMS, true
+		}
+	}
+	return 0, false
+}
+
+func hasEvent(tl []TimelineEvent, source, name string) bool {
+	for _, e := range tl {
+		if e.Source == source && e.Event == name {
+			return true
+		}
+	}
+	return false
+}
+
+// checkJSON checks that the -json output has the shape a script reads.
+func checkJSON(t *testing.T, res *Result) {
+	t.Helper()
+	b, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Scenario *string `json:"scenario"`
+		Workers  *int    `json:"workers"`
+		Engine   *string `json:"engine"`
+		Clients  []struct {
+			Name            *string         `json:"name"`
+			Requests        *int            `json:"requests"`
+			Failed          *int            `json:"failed"`
+			LostWrites      *int            `json:"lost_writes"`
+			MisplacedWrites *int            `json:"misplaced_writes"`
+			MaxPauseMS      *float64        `json:"max_pause_ms"`
+			ResumeMS        json.RawMessage `json:"resume_ms"`
+			Acknowledged    *int            `json:"acknowledged_writes"`
+			Errors          *map[string]int `json:"errors"`
+		} `json:"clients"`
+		Timeline []struct {
+			Event    *string  `json:"event"`
+			OffsetMS *float64 `json:"offset_ms"`
+		} `json:"timeline"`
+		Readiness []string `json:"readiness"`
+		Goals     *struct {
+			ResumeWithin1500ms   *bool    `json:"resume_within_1500ms"`
+			PauseRatio           *float64 `json:"pause_ratio"`
+			PauseAtMost20pct     *bool    `json:"pause_at_most_20pct"`
+			NoLostWrites         *bool    `json:"no_lost_writes"`
+			ReadinessNeverFailed *bool    `json:"readiness_never_failed"`
+		} `json:"goals"`
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Scenario == nil || got.Workers == nil || got.Engine == nil || len(got.Clients) != 2 || len(got.Timeline) == 0 ||
+		len(got.Readiness) == 0 || got.Goals == nil {
+		t.Fatalf("JSON lacks scenario, workers, engine, clients, timeline, readiness or goals: %s", b)
+	}
+	for _, c := range got.Clients {
+		if c.Name == nil || c.Requests == nil || c.Failed == nil || c.LostWrites == nil || c.MisplacedWrites == nil ||
+			c.MaxPauseMS == nil || c.ResumeMS == nil || c.Acknowledged == nil || c.Errors == nil {
+			t.Errorf("JSON client lacks a field: %s", b)
+		}
+	}
+	for _, e := range got.Timeline {
+		if e.Event == nil || e.OffsetMS == nil {
+			t.Errorf("JSON timeline entry lacks event or offset_ms: %s", b)
+		}
+	}
+	g := got.Goals
+	if g.ResumeWithin1500ms == nil || g.PauseRatio == nil || g.PauseAtMost20pct == nil || g.NoLostWrites == nil || g.ReadinessNeverFailed == nil {
+		t.Errorf("JSON goals lack a field: %s", b)
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr bool
+		check   func(options) bool
+	}{
+		{name: "defaults", args: nil, check: func(o options) bool {
+			d := failovertest.DemoScenario(failovertest.Crash)
+			return o.Scenario == failovertest.Crash && o.Engine == failovertest.Aurora && o.Workers == 4 && !o.JSON &&
+				o.Detect == d.Detect && o.DNSLag == d.DNSLag && o.HangFor == d.HangFor && o.DNSTTL == failovertest.DefaultTTL
+		}},
+		{name: "everything", args: []string{"-scenario", "hang", "-workers", "8", "-json", "-detect", "1s", "-dns-lag", "20s",
+			"-hang-for", "30s", "-dns-ttl", "0", "-engine", "multi-az", "-settle", "1s", "-warmup", "3s"},
+			check: func(o options) bool {
+				return o.Scenario == failovertest.Hang && o.Workers == 8 && o.JSON && o.Detect == time.Second &&
+					o.DNSLag == 20*time.Second && o.HangFor == 30*time.Second && o.DNSTTL == 0 &&
+					o.Engine == failovertest.MultiAZ && o.Settle == time.Second && o.Warmup == 3*time.Second
+			}},
+		{name: "unknown engine", args: []string{"-engine", "mysql"}, wantErr: true},
+		{name: "unknown scenario", args: []string{"-scenario", "switchover"}, wantErr: true},
+		{name: "no workers", args: []string{"-workers", "0"}, wantErr: true},
+		{name: "negative lag", args: []string{"-dns-lag", "-1s"}, wantErr: true},
+		{name: "unknown flag", args: []string{"-nope"}, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var errOut bytes.Buffer
+			o, err := parseFlags(tt.args, &errOut)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("parseFlags(%q) error %v, want error %v", tt.args, err, tt.wantErr)
+			}
+			if tt.wantErr && errOut.Len() == 0 {
+				t.Error("no message for the error")
+			}
+			if !tt.wantErr && !tt.check(o) {
+				t.Errorf("parseFlags(%q) = %+v", tt.args, o)
+			}
+		})
+	}
+	var out, errOut bytes.Buffer
+	if code := cmd([]string{"-scenario", "nope"}, &out, &errOut); code != 2 {
+		t.Errorf("cmd with a bad flag: exit %d, want 2", code)
+	}
+}
