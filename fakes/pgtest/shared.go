@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 )
 
@@ -118,4 +119,38 @@ func Main(m *testing.M) {
 		}
 	}
 	os.Exit(code)
+}
+
+// Database creates database name on the server of DSN(t), dropped (WITH
+// FORCE) when the test ends, and returns a connection to it, closed when
+// the test ends. name is an SQL identifier, used as given.
+func Database(t testing.TB, name string) *pgx.Conn {
+	t.Helper()
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		admin, err := pgx.Connect(context.Background(), DSN(t))
+		if err == nil {
+			_, _ = admin.Exec(context.Background(), "DROP DATABASE "+name+" WITH (FORCE)")
+			admin.Close(context.Background())
+		}
+	})
+	cfg, err := pgx.ParseConfig(DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Database = name
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
 }

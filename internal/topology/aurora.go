@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // AuroraFunction lists the DB instances of an Aurora cluster, one row per
@@ -68,17 +69,8 @@ func ReadAurora(ctx context.Context, conn *pgx.Conn) (ids []Row, bad []error, er
 		return nil, nil, err
 	}
 	defer rows.Close()
-	idCol, sessCol, updCol := -1, -1, -1
-	for i, fd := range rows.FieldDescriptions() {
-		switch strings.ToLower(fd.Name) {
-		case "server_id":
-			idCol = i
-		case "session_id":
-			sessCol = i
-		case "last_update_timestamp":
-			updCol = i
-		}
-	}
+	cols := columns(rows.FieldDescriptions(), "server_id", "session_id", "last_update_timestamp")
+	idCol, sessCol, updCol := cols[0], cols[1], cols[2]
 	if idCol < 0 || sessCol < 0 {
 		return nil, nil, fmt.Errorf("topology: %s() has no server_id or session_id column", AuroraFunction)
 	}
@@ -138,4 +130,20 @@ func Instances(rows []Row, domain string, port int) []Instance {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Host < out[j].Host })
 	return out
+}
+
+// columns returns the index of each named column among fds,
+// case-insensitively, -1 for a column that is absent.
+func columns(fds []pgconn.FieldDescription, names ...string) []int {
+	idx := make([]int, len(names))
+	for i, name := range names {
+		idx[i] = -1
+		for j, fd := range fds {
+			if strings.EqualFold(fd.Name, name) {
+				idx[i] = j
+				break
+			}
+		}
+	}
+	return idx
 }

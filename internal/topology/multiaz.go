@@ -145,17 +145,8 @@ func readMultiAZ(ctx context.Context, conn *pgx.Conn) (multiAZState, error) {
 		return st, fmt.Errorf("topology: %s(): %w", MultiAZFunction, err)
 	}
 	defer rows.Close()
-	idCol, epCol, portCol := -1, -1, -1
-	for i, fd := range rows.FieldDescriptions() {
-		switch strings.ToLower(fd.Name) {
-		case "id":
-			idCol = i
-		case "endpoint":
-			epCol = i
-		case "port":
-			portCol = i
-		}
-	}
+	cols := columns(rows.FieldDescriptions(), "id", "endpoint", "port")
+	idCol, epCol, portCol := cols[0], cols[1], cols[2]
 	if idCol < 0 || epCol < 0 {
 		return st, fmt.Errorf("topology: %s() has no id or endpoint column", MultiAZFunction)
 	}

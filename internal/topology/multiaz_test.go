@@ -17,39 +17,6 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// freshDatabase creates database db on the test server (dropped at the
-// test's end) and returns a connection to it, closed at the test's end.
-func freshDatabase(t *testing.T, db string) *pgx.Conn {
-	t.Helper()
-	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, pgtest.DSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		admin, err := pgx.Connect(context.Background(), pgtest.DSN(t))
-		if err == nil {
-			_, _ = admin.Exec(context.Background(), "DROP DATABASE "+db+" WITH (FORCE)")
-			admin.Close(context.Background())
-		}
-	})
-	cfg, err := pgx.ParseConfig(pgtest.DSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Database = db
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	return conn
-}
-
 // Three instances of a Multi-AZ DB cluster, as RDS names them.
 const (
 	idA = "db-ABCDEFGHIJKLMNOPQRSTUVWXY1"
@@ -122,7 +89,7 @@ func clusterRows(writer string) []topology.Row {
 
 func TestReadMultiAZ(t *testing.T) {
 	ctx := context.Background()
-	conn := freshDatabase(t, "topology_multiaz_read")
+	conn := pgtest.Database(t, "topology_multiaz_read")
 	tests := []struct {
 		name    string
 		f       rdsTools
@@ -199,7 +166,7 @@ func TestReadMultiAZ(t *testing.T) {
 
 func TestSelfMultiAZ(t *testing.T) {
 	ctx := context.Background()
-	conn := freshDatabase(t, "topology_multiaz_self")
+	conn := pgtest.Database(t, "topology_multiaz_self")
 	tests := []struct {
 		name     string
 		f        rdsTools
@@ -245,7 +212,7 @@ func TestSelfMultiAZ(t *testing.T) {
 // server's error.
 func TestDetectMultiAZ(t *testing.T) {
 	ctx := context.Background()
-	conn := freshDatabase(t, "topology_multiaz_detect")
+	conn := pgtest.Database(t, "topology_multiaz_detect")
 	tests := []struct {
 		name  string
 		setup []string

@@ -6,8 +6,6 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/holdfast-db/holdfast/bluegreen/internal/meta"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/internal/topology"
@@ -15,46 +13,13 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// freshDatabase creates database db on the test server (dropped at the
-// test's end) and returns a connection to it, closed at the test's end.
-func freshDatabase(t *testing.T, db string) *pgx.Conn {
-	t.Helper()
-	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, pgtest.DSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		admin, err := pgx.Connect(context.Background(), pgtest.DSN(t))
-		if err == nil {
-			_, _ = admin.Exec(context.Background(), "DROP DATABASE "+db+" WITH (FORCE)")
-			admin.Close(context.Background())
-		}
-	})
-	cfg, err := pgx.ParseConfig(pgtest.DSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Database = db
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	return conn
-}
-
 // The RDS metadata function is found by name whatever its parameter type
 // (text, varchar, name) or with none, and read in the form it takes: an
 // existence check on rds_tools.show_topology(text) alone reported a
 // varchar version "absent" and routed nothing.
 func TestDetectByName(t *testing.T) {
 	ctx := context.Background()
-	conn := freshDatabase(t, "meta_detect")
+	conn := pgtest.Database(t, "meta_detect")
 	if _, err := conn.Exec(ctx, "CREATE SCHEMA rds_tools"); err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +67,7 @@ func TestDetectByName(t *testing.T) {
 // metadata is found all the same and the topology is absent.
 func TestDetectTopology(t *testing.T) {
 	ctx := context.Background()
-	conn := freshDatabase(t, "meta_topology")
+	conn := pgtest.Database(t, "meta_topology")
 	for _, q := range []string{
 		`CREATE FUNCTION pg_catalog.get_blue_green_fast_switchover_metadata(text)
 			RETURNS TABLE (version text, endpoint text, port int, role text, status text) LANGUAGE sql AS
