@@ -3,7 +3,6 @@ package failover_test
 import (
 	"context"
 	"errors"
-	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -21,27 +20,6 @@ import (
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
-
-// startCluster starts a simulated cluster, or skips when PostgreSQL is not
-// installed (never with HOLDFAST_REQUIRE_PG=1).
-func startCluster(t *testing.T, cfg failovertest.Config) *failovertest.Cluster {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, err := failovertest.Start(ctx, cfg)
-	if errors.Is(err, failovertest.ErrNotFound) && os.Getenv(pgtest.EnvRequire) != "1" {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	return c
-}
 
 // policy is a retry policy for the tests' pools: generous bounds.
 var policy = retry.Policy{MaxAttempts: 10, Multiplier: 2, InitialInterval: 50 * time.Millisecond,
@@ -185,7 +163,7 @@ func TestFailover(t *testing.T) {
 			name += "/" + string(tt.engine)
 		}
 		t.Run(name, func(t *testing.T) {
-			c := startCluster(t, failovertest.Config{TTL: time.Second, Engine: tt.engine})
+			c := failovertest.StartTest(t, failovertest.Config{TTL: time.Second, Engine: tt.engine})
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			f, pool := newPool(ctx, t, c)
@@ -318,7 +296,7 @@ func firstMonitorEvent(st failover.Status, name string) time.Time {
 // monitor may suspect the writer, but never declares it down nor routes
 // anywhere else, and no connection is cut.
 func TestNoFalseFailover(t *testing.T) {
-	c := startCluster(t, failovertest.Config{})
+	c := failovertest.StartTest(t, failovertest.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	f, pool := newPool(ctx, t, c)
@@ -362,7 +340,7 @@ func TestNoFalseFailover(t *testing.T) {
 // and a writer crash. The failover is handled as without blue/green; the
 // blue/green router keeps routing nothing.
 func TestWithBlueGreen(t *testing.T) {
-	c := startCluster(t, failovertest.Config{TTL: time.Second})
+	c := failovertest.StartTest(t, failovertest.Config{TTL: time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	f, pool := newPool(ctx, t, c, holdfast.WithBlueGreen(bluegreen.Config{IncreasedInterval: 100 * time.Millisecond, BaselineInterval: 100 * time.Millisecond}))
@@ -436,7 +414,7 @@ func serverID(ctx context.Context, t *testing.T, q interface {
 // reader go to the writer. A plain pool with the same cache connects to the
 // old writer and fails with 25006 (the control).
 func TestStaleClientDNS(t *testing.T) {
-	c := startCluster(t, failovertest.Config{TTL: time.Second})
+	c := failovertest.StartTest(t, failovertest.Config{TTL: time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	f, first := newPool(ctx, t, c) // the monitor resolves through this pool's 1 s cache
@@ -500,7 +478,7 @@ func TestStaleClientDNS(t *testing.T) {
 // closed, one in use fails its next statement with a *failover.CutError,
 // which the factory classifies as transient.
 func TestInstanceLeft(t *testing.T) {
-	c := startCluster(t, failovertest.Config{TTL: time.Second, Replicas: 2})
+	c := failovertest.StartTest(t, failovertest.Config{TTL: time.Second, Replicas: 2})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	f, err := holdfast.New(holdfast.WithFailover(failover.Config{RefreshInterval: 100 * time.Millisecond}), holdfast.WithRetryPolicy(policy))

@@ -3,7 +3,6 @@ package failovertest_test
 import (
 	"context"
 	"errors"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -22,20 +21,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // start starts a cluster with a 100 ms DNS cache and a table t (id).
 func start(t *testing.T) *failovertest.Cluster {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	c, err := failovertest.Start(ctx, failovertest.Config{TTL: 100 * time.Millisecond})
-	if errors.Is(err, failovertest.ErrNotFound) && os.Getenv(pgtest.EnvRequire) != "1" {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	c := failovertest.StartTest(t, failovertest.Config{TTL: 100 * time.Millisecond})
 	exec(t, c, c.Addr(c.Writer()), "CREATE TABLE t (id bigint PRIMARY KEY)")
 	return c
 }

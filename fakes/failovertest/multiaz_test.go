@@ -2,8 +2,6 @@ package failovertest_test
 
 import (
 	"context"
-	"errors"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -11,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/holdfast-db/holdfast/fakes/failovertest"
-	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/internal/topology"
 )
 
@@ -22,18 +19,7 @@ import (
 func TestMultiAZTopology(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	c, err := failovertest.Start(ctx, failovertest.Config{Engine: failovertest.MultiAZ, Replicas: 2, TTL: -1})
-	if errors.Is(err, failovertest.ErrNotFound) && os.Getenv(pgtest.EnvRequire) != "1" {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	c := failovertest.StartTest(t, failovertest.Config{Engine: failovertest.MultiAZ, Replicas: 2, TTL: -1})
 	ids := c.ServerIDs()
 	first := ids[0]
 	if c.Engine() != failovertest.MultiAZ {
