@@ -127,8 +127,18 @@
 // at once, 3 s before DNS moves; the requests in flight on the old writer
 // fail (3–4 of 100,000), none is lost; the longest pause is 0.5–0.8 s. A hung
 // writer is suspected 0.6 s after it stops and replaced 1.0 s after (its
-// in-flight statements cut). examples/failover runs the same side by side
-// with a plain pgxpool.
+// in-flight statements cut).
+//
+// go run ./examples/failover (default timings: promotion 2 s after the
+// writer goes down, DNS 10 s after that, a 5 s client DNS cache; 4 workers
+// per pool, each write transaction retried whole by the application): in a
+// crash, plain pgxpool failed 484 of 2,317 requests (25006 on the old writer
+// back as a reader, refused connects), paused 13.2 s and wrote again 10.9 s
+// after the promotion; holdfast failed none of 6,255, paused 2.3 s (the
+// promotion's own 2 s), wrote again 61 ms after the promotion, and its
+// readiness answered warn, never fail. No acknowledged write was lost by
+// either. Graceful, hang, failback and a Multi-AZ DB cluster are alike
+// (BENCHMARKS.md).
 //
 // # Compared with the AWS wrappers and pgx
 //
