@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,7 +49,7 @@ func (f *Factory) failoverMonitor(cc *pgx.ConnConfig, connHook func(context.Cont
 	if err != nil {
 		return nil, err
 	}
-	key := tmpl + ":" + itoa(int(port))
+	key := tmpl + ":" + strconv.Itoa(int(port))
 	if m := f.monitors[key]; m != nil {
 		return m, nil
 	}
@@ -61,20 +62,6 @@ func (f *Factory) failoverMonitor(cc *pgx.ConnConfig, connHook func(context.Cont
 	}
 	f.monitors[key] = m
 	return m, nil
-}
-
-func itoa(n int) string {
-	if n == 0 {
-		return "0"
-	}
-	var b [8]byte
-	i := len(b)
-	for n > 0 {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-	}
-	return string(b[i:])
 }
 
 // installFailover adds cfg's pool to the cluster's monitor. f.mu is held.

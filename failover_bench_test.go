@@ -3,6 +3,7 @@ package holdfast_test
 import (
 	"context"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -42,7 +43,7 @@ func failoverPools(b *testing.B) (plain, hf *pgxpool.Pool, f *holdfast.Factory) 
 	}
 	// The pool's host is a writer cluster endpoint; every name leads to
 	// the test server.
-	addr := net.JoinHostPort(cfg.ConnConfig.Host, itoa(int(cfg.ConnConfig.Port)))
+	addr := net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port)))
 	cfg.ConnConfig.Host = "bench.cluster-abcdefghijkl.us-east-1.rds.amazonaws.com"
 	cfg.ConnConfig.LookupFunc = func(_ context.Context, host string) ([]string, error) {
 		if strings.HasSuffix(host, ".rds.amazonaws.com") {
@@ -75,18 +76,6 @@ func failoverPools(b *testing.B) (plain, hf *pgxpool.Pool, f *holdfast.Factory) 
 		time.Sleep(10 * time.Millisecond)
 	}
 	return plain, hf, f
-}
-
-func itoa(n int) string {
-	var b [8]byte
-	i := len(b)
-	for {
-		i--
-		b[i] = byte('0' + n%10)
-		if n /= 10; n == 0 {
-			return string(b[i:])
-		}
-	}
 }
 
 // BenchmarkFailoverPaired measures Acquire + Release through a pool with

@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/failover"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 func TestValidate(t *testing.T) {
@@ -167,4 +169,41 @@ func ExampleTemplateFor() {
 	// Output:
 	// ?.abc123.us-east-1.rds.amazonaws.com 5432
 	// true
+}
+
+// A pool on a host whose instance endpoints cannot be derived (an IP
+// address, a name of your own) is refused at Configure unless the
+// template is given: misconfiguration is never silent.
+func TestConfigureNeedsTemplate(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		host, template string
+		ok             bool
+	}{
+		{"orders.cluster-abc.us-east-1.rds.amazonaws.com", "", true},
+		{"10.0.0.1", "", false},
+		{"db.internal.example.com", "", false},
+		{"db.internal.example.com", "?.db.internal.example.com", true},
+	} {
+		f, err := holdfast.New(holdfast.WithFailover(failover.Config{InstanceTemplate: tt.template}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := pgxpool.ParseConfig("postgres://u@" + tt.host + ":5432/db")
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = f.Configure(cfg)
+		var ce *holdfast.ConfigError
+		switch {
+		case tt.ok && err != nil:
+			t.Errorf("Configure(%s, template %q) = %v, want nil", tt.host, tt.template, err)
+		case !tt.ok && (!errors.As(err, &ce) || ce.Field != "WithFailover"):
+			t.Errorf("Configure(%s) = %v, want a *holdfast.ConfigError for WithFailover", tt.host, err)
+		}
+		f.Close()
+	}
+	if _, err := holdfast.New(holdfast.WithFailover(failover.Config{HoldTimeout: -1})); !errors.Is(err, holdfast.ErrInvalidConfig) {
+		t.Errorf("New with a negative HoldTimeout: %v, want ErrInvalidConfig", err)
+	}
 }

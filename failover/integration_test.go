@@ -533,3 +533,40 @@ func TestInstanceLeft(t *testing.T) {
 		t.Errorf("Classify(%v) = %v, want transient %s", err, v, failover.ReasonCut)
 	}
 }
+
+// TestSharedMonitor: the factory's pools on one cluster (writer and reader
+// endpoints) share one monitor, which Factory.Close stops.
+func TestSharedMonitor(t *testing.T) {
+	c := failovertest.StartTest(t, failovertest.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	f, writers := newPool(ctx, t, c)
+	cfg, err := c.PoolConfig(c.ReaderEndpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readers, err := f.NewPool(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer readers.Close()
+	mw, mr := f.Failover(writers), f.Failover(readers)
+	if mw == nil || mw != mr {
+		t.Fatalf("Failover(writer pool) = %p, Failover(reader pool) = %p: want one monitor", mw, mr)
+	}
+	if f.Failover(nil) != nil {
+		t.Error("Failover(nil) is not nil")
+	}
+	plainCfg, err := c.PoolConfig(c.ReaderEndpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := pgxpool.NewWithConfig(ctx, plainCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if f.Failover(plain) != nil {
+		t.Error("Failover of a pool the factory did not configure is not nil")
+	}
+}
