@@ -394,17 +394,23 @@ func (m *Monitor) refresh(ctx context.Context) {
 	m.refreshed = time.Now()
 	m.connID = res.self
 	m.learn(ctx, res.rows)
-	if !m.fast() {
-		switch w := res.writerID(); {
-		case w != "" && w != m.writer && res.self == w && res.writable:
-			m.adopt(w) // a new writer seen by the slow poll (a failover between two heartbeats)
-		case w != "" && res.self != w:
-			m.closeConn(m.conn) // not on the writer: move there next step
-			m.conn, m.connID = nil, ""
-			if m.writer == "" {
-				m.adopt(w)
-			}
-		}
+	if m.fast() {
+		return // the probes decide
+	}
+	w := res.writerID()
+	switch {
+	case w == "":
+		return
+	case m.writer == "":
+		m.adopt(w) // the first topology read: nothing to move from
+	case w != m.writer:
+		// Another writer named between two heartbeats: the probes
+		// confirm it (it says so and takes writes) before anything moves.
+		m.goFast("the topology names another writer")
+	}
+	if res.self != w {
+		m.closeConn(m.conn) // not on the writer: move there next step
+		m.conn, m.connID = nil, ""
 	}
 }
 
