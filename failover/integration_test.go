@@ -570,3 +570,83 @@ func TestSharedMonitor(t *testing.T) {
 		t.Error("Failover of a pool the factory did not configure is not nil")
 	}
 }
+
+// TestUnconfirmedWriter: the topology names a standby as the writer while
+// it does not take writes (a topology ahead of the promotion, or wrong):
+// nothing is routed to it and no connection is cut; the monitor holds
+// connects by the writer endpoint (the named writer is not the one that
+// answers) until the topology and the servers agree again.
+func TestUnconfirmedWriter(t *testing.T) {
+	c := failovertest.StartTest(t, failovertest.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	f, err := holdfast.New(holdfast.WithFailover(failover.Config{RefreshInterval: 100 * time.Millisecond}), holdfast.WithRetryPolicy(policy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cfg, err := c.PoolConfig(c.ClusterEndpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := f.NewPool(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	m := f.Failover(pool)
+	writer := c.Writer()
+	for m.Status().Writer != writer {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("monitor %+v", m.Status())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	admin, err := pgx.Connect(ctx, c.DSN(c.Addr(writer)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	name := func(w string) { // the topology names w the writer
+		t.Helper()
+		if _, err := admin.Exec(ctx, `UPDATE holdfast_failover.replica_status SET session_id = CASE server_id WHEN $1 THEN 'MASTER_SESSION_ID' ELSE 'x-'||server_id END`, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var standby string
+	for _, id := range c.ServerIDs() {
+		if id != writer {
+			standby = id
+		}
+	}
+	name(standby)
+	for lastMonitorEvent(m.Status(), failover.EventSuspect).IsZero() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the monitor never noticed the topology naming %s: %+v", standby, m.Status())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	name(writer)
+	for !m.Snapshot().Normal() || m.Status().Writer != writer || !lastMonitorEvent(m.Status(), failover.EventWriterDown).IsZero() && lastMonitorEvent(m.Status(), failover.EventWriterBack).IsZero() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the routing did not return to normal on %s: %+v", writer, m.Status())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	st := m.Status()
+	t.Logf("%+v", st)
+	if st.Failovers != 0 || lastMonitorEvent(st, failover.EventNewWriter) != (time.Time{}) {
+		t.Errorf("routed to the unconfirmed writer %s: %+v", standby, st)
+	}
+	if _, err := conn.Exec(ctx, "SELECT 1"); err != nil {
+		t.Errorf("a connection to the writer was cut: %v", err)
+	}
+}
