@@ -41,7 +41,9 @@
 // that reaches a server by another address than its name's (a dial
 // redirected while DNS lags) still verifies that name; an "ip:port" from
 // [Cluster.Addr] keeps sslmode=disable, since the certificate names no
-// address. The simulator's own connections do not use TLS.
+// address. The simulator's own SQL connections go by address, without TLS;
+// replication and pg_basebackup use it as libpq's default (sslmode=prefer)
+// does.
 //
 // # Topology
 //
