@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/holdfast-db/holdfast/fakes/internal/certs"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/jackc/pgx/v5"
 )
@@ -116,8 +117,8 @@ type Env struct {
 	SingleIPReason string
 
 	cfg Config
-	dir string     // client-side files (the CA)
-	ca  *authority // with TLS
+	dir string           // client-side files (the CA)
+	ca  *certs.Authority // with TLS
 
 	mu   sync.Mutex
 	seq  int
@@ -401,14 +402,14 @@ func (e *Env) Names(engine Engine, name string) Names {
 // each server's directory and turns TLS on with a configuration reload.
 func (e *Env) enableTLS(ctx context.Context) error {
 	var err error
-	if e.ca, err = newAuthority(); err != nil {
+	if e.ca, err = certs.New(); err != nil {
 		return fmt.Errorf("fakes/bluegreentest: TLS certificates: %w", err)
 	}
-	certPEM, keyPEM, err := e.ca.issue("server", Wildcards(e.cfg.Account, e.cfg.Region))
+	certPEM, keyPEM, err := e.ca.Issue("server", Wildcards(e.cfg.Account, e.cfg.Region))
 	if err != nil {
 		return fmt.Errorf("fakes/bluegreentest: TLS certificates: %w", err)
 	}
-	caPEM := e.ca.certPEM
+	caPEM := e.ca.CertPEM()
 	if e.dir, err = os.MkdirTemp("", "holdfast-bluegreen-*"); err != nil {
 		return err
 	}

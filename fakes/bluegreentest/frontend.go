@@ -53,7 +53,7 @@ func startFrontend(e *Env, s *Server) (*frontend, error) {
 	f := &frontend{env: e, srv: s, ln: ln, conns: map[net.Conn]bool{}}
 	if e.cfg.TLS {
 		if !e.cfg.NodeCerts {
-			if f.wildcard, err = e.ca.keyPair(s.Name, Wildcards(e.cfg.Account, e.cfg.Region)); err != nil {
+			if f.wildcard, err = e.ca.KeyPair(s.Name, Wildcards(e.cfg.Account, e.cfg.Region)); err != nil {
 				ln.Close()
 				return nil, err
 			}
@@ -131,7 +131,7 @@ func (f *frontend) certificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	f.certMu.Lock()
 	defer f.certMu.Unlock()
 	if f.cert == nil || key != f.certKey {
-		c, err := f.env.ca.keyPair(f.srv.Name, names)
+		c, err := f.env.ca.KeyPair(f.srv.Name, names)
 		if err != nil {
 			return nil, err
 		}

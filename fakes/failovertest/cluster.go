@@ -94,6 +94,12 @@ type Config struct {
 	// Engine is the topology the servers publish: Aurora (the default) or
 	// MultiAZ. The host names are the same for both, as they are on RDS.
 	Engine Engine
+	// TLS turns TLS on on every server: they present one certificate,
+	// signed by a throwaway CA (Cluster.CAFile), for the cluster endpoint,
+	// the reader endpoint and every instance endpoint, and
+	// [Cluster.DSN] and [Cluster.PoolConfig] verify endpoint names
+	// (sslmode=verify-full).
+	TLS bool
 }
 
 // Cluster is an Aurora-shaped (or RDS Multi-AZ DB cluster-shaped)
@@ -119,9 +125,13 @@ type Cluster struct {
 	Cache    *bluegreentest.Cache
 	// SingleIP reports that both servers listen on 127.0.0.1.
 	SingleIP bool
+	// CAFile is the path of the CA certificate (PEM) with Config.TLS, ""
+	// without: the sslrootcert of [Cluster.DSN].
+	CAFile string
 
 	cfg    Config
 	domain string // ".ACCOUNT.REGION.rds.amazonaws.com"
+	caDir  string // holds CAFile; removed by Close
 
 	failing sync.Mutex // held by Failover
 
@@ -207,15 +217,24 @@ func (c *Cluster) start(ctx context.Context) error {
 		c.nodes = append(c.nodes, &node{id: fmt.Sprintf("%s-%d", c.cfg.Name, i+1), resourceID: resourceID(c.cfg, i),
 			host: hosts[i], bin: bin, cred: cred})
 	}
+	if c.cfg.TLS {
+		if err := c.makeCert(); err != nil {
+			return fmt.Errorf("TLS certificate: %w", err)
+		}
+	}
 	w := c.nodes[0]
 
-	// The first writer: pgtest's initdb and start, then our configuration.
+	// The first writer: pgtest's initdb and start, then our configuration
+	// (with TLS, once the certificate is in its data directory).
 	w.pg, err = pgtest.Start(ctx, pgtest.Options{Host: w.host, Settings: w.settings(false)})
 	if err != nil {
 		c.nodes = nil
 		return err
 	}
 	w.port, w.dir = w.pg.Port, w.pg.Dir
+	if err := w.installCert(); err != nil {
+		return err
+	}
 	if err := w.writeConf(false); err != nil {
 		return err
 	}
@@ -226,6 +245,11 @@ func (c *Cluster) start(ctx context.Context) error {
 	}
 	if err := w.exec(ctx, "SELECT pg_reload_conf()"); err != nil {
 		return err
+	}
+	if c.cfg.TLS {
+		if err := waitTLS(ctx, w); err != nil {
+			return err
+		}
 	}
 	install, what := installSQL+installAurora, "aurora_replica_status"
 	if c.cfg.Engine == MultiAZ {
@@ -499,14 +523,24 @@ func (c *Cluster) Addr(id string) string {
 
 // DSN returns a superuser connection string for host (an endpoint name,
 // resolved through [Cluster.Cache] by PoolConfig, or an "ip:port" from
-// [Cluster.Addr]), database postgres, without TLS. extra are more
-// "key=value" settings.
+// [Cluster.Addr]), database postgres. Without Config.TLS it has
+// sslmode=disable. With it, an endpoint name gets
+// sslmode=verify-full&sslrootcert=CAFile: the server's certificate must
+// be signed by the cluster's CA and name host. An IP address (from Addr)
+// keeps sslmode=disable: the certificate names no address, so an IP
+// cannot be verified. extra are more "key=value" settings.
 func (c *Cluster) DSN(host string, extra ...string) string {
-	if _, _, err := net.SplitHostPort(host); err != nil {
+	name, _, err := net.SplitHostPort(host)
+	if err != nil {
+		name = host
 		host = net.JoinHostPort(host, strconv.Itoa(TopologyPort)) // the resolver answers the port
 	}
+	query := "sslmode=disable"
+	if c.CAFile != "" && net.ParseIP(name) == nil {
+		query = "sslmode=verify-full&sslrootcert=" + url.QueryEscape(c.CAFile)
+	}
 	u := url.URL{Scheme: "postgres", User: url.User("postgres"), Host: host,
-		Path: "/postgres", RawQuery: "sslmode=disable"}
+		Path: "/postgres", RawQuery: query}
 	s := u.String()
 	for _, e := range extra {
 		s += "&" + e
@@ -516,6 +550,8 @@ func (c *Cluster) DSN(host string, extra ...string) string {
 
 // PoolConfig parses c.DSN(host, extra...) and sets its LookupFunc to
 // c.Cache.Lookup, so that the pool sees DNS changes up to Config.TTL late.
+// With Config.TLS and an endpoint name, its TLS configuration verifies
+// that name whatever address the name resolves (or a dial is sent) to.
 func (c *Cluster) PoolConfig(host string, extra ...string) (*pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig(c.DSN(host, extra...))
 	if err != nil {
@@ -614,6 +650,9 @@ func (c *Cluster) Close() error {
 	var errs []error
 	for _, n := range nodes {
 		errs = append(errs, n.remove())
+	}
+	if c.caDir != "" {
+		errs = append(errs, os.RemoveAll(c.caDir))
 	}
 	return errors.Join(errs...)
 }

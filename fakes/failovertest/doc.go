@@ -26,6 +26,25 @@
 // NAME-2.ACCOUNT… (NAME-3 with a second replica), which never move. The
 // resolver answers "ip:port".
 //
+// # TLS
+//
+// With Config.TLS every server presents one certificate, signed by a
+// throwaway CA written to [Cluster.CAFile]: its DNS names are the cluster
+// endpoint, the reader endpoint and every instance endpoint (as an Aurora
+// instance's certificate names the cluster's endpoints and its own), its
+// common name the first writer's instance endpoint. It lies in each data
+// directory (server.crt, and server.key owned by the server's OS user, mode
+// 0600), TLS is turned on in each server's own configuration file, and a
+// standby made by pg_basebackup, a rejoined old writer too, gets both again.
+// [Cluster.DSN] and [Cluster.PoolConfig] then ask for
+// sslmode=verify-full&sslrootcert=CAFile for an endpoint name, so a client
+// that reaches a server by another address than its name's (a dial
+// redirected while DNS lags) still verifies that name; an "ip:port" from
+// [Cluster.Addr] keeps sslmode=disable, since the certificate names no
+// address. The simulator's own SQL connections go by address, without TLS;
+// replication and pg_basebackup use it as libpq's default (sslmode=prefer)
+// does.
+//
 // # Topology
 //
 // Config.Engine chooses what the servers publish about the cluster. With
@@ -86,7 +105,10 @@
 //     in show_topology. A real Multi-AZ DB cluster has two readers, and a
 //     commit waits for either (Replicas 2 here); with Replicas 1 it waits
 //     for the only one.
-//   - No TLS, no IAM: the superuser with trust authentication.
+//   - No IAM: the superuser with trust authentication; any password is
+//     accepted, so a client's IAM tokens are never checked. TLS only with
+//     Config.TLS, without client certificates, and one certificate for
+//     every server rather than one per instance.
 //   - A hung writer is fenced by stopping it as soon as it is resumed;
 //     between the two it answers reads (stale) and cannot acknowledge a
 //     write, since its synchronous standby is gone. A client that cancels

@@ -35,6 +35,7 @@ type node struct {
 	bin        string
 	cred       *syscall.Credential // run as this user (root runs as postgres)
 	pg         *pgtest.Server      // the first writer, started by pgtest; nil for the others
+	cert       *serverCert         // with Config.TLS: installed in data/, ssl on
 }
 
 func (n *node) addr() string { return net.JoinHostPort(n.host, strconv.Itoa(n.port)) }
@@ -75,7 +76,8 @@ func (n *node) settings(syncStandby bool) map[string]string {
 }
 
 // writeConf writes data/holdfast.conf (pgtest includes it at the end of
-// postgresql.conf; pg_basebackup copies both).
+// postgresql.conf; pg_basebackup copies both), with TLS on when the node
+// has a certificate (installCert must have written it).
 func (n *node) writeConf(syncStandby bool) error {
 	var b strings.Builder
 	b.WriteString("# written by holdfast failovertest\n")
@@ -89,6 +91,12 @@ func (n *node) writeConf(syncStandby bool) error {
 	sort.Strings(keys)
 	for _, k := range keys {
 		fmt.Fprintf(&b, "%s = %s\n", k, pgproc.QuoteConf(s[k]))
+	}
+	if n.cert != nil {
+		// Here rather than in postgresql.auto.conf (ALTER SYSTEM), which
+		// pg_basebackup copies and which would override this file.
+		fmt.Fprintf(&b, "ssl = on\nssl_cert_file = %s\nssl_key_file = %s\n",
+			pgproc.QuoteConf(certFile), pgproc.QuoteConf(keyFile))
 	}
 	name := filepath.Join(n.data(), "holdfast.conf")
 	if err := os.WriteFile(name, []byte(b.String()), 0o600); err != nil {
@@ -182,7 +190,11 @@ func (n *node) basebackup(ctx context.Context, from *node) error {
 		return err
 	}
 	// The copy carries from's holdfast.conf (its address) and
-	// postmaster.opts; the node keeps its own address.
+	// postmaster.opts; the node keeps its own address. It carries from's
+	// certificate too, the same one; it is installed again all the same.
+	if err := n.installCert(); err != nil {
+		return err
+	}
 	if err := n.writeConf(false); err != nil {
 		return err
 	}

@@ -1,4 +1,8 @@
-package bluegreentest
+// Package certs is the throwaway certificate authority of the fakes that
+// serve TLS (fakes/bluegreentest, fakes/failovertest): a CA made at start,
+// valid for a day, that signs server certificates for the names a test's
+// clients verify. Nothing of it is secret or kept.
+package certs
 
 import (
 	"crypto/ecdsa"
@@ -13,15 +17,17 @@ import (
 	"time"
 )
 
-// authority is the Env's throwaway CA: it signs the servers' certificates.
-type authority struct {
+// Authority is a throwaway CA (ECDSA P-256): it signs the servers'
+// certificates. It is safe for concurrent use.
+type Authority struct {
 	cert    *x509.Certificate
 	key     *ecdsa.PrivateKey
 	certPEM []byte
 	serial  atomic.Int64
 }
 
-func newAuthority() (*authority, error) {
+// New makes a CA, "holdfast fake RDS CA", valid from an hour ago for a day.
+func New() (*Authority, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -44,15 +50,19 @@ func newAuthority() (*authority, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &authority{cert: cert, key: key, certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+	a := &Authority{cert: cert, key: key, certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
 	a.serial.Store(1)
 	return a, nil
 }
 
-// issue returns a server certificate for names (its DNS names, none of
+// CertPEM returns the CA's certificate, PEM: what clients trust
+// (sslrootcert).
+func (a *Authority) CertPEM() []byte { return a.certPEM }
+
+// Issue returns a server certificate for names (its DNS names, none of
 // them when names is empty) and its key, PEM, signed by a; cn is its
 // common name.
-func (a *authority) issue(cn string, names []string) (certPEM, keyPEM []byte, err error) {
+func (a *Authority) Issue(cn string, names []string) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err
@@ -79,9 +89,9 @@ func (a *authority) issue(cn string, names []string) (certPEM, keyPEM []byte, er
 		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
 }
 
-// keyPair is issue as a tls.Certificate.
-func (a *authority) keyPair(cn string, names []string) (*tls.Certificate, error) {
-	certPEM, keyPEM, err := a.issue(cn, names)
+// KeyPair is Issue as a tls.Certificate.
+func (a *Authority) KeyPair(cn string, names []string) (*tls.Certificate, error) {
+	certPEM, keyPEM, err := a.Issue(cn, names)
 	if err != nil {
 		return nil, err
 	}
