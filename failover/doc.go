@@ -61,6 +61,9 @@
 // on connections of its own, every FastInterval (100 ms) for FastFor (30 s),
 // each probe bounded by FailureTimeout. A probe that does not answer is
 // abandoned at once: no cancel request, no 15 s drain against a hung server.
+// A host whose dial fails is dialed again after FastInterval, doubling up to
+// once a second, so that a writer that is down costs about one dial and one
+// password or token fetch a second.
 //
 // # Detection bound
 //

@@ -47,6 +47,7 @@ type Monitor struct {
 	connID    string    // the server id conn reaches, once known
 	probes    map[string]*pgx.Conn
 	guards    map[*pgx.Conn]*topology.Guard // abandon a connection at once (closeConn)
+	dialFails map[string]dialFail           // hosts whose last dial failed (guarded by mu)
 	instances map[string]instance           // by server id
 	writer    string                        // server id
 	fastUntil time.Time
@@ -127,6 +128,7 @@ func NewMonitor(cc *pgx.ConnConfig, c Config, connHook func(context.Context, *pg
 		instances: map[string]instance{},
 		probes:    map[string]*pgx.Conn{},
 		guards:    map[*pgx.Conn]*topology.Guard{},
+		dialFails: map[string]dialFail{},
 		done:      make(chan struct{}),
 	}
 	if m.lookup == nil {
@@ -351,8 +353,48 @@ func (m *Monitor) connectMain(ctx context.Context, timeout time.Duration) error 
 
 var errNoTopology = errors.New("failover: the server has neither aurora_replica_status() nor rds_tools.show_topology(): no topology to follow")
 
-// dial opens a monitor connection to host ("" = the pool's host).
-func (m *Monitor) dial(ctx context.Context, host string, timeout time.Duration) (*pgx.Conn, error) {
+// dialFail is a host whose dials failed n times in a row: the next is not
+// tried before next.
+type dialFail struct {
+	n    int
+	next time.Time
+}
+
+// maxDialBackoff bounds the wait between two dials of a host that fails
+// them: a writer that is down is tried about once a second (and its
+// password or token fetched as often), not at every FastInterval.
+const maxDialBackoff = time.Second
+
+// errDialBackoff is the error of a dial skipped because the host's last
+// dials failed.
+var errDialBackoff = errors.New("failover: host not answering; next dial after a backoff")
+
+// dial opens a monitor connection to host ("" = the pool's host). After a
+// failed dial, the host's next is tried after FastInterval, doubling up to
+// maxDialBackoff; until then dial fails at once.
+func (m *Monitor) dial(ctx context.Context, host string, timeout time.Duration) (conn *pgx.Conn, err error) {
+	m.mu.Lock()
+	f, failing := m.dialFails[host]
+	m.mu.Unlock()
+	if failing && time.Now().Before(f.next) {
+		return nil, errDialBackoff
+	}
+	defer func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if err == nil || ctx.Err() != nil {
+			delete(m.dialFails, host)
+			return
+		}
+		f := m.dialFails[host]
+		f.n++
+		d := m.cfg.FastInterval
+		for i := 1; i < f.n && d < maxDialBackoff; i++ {
+			d *= 2
+		}
+		f.next = time.Now().Add(min(d, maxDialBackoff))
+		m.dialFails[host] = f
+	}()
 	cc := m.monConfig.Copy()
 	if host != "" {
 		topology.Retarget(cc, host, m.port)
@@ -366,7 +408,7 @@ func (m *Monitor) dial(ctx context.Context, host string, timeout time.Duration) 
 			return nil, err
 		}
 	}
-	conn, err := pgx.ConnectConfig(cctx, cc)
+	conn, err = pgx.ConnectConfig(cctx, cc)
 	if err != nil {
 		return nil, err
 	}

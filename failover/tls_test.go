@@ -261,6 +261,16 @@ func TestFailoverTLSAndPasswordHosts(t *testing.T) {
 			t.Errorf("the monitor never asked the password for %s's instance endpoint %s: %v", id, c.InstanceEndpoint(id), monitorAsked)
 		}
 	}
+	// A host that does not answer is dialed, and its token fetched, about
+	// once a second, not at every probe (100 ms): the old writer was
+	// down for the whole run from the crash to its return as a reader.
+	if back, ok := res.At(failovertest.EventBackAsReader); ok {
+		down, _ := res.At(failovertest.EventWriterDown)
+		if n, most := monitorAsked[c.InstanceEndpoint(res.OldWriter)], int(back.Sub(down).Seconds())+8; n > most {
+			t.Errorf("the monitor asked the password for the down writer %d times in %v, want at most %d (about one a second)",
+				n, back.Sub(down).Round(time.Millisecond), most)
+		}
+	}
 
 	// Every connection the pool holds now, and a fresh one, is TLS as the
 	// server sees it, on the new writer.
