@@ -163,7 +163,7 @@ func (a *attempt) install() {
 	if fo := a.ph.fo; fo != nil {
 		onPgError := cc.OnPgError
 		cc.OnPgError = func(pc *pgconn.PgConn, pe *pgconn.PgError) bool {
-			keep := fo.onPgError(pe)
+			keep := fo.onPgError(pc, pe)
 			if onPgError != nil {
 				keep = onPgError(pc, pe) && keep
 			}

@@ -145,15 +145,17 @@ func (ph *poolHooks) validateWriter(host string, pc *pgconn.PgConn) error {
 }
 
 // onPgError wakes the monitor on the server errors of a failover. It
-// closes a connection by the writer endpoint that answered 25006.
-func (fo *foState) onPgError(pe *pgconn.PgError) bool {
+// closes a connection by the writer endpoint that answered 25006 from a
+// server in hot standby or read-only by default (not a transaction the
+// application made read-only itself).
+func (fo *foState) onPgError(pc *pgconn.PgConn, pe *pgconn.PgError) bool {
 	switch pe.Code {
 	case "57P01", "57P02", "57P03":
 		fo.m.Trouble()
 	case "25006":
 		if fo.writer {
 			fo.m.Trouble()
-			return false
+			return pc.ParameterStatus("in_hot_standby") != "on" && pc.ParameterStatus("default_transaction_read_only") != "on"
 		}
 	}
 	return true

@@ -18,6 +18,8 @@
 //
 // It needs holdfast's factory: the routing lives in the factory's hooks
 // (dial, handshake, acquire), and pgxpool alone has no hook for some of it.
+// Every pool path gets it (Query, Exec, Begin, sqlc code), and so does
+// database/sql through package sqldb.
 // It works alongside holdfast.WithBlueGreen on the same pool: a failover
 // while no switchover is under way (no deployment, or CREATED) is handled
 // as without it. While a switchover routes the pool (from PREPARATION until

@@ -15,7 +15,9 @@ import (
 	"github.com/holdfast-db/holdfast/fakes/failovertest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/retry"
+	"github.com/holdfast-db/holdfast/sqldb"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -550,6 +552,30 @@ func TestSharedMonitor(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer readers.Close()
+	// A transaction the application made read-only answers 25006 on the
+	// writer: the connection is kept (it is not a reader), nothing moves.
+	conn, err := writers.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS ro (id int)"); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = tx.Exec(ctx, "INSERT INTO ro VALUES (1)")
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "25006" {
+		t.Fatalf("INSERT in a read-only transaction: %v, want 25006", err)
+	}
+	_ = tx.Rollback(ctx)
+	if conn.Conn().IsClosed() {
+		t.Error("the connection was closed after a 25006 of a read-only transaction on the writer")
+	}
+	conn.Release()
+
 	mw, mr := f.Failover(writers), f.Failover(readers)
 	if mw == nil || mw != mr {
 		t.Fatalf("Failover(writer pool) = %p, Failover(reader pool) = %p: want one monitor", mw, mr)
@@ -648,5 +674,76 @@ func TestUnconfirmedWriter(t *testing.T) {
 	}
 	if _, err := conn.Exec(ctx, "SELECT 1"); err != nil {
 		t.Errorf("a connection to the writer was cut: %v", err)
+	}
+}
+
+// TestDatabaseSQL: database/sql over a holdfast pool (package sqldb) gets
+// the same routing: writes resume within 1.5 s of the promotion, none lost.
+func TestDatabaseSQL(t *testing.T) {
+	c := failovertest.StartTest(t, failovertest.Config{TTL: time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f, err := holdfast.New(holdfast.WithFailover(failover.Config{}), holdfast.WithRetryPolicy(policy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cfg, err := c.PoolConfig(c.ClusterEndpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sqldb.Open(ctx, f, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, "CREATE TABLE orders (id bigint PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu      sync.Mutex
+		acked   []int64
+		ackedAt []time.Time
+		next    atomic.Int64
+	)
+	wctx, wcancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for wctx.Err() == nil {
+				id := next.Add(1)
+				rctx, rcancel := context.WithTimeout(wctx, 10*time.Second)
+				_, err := db.ExecContext(rctx, "INSERT INTO orders VALUES ($1)", id)
+				rcancel()
+				if err != nil {
+					time.Sleep(20 * time.Millisecond) // a failed client's pacing
+					continue
+				}
+				mu.Lock()
+				acked, ackedAt = append(acked, id), append(ackedAt, time.Now())
+				mu.Unlock()
+			}
+		})
+	}
+	res, err := c.Failover(ctx, failovertest.Scenario{Kind: failovertest.Crash, Detect: 300 * time.Millisecond, DNSLag: 3 * time.Second, Rejoin: true})
+	wcancel()
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	promoted, _ := res.At(failovertest.EventPromoted)
+	resumed := time.Time{}
+	for _, at := range ackedAt {
+		if at.After(promoted) {
+			resumed = at
+			break
+		}
+	}
+	t.Logf("%d writes acknowledged; resumed %v after the promotion", len(acked), resumed.Sub(promoted))
+	if resumed.IsZero() || resumed.Sub(promoted) > 1500*time.Millisecond {
+		t.Errorf("database/sql writes resumed %v after the promotion; want within 1.5 s", resumed.Sub(promoted))
+	}
+	if l := lost(ctx, t, c, "orders", acked); len(l) > 0 {
+		t.Errorf("%d acknowledged writes lost", len(l))
 	}
 }
