@@ -148,6 +148,9 @@ func New(opts ...Option) (*Factory, error) {
 	f.fetch = f.retrier(c.policy, LayerPassword)
 	f.acquire = f.retrier(c.policy, LayerAcquire)
 	f.startup = f.retrier(c.startup, LayerStartup)
+	if f.failover != nil && f.failover.Redact == nil {
+		f.failover.Redact = f.tel.Redact // the monitors' log lines and Status carry no secret holdfast knows
+	}
 	return f, nil
 }
 

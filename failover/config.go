@@ -67,6 +67,11 @@ type Config struct {
 	// writer at Debug). Default: the factory's logger, else
 	// slog.Default().
 	Logger *slog.Logger
+
+	// Redact, when set, is applied to the error texts the monitor logs
+	// and reports in Status. holdfast's factory sets it to its redactor
+	// of the passwords and tokens it has seen.
+	Redact func(string) string
 }
 
 // ConfigError reports an invalid Config field.

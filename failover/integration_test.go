@@ -3,7 +3,9 @@ package failover_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -745,5 +747,60 @@ func TestDatabaseSQL(t *testing.T) {
 	}
 	if l := lost(ctx, t, c, "orders", acked); len(l) > 0 {
 		t.Errorf("%d acknowledged writes lost", len(l))
+	}
+}
+
+// TestMonitorErrorsRedacted: a token endpoint whose error echoes a token
+// the factory issued does not leak it through the monitor's Status (or
+// its log lines, which carry the same text).
+func TestMonitorErrorsRedacted(t *testing.T) {
+	c := failovertest.StartTest(t, failovertest.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const token = "tok-SECRET-8d1f42"
+	passwords := func(_ context.Context, host string) (string, error) {
+		if host == c.ClusterEndpoint {
+			return token, nil
+		}
+		return "", fmt.Errorf("token endpoint: %s revoked for %s", token, host) // echoes the secret
+	}
+	f, err := holdfast.New(holdfast.WithFailover(failover.Config{}), holdfast.WithHostPasswordFunc(passwords),
+		holdfast.WithRetryPolicy(retry.Policy{MaxAttempts: 1, Multiplier: 2, InitialInterval: time.Millisecond, MaxInterval: time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cfg, err := c.PoolConfig(c.ClusterEndpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := f.NewPool(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	m := f.Failover(pool)
+	for m.Status().Writer == "" {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the monitor never read the topology: %+v", m.Status())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	// The monitor's connection ends; it reconnects to the writer's
+	// instance endpoint, whose token fetch fails.
+	if _, err := pool.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'holdfast-failover-monitor'"); err != nil {
+		t.Fatal(err)
+	}
+	for m.Status().Error == "" {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no monitor error: %+v", m.Status())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	st := m.Status()
+	if strings.Contains(st.Error, token) || !strings.Contains(st.Error, "revoked") {
+		t.Errorf("monitor error %q: want the cause without the token", st.Error)
 	}
 }

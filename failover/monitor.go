@@ -53,6 +53,7 @@ type Monitor struct {
 	fastUntil time.Time
 	refreshed time.Time
 	absentAt  time.Time // the server has no topology function: look again after RefreshInterval
+	warned    map[string]bool
 }
 
 type instance struct {
@@ -285,7 +286,7 @@ func (m *Monitor) step(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			m.setStatus(func(s *Status) { s.Error = err.Error() })
+			m.setStatus(func(s *Status) { s.Error = m.redact(err.Error()) })
 			if errors.Is(err, errNoTopology) {
 				if m.absentAt.IsZero() {
 					m.cfg.Logger.Warn("failover: the cluster publishes no topology; failover routing is off until it does",
@@ -293,6 +294,9 @@ func (m *Monitor) step(ctx context.Context) {
 				}
 				m.absentAt, m.fastUntil = time.Now(), time.Time{}
 				return
+			}
+			if m.writer == "" {
+				m.warnOnce("failover: the monitor cannot connect to read the topology; failover routing waits for it", err)
 			}
 			m.goFast("monitor connect failed") // and probe the others below
 		} else {
@@ -797,4 +801,26 @@ func (m *Monitor) closeConn(c *pgx.Conn) {
 		g.Abandon()
 	}
 	topology.Close(c)
+}
+
+// redact removes the secrets Config.Redact knows from s.
+func (m *Monitor) redact(s string) string {
+	if m.cfg.Redact == nil {
+		return s
+	}
+	return m.cfg.Redact(s)
+}
+
+// warnOnce logs msg with err at Warn the first time err's text is seen (at
+// most 16 texts).
+func (m *Monitor) warnOnce(msg string, err error) {
+	if m.warned == nil {
+		m.warned = map[string]bool{}
+	}
+	key := m.redact(err.Error())
+	if m.warned[key] || len(m.warned) >= 16 {
+		return
+	}
+	m.warned[key] = true
+	m.cfg.Logger.Warn(msg, slog.String("error", key))
 }
