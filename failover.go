@@ -182,8 +182,8 @@ func (ph *poolHooks) onFailover(c failover.Change) {
 			ph.cut(c.OldAddr, &failover.CutError{OldWriter: c.OldWriter, NewWriter: c.NewWriter, Addr: c.OldAddr})
 		}
 	case failover.InstancesLeft:
-		for _, addr := range c.Gone {
-			ph.cut(addr, &failover.CutError{OldWriter: "", NewWriter: "", Addr: addr})
+		for i, addr := range c.Gone {
+			ph.cut(addr, &failover.CutError{Left: c.GoneIDs[i], Addr: addr})
 		}
 	}
 }

@@ -141,6 +141,23 @@ func TestRule(t *testing.T) {
 	}
 }
 
+func TestCutErrorText(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		err  *failover.CutError
+		want string
+	}{
+		{&failover.CutError{OldWriter: "db-1", NewWriter: "db-2", Addr: "10.0.0.1:5432"},
+			"failover: connection to the old writer db-1 (10.0.0.1:5432) closed: the cluster failed over to db-2; retry the transaction"},
+		{&failover.CutError{Left: "db-3", Addr: "10.0.0.3:5432"},
+			"failover: connection to db-3 (10.0.0.3:5432) closed: the instance left the cluster's topology; retry the transaction"},
+	} {
+		if got := tt.err.Error(); got != tt.want {
+			t.Errorf("Error() = %q, want %q", got, tt.want)
+		}
+	}
+}
+
 func TestErrorsSafeToRetry(t *testing.T) {
 	t.Parallel()
 	for _, err := range []interface{ SafeToRetry() bool }{&failover.HoldError{}, &failover.NotWriterError{}} {

@@ -60,14 +60,22 @@ func (e *NotWriterError) SafeToRetry() bool { return true }
 // not have been applied by the old writer before it went down, as for any
 // connection that breaks). holdfast never resends it: retry the
 // transaction, which goes to the new writer.
+//
+// A connection to an instance that left the cluster's topology is cut the
+// same way; OldWriter and NewWriter are then empty and Left is its id.
 type CutError struct {
 	OldWriter string // server id
 	NewWriter string // server id
-	Addr      string // the old writer's address
+	Left      string // server id of an instance that left the topology
+	Addr      string // the server's address
 	Err       error  // the network error that surfaced it
 }
 
 func (e *CutError) Error() string {
+	if e.NewWriter == "" {
+		return fmt.Sprintf("failover: connection to %s (%s) closed: the instance left the cluster's topology; retry the transaction",
+			e.Left, e.Addr)
+	}
 	return fmt.Sprintf("failover: connection to the old writer %s (%s) closed: the cluster failed over to %s; retry the transaction",
 		e.OldWriter, e.Addr, e.NewWriter)
 }

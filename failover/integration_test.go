@@ -530,8 +530,8 @@ func TestInstanceLeft(t *testing.T) {
 	}
 	_, err = conn.Exec(ctx, "SELECT 1")
 	var ce *failover.CutError
-	if !errors.As(err, &ce) {
-		t.Fatalf("statement on a connection to %s, which left: %v, want a *failover.CutError", gone, err)
+	if !errors.As(err, &ce) || ce.Left != gone {
+		t.Fatalf("statement on a connection to %s, which left: %v, want a *failover.CutError naming it", gone, err)
 	}
 	if v := f.Classify(err); !v.Retryable() || v.Reason != failover.ReasonCut {
 		t.Errorf("Classify(%v) = %v, want transient %s", err, v, failover.ReasonCut)

@@ -99,6 +99,7 @@ type Change struct {
 	OldWriter, NewWriter string
 	OldAddr, NewAddr     string
 	Gone                 []string // addresses
+	GoneIDs              []string // their server ids, in the same order
 }
 
 // NewMonitor returns a Monitor of the cluster that cc's host belongs to,
@@ -520,16 +521,16 @@ func (m *Monitor) learn(ctx context.Context, rows []topology.Row) {
 		}
 		next[r.ServerID] = in
 	}
-	var gone []string
+	var gone, goneIDs []string
 	for id, old := range m.instances {
 		if _, ok := next[id]; !ok && old.addr != "" {
-			gone = append(gone, old.addr)
+			gone, goneIDs = append(gone, old.addr), append(goneIDs, id)
 			m.event(EventLeft, id)
 		}
 	}
 	m.instances = next
 	if len(gone) > 0 {
-		m.notify(Change{Kind: InstancesLeft, Gone: gone})
+		m.notify(Change{Kind: InstancesLeft, Gone: gone, GoneIDs: goneIDs})
 	}
 	m.publishReaders()
 }
