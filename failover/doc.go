@@ -96,9 +96,10 @@
 //	                               is for it, and the writer answers to it)      with a *CutError, before sending
 //	DNS (the pool's LookupFunc)    as asked; a dial to an address the topology   -
 //	agrees                         lists as a reader goes to the writer
-//	any time                       a connection that reaches a server in hot     a 25006 by the writer endpoint closes
-//	                               standby or read-only is refused               the connection
-//	                               (*NotWriterError) and retried, to the writer
+//	any time                       a connection that reaches a server in hot     a 25006 by the writer endpoint from a
+//	                               standby or read-only is refused               server in hot standby or read-only by
+//	                               (*NotWriterError) and retried, to the writer  default closes the connection (not one
+//	                                                                             of a read-only transaction)
 //	an instance leaves the         -                                             to it: cut, in every pool
 //	topology
 //
