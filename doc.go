@@ -115,6 +115,13 @@
 // first request succeeds again 2.0 s after the drop through holdfast, 16.0
 // s through plain pgxpool.
 //
+// A server that stops answering without breaking its sockets (a hung
+// writer: the kernel still acknowledges the data) is found only by asking
+// it: on Aurora and RDS Multi-AZ DB clusters, WithFailover's monitor pings
+// the writer and finds it down within 1 s, then cuts the pool's
+// connections to it as soon as another instance is confirmed as the writer
+// (package failover).
+//
 // # Options
 //
 //	option                       default                                        governs
