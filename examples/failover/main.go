@@ -45,6 +45,13 @@
 // holdfast pool is sampled every 100 ms: it must answer warn (reason
 // "failover"), never fail, while the cluster fails over.
 //
+// With -sql a third client, "database/sql", runs the same workload through
+// a *sql.DB of package sqldb over its own holdfast pool from the same
+// factory (the same failover monitor), with the same retry, which also
+// retries a transaction that database/sql reports as driver.ErrBadConn
+// (nothing of it was sent: sqldb.Rule). It writes its own table, is
+// audited like the others, and is checked against holdfast's goals.
+//
 // It prints a progress line per second (elapsed time, the simulator's last
 // event, holdfast's routing, requests that succeeded and failed per client
 // in that second), the merged timeline (the simulator's steps and the
@@ -58,11 +65,13 @@
 //
 // Run it with: go run ./examples/failover
 // Other scenarios: -scenario graceful | hang | failback; -engine multi-az
-// for an RDS Multi-AZ DB cluster's topology (rds_tools.show_topology()).
+// for an RDS Multi-AZ DB cluster's topology (rds_tools.show_topology());
+// -sql adds the database/sql client.
 package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -83,6 +92,7 @@ import (
 	"github.com/holdfast-db/holdfast/fakes/failovertest"
 	"github.com/holdfast-db/holdfast/readiness"
 	"github.com/holdfast-db/holdfast/retry"
+	"github.com/holdfast-db/holdfast/sqldb"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -103,6 +113,7 @@ type options struct {
 	RequestTimeout          time.Duration // bounds each request, retries included
 	JSON                    bool
 	Verbose                 bool   // holdfast's logs on stderr
+	SQL                     bool   // a third client: database/sql (package sqldb) over a holdfast pool
 	Name                    string // cluster name
 }
 
@@ -178,6 +189,7 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 	engine := fs.String("engine", string(o.Engine), "aurora (aurora_replica_status()) | multi-az (RDS Multi-AZ DB cluster: rds_tools.show_topology())")
 	fs.BoolVar(&o.JSON, "json", false, "print the result as one JSON object (progress goes to stderr)")
 	fs.BoolVar(&o.Verbose, "v", false, "print holdfast's logs on stderr")
+	fs.BoolVar(&o.SQL, "sql", false, "add a third client: database/sql (package sqldb) over a holdfast pool")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -223,7 +235,8 @@ type Result struct {
 	DNSTTLMS  float64             `json:"dns_ttl_ms"`
 	OldWriter string              `json:"old_writer"`
 	NewWriter string              `json:"new_writer"` // the writer at the end (the first one again after a failback)
-	Clients   []ClientResult      `json:"clients"`    // pgxpool, then holdfast
+	// Clients are pgxpool, then holdfast, then (with -sql) database/sql.
+	Clients []ClientResult `json:"clients"`
 	// Timeline merges the simulator's steps, the holdfast monitor's
 	// events and the readiness changes, in ms from the writer going down.
 	Timeline []TimelineEvent `json:"timeline"`
@@ -239,7 +252,7 @@ type Result struct {
 
 // ClientResult is one client's figures.
 type ClientResult struct {
-	Name     string `json:"name"` // "pgxpool" or "holdfast"
+	Name     string `json:"name"` // "pgxpool", "holdfast" or "database/sql"
 	Requests int    `json:"requests"`
 	OK       int    `json:"ok"`
 	Failed   int    `json:"failed"`
@@ -305,6 +318,24 @@ type Goals struct {
 	// ReadinessNeverFailed: the holdfast pool's readiness never answered
 	// fail.
 	ReadinessNeverFailed bool `json:"readiness_never_failed"`
+	// DatabaseSQL checks the database/sql client (-sql) against the same
+	// targets; absent without -sql.
+	DatabaseSQL *SQLGoals `json:"database_sql,omitempty"`
+}
+
+// SQLGoals are holdfast's goals checked on the database/sql client.
+type SQLGoals struct {
+	// Met: all of the below.
+	Met bool `json:"met"`
+	// ResumeWithin1500ms: it wrote again within 1.5 s of each promotion.
+	ResumeWithin1500ms bool `json:"resume_within_1500ms"`
+	// PauseRatio is its longest pause over plain pgxpool's.
+	PauseRatio       float64 `json:"pause_ratio"`
+	PauseAtMost20pct bool    `json:"pause_at_most_20pct"`
+	// NoLostWrites: no acknowledged write lost or misplaced.
+	NoLostWrites bool `json:"no_lost_writes"`
+	// NoFailedRequests: every request succeeded, after the retry.
+	NoFailedRequests bool `json:"no_failed_requests"`
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -314,6 +345,7 @@ type client struct {
 	name    string
 	table   string
 	acquire func(context.Context) (*pgxpool.Conn, error)
+	db      *sql.DB // the database/sql client: requests go through it instead
 	retrier *retry.Retrier
 
 	ids        atomic.Int64
@@ -339,8 +371,8 @@ const ddl = `CREATE TABLE IF NOT EXISTS public.%s (
 )`
 
 // classifier names errors that carry no SQLSTATE (holdfast's failover
-// errors among them).
-var classifier = classify.New(failover.Rule)
+// errors among them, and database/sql's driver.ErrBadConn).
+var classifier = classify.New(failover.Rule, sqldb.Rule)
 
 // errorKey is the SQLSTATE of err, else its class and reason.
 func errorKey(err error) string {
@@ -355,6 +387,9 @@ func errorKey(err error) string {
 // of the server answering, commit. It is idempotent, so a retry after an
 // ambiguous COMMIT is safe.
 func (c *client) request(ctx context.Context, id int64, worker int, server *string) error {
+	if c.db != nil {
+		return c.sqlRequest(ctx, id, worker, server)
+	}
 	conn, err := c.acquire(ctx)
 	if err != nil {
 		return err
@@ -370,6 +405,28 @@ func (c *client) request(ctx context.Context, id int64, worker int, server *stri
 		return tx.QueryRow(ctx, "SELECT host(inet_server_addr()) || ':' || inet_server_port() FROM public."+c.table+" WHERE id = $1",
 			id).Scan(server)
 	})
+}
+
+// sqlRequest is request through database/sql.
+func (c *client) sqlRequest(ctx context.Context, id int64, worker int, server *string) (err error) {
+	tx, err := c.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if _, err := tx.ExecContext(ctx, "INSERT INTO public."+c.table+" (id, worker) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING",
+		id, worker); err != nil {
+		return err
+	}
+	if err := tx.QueryRowContext(ctx, "SELECT host(inet_server_addr()) || ':' || inet_server_port() FROM public."+c.table+" WHERE id = $1",
+		id).Scan(server); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // work runs requests until stop is closed.
@@ -406,8 +463,8 @@ func (c *client) work(worker int, stop <-chan struct{}, think, timeout time.Dura
 	}
 }
 
-// requestPolicy is the retry around each transaction, the same for both
-// clients: a handful of attempts, each bounded by the default
+// requestPolicy is the retry around each transaction, the same for every
+// client: a handful of attempts, each bounded by the default
 // AttemptTimeout (3 s), within the request's bound.
 func requestPolicy(timeout time.Duration) retry.Policy {
 	p := retry.Default()
@@ -450,6 +507,9 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 	}
 
 	clients := []*client{{name: "pgxpool", table: "writes_pgxpool"}, {name: "holdfast", table: "writes_holdfast"}}
+	if o.SQL {
+		clients = append(clients, &client{name: "database/sql", table: "writes_sql"})
+	}
 	if err := createTables(ctx, c, clients); err != nil {
 		return nil, err
 	}
@@ -506,6 +566,29 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 	hf := clients[1]
 	hf.acquire = func(ctx context.Context) (*pgxpool.Conn, error) { return f.Acquire(ctx, hfPool) }
 	hf.retrier = &retry.Retrier{Policy: requestPolicy(o.RequestTimeout), Classify: f.Classify}
+	if o.SQL {
+		// database/sql over its own holdfast pool (same factory, so the
+		// same failover monitor); the same caller-side retry, which also
+		// retries a transaction whose statement database/sql reports as
+		// driver.ErrBadConn (refused before it was sent: sqldb.Rule).
+		if cfg, err = poolCfg(); err != nil {
+			return nil, err
+		}
+		db, err := sqldb.Open(ctx, f, cfg)
+		if err != nil {
+			return nil, err
+		}
+		defer db.Close()
+		sqlClassify := classify.New(sqldb.Rule)
+		sc := clients[2]
+		sc.db = db
+		sc.retrier = &retry.Retrier{Policy: requestPolicy(o.RequestTimeout), Classify: func(err error) classify.Verdict {
+			if v := sqlClassify.Classify(err); v.Reason == sqldb.ReasonBadConn {
+				return v
+			}
+			return f.Classify(err)
+		}}
+	}
 	if err := waitWriter(ctx, mon); err != nil {
 		return nil, fmt.Errorf("holdfast's monitor did not learn the writer: %w", err)
 	}
@@ -521,6 +604,9 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 	}
 	fmt.Fprintf(progress, "cluster endpoint %s, writer %s; DNS TTL %v; %d workers per pool; scenario %s (detect %v, DNS lag %v%s)\n",
 		c.ClusterEndpoint, oldWriter, o.DNSTTL, o.Workers, o.Scenario, o.Detect, o.DNSLag, hangNote(o))
+	if o.SQL {
+		fmt.Fprintln(progress, "clients: pgxpool, holdfast, database/sql (package sqldb over a holdfast pool of the same factory)")
+	}
 
 	// The workload, the progress lines and the readiness samples.
 	stop := make(chan struct{})
@@ -893,18 +979,39 @@ func (r *Result) timeline(fres failovertest.Result, m *failover.Monitor, rd *rea
 func (r *Result) goals() {
 	plain, hf := r.Clients[0], r.Clients[1]
 	g := &r.Goals
-	g.ResumeWithin1500ms = len(hf.ResumeEachMS) > 0
-	for _, v := range hf.ResumeEachMS {
-		if v == nil || *v > 1500 {
-			g.ResumeWithin1500ms = false
-		}
-	}
+	g.ResumeWithin1500ms = resumedWithin(hf, 1500)
 	if plain.MaxPauseMS > 0 {
 		g.PauseRatio = hf.MaxPauseMS / plain.MaxPauseMS
 	}
 	g.PauseAtMost20pct = plain.MaxPauseMS > 0 && g.PauseRatio <= 0.2
 	g.NoLostWrites = plain.LostWrites == 0 && hf.LostWrites == 0
 	g.ReadinessNeverFailed = !slices.Contains(r.Readiness, string(readiness.Fail))
+	if len(r.Clients) > 2 {
+		s := r.Clients[2]
+		sg := &SQLGoals{ResumeWithin1500ms: resumedWithin(s, 1500)}
+		if plain.MaxPauseMS > 0 {
+			sg.PauseRatio = s.MaxPauseMS / plain.MaxPauseMS
+		}
+		sg.PauseAtMost20pct = plain.MaxPauseMS > 0 && sg.PauseRatio <= 0.2
+		sg.NoLostWrites = s.LostWrites == 0 && s.MisplacedWrites == 0
+		sg.NoFailedRequests = s.Failed == 0
+		sg.Met = sg.ResumeWithin1500ms && sg.PauseAtMost20pct && sg.NoLostWrites && sg.NoFailedRequests
+		g.DatabaseSQL = sg
+	}
+}
+
+// resumedWithin reports whether c wrote again within limit ms of each
+// promotion.
+func resumedWithin(c ClientResult, limit float64) bool {
+	if len(c.ResumeEachMS) == 0 {
+		return false
+	}
+	for _, v := range c.ResumeEachMS {
+		if v == nil || *v > limit {
+			return false
+		}
+	}
+	return true
 }
 
 // print writes the timeline, the side-by-side table, the goals and the
@@ -951,17 +1058,7 @@ func (r *Result) print(w io.Writer) {
 	row("misplaced writes", func(c ClientResult) string { return fmt.Sprint(c.MisplacedWrites) })
 	row("committed, not acknowledged", func(c ClientResult) string { return fmt.Sprint(c.CommittedUnacknowledged) })
 	row("longest pause (ms)", func(c ClientResult) string { return fmt.Sprintf("%.0f", c.MaxPauseMS) })
-	row("resume after promotion (ms)", func(c ClientResult) string {
-		var parts []string
-		for _, v := range c.ResumeEachMS {
-			if v == nil {
-				parts = append(parts, "never")
-			} else {
-				parts = append(parts, fmt.Sprintf("%.0f", *v))
-			}
-		}
-		return strings.Join(parts, ", ")
-	})
+	row("resume after promotion (ms)", resumeList)
 	row("slowest request (ms)", func(c ClientResult) string { return fmt.Sprintf("%.0f", c.SlowestMS) })
 
 	reasons := ""
@@ -983,6 +1080,11 @@ func (r *Result) print(w io.Writer) {
 	fmt.Fprintf(w, "  holdfast's longest pause ≤ 20%% of pgxpool's        %s (%.0f%%)\n", yes(g.PauseAtMost20pct), 100*g.PauseRatio)
 	fmt.Fprintf(w, "  no lost writes (both clients)                     %s\n", yes(g.NoLostWrites))
 	fmt.Fprintf(w, "  holdfast readiness never fails                    %s\n", yes(g.ReadinessNeverFailed))
+	if s := g.DatabaseSQL; s != nil {
+		c := r.Clients[2]
+		fmt.Fprintf(w, "  database/sql meets the same goals                 %s (resume %s ms, pause %.0f%% of pgxpool's, %d lost, %d misplaced, %d failed)\n",
+			yes(s.Met), resumeList(c), 100*s.PauseRatio, c.LostWrites, c.MisplacedWrites, c.Failed)
+	}
 	fmt.Fprint(w, `
 legend:
 progress lines: requests that succeeded and failed in that second; holdfast= is the
@@ -1019,6 +1121,29 @@ slowest request: the longest single request, retries included (holdfast holds
 readiness: the answers of a readiness.Checker on the holdfast pool, asked every
   100 ms: warn (reason "failover") while the cluster fails over, never fail.
 `)
+	if g.DatabaseSQL != nil {
+		fmt.Fprint(w, `database/sql (-sql): a *sql.DB of package sqldb over its own holdfast pool of the
+  same factory (the same failover monitor: its held connects count in held), the
+  same transaction and retry; the retry also runs again a transaction that
+  database/sql reports as driver.ErrBadConn (nothing of it was sent;
+  transient/sql-bad-conn when it still failed). Its goals are holdfast's: resume
+  within 1.5 s of each promotion, longest pause ≤ 20% of pgxpool's, no lost or
+  misplaced write, no failed request.
+`)
+	}
+}
+
+// resumeList is c's resume times, in ms ("never" for none).
+func resumeList(c ClientResult) string {
+	var parts []string
+	for _, v := range c.ResumeEachMS {
+		if v == nil {
+			parts = append(parts, "never")
+		} else {
+			parts = append(parts, fmt.Sprintf("%.0f", *v))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // describe names an error key for the table.

@@ -59,6 +59,9 @@ func TestFailover(t *testing.T) {
 		{kind: failovertest.Hang},
 		{kind: failovertest.Failback},
 		{name: "crash/multi-az", kind: failovertest.Crash, engine: failovertest.MultiAZ},
+		// A third client, database/sql (package sqldb) over a holdfast
+		// pool of the same factory: holdfast's goals, and no failure.
+		{name: "crash/sql", kind: failovertest.Crash, opts: func(o *options) { o.SQL = true; o.Name += "-sql" }},
 	}
 	for _, tt := range tests {
 		name := tt.name
@@ -97,8 +100,13 @@ func (tt scenarioTest) check(t *testing.T) {
 	res.print(&out)
 	t.Logf("\n%s%s", progress.String(), out.String())
 
-	if len(res.Clients) != 2 || res.Clients[0].Name != "pgxpool" || res.Clients[1].Name != "holdfast" {
-		t.Fatalf("clients %+v, want pgxpool and holdfast", res.Clients)
+	wantClients := 2
+	if o.SQL {
+		wantClients = 3
+	}
+	if len(res.Clients) != wantClients || res.Clients[0].Name != "pgxpool" || res.Clients[1].Name != "holdfast" ||
+		(o.SQL && res.Clients[2].Name != "database/sql") {
+		t.Fatalf("clients %+v, want pgxpool and holdfast (and database/sql with -sql: %v)", res.Clients, o.SQL)
 	}
 	plain, hf := res.Clients[0], res.Clients[1]
 	promotions := 1
@@ -178,7 +186,50 @@ func (tt scenarioTest) check(t *testing.T) {
 			t.Errorf("no progress line with %q:\n%s", want, progress.String())
 		}
 	}
+	if o.SQL {
+		checkSQL(t, res, out.String(), progress.String())
+	} else if res.Goals.DatabaseSQL != nil || strings.Contains(out.String(), "database/sql") ||
+		strings.Contains(progress.String(), "database/sql") {
+		t.Error("database/sql in the output without -sql")
+	}
 	checkJSON(t, res)
+}
+
+// checkSQL checks the database/sql client of -sql against holdfast's
+// goals: no failed request, writes again within 1.5 s of the promotion, no
+// acknowledged write lost or misplaced, a longest pause at most 20 % of
+// plain pgxpool's; and that the goals, the table and the progress lines
+// show it.
+func checkSQL(t *testing.T, res *Result, out, progress string) {
+	t.Helper()
+	plain, s := res.Clients[0], res.Clients[2]
+	t.Logf("database/sql: %d requests, %d failed %v, %d retried attempts, resume %s, longest pause %.0f ms (pgxpool %.0f ms, holdfast %.0f ms)",
+		s.Requests, s.Failed, s.Errors, s.Retries, resumes(s), s.MaxPauseMS, plain.MaxPauseMS, res.Clients[1].MaxPauseMS)
+	if s.Failed != 0 {
+		t.Errorf("database/sql failed %d requests %v, want none", s.Failed, s.Errors)
+	}
+	if len(s.ResumeEachMS) != 1 || s.ResumeEachMS[0] == nil || *s.ResumeEachMS[0] > 1500 {
+		t.Errorf("database/sql resumed %s after the promotion, want at most 1500 ms", resumes(s))
+	}
+	if s.Acknowledged == 0 || s.LostWrites != 0 || s.MisplacedWrites != 0 {
+		t.Errorf("database/sql: %d acknowledged, %d lost, %d misplaced; want acknowledged writes, none lost or misplaced",
+			s.Acknowledged, s.LostWrites, s.MisplacedWrites)
+	}
+	if plain.MaxPauseMS <= 0 || s.MaxPauseMS > 0.2*plain.MaxPauseMS {
+		t.Errorf("database/sql's longest pause %.0f ms is more than 20%% of pgxpool's %.0f ms", s.MaxPauseMS, plain.MaxPauseMS)
+	}
+	g := res.Goals.DatabaseSQL
+	if g == nil || !g.Met || !g.ResumeWithin1500ms || !g.PauseAtMost20pct || !g.NoLostWrites || !g.NoFailedRequests {
+		t.Errorf("goals.database_sql %+v, want every goal met", g)
+	}
+	for _, want := range []string{"database/sql meets the same goals", "database/sql (-sql):"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	if !strings.Contains(progress, "database/sql ok") {
+		t.Errorf("no progress line with the database/sql client:\n%s", progress)
+	}
 }
 
 func resumes(c ClientResult) string {
@@ -236,12 +287,20 @@ func checkJSON(t *testing.T, res *Result) {
 			PauseAtMost20pct     *bool    `json:"pause_at_most_20pct"`
 			NoLostWrites         *bool    `json:"no_lost_writes"`
 			ReadinessNeverFailed *bool    `json:"readiness_never_failed"`
+			DatabaseSQL          *struct {
+				Met                *bool    `json:"met"`
+				ResumeWithin1500ms *bool    `json:"resume_within_1500ms"`
+				PauseRatio         *float64 `json:"pause_ratio"`
+				PauseAtMost20pct   *bool    `json:"pause_at_most_20pct"`
+				NoLostWrites       *bool    `json:"no_lost_writes"`
+				NoFailedRequests   *bool    `json:"no_failed_requests"`
+			} `json:"database_sql"`
 		} `json:"goals"`
 	}
 	if err := json.Unmarshal(b, &got); err != nil {
 		t.Fatal(err)
 	}
-	if got.Scenario == nil || got.Workers == nil || got.Engine == nil || len(got.Clients) != 2 || len(got.Timeline) == 0 ||
+	if got.Scenario == nil || got.Workers == nil || got.Engine == nil || len(got.Clients) != len(res.Clients) || len(got.Timeline) == 0 ||
 		len(got.Readiness) == 0 || got.Goals == nil {
 		t.Fatalf("JSON lacks scenario, workers, engine, clients, timeline, readiness or goals: %s", b)
 	}
@@ -260,6 +319,15 @@ func checkJSON(t *testing.T, res *Result) {
 	if g.ResumeWithin1500ms == nil || g.PauseRatio == nil || g.PauseAtMost20pct == nil || g.NoLostWrites == nil || g.ReadinessNeverFailed == nil {
 		t.Errorf("JSON goals lack a field: %s", b)
 	}
+	switch s := g.DatabaseSQL; {
+	case len(res.Clients) < 3 && s != nil:
+		t.Errorf("JSON goals have database_sql without the database/sql client: %s", b)
+	case len(res.Clients) >= 3 && (s == nil || s.Met == nil || s.ResumeWithin1500ms == nil || s.PauseRatio == nil ||
+		s.PauseAtMost20pct == nil || s.NoLostWrites == nil || s.NoFailedRequests == nil):
+		t.Errorf("JSON goals lack database_sql or one of its fields: %s", b)
+	case len(res.Clients) >= 3 && *got.Clients[2].Name != "database/sql":
+		t.Errorf("JSON clients[2] is %q, want database/sql", *got.Clients[2].Name)
+	}
 }
 
 func TestParseFlags(t *testing.T) {
@@ -272,16 +340,21 @@ func TestParseFlags(t *testing.T) {
 	}{
 		{name: "defaults", args: nil, check: func(o options) bool {
 			d := failovertest.DemoScenario(failovertest.Crash)
-			return o.Scenario == failovertest.Crash && o.Engine == failovertest.Aurora && o.Workers == 4 && !o.JSON &&
+			return o.Scenario == failovertest.Crash && o.Engine == failovertest.Aurora && o.Workers == 4 && !o.JSON && !o.SQL &&
 				o.Detect == d.Detect && o.DNSLag == d.DNSLag && o.HangFor == d.HangFor && o.DNSTTL == failovertest.DefaultTTL
 		}},
 		{name: "everything", args: []string{"-scenario", "hang", "-workers", "8", "-json", "-detect", "1s", "-dns-lag", "20s",
-			"-hang-for", "30s", "-dns-ttl", "0", "-engine", "multi-az", "-settle", "1s", "-warmup", "3s"},
+			"-hang-for", "30s", "-dns-ttl", "0", "-engine", "multi-az", "-settle", "1s", "-warmup", "3s", "-sql"},
 			check: func(o options) bool {
-				return o.Scenario == failovertest.Hang && o.Workers == 8 && o.JSON && o.Detect == time.Second &&
+				return o.Scenario == failovertest.Hang && o.Workers == 8 && o.JSON && o.SQL && o.Detect == time.Second &&
 					o.DNSLag == 20*time.Second && o.HangFor == 30*time.Second && o.DNSTTL == 0 &&
 					o.Engine == failovertest.MultiAZ && o.Settle == time.Second && o.Warmup == 3*time.Second
 			}},
+		{name: "sql", args: []string{"-sql"}, check: func(o options) bool {
+			return o.SQL && o.Scenario == failovertest.Crash && !o.JSON
+		}},
+		{name: "sql=false", args: []string{"-sql=false", "-json"}, check: func(o options) bool { return !o.SQL && o.JSON }},
+		{name: "sql not a bool", args: []string{"-sql=maybe"}, wantErr: true},
 		{name: "unknown engine", args: []string{"-engine", "mysql"}, wantErr: true},
 		{name: "unknown scenario", args: []string{"-scenario", "switchover"}, wantErr: true},
 		{name: "no workers", args: []string{"-workers", "0"}, wantErr: true},
