@@ -265,6 +265,8 @@
 //	holdfast.retry.budget.rejections      {retry}       holdfast.layer, holdfast.stage,         retries the budget refused
 //	                                                    error.type
 //	holdfast.bluegreen.phase              {phase}       holdfast.bluegreen.id                   0 NOT_CREATED … 5 COMPLETED
+//	holdfast.failover.events              {event}       holdfast.failover.event                 the failover monitor's events (suspect,
+//	                                                                                            writer down, new writer, …)
 //	holdfast.bluegreen.suspended.duration s             holdfast.bluegreen.id, holdfast.        time a connect, Acquire or statement
 //	                                                    bluegreen.suspend.point, holdfast.      was held by a switchover
 //	                                                    outcome (resumed|failed)

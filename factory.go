@@ -148,8 +148,17 @@ func New(opts ...Option) (*Factory, error) {
 	f.fetch = f.retrier(c.policy, LayerPassword)
 	f.acquire = f.retrier(c.policy, LayerAcquire)
 	f.startup = f.retrier(c.startup, LayerStartup)
-	if f.failover != nil && f.failover.Redact == nil {
-		f.failover.Redact = f.tel.Redact // the monitors' log lines and Status carry no secret holdfast knows
+	if f.failover != nil {
+		if f.failover.Redact == nil {
+			f.failover.Redact = f.tel.Redact // the monitors' log lines and Status carry no secret holdfast knows
+		}
+		onEvent, tel := f.failover.OnEvent, f.tel
+		f.failover.OnEvent = func(e failover.Event) {
+			tel.FailoverEvent(context.Background(), e.Name)
+			if onEvent != nil {
+				onEvent(e)
+			}
+		}
 	}
 	return f, nil
 }

@@ -68,6 +68,12 @@ type Config struct {
 	// slog.Default().
 	Logger *slog.Logger
 
+	// OnEvent, when set, is called with each event of the monitor's
+	// timeline (Status.Events), on the monitor's goroutine; it must not
+	// block. holdfast's factory counts them in the
+	// holdfast.failover.events metric.
+	OnEvent func(Event)
+
 	// Redact, when set, is applied to the error texts the monitor logs
 	// and reports in Status. holdfast's factory sets it to its redactor
 	// of the passwords and tokens it has seen.

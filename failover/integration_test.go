@@ -21,6 +21,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -608,7 +610,9 @@ func TestUnconfirmedWriter(t *testing.T) {
 	c := failovertest.StartTest(t, failovertest.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	f, err := holdfast.New(holdfast.WithFailover(failover.Config{RefreshInterval: 100 * time.Millisecond}), holdfast.WithRetryPolicy(policy))
+	reader := sdkmetric.NewManualReader()
+	f, err := holdfast.New(holdfast.WithFailover(failover.Config{RefreshInterval: 100 * time.Millisecond}), holdfast.WithRetryPolicy(policy),
+		holdfast.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -676,6 +680,34 @@ func TestUnconfirmedWriter(t *testing.T) {
 	}
 	if _, err := conn.Exec(ctx, "SELECT 1"); err != nil {
 		t.Errorf("a connection to the writer was cut: %v", err)
+	}
+	// The events are counted in holdfast.failover.events, by event.
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, mt := range sm.Metrics {
+			if mt.Name != "holdfast.failover.events" {
+				continue
+			}
+			for _, dp := range mt.Data.(metricdata.Sum[int64]).DataPoints {
+				ev, _ := dp.Attributes.Value("holdfast.failover.event")
+				counts[ev.AsString()] += dp.Value
+			}
+		}
+	}
+	for _, e := range st.Events {
+		counts[e.Name]--
+	}
+	for name, n := range counts {
+		if n != 0 {
+			t.Errorf("holdfast.failover.events{%s} differs from the timeline by %d (metric minus events): %+v", name, n, st.Events)
+		}
+	}
+	if len(st.Events) == 0 {
+		t.Error("no events to count")
 	}
 }
 

@@ -89,11 +89,15 @@ func (m *Monitor) Active() bool {
 }
 
 func (m *Monitor) event(name, server string) {
+	e := Event{At: time.Now(), Name: name, Server: server}
 	if name != EventSuspect {
-		m.lastChange.Store(time.Now().UnixNano())
+		m.lastChange.Store(e.At.UnixNano())
+	}
+	if m.cfg.OnEvent != nil {
+		m.cfg.OnEvent(e)
 	}
 	m.setStatus(func(s *Status) {
-		s.Events = append(s.Events, Event{At: time.Now(), Name: name, Server: server})
+		s.Events = append(s.Events, e)
 		if len(s.Events) > maxEvents {
 			s.Events = append(s.Events[:0:0], s.Events[len(s.Events)-maxEvents:]...)
 		}

@@ -164,3 +164,12 @@ func (b *BlueGreen) Suspended(ctx context.Context, point, reason string, waited 
 		slog.String("outcome", outcome),
 	)
 }
+
+// FailoverEvent counts a writer-failover monitor event (failover.Event*)
+// in holdfast.failover.events.
+func (t *Telemetry) FailoverEvent(ctx context.Context, event string) {
+	if t == nil || t.foEvents == nil {
+		return
+	}
+	t.foEvents.Add(ctx, 1, metric.WithAttributes(KeyFailoverEvent.String(event)))
+}

@@ -53,6 +53,7 @@ const (
 	KeyDelay           = attribute.Key("holdfast.retry.delay") // seconds
 	KeyStop            = attribute.Key("holdfast.retry.stop")
 	KeyBlueGreenID     = attribute.Key("holdfast.bluegreen.id")
+	KeyFailoverEvent   = attribute.Key("holdfast.failover.event")
 	KeyBlueGreenPhase  = attribute.Key("holdfast.bluegreen.phase")
 	KeySuspendPoint    = attribute.Key("holdfast.bluegreen.suspend.point")
 	KeySuspendReason   = attribute.Key("holdfast.bluegreen.suspended.reason")
@@ -69,6 +70,7 @@ const (
 	MetricExhausted         = "holdfast.retry.exhausted"
 	MetricBudgetRejections  = "holdfast.retry.budget.rejections"
 	MetricBlueGreenPhase    = "holdfast.bluegreen.phase"
+	MetricFailoverEvents    = "holdfast.failover.events"
 	MetricSuspendedDuration = "holdfast.bluegreen.suspended.duration"
 	MetricReady             = "holdfast.readiness.ready"
 	MetricReadyTransitions  = "holdfast.readiness.transitions"
@@ -126,6 +128,7 @@ type Telemetry struct {
 	exhausted  metric.Int64Counter
 	rejections metric.Int64Counter
 	bgPhase    metric.Int64Gauge
+	foEvents   metric.Int64Counter
 	suspended  metric.Float64Histogram
 	ready      metric.Int64Gauge
 	readyMoves metric.Int64Counter
@@ -188,6 +191,9 @@ func New(c Config) (*Telemetry, error) {
 	join(e)
 	t.bgPhase, e = m.Int64Gauge(MetricBlueGreenPhase, metric.WithUnit("{phase}"),
 		metric.WithDescription("Blue/green switchover phase: 0 NOT_CREATED, 1 CREATED, 2 PREPARATION, 3 IN_PROGRESS, 4 POST, 5 COMPLETED."))
+	join(e)
+	t.foEvents, e = m.Int64Counter(MetricFailoverEvents, metric.WithUnit("{event}"),
+		metric.WithDescription("Writer-failover monitor events: suspect, writer down, writer back, new writer, DNS agrees, instance left."))
 	join(e)
 	t.suspended, e = m.Float64Histogram(MetricSuspendedDuration, metric.WithUnit("s"), buckets,
 		metric.WithDescription("Time a connect, acquire or query waited, suspended by a blue/green switchover."))
