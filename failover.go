@@ -28,7 +28,9 @@ import (
 //	               (in hot standby, or a reader of the topology) is refused,
 //	               and the attempt retried — to the writer
 //	OnPgError      57P01/57P02/57P03, and 25006 by the writer endpoint, wake
-//	               the monitor; a 25006 connection is closed
+//	               the monitor; a 25006 from a standby or read-only server
+//	               closes the connection
+//	PrepareConn    a connection to a writer that is down is destroyed
 //	network errors wake the monitor; on a new writer, every connection to
 //	               the old one is cut (failover.CutError) and idle ones
 //	               closed at once
