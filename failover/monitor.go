@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -722,6 +723,9 @@ func (m *Monitor) publishReaders() {
 	}
 	if w, ok := m.instances[m.writer]; ok {
 		delete(readers, w.addr) // one address, two names (a single-address setup)
+	}
+	if maps.Equal(readers, m.Snapshot().Readers) {
+		return // unchanged: no new snapshot, no waiter woken (every probe round learns the topology)
 	}
 	m.publish(func(s *Snapshot) { s.Readers = readers })
 }
