@@ -34,12 +34,28 @@ var policy = retry.Policy{MaxAttempts: 10, Multiplier: 2, InitialInterval: 50 * 
 // newPool returns a holdfast pool on the cluster endpoint.
 func newPool(ctx context.Context, t *testing.T, c *failovertest.Cluster, opts ...holdfast.Option) (*holdfast.Factory, *pgxpool.Pool) {
 	t.Helper()
+	f := newFactory(t, opts...)
+	return f, poolOn(ctx, t, f, c, c.ClusterEndpoint)
+}
+
+// newFactory returns a factory with WithFailover(failover.Config{}) and
+// WithRetryPolicy(policy), then opts (a later option of the same kind
+// wins), closed when the test ends.
+func newFactory(t *testing.T, opts ...holdfast.Option) *holdfast.Factory {
+	t.Helper()
 	f, err := holdfast.New(append([]holdfast.Option{holdfast.WithFailover(failover.Config{}), holdfast.WithRetryPolicy(policy)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(f.Close)
-	cfg, err := c.PoolConfig(c.ClusterEndpoint)
+	return f
+}
+
+// poolOn returns a pool of f on c's endpoint host, closed when the test
+// ends.
+func poolOn(ctx context.Context, t *testing.T, f *holdfast.Factory, c *failovertest.Cluster, host string) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := c.PoolConfig(host)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +64,7 @@ func newPool(ctx context.Context, t *testing.T, c *failovertest.Cluster, opts ..
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	return f, pool
+	return pool
 }
 
 // writer is a workload: workers inserting unique ids, each write tried
@@ -93,6 +109,19 @@ func (w *writer) run(ctx context.Context, pool *pgxpool.Pool, table string, work
 		})
 	}
 	return &wg
+}
+
+// waitFor polls done every 10 ms until it is true (true) or ctx ends
+// (false).
+func waitFor(ctx context.Context, done func() bool) bool {
+	for !done() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return true
 }
 
 // firstAckAfter returns when the first write acknowledged after t was.
@@ -186,12 +215,8 @@ func TestFailover(t *testing.T) {
 			defer func() { wcancel(); wg.Wait() }()
 			// The workload runs until the monitor has read the topology
 			// and the first writes went through.
-			for m.Status().Writer == "" || w.next.Load() < 20 {
-				select {
-				case <-ctx.Done():
-					t.Fatal("the monitor never read the topology")
-				case <-time.After(10 * time.Millisecond):
-				}
+			if !waitFor(ctx, func() bool { return m.Status().Writer != "" && w.next.Load() >= 20 }) {
+				t.Fatal("the monitor never read the topology")
 			}
 			start := time.Now()
 			res, err := c.Failover(ctx, failovertest.Scenario{Kind: tt.kind, Detect: 300 * time.Millisecond, DNSLag: 3 * time.Second,
@@ -204,26 +229,14 @@ func TestFailover(t *testing.T) {
 				promoted = lastEvent(res, failovertest.EventPromoted)
 			}
 			// Writes after the failover, so that the audit covers them.
-			for {
-				if _, ok := w.firstAckAfter(time.Now().Add(-10 * time.Millisecond)); ok && time.Since(promoted) > 500*time.Millisecond {
-					break
-				}
-				select {
-				case <-ctx.Done():
-					t.Fatal("no write went through after the failover")
-				case <-time.After(20 * time.Millisecond):
-				}
+			if !waitFor(ctx, func() bool { _, ok := w.firstAckAfter(promoted.Add(500 * time.Millisecond)); return ok }) {
+				t.Fatal("no write went through after the failover")
 			}
 			wcancel()
 			wg.Wait()
 
 			st := m.Status()
-			for _, e := range res.Events {
-				t.Logf("%6d ms  simulator: %s %s", e.At.Sub(start).Milliseconds(), e.Name, e.Server)
-			}
-			for _, e := range st.Events {
-				t.Logf("%6d ms  monitor:   %s %s", e.At.Sub(start).Milliseconds(), e.Name, e.Server)
-			}
+			logTimeline(t, start, res, st)
 			t.Logf("%d writes acknowledged, %d failed %v; longest pause %v; monitor connections %d, held %d",
 				len(w.acked), w.failed, w.errs, w.maxPause, st.MonitorConnects, st.Held)
 
@@ -265,6 +278,18 @@ func TestFailover(t *testing.T) {
 				t.Errorf("the monitor made %d connections; want a handful per failover", st.MonitorConnects)
 			}
 		})
+	}
+}
+
+// logTimeline logs the simulator's and the monitor's events, in ms from
+// start.
+func logTimeline(t *testing.T, start time.Time, res failovertest.Result, st failover.Status) {
+	t.Helper()
+	for _, e := range res.Events {
+		t.Logf("%6d ms  simulator: %s %s", e.At.Sub(start).Milliseconds(), e.Name, e.Server)
+	}
+	for _, e := range st.Events {
+		t.Logf("%6d ms  monitor:   %s %s", e.At.Sub(start).Milliseconds(), e.Name, e.Server)
 	}
 }
 
@@ -361,12 +386,8 @@ func TestWithBlueGreen(t *testing.T) {
 		}
 	}
 	bg, m := f.BlueGreen(pool), f.Failover(pool)
-	for bg.Status().Phase != bluegreen.Created || m.Status().Writer == "" {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("blue/green %v, failover %+v", bg.Status().Phase, m.Status())
-		case <-time.After(20 * time.Millisecond):
-		}
+	if !waitFor(ctx, func() bool { return bg.Status().Phase == bluegreen.Created && m.Status().Writer != "" }) {
+		t.Fatalf("blue/green %v, failover %+v", bg.Status().Phase, m.Status())
 	}
 	w := &writer{errs: map[string]int{}}
 	wctx, wcancel := context.WithCancel(ctx)
@@ -376,15 +397,8 @@ func TestWithBlueGreen(t *testing.T) {
 		t.Fatal(err)
 	}
 	promoted, _ := res.At(failovertest.EventPromoted)
-	for {
-		if _, ok := w.firstAckAfter(promoted.Add(500 * time.Millisecond)); ok {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("no write after the failover")
-		case <-time.After(20 * time.Millisecond):
-		}
+	if !waitFor(ctx, func() bool { _, ok := w.firstAckAfter(promoted.Add(500 * time.Millisecond)); return ok }) {
+		t.Fatal("no write after the failover")
 	}
 	wcancel()
 	wg.Wait()
@@ -456,12 +470,8 @@ func TestStaleClientDNS(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := f.Failover(pool)
-	for m.Status().Routing != "normal" || m.Status().Writer != c.Writer() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("monitor %+v", m.Status())
-		case <-time.After(20 * time.Millisecond):
-		}
+	if !waitFor(ctx, func() bool { return m.Status().Routing == "normal" && m.Status().Writer == c.Writer() }) {
+		t.Fatalf("monitor %+v", m.Status())
 	}
 	pool.Reset()
 	plain.Reset()
@@ -487,20 +497,8 @@ func TestInstanceLeft(t *testing.T) {
 	c := failovertest.StartTest(t, failovertest.Config{TTL: time.Second, Replicas: 2})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	f, err := holdfast.New(holdfast.WithFailover(failover.Config{RefreshInterval: 100 * time.Millisecond}), holdfast.WithRetryPolicy(policy))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	cfg, err := c.PoolConfig(c.ReaderEndpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool, err := f.NewPool(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	f := newFactory(t, holdfast.WithFailover(failover.Config{RefreshInterval: 100 * time.Millisecond}))
+	pool := poolOn(ctx, t, f, c, c.ReaderEndpoint)
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -508,12 +506,8 @@ func TestInstanceLeft(t *testing.T) {
 	defer conn.Release()
 	gone := serverID(ctx, t, conn)
 	m := f.Failover(pool)
-	for m.Status().Writer == "" {
-		select {
-		case <-ctx.Done():
-			t.Fatal("the monitor never read the topology")
-		case <-time.After(10 * time.Millisecond):
-		}
+	if !waitFor(ctx, func() bool { return m.Status().Writer != "" }) {
+		t.Fatal("the monitor never read the topology")
 	}
 	w, err := pgx.Connect(ctx, c.DSN(c.Addr(c.Writer())))
 	if err != nil {
@@ -523,12 +517,8 @@ func TestInstanceLeft(t *testing.T) {
 	if _, err := w.Exec(ctx, "DELETE FROM holdfast_failover.replica_status WHERE server_id = $1", gone); err != nil {
 		t.Fatal(err)
 	}
-	for lastMonitorEvent(m.Status(), failover.EventLeft).IsZero() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the monitor never saw %s leave: %+v", gone, m.Status())
-		case <-time.After(10 * time.Millisecond):
-		}
+	if !waitFor(ctx, func() bool { return !lastMonitorEvent(m.Status(), failover.EventLeft).IsZero() }) {
+		t.Fatalf("the monitor never saw %s leave: %+v", gone, m.Status())
 	}
 	_, err = conn.Exec(ctx, "SELECT 1")
 	var ce *failover.CutError
@@ -547,15 +537,7 @@ func TestSharedMonitor(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	f, writers := newPool(ctx, t, c)
-	cfg, err := c.PoolConfig(c.ReaderEndpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	readers, err := f.NewPool(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer readers.Close()
+	readers := poolOn(ctx, t, f, c, c.ReaderEndpoint)
 	// A transaction the application made read-only answers 25006 on the
 	// writer: the connection is kept (it is not a reader), nothing moves.
 	conn, err := writers.Acquire(ctx)
@@ -611,29 +593,12 @@ func TestUnconfirmedWriter(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	reader := sdkmetric.NewManualReader()
-	f, err := holdfast.New(holdfast.WithFailover(failover.Config{RefreshInterval: 100 * time.Millisecond}), holdfast.WithRetryPolicy(policy),
+	f, pool := newPool(ctx, t, c, holdfast.WithFailover(failover.Config{RefreshInterval: 100 * time.Millisecond}),
 		holdfast.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	cfg, err := c.PoolConfig(c.ClusterEndpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool, err := f.NewPool(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
 	m := f.Failover(pool)
 	writer := c.Writer()
-	for m.Status().Writer != writer {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("monitor %+v", m.Status())
-		case <-time.After(10 * time.Millisecond):
-		}
+	if !waitFor(ctx, func() bool { return m.Status().Writer == writer }) {
+		t.Fatalf("monitor %+v", m.Status())
 	}
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
@@ -658,20 +623,16 @@ func TestUnconfirmedWriter(t *testing.T) {
 		}
 	}
 	name(standby)
-	for lastMonitorEvent(m.Status(), failover.EventSuspect).IsZero() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the monitor never noticed the topology naming %s: %+v", standby, m.Status())
-		case <-time.After(10 * time.Millisecond):
-		}
+	if !waitFor(ctx, func() bool { return !lastMonitorEvent(m.Status(), failover.EventSuspect).IsZero() }) {
+		t.Fatalf("the monitor never noticed the topology naming %s: %+v", standby, m.Status())
 	}
 	name(writer)
-	for !m.Snapshot().Normal() || m.Status().Writer != writer || !lastMonitorEvent(m.Status(), failover.EventWriterDown).IsZero() && lastMonitorEvent(m.Status(), failover.EventWriterBack).IsZero() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the routing did not return to normal on %s: %+v", writer, m.Status())
-		case <-time.After(10 * time.Millisecond):
-		}
+	if !waitFor(ctx, func() bool {
+		st := m.Status()
+		backIfDown := lastMonitorEvent(st, failover.EventWriterDown).IsZero() || !lastMonitorEvent(st, failover.EventWriterBack).IsZero()
+		return m.Snapshot().Normal() && st.Writer == writer && backIfDown
+	}) {
+		t.Fatalf("the routing did not return to normal on %s: %+v", writer, m.Status())
 	}
 	st := m.Status()
 	t.Logf("%+v", st)
@@ -717,11 +678,7 @@ func TestDatabaseSQL(t *testing.T) {
 	c := failovertest.StartTest(t, failovertest.Config{TTL: time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	f, err := holdfast.New(holdfast.WithFailover(failover.Config{}), holdfast.WithRetryPolicy(policy))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := newFactory(t)
 	cfg, err := c.PoolConfig(c.ClusterEndpoint)
 	if err != nil {
 		t.Fatal(err)
@@ -796,40 +753,19 @@ func TestMonitorErrorsRedacted(t *testing.T) {
 		}
 		return "", fmt.Errorf("token endpoint: %s revoked for %s", token, host) // echoes the secret
 	}
-	f, err := holdfast.New(holdfast.WithFailover(failover.Config{}), holdfast.WithHostPasswordFunc(passwords),
+	f, pool := newPool(ctx, t, c, holdfast.WithHostPasswordFunc(passwords),
 		holdfast.WithRetryPolicy(retry.Policy{MaxAttempts: 1, Multiplier: 2, InitialInterval: time.Millisecond, MaxInterval: time.Millisecond}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	cfg, err := c.PoolConfig(c.ClusterEndpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool, err := f.NewPool(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
 	m := f.Failover(pool)
-	for m.Status().Writer == "" {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the monitor never read the topology: %+v", m.Status())
-		case <-time.After(10 * time.Millisecond):
-		}
+	if !waitFor(ctx, func() bool { return m.Status().Writer != "" }) {
+		t.Fatalf("the monitor never read the topology: %+v", m.Status())
 	}
 	// The monitor's connection ends; it reconnects to the writer's
 	// instance endpoint, whose token fetch fails.
 	if _, err := pool.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'holdfast-failover-monitor'"); err != nil {
 		t.Fatal(err)
 	}
-	for m.Status().Error == "" {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("no monitor error: %+v", m.Status())
-		case <-time.After(10 * time.Millisecond):
-		}
+	if !waitFor(ctx, func() bool { return m.Status().Error != "" }) {
+		t.Fatalf("no monitor error: %+v", m.Status())
 	}
 	st := m.Status()
 	if strings.Contains(st.Error, token) || !strings.Contains(st.Error, "revoked") {

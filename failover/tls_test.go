@@ -139,12 +139,8 @@ func TestFailoverTLSAndPasswordHosts(t *testing.T) {
 	wctx, wcancel := context.WithCancel(ctx)
 	wg := w.run(wctx, pool, "orders", 4)
 	defer func() { wcancel(); wg.Wait() }()
-	for m.Status().Writer == "" || w.next.Load() < 20 {
-		select {
-		case <-ctx.Done():
-			t.Fatal("the monitor never read the topology")
-		case <-time.After(10 * time.Millisecond):
-		}
+	if !waitFor(ctx, func() bool { return m.Status().Writer != "" && w.next.Load() >= 20 }) {
+		t.Fatal("the monitor never read the topology")
 	}
 
 	start := time.Now()
@@ -155,26 +151,14 @@ func TestFailoverTLSAndPasswordHosts(t *testing.T) {
 	}
 	promoted, _ := res.At(failovertest.EventPromoted)
 	moved, _ := res.At(failovertest.EventDNS)
-	for {
-		if _, ok := w.firstAckAfter(time.Now().Add(-10 * time.Millisecond)); ok && time.Since(promoted) > 500*time.Millisecond {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("no write went through after the failover")
-		case <-time.After(20 * time.Millisecond):
-		}
+	if !waitFor(ctx, func() bool { _, ok := w.firstAckAfter(promoted.Add(500 * time.Millisecond)); return ok }) {
+		t.Fatal("no write went through after the failover")
 	}
 	wcancel()
 	wg.Wait()
 
 	st := m.Status()
-	for _, e := range res.Events {
-		t.Logf("%6d ms  simulator: %s %s", e.At.Sub(start).Milliseconds(), e.Name, e.Server)
-	}
-	for _, e := range st.Events {
-		t.Logf("%6d ms  monitor:   %s %s", e.At.Sub(start).Milliseconds(), e.Name, e.Server)
-	}
+	logTimeline(t, start, res, st)
 	t.Logf("%d writes acknowledged, %d failed %v; monitor connections %d", len(w.acked), w.failed, w.errs, st.MonitorConnects)
 
 	// Writes resumed long before DNS moved: over connections dialed to
