@@ -317,8 +317,8 @@ func (m *Monitor) step(ctx context.Context) {
 			m.goFast("heartbeat failed")
 		}
 	}
-	if m.conn != nil && (m.fast() || time.Since(m.refreshed) >= m.cfg.RefreshInterval) {
-		m.refresh(ctx)
+	if m.conn != nil && !m.fast() && time.Since(m.refreshed) >= m.cfg.RefreshInterval {
+		m.refresh(ctx) // while fast, the probes read every instance, the writer too
 	}
 	if m.fast() {
 		m.probeAll(ctx)
