@@ -678,16 +678,10 @@ func TestDatabaseSQL(t *testing.T) {
 	c := failovertest.StartTest(t, failovertest.Config{TTL: time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	f := newFactory(t)
-	cfg, err := c.PoolConfig(c.ClusterEndpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := sqldb.Open(ctx, f, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, pool := newPool(ctx, t, c)
+	db := sqldb.OpenDB(pool)
 	defer db.Close()
+	m := f.Failover(pool)
 	if _, err := db.ExecContext(ctx, "CREATE TABLE orders (id bigint PRIMARY KEY)"); err != nil {
 		t.Fatal(err)
 	}
@@ -715,6 +709,19 @@ func TestDatabaseSQL(t *testing.T) {
 				mu.Unlock()
 			}
 		})
+	}
+	// The failover comes once the monitor knows the topology and writes
+	// flow (a cluster that fails before its first topology read leaves
+	// nothing to route by: then only DNS moves the writer endpoint).
+	steady := waitFor(ctx, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return m.Status().Writer != "" && len(acked) >= 20
+	})
+	if !steady {
+		wcancel()
+		wg.Wait()
+		t.Fatalf("no steady state before the failover: %d writes acknowledged, monitor %+v", len(acked), m.Status())
 	}
 	res, err := c.Failover(ctx, failovertest.Scenario{Kind: failovertest.Crash, Detect: 300 * time.Millisecond, DNSLag: 3 * time.Second, Rejoin: true})
 	wcancel()
