@@ -326,7 +326,6 @@ func (a *attempt) dialRedacted(ctx context.Context, network, addr string) (net.C
 	if a.connected.Load() {
 		return a.cancelDial(ctx, network, addr)
 	}
-	addr = a.ph.redirect(addr) // the writer's address while DNS lags a failover
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	d := a.dials
@@ -363,12 +362,13 @@ func (a *attempt) dialOnce(ctx context.Context, network, addr string) (net.Conn,
 		}
 		return nil, a.stop
 	}
-	conn, err := a.f.firstDial(ctx, a.base, network, addr)
+	base := a.routedBase()
+	conn, err := a.f.firstDial(ctx, base, network, addr)
 	if err != nil {
 		a.ph.trouble()                      // a refused connect may be a failover
 		ctx = obs.WithTarget(ctx, a.target) // a failure path
 		var n int
-		conn, n, err = a.f.redial(ctx, a.base, network, addr, err, a.f.maxDials-a.used)
+		conn, n, err = a.f.redial(ctx, base, network, addr, err, a.f.maxDials-a.used)
 		if err != nil {
 			a.used += n
 			a.stop = err
@@ -377,6 +377,23 @@ func (a *attempt) dialOnce(ctx context.Context, network, addr string) (net.Conn,
 		a.used += n - 1
 	}
 	return a.watch(conn), nil
+}
+
+// routedBase returns the dial of each try: a.base, through the failover
+// routing when the pool has it (held while the writer is down, to the new
+// writer while DNS lags), so that a retry follows a failover that happens
+// while the connect layer retries.
+func (a *attempt) routedBase() pgconn.DialFunc {
+	if a.ph.fo == nil {
+		return a.base
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		addr, err := a.ph.routeDial(ctx, a.cc.Host, addr)
+		if err != nil {
+			return nil, err
+		}
+		return a.base(ctx, network, addr)
+	}
 }
 
 // watch wraps a dialed connection for its handshake: it records the
@@ -436,7 +453,7 @@ func (a *attempt) retryRound(ctx context.Context, network, addr string) (net.Con
 			}
 			a.cc.Password, refreshed = pw, true
 		}
-		c, err := a.base(ctx, network, a.ph.redirect(addr))
+		c, err := a.routedBase()(ctx, network, addr)
 		if err != nil {
 			a.used++
 		}

@@ -116,6 +116,19 @@ func (ph *poolHooks) redirect(addr string) string {
 	return addr
 }
 
+// routeDial returns where one dial of a connect by the pool's host goes — the
+// first and each retry: held while the writer is down and no other is
+// known (BeforeConnect holds only the connect's start; a writer can go
+// down while the connect layer retries its dials), then redirect(addr).
+func (ph *poolHooks) routeDial(ctx context.Context, host, addr string) (string, error) {
+	if fo := ph.fo; fo != nil && fo.writer && !ph.bg.Routing() {
+		if err := fo.m.Hold(ctx, host); err != nil {
+			return "", err
+		}
+	}
+	return ph.redirect(addr), nil
+}
+
 // trouble wakes the monitor.
 func (ph *poolHooks) trouble() {
 	if ph != nil && ph.fo != nil {

@@ -322,6 +322,118 @@ func firstMonitorEvent(st failover.Status, name string) time.Time {
 	return time.Time{}
 }
 
+// TestStartDuringFailover: a service that starts while its writer is down
+// and the writer endpoint's DNS still leads there. Its monitor cannot
+// connect by the writer endpoint, so it reads the topology by the reader
+// endpoint, holds the pool's connects until the replica is promoted and
+// sends them to the new writer before DNS moves. The control, a plain
+// pgxpool, writes only once DNS moved; without the reader-endpoint
+// fallback holdfast does the same.
+func TestStartDuringFailover(t *testing.T) {
+	c := failovertest.StartTest(t, failovertest.Config{TTL: time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	admin, err := pgx.Connect(ctx, c.DSN(c.Addr(c.Writer())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = admin.Exec(ctx, "CREATE TABLE orders (id bigint PRIMARY KEY)")
+	admin.Close(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := make(chan struct{})
+	var once sync.Once
+	type result struct {
+		res failovertest.Result
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := c.Failover(ctx, failovertest.Scenario{Kind: failovertest.Crash, Detect: time.Second, DNSLag: 4 * time.Second, Rejoin: true,
+			OnEvent: func(e failovertest.Event) {
+				if e.Name == failovertest.EventWriterDown {
+					once.Do(func() { close(down) })
+				}
+			}})
+		done <- result{res, err}
+	}()
+	select {
+	case <-down:
+	case r := <-done:
+		t.Fatalf("the failover ended before the writer went down: %v", r.err)
+	}
+
+	// Both write once a connection takes writes; the first write of each
+	// is timed.
+	var firstWrite [2]time.Time
+	var wg sync.WaitGroup
+	var f *holdfast.Factory
+	var m *failover.Monitor
+	wg.Go(func() { // holdfast: NewPool starts the monitor and waits, bounded, for a writer
+		f = newFactory(t)
+		cfg, err := c.PoolConfig(c.ClusterEndpoint)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		pool, err := f.NewPool(ctx, cfg)
+		if err != nil {
+			t.Errorf("NewPool during the failover: %v", err)
+			return
+		}
+		defer pool.Close()
+		m = f.Failover(pool)
+		for ctx.Err() == nil {
+			if _, err := pool.Exec(ctx, "INSERT INTO orders VALUES (1)"); err == nil {
+				firstWrite[0] = time.Now()
+				return
+			}
+			time.Sleep(20 * time.Millisecond) // a failed client's pacing
+		}
+	})
+	wg.Go(func() { // the control: a plain pool, tried until a write goes through
+		cfg, err := c.PoolConfig(c.ClusterEndpoint)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer pool.Close()
+		for ctx.Err() == nil {
+			if _, err := pool.Exec(ctx, "INSERT INTO orders VALUES (2)"); err == nil {
+				firstWrite[1] = time.Now()
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	wg.Wait()
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	start, _ := r.res.At(failovertest.EventWriterDown)
+	if m != nil {
+		logTimeline(t, start, r.res, m.Status())
+	}
+	promoted, _ := r.res.At(failovertest.EventPromoted)
+	dns := lastEvent(r.res, failovertest.EventDNS)
+	t.Logf("first write: holdfast %v, plain pgxpool %v after the promotion; DNS moved %v after it",
+		firstWrite[0].Sub(promoted), firstWrite[1].Sub(promoted), dns.Sub(promoted))
+	if firstWrite[1].Before(dns) {
+		t.Errorf("control: the plain pool wrote %v before DNS moved: the failover did not bite", dns.Sub(firstWrite[1]))
+	}
+	if firstWrite[0].IsZero() || firstWrite[0].Sub(promoted) > 1500*time.Millisecond || !firstWrite[0].Before(dns) {
+		t.Errorf("holdfast's first write %v after the promotion (DNS moved %v after it); want within 1.5 s, before DNS",
+			firstWrite[0].Sub(promoted), dns.Sub(promoted))
+	}
+}
+
 // TestNoFalseFailover loads both cores (busy goroutines and a write
 // workload) for a few seconds with the default detection bounds: the
 // monitor may suspect the writer, but never declares it down nor routes
@@ -623,14 +735,15 @@ func TestUnconfirmedWriter(t *testing.T) {
 		}
 	}
 	name(standby)
-	if !waitFor(ctx, func() bool { return !lastMonitorEvent(m.Status(), failover.EventSuspect).IsZero() }) {
-		t.Fatalf("the monitor never noticed the topology naming %s: %+v", standby, m.Status())
+	// The named writer does not take writes, and the writer that does is
+	// not named: no writer is confirmed, so connects are held.
+	if !waitFor(ctx, func() bool { return !lastMonitorEvent(m.Status(), failover.EventWriterDown).IsZero() }) {
+		t.Fatalf("the monitor did not hold while the topology named %s: %+v", standby, m.Status())
 	}
 	name(writer)
 	if !waitFor(ctx, func() bool {
 		st := m.Status()
-		backIfDown := lastMonitorEvent(st, failover.EventWriterDown).IsZero() || !lastMonitorEvent(st, failover.EventWriterBack).IsZero()
-		return m.Snapshot().Normal() && st.Writer == writer && backIfDown
+		return m.Snapshot().Normal() && st.Writer == writer && !lastMonitorEvent(st, failover.EventWriterBack).IsZero()
 	}) {
 		t.Fatalf("the routing did not return to normal on %s: %+v", writer, m.Status())
 	}
@@ -642,30 +755,42 @@ func TestUnconfirmedWriter(t *testing.T) {
 	if _, err := conn.Exec(ctx, "SELECT 1"); err != nil {
 		t.Errorf("a connection to the writer was cut: %v", err)
 	}
-	// The events are counted in holdfast.failover.events, by event.
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(ctx, &rm); err != nil {
-		t.Fatal(err)
-	}
-	counts := map[string]int64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, mt := range sm.Metrics {
-			if mt.Name != "holdfast.failover.events" {
-				continue
-			}
-			for _, dp := range mt.Data.(metricdata.Sum[int64]).DataPoints {
-				ev, _ := dp.Attributes.Value("holdfast.failover.event")
-				counts[ev.AsString()] += dp.Value
+	// The events are counted in holdfast.failover.events, by event: the
+	// metric and the timeline agree once no event is in flight (the
+	// monitor counts an event, then records it).
+	diff := map[string]int64{}
+	actx, acancel := context.WithTimeout(ctx, 10*time.Second)
+	defer acancel()
+	agree := waitFor(actx, func() bool {
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(ctx, &rm); err != nil {
+			t.Fatal(err)
+		}
+		st = m.Status()
+		clear(diff)
+		for _, sm := range rm.ScopeMetrics {
+			for _, mt := range sm.Metrics {
+				if mt.Name != "holdfast.failover.events" {
+					continue
+				}
+				for _, dp := range mt.Data.(metricdata.Sum[int64]).DataPoints {
+					ev, _ := dp.Attributes.Value("holdfast.failover.event")
+					diff[ev.AsString()] += dp.Value
+				}
 			}
 		}
-	}
-	for _, e := range st.Events {
-		counts[e.Name]--
-	}
-	for name, n := range counts {
-		if n != 0 {
-			t.Errorf("holdfast.failover.events{%s} differs from the timeline by %d (metric minus events): %+v", name, n, st.Events)
+		for _, e := range st.Events {
+			diff[e.Name]--
 		}
+		for _, n := range diff {
+			if n != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	if !agree {
+		t.Errorf("holdfast.failover.events differs from the timeline (metric minus events, by event): %v; events %+v", diff, st.Events)
 	}
 	if len(st.Events) == 0 {
 		t.Error("no events to count")

@@ -28,6 +28,7 @@ type Monitor struct {
 	lookup    func(context.Context, string) ([]string, error)
 	template  string // "?.domain", the first label replaced by a server id
 	port      uint16 // the instances' port
+	peer      string // the cluster's other cluster endpoint (reader ↔ writer), or ""
 
 	snap       atomic.Pointer[Snapshot]
 	poke       chan struct{}
@@ -123,7 +124,7 @@ func NewMonitor(cc *pgx.ConnConfig, c Config, connHook func(context.Context, *pg
 		return nil, err
 	}
 	m := &Monitor{
-		cfg: c, connHook: connHook, template: tmpl, port: port,
+		cfg: c, connHook: connHook, template: tmpl, port: port, peer: topology.PeerEndpoint(cc.Host),
 		monConfig: topology.MonitorConfig(cc, "holdfast-failover-monitor", c.ConnectTimeout),
 		lookup:    cc.LookupFunc,
 		poke:      make(chan struct{}, 1),
@@ -329,13 +330,23 @@ func (m *Monitor) step(ctx context.Context) {
 func (m *Monitor) fast() bool { return time.Now().Before(m.fastUntil) }
 
 // connectMain connects the monitor's own connection: to the writer's
-// instance endpoint when known, else to the pool's host.
+// instance endpoint when known, else to the pool's host — or, when that
+// does not answer, to the cluster's other endpoint: a writer endpoint
+// whose DNS still leads to a writer that is down (the service started, or
+// its monitor lost its first connection, during a failover) leaves the
+// reader endpoint to read the topology from.
 func (m *Monitor) connectMain(ctx context.Context, timeout time.Duration) error {
 	host := ""
 	if w, ok := m.instances[m.writer]; ok {
 		host = w.host
 	}
 	conn, err := m.dial(ctx, host, timeout)
+	viaPeer := false
+	if err != nil && host == "" && m.peer != "" && ctx.Err() == nil {
+		if c, perr := m.dial(ctx, m.peer, timeout); perr == nil {
+			conn, err, viaPeer = c, nil, true
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -353,7 +364,12 @@ func (m *Monitor) connectMain(ctx context.Context, timeout time.Duration) error 
 			return err
 		}
 	}
-	m.refresh(ctx)
+	m.refresh(ctx) // adopts the writer the topology names, when the first
+	if viaPeer {
+		// After the first read: the probes now find out whether that
+		// writer answers, and hold or route as in any failover.
+		m.goFast("the pool's endpoint does not answer")
+	}
 	return nil
 }
 

@@ -38,6 +38,25 @@ func KindOf(host string) Kind {
 	return KindInstance
 }
 
+// PeerEndpoint returns the cluster's other cluster endpoint: the reader
+// endpoint of a writer (cluster) endpoint, the writer endpoint of a reader
+// endpoint; "" for any other host.
+//
+//	mydb.cluster-abc.us-east-1.rds.amazonaws.com     ↔ mydb.cluster-ro-abc.us-east-1.rds.amazonaws.com
+func PeerEndpoint(host string) string {
+	host = NormHost(host)
+	if IsIP(host) || !isRDS(host) {
+		return ""
+	}
+	switch KindOf(host) {
+	case KindWriterCluster:
+		return strings.Replace(host, ".cluster-", ".cluster-ro-", 1)
+	case KindReaderCluster:
+		return strings.Replace(host, ".cluster-ro-", ".cluster-", 1)
+	}
+	return ""
+}
+
 // FirstLabel splits host into its first label and the rest (with the dot).
 func FirstLabel(host string) (string, string) {
 	if i := strings.IndexByte(host, '.'); i >= 0 {

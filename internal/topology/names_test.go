@@ -47,3 +47,23 @@ func TestInstances(t *testing.T) {
 		t.Errorf("without a domain: %+v, want none", got)
 	}
 }
+
+func TestPeerEndpoint(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ host, want string }{
+		{"mydb.cluster-abc.us-east-1.rds.amazonaws.com", "mydb.cluster-ro-abc.us-east-1.rds.amazonaws.com"},
+		{"mydb.cluster-ro-abc.us-east-1.rds.amazonaws.com", "mydb.cluster-abc.us-east-1.rds.amazonaws.com"},
+		{"MyDB.Cluster-ABC.us-east-1.rds.amazonaws.com.", "mydb.cluster-ro-abc.us-east-1.rds.amazonaws.com"},
+		{"mydb.cluster-abc.cn-north-1.rds.amazonaws.com.cn", "mydb.cluster-ro-abc.cn-north-1.rds.amazonaws.com.cn"},
+		{"rep.cluster-custom-abc.us-east-1.rds.amazonaws.com", ""},
+		{"mydb-1.abc.us-east-1.rds.amazonaws.com", ""},
+		{"db.cluster-1.example.com", ""},
+		{"10.0.0.1", ""},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		if got := PeerEndpoint(tt.host); got != tt.want {
+			t.Errorf("PeerEndpoint(%q) = %q, want %q", tt.host, got, tt.want)
+		}
+	}
+}
