@@ -22,8 +22,10 @@ import (
 //
 //	BeforeConnect  by the writer endpoint: held while the writer is down
 //	               and no other is known (failover.Monitor.Hold)
-//	DialFunc       by the writer endpoint: to the new writer's address
-//	               while its DNS lags (TLS still verifies the endpoint name)
+//	DialFunc       by the writer endpoint, each dial (the connect layer's
+//	               retries too): held while the writer is down, then to
+//	               the new writer's address while its DNS lags (TLS still
+//	               verifies the endpoint name)
 //	ValidateConnect by the writer endpoint: a server that is not the writer
 //	               (in hot standby, or a reader of the topology) is refused,
 //	               and the attempt retried — to the writer

@@ -57,6 +57,15 @@
 // HeartbeatInterval (200 ms) bounded by FailureTimeout (400 ms), and reads
 // the topology every RefreshInterval (30 s).
 //
+// Its first connection goes to the pool's host. When that does not answer
+// before the first topology read — a service started, or its monitor
+// started, during a failover, while the writer endpoint's DNS still leads
+// to a writer that is down — the monitor reads the topology by the
+// cluster's other endpoint (the reader endpoint of a writer endpoint, and
+// the reverse) and probes from there as in any failover: such a service
+// writes within milliseconds of the promotion instead of after DNS
+// (TestStartDuringFailover: 62 ms, plain pgxpool 4.9 s with a 4 s DNS lag).
+//
 // From the first sign of trouble — its ping fails or times out, or a pool
 // reports a network error, 57P01/57P02/57P03, 25006 on a connection by the
 // writer endpoint, a refused connect — it probes every instance in parallel
@@ -88,8 +97,9 @@
 //
 //	when                           connections by the writer endpoint           pooled connections
 //	-----------------------------  -------------------------------------------  --------------------------------------
-//	writer confirmed down, none    held in BeforeConnect (HoldTimeout, 30 s,     to the down writer: destroyed on
-//	known yet                      and the caller's context): *HoldError         Acquire
+//	writer confirmed down, none    held before each dial, retries included       to the down writer: destroyed on
+//	known yet                      (HoldTimeout, 30 s, and the caller's          Acquire
+//	                               context): *HoldError
 //	new writer confirmed           dialed to the new writer's address while      to the old writer: cut — idle ones
 //	                               the endpoint's DNS disagrees (TLS still       closed at once, in-use ones fail
 //	                               verifies the endpoint's name; the IAM token   their next read or write at once
