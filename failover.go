@@ -49,7 +49,7 @@ type foState struct {
 // failoverMonitor returns the factory's monitor of the cluster of cc's
 // host, creating it. f.mu is held.
 func (f *Factory) failoverMonitor(cc *pgx.ConnConfig, connHook func(context.Context, *pgx.ConnConfig) error) (*failover.Monitor, error) {
-	tmpl, port, err := failover.TemplateFor(cc.Host, cc.Port, f.failover.InstanceTemplate)
+	tmpl, port, err := failover.TemplateFor(f.failover.Endpoint(cc.Host), cc.Port, f.failover.InstanceTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -80,7 +80,7 @@ func (ph *poolHooks) installFailover(cc *pgx.ConnConfig) error {
 		return &ConfigError{Field: "WithFailover", Why: "cannot install failover routing", Err: err}
 	}
 	fo := &foState{m: m, live: map[*attempt]struct{}{}}
-	fo.writer = failover.IsWriterEndpoint(cc.Host)
+	fo.writer = failover.IsWriterEndpoint(ph.f.failover.Endpoint(cc.Host))
 	for _, fb := range cc.Fallbacks {
 		if fb.Host != cc.Host {
 			fo.writer = false // several hosts: pgx chooses among them

@@ -36,6 +36,18 @@ type Config struct {
 	// address or a CNAME of your own.
 	InstanceTemplate string
 
+	// Aliases maps names of your own to the RDS endpoint each stands for:
+	// a CNAME or Route 53 alias such as "db.orders.internal" →
+	// "orders.cluster-abc123.us-east-1.rds.amazonaws.com". A pool on an
+	// alias is routed as a pool on its endpoint: the instance endpoints
+	// and the reader endpoint are derived from the endpoint, it shares the
+	// endpoint's monitor, and an alias of a writer (cluster) endpoint is
+	// held and redirected through a failover like the endpoint itself. Its
+	// DNS is checked by the alias, the name the pool resolves. Without an
+	// entry, a pool on a name of your own needs InstanceTemplate and is
+	// not redirected (its connections to an old writer are still cut).
+	Aliases map[string]string
+
 	// RefreshInterval is how often the topology is read while nothing is
 	// wrong (the AWS wrappers' clusterTopologyRefreshRateMs).
 	RefreshInterval time.Duration
@@ -109,7 +121,29 @@ func (c Config) Validate() error {
 			return err
 		}
 	}
+	for alias, ep := range c.Aliases {
+		a := topology.NormHost(alias)
+		switch {
+		case a == "" || topology.IsIP(a) || strings.ContainsAny(a, " /:@?"):
+			return &ConfigError{Field: "Aliases", Why: fmt.Sprintf("%q: want a host name", alias)}
+		case topology.InstanceDomain([]string{topology.NormHost(ep)}) == "" || strings.ContainsAny(ep, " /:@?"):
+			return &ConfigError{Field: "Aliases",
+				Why: fmt.Sprintf("%q → %q: want an RDS endpoint, e.g. \"orders.cluster-abc123.us-east-1.rds.amazonaws.com\"", alias, ep)}
+		}
+	}
 	return nil
+}
+
+// Endpoint returns the RDS endpoint host stands for: its entry in Aliases,
+// else host itself.
+func (c Config) Endpoint(host string) string {
+	h := topology.NormHost(host)
+	for alias, ep := range c.Aliases {
+		if topology.NormHost(alias) == h {
+			return topology.NormHost(ep)
+		}
+	}
+	return host
 }
 
 // parseTemplate splits an InstanceTemplate into the normalized host

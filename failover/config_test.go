@@ -29,6 +29,13 @@ func TestValidate(t *testing.T) {
 		{"no placeholder", failover.Config{InstanceTemplate: "db.example.internal"}, "InstanceTemplate"},
 		{"placeholder not first", failover.Config{InstanceTemplate: "db.?.example"}, "InstanceTemplate"},
 		{"two placeholders", failover.Config{InstanceTemplate: "?.?.example"}, "InstanceTemplate"},
+		{"alias", failover.Config{Aliases: map[string]string{"db.orders.internal": "orders.cluster-abc.us-east-1.rds.amazonaws.com"}}, ""},
+		{"alias of a reader endpoint", failover.Config{Aliases: map[string]string{"ro.orders.internal": "orders.cluster-ro-abc.us-east-1.rds.amazonaws.com"}}, ""},
+		{"alias to a name of your own", failover.Config{Aliases: map[string]string{"db.orders.internal": "db.example.com"}}, "Aliases"},
+		{"alias to an address", failover.Config{Aliases: map[string]string{"db.orders.internal": "10.0.0.1"}}, "Aliases"},
+		{"alias to a URL", failover.Config{Aliases: map[string]string{"db.orders.internal": "postgres://orders.cluster-abc.us-east-1.rds.amazonaws.com"}}, "Aliases"},
+		{"empty alias", failover.Config{Aliases: map[string]string{"": "orders.cluster-abc.us-east-1.rds.amazonaws.com"}}, "Aliases"},
+		{"an address as alias", failover.Config{Aliases: map[string]string{"10.0.0.1": "orders.cluster-abc.us-east-1.rds.amazonaws.com"}}, "Aliases"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -222,5 +229,20 @@ func TestConfigureNeedsTemplate(t *testing.T) {
 	}
 	if _, err := holdfast.New(holdfast.WithFailover(failover.Config{HoldTimeout: -1})); !errors.Is(err, holdfast.ErrInvalidConfig) {
 		t.Errorf("New with a negative HoldTimeout: %v, want ErrInvalidConfig", err)
+	}
+}
+
+func TestConfigEndpoint(t *testing.T) {
+	t.Parallel()
+	c := failover.Config{Aliases: map[string]string{"DB.Orders.Internal.": "Orders.Cluster-ABC.us-east-1.rds.amazonaws.com"}}
+	for host, want := range map[string]string{
+		"db.orders.internal": "orders.cluster-abc.us-east-1.rds.amazonaws.com",
+		"db.ORDERS.internal": "orders.cluster-abc.us-east-1.rds.amazonaws.com",
+		"other.internal":     "other.internal",
+		"10.0.0.1":           "10.0.0.1",
+	} {
+		if got := c.Endpoint(host); got != want {
+			t.Errorf("Endpoint(%q) = %q, want %q", host, got, want)
+		}
 	}
 }

@@ -434,6 +434,82 @@ func TestStartDuringFailover(t *testing.T) {
 	}
 }
 
+// TestAlias: a pool on a name of your own (a CNAME of the cluster
+// endpoint) is routed through a failover like the endpoint when
+// Config.Aliases names it: writes resume within 1.5 s of the promotion,
+// before DNS moves. The control, the same factory setup with only the
+// instance template, cuts the old writer's connections but is not
+// redirected: it writes again only once DNS moved.
+func TestAlias(t *testing.T) {
+	c := failovertest.StartTest(t, failovertest.Config{TTL: time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const alias = "db.orders.internal"
+	c.Resolver.Alias(alias, c.ClusterEndpoint)
+	template := "?" + strings.TrimPrefix(c.InstanceEndpoint(c.Writer()), c.Writer())
+	fa := newFactory(t, holdfast.WithFailover(failover.Config{Aliases: map[string]string{alias: c.ClusterEndpoint}}))
+	fc := newFactory(t, holdfast.WithFailover(failover.Config{InstanceTemplate: template}))
+	pools := []*pgxpool.Pool{poolOn(ctx, t, fa, c, alias), poolOn(ctx, t, fc, c, alias)}
+	monitors := []*failover.Monitor{fa.Failover(pools[0]), fc.Failover(pools[1])}
+	ws := []*writer{{errs: map[string]int{}}, {errs: map[string]int{}}}
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	var wgs []*sync.WaitGroup
+	for i, table := range []string{"aliased", "control"} {
+		if _, err := pools[i].Exec(ctx, "CREATE TABLE "+table+" (id bigint PRIMARY KEY)"); err != nil {
+			t.Fatal(err)
+		}
+		wgs = append(wgs, ws[i].run(wctx, pools[i], table, 2))
+	}
+	defer func() {
+		wcancel()
+		for _, wg := range wgs {
+			wg.Wait()
+		}
+	}()
+	if !waitFor(ctx, func() bool {
+		return monitors[0].Status().Writer != "" && monitors[1].Status().Writer != "" && ws[0].next.Load() >= 20 && ws[1].next.Load() >= 20
+	}) {
+		t.Fatal("no steady state before the failover")
+	}
+	res, err := c.Failover(ctx, failovertest.Scenario{Kind: failovertest.Crash, Detect: 300 * time.Millisecond, DNSLag: 3 * time.Second, Rejoin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	promoted, _ := res.At(failovertest.EventPromoted)
+	dns := lastEvent(res, failovertest.EventDNS)
+	if !waitFor(ctx, func() bool {
+		_, a := ws[0].firstAckAfter(dns)
+		_, b := ws[1].firstAckAfter(dns)
+		return a && b
+	}) {
+		t.Fatal("no write went through after the failover")
+	}
+	wcancel()
+	for _, wg := range wgs {
+		wg.Wait()
+	}
+	logTimeline(t, promoted, res, monitors[0].Status())
+	resumed, _ := ws[0].firstAckAfter(promoted)
+	control, _ := ws[1].firstAckAfter(promoted)
+	t.Logf("first write after the promotion: aliased %v, control %v; DNS moved %v after it",
+		resumed.Sub(promoted), control.Sub(promoted), dns.Sub(promoted))
+	if d := resumed.Sub(promoted); d > 1500*time.Millisecond || !resumed.Before(dns) {
+		t.Errorf("the aliased pool wrote again %v after the promotion; want within 1.5 s, before DNS moved (%v)", d, dns.Sub(promoted))
+	}
+	if control.Before(dns) {
+		t.Errorf("control: the pool without the alias wrote %v before DNS moved: nothing to show", dns.Sub(control))
+	}
+	if st := monitors[0].Status(); st.Writer != c.Writer() || st.Failovers != 1 {
+		t.Errorf("aliased pool's monitor %+v; want writer %s after 1 failover", st, c.Writer())
+	}
+	for i, w := range ws {
+		if l := lost(ctx, t, c, []string{"aliased", "control"}[i], w.acked); len(l) > 0 {
+			t.Errorf("%d acknowledged writes lost: %v", len(l), l)
+		}
+	}
+}
+
 // TestNoFalseFailover loads both cores (busy goroutines and a write
 // workload) for a few seconds with the default detection bounds: the
 // monitor may suspect the writer, but never declares it down nor routes

@@ -119,12 +119,13 @@ func NewMonitor(cc *pgx.ConnConfig, c Config, connHook func(context.Context, *pg
 	if err != nil {
 		return nil, err
 	}
-	tmpl, port, err := TemplateFor(cc.Host, cc.Port, c.InstanceTemplate)
+	ep := c.Endpoint(cc.Host)
+	tmpl, port, err := TemplateFor(ep, cc.Port, c.InstanceTemplate)
 	if err != nil {
 		return nil, err
 	}
 	m := &Monitor{
-		cfg: c, connHook: connHook, template: tmpl, port: port, peer: topology.PeerEndpoint(cc.Host),
+		cfg: c, connHook: connHook, template: tmpl, port: port, peer: topology.PeerEndpoint(ep),
 		monConfig: topology.MonitorConfig(cc, "holdfast-failover-monitor", c.ConnectTimeout),
 		lookup:    cc.LookupFunc,
 		poke:      make(chan struct{}, 1),

@@ -53,3 +53,31 @@ func TestCache(t *testing.T) {
 		t.Errorf("after Flush: %v", a)
 	}
 }
+
+func TestResolverAlias(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := NewResolver()
+	r.Set("orders.cluster-x.us-east-1.rds.amazonaws.com", "127.0.0.11")
+	r.Alias("db.orders.internal", "orders.cluster-x.us-east-1.rds.amazonaws.com")
+	r.Alias("DB.Example.", "db.orders.internal") // a chain, names compared case-insensitively
+	for _, step := range []struct{ set, want string }{{"", "127.0.0.11"}, {"127.0.0.21", "127.0.0.21"}} {
+		if step.set != "" {
+			r.Set("orders.cluster-x.us-east-1.rds.amazonaws.com", step.set) // the target moves; its aliases follow
+		}
+		for _, name := range []string{"db.orders.internal", "db.example"} {
+			if got, err := r.Lookup(ctx, name); err != nil || len(got) != 1 || got[0] != step.want {
+				t.Errorf("Lookup(%q) = %v, %v; want [%s]", name, got, err, step.want)
+			}
+		}
+	}
+	r.Alias("loop.a", "loop.b")
+	r.Alias("loop.b", "loop.a")
+	if _, err := r.Lookup(ctx, "loop.a"); err == nil {
+		t.Error("a CNAME loop resolved")
+	}
+	r.Alias("db.orders.internal", "")
+	if _, err := r.Lookup(ctx, "db.orders.internal"); err == nil {
+		t.Error("a removed alias still resolves")
+	}
+}

@@ -19,6 +19,7 @@ import (
 type Resolver struct {
 	mu      sync.Mutex
 	addrs   map[string][]string
+	cnames  map[string]string
 	failing map[string]bool
 	lookups map[string]int
 	changed chan struct{}
@@ -28,6 +29,7 @@ type Resolver struct {
 func NewResolver() *Resolver {
 	return &Resolver{
 		addrs:   map[string][]string{},
+		cnames:  map[string]string{},
 		failing: map[string]bool{},
 		lookups: map[string]int{},
 		changed: make(chan struct{}),
@@ -48,6 +50,20 @@ func (r *Resolver) Set(host string, addrs ...string) {
 		delete(r.addrs, k)
 	} else {
 		r.addrs[k] = append([]string(nil), addrs...)
+	}
+	r.notify()
+}
+
+// Alias makes name a CNAME of target: name resolves to whatever target
+// resolves to, now and after target changes (as a DNS CNAME of an RDS
+// endpoint does). An empty target removes the alias.
+func (r *Resolver) Alias(name, target string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if target == "" {
+		delete(r.cnames, key(name))
+	} else {
+		r.cnames[key(name)] = key(target)
 	}
 	r.notify()
 }
@@ -85,6 +101,13 @@ func (r *Resolver) Lookup(ctx context.Context, host string) ([]string, error) {
 	defer r.mu.Unlock()
 	k := key(host)
 	r.lookups[k]++
+	for range 8 { // a chain of CNAMEs, as a resolver follows it (bounded)
+		t, ok := r.cnames[k]
+		if !ok {
+			break
+		}
+		k = t
+	}
 	if r.failing[k] {
 		return nil, &net.DNSError{Err: "server misbehaving", Name: host, IsTemporary: true}
 	}
