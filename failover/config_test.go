@@ -195,6 +195,20 @@ func ExampleTemplateFor() {
 	// true
 }
 
+// A name of your own for the cluster endpoint is routed as the endpoint.
+func ExampleConfig_Endpoint() {
+	c := failover.Config{Aliases: map[string]string{
+		"db.orders.internal": "orders.cluster-abc123.us-east-1.rds.amazonaws.com",
+	}}
+	ep := c.Endpoint("db.orders.internal")
+	t, _, _ := failover.TemplateFor(ep, 5432, c.InstanceTemplate)
+	fmt.Println(ep)
+	fmt.Println(failover.IsWriterEndpoint(ep), t)
+	// Output:
+	// orders.cluster-abc123.us-east-1.rds.amazonaws.com
+	// true ?.abc123.us-east-1.rds.amazonaws.com
+}
+
 // A pool on a host whose instance endpoints cannot be derived (an IP
 // address, a name of your own) is refused at Configure unless the
 // template is given: misconfiguration is never silent.
