@@ -3,6 +3,7 @@ package holdfast
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -244,13 +245,16 @@ func WithBlueGreen(c bluegreen.Config) Option {
 // on a reader; connections to the old writer are cut. Its monitors start
 // with the pools' first connections, and Factory.Close joins them. The
 // factory's classifier learns the package's errors (failover.Rule). It
-// works alongside WithBlueGreen.
+// works alongside WithBlueGreen. A pool on a name of your own for an RDS
+// endpoint (a CNAME) is routed as one on that endpoint when
+// failover.Config.Aliases names it.
 func WithFailover(c failover.Config) Option {
 	return func(cfg *config) {
 		if err := c.Validate(); err != nil {
 			cfg.fail(&ConfigError{Field: "WithFailover", Why: "invalid failover.Config", Err: err})
 			return
 		}
+		c.Aliases = maps.Clone(c.Aliases) // the caller's map may change later
 		cfg.failover = &c
 	}
 }
