@@ -54,10 +54,11 @@
 // Config.InstanceTemplate for a pool on an IP address or a name of your
 // own; Multi-AZ clusters name their endpoints. A name of your own that
 // stands for an RDS endpoint (a CNAME, a Route 53 alias) is best given in
-// Config.Aliases: the pool is then routed as a pool on that endpoint. The monitor keeps its own
-// connection on the writer's instance endpoint, pings it every
-// HeartbeatInterval (200 ms) bounded by FailureTimeout (400 ms), and reads
-// the topology every RefreshInterval (30 s).
+// Config.Aliases: the pool is then routed as a pool on that endpoint.
+//
+// The monitor keeps its own connection on the writer's instance endpoint,
+// pings it every HeartbeatInterval (200 ms) bounded by FailureTimeout
+// (400 ms), and reads the topology every RefreshInterval (30 s).
 //
 // Its first connection goes to the pool's host. When that does not answer
 // before the first topology read — a service started, or its monitor
