@@ -9,6 +9,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -248,21 +249,27 @@ func TestClose(t *testing.T) {
 	}
 }
 
+// registered counts TestRegisterDriver's runs: database/sql's drivers are
+// process-wide and never unregistered, so each run (go test -count=N)
+// registers a name of its own.
+var registered atomic.Int32
+
 func TestRegisterDriver(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f := newFactory(t)
-	if err := sqldb.RegisterDriver("holdfast-sqldb-test", f); err != nil {
+	name := fmt.Sprintf("holdfast-sqldb-test-%d", registered.Add(1))
+	if err := sqldb.RegisterDriver(name, f); err != nil {
 		t.Fatal(err)
 	}
 	var ce *sqldb.ConfigError
-	if err := sqldb.RegisterDriver("holdfast-sqldb-test", f); !errors.As(err, &ce) {
+	if err := sqldb.RegisterDriver(name, f); !errors.As(err, &ce) {
 		t.Errorf("second RegisterDriver = %v, want a *ConfigError", err)
 	}
 	if err := sqldb.RegisterDriver("", f); !errors.Is(err, sqldb.ErrInvalidConfig) {
 		t.Errorf("RegisterDriver(\"\") = %v", err)
 	}
-	db, err := sql.Open("holdfast-sqldb-test", pgtest.DSN(t)+"&sslmode=disable")
+	db, err := sql.Open(name, pgtest.DSN(t)+"&sslmode=disable")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +277,7 @@ func TestRegisterDriver(t *testing.T) {
 	if err := queryOne(ctx, db); err != nil {
 		t.Fatal(err)
 	}
-	bad, err := sql.Open("holdfast-sqldb-test", "postgres://%zz")
+	bad, err := sql.Open(name, "postgres://%zz")
 	if err == nil {
 		bad.Close()
 		t.Error("a malformed DSN was accepted")
