@@ -306,6 +306,27 @@ func (f *Factory) Acquire(ctx context.Context, pool *pgxpool.Pool) (*pgxpool.Con
 	return c, f.redact(err)
 }
 
+// Reacquire carries Acquire's retry to code that acquires its own way
+// (package sqldb: pgx's stdlib connector calls pool.Acquire): after
+// acquire failed with firstErr, it calls acquire again as Acquire retries
+// pool.Acquire — one retry of a 28P01 or 28000 with a freshly fetched
+// password or token, and a failure that the connect could not see why it
+// failed; a failure the connect already retried is returned as it is. It
+// returns nil once acquire succeeds, else an error that carries no secret
+// holdfast knows. pool is the pool acquire takes from (its name is in the
+// log lines).
+func (f *Factory) Reacquire(ctx context.Context, pool *pgxpool.Pool, firstErr error, acquire func(context.Context) error) error {
+	switch {
+	case pool == nil:
+		return &ConfigError{Field: "pool", Why: "nil pool"}
+	case acquire == nil:
+		return &ConfigError{Field: "acquire", Why: "nil func"}
+	case firstErr == nil:
+		return nil
+	}
+	return f.redact(f.retryAcquire(ctx, pool, firstErr, &f.acquire, false, acquire))
+}
+
 // reasonRetriedBelow marks a failure that a lower layer already retried.
 const reasonRetriedBelow = "retried-below"
 
@@ -321,8 +342,22 @@ func waitedBelow(err error) bool {
 // patient, a failure that waitedBelow is not retried: a first one is
 // returned as it is, a later one ends the loop.
 func (f *Factory) acquireAgain(ctx context.Context, pool *pgxpool.Pool, firstErr error, r *retry.Retrier, patient bool) (*pgxpool.Conn, error) {
+	var conn *pgxpool.Conn
+	err := f.retryAcquire(ctx, pool, firstErr, r, patient, func(ctx context.Context) error {
+		c, err := pool.Acquire(ctx)
+		conn = c
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return conn, nil
+}
+
+// retryAcquire is acquireAgain's loop over any acquire.
+func (f *Factory) retryAcquire(ctx context.Context, pool *pgxpool.Pool, firstErr error, r *retry.Retrier, patient bool, acquire func(context.Context) error) error {
 	if !patient && waitedBelow(firstErr) {
-		return nil, firstErr
+		return firstErr
 	}
 	if cfg := pool.Config(); cfg.ConnConfig != nil { // a failure path: the copy is affordable
 		ctx = obs.WithTarget(ctx, obs.NewTarget(cfg.ConnConfig, f.poolName))
@@ -339,16 +374,7 @@ func (f *Factory) acquireAgain(ctx context.Context, pool *pgxpool.Pool, firstErr
 		}
 		return retryAuthOnce(v, err, &authRetried) // a freshly fetched token
 	}
-	var conn *pgxpool.Conn
-	err := f.retryFrom(ctx, &rr, acquireLayer(patient), firstErr, func(ctx context.Context) error {
-		c, err := pool.Acquire(ctx)
-		conn = c
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return conn, nil
+	return f.retryFrom(ctx, &rr, acquireLayer(patient), firstErr, acquire)
 }
 
 // NewPool configures cfg (unless this factory already did), builds the

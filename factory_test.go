@@ -594,6 +594,21 @@ func TestBadConfiguration(t *testing.T) {
 	if _, err := f.NewPool(context.Background(), nil); !errors.Is(err, holdfast.ErrInvalidConfig) {
 		t.Errorf("NewPool(nil) = %v", err)
 	}
+	noop := func(context.Context) error { return nil }
+	if err := f.Reacquire(context.Background(), nil, errors.New("x"), noop); !errors.Is(err, holdfast.ErrInvalidConfig) {
+		t.Errorf("Reacquire(nil pool) = %v", err)
+	}
+	lazy, err := pgxpool.New(context.Background(), "postgres://u@127.0.0.1:1/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lazy.Close()
+	if err := f.Reacquire(context.Background(), lazy, errors.New("x"), nil); !errors.Is(err, holdfast.ErrInvalidConfig) {
+		t.Errorf("Reacquire(nil acquire) = %v", err)
+	}
+	if err := f.Reacquire(context.Background(), lazy, nil, noop); err != nil {
+		t.Errorf("Reacquire(no first error) = %v, want nil", err)
+	}
 }
 
 func TestUserClassifierRulesComeFirst(t *testing.T) {

@@ -23,9 +23,11 @@
 // again on another connection; inside a transaction, or on a held *sql.Conn,
 // the caller gets the error and retries the transaction.
 //
-// What only Factory.Acquire adds — one request-scope retry of a 28P01 with a
-// fresh token, which pgx does not try again inside a connect — does not
-// apply to database/sql; every other retry does.
+// What Factory.Acquire adds — one request-scope retry of a 28P01 with a
+// fresh password or token, which pgx does not try again inside a connect —
+// applies too, to a *sql.DB from [Open] or [RegisterDriver]
+// (Factory.Reacquire); [OpenDB] and [NewConnector], which are given a pool
+// and no factory, have every other retry.
 //
 // For tools that only take a driver name and a DSN, [RegisterDriver]
 // registers a driver whose connection strings open holdfast pools.

@@ -61,14 +61,16 @@ func Open(ctx context.Context, f *holdfast.Factory, cfg *pgxpool.Config, opts ..
 	if err != nil {
 		return nil, err
 	}
-	return open(NewConnector(pool, opts...)), nil
+	c := NewConnector(pool, opts...)
+	c.f = f
+	return open(c), nil
 }
 
 // OpenDB returns a *sql.DB over pool, a pool built from a config that a
 // holdfast.Factory configured (NewPool, or Configure then
 // pgxpool.NewWithConfig). Closing the *sql.DB leaves the pool open.
 func OpenDB(pool *pgxpool.Pool, opts ...stdlib.OptionOpenDB) *sql.DB {
-	return open(&Connector{base: stdlib.GetPoolConnector(pool, opts...)})
+	return open(&Connector{base: stdlib.GetPoolConnector(pool, opts...), pool: pool})
 }
 
 func open(c *Connector) *sql.DB {
@@ -83,18 +85,39 @@ func open(c *Connector) *sql.DB {
 // *sql.DB's idle connections to zero (SetMaxIdleConns(0)): the pool keeps
 // them, as [Open] does.
 type Connector struct {
-	base driver.Connector
-	pool *pgxpool.Pool // owned; nil when not
-	once sync.Once
+	base  driver.Connector
+	pool  *pgxpool.Pool
+	owned bool              // Close closes pool
+	f     *holdfast.Factory // Open's and RegisterDriver's: Connect retries as Factory.Acquire does
+	once  sync.Once
 }
 
 // NewConnector returns a Connector over pool that closes pool when closed.
 func NewConnector(pool *pgxpool.Pool, opts ...stdlib.OptionOpenDB) *Connector {
-	return &Connector{base: stdlib.GetPoolConnector(pool, opts...), pool: pool}
+	return &Connector{base: stdlib.GetPoolConnector(pool, opts...), pool: pool, owned: true}
 }
 
-// Connect acquires a connection from the pool, bounded by ctx.
-func (c *Connector) Connect(ctx context.Context) (driver.Conn, error) { return c.base.Connect(ctx) }
+// Connect acquires a connection from the pool, bounded by ctx. Every
+// connect of the pool is retried by the factory that configured it; a
+// Connector from [Open] or [RegisterDriver] also retries a failed acquire
+// as holdfast.Factory.Acquire does (Factory.Reacquire): one retry of a
+// 28P01 with a freshly fetched password or token, which pgx does not
+// retry inside a connect.
+func (c *Connector) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.base.Connect(ctx)
+	if err == nil || c.f == nil {
+		return conn, err
+	}
+	err = c.f.Reacquire(ctx, c.pool, err, func(ctx context.Context) error {
+		var err error
+		conn, err = c.base.Connect(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return conn, nil
+}
 
 // Driver returns pgx's stdlib driver.
 func (c *Connector) Driver() driver.Driver { return c.base.Driver() }
@@ -103,7 +126,7 @@ func (c *Connector) Driver() driver.Driver { return c.base.Driver() }
 // DB.Close.
 func (c *Connector) Close() error {
 	c.once.Do(func() {
-		if c.pool != nil {
+		if c.owned {
 			c.pool.Close()
 		}
 	})
@@ -157,7 +180,9 @@ func (d *Driver) OpenConnector(dsn string) (driver.Connector, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewConnector(pool), nil
+	c := NewConnector(pool)
+	c.f = d.f
+	return c, nil
 }
 
 // Open returns a connection from the pool for dsn, made on first use.

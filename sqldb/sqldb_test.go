@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -302,3 +304,118 @@ func (h hook) Enabled(context.Context, slog.Level) bool  { return true }
 func (h hook) Handle(context.Context, slog.Record) error { h(); return nil }
 func (h hook) WithAttrs([]slog.Attr) slog.Handler        { return h }
 func (h hook) WithGroup(string) slog.Handler             { return h }
+
+// A token the server rejects with 28P01 (a stale IAM token, a rotated
+// password): pgx does not retry it inside a connect, Factory.Acquire
+// retries it once with a fresh password, and so does database/sql through
+// a driver of RegisterDriver. The control, OpenDB over the same factory's
+// pool (no factory to retry with), gets the 28P01.
+func TestFreshPasswordAfter28P01(t *testing.T) {
+	t.Parallel()
+	if _, err := pgtest.BinDir(); err != nil {
+		if os.Getenv(pgtest.EnvRequire) == "1" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s := startScram(ctx, t)
+	dsn := fmt.Sprintf("postgres://%s@%s/postgres?sslmode=disable", scramUser, s.Addr())
+	for _, viaDriver := range []bool{true, false} {
+		var calls atomic.Int32
+		f := newFactory(t, holdfast.WithPasswordFunc(func(context.Context) (string, error) {
+			if calls.Add(1) == 1 {
+				return "stale-token", nil
+			}
+			return scramPassword, nil
+		}))
+		var db *sql.DB
+		if viaDriver {
+			name := fmt.Sprintf("holdfast-sqldb-auth-%d", registered.Add(1))
+			if err := sqldb.RegisterDriver(name, f); err != nil {
+				t.Fatal(err)
+			}
+			var err error
+			if db, err = sql.Open(name, dsn); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			cfg, err := pgxpool.ParseConfig(dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Configure(cfg); err != nil {
+				t.Fatal(err)
+			}
+			pool, err := pgxpool.NewWithConfig(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(pool.Close)
+			db = sqldb.OpenDB(pool)
+		}
+		var who string
+		err := db.QueryRowContext(ctx, "SELECT current_user").Scan(&who)
+		db.Close()
+		var pe *pgconn.PgError
+		switch {
+		case viaDriver && (err != nil || who != scramUser):
+			t.Errorf("through RegisterDriver: %q, %v; want %s after one retry with a fresh password", who, err, scramUser)
+		case viaDriver && calls.Load() != 2:
+			t.Errorf("through RegisterDriver: %d password calls, want 2 (the stale one, a fresh one)", calls.Load())
+		case !viaDriver && (!errors.As(err, &pe) || pe.Code != "28P01"):
+			t.Errorf("control (OpenDB, no factory): %v, want 28P01: the fault must bite", err)
+		}
+	}
+}
+
+// The role of TestFreshPasswordAfter28P01's server, which authenticates it
+// with scram-sha-256: a wrong password is 28P01.
+const (
+	scramUser     = "sqldb_scram"
+	scramPassword = "correct-horse-battery-staple"
+)
+
+// startScram starts a server of its own whose pg_hba.conf authenticates
+// scramUser with a password (every other user is trusted, as pgtest sets
+// up), stopped when the test ends.
+func startScram(ctx context.Context, t *testing.T) *pgtest.Server {
+	t.Helper()
+	s, err := pgtest.Start(ctx, pgtest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Stop() })
+	if err := s.Exec(ctx, fmt.Sprintf("SET password_encryption = 'scram-sha-256'; CREATE ROLE %s LOGIN PASSWORD '%s'", scramUser, scramPassword)); err != nil {
+		t.Fatal(err)
+	}
+	hba := filepath.Join(s.Dir, "data", "pg_hba.conf")
+	old, err := os.ReadFile(hba)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rule := fmt.Sprintf("host all %s 0.0.0.0/0 scram-sha-256\n", scramUser) // first: the first matching line wins
+	if err := os.WriteFile(hba, append([]byte(rule), old...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+		t.Fatal(err)
+	}
+	// The reload is asynchronous: wait until a wrong password is refused.
+	for {
+		conn, err := pgx.Connect(ctx, fmt.Sprintf("postgres://%s:wrong@%s/postgres?sslmode=disable", scramUser, s.Addr()))
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "28P01" {
+			return s
+		}
+		if conn != nil {
+			conn.Close(ctx)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("pg_hba.conf was not reloaded: a wrong password gives %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
