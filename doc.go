@@ -80,7 +80,9 @@
 // across layers. [Factory.Start], and so NewPool and sqldb.Open, retries the
 // first connection under the more patient startup policy. It does retry a
 // connection whose own retries ran out. A *sql.DB from package sqldb
-// acquires its connections from the pool, so it has the same protection.
+// acquires its connections from the pool, so it has the same protection,
+// and one from sqldb.Open or sqldb.RegisterDriver retries a failed acquire
+// as Factory.Acquire does ([Factory.Reacquire]).
 // database/sql also runs a statement again after driver.ErrBadConn, which
 // pgx's stdlib returns only when nothing was sent.
 //
