@@ -3,6 +3,7 @@ package holdfast
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"os"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/holdfast-db/holdfast/failover"
+	"github.com/holdfast-db/holdfast/internal/topology"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -41,6 +43,14 @@ import (
 type foState struct {
 	m      *failover.Monitor
 	writer bool // the pool's host is the writer endpoint
+
+	// A pool on a name of your own that Config.Aliases does not list:
+	// the first 25006 from a standby by it logs a hint (it may be a name
+	// for the writer endpoint, which holdfast cannot see).
+	custom bool
+	host   string
+	log    *slog.Logger
+	hinted atomic.Bool
 
 	mu   sync.Mutex
 	live map[*attempt]struct{} // the pool's open connections
@@ -79,8 +89,10 @@ func (ph *poolHooks) installFailover(cc *pgx.ConnConfig) error {
 	if err != nil {
 		return &ConfigError{Field: "WithFailover", Why: "cannot install failover routing", Err: err}
 	}
-	fo := &foState{m: m, live: map[*attempt]struct{}{}}
+	fo := &foState{m: m, live: map[*attempt]struct{}{}, host: cc.Host, log: ph.f.logger}
 	fo.writer = failover.IsWriterEndpoint(ph.f.failover.Endpoint(cc.Host))
+	fo.custom = ph.f.failover.Endpoint(cc.Host) == cc.Host && !topology.IsIP(cc.Host) && !isSocket(cc.Host) &&
+		topology.InstanceDomain([]string{topology.NormHost(cc.Host)}) == ""
 	for _, fb := range cc.Fallbacks {
 		if fb.Host != cc.Host {
 			fo.writer = false // several hosts: pgx chooses among them
@@ -173,6 +185,11 @@ func (fo *foState) onPgError(pc *pgconn.PgConn, pe *pgconn.PgError) bool {
 		if fo.writer {
 			fo.m.Trouble()
 			return pc.ParameterStatus("in_hot_standby") != "on" && pc.ParameterStatus("default_transaction_read_only") != "on"
+		}
+		if fo.custom && pc.ParameterStatus("in_hot_standby") == "on" && fo.hinted.CompareAndSwap(false, true) {
+			fo.log.LogAttrs(context.Background(), slog.LevelWarn,
+				"holdfast: a write by a name of your own reached a standby (25006); if it is a name for the cluster (writer) endpoint, list it in failover.Config.Aliases, so that holdfast refuses standbys by it and routes it through failovers",
+				slog.String("server.address", fo.host), slog.String("addr", pc.Conn().RemoteAddr().String()))
 		}
 	}
 	return true

@@ -54,7 +54,10 @@
 // Config.InstanceTemplate for a pool on an IP address or a name of your
 // own; Multi-AZ clusters name their endpoints. A name of your own that
 // stands for an RDS endpoint (a CNAME, a Route 53 alias) is best given in
-// Config.Aliases: the pool is then routed as a pool on that endpoint.
+// Config.Aliases: the pool is then routed as a pool on that endpoint. A
+// pool on a name of your own that Aliases does not list logs a warning
+// (once) when a write by it reaches a standby (25006): the name may be one
+// for the writer endpoint, which holdfast cannot tell from the outside.
 //
 // The monitor keeps its own connection on the writer's instance endpoint,
 // pings it every HeartbeatInterval (200 ms) bounded by FailureTimeout

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"strings"
 	"sync"
@@ -555,6 +556,60 @@ func TestAlias(t *testing.T) {
 			t.Errorf("%d acknowledged writes lost: %v", len(l), l)
 		}
 	}
+}
+
+// TestAliasHint: a write by a name of your own that reaches a standby
+// (25006) logs, once per pool, that the name may belong in
+// Config.Aliases; by the reader endpoint, a name holdfast knows, it does
+// not.
+func TestAliasHint(t *testing.T) {
+	c := failovertest.StartTest(t, failovertest.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var standby string
+	for _, id := range c.ServerIDs() {
+		if id != c.Writer() {
+			standby = id
+		}
+	}
+	const name = "db.orders.internal"
+	c.Resolver.Alias(name, c.InstanceEndpoint(standby)) // a CNAME that leads to a standby
+	template := "?" + strings.TrimPrefix(c.InstanceEndpoint(standby), standby)
+	logs := &lockedBuffer{}
+	f := newFactory(t, holdfast.WithFailover(failover.Config{InstanceTemplate: template}),
+		holdfast.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
+	const hint = "list it in failover.Config.Aliases"
+	for _, host := range []string{name, name, c.ReaderEndpoint} {
+		pool := poolOn(ctx, t, f, c, host)
+		for range 2 {
+			_, err := pool.Exec(ctx, "CREATE TABLE hint (id int)")
+			var pe *pgconn.PgError
+			if !errors.As(err, &pe) || pe.Code != "25006" {
+				t.Fatalf("a write by %s: %v, want 25006 from the standby", host, err)
+			}
+		}
+	}
+	if n := strings.Count(logs.String(), hint); n != 2 {
+		t.Errorf("%d hints, want one for each of the two pools on %s and none for the reader endpoint:\n%s", n, name, logs)
+	}
+}
+
+// lockedBuffer is an io.Writer for a logger used by several goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // TestNoFalseFailover loads both cores (busy goroutines and a write
