@@ -1,16 +1,15 @@
 package holdfast_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/fakes"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -167,23 +166,8 @@ func events(t testing.TB, s sdktrace.ReadOnlySpan) []string {
 	return out
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer collects JSON log lines from concurrent writers.
+type syncBuffer struct{ fakes.LogBuffer }
 
 // lines returns the log lines whose message is msg.
 func (s *syncBuffer) lines(msg string) []string {

@@ -1,7 +1,6 @@
 package bluegreen_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/x509"
 	"encoding/json"
@@ -18,6 +17,7 @@ import (
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/fakes"
 	fake "github.com/holdfast-db/holdfast/fakes/bluegreentest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/retry"
@@ -40,24 +40,6 @@ func fastConfig() bluegreen.Config {
 		MonitorConnectTimeout: 5 * time.Second,
 		MonitorQueryTimeout:   5 * time.Second,
 	}
-}
-
-// logBuffer collects log lines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // startEnv starts the blue and green servers, with TLS, for the subtests of
@@ -118,14 +100,14 @@ type client struct {
 	f    *holdfast.Factory
 	pool *pgxpool.Pool
 	r    *bluegreen.Router
-	logs *logBuffer
+	logs *fakes.LogBuffer
 }
 
 // newClient makes a client; mods change the pool's config before the pool
 // is made.
 func newClient(t *testing.T, d *fake.Deployment, host string, c bluegreen.Config, mods ...func(*pgxpool.Config)) *client {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &fakes.LogBuffer{}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	}

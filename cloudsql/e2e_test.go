@@ -1,14 +1,12 @@
 package cloudsql_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -22,6 +20,7 @@ import (
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/cloudsql"
+	"github.com/holdfast-db/holdfast/fakes"
 	fake "github.com/holdfast-db/holdfast/fakes/cloudsqltest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/retry"
@@ -42,24 +41,7 @@ type env struct {
 	f     *holdfast.Factory
 	pool  *pgxpool.Pool
 	dials atomic.Int32 // calls of the dial function holdfast wraps: d.Dial
-	logs  *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
+	logs  *fakes.LogBuffer
 }
 
 type envOpts struct {
@@ -103,7 +85,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	}
 	t.Cleanup(func() { _ = d.Close() })
 
-	e := &env{fake: s, d: d, logs: &syncBuffer{}}
+	e := &env{fake: s, d: d, logs: &fakes.LogBuffer{}}
 	budget, err := retry.NewBudget(retry.DefaultBudget())
 	if err != nil {
 		t.Fatal(err)

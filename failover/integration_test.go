@@ -15,6 +15,7 @@ import (
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/failover"
+	"github.com/holdfast-db/holdfast/fakes"
 	"github.com/holdfast-db/holdfast/fakes/failovertest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/retry"
@@ -575,7 +576,7 @@ func TestAliasHint(t *testing.T) {
 	const name = "db.orders.internal"
 	c.Resolver.Alias(name, c.InstanceEndpoint(standby)) // a CNAME that leads to a standby
 	template := "?" + strings.TrimPrefix(c.InstanceEndpoint(standby), standby)
-	logs := &lockedBuffer{}
+	logs := &fakes.LogBuffer{}
 	f := newFactory(t, holdfast.WithFailover(failover.Config{InstanceTemplate: template}),
 		holdfast.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
 	const hint = "list it in failover.Config.Aliases"
@@ -592,24 +593,6 @@ func TestAliasHint(t *testing.T) {
 	if n := strings.Count(logs.String(), hint); n != 2 {
 		t.Errorf("%d hints, want one for each of the two pools on %s and none for the reader endpoint:\n%s", n, name, logs)
 	}
-}
-
-// lockedBuffer is an io.Writer for a logger used by several goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TestNoFalseFailover loads both cores (busy goroutines and a write

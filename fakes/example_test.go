@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -127,4 +129,24 @@ func ExampleCustom() {
 	// dial: quota exceeded
 	// token: quota exceeded
 	// quotatest.Exceeded().Times(3)
+}
+
+// A LogBuffer collects what loggers on several goroutines write.
+func ExampleLogBuffer() {
+	var logs fakes.LogBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{} // for a stable output
+			}
+			return a
+		},
+	}))
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Go(func() { logger.Info("retrying", "attempt", i+1) })
+	}
+	wg.Wait()
+	fmt.Println(strings.Count(logs.String(), "msg=retrying"))
+	// Output: 3
 }

@@ -1,7 +1,6 @@
 package rdsiam_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/fakes"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/rdsiam"
 	"github.com/holdfast-db/holdfast/retry"
@@ -141,24 +141,6 @@ func connectCode(ctx context.Context, s *pgtest.Server, user, password string) s
 	return err.Error()
 }
 
-// syncBuffer collects log output from many goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // recorder wraps a password function and remembers every value it returned.
 type recorder struct {
 	mu     sync.Mutex
@@ -193,13 +175,13 @@ func (r *recorder) leakedIn(texts ...string) string {
 
 // newPool builds a pool for user on s through a holdfast Factory with the
 // password function pw, rdsiam.Rules and the default retry policies.
-func newPool(t *testing.T, s *pgtest.Server, user string, pw func(context.Context) (string, error)) (*holdfast.Factory, *pgxpool.Pool, *syncBuffer) {
+func newPool(t *testing.T, s *pgtest.Server, user string, pw func(context.Context) (string, error)) (*holdfast.Factory, *pgxpool.Pool, *fakes.LogBuffer) {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(fmt.Sprintf("host=%s port=%d user=%s dbname=postgres sslmode=disable", s.Host, s.Port, user))
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &fakes.LogBuffer{}
 	budget, err := retry.NewBudget(retry.DefaultBudget())
 	if err != nil {
 		t.Fatal(err)

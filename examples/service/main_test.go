@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,11 +12,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/holdfast-db/holdfast/fakes"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 )
 
@@ -38,25 +37,6 @@ func TestMain(m *testing.M) {
 
 // client keeps no idle connection, so nothing is left behind.
 var client = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: time.Minute}
-
-// syncBuffer is a bytes.Buffer safe for the subprocess's stderr copier and
-// the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 type result struct {
 	code int
@@ -96,7 +76,7 @@ func TestSIGTERMLosesNoRequest(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envChild+"=1", "DATABASE_URL="+dsn, "ADDR=127.0.0.1:0", "SHUTDOWN_DELAY=1s", "DRAIN_TIMEOUT=30s")
-	stderr := &syncBuffer{}
+	stderr := &fakes.LogBuffer{}
 	cmd.Stderr = stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -208,7 +188,7 @@ func TestRunWithoutDatabaseURL(t *testing.T) {
 	defer cancel()
 	pr, pw := io.Pipe()
 	env := map[string]string{"ADDR": "127.0.0.1:0"}
-	logs := &syncBuffer{}
+	logs := &fakes.LogBuffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, func(k string) string { return env[k] }, pw, logs)
