@@ -2,6 +2,7 @@ package topology
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"sync"
@@ -36,10 +37,7 @@ func Retarget(cc *pgx.ConnConfig, host string, port uint16) {
 	if port != 0 {
 		cc.Port = port
 	}
-	if cc.TLSConfig != nil && cc.TLSConfig.ServerName != "" {
-		cc.TLSConfig = cc.TLSConfig.Clone()
-		cc.TLSConfig.ServerName = host
-	}
+	cc.TLSConfig = verifying(cc.TLSConfig, host)
 	for _, fb := range cc.Fallbacks {
 		if fb.Host != old {
 			continue
@@ -48,11 +46,19 @@ func Retarget(cc *pgx.ConnConfig, host string, port uint16) {
 		if port != 0 {
 			fb.Port = port
 		}
-		if fb.TLSConfig != nil && fb.TLSConfig.ServerName != "" {
-			fb.TLSConfig = fb.TLSConfig.Clone()
-			fb.TLSConfig.ServerName = host
-		}
+		fb.TLSConfig = verifying(fb.TLSConfig, host)
 	}
+}
+
+// verifying returns tc verifying host instead of the name it verified (a
+// copy), or tc itself when it verifies no name.
+func verifying(tc *tls.Config, host string) *tls.Config {
+	if tc == nil || tc.ServerName == "" {
+		return tc
+	}
+	tc = tc.Clone()
+	tc.ServerName = host
+	return tc
 }
 
 // Close closes a monitor's connection within a second and waits, at most
