@@ -295,7 +295,9 @@ type cutFlag = atomic.Pointer[failover.CutError]
 
 // Failover returns the writer-failover monitor of pool's cluster, or nil
 // when WithFailover is off or pool was not built from a config this
-// factory configured.
+// factory configured. The factory learns which pool a config became when
+// Start (and so NewPool) makes the pool's first connection: for a pool
+// built with pgxpool.NewWithConfig after Configure, call Start first.
 func (f *Factory) Failover(pool *pgxpool.Pool) *failover.Monitor {
 	if f == nil || pool == nil {
 		return nil
