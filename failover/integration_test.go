@@ -82,6 +82,14 @@ type writer struct {
 }
 
 func (w *writer) run(ctx context.Context, pool *pgxpool.Pool, table string, workers int) *sync.WaitGroup {
+	return w.runExec(ctx, func(ctx context.Context, sql string, args ...any) error {
+		_, err := pool.Exec(ctx, sql, args...)
+		return err
+	}, table, workers)
+}
+
+// runExec is run over any statement executor (database/sql's, too).
+func (w *writer) runExec(ctx context.Context, exec func(context.Context, string, ...any) error, table string, workers int) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
@@ -89,7 +97,7 @@ func (w *writer) run(ctx context.Context, pool *pgxpool.Pool, table string, work
 				id := w.next.Add(1)
 				start := time.Now()
 				wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				_, err := pool.Exec(wctx, "INSERT INTO "+table+" VALUES ($1)", id)
+				err := exec(wctx, "INSERT INTO "+table+" VALUES ($1)", id)
 				cancel()
 				if ctx.Err() != nil {
 					return
@@ -127,6 +135,17 @@ func waitFor(ctx context.Context, done func() bool) bool {
 }
 
 // firstAckAfter returns when the first write acknowledged after t was.
+// steady waits until m knows the writer and w's first 20 writes were
+// acknowledged: a failover before the monitor's first topology read
+// leaves it nothing to route by.
+func (w *writer) steady(ctx context.Context, m *failover.Monitor) bool {
+	return waitFor(ctx, func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return m.Status().Writer != "" && len(w.acked) >= 20
+	})
+}
+
 func (w *writer) firstAckAfter(t time.Time) (time.Time, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -215,9 +234,7 @@ func TestFailover(t *testing.T) {
 			wctx, wcancel := context.WithCancel(ctx)
 			wg := w.run(wctx, pool, "orders", 4)
 			defer func() { wcancel(); wg.Wait() }()
-			// The workload runs until the monitor has read the topology
-			// and the first writes went through.
-			if !waitFor(ctx, func() bool { return m.Status().Writer != "" && w.next.Load() >= 20 }) {
+			if !w.steady(ctx, m) {
 				t.Fatal("the monitor never read the topology")
 			}
 			start := time.Now()
@@ -516,9 +533,7 @@ func TestAlias(t *testing.T) {
 			wg.Wait()
 		}
 	}()
-	if !waitFor(ctx, func() bool {
-		return monitors[0].Status().Writer != "" && monitors[1].Status().Writer != "" && ws[0].next.Load() >= 20 && ws[1].next.Load() >= 20
-	}) {
+	if !ws[0].steady(ctx, monitors[0]) || !ws[1].steady(ctx, monitors[1]) {
 		t.Fatal("no steady state before the failover")
 	}
 	res, err := c.Failover(ctx, failovertest.Scenario{Kind: failovertest.Crash, Detect: 300 * time.Millisecond, DNSLag: 3 * time.Second, Rejoin: true})
@@ -971,43 +986,16 @@ func TestDatabaseSQL(t *testing.T) {
 	if _, err := db.ExecContext(ctx, "CREATE TABLE orders (id bigint PRIMARY KEY)"); err != nil {
 		t.Fatal(err)
 	}
-	var (
-		mu      sync.Mutex
-		acked   []int64
-		ackedAt []time.Time
-		next    atomic.Int64
-	)
+	w := &writer{errs: map[string]int{}}
 	wctx, wcancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() {
-			for wctx.Err() == nil {
-				id := next.Add(1)
-				rctx, rcancel := context.WithTimeout(wctx, 10*time.Second)
-				_, err := db.ExecContext(rctx, "INSERT INTO orders VALUES ($1)", id)
-				rcancel()
-				if err != nil {
-					time.Sleep(20 * time.Millisecond) // a failed client's pacing
-					continue
-				}
-				mu.Lock()
-				acked, ackedAt = append(acked, id), append(ackedAt, time.Now())
-				mu.Unlock()
-			}
-		})
-	}
-	// The failover comes once the monitor knows the topology and writes
-	// flow (a cluster that fails before its first topology read leaves
-	// nothing to route by: then only DNS moves the writer endpoint).
-	steady := waitFor(ctx, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return m.Status().Writer != "" && len(acked) >= 20
-	})
-	if !steady {
+	wg := w.runExec(wctx, func(ctx context.Context, sql string, args ...any) error {
+		_, err := db.ExecContext(ctx, sql, args...)
+		return err
+	}, "orders", 4)
+	if !w.steady(ctx, m) {
 		wcancel()
 		wg.Wait()
-		t.Fatalf("no steady state before the failover: %d writes acknowledged, monitor %+v", len(acked), m.Status())
+		t.Fatalf("no steady state before the failover: %d writes acknowledged, monitor %+v", len(w.acked), m.Status())
 	}
 	res, err := c.Failover(ctx, failovertest.Scenario{Kind: failovertest.Crash, Detect: 300 * time.Millisecond, DNSLag: 3 * time.Second, Rejoin: true})
 	wcancel()
@@ -1016,18 +1004,12 @@ func TestDatabaseSQL(t *testing.T) {
 		t.Fatal(err)
 	}
 	promoted, _ := res.At(failovertest.EventPromoted)
-	resumed := time.Time{}
-	for _, at := range ackedAt {
-		if at.After(promoted) {
-			resumed = at
-			break
-		}
-	}
-	t.Logf("%d writes acknowledged; resumed %v after the promotion", len(acked), resumed.Sub(promoted))
+	resumed, _ := w.firstAckAfter(promoted)
+	t.Logf("%d writes acknowledged; resumed %s after the promotion", len(w.acked), after(resumed, promoted))
 	if resumed.IsZero() || resumed.Sub(promoted) > 1500*time.Millisecond {
-		t.Errorf("database/sql writes resumed %v after the promotion; want within 1.5 s", resumed.Sub(promoted))
+		t.Errorf("database/sql writes resumed %s after the promotion; want within 1.5 s", after(resumed, promoted))
 	}
-	if l := lost(ctx, t, c, "orders", acked); len(l) > 0 {
+	if l := lost(ctx, t, c, "orders", w.acked); len(l) > 0 {
 		t.Errorf("%d acknowledged writes lost", len(l))
 	}
 }

@@ -139,7 +139,7 @@ func TestFailoverTLSAndPasswordHosts(t *testing.T) {
 	wctx, wcancel := context.WithCancel(ctx)
 	wg := w.run(wctx, pool, "orders", 4)
 	defer func() { wcancel(); wg.Wait() }()
-	if !waitFor(ctx, func() bool { return m.Status().Writer != "" && w.next.Load() >= 20 }) {
+	if !w.steady(ctx, m) {
 		t.Fatal("the monitor never read the topology")
 	}
 
