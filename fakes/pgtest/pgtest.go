@@ -337,6 +337,54 @@ func (s *Server) Exec(ctx context.Context, sql string) error {
 	return nil
 }
 
+// PrependHBA puts rules (pg_hba.conf lines, each ending in a newline)
+// before the server's own trust rules, so that they win for what they
+// match (the first matching line does), and reloads the configuration. It
+// returns once new connections are authenticated by them.
+func (s *Server) PrependHBA(ctx context.Context, rules string) error {
+	conn, err := pgx.Connect(ctx, s.DSN())
+	if err != nil {
+		return fmt.Errorf("pgtest: connect: %w", err)
+	}
+	defer conn.Close(context.Background())
+	loaded := func(c *pgx.Conn) (t time.Time, err error) {
+		err = c.QueryRow(ctx, "SELECT pg_conf_load_time()").Scan(&t)
+		return t, err
+	}
+	before, err := loaded(conn)
+	if err != nil {
+		return fmt.Errorf("pgtest: %w", err)
+	}
+	hba := filepath.Join(s.dataDir, "pg_hba.conf")
+	old, err := os.ReadFile(hba)
+	if err != nil {
+		return fmt.Errorf("pgtest: %w", err)
+	}
+	if err := os.WriteFile(hba, append([]byte(rules), old...), 0o600); err != nil {
+		return fmt.Errorf("pgtest: %w", err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+		return fmt.Errorf("pgtest: %w", err)
+	}
+	// The reload is asynchronous. A new session reports when the
+	// postmaster last loaded its configuration (pg_hba.conf with it).
+	for {
+		c, err := pgx.Connect(ctx, s.DSN())
+		if err == nil {
+			at, qerr := loaded(c)
+			c.Close(context.Background())
+			if qerr == nil && at.After(before) {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("pgtest: pg_hba.conf not reloaded: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 // Stop stops the server immediately (pg_ctl stop -m immediate) and removes its
 // directory. It is idempotent and safe to call if the server process has
 // already died; calls after the first return nil. It blocks until the server

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 func TestMain(m *testing.M) { Main(m) }
@@ -185,6 +186,32 @@ func TestSettings(t *testing.T) {
 	if err := s.Exec(ctx, "SELECT * FROM missing_table"); err == nil {
 		t.Error("Exec of a bad statement returned nil")
 	}
+}
+
+// PrependHBA's rules win over the trust rules and apply to the first
+// connection after it returns: a rejected role is refused at once, others
+// still connect.
+func TestPrependHBA(t *testing.T) {
+	t.Parallel()
+	requireBinaries(t)
+	ctx := testContext(t)
+	s, err := Start(ctx, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	if err := s.Exec(ctx, "CREATE ROLE shut_out LOGIN"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PrependHBA(ctx, "host all shut_out 0.0.0.0/0 reject\n"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = pgx.Connect(ctx, fmt.Sprintf("postgres://shut_out@%s/postgres?sslmode=disable", s.Addr()))
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "28000" {
+		t.Errorf("connecting as the rejected role: %v, want 28000 at once", err)
+	}
+	selectOne(ctx, t, s.DSN()) // the superuser is still trusted
 }
 
 func TestStartOptionErrors(t *testing.T) {
