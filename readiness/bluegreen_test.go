@@ -3,8 +3,6 @@ package readiness_test
 import (
 	"context"
 	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/holdfast-db/holdfast"
@@ -49,20 +47,13 @@ func TestReadinessJSONShowsBlueGreen(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			rec := httptest.NewRecorder()
-			req := httptest.NewRequest(http.MethodGet, "/readyz", nil)
-			req.Header.Set("Accept", "application/health+json")
-			c.ReadyHandler().ServeHTTP(rec, req)
-			var body struct {
-				Status string                       `json:"status"`
-				Checks map[string][]json.RawMessage `json:"checks"`
-			}
-			if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
-				t.Fatalf("body %q: %v", rec.Body.String(), err)
+			body, err := readyHealthJSON(c)
+			if err != nil {
+				t.Fatal(err)
 			}
 			bg, ok := body.Checks["bluegreen"]
 			if ok != tc.want {
-				t.Fatalf("bluegreen check present = %v, want %v; body %s", ok, tc.want, rec.Body.String())
+				t.Fatalf("bluegreen check present = %v, want %v; body %s", ok, tc.want, body.raw)
 			}
 			if !tc.want {
 				return

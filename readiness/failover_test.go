@@ -3,9 +3,6 @@ package readiness_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -35,23 +32,16 @@ func readyBody(t *testing.T, c *readiness.Checker) (string, failoverCheck, bool)
 }
 
 func readyJSON(c *readiness.Checker) (string, failoverCheck, bool, error) {
-	rec := httptest.NewRecorder()
-	req := httptest.NewRequest(http.MethodGet, "/readyz", nil)
-	req.Header.Set("Accept", "application/health+json")
-	c.ReadyHandler().ServeHTTP(rec, req)
-	var body struct {
-		Status string                       `json:"status"`
-		Checks map[string][]json.RawMessage `json:"checks"`
-	}
-	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
-		return "", failoverCheck{}, false, fmt.Errorf("body %q: %w", rec.Body.String(), err)
+	body, err := readyHealthJSON(c)
+	if err != nil {
+		return "", failoverCheck{}, false, err
 	}
 	raw, ok := body.Checks["failover"]
 	if !ok {
 		return body.Status, failoverCheck{}, false, nil
 	}
 	var fc failoverCheck
-	err := json.Unmarshal(raw[0], &fc)
+	err = json.Unmarshal(raw[0], &fc)
 	return body.Status, fc, true, err
 }
 

@@ -3,6 +3,7 @@ package readiness_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -312,4 +313,24 @@ func waitOutcome(t *testing.T, ch <-chan drainOutcome) drainOutcome {
 		t.Fatal("drain did not return within 30s")
 		return drainOutcome{}
 	}
+}
+
+// healthJSON is the ready handler's application/health+json body.
+type healthJSON struct {
+	Status string                       `json:"status"`
+	Checks map[string][]json.RawMessage `json:"checks"`
+	raw    string
+}
+
+// readyHealthJSON asks c's ready handler for its JSON body.
+func readyHealthJSON(c *readiness.Checker) (healthJSON, error) {
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodGet, "/readyz", nil)
+	req.Header.Set("Accept", "application/health+json")
+	c.ReadyHandler().ServeHTTP(rec, req)
+	body := healthJSON{raw: rec.Body.String()}
+	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+		return body, fmt.Errorf("body %q: %w", body.raw, err)
+	}
+	return body, nil
 }
