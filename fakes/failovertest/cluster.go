@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/holdfast-db/holdfast/fakes/internal/pgproc"
+	"github.com/holdfast-db/holdfast/internal/pgproc"
 
 	"github.com/holdfast-db/holdfast/fakes/bluegreentest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"

@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/holdfast-db/holdfast/fakes/internal/pgproc"
+	"github.com/holdfast-db/holdfast/internal/pgproc"
 
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/jackc/pgx/v5"

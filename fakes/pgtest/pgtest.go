@@ -17,7 +17,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/holdfast-db/holdfast/fakes/internal/pgproc"
+	"github.com/holdfast-db/holdfast/internal/pgproc"
 
 	"github.com/jackc/pgx/v5"
 )

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/holdfast-db/holdfast/fakes/internal/pgproc"
+	"github.com/holdfast-db/holdfast/internal/pgproc"
 )
 
 // runner runs PostgreSQL commands, as another OS user when the process is

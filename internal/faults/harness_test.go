@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
+	"github.com/holdfast-db/holdfast/internal/pgproc"
 	"github.com/holdfast-db/holdfast/retry"
 )
 
@@ -157,41 +157,18 @@ func pgCtl(t *testing.T, s *pgtest.Server, args ...string) time.Duration {
 	cmd.Env = []string{"LC_ALL=C", "TZ=UTC", "PATH=" + os.Getenv("PATH"), "HOME=/tmp"}
 	cmd.Dir = "/"
 	cmd.WaitDelay = 5 * time.Second
-	if os.Geteuid() == 0 {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: serverUser(t)}
+	cred, err := pgproc.ServerUser() // nil unless root
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	}
 	began := time.Now()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("pg_ctl %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return time.Since(began)
-}
-
-// serverUser is the credential pgtest runs servers with as root.
-func serverUser(t *testing.T) *syscall.Credential {
-	t.Helper()
-	var u *user.User
-	var err error
-	for _, name := range []string{"postgres", "nobody"} {
-		if u, err = user.Lookup(name); err == nil {
-			break
-		}
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
-	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
-	if err1 != nil || err2 != nil {
-		t.Fatalf("user %s: %v %v", u.Username, err1, err2)
-	}
-	cred := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{uint32(gid)}}
-	// In a user namespace where setgroups is denied, keep the inherited
-	// groups, as pgtest does.
-	if b, err := os.ReadFile("/proc/self/setgroups"); err == nil && strings.TrimSpace(string(b)) == "deny" {
-		cred.Groups, cred.NoSetGroups = nil, true
-	}
-	return cred
 }
 
 // postmasterPID returns the pid of s's postmaster.

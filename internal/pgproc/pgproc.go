@@ -1,6 +1,6 @@
-// Package pgproc holds what the fakes that run PostgreSQL servers share
-// (fakes/pgtest, fakes/failovertest): the OS user to run the server
-// programs as, and postgresql.conf editing.
+// Package pgproc holds what the code that runs PostgreSQL servers shares
+// (fakes/pgtest, fakes/failovertest, the fault suite): the OS user to run
+// the server programs as, and postgresql.conf editing.
 package pgproc
 
 import (
