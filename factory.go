@@ -146,6 +146,7 @@ func New(opts ...Option) (*Factory, error) {
 	// the budget is refilled when the handshake completes (connect.go).
 	f.dial.NoRefund = true
 	f.fetch = f.retrier(c.policy, LayerPassword)
+	f.fetch.NoRefund = true // likewise: only a completed handshake refills the budget
 	f.acquire = f.retrier(c.policy, LayerAcquire)
 	f.startup = f.retrier(c.startup, LayerStartup)
 	if f.failover != nil {
@@ -207,7 +208,9 @@ func (f *Factory) Close() {
 func (f *Factory) fetchPassword(ctx context.Context, host string) (string, error) {
 	pw, err := f.firstPassword(ctx, host)
 	if err == nil {
-		f.budget.Success()
+		// No budget refund: a token fetched while the database is down
+		// says nothing of the database. The refund comes when the
+		// connection's handshake completes (connect.go).
 		f.tel.FirstTry(ctx, LayerPassword)
 		return pw, nil
 	}

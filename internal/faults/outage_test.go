@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,16 +23,25 @@ import (
 // 1 back a second; refunded only by a completed handshake) allows: about
 // 20 retries for all 1,000, plus one per 5 s the outage lasts. Without a
 // budget (measured for comparison) each connection makes MaxAttempts (3)
-// dials.
+// dials. With a token function (an IAM token fetched for each connect,
+// successfully: the token endpoint is up, the database is not) the cost
+// is the same: a fetched token refunds nothing, only a completed
+// handshake does.
 func TestOutageCost(t *testing.T) {
 	t.Parallel()
 	dsn, _ := serverAddr(t)
 	const callers = 1000
 	for _, front := range []string{"refused port", "accepts then closes"} {
-		for _, budgeted := range []bool{true, false} {
+		for _, run := range []struct {
+			budgeted, token bool
+		}{{true, false}, {true, true}, {false, false}} {
+			budgeted := run.budgeted
 			name := front + "/default budget"
 			if !budgeted {
 				name = front + "/no budget"
+			}
+			if run.token {
+				name += "/token function"
 			}
 			// Not parallel: 1,000 goroutines at a time are enough for
 			// 2 cores and the race detector's goroutine limit.
@@ -44,10 +54,18 @@ func TestOutageCost(t *testing.T) {
 				d := &dialCounter{}
 				var f *holdfast.Factory
 				var b *retry.Budget
+				var opts []holdfast.Option
+				var fetches atomic.Int64
+				if run.token {
+					opts = append(opts, holdfast.WithPasswordFunc(func(context.Context) (string, error) {
+						fetches.Add(1)
+						return "a-fresh-token", nil
+					}))
+				}
 				if budgeted {
-					f, b = newHoldfast(t, retry.Default())
+					f, b = newHoldfast(t, retry.Default(), opts...)
 				} else {
-					f, _ = newHoldfast(t, retry.Default(), holdfast.WithRetryBudget(nil))
+					f, _ = newHoldfast(t, retry.Default(), append(opts, holdfast.WithRetryBudget(nil))...)
 				}
 				pool := holdfastPool(t, f, configAt(t, dsn, addr, d, "&pool_max_conns=1000"))
 				verdicts := map[string]int{}
@@ -70,8 +88,8 @@ func TestOutageCost(t *testing.T) {
 				wg.Wait()
 				took := time.Since(began)
 				dials := d.dials()
-				t.Logf("MEASURED outage, %s: %d callers, %d dials (%.2f per caller), %d retries allowed, %d refused by the budget, %v; outcomes %v",
-					name, callers, dials, float64(dials)/callers, b.Retries(), b.Denied(), took.Round(time.Millisecond), verdicts)
+				t.Logf("MEASURED outage, %s: %d callers, %d dials (%.2f per caller), %d token fetches, %d retries allowed, %d refused by the budget, %v; outcomes %v",
+					name, callers, dials, float64(dials)/callers, fetches.Load(), b.Retries(), b.Denied(), took.Round(time.Millisecond), verdicts)
 				if verdicts["ok"] != 0 {
 					t.Errorf("%d callers connected to a database that is down", verdicts["ok"])
 				}
@@ -94,6 +112,9 @@ func TestOutageCost(t *testing.T) {
 				}
 				if dials < callers || dials > callers+b.Retries() {
 					t.Errorf("dials = %d, want %d first attempts + at most the %d retries", dials, callers, b.Retries())
+				}
+				if dials > callers+25 {
+					t.Errorf("dials = %d, want at most %d: a token fetch must not refill the budget", dials, callers+25)
 				}
 			})
 		}
