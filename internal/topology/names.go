@@ -13,6 +13,9 @@ import (
 //	name.cluster-ro-ID.REGION.rds.amazonaws.com      reader cluster endpoint
 //	name.cluster-custom-ID.REGION.rds.amazonaws.com  custom cluster endpoint
 //	name.ID.REGION.rds.amazonaws.com                 instance endpoint
+//	name.proxy-ID.REGION.rds.amazonaws.com           RDS Proxy endpoint
+//	name.endpoint.proxy-ID.REGION.rds.amazonaws.com  RDS Proxy endpoint of your own
+//	name.global-ID.global.rds.amazonaws.com          Aurora global database writer endpoint
 //
 // A host that is not RDS-shaped counts as an instance endpoint.
 type Kind int
@@ -23,11 +26,39 @@ const (
 	KindWriterCluster
 	KindReaderCluster
 	KindCustomCluster
+	// KindProxy is an RDS Proxy endpoint: the proxy follows the cluster's
+	// writer (or its readers) itself; its host name names no instance.
+	KindProxy
+	// KindGlobal is an Aurora global database's writer endpoint: a DNS
+	// name that follows the primary cluster's writer across regions.
+	KindGlobal
 )
 
-// KindOf returns the kind of endpoint host is.
+// String returns a name for logs: "instance", "cluster", "reader",
+// "custom", "proxy", "global".
+func (k Kind) String() string {
+	switch k {
+	case KindWriterCluster:
+		return "cluster"
+	case KindReaderCluster:
+		return "reader"
+	case KindCustomCluster:
+		return "custom"
+	case KindProxy:
+		return "proxy"
+	case KindGlobal:
+		return "global"
+	}
+	return "instance"
+}
+
+// KindOf returns the kind of endpoint host (normalized) is.
 func KindOf(host string) Kind {
 	switch {
+	case isRDS(host) && strings.Contains(host, ".proxy-"):
+		return KindProxy
+	case isRDS(host) && strings.Contains(host, ".global-") && strings.Contains(host, ".global.rds."):
+		return KindGlobal
 	case strings.Contains(host, ".cluster-ro-"):
 		return KindReaderCluster
 	case strings.Contains(host, ".cluster-custom-"):
@@ -55,6 +86,28 @@ func PeerEndpoint(host string) string {
 		return strings.Replace(host, ".cluster-ro-", ".cluster-", 1)
 	}
 	return ""
+}
+
+// ClusterName returns the cluster a writer or reader cluster endpoint
+// names and the domain of its instance endpoints, or "", "" for any other
+// host: two clusters in one account and region share the domain and
+// differ by name.
+//
+//	orders.cluster-abc.us-east-1.rds.amazonaws.com    → orders, abc.us-east-1.rds.amazonaws.com
+//	orders.cluster-ro-abc.us-east-1.rds.amazonaws.com → orders, abc.us-east-1.rds.amazonaws.com
+func ClusterName(host string) (name, domain string) {
+	host = NormHost(host)
+	switch KindOf(host) {
+	case KindWriterCluster, KindReaderCluster:
+	default:
+		return "", ""
+	}
+	d := InstanceDomain([]string{host})
+	if d == "" {
+		return "", ""
+	}
+	name, _ = FirstLabel(host)
+	return name, d
 }
 
 // FirstLabel splits host into its first label and the rest (with the dot).
