@@ -8,9 +8,9 @@
 //	db, err := sqldb.Open(ctx, f, cfg)    // the pool's first connection under the startup policy
 //	defer db.Close()                      // closes the pool too
 //
-// Every database/sql operation acquires a connection from the pool (pgx's
-// stdlib.OpenDBFromPool; database/sql keeps no idle connections of its
-// own), so everything holdfast does for the pool applies unchanged: a new
+// Every database/sql operation acquires a connection from the pool (as
+// pgx's stdlib.OpenDBFromPool does), so everything holdfast does for the
+// pool applies unchanged: a new
 // connection's dial, password fetch and startup handshake are retried
 // under the factory's policy and budget (a 503 from a token endpoint, 53300,
 // 57P03, a reset mid-handshake; a 28000 once with a fresh token or dial),
@@ -31,6 +31,21 @@
 //
 // For tools that only take a driver name and a DSN, [RegisterDriver]
 // registers a driver whose connection strings open holdfast pools.
+//
+// database/sql keeps no idle connection of a sqldb *sql.DB, whatever its
+// constructor and SetMaxIdleConns: a connection the application is done
+// with goes back to the pool, which keeps the idle ones and checks their
+// health (the driver connection, a [Conn], reports itself not valid for
+// reuse). So database/sql never reuses a connection and stdlib's
+// OptionResetSession and OptionShouldPing are not called; in
+// *sql.Conn.Raw the driver connection is a *[Conn] (its Conn method
+// returns the *pgx.Conn), not a *stdlib.Conn.
+//
+// DB.Close never waits for a connection the application still holds (a
+// Rows, a Tx, a *sql.Conn), as database/sql does not: the pool's idle
+// connections are closed at once, and the pool that [Open],
+// [NewConnector] or [RegisterDriver] built is closed when the last held
+// connection is released.
 //
 // With sqlx, pass "pgx" as the driver name to sqlx.NewDb so that it binds
 // $1 placeholders; with ent, entsql.OpenDB(dialect.Postgres, db); with Bun,

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
@@ -41,15 +43,25 @@ func (e *ConfigError) Unwrap() error { return e.Err }
 // Is matches ErrInvalidConfig.
 func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
 
+// ErrClosed is returned by [Connector.Connect] after [Connector.Close].
+// database/sql checks first that its *sql.DB is open, so code that uses a
+// *sql.DB sees database/sql's own error ("sql: database is closed").
+var ErrClosed = errors.New("sqldb: connector is closed")
+
 // Open builds a pool for cfg with f.NewPool (which configures cfg and makes
 // the first connection under the factory's startup policy) and returns a
-// *sql.DB over it. Closing the *sql.DB closes the pool. It returns a
+// *sql.DB over it. Closing the *sql.DB closes the pool, at once or, when
+// the application still holds a connection (a Rows, Tx or *sql.Conn),
+// when it releases the last one; DB.Close does not wait. It returns a
 // *ConfigError for a nil factory or config and NewPool's errors (a
 // *holdfast.StartupError when the database cannot be reached).
 //
-// opts are pgx stdlib options (stdlib.OptionResetSession,
-// stdlib.OptionShouldPing); stdlib ignores OptionBeforeConnect and
-// OptionAfterConnect for a pool: set the pool's hooks on cfg instead.
+// opts are pgx stdlib options. database/sql never reuses a connection of a
+// sqldb *sql.DB (see [Conn]), so stdlib's reuse hooks,
+// stdlib.OptionResetSession and stdlib.OptionShouldPing, are not called,
+// and stdlib ignores OptionBeforeConnect and OptionAfterConnect for a
+// pool: set the pool's hooks on cfg instead (PrepareConn, AfterRelease,
+// ShouldPing, AfterConnect).
 func Open(ctx context.Context, f *holdfast.Factory, cfg *pgxpool.Config, opts ...stdlib.OptionOpenDB) (*sql.DB, error) {
 	switch {
 	case f == nil:
@@ -75,21 +87,26 @@ func OpenDB(pool *pgxpool.Pool, opts ...stdlib.OptionOpenDB) *sql.DB {
 
 func open(c *Connector) *sql.DB {
 	db := sql.OpenDB(c)
-	db.SetMaxIdleConns(0) // the pool keeps the idle connections
+	db.SetMaxIdleConns(0) // the pool keeps the idle connections (Conn.IsValid says so too)
 	return db
 }
 
 // Connector is a driver.Connector whose connections are acquired from a
 // holdfast-configured pool; it owns the pool (Close closes it). Build one
-// with [NewConnector]; sql.OpenDB(c) calls its Close on DB.Close. Set the
-// *sql.DB's idle connections to zero (SetMaxIdleConns(0)): the pool keeps
-// them, as [Open] does.
+// with [NewConnector]; sql.OpenDB(c) calls its Close on DB.Close.
+//
+// database/sql keeps no idle connection of a Connector's *sql.DB, whatever
+// its SetMaxIdleConns: every connection it returns goes back to the pool,
+// which keeps the idle ones (see [Conn]).
 type Connector struct {
 	base  driver.Connector
 	pool  *pgxpool.Pool
 	owned bool              // Close closes pool
 	f     *holdfast.Factory // Open's and RegisterDriver's: Connect retries as Factory.Acquire does
-	once  sync.Once
+
+	mu      sync.Mutex
+	held    int  // connections acquired (or being acquired) and not yet closed
+	closing bool // Close was called: the release of the last held connection closes the pool
 }
 
 // NewConnector returns a Connector over pool that closes pool when closed.
@@ -97,13 +114,38 @@ func NewConnector(pool *pgxpool.Pool, opts ...stdlib.OptionOpenDB) *Connector {
 	return &Connector{base: stdlib.GetPoolConnector(pool, opts...), pool: pool, owned: true}
 }
 
-// Connect acquires a connection from the pool, bounded by ctx. Every
-// connect of the pool is retried by the factory that configured it; a
-// Connector from [Open] or [RegisterDriver] also retries a failed acquire
-// as holdfast.Factory.Acquire does (Factory.Reacquire): one retry of a
-// 28P01 with a freshly fetched password or token, which pgx does not
-// retry inside a connect.
+// Connect acquires a connection from the pool, bounded by ctx, and returns
+// it as a *[Conn]. Every connect of the pool is retried by the factory
+// that configured it; a Connector from [Open] or [RegisterDriver] also
+// retries a failed acquire as holdfast.Factory.Acquire does
+// (Factory.Reacquire): one retry of a 28P01 with a freshly fetched
+// password or token, which pgx does not retry inside a connect. After
+// Close it returns [ErrClosed].
 func (c *Connector) Connect(ctx context.Context) (driver.Conn, error) {
+	// Count the connection before acquiring it, so that a Close meanwhile
+	// leaves the pool to its release.
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	c.held++
+	c.mu.Unlock()
+	conn, err := c.connect(ctx)
+	if err != nil {
+		c.release()
+		return nil, err
+	}
+	sc, ok := conn.(*stdlib.Conn)
+	if !ok { // pgx's pool connector returns a *stdlib.Conn
+		conn.Close()
+		c.release()
+		return nil, fmt.Errorf("sqldb: pgx's stdlib returned a %T, want a *stdlib.Conn", conn)
+	}
+	return &Conn{stdConn: sc, c: c}, nil
+}
+
+func (c *Connector) connect(ctx context.Context) (driver.Conn, error) {
 	conn, err := c.base.Connect(ctx)
 	if err == nil || c.f == nil {
 		return conn, err
@@ -119,18 +161,84 @@ func (c *Connector) Connect(ctx context.Context) (driver.Conn, error) {
 	return conn, nil
 }
 
+// release ends the count of one connection; the last one after Close
+// closes the pool.
+func (c *Connector) release() {
+	c.mu.Lock()
+	c.held--
+	last := c.closing && c.held == 0
+	c.mu.Unlock()
+	if last && c.owned {
+		c.pool.Close() // nothing of ours is acquired: it does not wait
+	}
+}
+
 // Driver returns pgx's stdlib driver.
 func (c *Connector) Driver() driver.Driver { return c.base.Driver() }
 
-// Close closes the pool the Connector owns. database/sql calls it from
-// DB.Close.
+// Close closes the pool the Connector owns; database/sql calls it from
+// DB.Close. It never waits for a connection the application still holds
+// (a Rows, a Tx or a *sql.Conn, which DB.Close leaves open as database/sql
+// does): it closes the pool's idle connections at once, and the release
+// of the last held connection closes the pool. Connect then returns
+// [ErrClosed]. Closing a Connector a second time does nothing.
 func (c *Connector) Close() error {
-	c.once.Do(func() {
-		if c.owned {
-			c.pool.Close()
-		}
-	})
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closing = true
+	now := c.held == 0
+	if c.owned && !now {
+		// Under mu, so that it comes before the last release's Close.
+		c.pool.Reset()
+	}
+	c.mu.Unlock()
+	if c.owned && now {
+		c.pool.Close()
+	}
 	return nil
+}
+
+// stdConn names pgx's connection as Conn's embedded field, so that Conn
+// has every method of *stdlib.Conn, Conn() *pgx.Conn included.
+type stdConn = stdlib.Conn
+
+// Conn is the driver.Conn of every sqldb *sql.DB: pgx's *stdlib.Conn, with
+// every method of it, over a connection acquired from the pool. database/sql
+// never keeps it idle: IsValid reports false, so database/sql closes it
+// when the application is done with it (after a statement, Rows.Close,
+// Tx.Commit or Rollback, *sql.Conn.Close), which returns the connection to
+// the pool; the pool keeps the idle connections and checks their health.
+// A *sql.DB of sqldb therefore behaves as SetMaxIdleConns(0), also one
+// from [RegisterDriver] and sql.Open, on which sqldb cannot call it.
+//
+// In *sql.Conn.Raw the driver connection is a *Conn, not a *stdlib.Conn:
+// get the *pgx.Conn with driverConn.(*sqldb.Conn).Conn(), or, for code
+// that also runs on plain pgx stdlib, driverConn.(interface{ Conn() *pgx.Conn }).
+type Conn struct {
+	*stdConn
+	c      *Connector
+	closed atomic.Bool // the Connector's count of it has ended
+}
+
+// Conn returns the underlying *pgx.Conn.
+func (c *Conn) Conn() *pgx.Conn { return c.stdConn.Conn() }
+
+// IsValid implements driver.Validator: false, so that database/sql
+// closes the connection (returns it to the pool) instead of keeping it
+// idle.
+func (c *Conn) IsValid() bool { return false }
+
+// Close returns the connection to the pool. It is the release of the
+// last held connection after the Connector's Close that closes the pool.
+func (c *Conn) Close() error {
+	err := c.stdConn.Close()
+	if c.closed.CompareAndSwap(false, true) {
+		c.c.release()
+	}
+	return err
 }
 
 // RegisterDriver registers name as a database/sql driver whose data source
