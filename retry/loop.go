@@ -72,8 +72,8 @@ func (r *Retrier) Start(now time.Time, rnd *rand.Rand) (Loop, error) {
 // whether to make another attempt, after delay. When it reports false the
 // loop is over and [Loop.Err] gives its result. ctx is the caller's
 // context: its end stops the loop (StopContext), no delay runs past its
-// deadline or the loop's MaxElapsed (StopDeadline), and OnRetry receives
-// it. A success refills the Budget (unless the Retrier's NoRefund is set);
+// deadline, a caller's deadline it carries ([WithCallerDeadline]) or the
+// loop's MaxElapsed (StopDeadline), and OnRetry receives it. A success refills the Budget (unless the Retrier's NoRefund is set);
 // a retry spends from it, at now.
 func (l *Loop) Next(ctx context.Context, now time.Time, err error) (delay time.Duration, again bool) {
 	if l.done || l.r == nil {
@@ -112,13 +112,11 @@ func (l *Loop) Next(ctx context.Context, now time.Time, err error) (delay time.D
 		}
 	}
 	delay = jitter(l.bo.NextBackOff(), l.p.Jitter, u)
-	deadline, ok := ctx.Deadline()
+	var end time.Time
 	if l.p.MaxElapsed > 0 {
-		if end := l.start.Add(l.p.MaxElapsed); !ok || end.Before(deadline) {
-			deadline, ok = end, true
-		}
+		end = l.start.Add(l.p.MaxElapsed)
 	}
-	if ok && deadline.Sub(now) <= delay {
+	if deadline, ok := stopBy(ctx, end); ok && deadline.Sub(now) <= delay {
 		l.end(ctx, StopDeadline)
 		return 0, false
 	}

@@ -217,6 +217,38 @@ func TestDoNeverSleepsPastDeadline(t *testing.T) {
 	}
 }
 
+// TestDoNeverSleepsPastCallerDeadline: a caller's deadline carried by
+// WithCallerDeadline stops the loop before a sleep that would overrun it,
+// and cancels nothing: the attempt runs on the context, undisturbed.
+func TestDoNeverSleepsPastCallerDeadline(t *testing.T) {
+	t.Parallel()
+	p := retry.Default()
+	p.InitialInterval, p.MaxInterval, p.Jitter, p.AttemptTimeout = time.Second, time.Second, 0, 0
+	start := time.Now()
+	ctx := retry.WithCallerDeadline(context.Background(), start.Add(600*time.Millisecond))
+	if later := retry.WithCallerDeadline(ctx, start.Add(time.Hour)); later != ctx {
+		t.Error("a later caller deadline replaced an earlier one")
+	}
+	calls := 0
+	err := (&retry.Retrier{Policy: p, Classify: testClassify}).Do(ctx, func(ctx context.Context) error {
+		calls++
+		if _, ok := ctx.Deadline(); ok {
+			t.Error("the caller's deadline became the attempt's")
+		}
+		return errTransient
+	})
+	var re *retry.Error
+	if !errors.As(err, &re) || re.Stop != retry.StopDeadline || calls != 1 {
+		t.Fatalf("Do = %v after %d calls, want StopDeadline after 1", err, calls)
+	}
+	if took := time.Since(start); took > 300*time.Millisecond {
+		t.Errorf("Do took %v: it slept toward the caller's deadline", took)
+	}
+	if got, ok := retry.CallerDeadline(ctx); !ok || !got.Equal(start.Add(600*time.Millisecond)) {
+		t.Errorf("CallerDeadline = %v, %v", got, ok)
+	}
+}
+
 func TestDoAttemptTimeout(t *testing.T) {
 	t.Parallel()
 	p := fast()
