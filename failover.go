@@ -53,17 +53,30 @@ type foState struct {
 	hinted atomic.Bool
 
 	mu   sync.Mutex
-	live map[*attempt]struct{} // the pool's open connections
+	live map[*attempt]struct{} // the pool's connections, from their dial on
+	cuts []cutRecord           // the latest cuts (at most maxCutRecords), for a dial they crossed
 }
+
+// cutRecord is one cut of the pool's connections to addr.
+type cutRecord struct {
+	addr string
+	at   time.Time
+	err  *failover.CutError
+}
+
+// maxCutRecords bounds the cuts a pool remembers: a dial lasts at most the
+// policy's AttemptTimeout, and a failover cuts one or two addresses.
+const maxCutRecords = 8
 
 // failoverMonitor returns the factory's monitor of the cluster of cc's
 // host, creating it. f.mu is held.
 func (f *Factory) failoverMonitor(cc *pgx.ConnConfig, connHook func(context.Context, *pgx.ConnConfig) error) (*failover.Monitor, error) {
-	tmpl, port, err := failover.TemplateFor(f.failover.Endpoint(cc.Host), cc.Port, f.failover.InstanceTemplate)
+	ep := f.failover.Endpoint(cc.Host)
+	tmpl, port, err := failover.TemplateFor(ep, cc.Port, f.failover.InstanceTemplate)
 	if err != nil {
 		return nil, err
 	}
-	key := tmpl + ":" + strconv.Itoa(int(port))
+	key := clusterKey(ep, tmpl, port)
 	if m := f.monitors[key]; m != nil {
 		return m, nil
 	}
@@ -78,8 +91,46 @@ func (f *Factory) failoverMonitor(cc *pgx.ConnConfig, connHook func(context.Cont
 	return m, nil
 }
 
+// clusterKey is the identity of the cluster that a pool on endpoint ep
+// (an alias already replaced by its endpoint) belongs to, as far as names
+// tell: the pools of one cluster share its monitor, and no two clusters
+// ever share one. The writer and reader endpoints of a cluster name it
+// (its name, the domain of its instance endpoints, the port): two clusters
+// in one account and region share the domain and differ by name. Any
+// other host (an instance or custom endpoint, an IP address or a name of
+// your own with InstanceTemplate) names no cluster: its pools get a
+// monitor of their own, keyed by the host itself.
+func clusterKey(ep, tmpl string, port uint16) string {
+	p := strconv.Itoa(int(port))
+	if name, domain := topology.ClusterName(ep); name != "" {
+		return "cluster " + name + "." + domain + " " + tmpl + ":" + p
+	}
+	return "host " + topology.NormHost(ep) + " " + tmpl + ":" + p
+}
+
+// routedKind reports whether failover routing applies to a pool on
+// endpoint ep, and why not when it does not: an RDS Proxy follows the
+// writer itself, and an Aurora global database's endpoint is a DNS name
+// of the primary cluster's writer whose instance endpoints it does not
+// name.
+func routedKind(ep string) (bool, string) {
+	switch topology.KindOf(topology.NormHost(ep)) {
+	case topology.KindProxy:
+		return false, "failover: an RDS Proxy endpoint follows the cluster's writer itself; failover routing is off for this pool (holdfast's retries still apply)"
+	case topology.KindGlobal:
+		return false, "failover: an Aurora global database endpoint follows the primary cluster's writer by DNS; failover routing is off for this pool (holdfast's retries still apply); for routing, use the primary region's cluster endpoint"
+	}
+	return true, ""
+}
+
 // installFailover adds cfg's pool to the cluster's monitor. f.mu is held.
 func (ph *poolHooks) installFailover(cc *pgx.ConnConfig) error {
+	ep := ph.f.failover.Endpoint(cc.Host)
+	if ok, why := routedKind(ep); !ok {
+		ph.f.logger.LogAttrs(context.Background(), slog.LevelInfo, why,
+			slog.String("server.address", cc.Host), slog.String("holdfast.endpoint.kind", topology.KindOf(topology.NormHost(ep)).String()))
+		return nil
+	}
 	// The monitor dials once per attempt, through the integration's (or
 	// the config's) dial but not the retry loop: a probe of a dead writer
 	// must fail fast, and never spend the pools' retry budget.
@@ -90,8 +141,8 @@ func (ph *poolHooks) installFailover(cc *pgx.ConnConfig) error {
 		return &ConfigError{Field: "WithFailover", Why: "cannot install failover routing", Err: err}
 	}
 	fo := &foState{m: m, live: map[*attempt]struct{}{}, host: cc.Host, log: ph.f.logger}
-	fo.writer = failover.IsWriterEndpoint(ph.f.failover.Endpoint(cc.Host))
-	fo.custom = ph.f.failover.Endpoint(cc.Host) == cc.Host && !topology.IsIP(cc.Host) && !isSocket(cc.Host) &&
+	fo.writer = failover.IsWriterEndpoint(ep)
+	fo.custom = ep == cc.Host && !topology.IsIP(cc.Host) && !isSocket(cc.Host) &&
 		topology.InstanceDomain([]string{topology.NormHost(cc.Host)}) == ""
 	for _, fb := range cc.Fallbacks {
 		if fb.Host != cc.Host {
@@ -104,6 +155,9 @@ func (ph *poolHooks) installFailover(cc *pgx.ConnConfig) error {
 	}
 	ph.fo = fo
 	m.Watch(host, ph.onFailover)
+	if ph.bg != nil {
+		m.StandDownWhile(ph.bg.Routing) // a switchover moves the writer on purpose
+	}
 	return nil
 }
 
@@ -195,11 +249,23 @@ func (fo *foState) onPgError(pc *pgconn.PgConn, pe *pgconn.PgError) bool {
 	return true
 }
 
-// track and untrack keep the pool's open connections, for the cut.
-func (fo *foState) track(a *attempt) {
+// track keeps a connection of the pool from its dial to addr on, for the
+// cut; untrack forgets it. A cut of addr made after the dial started and
+// before track reaches it here: whatever moment its handshake ends, no
+// connection to a server that a cut left behind survives the cut.
+func (fo *foState) track(a *attempt, addr string, dialStart time.Time) {
 	fo.mu.Lock()
 	fo.live[a] = struct{}{}
+	var crossed *failover.CutError
+	for _, c := range fo.cuts {
+		if c.addr == addr && !c.at.Before(dialStart) {
+			crossed = c.err
+		}
+	}
 	fo.mu.Unlock()
+	if crossed != nil {
+		a.abort(crossed)
+	}
 }
 
 func (fo *foState) untrack(a *attempt) {
@@ -229,9 +295,13 @@ func (ph *poolHooks) cut(addr string, err *failover.CutError) {
 	ph.evictHost(addr)
 	fo := ph.fo
 	fo.mu.Lock()
+	fo.cuts = append(fo.cuts, cutRecord{addr: addr, at: time.Now(), err: err})
+	if len(fo.cuts) > maxCutRecords {
+		fo.cuts = append(fo.cuts[:0:0], fo.cuts[len(fo.cuts)-maxCutRecords:]...)
+	}
 	var hit []*attempt
 	for a := range fo.live {
-		if a.addr == addr {
+		if d := a.dialed.Load(); d != nil && *d == addr {
 			hit = append(hit, a)
 		}
 	}
@@ -268,10 +338,8 @@ func (a *attempt) abort(err *failover.CutError) {
 	}
 	past := time.Unix(1, 0)
 	a.clamp.Store(past.UnixNano())
-	if pc := a.pc.Load(); pc != nil {
-		if c := pc.Conn(); c != nil {
-			_ = c.SetDeadline(past)
-		}
+	if wc := a.sock.Load(); wc != nil {
+		_ = wc.Conn.SetDeadline(past) // the socket itself: during the handshake too
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/holdfast-db/holdfast/internal/topology"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Monitor watches one cluster's topology and publishes where its writer
@@ -36,6 +37,7 @@ type Monitor struct {
 
 	mu        sync.Mutex
 	listeners []func(Change)
+	standBy   []func() bool   // StandDownWhile: a blue/green switchover routes a pool of the cluster
 	writers   map[string]bool // host names of the writer endpoint(s) whose DNS is checked
 	status    Status
 	closed    bool
@@ -54,7 +56,8 @@ type Monitor struct {
 	writer    string                        // server id
 	fastUntil time.Time
 	refreshed time.Time
-	absentAt  time.Time // the server has no topology function: look again after RefreshInterval
+	offUntil  time.Time // the topology cannot be read (no function, no grant): look again then
+	stoodDown bool      // a switchover is under way: no decision until it ends (standDown)
 	warned    map[string]bool
 }
 
@@ -185,6 +188,71 @@ func (m *Monitor) Watch(writerHost string, l func(Change)) {
 	}
 }
 
+// StandDownWhile makes the monitor stand down while active reports true:
+// a blue/green switchover routes a pool of the cluster (holdfast's
+// factory passes its pools' bluegreen.Router.Routing). A switchover moves
+// the writer on purpose — blue turns read-only, green takes its names —
+// which the monitor would otherwise take for a writer that went down.
+// Meanwhile it takes no decision (holds, redirects, cuts nothing), and
+// once no switchover routes any longer it forgets the cluster it knew and
+// reads the topology afresh, by the pools' endpoint, as at its start. It
+// polls active every HeartbeatInterval; active must be cheap and must not
+// block.
+func (m *Monitor) StandDownWhile(active func() bool) {
+	if active == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.standBy = append(m.standBy, active)
+}
+
+// switchover reports whether a switchover routes a pool of the cluster.
+func (m *Monitor) switchover() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, active := range m.standBy {
+		if active() {
+			return true
+		}
+	}
+	return false
+}
+
+// standDown stops following the cluster while a switchover routes its
+// pools: probes and the monitor's connection closed, nothing held or
+// redirected.
+func (m *Monitor) standDown() {
+	m.stoodDown = true
+	m.closeProbes()
+	if m.conn != nil {
+		m.closeConn(m.conn)
+		m.conn, m.connID = nil, ""
+	}
+	m.fastUntil = time.Time{}
+	m.cfg.Logger.Info("failover: a blue/green switchover is under way; failover routing stands down until it ends",
+		slog.String("server.address", m.monConfig.Host), slog.String("writer", m.writer))
+	m.publish(func(s *Snapshot) { s.Down, s.DownAddr, s.Redirect = false, "", false })
+	m.setStatus(func(s *Status) { s.Off = "switchover" })
+}
+
+// standUp ends a stand-down: the switchover renamed the cluster's
+// instances and moved its endpoints, so what the monitor knew is
+// forgotten — the writer, the instances, the failing hosts — and the
+// topology is read again by the pools' endpoint. A writer found so is
+// adopted as at the start: nothing is cut.
+func (m *Monitor) standUp() {
+	m.stoodDown = false
+	m.writer, m.instances, m.refreshed, m.offUntil = "", map[string]instance{}, time.Time{}, time.Time{}
+	m.mu.Lock()
+	clear(m.dialFails)
+	m.mu.Unlock()
+	m.cfg.Logger.Info("failover: the switchover ended; reading the cluster's topology again",
+		slog.String("server.address", m.monConfig.Host))
+	m.publish(func(s *Snapshot) { *s = Snapshot{} })
+	m.setStatus(func(s *Status) { s.Off, s.Writer, s.WriterAddr, s.Error = "", "", "", "" })
+}
+
 // Snapshot returns the routing in force: one atomic load.
 func (m *Monitor) Snapshot() *Snapshot { return m.snap.Load() }
 
@@ -278,8 +346,17 @@ func (m *Monitor) goFast(why string) {
 // step is one round: heartbeat (or connect), topology when due, probes
 // while fast, the routing.
 func (m *Monitor) step(ctx context.Context) {
-	if m.conn == nil && !m.absentAt.IsZero() && time.Since(m.absentAt) < m.cfg.RefreshInterval {
-		return // no topology here: nothing to follow, nothing to probe
+	switch sw := m.switchover(); {
+	case sw && !m.stoodDown:
+		m.standDown()
+		return
+	case sw:
+		return
+	case m.stoodDown:
+		m.standUp()
+	}
+	if m.conn == nil && time.Now().Before(m.offUntil) {
+		return // no topology to read here: nothing to follow, nothing to probe
 	}
 	if m.conn == nil {
 		to := m.cfg.ConnectTimeout
@@ -290,21 +367,20 @@ func (m *Monitor) step(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			m.setStatus(func(s *Status) { s.Error = m.redact(err.Error()) })
-			if errors.Is(err, errNoTopology) {
-				if m.absentAt.IsZero() {
-					m.cfg.Logger.Warn("failover: the cluster publishes no topology; failover routing is off until it does",
-						slog.Duration("retry_in", m.cfg.RefreshInterval))
-				}
-				m.absentAt, m.fastUntil = time.Now(), time.Time{}
+			var off *offError
+			if errors.As(err, &off) {
+				m.routingOff(off)
 				return
 			}
-			if m.writer == "" {
+			m.setStatus(func(s *Status) { s.Error = m.redact(err.Error()) })
+			if m.writer == "" && !errors.Is(err, errDialBackoff) {
 				m.warnOnce("failover: the monitor cannot connect to read the topology; failover routing waits for it", err)
 			}
 			m.goFast("monitor connect failed") // and probe the others below
-		} else {
-			m.absentAt = time.Time{}
+		} else if !m.offUntil.IsZero() {
+			m.offUntil = time.Time{}
+			m.setStatus(func(s *Status) { s.Off, s.Error = "", "" })
+			m.cfg.Logger.Info("failover: the cluster's topology can be read again; failover routing is on")
 		}
 	} else {
 		pctx, cancel := context.WithTimeout(ctx, m.cfg.FailureTimeout)
@@ -320,7 +396,14 @@ func (m *Monitor) step(ctx context.Context) {
 		}
 	}
 	if m.conn != nil && !m.fast() && time.Since(m.refreshed) >= m.cfg.RefreshInterval {
-		m.refresh(ctx) // while fast, the probes read every instance, the writer too
+		// While fast, the probes read every instance, the writer too.
+		if err := m.refresh(ctx); err != nil {
+			var off *offError
+			if errors.As(err, &off) {
+				m.routingOff(off)
+				return
+			}
+		}
 	}
 	if m.fast() {
 		m.probeAll(ctx)
@@ -360,12 +443,14 @@ func (m *Monitor) connectMain(ctx context.Context, timeout time.Duration) error 
 			m.closeConn(conn)
 			m.conn = nil
 			if err == nil {
-				err = errNoTopology
+				err = &offError{why: "no-topology", err: errNoTopology}
 			}
 			return err
 		}
 	}
-	m.refresh(ctx) // adopts the writer the topology names, when the first
+	if err := m.refresh(ctx); err != nil { // adopts the writer the topology names, when the first
+		return err
+	}
 	if viaPeer {
 		// After the first read: the probes now find out whether that
 		// writer answers, and hold or route as in any failover.
@@ -375,6 +460,74 @@ func (m *Monitor) connectMain(ctx context.Context, timeout time.Duration) error 
 }
 
 var errNoTopology = errors.New("failover: the server has neither aurora_replica_status() nor rds_tools.show_topology(): no topology to follow")
+
+// offError is a topology that the monitor cannot read, and will not be
+// able to read on its next try either: the server has no topology
+// function, or refuses the monitor's role the functions. The monitor
+// turns routing off and looks again after RefreshInterval.
+type offError struct {
+	why string // Status.Off: "no-topology" or "unreadable"
+	err error
+}
+
+func (e *offError) Error() string { return e.err.Error() }
+func (e *offError) Unwrap() error { return e.err }
+
+// unreadable reports whether a failed topology read will fail the same
+// way until an administrator acts: a permission (42501), a function,
+// table or schema that does not exist (42883, 42P01, 3F000).
+func unreadable(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch pe.Code {
+	case "42501", "42883", "42P01", "3F000":
+		return true
+	}
+	return false
+}
+
+// routingOff turns failover routing off until the topology can be read:
+// no connection, no probe, until RefreshInterval has passed. It says why
+// once at WARN (per reason and error text), with what to check, and in
+// Status (Off, Error).
+func (m *Monitor) routingOff(off *offError) {
+	m.offUntil, m.fastUntil = time.Now().Add(m.cfg.RefreshInterval), time.Time{}
+	msg, check := "failover: the cluster publishes no topology; failover routing is off until it does", ""
+	if off.why == "unreadable" {
+		msg, check = "failover: the monitor's role cannot read the cluster's topology; failover routing is off until it can", m.grantHint()
+	}
+	text := m.redact(off.Error())
+	if check != "" {
+		text += " (check: " + check + ")"
+	}
+	m.setStatus(func(s *Status) { s.Off, s.Error = off.why, text })
+	if !m.Snapshot().Normal() {
+		m.publish(func(s *Snapshot) { s.Down, s.DownAddr, s.Redirect = false, "", false }) // routing is off: nothing held or redirected
+	}
+	if m.warned == nil {
+		m.warned = map[string]bool{}
+	}
+	if key := off.why + " " + text; !m.warned[key] && len(m.warned) < 16 {
+		m.warned[key] = true
+		attrs := []slog.Attr{slog.String("server.address", m.monConfig.Host), slog.String("error", m.redact(off.Error())),
+			slog.Float64("retry_in_s", m.cfg.RefreshInterval.Seconds())}
+		if check != "" {
+			attrs = append(attrs, slog.String("check", check))
+		}
+		m.cfg.Logger.LogAttrs(context.Background(), slog.LevelWarn, msg, attrs...)
+	}
+}
+
+// grantHint names what the monitor's role needs to read the topology.
+func (m *Monitor) grantHint() string {
+	role := pgx.Identifier{m.monConfig.User}.Sanitize()
+	if m.engine == topology.EngineMultiAZ {
+		return "GRANT USAGE ON SCHEMA rds_tools TO " + role + "; GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA rds_tools TO " + role
+	}
+	return "GRANT EXECUTE ON FUNCTION aurora_replica_status(), aurora_db_instance_identifier() TO " + role
+}
 
 // dialFail is a host whose dials failed n times in a row: the next is not
 // tried before next.
@@ -402,22 +555,7 @@ func (m *Monitor) dial(ctx context.Context, host string, timeout time.Duration) 
 	if failing && time.Now().Before(f.next) {
 		return nil, errDialBackoff
 	}
-	defer func() {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		if err == nil || ctx.Err() != nil {
-			delete(m.dialFails, host)
-			return
-		}
-		f := m.dialFails[host]
-		f.n++
-		d := m.cfg.FastInterval
-		for i := 1; i < f.n && d < maxDialBackoff; i++ {
-			d *= 2
-		}
-		f.next = time.Now().Add(min(d, maxDialBackoff))
-		m.dialFails[host] = f
-	}()
+	defer func() { m.noteDial(host, err == nil || ctx.Err() != nil) }()
 	cc := m.monConfig.Copy()
 	if host != "" {
 		topology.Retarget(cc, host, m.port)
@@ -442,30 +580,67 @@ func (m *Monitor) dial(ctx context.Context, host string, timeout time.Duration) 
 	return conn, nil
 }
 
+// noteDial records the outcome of a dial of host: after a failure, the
+// host's next dial is tried after FastInterval, doubling up to
+// maxDialBackoff.
+func (m *Monitor) noteDial(host string, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if ok {
+		delete(m.dialFails, host)
+		return
+	}
+	f := m.dialFails[host]
+	f.n++
+	d := m.cfg.FastInterval
+	for i := 1; i < f.n && d < maxDialBackoff; i++ {
+		d *= 2
+	}
+	f.next = time.Now().Add(min(d, maxDialBackoff))
+	m.dialFails[host] = f
+}
+
 // refresh reads the topology and the identity of the main connection's
-// server.
-func (m *Monitor) refresh(ctx context.Context) {
+// server. It returns an *offError when the server refuses the read in a
+// way that the next read would meet too (routing is then off).
+func (m *Monitor) refresh(ctx context.Context) error {
 	qctx, cancel := context.WithTimeout(ctx, max(m.cfg.FailureTimeout, time.Second))
 	defer cancel()
 	res := m.read(qctx, m.conn)
 	if res.err != nil {
-		if ctx.Err() == nil {
-			m.closeConn(m.conn)
-			m.conn, m.connID = nil, ""
-			m.goFast("topology read failed")
+		if ctx.Err() != nil {
+			return nil
 		}
-		return
+		m.closeConn(m.conn)
+		m.conn, m.connID = nil, ""
+		if unreadable(res.err) {
+			return &offError{why: "unreadable", err: res.err}
+		}
+		m.goFast("topology read failed")
+		return nil
 	}
 	m.refreshed = time.Now()
 	m.connID = res.self
+	m.setStatus(func(s *Status) { s.Error = "" }) // the topology was read: no error stands
 	m.learn(ctx, res.rows)
 	if m.fast() {
-		return // the probes decide
+		return nil // the probes decide
 	}
 	w := res.writerID()
 	switch {
 	case w == "":
-		return
+		return nil
+	case m.writer == "" && res.self == w && !res.writable:
+		// The first read, on a server that names itself the writer and
+		// takes no writes: an old blue instance that DNS still names
+		// after a switchover, a fenced writer. Not adopted: the pools'
+		// endpoint is dialed again after a backoff (DNS moves on), and
+		// the probes look for a writer that takes writes.
+		m.closeConn(m.conn)
+		m.conn, m.connID = nil, ""
+		m.noteDial("", false)
+		m.goFast("the writer the topology names takes no writes")
+		return nil
 	case m.writer == "":
 		m.adopt(w) // the first topology read: nothing to move from
 	case w != m.writer:
@@ -477,6 +652,7 @@ func (m *Monitor) refresh(ctx context.Context) {
 		m.closeConn(m.conn) // not on the writer: move there next step
 		m.conn, m.connID = nil, ""
 	}
+	return nil
 }
 
 // readResult is what one server says.
@@ -610,15 +786,21 @@ func (m *Monitor) probeAll(ctx context.Context) {
 	}
 	var cur, next *probe
 	var rows []topology.Row
+	var refused error // a server that refuses the monitor's role the topology
+	read := 0
 	for _, p := range ps {
 		if p.res.err != nil {
 			if p.conn != nil {
 				m.closeConn(p.conn)
 			}
+			if unreadable(p.res.err) {
+				refused = p.res.err
+			}
 			delete(m.probes, p.in.id)
 			continue
 		}
 		m.probes[p.in.id] = p.conn
+		read++
 		if len(p.res.rows) > len(rows) {
 			rows = p.res.rows
 		}
@@ -637,6 +819,15 @@ func (m *Monitor) probeAll(ctx context.Context) {
 	case next != nil:
 		m.learn(ctx, next.res.rows)
 		m.adopt(next.in.id)
+	case read == 0 && refused != nil:
+		// Not a writer down: the servers answer, and refuse the read.
+		m.closeProbes()
+		if m.conn != nil {
+			m.closeConn(m.conn)
+			m.conn, m.connID = nil, ""
+		}
+		m.routingOff(&offError{why: "unreadable", err: refused})
+		return
 	default:
 		m.writerDown()
 	}

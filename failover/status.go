@@ -34,11 +34,16 @@ type Status struct {
 	// Failovers counts the writer changes seen; Held, the connects that
 	// were held and then released; MonitorConnects, the monitor's own
 	// connections (its own and its probes').
-	Failovers       int     `json:"failovers"`
-	Held            int     `json:"held"`
-	MonitorConnects int     `json:"monitor_connects"`
-	Error           string  `json:"error,omitempty"` // the last monitor error
-	Events          []Event `json:"events,omitempty"`
+	Failovers       int    `json:"failovers"`
+	Held            int    `json:"held"`
+	MonitorConnects int    `json:"monitor_connects"`
+	Error           string `json:"error,omitempty"` // the last monitor error
+	// Off says why failover routing is off, "" while it is on:
+	// "no-topology" (the server has no topology function) or "unreadable"
+	// (the monitor's role may not read it: Error names the grant). The
+	// monitor looks again every RefreshInterval.
+	Off    string  `json:"off,omitempty"`
+	Events []Event `json:"events,omitempty"`
 }
 
 // Healthy reports whether a writer is known and reachable as far as the

@@ -391,13 +391,14 @@ func healthBody(s Status) healthBodyJSON {
 			Routing: bg.Routing.Phase, Normal: bg.Routing.Normal, Mapping: bg.Mapping}}
 	}
 	if fo := s.Failover; fo != nil {
-		// warn while the writer is down or being rerouted to, never fail.
+		// warn while the writer is down or being rerouted to, or while the
+		// monitor cannot read the topology (routing off), never fail.
 		st := string(Pass)
-		if fo.Routing != "normal" {
+		if fo.Routing != "normal" || fo.Off != "" {
 			st = string(Warn)
 		}
 		b.Checks["failover"] = []failoverJSON{{ComponentType: "component", Status: st, Writer: fo.Writer,
-			Routing: fo.Routing, Failovers: fo.Failovers}}
+			Routing: fo.Routing, Failovers: fo.Failovers, Off: fo.Off, Error: fo.Error}}
 	}
 	return b
 }
@@ -408,6 +409,8 @@ type failoverJSON struct {
 	Writer        string `json:"writer"`
 	Routing       string `json:"routing"`
 	Failovers     int    `json:"failovers"`
+	Off           string `json:"off,omitempty"`   // failover.Status.Off: why routing is off
+	Error         string `json:"error,omitempty"` // failover.Status.Error: the monitor's last error
 }
 
 type blueGreenJSON struct {
