@@ -57,10 +57,12 @@ type attempt struct {
 
 	// Set when the handshake completes.
 	pc     atomic.Pointer[pgconn.PgConn]
-	addr   string       // the server's address, as the socket reports it
-	madeAt time.Time    // when the connection was made
-	clamp  atomic.Int64 // unix nanos: deadlines are clamped to it while the connection closes (0: not closing)
-	cut    cutFlag      // set when a failover cut the connection (failover.go)
+	addr   string                      // the server's address, as the socket reports it
+	madeAt time.Time                   // when the connection was made
+	clamp  atomic.Int64                // unix nanos: deadlines are clamped to it while the connection closes (0: not closing)
+	cut    cutFlag                     // set when a failover cut the connection (failover.go)
+	dialed atomic.Pointer[string]      // the server of the current dial, from the dial on: a cut reaches a handshake too
+	sock   atomic.Pointer[watchedConn] // the current dial's connection
 
 	mu          sync.Mutex // guards the fields below (a slow write may read on pgconn's background reader)
 	dials       int        // dials of this connection so far
@@ -71,6 +73,54 @@ type attempt struct {
 
 	firstFailure time.Time // of a handshake, for MaxElapsed across rounds
 	deadlined    bool      // watch set a deadline on the socket
+	timeouts     int       // attempts that timed out: each later one may take longer (attemptBound)
+}
+
+// maxBoundGrowth bounds how many times an attempt's timeout doubles.
+const maxBoundGrowth = 3
+
+// attemptBound returns how long the next attempt of this connection may
+// take (its dial, then its whole handshake): the policy's AttemptTimeout,
+// doubled for each of the connection's attempts that timed out, at most
+// 2^maxBoundGrowth times, and never past MaxElapsed from the first
+// failure. A slow but alive server (a far region, a loaded proxy: TLS and
+// SCRAM take four or five round trips) then connects on a later attempt,
+// while a hung one stays bounded as before. 0: no bound. a.mu is held.
+func (a *attempt) attemptBound() time.Duration {
+	d := a.f.perTry
+	if d <= 0 {
+		return 0
+	}
+	for i := 0; i < a.timeouts && i < maxBoundGrowth; i++ {
+		d *= 2
+	}
+	if me := a.f.dial.Policy.MaxElapsed; me > 0 && !a.firstFailure.IsZero() {
+		if left := time.Until(a.firstFailure.Add(me)); left < d {
+			d = max(left, time.Millisecond)
+		}
+	}
+	return d
+}
+
+// timedOut reports whether err is an attempt that ran out of time: a
+// socket or context deadline, a dial timeout.
+func timedOut(err error) bool {
+	return errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) || isTimeout(err)
+}
+
+// boundedDial is one dial of a retry, within attemptBound; a timeout makes
+// the next attempt's bound longer. a.mu is held.
+func (a *attempt) boundedDial(ctx context.Context, base pgconn.DialFunc, network, addr string) (net.Conn, error) {
+	if d := a.attemptBound(); d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	conn, err := base(ctx, network, addr)
+	if err != nil && timedOut(err) && ctx.Err() != nil {
+		a.timeouts++
+	}
+	return conn, err
 }
 
 // reasonAuthFreshToken is the retry reason of an authentication failure
@@ -169,18 +219,24 @@ func (a *attempt) install() {
 			}
 			return keep
 		}
-		if fo.writer {
-			validate, host := cc.ValidateConnect, cc.Host
-			cc.ValidateConnect = func(ctx context.Context, pc *pgconn.PgConn) error {
+		validate, host, writer := cc.ValidateConnect, cc.Host, fo.writer
+		cc.ValidateConnect = func(ctx context.Context, pc *pgconn.PgConn) error {
+			if ce := a.cut.Load(); ce != nil {
+				// Cut while its handshake ran (failover.go): the server
+				// was left behind; retried by the next round's dial.
+				a.note(ce)
+				return ce
+			}
+			if writer {
 				if err := a.ph.validateWriter(host, pc); err != nil {
 					a.note(err) // retried, by the next round's dial, on the writer
 					return err
 				}
-				if validate != nil {
-					return validate(ctx, pc)
-				}
-				return nil
 			}
+			if validate != nil {
+				return validate(ctx, pc)
+			}
+			return nil
 		}
 	}
 	after := cc.AfterConnect
@@ -193,9 +249,6 @@ func (a *attempt) install() {
 		a.connected.Store(true)
 		pc.CustomData()[madeKey] = a // Factory.Start checks that its layers ran; eviction reads addr and madeAt
 		a.f.budget.Success()         // a connection that completed its handshake
-		if fo := a.ph.fo; fo != nil {
-			fo.track(a) // for a failover's cut; watchedConn.Close forgets it
-		}
 		if after != nil {
 			return after(ctx, pc)
 		}
@@ -363,12 +416,16 @@ func (a *attempt) dialOnce(ctx context.Context, network, addr string) (net.Conn,
 		return nil, a.stop
 	}
 	base := a.routedBase()
-	conn, err := a.f.firstDial(ctx, base, network, addr)
+	start := time.Now()
+	conn, err := a.f.dialWithin(ctx, a.attemptBound(), base, network, addr)
 	if err != nil {
 		a.ph.trouble()                      // a refused connect may be a failover
 		ctx = obs.WithTarget(ctx, a.target) // a failure path
+		if timedOut(err) {
+			a.timeouts++
+		}
 		var n int
-		conn, n, err = a.f.redial(ctx, base, network, addr, err, a.f.maxDials-a.used)
+		conn, n, err = a.redial(ctx, network, addr, err)
 		if err != nil {
 			a.used += n
 			a.stop = err
@@ -376,7 +433,30 @@ func (a *attempt) dialOnce(ctx context.Context, network, addr string) (net.Conn,
 		}
 		a.used += n - 1
 	}
-	return a.watch(conn), nil
+	return a.watch(conn, start), nil
+}
+
+// redial carries on after the failed first dial of an entry, under the
+// dial policy limited to the connection's remaining attempts, each within
+// attemptBound. It returns the connection or a *ConnectError, and how many
+// attempts were made (the failed one included). a.mu is held.
+func (a *attempt) redial(ctx context.Context, network, addr string, firstErr error) (net.Conn, int, error) {
+	r := a.f.dial
+	r.Policy.MaxAttempts = a.f.maxDials - a.used
+	r.Policy.AttemptTimeout = 0 // each dial is bounded by attemptBound
+	base := a.retryBase()
+	var conn net.Conn
+	attempts := 1
+	err := a.f.retryFrom(ctx, &r, LayerConnect, firstErr, func(ctx context.Context) error {
+		attempts++
+		c, err := a.boundedDial(ctx, base, network, addr)
+		conn = c
+		return err
+	})
+	if err != nil {
+		return nil, attempts, newConnectError(LayerConnect, err)
+	}
+	return conn, attempts, nil
 }
 
 // routedBase returns the dial of each try: a.base, through the failover
@@ -396,18 +476,76 @@ func (a *attempt) routedBase() pgconn.DialFunc {
 	}
 }
 
+// retryBase returns the dial of a retry: routedBase, after resolving the
+// connection's host again when it has a single one. pgconn resolves the
+// host once per connect, and a retry that kept dialing that answer would
+// follow a server that DNS has since moved away from (a writer that
+// failed over and came back as a reader) for as long as the retries last.
+func (a *attempt) retryBase() pgconn.DialFunc {
+	routed := a.routedBase()
+	if len(a.entries) != 1 || a.sockets[0] {
+		return routed // several hosts: pgx chooses among them
+	}
+	host := a.entries[0]
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return routed(ctx, network, a.reresolve(ctx, host, addr))
+	}
+}
+
+// reresolve returns addr when host still resolves to it (or cannot be
+// resolved now), else host's first address now, with addr's port unless
+// the answer carries one.
+func (a *attempt) reresolve(ctx context.Context, host, addr string) string {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	addrs, err := a.lookup(ctx, host)
+	if err != nil || len(addrs) == 0 {
+		return addr
+	}
+	first := ""
+	for _, ip := range addrs {
+		cand := ip
+		if _, _, err := net.SplitHostPort(ip); err != nil {
+			cand = net.JoinHostPort(ip, port)
+		}
+		if cand == addr {
+			return addr
+		}
+		if first == "" {
+			first = cand
+		}
+	}
+	return first
+}
+
 // watch wraps a dialed connection for its handshake: it records the
 // handshake's network errors and, with an AttemptTimeout, bounds the whole
 // attempt (TLS, the startup handshake, ValidateConnect) with a deadline on
 // the socket, which AfterConnect clears. a.mu is held.
-func (a *attempt) watch(conn net.Conn) net.Conn {
+func (a *attempt) watch(conn net.Conn, dialStart time.Time) net.Conn {
 	a.last = nil
 	tuneSocket(conn) // dead-connection detection (netdial.go)
-	if a.f.perTry > 0 {
-		_ = conn.SetDeadline(time.Now().Add(a.f.perTry))
+	if fo := a.ph.fo; fo != nil {
+		// A new dial: a cut of the previous one does not carry over, and
+		// a cut from now on reaches this one, handshake included — also
+		// one that came while it was dialed (fo.track checks).
+		a.cut.Store(nil)
+		a.clamp.Store(0)
+		addr := conn.RemoteAddr().String()
+		a.dialed.Store(&addr)
+	}
+	if d := a.attemptBound(); d > 0 {
+		_ = conn.SetDeadline(time.Now().Add(d))
 		a.deadlined = true
 	}
-	return &watchedConn{Conn: conn, a: a}
+	wc := &watchedConn{Conn: conn, a: a}
+	a.sock.Store(wc)
+	if fo := a.ph.fo; fo != nil {
+		fo.track(a, *a.dialed.Load(), dialStart)
+	}
+	return wc
 }
 
 // retryRound starts a retry round after the previous round failed with
@@ -423,8 +561,12 @@ func (a *attempt) retryRound(ctx context.Context, network, addr string) (net.Con
 		a.stop = errRefused
 		return nil, a.stop
 	}
+	if timedOut(last) {
+		a.timeouts++ // the next attempt may take longer
+	}
 	r := a.f.dial
 	r.Policy.MaxAttempts = a.f.maxDials - a.used + 1 // the failed handshake is attempt 1
+	r.Policy.AttemptTimeout = 0                      // each dial is bounded by attemptBound
 	classifier := r.Classify
 	r.Classify = func(err error) classify.Verdict {
 		v := classifier(err)
@@ -444,6 +586,7 @@ func (a *attempt) retryRound(ctx context.Context, network, addr string) (net.Con
 		defer cancel()
 	}
 	var conn net.Conn
+	var start time.Time
 	refreshed := false
 	err := a.f.retryFrom(ctx, &r, LayerConnect, last, func(ctx context.Context) error {
 		if a.authRetried && a.f.password != nil && !refreshed {
@@ -453,7 +596,8 @@ func (a *attempt) retryRound(ctx context.Context, network, addr string) (net.Con
 			}
 			a.cc.Password, refreshed = pw, true
 		}
-		c, err := a.routedBase()(ctx, network, addr)
+		start = time.Now()
+		c, err := a.boundedDial(ctx, a.retryBase(), network, addr)
 		if err != nil {
 			a.used++
 		}
@@ -468,7 +612,7 @@ func (a *attempt) retryRound(ctx context.Context, network, addr string) (net.Con
 		a.stop = newConnectError(LayerConnect, err)
 		return nil, a.stop
 	}
-	return a.watch(conn), nil
+	return a.watch(conn, start), nil
 }
 
 // cancelDial dials for a cancel request on the established connection.
@@ -562,8 +706,8 @@ type watchedConn struct {
 func (c *watchedConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	if err != nil {
-		c.a.failed(err)
 		err = c.a.cutErr(err)
+		c.a.failed(err)
 	}
 	return n, err
 }
@@ -571,15 +715,16 @@ func (c *watchedConn) Read(b []byte) (int, error) {
 func (c *watchedConn) Write(b []byte) (int, error) {
 	n, err := c.Conn.Write(b)
 	if err != nil {
-		c.a.failed(err)
 		err = c.a.cutErr(err)
+		c.a.failed(err)
 	}
 	return n, err
 }
 
-// Close forgets the connection in the failover layer.
+// Close forgets the connection in the failover layer, unless a later dial
+// of the same connection replaced it.
 func (c *watchedConn) Close() error {
-	if fo := c.a.ph.fo; fo != nil {
+	if fo := c.a.ph.fo; fo != nil && c.a.sock.Load() == c {
 		fo.untrack(c.a)
 	}
 	return c.Conn.Close()

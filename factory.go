@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 	"weak"
 
@@ -48,6 +49,8 @@ type Factory struct {
 	dialFn    pgconn.DialFunc // Integration.Dial; nil: the config's or pgx's
 	encrypted bool            // Integration.Encrypted
 	authRetry bool            // Integration.RetryAuthFailure
+	dialBy    string          // the integration (or option) that set dialFn
+	hinted    atomic.Bool     // hintIntegration warned
 
 	blueGreen *bluegreen.Config // WithBlueGreen, nil when off
 	failover  *failover.Config  // WithFailover, nil when off
@@ -129,6 +132,7 @@ func New(opts ...Option) (*Factory, error) {
 		blueGreen:  c.blueGreen,
 		classifier: classify.New(rules...).WithTypes(c.typeRules...),
 		dialFn:     c.dial,
+		dialBy:     c.dialBy,
 		poolName:   c.poolName,
 		authRetry:  c.authRetry,
 		encrypted:  c.dialEncrypted,
@@ -231,13 +235,22 @@ func (f *Factory) fetchPassword(ctx context.Context, host string) (string, error
 // dial would hold a pool slot until pgx's ConnectTimeout). A success refills
 // the retry budget and is recorded; a failure is left to the caller's retry.
 func (f *Factory) firstDial(ctx context.Context, base pgconn.DialFunc, network, addr string) (net.Conn, error) {
+	return f.dialWithin(ctx, f.perTry, base, network, addr)
+}
+
+// dialWithin is firstDial bounded by d (0: no bound) instead of the
+// policy's AttemptTimeout.
+func (f *Factory) dialWithin(ctx context.Context, d time.Duration, base pgconn.DialFunc, network, addr string) (net.Conn, error) {
 	dctx := ctx
-	if f.perTry > 0 && !endsWithin(ctx, f.perTry) {
+	if d > 0 && !endsWithin(ctx, d) {
 		var cancel context.CancelFunc
-		dctx, cancel = context.WithTimeout(ctx, f.perTry)
+		dctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
 	}
 	conn, err := base(dctx, network, addr)
+	if err != nil {
+		f.hintIntegration(ctx, err) // a dialer used without its integration
+	}
 	if err == nil {
 		// No budget refund here: a front end (a proxy, a load balancer) may
 		// accept the dial of a database that is down. The refund comes when
@@ -301,6 +314,12 @@ func (f *Factory) Acquire(ctx context.Context, pool *pgxpool.Pool) (*pgxpool.Con
 	if pool == nil {
 		return nil, &ConfigError{Field: "pool", Why: "nil pool"}
 	}
+	if dl, ok := ctx.Deadline(); ok {
+		// The connect that pool.Acquire may make runs without ctx's
+		// deadline (pgxpool keeps building it after the caller gives
+		// up); its retries still do not sleep past it.
+		ctx = retry.WithCallerDeadline(ctx, dl)
+	}
 	c, err := pool.Acquire(ctx)
 	if err == nil {
 		return c, nil
@@ -326,6 +345,9 @@ func (f *Factory) Reacquire(ctx context.Context, pool *pgxpool.Pool, firstErr er
 		return &ConfigError{Field: "acquire", Why: "nil func"}
 	case firstErr == nil:
 		return nil
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		ctx = retry.WithCallerDeadline(ctx, dl) // as Acquire: for the connects acquire waits on
 	}
 	return f.redact(f.retryAcquire(ctx, pool, firstErr, &f.acquire, false, acquire))
 }

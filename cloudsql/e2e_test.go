@@ -523,3 +523,66 @@ func TestClassifierSeesRealChains(t *testing.T) {
 		t.Errorf("refused: %v, want transient/conn-refused", got)
 	}
 }
+
+// TestConnectorWithoutWith: the pattern cloudsqlconn's README shows for
+// pgx — the dialer's Dial set as ConnConfig.DialFunc — kept as it is with
+// a holdfast factory that was not given cloudsql.With. The factory cannot
+// classify the connector's errors (a token 503 is Fatal "unknown": the
+// seed's incident, unprotected), and says so: one WARN per factory naming
+// cloudsql.With. With cloudsql.With (TestIAMTokenFetch503Once) the same
+// 503 is retried.
+func TestConnectorWithoutWith(t *testing.T) {
+	t.Parallel()
+	dsn, err := pgxpool.ParseConfig(pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := fake.New(fake.Config{Backend: net.JoinHostPort(dsn.ConnConfig.Host, strconv.Itoa(int(dsn.ConnConfig.Port)))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	opts, err := s.IAMDialerOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := cloudsqlconn.NewDialer(context.Background(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	var logs fakes.LogBuffer
+	f, err := holdfast.New(holdfast.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	cfg, err := pgxpool.ParseConfig("host=localhost user=postgres dbname=postgres sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	instance := s.ConnName()
+	cfg.ConnConfig.DialFunc = func(ctx context.Context, _, _ string) (net.Conn, error) { return d.Dial(ctx, instance) }
+	if err := f.Configure(cfg); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s.Fail(fake.LoginToken, 503, 100)
+	for range 3 {
+		err = pool.Ping(ctxFor(t, 30*time.Second))
+		if err == nil {
+			t.Fatal("Ping succeeded through a failing token endpoint")
+		}
+	}
+	if v := f.Classify(err); v.Retryable() {
+		t.Errorf("Classify = %v: the factory classified the connector's error without cloudsql.With", v)
+	}
+	if n := strings.Count(logs.String(), "level=WARN msg=\"holdfast: a dial failed with an error of cloud.google.com/go/cloudsqlconn"); n != 1 ||
+		!strings.Contains(logs.String(), `check="cloudsql.With(dialer, instance)"`) {
+		t.Errorf("%d lines name the connector, want one naming cloudsql.With:\n%s", n, logs.String())
+	}
+}

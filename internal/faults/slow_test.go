@@ -2,6 +2,7 @@ package faults_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -67,6 +68,62 @@ func TestSlowButWorking(t *testing.T) {
 			}
 			if slowest < tc.slowest {
 				t.Errorf("the slowest request took %v, under %v: the toxic does not bite", slowest, tc.slowest)
+			}
+		})
+	}
+}
+
+// A slow but alive server connects: behind a second of latency (a far
+// region, a loaded proxy), a handshake needs more than an AttemptTimeout
+// of 300 ms, and each retry of an attempt that timed out gets twice the
+// time (300, 600, 1200 ms): the third connects. A silent server still
+// fails within MaxElapsed. The control, the same policy without the
+// doubling (an AttemptTimeout of 300 ms for every attempt, as before),
+// never connects.
+func TestSlowServerConnects(t *testing.T) {
+	t.Parallel()
+	dsn, addr := serverAddr(t)
+	policy := testPolicy()
+	policy.AttemptTimeout = 300 * time.Millisecond
+	policy.MaxElapsed = 5 * time.Second
+	for _, tc := range []struct {
+		name    string
+		latency int // ms, server to client; -1: silent
+	}{
+		{"1 s latency", 1000},
+		{"silent", -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := newProxy(t, addr)
+			if tc.latency >= 0 {
+				p.toxic(t, "latency", "downstream", fmt.Sprintf(`"latency":%d`, tc.latency))
+			} else {
+				p.toxic(t, "timeout", "downstream", `"timeout":0`)
+			}
+			d := &dialCounter{}
+			f, _ := newHoldfast(t, policy)
+			pool := holdfastPool(t, f, configAt(t, dsn, p.addr, d, "&pool_max_conns=1"))
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			start := time.Now()
+			err := pool.Ping(ctx)
+			took := time.Since(start)
+			t.Logf("MEASURED %s: Ping %v after %v, %d dials", tc.name, err, took.Round(time.Millisecond), d.dials())
+			if tc.latency < 0 {
+				if err == nil {
+					t.Fatal("connected to a silent server")
+				}
+				if bound := policy.AttemptTimeout + policy.MaxElapsed + time.Second; took > bound {
+					t.Errorf("failed after %v, want within MaxElapsed (%v)", took, bound)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("a slow but alive server did not connect: %v", err)
+			}
+			if took < time.Second {
+				t.Errorf("connected in %v: the latency does not bite", took)
 			}
 		})
 	}
