@@ -191,4 +191,3 @@ func fromPackage(err error, pkg string, depth int) bool {
 	}
 	return false
 }
-
