@@ -1,5 +1,5 @@
 # The Makefile mirrors CI: .ci/run calls "make test".
-.PHONY: help demo test fmt vet lint unit pgxsuite bench fuzz
+.PHONY: help demo test fmt vet lint unit pgxsuite stdlibsuite bench fuzz
 
 # Every Go module of the repository; vet, lint and unit run in each. lb is
 # its own module (the load-balancer drain and its CLI), nested in this one.
@@ -9,12 +9,12 @@ MODULES := . lb
 in_modules = set -e; for m in $(MODULES); do echo "==> $$m: $(1)"; (cd $$m && $(1)); done
 
 help: ## list targets
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 demo: ## run the main demo (needs Go and the PostgreSQL server binaries)
 	go run ./examples/switchover
 
-test: fmt vet lint unit pgxsuite ## every check CI runs
+test: fmt vet lint unit pgxsuite stdlibsuite ## every check CI runs
 
 fmt: ## fail if gofmt would change a file, in any module
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -31,6 +31,9 @@ unit: ## all tests with the race detector, against real PostgreSQL servers, in e
 
 pgxsuite: ## pgx's own pgxpool tests with every pool configured by holdfast, in each mode
 	scripts/pgxpool-suite
+
+stdlibsuite: ## pgx's own database/sql (stdlib) tests with every *sql.DB through sqldb, in each mode
+	scripts/stdlib-suite
 
 bench: ## holdfast against plain pgxpool, same run, same server
 	go test -run '^$$' -bench . -benchmem -count 5 .
