@@ -43,6 +43,12 @@ type Strategy struct {
 	Name   string
 	Policy retry.Policy
 	Budget *retry.BudgetConfig
+	// TokenRefund: each connect attempt fetches a token first, from a
+	// token API that is up, and each fetched token refunds the budget, as
+	// holdfast's factory did before it refunded only completed handshakes
+	// (an IAM token function then voided the budget during a database
+	// outage). Only with Dependency Database.
+	TokenRefund bool
 }
 
 // Strategies returns the four strategies compared: no retry, three
@@ -346,6 +352,9 @@ func (s *sim) startAttempt(pod int32, slot int, t int64, first bool) {
 		}
 	}
 	c.fail = s.down(t)
+	if s.c.Strategy.TokenRefund && s.c.Dependency == Database {
+		s.pods[pod].retrier.Budget.Success() // the token came back: refunded, before
+	}
 	lat := s.c.ConnectLatency
 	if c.fail {
 		lat = s.c.FailLatency

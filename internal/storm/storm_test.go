@@ -184,3 +184,30 @@ func TestPlotAndTable(t *testing.T) {
 		t.Errorf("table has %d lines, want a header, a rule and %d rows:\n%s", lines, len(rs), tb.String())
 	}
 }
+
+// TestTokenRefundVoidsTheBudget: a token function during a database
+// outage. When each fetched token refunded the budget (the factory before
+// it refunded only completed handshakes), the budget no longer bounded the
+// retries: more than four times as many as with the refund on completed
+// handshakes only, which is what holdfast's defaults do now.
+func TestTokenRefundVoidsTheBudget(t *testing.T) {
+	t.Parallel()
+	hf := storm.Strategies()[3]
+	before := hf
+	before.Name, before.TokenRefund = "token refunds", true
+	var rs []*storm.Result
+	for _, s := range []storm.Strategy{hf, before} {
+		c := storm.Default(storm.Database, s)
+		c.Pods = 500
+		r, err := storm.Run(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, r)
+	}
+	logTable(t, rs...)
+	if rs[0].RetryShare > goalRetryShare || rs[1].RetryShare < 4*rs[0].RetryShare {
+		t.Errorf("retry shares: %.3f now, %.3f with token refunds; want the first within %.2f and the second over four times it",
+			rs[0].RetryShare, rs[1].RetryShare, goalRetryShare)
+	}
+}
