@@ -294,7 +294,9 @@ func (d *Deployment) Status() string {
 // must be signed for them: Config.IAM), and the metadata says so: the
 // TARGET rows now carry the blue names and the SOURCE rows the -old1
 // names ("Green topology changed" for a client). The topology follows:
-// green's instances take the blue identifiers, old blue's the -old1 ones.
+// green's instances take the blue identifiers, old blue's the -old1 ones,
+// and so does each server's aurora_db_instance_identifier() (green answers
+// the blue writer's identifier, old blue its -old1 form).
 // The servers' certificates follow later ([Deployment.RenewCertificates]).
 func (d *Deployment) Rename(ctx context.Context) error {
 	d.mu.Lock()
@@ -305,7 +307,9 @@ func (d *Deployment) Rename(ctx context.Context) error {
 }
 
 // writeTopology sets each server's aurora_replica_status() (Aurora): its
-// side's writer and readers, by their current identifiers.
+// side's writer and readers, by their current identifiers; and its
+// aurora_db_instance_identifier(): its side's writer's identifier (the
+// server is that instance; its readers share it, see [InstanceIDFunction]).
 func (d *Deployment) writeTopology(ctx context.Context) error {
 	if d.Engine != Aurora {
 		return nil
@@ -322,7 +326,12 @@ func (d *Deployment) writeTopology(ctx context.Context) error {
 	if d.renamed {
 		blue, green = replicas(n.OldInstance, n.OldReaderInstances), replicas(n.Instance, n.ReaderInstances)
 	}
-	return errors.Join(d.Blue.SetTopology(ctx, blue...), d.Green.SetTopology(ctx, green...))
+	var wg sync.WaitGroup
+	var errs [2]error
+	wg.Go(func() { errs[0] = d.Blue.setSelf(ctx, blue) })
+	wg.Go(func() { errs[1] = d.Green.setSelf(ctx, green) })
+	wg.Wait()
+	return errors.Join(errs[0], errs[1])
 }
 
 // RenameServers renames the servers as Rename does, without the metadata

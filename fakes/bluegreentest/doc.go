@@ -41,12 +41,28 @@
 //
 // (A superuser can create a function in pg_catalog on PostgreSQL 15
 // without allow_system_table_mods; [Install] does that.) An Aurora
-// deployment also has the cluster topology, pg_catalog.aurora_replica_status()
-// (server_id, session_id, last_update_timestamp, replica_lag_in_msec, cpu),
-// from a control table of its own on each server: each side lists its own
-// instances, the writer with session_id MASTER_SESSION_ID. The deployment's
-// RDS-shaped names ([Names]) are set in the resolver: blue names to the
-// blue server, green names to the green one.
+// deployment also has what Aurora publishes of the cluster, from control
+// tables of their own on each server, so that a topology-aware client
+// (holdfast's failover monitor, the AWS wrappers) can run on it:
+//
+//   - pg_catalog.aurora_replica_status() (server_id, session_id,
+//     last_update_timestamp, replica_lag_in_msec, cpu): each side lists
+//     its own instances, the writer with session_id MASTER_SESSION_ID;
+//   - pg_catalog.aurora_db_instance_identifier(): the identifier of the
+//     instance the server is, its side's writer: "orders-1" on blue and
+//     "orders-1-green-abc123" on green; after [Deployment.Rename],
+//     "orders-1" on green and "orders-1-old1" on old blue, as in the
+//     topology rows. (The readers of DeploymentConfig.Readers are their
+//     side's server, so they answer the writer's identifier too.)
+//
+// The deployment's RDS-shaped names ([Names]) are set in the resolver:
+// blue names to the blue server, green names to the green one. Among them
+// are the instance endpoints, "<server_id>.<account>.<region>.rds.amazonaws.com",
+// the names a topology-aware client derives from the cluster endpoint and
+// the server_id column: [Deployment.ResetDNS] points blue's at blue and
+// green's at green, [Deployment.SwapDNS] the blue names at green and the
+// -old1 names at old blue. Between Rename and SwapDNS green's topology
+// names "orders-1" while that name still leads to old blue, as on RDS.
 //
 // DeploymentConfig.Readers adds reader instances to each side, each at an
 // address of its own ([Server.ReaderAddr]) that [Env.Dial] connects to its

@@ -133,9 +133,10 @@ type Metadata struct {
 // engine (Aurora when none is given) in the database at dsn, which must
 // allow a superuser to create functions in pg_catalog (PostgreSQL 15 does,
 // without allow_system_table_mods), and for Aurora the topology function
-// aurora_replica_status() with its own control table ([Metadata.SetTopology]).
+// aurora_replica_status() with its own control table ([Metadata.SetTopology])
+// and aurora_db_instance_identifier() with its own ([Metadata.SetInstanceID]).
 // It is idempotent. The metadata and topology start empty: the functions
-// return no rows.
+// return no rows, and aurora_db_instance_identifier() NULL.
 func Install(ctx context.Context, dsn string, engines ...Engine) (*Metadata, error) {
 	if len(engines) == 0 {
 		engines = []Engine{Aurora}

@@ -19,6 +19,15 @@ const TopologyFunction = "pg_catalog.aurora_replica_status"
 // aurora_replica_status().
 const WriterSessionID = "MASTER_SESSION_ID"
 
+// InstanceIDFunction is Aurora PostgreSQL's function that names the DB
+// instance a session is connected to: its DB instance identifier, the first
+// label of its instance endpoint. [Install] creates it for the Aurora
+// engine, fed from a control table of its own ([Metadata.SetInstanceID]).
+// A deployment sets it on each server to its side's writer: the simulator's
+// reader instances are their side's server reached at another address, so
+// a session by a reader's address gets the writer's identifier too.
+const InstanceIDFunction = "pg_catalog.aurora_db_instance_identifier"
+
 // MaxReaders is the largest DeploymentConfig.Readers.
 const MaxReaders = 8
 
@@ -33,16 +42,26 @@ type Replica struct {
 	Writer bool
 }
 
-// installTopology creates the control table and aurora_replica_status(),
-// with the columns the AWS wrappers read (server_id, session_id,
-// last_update_timestamp, replica_lag_in_msec, cpu) of the many the real
-// function has.
+// installTopology creates the control tables, aurora_replica_status(),
+// with the columns the AWS wrappers and holdfast's failover monitor read
+// (server_id, session_id, last_update_timestamp, replica_lag_in_msec, cpu)
+// of the many the real function has, and aurora_db_instance_identifier()
+// (NULL until an identifier is set, as no real server answers).
 const installTopology = `
 CREATE TABLE IF NOT EXISTS holdfast_fake.aurora_replica_status (
 	ord        serial PRIMARY KEY,
 	server_id  text,
 	session_id text
 );
+CREATE TABLE IF NOT EXISTS holdfast_fake.aurora_instance (
+	one       boolean PRIMARY KEY DEFAULT true CHECK (one),
+	server_id text
+);
+INSERT INTO holdfast_fake.aurora_instance DEFAULT VALUES ON CONFLICT DO NOTHING;
+CREATE OR REPLACE FUNCTION pg_catalog.aurora_db_instance_identifier()
+RETURNS text LANGUAGE sql STABLE AS $fn$
+	SELECT i.server_id FROM holdfast_fake.aurora_instance i
+$fn$;
 CREATE OR REPLACE FUNCTION pg_catalog.aurora_replica_status()
 RETURNS TABLE (server_id text, session_id text, last_update_timestamp timestamptz, replica_lag_in_msec real, cpu real)
 LANGUAGE sql STABLE AS $fn$
@@ -55,21 +74,46 @@ $fn$;
 // SetTopology replaces the rows aurora_replica_status() returns, in one
 // transaction. It needs the Aurora engine.
 func (m *Metadata) SetTopology(ctx context.Context, replicas ...Replica) error {
-	err := m.exec(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "DELETE FROM holdfast_fake.aurora_replica_status"); err != nil {
+	err := m.exec(ctx, func(tx pgx.Tx) error { return setTopology(ctx, tx, replicas) })
+	if err != nil {
+		return fmt.Errorf("fakes/bluegreentest: set topology: %w", err)
+	}
+	return nil
+}
+
+func setTopology(ctx context.Context, tx pgx.Tx, replicas []Replica) error {
+	if _, err := tx.Exec(ctx, "DELETE FROM holdfast_fake.aurora_replica_status"); err != nil {
+		return err
+	}
+	for i, r := range replicas {
+		session := WriterSessionID
+		if !r.Writer {
+			session = fmt.Sprintf("5f0c0c1e-%04d-4000-8000-%012d", i, i)
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO holdfast_fake.aurora_replica_status (server_id, session_id) VALUES ($1, $2)",
+			r.ServerID, session); err != nil {
 			return err
 		}
-		for i, r := range replicas {
-			session := WriterSessionID
-			if !r.Writer {
-				session = fmt.Sprintf("5f0c0c1e-%04d-4000-8000-%012d", i, i)
-			}
-			if _, err := tx.Exec(ctx, "INSERT INTO holdfast_fake.aurora_replica_status (server_id, session_id) VALUES ($1, $2)",
-				r.ServerID, session); err != nil {
-				return err
-			}
+	}
+	return nil
+}
+
+// setSelf sets, in one transaction, the server's topology and its own
+// identifier (that of the writer among replicas): a read of both sees the
+// old pair or the new one.
+func (m *Metadata) setSelf(ctx context.Context, replicas []Replica) error {
+	id := ""
+	for _, r := range replicas {
+		if r.Writer {
+			id = r.ServerID
+			break
 		}
-		return nil
+	}
+	err := m.exec(ctx, func(tx pgx.Tx) error {
+		if err := setTopology(ctx, tx, replicas); err != nil {
+			return err
+		}
+		return setInstanceID(ctx, tx, id)
 	})
 	if err != nil {
 		return fmt.Errorf("fakes/bluegreentest: set topology: %w", err)
@@ -100,11 +144,47 @@ func (m *Metadata) Topology(ctx context.Context) ([]Replica, error) {
 	return out, nil
 }
 
-// UninstallTopology drops aurora_replica_status() (the control table
-// stays), as on a server without it.
+// SetInstanceID sets what aurora_db_instance_identifier() returns: the
+// identifier of the DB instance this server is ("" for NULL). It needs the
+// Aurora engine. [Env.NewDeployment] and [Deployment.Rename] set it on
+// both servers, to the writer row's server_id of each side's topology.
+func (m *Metadata) SetInstanceID(ctx context.Context, id string) error {
+	err := m.exec(ctx, func(tx pgx.Tx) error { return setInstanceID(ctx, tx, id) })
+	if err != nil {
+		return fmt.Errorf("fakes/bluegreentest: set instance id: %w", err)
+	}
+	return nil
+}
+
+func setInstanceID(ctx context.Context, tx pgx.Tx, id string) error {
+	var arg any
+	if id != "" {
+		arg = id
+	}
+	_, err := tx.Exec(ctx, "UPDATE holdfast_fake.aurora_instance SET server_id = $1", arg)
+	return err
+}
+
+// InstanceID returns what aurora_db_instance_identifier() returns now (""
+// for NULL).
+func (m *Metadata) InstanceID(ctx context.Context) (string, error) {
+	var id string
+	err := m.exec(ctx, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, "SELECT coalesce(server_id, '') FROM holdfast_fake.aurora_instance").Scan(&id)
+	})
+	if err != nil {
+		return "", fmt.Errorf("fakes/bluegreentest: read instance id: %w", err)
+	}
+	return id, nil
+}
+
+// UninstallTopology drops aurora_replica_status() and
+// aurora_db_instance_identifier() (the control tables stay), as on a server
+// without them.
 func (m *Metadata) UninstallTopology(ctx context.Context) error {
 	err := m.exec(ctx, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, "DROP FUNCTION IF EXISTS pg_catalog.aurora_replica_status()")
+		_, err := tx.Exec(ctx, `DROP FUNCTION IF EXISTS pg_catalog.aurora_replica_status();
+			DROP FUNCTION IF EXISTS pg_catalog.aurora_db_instance_identifier()`)
 		return err
 	})
 	if err != nil {
