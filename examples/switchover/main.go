@@ -25,7 +25,7 @@
 // With -json it prints the same result as one JSON object.
 //
 // The holdfast client is holdfast.New(holdfast.WithBlueGreen(bluegreen.Config{}))
-// with every default, and a retry.Retrier classified by the factory around
+// with every default (with -failover, and holdfast.WithFailover(failover.Config{})), and a retry.Retrier classified by the factory around
 // each transaction (which is idempotent: INSERT … ON CONFLICT DO NOTHING).
 // The plain client is pgxpool with the same config and the same retry
 // around its transactions, classified by classify.Classify.
@@ -51,6 +51,12 @@
 // -endpoint instance -cluster-only connects the pools to the writer
 // instance's endpoint while the metadata names only the cluster endpoints:
 // holdfast routes it from the topology (aurora_replica_status()).
+// -failover adds writer-failover routing to the holdfast pool
+// (holdfast.WithFailover(failover.Config{}), with the instance endpoints
+// derived from the RDS-shaped names), as a service on Aurora configures
+// both: its failover monitor reads the simulator's aurora_replica_status()
+// and aurora_db_instance_identifier(), and must stand down while the
+// switchover routes the pool.
 package main
 
 import (
@@ -77,6 +83,7 @@ import (
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/failover"
 	"github.com/holdfast-db/holdfast/fakes/bluegreentest"
 	"github.com/holdfast-db/holdfast/rdsiam"
 	"github.com/holdfast-db/holdfast/retry"
@@ -113,6 +120,10 @@ type options struct {
 	// (holdfast.WithPasswordFunc(rdsiam.PasswordFunc(...))), as before
 	// holdfast knew better: the control of the iam scenario.
 	SignConfigured bool
+	// Failover adds writer-failover routing to the holdfast pool
+	// (holdfast.WithFailover(failover.Config{})), next to the blue/green
+	// routing.
+	Failover bool
 }
 
 func defaultOptions() options {
@@ -187,6 +198,7 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 	fs.BoolVar(&o.JSON, "json", false, "print the result as one JSON object (progress goes to stderr)")
 	fs.BoolVar(&o.Verbose, "v", false, "print holdfast's logs on stderr")
 	fs.BoolVar(&o.SQL, "sql", false, "add a third client: database/sql (package sqldb) over a holdfast pool")
+	fs.BoolVar(&o.Failover, "failover", false, "the holdfast pool also gets writer-failover routing (holdfast.WithFailover(failover.Config{}))")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -244,6 +256,9 @@ type Result struct {
 	Script []TimelineEvent `json:"script"`
 
 	summary string
+	// failover is the holdfast pool's failover monitor's status at the
+	// end, with -failover (for the tests; not printed).
+	failover *failover.Status
 }
 
 // ClientResult is one client's figures.
@@ -508,6 +523,11 @@ func run(ctx context.Context, env *bluegreentest.Env, o options, progress io.Wri
 	}
 	logger := slog.New(slog.NewTextHandler(logOut, nil))
 	hfOpts := []holdfast.Option{holdfast.WithBlueGreen(bluegreen.Config{Logger: logger}), holdfast.WithLogger(logger)}
+	if o.Failover {
+		// Every default: the instance endpoints are derived from the
+		// cluster endpoint's name, the logger is the factory's.
+		hfOpts = append(hfOpts, holdfast.WithFailover(failover.Config{}))
+	}
 	switch {
 	case iam && o.SignConfigured:
 		sign, err := rdsiam.PasswordFunc(token)
@@ -622,7 +642,14 @@ func run(ctx context.Context, env *bluegreentest.Env, o options, progress io.Wri
 		_ = sleepCtx(ctx, o.Duration-time.Since(begin))
 	}
 	stopAll()
-	return measure(ctx, d, sres, scriptEnd, router, clients)
+	res, err := measure(ctx, d, sres, scriptEnd, router, clients)
+	if err == nil && o.Failover {
+		if m := f.Failover(hfPool); m != nil {
+			st := m.Status()
+			res.failover = &st
+		}
+	}
+	return res, err
 }
 
 // printMode says how the servers are reached: at two addresses, or at two

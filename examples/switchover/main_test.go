@@ -165,6 +165,60 @@ func TestSwitchoverSingleIP(t *testing.T) {
 	tt.check(ctx, t, env)
 }
 
+// TestSwitchoverFailover runs the normal scenario with -failover: the
+// holdfast pool has writer-failover routing too, as a service on Aurora
+// configures both. The failover monitor reads the simulator's topology
+// and must stand down while the switchover routes the pool (at
+// IN_PROGRESS blue refuses the monitor and terminates its session, which a
+// monitor that did not stand down would take for a writer down, holding
+// connections). holdfast must do as well as with blue/green routing alone,
+// within one poll of the IN_PROGRESS window.
+func TestSwitchoverFailover(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	env := startEnvs(ctx, t, bluegreentest.Config{TLS: true, Settings: bluegreentest.ReplicationSettings()})[0]
+	o := smallOptions(bluegreentest.ScenarioNormal)
+	o.Name = "t-failover"
+	o.Failover = true
+	var progress bytes.Buffer
+	res, err := run(ctx, env, o, &progress)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, progress.String())
+	}
+	var out bytes.Buffer
+	res.print(&out)
+	t.Logf("\n%s%s", progress.String(), out.String())
+	if st := res.failover; st == nil {
+		t.Error("no failover monitor for the holdfast pool")
+	} else {
+		t.Logf("failover monitor: writer %q at %s, routing %s, off %q, %d failovers, %d held, %d monitor connections, error %q",
+			st.Writer, st.WriterAddr, st.Routing, st.Off, st.Failovers, st.Held, st.MonitorConnects, st.Error)
+		for _, e := range st.Events {
+			t.Logf("failover event %s %s %s", e.At.UTC().Format("15:04:05.000"), e.Name, e.Server)
+		}
+	}
+
+	if res.Outcome != "COMPLETED" {
+		t.Errorf("holdfast outcome %q, want COMPLETED", res.Outcome)
+	}
+	if res.InProgressMS <= 0 {
+		t.Fatalf("no IN_PROGRESS window measured: %+v", res.Script)
+	}
+	hf := res.Clients[1]
+	if hf.Name != "holdfast" {
+		t.Fatalf("client %s, want holdfast", hf.Name)
+	}
+	if hf.Requests == 0 || hf.Failed != 0 || hf.LostWrites != 0 || hf.MisplacedWrites != 0 {
+		t.Errorf("holdfast: %d requests, %d failed %v, %d lost, %d misplaced; want 0 failed, lost, misplaced",
+			hf.Requests, hf.Failed, hf.Errors, hf.LostWrites, hf.MisplacedWrites)
+	}
+	// The IN_PROGRESS window plus about one 100 ms poll of the blue/green
+	// monitors (and 50 ms to spare): the failover layer adds no wait.
+	if bound := res.InProgressMS + 150; hf.MaxPauseMS > bound {
+		t.Errorf("holdfast longest pause %.0f ms, want at most %.0f ms (IN_PROGRESS %.0f ms + 150 ms)", hf.MaxPauseMS, bound, res.InProgressMS)
+	}
+}
+
 // scenarioTest is one run of the demo and what it must show.
 type scenarioTest struct {
 	scenario bluegreentest.Scenario
@@ -382,7 +436,8 @@ func TestParseFlags(t *testing.T) {
 		check   func(options) bool
 	}{
 		{name: "defaults", args: nil, check: func(o options) bool {
-			return o.Scenario == bluegreentest.ScenarioNormal && o.Engine == bluegreentest.Aurora && o.Workers == 4 && !o.JSON && o.Timings == (bluegreentest.Timings{})
+			return o.Scenario == bluegreentest.ScenarioNormal && o.Engine == bluegreentest.Aurora && o.Workers == 4 && !o.JSON && !o.Failover &&
+				o.Timings == (bluegreentest.Timings{})
 		}},
 		{name: "everything", args: []string{"-scenario", "slow-dns", "-workers", "8", "-json", "-in-progress", "3s",
 			"-preparation", "2s", "-blue-dns", "30s", "-completed", "5s", "-duration", "40s", "-dns-ttl", "5s"},
@@ -394,6 +449,7 @@ func TestParseFlags(t *testing.T) {
 		{name: "rds", args: []string{"-engine", "rds"}, check: func(o options) bool { return o.Engine == bluegreentest.RDS }},
 		{name: "instance endpoint", args: []string{"-endpoint", "instance", "-cluster-only"},
 			check: func(o options) bool { return o.Endpoint == "instance" && o.ClusterOnly }},
+		{name: "failover", args: []string{"-failover"}, check: func(o options) bool { return o.Failover }},
 		{name: "unknown endpoint", args: []string{"-endpoint", "reader"}, wantErr: true},
 		{name: "unknown engine", args: []string{"-engine", "mysql"}, wantErr: true},
 		{name: "unknown scenario", args: []string{"-scenario", "failover"}, wantErr: true},
