@@ -243,7 +243,7 @@ func (m *Monitor) standDown() {
 // adopted as at the start: nothing is cut.
 func (m *Monitor) standUp() {
 	m.stoodDown = false
-	m.writer, m.instances, m.refreshed, m.offUntil = "", map[string]instance{}, time.Time{}, time.Time{}
+	m.writer, m.instances, m.refreshed, m.offUntil, m.fastUntil = "", map[string]instance{}, time.Time{}, time.Time{}, time.Time{}
 	m.mu.Lock()
 	clear(m.dialFails)
 	m.mu.Unlock()
@@ -326,7 +326,9 @@ func (m *Monitor) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 		case <-m.poke:
-			m.goFast("a pool saw trouble")
+			if !m.stoodDown { // a switchover's own trouble (57P01 at IN_PROGRESS) is not a failover
+				m.goFast("a pool saw trouble")
+			}
 		case <-t.C:
 		}
 		t.Stop()
@@ -497,6 +499,11 @@ func (m *Monitor) routingOff(off *offError) {
 	msg, check := "failover: the cluster publishes no topology; failover routing is off until it does", ""
 	if off.why == "unreadable" {
 		msg, check = "failover: the monitor's role cannot read the cluster's topology; failover routing is off until it can", m.grantHint()
+		var pe *pgconn.PgError
+		if errors.As(off.err, &pe) && pe.Code != "42501" {
+			msg = "failover: a function of the cluster's topology is missing; failover routing is off until it is there"
+			check = "the server is an Aurora cluster or an RDS Multi-AZ DB cluster, and the function named in the error exists"
+		}
 	}
 	text := m.redact(off.Error())
 	if check != "" {
@@ -806,7 +813,9 @@ func (m *Monitor) probeAll(ctx context.Context) {
 		}
 		if p.in.id == m.writer {
 			cur = p
-		} else if p.res.confirmsWriter() && (next == nil || p.in.id < next.in.id) {
+		} else if p.res.confirmsWriter() && p.res.self == p.in.id && (next == nil || p.in.id < next.in.id) {
+			// (A server that answers to another instance's name is not
+			// adopted under that name.)
 			next = p
 		}
 	}

@@ -30,8 +30,14 @@ func (e Engine) String() string {
 // rds_tools.show_topology in pg_proc by name: it may have several forms
 // (with a client name of type text, varchar or name, without), and
 // to_regproc answers NULL for a name with more than one.
-const detectQuery = `SELECT to_regproc($1) IS NOT NULL, EXISTS (SELECT 1 FROM pg_catalog.pg_proc p
-	JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'rds_tools' AND p.proname = 'show_topology')`
+//
+// A Multi-AZ DB cluster also has rds_tools.multi_az_db_cluster_source_dbi_resource_id():
+// a single RDS instance has rds_tools.show_topology() too (it carries a
+// blue/green deployment's metadata there) but no cluster topology, as the
+// AWS wrappers tell them apart.
+const detectQuery = `SELECT to_regproc($1) IS NOT NULL, (SELECT count(DISTINCT p.proname) = 2 FROM pg_catalog.pg_proc p
+	JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'rds_tools'
+	AND p.proname IN ('show_topology', 'multi_az_db_cluster_source_dbi_resource_id'))`
 
 // Detect returns which topology function the server has, by name, Aurora's
 // first.

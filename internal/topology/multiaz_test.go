@@ -229,7 +229,11 @@ func TestDetectMultiAZ(t *testing.T) {
 		{name: "two forms of it (to_regproc says NULL)", setup: []string{
 			"CREATE FUNCTION rds_tools.show_topology() RETURNS TABLE (id text, endpoint text, port int) LANGUAGE sql AS $$ " + cluster + " $$",
 		}, want: topology.EngineMultiAZ},
+		{name: "an RDS instance: show_topology alone (its blue/green metadata), no cluster", setup: []string{
+			"DROP FUNCTION rds_tools.multi_az_db_cluster_source_dbi_resource_id()",
+		}, want: topology.EngineNone, code: "42883"},
 		{name: "without the id functions", setup: []string{
+			"CREATE FUNCTION rds_tools.multi_az_db_cluster_source_dbi_resource_id() " + readerOfA,
 			"DROP FUNCTION rds_tools.dbi_resource_id()",
 		}, want: topology.EngineMultiAZ, code: "42883"},
 		{name: "Aurora's first", setup: []string{
