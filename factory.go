@@ -5,11 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"sync"
-	"sync/atomic"
-	"time"
-	"weak"
 
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -23,44 +19,35 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Factory plugs classification and bounded retry into pgxpool. Build one with
-// New, then call Configure on each *pgxpool.Config (or use NewPool). A Factory
-// is safe for concurrent use; one Factory may configure many pools, which then
-// share its retry budget. With WithBlueGreen, each configured pool gets a
-// bluegreen.Router whose monitors run until Factory.Close.
+// Factory plugs classification and bounded retry into pgxpool. Build one
+// with New, then call Configure on each *pgxpool.Config (or use NewPool).
+// It holds the configuration and the pools it configured; its connector
+// (connect.go) builds their connections. A Factory is safe for concurrent
+// use; one Factory may configure many pools, which then share its retry
+// budget. With WithBlueGreen or WithFailover, the pools' monitors run
+// until Factory.Close (or ClosePool).
 type Factory struct {
-	classifier *classify.Classifier
-	password   func(ctx context.Context, host string) (string, error)
-	budget     *retry.Budget
-	logger     *slog.Logger
-	tel        *obs.Telemetry // metrics, spans and log lines (telemetry.go)
+	conn    *connector // builds every connection of the factory's pools
+	logger  *slog.Logger
+	tel     *obs.Telemetry // metrics, spans and log lines (telemetry.go)
+	acquire retry.Retrier  // Factory.Acquire, layer "acquire"
+	startup retry.Retrier  // NewPool's first connection, layer "startup"
 
 	meterProvider  metric.MeterProvider // WithMeterProvider; nil: the global one
 	tracerProvider trace.TracerProvider // WithTracerProvider; nil: the global one
 
-	dial     retry.Retrier // one dial, layer "connect"
-	fetch    retry.Retrier // one password fetch, layer "password"
-	acquire  retry.Retrier // Factory.Acquire, layer "acquire"
-	startup  retry.Retrier // NewPool's first connection, layer "startup"
-	maxDials int
-	perTry   time.Duration // the retry policy's AttemptTimeout, for first attempts
-
 	poolName  string          // WithPoolName
 	dialFn    pgconn.DialFunc // Integration.Dial; nil: the config's or pgx's
 	encrypted bool            // Integration.Encrypted
-	authRetry bool            // Integration.RetryAuthFailure
-	dialBy    string          // the integration (or option) that set dialFn
-	hinted    atomic.Bool     // hintIntegration warned
 
 	blueGreen *bluegreen.Config // WithBlueGreen, nil when off
 	failover  *failover.Config  // WithFailover, nil when off
 	bgObserve bool              // give each pool's router an observer of the factory's telemetry
 
-	mu         sync.Mutex                                  // guards the fields below
-	pools      []*poolHooks                                // every configured pool config's layers (hooks.go)
-	configured map[weak.Pointer[pgxpool.Config]]*poolHooks // which configs this factory configured
-	monitors   map[string]*failover.Monitor                // WithFailover: one per cluster (failover.go)
-	closed     bool
+	mu       sync.Mutex             // guards the fields below
+	pools    []*binding             // every pool config the factory configured (hooks.go)
+	monitors map[string]*monitorRef // WithFailover: one per cluster (failover.go)
+	closed   bool
 }
 
 // Retry layers: where a failure happened and was retried. They are the
@@ -128,29 +115,34 @@ func New(opts ...Option) (*Factory, error) {
 		}
 	}
 	f := &Factory{
-		failover:   c.failover,
-		blueGreen:  c.blueGreen,
+		failover:  c.failover,
+		blueGreen: c.blueGreen,
+		dialFn:    c.dial,
+		poolName:  c.poolName,
+		encrypted: c.dialEncrypted,
+		logger:    c.logger,
+	}
+	f.conn = &connector{
 		classifier: classify.New(rules...).WithTypes(c.typeRules...),
-		dialFn:     c.dial,
-		dialBy:     c.dialBy,
-		poolName:   c.poolName,
-		authRetry:  c.authRetry,
-		encrypted:  c.dialEncrypted,
 		password:   c.password,
 		budget:     c.budget,
 		logger:     c.logger,
 		maxDials:   c.policy.MaxAttempts,
 		perTry:     c.policy.AttemptTimeout,
+		authRetry:  c.authRetry,
+		dialBy:     c.dialBy,
 	}
 	if err := f.newTelemetry(&c); err != nil {
 		return nil, err
 	}
-	f.dial = f.retrier(c.policy, LayerConnect)
-	// A dial that connects may reach a front end whose database is down:
-	// the budget is refilled when the handshake completes (connect.go).
-	f.dial.NoRefund = true
-	f.fetch = f.retrier(c.policy, LayerPassword)
-	f.fetch.NoRefund = true // likewise: only a completed handshake refills the budget
+	f.conn.tel = f.tel
+	f.conn.dial = f.retrier(c.policy, LayerConnect)
+	// A dial that connects may reach a front end whose database is down,
+	// and a token may be fetched for a database that is down: the budget
+	// is refilled only when a handshake completes (connect.go).
+	f.conn.dial.NoRefund = true
+	f.conn.fetch = f.retrier(c.policy, LayerPassword)
+	f.conn.fetch.NoRefund = true
 	f.acquire = f.retrier(c.policy, LayerAcquire)
 	f.startup = f.retrier(c.startup, LayerStartup)
 	if f.failover != nil {
@@ -171,8 +163,8 @@ func New(opts ...Option) (*Factory, error) {
 func (f *Factory) retrier(p retry.Policy, layer string) retry.Retrier {
 	return retry.Retrier{
 		Policy:   p,
-		Classify: f.classifier.Classify,
-		Budget:   f.budget,
+		Classify: f.conn.classifier.Classify,
+		Budget:   f.conn.budget,
 		OnRetry: func(ctx context.Context, e retry.Event) {
 			// One WARN line (holdfast.layer, attempt, delay, error.class,
 			// error.reason, holdfast.stage, redacted error), a metric and
@@ -184,13 +176,13 @@ func (f *Factory) retrier(p retry.Policy, layer string) retry.Retrier {
 
 // Classify classifies err with the factory's rules (WithClassifier) and the
 // built-in ones.
-func (f *Factory) Classify(err error) classify.Verdict { return f.classifier.Classify(err) }
+func (f *Factory) Classify(err error) classify.Verdict { return f.conn.classifier.Classify(err) }
 
-// Close stops and joins the blue/green monitors of every pool the factory
-// configured (WithBlueGreen); their pools keep working with plain host
-// names. It is idempotent and does nothing without WithBlueGreen. Close the
-// pools first or after, in any order. After Close, Configure and NewPool
-// return a *ConfigError.
+// Close stops and joins the monitors of every pool the factory configured
+// (the blue/green monitors of WithBlueGreen, the failover monitors of
+// WithFailover); their pools keep working with plain host names. It is
+// idempotent. Close the pools first or after, in any order. After Close,
+// Configure and NewPool return a *ConfigError.
 func (f *Factory) Close() {
 	if f == nil {
 		return
@@ -199,103 +191,56 @@ func (f *Factory) Close() {
 	pools, monitors := f.pools, f.monitors
 	f.pools, f.monitors, f.closed = nil, nil, true
 	f.mu.Unlock()
-	for _, ph := range pools {
-		ph.close()
+	for _, b := range pools {
+		b.close()
 	}
-	for _, m := range monitors {
-		m.Close()
+	for _, ref := range monitors {
+		ref.m.Close()
 	}
 }
 
-// fetchPassword fetches the password or token of a connection to host,
-// under the retry policy.
-func (f *Factory) fetchPassword(ctx context.Context, host string) (string, error) {
-	pw, err := f.firstPassword(ctx, host)
-	if err == nil {
-		// No budget refund: a token fetched while the database is down
-		// says nothing of the database. The refund comes when the
-		// connection's handshake completes (connect.go).
-		f.tel.FirstTry(ctx, LayerPassword)
-		return pw, nil
+// ClosePool closes pool and stops what the factory runs for it: its
+// blue/green monitors, and its cluster's failover monitor when no other
+// pool of the factory uses it. Use it for pools that come and go (one per
+// tenant, one per job) under a long-lived factory: pool.Close alone leaves
+// them running until Factory.Close. A pool this factory did not configure
+// is only closed.
+func (f *Factory) ClosePool(pool *pgxpool.Pool) {
+	if pool == nil {
+		return
 	}
-	err = f.retryFrom(ctx, &f.fetch, LayerPassword, err, func(ctx context.Context) error {
-		p, err := f.callPassword(ctx, host)
-		pw = p
-		return err
-	})
-	if err != nil {
-		return "", newConnectError(LayerPassword, err)
-	}
-	return pw, nil
+	b := f.bindingOf(pool)
+	pool.Close()
+	f.forget(b)
 }
 
-// firstDial is the fast-path first attempt of a dial: a plain call of base,
-// bounded by the policy's AttemptTimeout when there is one (pgxpool gives a
-// connection being built no caller cancellation, so without a bound a hung
-// dial would hold a pool slot until pgx's ConnectTimeout). A success refills
-// the retry budget and is recorded; a failure is left to the caller's retry.
-func (f *Factory) firstDial(ctx context.Context, base pgconn.DialFunc, network, addr string) (net.Conn, error) {
-	return f.dialWithin(ctx, f.perTry, base, network, addr)
-}
-
-// dialWithin is firstDial bounded by d (0: no bound) instead of the
-// policy's AttemptTimeout.
-func (f *Factory) dialWithin(ctx context.Context, d time.Duration, base pgconn.DialFunc, network, addr string) (net.Conn, error) {
-	dctx := ctx
-	if d > 0 && !endsWithin(ctx, d) {
-		var cancel context.CancelFunc
-		dctx, cancel = context.WithTimeout(ctx, d)
-		defer cancel()
+// forget closes b, and removes it from the factory's pools; the last pool
+// of a cluster closes its failover monitor.
+func (f *Factory) forget(b *binding) {
+	if b == nil {
+		return
 	}
-	conn, err := base(dctx, network, addr)
-	if err != nil {
-		f.hintIntegration(ctx, err) // a dialer used without its integration
+	var done *failover.Monitor
+	f.mu.Lock()
+	for i, p := range f.pools {
+		if p == b {
+			f.pools = append(f.pools[:i:i], f.pools[i+1:]...)
+			break
+		}
 	}
-	if err == nil {
-		// No budget refund here: a front end (a proxy, a load balancer) may
-		// accept the dial of a database that is down. The refund comes when
-		// the handshake completes (connect.go).
-		f.tel.FirstTry(ctx, LayerConnect) // no allocation unless a span records
+	if b.fo != nil && !b.closed.Load() {
+		if ref := b.fo.ref; f.monitors[ref.key] == ref {
+			if ref.pools--; ref.pools == 0 {
+				delete(f.monitors, ref.key)
+				done = ref.m
+			}
+		}
 	}
-	return conn, err
-}
-
-// endsWithin reports whether ctx's deadline is at most d away, so that a
-// bound of d would change nothing (and need not be allocated).
-func endsWithin(ctx context.Context, d time.Duration) bool {
-	dl, ok := ctx.Deadline()
-	return ok && time.Until(dl) <= d
-}
-
-// firstPassword is the fast-path first attempt of a password fetch, bounded
-// like firstDial.
-func (f *Factory) firstPassword(ctx context.Context, host string) (string, error) {
-	if f.perTry <= 0 {
-		return f.callPassword(ctx, host)
+	f.mu.Unlock()
+	b.close()
+	if done != nil {
+		done.Close()
 	}
-	ctx, cancel := context.WithTimeout(ctx, f.perTry)
-	defer cancel()
-	return f.callPassword(ctx, host)
-}
-
-// redial carries on after a failed dial, under the dial policy limited to
-// allowance attempts in all (the failed one included). It returns the
-// connection or a *ConnectError, and how many attempts were made.
-func (f *Factory) redial(ctx context.Context, base pgconn.DialFunc, network, addr string, firstErr error, allowance int) (net.Conn, int, error) {
-	r := f.dial
-	r.Policy.MaxAttempts = allowance
-	var conn net.Conn
-	attempts := 1
-	err := f.retryFrom(ctx, &r, LayerConnect, firstErr, func(ctx context.Context) error {
-		attempts++
-		c, err := base(ctx, network, addr)
-		conn = c
-		return err
-	})
-	if err != nil {
-		return nil, attempts, newConnectError(LayerConnect, err)
-	}
-	return conn, attempts, nil
 }
 
 // Acquire is pool.Acquire with request-scope retry. Every path of a
@@ -325,7 +270,7 @@ func (f *Factory) Acquire(ctx context.Context, pool *pgxpool.Pool) (*pgxpool.Con
 		return c, nil
 	}
 	c, err = f.acquireAgain(ctx, pool, err, &f.acquire, false)
-	return c, f.redact(err)
+	return c, f.conn.redact(err)
 }
 
 // Reacquire carries Acquire's retry to code that acquires its own way
@@ -349,7 +294,7 @@ func (f *Factory) Reacquire(ctx context.Context, pool *pgxpool.Pool, firstErr er
 	if dl, ok := ctx.Deadline(); ok {
 		ctx = retry.WithCallerDeadline(ctx, dl) // as Acquire: for the connects acquire waits on
 	}
-	return f.redact(f.retryAcquire(ctx, pool, firstErr, &f.acquire, false, acquire))
+	return f.conn.redact(f.retryAcquire(ctx, pool, firstErr, &f.acquire, false, acquire))
 }
 
 // reasonRetriedBelow marks a failure that a lower layer already retried.
@@ -393,50 +338,59 @@ func (f *Factory) retryAcquire(ctx context.Context, pool *pgxpool.Pool, firstErr
 		if !patient && waitedBelow(err) {
 			return classify.Verdict{Class: classify.Fatal, Reason: reasonRetriedBelow}
 		}
-		v := f.classifier.Classify(err)
-		if f.password == nil {
+		v := f.conn.classifier.Classify(err)
+		if f.conn.password == nil {
 			return v
 		}
 		return retryAuthOnce(v, err, &authRetried) // a freshly fetched token
 	}
-	return f.retryFrom(ctx, &rr, acquireLayer(patient), firstErr, acquire)
+	return f.conn.retryFrom(ctx, &rr, acquireLayer(patient), 0, firstErr, acquire)
 }
 
 // NewPool configures cfg (unless this factory already did), builds the
 // pool with pgxpool.NewWithConfig and makes the first connection under the
 // startup policy, so that a pool that is returned has reached the
 // database. When the first connection cannot be made, NewPool closes the
-// pool (and its blue/green monitors) and returns a *StartupError.
+// pool (and its monitors) and returns a *StartupError.
 func (f *Factory) NewPool(ctx context.Context, cfg *pgxpool.Config) (*pgxpool.Pool, error) {
-	ph := f.hooksOf(cfg)
-	if ph == nil {
+	b := f.configured(cfg)
+	if b == nil {
 		if err := f.Configure(cfg); err != nil {
 			return nil, err
 		}
-		ph = f.hooksOf(cfg)
+		b = f.configured(cfg)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		f.forget(ph)
+		f.forget(b)
 		return nil, err
 	}
-	if err := f.Start(ctx, pool); err != nil { // Start attaches the pool's layers
-		f.forget(ph)
+	if err := f.Start(ctx, pool); err != nil {
+		f.forget(b)
 		pool.Close()
 		return nil, err
 	}
 	return pool, nil
 }
 
-// Start makes pool's first connection under the startup policy and releases
-// it to the pool. It returns nil or a *StartupError wrapping the last
-// failure. Failures already retried at the dial layer are retried again
-// here: startup is more patient than a request, and still bounded. It also
-// tells the factory's layers which pool they serve (blue/green closes idle
-// connections to an old blue instance at once; telemetry reports the
-// pool's connection counts), and returns a *ConfigError when the pool's
-// connection was not made through this factory (a pool built from a config
-// it did not configure, or whose BeforeConnect was replaced after
+// configured returns this factory's binding of cfg, or nil.
+func (f *Factory) configured(cfg *pgxpool.Config) *binding {
+	if f == nil || cfg == nil {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.bindingOfConfig(cfg)
+}
+
+// Start makes pool's first connection under the startup policy and
+// releases it to the pool (it starts nothing else: a pool's monitors
+// start with its first connection, whatever makes it). It returns nil or
+// a *StartupError wrapping the last failure. Failures already retried at
+// the dial layer are retried again here: startup is more patient than a
+// request, and still bounded. It returns a *ConfigError when the pool's
+// connection was not made through this factory (a pool built from a
+// config it did not configure, or whose BeforeConnect was replaced after
 // Configure).
 func (f *Factory) Start(ctx context.Context, pool *pgxpool.Pool) error {
 	if pool == nil {
@@ -451,33 +405,24 @@ func (f *Factory) Start(ctx context.Context, pool *pgxpool.Pool) error {
 	}
 	traced(err)
 	if err != nil {
-		return &StartupError{Verdict: f.classifier.Classify(err), Err: f.redact(err)}
+		return &StartupError{Verdict: f.conn.classifier.Classify(err), Err: f.conn.redact(err)}
 	}
-	a, made := c.Conn().PgConn().CustomData()[madeKey].(*attempt)
+	s := stateOf(c.Conn())
 	c.Release()
-	if made && a.ph.f == f {
-		a.ph.attach(pool) // the layers learn their pool (blue/green sweeps, connection counts)
-	}
-	if !made || a.ph.f != f {
+	if s == nil || s.cn != f.conn {
 		return &ConfigError{Field: "pgxpool.Config.BeforeConnect",
 			Why: "this factory's connect layer did not run for the pool's connection: the pool was not built from a config this factory configured, or BeforeConnect was replaced after Configure (set your hooks before Configure: holdfast chains them)"}
 	}
+	s.b.comp.Attach(pool) // the layers learn their pool (sweeps of idle connections, connection counts)
 	return nil
 }
 
 // BlueGreen returns the blue/green router of pool (WithBlueGreen), or nil:
-// for its Status, Changed and LastSummary. The factory learns which pool a
-// config became at the pool's first Acquire (NewPool and Start make one).
+// for its Status, Changed and LastSummary. It finds the pool's layers from
+// its config: NewPool, or Configure and pgxpool.NewWithConfig, alike.
 func (f *Factory) BlueGreen(pool *pgxpool.Pool) *bluegreen.Router {
-	if f == nil || pool == nil {
-		return nil
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, ph := range f.pools {
-		if ph.bg != nil && ph.bg.Pool() == pool {
-			return ph.bg
-		}
+	if b := f.bindingOf(pool); b != nil {
+		return b.bg
 	}
 	return nil
 }

@@ -2,16 +2,14 @@ package holdfast
 
 import (
 	"context"
-	"errors"
 	"log/slog"
-	"net"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/holdfast-db/holdfast/failover"
+	"github.com/holdfast-db/holdfast/internal/compose"
 	"github.com/holdfast-db/holdfast/internal/topology"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -20,29 +18,36 @@ import (
 
 // This file is the writer-failover layer (WithFailover): the factory keeps
 // one failover.Monitor per cluster, shared by the pools on it; each pool's
-// layers route by the monitor's snapshot and act on its changes.
+// layer routes by the monitor's snapshot, learns of the pool's connections
+// from the connector (it is a connObserver) and acts on the monitor's
+// changes. It stands down while the composition says a blue/green
+// switchover routes the pool.
 //
 //	BeforeConnect  by the writer endpoint: held while the writer is down
 //	               and no other is known (failover.Monitor.Hold)
-//	DialFunc       by the writer endpoint, each dial (the connect layer's
+//	route          by the writer endpoint, each dial (the connector's
 //	               retries too): held while the writer is down, then to
 //	               the new writer's address while its DNS lags (TLS still
 //	               verifies the endpoint name)
-//	ValidateConnect by the writer endpoint: a server that is not the writer
+//	validate       by the writer endpoint: a server that is not the writer
 //	               (in hot standby, or a reader of the topology) is refused,
 //	               and the attempt retried — to the writer
-//	OnPgError      57P01/57P02/57P03, and 25006 by the writer endpoint, wake
+//	pgError        57P01/57P02/57P03, and 25006 by the writer endpoint, wake
 //	               the monitor; a 25006 from a standby or read-only server
 //	               closes the connection
 //	PrepareConn    a connection to a writer that is down is destroyed
-//	network errors wake the monitor; on a new writer, every connection to
-//	               the old one is cut (failover.CutError) and idle ones
+//	failed         network errors and refused dials wake the monitor
+//	dialed/closed  the pool's connections, from their dial on: on a new
+//	               writer, every connection to the old one is cut
+//	               (failover.CutError), handshakes included, and idle ones
 //	               closed at once
 
-// foState is a pool's failover layer.
-type foState struct {
+// foLayer is one pool's failover layer.
+type foLayer struct {
+	ref    *monitorRef
 	m      *failover.Monitor
 	writer bool // the pool's host is the writer endpoint
+	comp   *compose.Composition
 
 	// A pool on a name of your own that Config.Aliases does not list:
 	// the first 25006 from a standby by it logs a hint (it may be a name
@@ -53,8 +58,17 @@ type foState struct {
 	hinted atomic.Bool
 
 	mu   sync.Mutex
-	live map[*attempt]struct{} // the pool's connections, from their dial on
-	cuts []cutRecord           // the latest cuts (at most maxCutRecords), for a dial they crossed
+	live map[*connState]struct{} // the pool's connections, from their dial on
+	cuts []cutRecord             // the latest cuts (at most maxCutRecords), for a dial they crossed
+	left bool                    // the pool closed: changes are ignored
+}
+
+// monitorRef is a factory's monitor of one cluster and how many of its
+// pools use it: the last to close closes it.
+type monitorRef struct {
+	key   string
+	m     *failover.Monitor
+	pools int
 }
 
 // cutRecord is one cut of the pool's connections to addr.
@@ -69,26 +83,28 @@ type cutRecord struct {
 const maxCutRecords = 8
 
 // failoverMonitor returns the factory's monitor of the cluster of cc's
-// host, creating it. f.mu is held.
-func (f *Factory) failoverMonitor(cc *pgx.ConnConfig, connHook func(context.Context, *pgx.ConnConfig) error) (*failover.Monitor, error) {
+// host, creating it, and counts the pool. f.mu is held.
+func (f *Factory) failoverMonitor(cc *pgx.ConnConfig, connHook func(context.Context, *pgx.ConnConfig) error) (*monitorRef, error) {
 	ep := f.failover.Endpoint(cc.Host)
 	tmpl, port, err := failover.TemplateFor(ep, cc.Port, f.failover.InstanceTemplate)
 	if err != nil {
 		return nil, err
 	}
 	key := clusterKey(ep, tmpl, port)
-	if m := f.monitors[key]; m != nil {
-		return m, nil
+	if ref := f.monitors[key]; ref != nil {
+		ref.pools++
+		return ref, nil
 	}
 	m, err := failover.NewMonitor(cc, *f.failover, connHook)
 	if err != nil {
 		return nil, err
 	}
 	if f.monitors == nil {
-		f.monitors = map[string]*failover.Monitor{}
+		f.monitors = map[string]*monitorRef{}
 	}
-	f.monitors[key] = m
-	return m, nil
+	ref := &monitorRef{key: key, m: m, pools: 1}
+	f.monitors[key] = ref
+	return ref, nil
 }
 
 // clusterKey is the identity of the cluster that a pool on endpoint ep
@@ -123,11 +139,13 @@ func routedKind(ep string) (bool, string) {
 	return true, ""
 }
 
-// installFailover adds cfg's pool to the cluster's monitor. f.mu is held.
-func (ph *poolHooks) installFailover(cc *pgx.ConnConfig) error {
-	ep := ph.f.failover.Endpoint(cc.Host)
+// addFailover adds the failover layer of cc's pool, on its cluster's
+// monitor. f.mu is held.
+func (b *binding) addFailover(cc *pgx.ConnConfig) error {
+	f := b.f
+	ep := f.failover.Endpoint(cc.Host)
 	if ok, why := routedKind(ep); !ok {
-		ph.f.logger.LogAttrs(context.Background(), slog.LevelInfo, why,
+		f.logger.LogAttrs(context.Background(), slog.LevelInfo, why,
 			slog.String("server.address", cc.Host), slog.String("holdfast.endpoint.kind", topology.KindOf(topology.NormHost(ep)).String()))
 		return nil
 	}
@@ -135,12 +153,12 @@ func (ph *poolHooks) installFailover(cc *pgx.ConnConfig) error {
 	// the config's) dial but not the retry loop: a probe of a dead writer
 	// must fail fast, and never spend the pools' retry budget.
 	mc := cc.Copy()
-	mc.DialFunc = ph.base
-	m, err := ph.f.failoverMonitor(mc, ph.monitorConnect)
+	mc.DialFunc = b.base
+	ref, err := f.failoverMonitor(mc, b.monitorConnect)
 	if err != nil {
 		return &ConfigError{Field: "WithFailover", Why: "cannot install failover routing", Err: err}
 	}
-	fo := &foState{m: m, live: map[*attempt]struct{}{}, host: cc.Host, log: ph.f.logger}
+	fo := &foLayer{ref: ref, m: ref.m, comp: b.comp, live: map[*connState]struct{}{}, host: cc.Host, log: f.logger}
 	fo.writer = failover.IsWriterEndpoint(ep)
 	fo.custom = ep == cc.Host && !topology.IsIP(cc.Host) && !isSocket(cc.Host) &&
 		topology.InstanceDomain([]string{topology.NormHost(cc.Host)}) == ""
@@ -153,64 +171,77 @@ func (ph *poolHooks) installFailover(cc *pgx.ConnConfig) error {
 	if fo.writer {
 		host = cc.Host
 	}
-	ph.fo = fo
-	m.Watch(host, ph.onFailover)
-	if ph.bg != nil {
-		m.StandDownWhile(ph.bg.Routing) // a switchover moves the writer on purpose
+	b.fo = fo
+	b.observers = append(b.observers, fo)
+	fo.m.Watch(host, func(c failover.Change) { fo.onChange(b, c) })
+	if sw := b.comp.Switchover; sw != nil {
+		fo.m.StandDownWhile(sw) // a switchover moves the writer on purpose
 	}
+	b.comp.Add(compose.Failover, compose.Layer{
+		BeforeConnect: fo.hold,
+		PrepareConn:   fo.prepareConn,
+	})
 	return nil
 }
 
-// hold is the failover layer of BeforeConnect.
-func (ph *poolHooks) hold(ctx context.Context, cc *pgx.ConnConfig) error {
-	fo := ph.fo
-	fo.m.Start() // with the pool's first connection (idempotent)
-	if !fo.writer || ph.bg.Routing() {
-		return nil
-	}
-	return fo.m.Hold(ctx, cc.Host)
+// switchover reports whether a blue/green switchover routes the pool now
+// (the composition's signal): the layer stands down meanwhile.
+func (fo *foLayer) switchover() bool {
+	sw := fo.comp.Switchover
+	return sw != nil && sw()
 }
 
-// redirect returns where a dial of the pool's host goes: the writer's
+// hold is the layer's BeforeConnect.
+func (fo *foLayer) hold(ctx context.Context, cc *pgx.ConnConfig, next func(context.Context, *pgx.ConnConfig) error) error {
+	fo.m.Start() // with the pool's first connection (idempotent)
+	if fo.writer && !fo.switchover() {
+		if err := fo.m.Hold(ctx, cc.Host); err != nil {
+			return err
+		}
+	}
+	return next(ctx, cc)
+}
+
+// prepareConn destroys a connection to a writer that stopped answering: a
+// new connection is held until one is known. One atomic load when nothing
+// is wrong.
+func (fo *foLayer) prepareConn(_ context.Context, c *pgx.Conn) (bool, error) {
+	if s := fo.m.Snapshot(); s.Down && !fo.switchover() && c.PgConn().Conn().RemoteAddr().String() == s.DownAddr {
+		return false, nil
+	}
+	return true, nil
+}
+
+// route returns where one dial of a connect by the pool's host goes — the
+// first and each retry: held while the writer is down and no other is
+// known (BeforeConnect holds only the connect's start; a writer can go
+// down while the connector retries its dials), then to the writer's
 // address while the writer endpoint's DNS lags a failover, or when the
 // address it gave is one of the topology's readers (a client-side cache
 // older than the monitor's); else addr.
-func (ph *poolHooks) redirect(addr string) string {
-	if fo := ph.fo; fo != nil && fo.writer {
-		if s := fo.m.Snapshot(); s.WriterAddr != "" && (s.Redirect || s.Readers[addr]) && !ph.bg.Routing() {
-			return s.WriterAddr
-		}
+func (fo *foLayer) route(ctx context.Context, host, addr string) (string, error) {
+	if !fo.writer || fo.switchover() {
+		return addr, nil
 	}
-	return addr
+	if err := fo.m.Hold(ctx, host); err != nil {
+		return "", err
+	}
+	if s := fo.m.Snapshot(); s.WriterAddr != "" && (s.Redirect || s.Readers[addr]) {
+		return s.WriterAddr, nil
+	}
+	return addr, nil
 }
 
-// routeDial returns where one dial of a connect by the pool's host goes — the
-// first and each retry: held while the writer is down and no other is
-// known (BeforeConnect holds only the connect's start; a writer can go
-// down while the connect layer retries its dials), then redirect(addr).
-func (ph *poolHooks) routeDial(ctx context.Context, host, addr string) (string, error) {
-	if fo := ph.fo; fo != nil && fo.writer && !ph.bg.Routing() {
-		if err := fo.m.Hold(ctx, host); err != nil {
-			return "", err
-		}
-	}
-	return ph.redirect(addr), nil
-}
+// failed wakes the monitor: a refused connect or a broken connection may
+// be a failover.
+func (fo *foLayer) failed(string, bool) { fo.m.Trouble() }
 
-// trouble wakes the monitor.
-func (ph *poolHooks) trouble() {
-	if ph != nil && ph.fo != nil {
-		ph.fo.m.Trouble()
-	}
-}
-
-// validateWriter refuses a connection by the writer endpoint that reached
-// a server that is not the writer.
-func (ph *poolHooks) validateWriter(host string, pc *pgconn.PgConn) error {
-	if ph.bg.Routing() {
+// validate refuses a connection by the writer endpoint that reached a
+// server that is not the writer.
+func (fo *foLayer) validate(_ *connState, host string, pc *pgconn.PgConn) error {
+	if !fo.writer || fo.switchover() {
 		return nil // a blue/green switchover routes the pool: its servers change roles on purpose
 	}
-	fo := ph.fo
 	addr := pc.Conn().RemoteAddr().String()
 	why := ""
 	switch s := fo.m.Snapshot(); {
@@ -227,11 +258,11 @@ func (ph *poolHooks) validateWriter(host string, pc *pgconn.PgConn) error {
 	return &failover.NotWriterError{Host: host, Addr: addr, Why: why}
 }
 
-// onPgError wakes the monitor on the server errors of a failover. It
-// closes a connection by the writer endpoint that answered 25006 from a
-// server in hot standby or read-only by default (not a transaction the
-// application made read-only itself).
-func (fo *foState) onPgError(pc *pgconn.PgConn, pe *pgconn.PgError) bool {
+// pgError wakes the monitor on the server errors of a failover. It closes
+// a connection by the writer endpoint that answered 25006 from a server in
+// hot standby or read-only by default (not a transaction the application
+// made read-only itself).
+func (fo *foLayer) pgError(pc *pgconn.PgConn, pe *pgconn.PgError) bool {
 	switch pe.Code {
 	case "57P01", "57P02", "57P03":
 		fo.m.Trouble()
@@ -249,41 +280,42 @@ func (fo *foState) onPgError(pc *pgconn.PgConn, pe *pgconn.PgError) bool {
 	return true
 }
 
-// track keeps a connection of the pool from its dial to addr on, for the
-// cut; untrack forgets it. A cut of addr made after the dial started and
-// before track reaches it here: whatever moment its handshake ends, no
-// connection to a server that a cut left behind survives the cut.
-func (fo *foState) track(a *attempt, addr string, dialStart time.Time) {
+// dialed keeps a connection of the pool from its dial to addr on, for the
+// cut. A cut of addr made after the dial started and before this reaches
+// it here: whatever moment its handshake ends, no connection to a server
+// that a cut left behind survives the cut.
+func (fo *foLayer) dialed(c *connState, addr string, start time.Time) {
 	fo.mu.Lock()
-	fo.live[a] = struct{}{}
+	fo.live[c] = struct{}{}
 	var crossed *failover.CutError
-	for _, c := range fo.cuts {
-		if c.addr == addr && !c.at.Before(dialStart) {
-			crossed = c.err
+	for _, cut := range fo.cuts {
+		if cut.addr == addr && !cut.at.Before(start) {
+			crossed = cut.err
 		}
 	}
 	fo.mu.Unlock()
 	if crossed != nil {
-		a.abort(crossed)
+		c.abort(cutWrap(crossed))
 	}
 }
 
-func (fo *foState) untrack(a *attempt) {
+// closed forgets a connection.
+func (fo *foLayer) closed(c *connState) {
 	fo.mu.Lock()
-	delete(fo.live, a)
+	delete(fo.live, c)
 	fo.mu.Unlock()
 }
 
-// onFailover acts on the monitor's changes, on its goroutine.
-func (ph *poolHooks) onFailover(c failover.Change) {
+// onChange acts on the monitor's changes, on its goroutine.
+func (fo *foLayer) onChange(b *binding, c failover.Change) {
 	switch c.Kind {
 	case failover.WriterChanged:
 		if c.OldAddr != "" && c.OldAddr != c.NewAddr {
-			ph.cut(c.OldAddr, &failover.CutError{OldWriter: c.OldWriter, NewWriter: c.NewWriter, Addr: c.OldAddr})
+			fo.cut(b, c.OldAddr, &failover.CutError{OldWriter: c.OldWriter, NewWriter: c.NewWriter, Addr: c.OldAddr})
 		}
 	case failover.InstancesLeft:
 		for i, addr := range c.Gone {
-			ph.cut(addr, &failover.CutError{Left: c.GoneIDs[i], Addr: addr})
+			fo.cut(b, addr, &failover.CutError{Left: c.GoneIDs[i], Addr: addr})
 		}
 	}
 }
@@ -291,26 +323,40 @@ func (ph *poolHooks) onFailover(c failover.Change) {
 // cut closes every connection of the pool to addr: their next read or
 // write fails at once with err (nothing is sent), idle ones are closed
 // now, and the next Acquire of one destroys it.
-func (ph *poolHooks) cut(addr string, err *failover.CutError) {
-	ph.evictHost(addr)
-	fo := ph.fo
+func (fo *foLayer) cut(b *binding, addr string, err *failover.CutError) {
+	b.ev.evictHost(addr)
 	fo.mu.Lock()
+	if fo.left {
+		fo.mu.Unlock()
+		return
+	}
 	fo.cuts = append(fo.cuts, cutRecord{addr: addr, at: time.Now(), err: err})
 	if len(fo.cuts) > maxCutRecords {
 		fo.cuts = append(fo.cuts[:0:0], fo.cuts[len(fo.cuts)-maxCutRecords:]...)
 	}
-	var hit []*attempt
-	for a := range fo.live {
-		if d := a.dialed.Load(); d != nil && *d == addr {
-			hit = append(hit, a)
+	var hit []*connState
+	for c := range fo.live {
+		if c.server() == addr {
+			hit = append(hit, c)
 		}
 	}
 	fo.mu.Unlock()
-	for _, a := range hit {
-		a.abort(err)
+	wrap := cutWrap(err)
+	for _, c := range hit {
+		c.abort(wrap)
 	}
-	if pool := ph.attached.Load(); pool != nil {
+	if pool := b.comp.Pool(); pool != nil {
 		sweepIdle(pool, addr)
+	}
+}
+
+// cutWrap is the abortion of a cut: the I/O error it causes becomes a
+// copy of err wrapping it.
+func cutWrap(err *failover.CutError) func(error) error {
+	return func(cause error) error {
+		e := *err
+		e.Err = cause
+		return &e
 	}
 }
 
@@ -328,54 +374,22 @@ func sweepIdle(pool *pgxpool.Pool, addr string) {
 	}
 }
 
-// abort cuts the connection: its socket's deadlines are set in the past,
-// so a blocked read or write returns at once and every later one fails
-// before sending anything, with err as the cause.
-func (a *attempt) abort(err *failover.CutError) {
-	e := *err
-	if !a.cut.CompareAndSwap(nil, &e) {
-		return
-	}
-	past := time.Unix(1, 0)
-	a.clamp.Store(past.UnixNano())
-	if wc := a.sock.Load(); wc != nil {
-		_ = wc.Conn.SetDeadline(past) // the socket itself: during the handshake too
-	}
+// leave ends the layer with its pool: changes are ignored from now on,
+// and the last pool of the cluster closes its monitor.
+func (fo *foLayer) leave() {
+	fo.mu.Lock()
+	fo.left = true
+	fo.mu.Unlock()
 }
-
-// cutErr returns the error of an I/O on a cut connection, or err.
-func (a *attempt) cutErr(err error) error {
-	if ce := a.cut.Load(); ce != nil && (errors.Is(err, os.ErrDeadlineExceeded) || isTimeout(err)) {
-		e := *ce
-		e.Err = err
-		return &e
-	}
-	return err
-}
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
-}
-
-// cutFlag is attempt's cut state.
-type cutFlag = atomic.Pointer[failover.CutError]
 
 // Failover returns the writer-failover monitor of pool's cluster, or nil
-// when WithFailover is off or pool was not built from a config this
-// factory configured. The factory learns which pool a config became when
-// Start (and so NewPool) makes the pool's first connection: for a pool
-// built with pgxpool.NewWithConfig after Configure, call Start first.
+// when WithFailover is off, pool's endpoint gets no failover routing (an
+// RDS Proxy, an Aurora global endpoint) or pool was not built from a
+// config this factory configured. It finds the pool's layers from its
+// config: NewPool, or Configure and pgxpool.NewWithConfig, alike.
 func (f *Factory) Failover(pool *pgxpool.Pool) *failover.Monitor {
-	if f == nil || pool == nil {
-		return nil
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, ph := range f.pools {
-		if ph.fo != nil && ph.attached.Load() == pool {
-			return ph.fo.m
-		}
+	if b := f.bindingOf(pool); b != nil && b.fo != nil {
+		return b.fo.m
 	}
 	return nil
 }

@@ -2,9 +2,6 @@ package holdfast
 
 import (
 	"context"
-	"log/slog"
-	"reflect"
-	"strings"
 
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/retry"
@@ -134,60 +131,4 @@ func WithDialFunc(fn pgconn.DialFunc) Option {
 		return func(c *config) { c.fail(&ConfigError{Field: "WithDialFunc", Why: "the function is nil"}) }
 	}
 	return WithIntegration(Integration{Name: "WithDialFunc", Dial: fn})
-}
-
-// unclassifiedDialers are the packages of dialers whose errors only an
-// integration classifies: a dial function of theirs set on the pool config
-// by hand gets none of it. Recognised by the error types' package paths,
-// without importing them.
-var unclassifiedDialers = []struct{ pkg, integration, option string }{
-	{"cloud.google.com/go/cloudsqlconn", "cloudsql", "cloudsql.With(dialer, instance)"},
-}
-
-// hintIntegration warns once per factory when a dial failed with an error
-// of a dialer that an integration of holdfast classifies, used without it
-// (the Cloud SQL connector's Dial set as ConnConfig.DialFunc, as
-// cloudsqlconn's README shows): its token and Admin API failures are then
-// Fatal "unknown", not retried. Called on a dial's failure path only.
-func (f *Factory) hintIntegration(ctx context.Context, err error) {
-	if f.hinted.Load() {
-		return
-	}
-	for _, d := range unclassifiedDialers {
-		if f.dialBy == d.integration || !fromPackage(err, d.pkg, 0) {
-			continue
-		}
-		if f.hinted.CompareAndSwap(false, true) {
-			f.logger.LogAttrs(ctx, slog.LevelWarn,
-				"holdfast: a dial failed with an error of "+d.pkg+", which this factory does not classify: its transient failures (a token or Admin API 5xx) are not retried; give the dialer to the factory with "+d.option+" instead of setting ConnConfig.DialFunc",
-				slog.String("error", f.tel.Redact(err.Error())), slog.String("check", d.option))
-		}
-		return
-	}
-}
-
-// fromPackage reports whether err's tree holds an error whose type is
-// declared in pkg or below it.
-func fromPackage(err error, pkg string, depth int) bool {
-	if err == nil || depth > 16 {
-		return false
-	}
-	t := reflect.TypeOf(err)
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if p := t.PkgPath(); p == pkg || strings.HasPrefix(p, pkg+"/") {
-		return true
-	}
-	switch u := err.(type) {
-	case interface{ Unwrap() error }:
-		return fromPackage(u.Unwrap(), pkg, depth+1)
-	case interface{ Unwrap() []error }:
-		for _, e := range u.Unwrap() {
-			if fromPackage(e, pkg, depth+1) {
-				return true
-			}
-		}
-	}
-	return false
 }

@@ -1,11 +1,8 @@
 package holdfast
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"runtime/debug"
 
 	"github.com/holdfast-db/holdfast/classify"
 )
@@ -37,19 +34,6 @@ func panicRule(err error) (classify.Verdict, bool) {
 	return classify.Verdict{}, false
 }
 
-// callPassword calls the password function, recovering a panic.
-func (f *Factory) callPassword(ctx context.Context, host string) (pw string, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			pe := &PanicError{Value: r, Stack: debug.Stack()}
-			f.logger.LogAttrs(ctx, slog.LevelError, "holdfast: the password function panicked",
-				slog.String("panic", f.tel.Redact(fmt.Sprint(r))), slog.String("stack", string(pe.Stack)))
-			pw, err = "", pe
-		}
-	}()
-	return f.password(ctx, host)
-}
-
 // redactedError is an error holdfast returns whose text was cleaned of the
 // secrets holdfast knows (the configured password, fetched tokens,
 // connection-string passwords): a cause that echoes them (a proxy, a token
@@ -62,20 +46,3 @@ type redactedError struct {
 
 func (e *redactedError) Error() string { return e.text }
 func (e *redactedError) Unwrap() error { return e.err }
-
-// redact wraps err so that its text carries no secret; nil stays nil, and
-// an error whose text has none is returned as it is.
-func (f *Factory) redact(err error) error {
-	if err == nil {
-		return nil
-	}
-	if _, ok := err.(*redactedError); ok {
-		return err
-	}
-	s := err.Error()
-	r := f.tel.Redact(s)
-	if r == s {
-		return err
-	}
-	return &redactedError{err: err, text: r}
-}

@@ -100,7 +100,7 @@ func (f *Factory) newTelemetry(c *config) error {
 		MeterProvider:       c.meterProvider,
 		TracerProvider:      c.tracerProvider,
 		Logger:              c.logger,
-		Classify:            f.classifier.Classify,
+		Classify:            f.conn.classifier.Classify,
 		NoOperationDuration: c.noOpDuration,
 	})
 	if err != nil {
@@ -142,27 +142,6 @@ func acquireLayer(patient bool) string {
 // holdfast.retries and a span event.
 func (f *Factory) onRetry(ctx context.Context, layer string, e retry.Event) {
 	f.tel.Retried(ctx, layer, e)
-}
-
-// retryFrom is r.Continue with telemetry: the loop's attempts become span
-// events, and its end a recovery, an exhaustion or a budget rejection. It
-// runs only after a first failure, off the fast path.
-//
-// Factory.Acquire never gets here with a failure that a lower layer already
-// retried and recorded (acquireAgain returns it before).
-func (f *Factory) retryFrom(ctx context.Context, r *retry.Retrier, layer string, firstErr error, op func(context.Context) error) error {
-	ctx, loop := f.tel.Begin(ctx, layer)
-	rr := *r
-	onRetry := rr.OnRetry
-	rr.OnRetry = func(ctx context.Context, e retry.Event) {
-		loop.Observe(e)
-		if onRetry != nil {
-			onRetry(ctx, e)
-		}
-	}
-	err := rr.Continue(ctx, firstErr, op)
-	loop.End(ctx, err)
-	return err
 }
 
 // The factory's blue/green recorder is the bluegreen.Observer it installs.

@@ -9,6 +9,7 @@ import (
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/retry"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -120,8 +121,12 @@ func TestTelemetryNoopAddsNothingToAcquire(t *testing.T) {
 				if err := tc.f(t).Configure(cfg); err != nil {
 					t.Fatal(err)
 				}
-				if cfg.ConnConfig.Tracer != nil {
-					t.Errorf("Tracer = %T, want nil: a no-op provider must install nothing", cfg.ConnConfig.Tracer)
+				// The pool config's tracer only carries holdfast's
+				// composition: it traces no Acquire or Release, and each
+				// connection gets the user's tracer itself (none here).
+				noPoolTracer(t, cfg)
+				if got := connTracer(t, cfg); got != nil {
+					t.Errorf("a connection's tracer = %T, want nil: a no-op provider must install nothing", got)
 				}
 				user := &queryCounter{}
 				cfg2, _ := poolConfig(t, pgtest.DSN(t), "sslmode=disable")
@@ -129,8 +134,9 @@ func TestTelemetryNoopAddsNothingToAcquire(t *testing.T) {
 				if err := tc.f(t).Configure(cfg2); err != nil {
 					t.Fatal(err)
 				}
-				if cfg2.ConnConfig.Tracer != user {
-					t.Errorf("Tracer = %T, want the user's tracer untouched", cfg2.ConnConfig.Tracer)
+				noPoolTracer(t, cfg2)
+				if got := connTracer(t, cfg2); got != user {
+					t.Errorf("a connection's tracer = %T, want the user's tracer untouched", got)
 				}
 			})
 		}
@@ -262,4 +268,32 @@ func median(v []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// noPoolTracer fails t when cfg's tracer traces acquires or releases: the
+// Acquire path would then call it.
+func noPoolTracer(t *testing.T, cfg *pgxpool.Config) {
+	t.Helper()
+	if _, ok := cfg.ConnConfig.Tracer.(pgxpool.AcquireTracer); ok {
+		t.Errorf("the pool config's tracer %T traces Acquire", cfg.ConnConfig.Tracer)
+	}
+	if _, ok := cfg.ConnConfig.Tracer.(pgxpool.ReleaseTracer); ok {
+		t.Errorf("the pool config's tracer %T traces Release", cfg.ConnConfig.Tracer)
+	}
+}
+
+// connTracer returns the tracer of a connection of a pool built from cfg.
+func connTracer(t *testing.T, cfg *pgxpool.Config) pgx.QueryTracer {
+	t.Helper()
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	c, err := pool.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	return c.Conn().Config().Tracer
 }

@@ -142,6 +142,12 @@ func TestTelemetrySwitchover(t *testing.T) {
 	waitFor("green DNS removed", func(s bluegreen.Status) bool { return s.GreenDNSRemoved })
 	setStatus(fake.StatusCompleted)
 	waitFor("the summary", func(s bluegreen.Status) bool { return s.LastSummary != nil })
+	// The next generation starts at NOT_CREATED until a monitor of it
+	// reads the metadata (the green monitor may first find green's names
+	// gone): wait until its phase is known, as the gauge's is.
+	waitFor("the next generation's phase", func(s bluegreen.Status) bool {
+		return s.Phase == bluegreen.Completed || s.Phase == bluegreen.Created
+	})
 
 	// Metrics.
 	got := rig.collect(t)

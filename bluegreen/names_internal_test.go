@@ -76,7 +76,7 @@ func TestNamesPerPhase(t *testing.T) {
 	// no token names (as asked); after NamesUntil, nothing.
 	cc := verifyFullConfig(t, blueC)
 	own := cc.TLSConfig // pgx keys the client certificate by it: changed in place, never replaced
-	ctx, err := h.r.Route(context.Background(), cc)
+	ctx, err := h.r.route(context.Background(), cc)
 	if cc.TLSConfig != own {
 		t.Error("Route replaced the connection's tls.Config")
 	}
@@ -85,7 +85,7 @@ func TestNamesPerPhase(t *testing.T) {
 	}
 	h.advance(h.r.cfg.SwitchoverTimeout)
 	cc = verifyFullConfig(t, blueC)
-	if ctx, err = h.r.Route(context.Background(), cc); err != nil || AuthHosts(ctx) != nil || cc.TLSConfig.VerifyConnection != nil {
+	if ctx, err = h.r.route(context.Background(), cc); err != nil || AuthHosts(ctx) != nil || cc.TLSConfig.VerifyConnection != nil {
 		t.Errorf("Route after NamesUntil: err %v, auth hosts %q; want plain", err, AuthHosts(ctx))
 	}
 }

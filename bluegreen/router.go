@@ -10,6 +10,7 @@ import (
 
 	"github.com/holdfast-db/holdfast/bluegreen/internal/meta"
 	"github.com/holdfast-db/holdfast/bluegreen/internal/switchover"
+	"github.com/holdfast-db/holdfast/internal/compose"
 	"github.com/holdfast-db/holdfast/internal/topology"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/multitracer"
@@ -27,7 +28,6 @@ type Router struct {
 	cfg       Config
 	poolHosts []string
 	base      pgconn.LookupFunc                            // the pool's own resolver
-	next      func(context.Context, *pgx.ConnConfig) error // New: the BeforeConnect chain after ours
 
 	monitorConnect func(context.Context, *pgx.ConnConfig) error // run before each monitor connect
 	monConfig      *pgx.ConnConfig                              // template for monitor connections
@@ -71,25 +71,26 @@ type Router struct {
 // Tracer are chained, never replaced), and starts the monitors. Call
 // [Router.Close] when the pool is closed. Build one Router per pool config.
 // It is for pools that do not use holdfast.Factory; with a Factory, use
-// holdfast.WithBlueGreen, which composes the same hooks with the factory's
-// and starts the monitors when the pool first connects.
+// holdfast.WithBlueGreen, which composes the same layer with the
+// factory's (the factory calls New) and starts the monitors when the pool
+// first connects.
 //
-// New sets:
+// New's layer of the pool's hooks:
 //
-//   - cfg.BeforeConnect: suspends or rejects a new connection as the phase
+//   - BeforeConnect: suspends or rejects a new connection as the phase
 //     requires, points the connection's LookupFunc at fixed addresses when
 //     host names are substituted, gives its TLS configuration the names of
 //     the server it reaches (see the package documentation, "Names"), then
 //     runs the hook that was there before, with a context that carries the
 //     names to issue a token for ([AuthHosts]).
-//   - cfg.PrepareConn: holds Acquire during IN_PROGRESS and destroys idle
+//   - PrepareConn: holds Acquire during IN_PROGRESS and destroys idle
 //     connections to the old blue instance, then runs the PrepareConn that
 //     was there before, or the deprecated BeforeAcquire (which it clears,
 //     since pgxpool ignores BeforeAcquire when PrepareConn is set).
-//   - cfg.AfterRelease, only when one is set: destroys connections to the
+//   - AfterRelease, only when one is set: destroys connections to the
 //     old blue instance, then runs it. (Setting one where there was none
 //     would make pgxpool start a goroutine on every Release.)
-//   - cfg.ConnConfig.Tracer: holds statements on acquired connections during
+//   - ConnConfig.Tracer: holds statements on acquired connections during
 //     IN_PROGRESS and refuses them on connections to the old blue instance;
 //     a tracer that was there is combined with it (pgx's multitracer, ours
 //     first).
@@ -103,34 +104,43 @@ func New(cfg *pgxpool.Config, c Config) (*Router, error) {
 	if cfg == nil || cfg.ConnConfig == nil {
 		return nil, &ConfigError{Field: "pgxpool.Config", Why: "nil: build the config with pgxpool.ParseConfig"}
 	}
-	r, err := NewRouter(cfg.ConnConfig, c, cfg.BeforeConnect)
+	comp := compose.Pending(cfg) // a holdfast factory composing cfg
+	standalone := comp == nil
+	var monitorConnect func(context.Context, *pgx.ConnConfig) error
+	if standalone {
+		monitorConnect = cfg.BeforeConnect
+	} else {
+		monitorConnect = comp.MonitorConnect
+	}
+	cc := cfg.ConnConfig.Copy() // the monitors' template: the pool's settings, not its composed hooks
+	cc.Tracer = nil
+	r, err := newRouterFor(cc, c, monitorConnect)
 	if err != nil {
 		return nil, err
 	}
-	r.next = cfg.BeforeConnect
-	r.install(cfg)
-	r.Start()
+	if standalone {
+		comp = compose.Begin(cfg)
+		comp.Owner = r
+	}
+	comp.BlueGreen = r
+	comp.Switchover = r.routing
+	comp.Add(compose.BlueGreen, r.layer())
+	if standalone {
+		comp.Install(cfg)
+		r.startMonitors()
+	}
 	return r, nil
 }
 
-// NewRouter builds a Router for pools built from cc without installing
-// anything or starting its monitors: for code that composes pgxpool's hooks
-// itself (holdfast.Factory does). The caller runs the Router's hooks
-// ([Router.BeforeConnect], [Router.PrepareConn], [Router.KeepOnRelease],
-// [Router.Tracer]) from its own, calls [Router.Start] when a pool exists
-// and [Router.Close] when it is done.
-//
-// The monitors connect with a copy of cc as it is now, without
+// newRouterFor builds a Router for pools built from cc, its monitors not
+// started: they connect with a copy of cc as it is now, without
 // target_session_attrs, without its tracer, with application_name
 // "holdfast-bluegreen-monitor" and Config.MonitorConnectTimeout; before
 // each monitor connect they call monitorConnect when it is not nil (to set
 // a fresh password or token, say), with a context that carries the names
 // to issue it for during a switchover ([AuthHosts]). They never run the
 // pool's hooks.
-func NewRouter(cc *pgx.ConnConfig, c Config, monitorConnect func(context.Context, *pgx.ConnConfig) error) (*Router, error) {
-	if cc == nil {
-		return nil, &ConfigError{Field: "pgx.ConnConfig", Why: "nil: build the config with pgxpool.ParseConfig"}
-	}
+func newRouterFor(cc *pgx.ConnConfig, c Config, monitorConnect func(context.Context, *pgx.ConnConfig) error) (*Router, error) {
 	c, err := c.withDefaults()
 	if err != nil {
 		return nil, err
@@ -168,54 +178,39 @@ func newRouter(c Config, cc *pgx.ConnConfig, now func() time.Time) *Router {
 	return r
 }
 
-func (r *Router) install(cfg *pgxpool.Config) {
-	cfg.BeforeConnect = r.beforeConnect
-
-	// pgxpool ignores the deprecated BeforeAcquire when PrepareConn is set:
-	// run the user's BeforeAcquire from ours, as pgxpool would have.
-	user := cfg.PrepareConn
-	//lint:ignore SA1019 the user's deprecated hook is honoured, not used
-	if ba := cfg.BeforeAcquire; user == nil && ba != nil {
-		user = func(ctx context.Context, c *pgx.Conn) (bool, error) { return ba(ctx, c), nil }
-	}
-	//lint:ignore SA1019 cleared because PrepareConn replaces it
-	cfg.BeforeAcquire = nil
-	if user == nil {
-		cfg.PrepareConn = func(ctx context.Context, c *pgx.Conn) (bool, error) {
+// layer is the Router's part of the pool's hooks (internal/compose).
+// Outside a switchover each hook costs one atomic load.
+func (r *Router) layer() compose.Layer {
+	return compose.Layer{
+		BeforeConnect: func(ctx context.Context, cc *pgx.ConnConfig, next func(context.Context, *pgx.ConnConfig) error) error {
+			r.startMonitors() // with the pool's first connection (idempotent)
+			ctx, err := r.route(ctx, cc)
+			if err != nil {
+				return err
+			}
+			return next(ctx, cc)
+		},
+		PrepareConn: func(ctx context.Context, c *pgx.Conn) (bool, error) {
 			if s := r.snap.Load(); !s.Normal {
-				return r.prepareSlow(ctx, c, s, nil)
+				return r.prepareSlow(ctx, c, s)
 			}
 			return true, nil
-		}
-	} else {
-		cfg.PrepareConn = func(ctx context.Context, c *pgx.Conn) (bool, error) {
-			if s := r.snap.Load(); !s.Normal {
-				return r.prepareSlow(ctx, c, s, user)
+		},
+		AfterRelease: r.keepOnRelease,
+		Tracer: func(next pgx.QueryTracer) pgx.QueryTracer {
+			t := &tracer{r: r}
+			if next == nil {
+				return t
 			}
-			return user(ctx, c)
-		}
-	}
-
-	if after := cfg.AfterRelease; after != nil {
-		cfg.AfterRelease = func(c *pgx.Conn) bool {
-			if s := r.snap.Load(); !s.Normal && s.DroppedAddr(c) != "" {
-				r.dropped.Add(1)
-				return false
-			}
-			return after(c)
-		}
-	}
-
-	t := &tracer{r: r}
-	if cfg.ConnConfig.Tracer == nil {
-		cfg.ConnConfig.Tracer = t
-	} else {
-		cfg.ConnConfig.Tracer = multitracer.New(t, cfg.ConnConfig.Tracer)
+			return multitracer.New(t, next)
+		},
+		Attach:          r.attach,
+		AttachOnAcquire: true, // idle connections to old blue are closed at once at IN_PROGRESS
 	}
 }
 
 // FromPool returns the Router installed in pool's config by [New] (or by
-// holdfast.WithBlueGreen), or nil. It searches the config's tracer chain.
+// holdfast.WithBlueGreen), or nil.
 //
 // Deprecated: with holdfast, use Factory.BlueGreen(pool); with New, keep the *Router New returns.
 func FromPool(pool *pgxpool.Pool) *Router {
@@ -225,61 +220,28 @@ func FromPool(pool *pgxpool.Pool) *Router {
 	return FromConfig(pool.Config())
 }
 
-// FromConfig returns the Router installed in cfg by [New], or nil. It
-// searches the config's tracer chain.
+// FromConfig returns the Router installed in cfg by [New], or nil.
 //
 // Deprecated: with holdfast, use Factory.BlueGreen(pool); with New, keep the *Router New returns.
 func FromConfig(cfg *pgxpool.Config) *Router {
-	if cfg == nil || cfg.ConnConfig == nil {
-		return nil
-	}
-	return findRouter(cfg.ConnConfig.Tracer, 0)
+	r, _ := compose.Of(cfg).BlueGreenRouter().(*Router)
+	return r
 }
 
-// findRouter looks for our tracer in t, through nested multitracers
-// (holdfast's telemetry wraps the tracers it finds in one).
-func findRouter(t pgx.QueryTracer, depth int) *Router {
-	switch t := t.(type) {
-	case *tracer:
-		return t.r
-	case *multitracer.Tracer:
-		if depth > 8 {
-			return nil
-		}
-		for _, q := range t.QueryTracers {
-			if r := findRouter(q, depth+1); r != nil {
-				return r
-			}
-		}
-	}
-	return nil
-}
-
-// Attach tells the Router which pool it serves, so that it can close idle
+// attach tells the Router which pool it serves, so that it can close idle
 // connections to the old blue instance at once when IN_PROGRESS begins and
 // when the switchover ends, instead of when they are next acquired.
-// holdfast.Factory.Start (and so NewPool) attaches its pools. Only the first
-// pool attached is used. r may be nil.
-func (r *Router) Attach(pool *pgxpool.Pool) {
+func (r *Router) attach(pool *pgxpool.Pool) {
 	if r != nil && pool != nil {
 		r.pool.CompareAndSwap(nil, pool)
 	}
 }
 
-// Start starts the Router's two monitors and its switchover timer, on
-// goroutines that [Router.Close] stops and joins. It is idempotent, and
-// does nothing after Close. [New] calls it.
-func (r *Router) Start() {
+// startMonitors starts the Router's two monitors and its switchover
+// timer, on goroutines that [Router.Close] stops and joins. It is
+// idempotent, and does nothing after Close.
+func (r *Router) startMonitors() {
 	r.startOnce.Do(r.start)
-}
-
-// Pool returns the pool the Router serves, learnt from [Router.Attach] or
-// at the pool's first Acquire, or nil.
-func (r *Router) Pool() *pgxpool.Pool {
-	if r == nil {
-		return nil
-	}
-	return r.pool.Load()
 }
 
 func (r *Router) start() {
@@ -575,40 +537,17 @@ func (r *Router) hostsToResolve(role meta.Role, extra []string) []string {
 	return r.st.HostsToResolve(role, extra)
 }
 
-// beforeConnect is the pool's BeforeConnect when [New] installed it.
-func (r *Router) beforeConnect(ctx context.Context, cc *pgx.ConnConfig) error {
-	ctx, err := r.Route(ctx, cc)
-	if err != nil {
-		return err
-	}
-	if r.next != nil {
-		return r.next(ctx, cc)
-	}
-	return nil
-}
-
-// BeforeConnect is the Router's part of a pool's BeforeConnect, for a
-// caller that composes hooks ([NewRouter]); it runs nothing else. Outside a
-// switchover it costs one atomic load. During one it suspends the connect
-// (bounded by Config.ConnectTimeout and ctx: a *SuspendError), refuses a
-// stale green host name (*RejectError), or points cc's LookupFunc at the
-// fixed addresses of the substituted host names; and when the server the
-// connection reaches answers to other names than the one asked for, it
-// gives cc a TLS configuration that accepts the server's certificate for
-// them (see the package documentation, "Names"). A caller that sets a
-// password or token after it should use [Router.Route], which also tells
-// the name to issue it for.
-func (r *Router) BeforeConnect(ctx context.Context, cc *pgx.ConnConfig) error {
-	_, err := r.Route(ctx, cc)
-	return err
-}
-
-// Route is [Router.BeforeConnect] for a caller that runs hooks after it:
-// it returns the context to run them with, which carries the names to
-// issue the connection's password or token for ([AuthHosts]) when the
-// server the connection reaches answers to other names than the one asked
-// for. Outside a switchover it returns ctx and costs one atomic load.
-func (r *Router) Route(ctx context.Context, cc *pgx.ConnConfig) (context.Context, error) {
+// route is the Router's part of the pool's BeforeConnect. Outside a
+// switchover it returns ctx and costs one atomic load. During one it
+// suspends the connect (bounded by Config.ConnectTimeout and ctx: a
+// *SuspendError), refuses a stale green host name (*RejectError), or
+// points cc's LookupFunc at the fixed addresses of the substituted host
+// names; and when the server the connection reaches answers to other
+// names than the one asked for, it gives cc a TLS configuration that
+// accepts the server's certificate for them (see the package
+// documentation, "Names"), and returns a context that carries the names
+// to issue the connection's password or token for ([AuthHosts]).
+func (r *Router) route(ctx context.Context, cc *pgx.ConnConfig) (context.Context, error) {
 	if s := r.snap.Load(); !s.Normal || s.Names != nil {
 		return r.routeSlow(ctx, cc, s)
 	}
@@ -628,40 +567,23 @@ func (r *Router) routeSlow(ctx context.Context, cc *pgx.ConnConfig, s *switchove
 	return r.identify(ctx, cc, s.Names, nil), nil
 }
 
-// PrepareConn is the Router's part of a pool's PrepareConn ([NewRouter]):
-// keep is false for a connection to the old blue instance (pgxpool then
-// destroys it and tries another); during IN_PROGRESS it holds the Acquire
-// (bounded, a *SuspendError). Outside a switchover it costs one atomic
-// load. Run the pool's own PrepareConn only when it returns true and nil.
-func (r *Router) PrepareConn(ctx context.Context, c *pgx.Conn) (keep bool, err error) {
-	if s := r.snap.Load(); !s.Normal {
-		return r.prepareSlow(ctx, c, s, nil)
-	}
-	return true, nil
-}
-
-// Routing reports whether the Router routes anything now (a switchover
-// from PREPARATION until routing is normal again): one atomic load. r may
-// be nil. holdfast's failover layer stands down meanwhile.
-func (r *Router) Routing() bool {
+// routing reports whether the Router routes anything now (a switchover
+// from PREPARATION until routing is normal again): one atomic load. It is
+// the composition's Switchover signal: holdfast's failover layer stands
+// down meanwhile.
+func (r *Router) routing() bool {
 	return r != nil && !r.snap.Load().Normal
 }
 
-// KeepOnRelease is the Router's part of a pool's AfterRelease
-// ([NewRouter]): false for a connection to the old blue instance.
-func (r *Router) KeepOnRelease(c *pgx.Conn) bool {
+// keepOnRelease is the Router's part of the pool's AfterRelease: false
+// for a connection to the old blue instance.
+func (r *Router) keepOnRelease(c *pgx.Conn) bool {
 	if s := r.snap.Load(); !s.Normal && s.DroppedAddr(c) != "" {
 		r.dropped.Add(1)
 		return false
 	}
 	return true
 }
-
-// Tracer returns the Router's statement tracer ([NewRouter]): it holds
-// statements on acquired connections during IN_PROGRESS and refuses them,
-// before anything is sent, on connections to the old blue instance. It
-// also learns the pool at its first Acquire (see [Router.Pool]).
-func (r *Router) Tracer() pgx.QueryTracer { return &tracer{r: r} }
 
 // connectSlow holds, rejects or substitutes; it returns the snapshot it
 // decided on.
@@ -697,7 +619,7 @@ func (r *Router) connectSlow(ctx context.Context, cc *pgx.ConnConfig, s *switcho
 	return s, nil
 }
 
-func (r *Router) prepareSlow(ctx context.Context, c *pgx.Conn, s *switchover.Snapshot, user func(context.Context, *pgx.Conn) (bool, error)) (bool, error) {
+func (r *Router) prepareSlow(ctx context.Context, c *pgx.Conn, s *switchover.Snapshot) (bool, error) {
 	if ctx.Value(sweepKey{}) != nil {
 		return true, nil // our own sweep: it checks the connections itself
 	}
@@ -714,9 +636,6 @@ func (r *Router) prepareSlow(ctx context.Context, c *pgx.Conn, s *switchover.Sna
 			r.dropped.Add(1)
 			return false, nil
 		}
-	}
-	if user != nil {
-		return user(ctx, c)
 	}
 	return true, nil
 }
@@ -806,18 +725,10 @@ func (r *Router) LastSummary() (Summary, bool) {
 	return *r.last, true
 }
 
-// tracer is the pool's query tracer.
+// tracer is the Router's statement tracer: it holds statements on
+// acquired connections during IN_PROGRESS and refuses them, before
+// anything is sent, on connections to the old blue instance.
 type tracer struct{ r *Router }
-
-// TraceAcquireStart learns the pool (one atomic load once it is known).
-func (t *tracer) TraceAcquireStart(ctx context.Context, pool *pgxpool.Pool, _ pgxpool.TraceAcquireStartData) context.Context {
-	if t.r.pool.Load() == nil {
-		t.r.pool.CompareAndSwap(nil, pool)
-	}
-	return ctx
-}
-
-func (t *tracer) TraceAcquireEnd(context.Context, *pgxpool.Pool, pgxpool.TraceAcquireEndData) {}
 
 func (t *tracer) TraceQueryStart(ctx context.Context, c *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
 	if s := t.r.snap.Load(); !s.Normal {

@@ -814,7 +814,7 @@ func TestWaitBounds(t *testing.T) {
 		if err != nil {
 			h.t.Fatal(err)
 		}
-		return h.r.beforeConnect(ctx, cc)
+		return routeErr(h.r.route(ctx, cc))
 	}
 	t.Run("the bound", func(t *testing.T) {
 		t.Parallel()
@@ -889,7 +889,7 @@ func TestWaitBounds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = h.r.beforeConnect(context.Background(), cc)
+		err = routeErr(h.r.route(context.Background(), cc))
 		var re *RejectError
 		if !errors.As(err, &re) || re.Host != greenC {
 			t.Fatalf("err = %v, want a *RejectError for %s", err, greenC)
@@ -906,7 +906,7 @@ func TestWaitBounds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := h.r.beforeConnect(context.Background(), cc); err != nil {
+		if err := routeErr(h.r.route(context.Background(), cc)); err != nil {
 			t.Fatal(err)
 		}
 		addrs, err := cc.LookupFunc(context.Background(), blueC)
@@ -955,7 +955,7 @@ func TestObserver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.r.beforeConnect(context.Background(), cc); err == nil {
+	if err := routeErr(h.r.route(context.Background(), cc)); err == nil {
 		t.Fatal("connect not held")
 	}
 	h.set(meta.StatusAvailable) // rollback
@@ -1003,3 +1003,6 @@ func TestEnumsMatchInternal(t *testing.T) {
 		}
 	}
 }
+
+// routeErr returns the error of Router.route.
+func routeErr(_ context.Context, err error) error { return err }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/holdfast-db/holdfast/bluegreen"
+	"github.com/holdfast-db/holdfast/internal/compose"
 	"github.com/holdfast-db/holdfast/internal/obs"
 
 	"github.com/holdfast-db/holdfast"
@@ -390,12 +391,12 @@ func readinessTelemetry(f *holdfast.Factory) *obs.Readiness {
 	return tel.Readiness()
 }
 
-// blueGreen returns the pool's blue/green router, or nil. The factory
-// learns it at the pool's first Acquire, so it is looked up each time.
+// blueGreen returns the pool's blue/green router, or nil: holdfast's
+// (WithBlueGreen) or one of bluegreen.New, found from the pool's config.
 func (c *Checker) blueGreen() *bluegreen.Router {
 	if r := c.factory.BlueGreen(c.pool); r != nil {
 		return r
 	}
-	//lint:ignore SA1019 a Router installed with bluegreen.New has no other handle here
-	return bluegreen.FromPool(c.pool)
+	r, _ := compose.OfPool(c.pool).BlueGreenRouter().(*bluegreen.Router)
+	return r
 }

@@ -7,6 +7,7 @@ import (
 	"reflect"
 
 	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/retry"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -327,6 +328,19 @@ func StageOf(ctx context.Context, layer string) string {
 		return StageStartup
 	}
 	return StageRequest
+}
+
+// connectVerdict is the verdict of a connect that failed: the verdict of
+// the attempt that ended its retries (the *retry.Error's: its last cause)
+// when it was retried, else err's. holdfast.connect.attempts, the connect
+// span, holdfast.retry.exhausted and the "giving up" line so give one
+// connection's failure one error.type.
+func (t *Telemetry) connectVerdict(err error) classify.Verdict {
+	var re *retry.Error
+	if errors.As(err, &re) {
+		return re.Verdict
+	}
+	return t.verdict(err)
 }
 
 // verdict classifies err with the factory's classifier (its Reason is the

@@ -312,7 +312,7 @@ func (c *conn) finish(ctx context.Context, pc *pgx.Conn, err error) {
 	if err == nil {
 		err = errors.New("obs: connect ended without a connection")
 	}
-	v := t.verdict(err)
+	v := t.connectVerdict(err)
 	errType := semconv.ErrorTypeKey.String(v.Reason)
 	t.createTime.Inst().Record(ctx, took, metric.WithAttributes(semconv.DBClientConnectionPoolName(c.p.name), errType))
 	t.attempts.Add(ctx, 1, metric.WithAttributes(KeyStage.String(c.stage), KeyOutcome.String(OutcomeFailure),

@@ -80,8 +80,19 @@ type Loop struct {
 	span  trace.Span // the loop's own span (layer acquire), or nil
 
 	first    classify.Verdict // the verdict of the first failure
-	attempts int              // failed attempts seen by Observe
+	seen     bool             // Observe was called
+	attempts int              // failed attempts so far: Prior's, then the last seen by Observe
 	start    time.Time        // when the loop began (its first failure)
+}
+
+// Prior tells the loop that the operation made n attempts before the
+// loop's first (a connection's earlier retry rounds): the attempt counts
+// it logs and records include them. Call it before Observe; the events
+// Observe receives count them too.
+func (l *Loop) Prior(n int) {
+	if l != nil {
+		l.attempts = n
+	}
 }
 
 // Begin starts following a retry loop of layer. For the acquire layer it
@@ -105,8 +116,8 @@ func (l *Loop) Observe(e retry.Event) {
 	if l == nil {
 		return
 	}
-	if l.attempts == 0 {
-		l.first = e.Verdict
+	if !l.seen {
+		l.first, l.seen = e.Verdict, true
 	}
 	l.attempts = e.Attempt
 }
