@@ -232,8 +232,8 @@ type probeContext struct{ context.Context }
 
 func (probeContext) Deadline() (time.Time, bool) { return time.Time{}, false }
 func (probeContext) Done() <-chan struct{}       { return closedChan }
-func (probeContext) Err() error            { return context.Canceled }
-func (probeContext) Value(any) any         { return nil }
+func (probeContext) Err() error                  { return context.Canceled }
+func (probeContext) Value(any) any               { return nil }
 
 var closedChan = func() chan struct{} {
 	c := make(chan struct{})

@@ -27,7 +27,7 @@ import (
 type Router struct {
 	cfg       Config
 	poolHosts []string
-	base      pgconn.LookupFunc                            // the pool's own resolver
+	base      pgconn.LookupFunc // the pool's own resolver
 
 	monitorConnect func(context.Context, *pgx.ConnConfig) error // run before each monitor connect
 	monConfig      *pgx.ConnConfig                              // template for monitor connections
