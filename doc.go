@@ -31,16 +31,33 @@
 // # What happens on every pool path
 //
 // Configure composes holdfast's layers with the hooks already on the
-// config. They are composed in one declared order, outermost first, and
-// your hooks run after holdfast's; none is replaced:
+// config. Each layer is one concern; they compose in one declared order,
+// outermost first, and your hooks run after holdfast's; none is replaced.
+// A layer that is off adds nothing:
 //
-//	BeforeConnect  telemetry → blue/green routing → fresh password (WithPasswordFunc,
-//	               WithHostPasswordFunc: for the name the server answers to) → yours
-//	DialFunc       classification and bounded retry around the integration's dial
-//	               (WithDialFunc, cloudsql.With), else the config's DialFunc, else pgx's
-//	PrepareConn    blue/green routing → yours (or the deprecated BeforeAcquire)
-//	AfterRelease   blue/green routing → yours, only when you set one
-//	Tracer         blue/green, then yours, then telemetry's
+//	layer      BeforeConnect                    PrepareConn (every Acquire)       where
+//	telemetry  connect span and metrics         —                                 telemetry.go, internal/obs
+//	bluegreen  hold, refuse, substitute names   hold during IN_PROGRESS, drop     package bluegreen
+//	failover   hold by the writer endpoint      drop a connection to a dead       failover.go, package failover
+//	                                            writer
+//	eviction   —                                drop connections to a server      evict.go
+//	                                            that just failed
+//	connect    a fresh password; the connector  —                                 connect.go
+//	           builds every dial of the
+//	           connection
+//	user       your BeforeConnect               your PrepareConn (or the          your config
+//	                                            deprecated BeforeAcquire)
+//
+// The tracers nest in the same order (telemetry's around blue/green's
+// around yours); AfterRelease gets blue/green's check before yours, and
+// only when you set one (pgxpool starts a goroutine per Release when one
+// is set). The connector (connect.go) gives each connection its dial,
+// wrapping the integration's (WithDialFunc, cloudsql.With), else the
+// config's DialFunc, else pgx's; the failover and eviction layers learn of
+// the connection's dials, handshake and failures from it, and may route
+// its dials (failover). internal/compose is the one composer: bluegreen.New
+// uses it too. A pool finds its layers again from its config
+// ([Factory.BlueGreen], [Factory.Failover]), however it was built.
 //
 // pgxpool builds every connection through these hooks, whatever asked for
 // it, so a new connection is protected on every path:
@@ -165,9 +182,9 @@
 // A retry budget caps retries when many operations fail together. It is a
 // token bucket ([retry.Budget]) in the style of gRPC retry throttling and
 // the AWS SDK retry quota. First attempts never spend from it. Each retry
-// costs 5 of its 100 tokens. Each connection that completes its handshake,
-// and each successful password fetch, refunds 1, and time refunds 1 per
-// second. During a sustained outage a factory's pools therefore make about
+// costs 5 of its 100 tokens. Each connection that completes its handshake
+// refunds 1 (a dial a front end accepts, or a token fetched, while the
+// database is down, refunds nothing), and time refunds 1 per second. During a sustained outage a factory's pools therefore make about
 // 20 retries at once, then one every 5 seconds, however many goroutines
 // fail.
 //

@@ -19,22 +19,12 @@ import (
 // This file binds a factory's layers to a pool config. Configure describes
 // each layer as data (compose.Layer: what it adds to BeforeConnect,
 // PrepareConn, AfterRelease, the tracer) and internal/compose builds the
-// config's hooks from them in the one declared order, compose.Order,
-// outermost first, the config's own hooks last (package documentation,
-// "What happens on every pool path"):
-//
-//	telemetry   connect span and metrics around everything after it; the
-//	            statement, acquire and release tracer
-//	bluegreen   switchover routing (WithBlueGreen; bluegreen.New adds it)
-//	failover    writer failover (WithFailover; failover.go)
-//	eviction    connections to a server that just failed (evict.go)
-//	connect     a fresh password, then the connector (connect.go) for
-//	            every dial of the connection
-//	user        the config's own hooks
-//
-// With neither blue/green nor telemetry, PrepareConn is the eviction
-// check (one atomic load) before the user's, AfterRelease and the pool's
-// tracer are the user's own: Acquire costs what pgxpool's costs.
+// config's hooks from them in the one declared order, compose.Order (the
+// package documentation shows it as a table, and a test keeps the two
+// alike). With neither blue/green nor telemetry, PrepareConn is the
+// eviction check (one atomic load) before the user's, and AfterRelease and
+// the connections' tracer are the user's own: Acquire costs what pgxpool's
+// costs.
 
 // binding is one pool config's layers, as a factory composed them: found
 // again from the config or its pool (bindingOf), through the composition

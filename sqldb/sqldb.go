@@ -169,8 +169,18 @@ func (c *Connector) release() {
 	last := c.closing && c.held == 0
 	c.mu.Unlock()
 	if last && c.owned {
-		c.pool.Close() // nothing of ours is acquired: it does not wait
+		c.closePool() // nothing of ours is acquired: it does not wait
 	}
+}
+
+// closePool closes the pool the Connector owns, and with a factory the
+// monitors the factory runs for it (Factory.ClosePool).
+func (c *Connector) closePool() {
+	if c.f != nil {
+		c.f.ClosePool(c.pool)
+		return
+	}
+	c.pool.Close()
 }
 
 // Driver returns pgx's stdlib driver.
@@ -196,7 +206,7 @@ func (c *Connector) Close() error {
 	}
 	c.mu.Unlock()
 	if c.owned && now {
-		c.pool.Close()
+		c.closePool()
 	}
 	return nil
 }
