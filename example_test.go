@@ -60,12 +60,17 @@ func ExampleConfigError() {
 	_, err := holdfast.New(holdfast.WithBlueGreen(bluegreen.Config{HighInterval: -1}))
 	fmt.Println(err)
 	fmt.Println(errors.Is(err, holdfast.ErrInvalidConfig), errors.Is(err, bluegreen.ErrInvalidConfig))
-	var ce *bluegreen.ConfigError
+	// One type for every package's configuration errors: errors.As finds
+	// the outermost, whose Err holds the package's own.
+	var ce *holdfast.ConfigError
 	fmt.Println(errors.As(err, &ce), ce.Field)
+	var inner *bluegreen.ConfigError
+	fmt.Println(errors.As(ce.Err, &inner), inner.Pkg, inner.Field)
 	// Output:
 	// holdfast: invalid WithBlueGreen: invalid bluegreen.Config: bluegreen: invalid HighInterval: must not be negative (zero means the default 100ms)
 	// true true
-	// true HighInterval
+	// true WithBlueGreen
+	// true bluegreen HighInterval
 }
 
 // Classify tells what the factory would do with an error. (Package

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/holdfast-db/holdfast/internal/cfgerr"
 	"log/slog"
 	"sync"
 
@@ -428,31 +429,15 @@ func (f *Factory) BlueGreen(pool *pgxpool.Pool) *bluegreen.Router {
 }
 
 // ErrInvalidConfig is matched by every *ConfigError.
-var ErrInvalidConfig = errors.New("holdfast: invalid configuration")
+var ErrInvalidConfig = cfgerr.ErrInvalid
 
-// ConfigError reports a nil or nonsense option, policy or pool config. It is
-// not retryable: fix the configuration.
-type ConfigError struct {
-	Field string // the option or argument at fault, for example "WithRetryPolicy" or "pgxpool.Config"
-	Why   string
-	Err   error // the underlying error, if any: a policy's or a package's own ConfigError
-}
-
-// Error returns "holdfast: invalid <Field>: <Why>", followed by ": <Err>"
-// when Err is set.
-func (e *ConfigError) Error() string {
-	msg := "holdfast: invalid " + e.Field + ": " + e.Why
-	if e.Err != nil {
-		msg += ": " + e.Err.Error()
-	}
-	return msg
-}
-
-// Unwrap returns Err.
-func (e *ConfigError) Unwrap() error { return e.Err }
-
-// Is matches [ErrInvalidConfig].
-func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+// ConfigError reports a nil or nonsense option, argument or configuration
+// field. It is not retryable: fix the configuration. Every package of
+// holdfast reports its configuration errors with this one type
+// (holdfast.ConfigError, bluegreen.ConfigError, failover.ConfigError, ...
+// are the same), so one errors.As finds any of them; Error reads
+// "holdfast: invalid <Field>: <Why>", and Unwrap returns Err.
+type ConfigError = cfgerr.Error
 
 // ConnectError is a failed dial or password fetch of one connection, after
 // the factory's retries. Err is a *retry.Error that says how many attempts

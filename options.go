@@ -209,6 +209,7 @@ func WithLogger(l *slog.Logger) Option {
 	return func(c *config) {
 		if l == nil {
 			c.fail(&ConfigError{Field: "WithLogger", Why: "the logger is nil"})
+			return
 		}
 		c.logger = l
 	}

@@ -32,6 +32,7 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 	return func(c *config) {
 		if mp == nil {
 			c.fail(&ConfigError{Field: "WithMeterProvider", Why: "the provider is nil"})
+			return
 		}
 		c.meterProvider = mp
 	}
@@ -62,6 +63,7 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(c *config) {
 		if tp == nil {
 			c.fail(&ConfigError{Field: "WithTracerProvider", Why: "the provider is nil"})
+			return
 		}
 		c.tracerProvider = tp
 	}

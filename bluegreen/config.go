@@ -130,14 +130,14 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	for _, d := range durations {
 		if *d.v < 0 {
-			return c, &ConfigError{Field: d.name, Why: "must not be negative (zero means the default " + d.def.String() + ")"}
+			return c, &ConfigError{Pkg: "bluegreen", Field: d.name, Why: "must not be negative (zero means the default " + d.def.String() + ")"}
 		}
 		if *d.v == 0 {
 			*d.v = d.def
 		}
 	}
 	if c.Engine < EngineAuto || c.Engine > EngineRDS {
-		return c, &ConfigError{Field: "Engine", Why: "unknown engine " + c.Engine.String()}
+		return c, &ConfigError{Pkg: "bluegreen", Field: "Engine", Why: "unknown engine " + c.Engine.String()}
 	}
 	if c.ID == "" {
 		c.ID = DefaultID

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/holdfast-db/holdfast/internal/cfgerr"
 	"time"
 
 	"github.com/holdfast-db/holdfast/classify"
@@ -12,7 +13,7 @@ import (
 // Sentinels matched through errors.Is by the error types of this package.
 var (
 	// ErrInvalidConfig is matched by every *ConfigError.
-	ErrInvalidConfig = errors.New("bluegreen: invalid configuration")
+	ErrInvalidConfig = cfgerr.ErrInvalid
 	// ErrSuspended is matched by every *SuspendError.
 	ErrSuspended = errors.New("bluegreen: suspended by a switchover")
 	// ErrRejected is matched by every *RejectError.
@@ -28,29 +29,13 @@ const (
 	ReasonDropped   = "bluegreen-dropped"   // *DroppedError (Transient)
 )
 
-// ConfigError reports an invalid [Config] field or pool configuration. It
-// is not retryable: fix the configuration.
-type ConfigError struct {
-	Field string // the Config field, or "pgxpool.Config" or "pgx.ConnConfig"
-	Why   string
-	Err   error // the underlying error, if any
-}
-
-// Error returns "bluegreen: invalid <Field>: <Why>", followed by ": <Err>"
-// when Err is set.
-func (e *ConfigError) Error() string {
-	msg := "bluegreen: invalid " + e.Field + ": " + e.Why
-	if e.Err != nil {
-		msg += ": " + e.Err.Error()
-	}
-	return msg
-}
-
-// Unwrap returns Err.
-func (e *ConfigError) Unwrap() error { return e.Err }
-
-// Is matches [ErrInvalidConfig].
-func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+// ConfigError reports a nil or nonsense option, argument or configuration
+// field. It is not retryable: fix the configuration. Every package of
+// holdfast reports its configuration errors with this one type
+// (holdfast.ConfigError, bluegreen.ConfigError, failover.ConfigError, ...
+// are the same), so one errors.As finds any of them; Error reads
+// "bluegreen: invalid <Field>: <Why>", and Unwrap returns Err.
+type ConfigError = cfgerr.Error
 
 // SuspendError says that a new connection, an Acquire or a statement was
 // held back by a switchover (IN_PROGRESS, or a blue host whose green

@@ -102,7 +102,7 @@ type Router struct {
 // Config.MonitorConnectTimeout.
 func New(cfg *pgxpool.Config, c Config) (*Router, error) {
 	if cfg == nil || cfg.ConnConfig == nil {
-		return nil, &ConfigError{Field: "pgxpool.Config", Why: "nil: build the config with pgxpool.ParseConfig"}
+		return nil, &ConfigError{Pkg: "bluegreen", Field: "pgxpool.Config", Why: "nil: build the config with pgxpool.ParseConfig"}
 	}
 	comp := compose.Pending(cfg) // a holdfast factory composing cfg
 	standalone := comp == nil

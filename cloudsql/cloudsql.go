@@ -2,7 +2,7 @@ package cloudsql
 
 import (
 	"context"
-	"errors"
+	"github.com/holdfast-db/holdfast/internal/cfgerr"
 	"net"
 	"reflect"
 	"time"
@@ -17,31 +17,15 @@ import (
 )
 
 // ErrInvalidConfig is matched by every *ConfigError.
-var ErrInvalidConfig = errors.New("cloudsql: invalid configuration")
+var ErrInvalidConfig = cfgerr.ErrInvalid
 
-// ConfigError reports a nil or empty argument to [Configure]. It is not
-// retryable: fix the call.
-type ConfigError struct {
-	Field string // the argument: "cfg", "cfg.ConnConfig", "dialer" or "instance"
-	Why   string
-	Err   error // the underlying error, if any
-}
-
-// Error returns "cloudsql: invalid <Field>: <Why>", followed by ": <Err>"
-// when Err is set.
-func (e *ConfigError) Error() string {
-	msg := "cloudsql: invalid " + e.Field + ": " + e.Why
-	if e.Err != nil {
-		msg += ": " + e.Err.Error()
-	}
-	return msg
-}
-
-// Unwrap returns Err.
-func (e *ConfigError) Unwrap() error { return e.Err }
-
-// Is matches [ErrInvalidConfig].
-func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+// ConfigError reports a nil or nonsense option, argument or configuration
+// field. It is not retryable: fix the configuration. Every package of
+// holdfast reports its configuration errors with this one type
+// (holdfast.ConfigError, bluegreen.ConfigError, failover.ConfigError, ...
+// are the same), so one errors.As finds any of them; Error reads
+// "cloudsql: invalid <Field>: <Why>", and Unwrap returns Err.
+type ConfigError = cfgerr.Error
 
 // With returns the holdfast option that makes every connection of the
 // factory's pools go through the Cloud SQL connector d:
@@ -103,9 +87,9 @@ func Integration(d *cloudsqlconn.Dialer, instance string, opts ...cloudsqlconn.D
 func checkArgs(d *cloudsqlconn.Dialer, instance string) error {
 	switch {
 	case d == nil:
-		return &ConfigError{Field: "dialer", Why: "nil *cloudsqlconn.Dialer: build one with cloudsqlconn.NewDialer"}
+		return &ConfigError{Pkg: "cloudsql", Field: "dialer", Why: "nil *cloudsqlconn.Dialer: build one with cloudsqlconn.NewDialer"}
 	case instance == "":
-		return &ConfigError{Field: "instance", Why: `empty instance connection name: want "project:region:instance"`}
+		return &ConfigError{Pkg: "cloudsql", Field: "instance", Why: `empty instance connection name: want "project:region:instance"`}
 	}
 	return nil
 }
@@ -166,9 +150,9 @@ func dialFunc(d *cloudsqlconn.Dialer, instance string, opts []cloudsqlconn.DialO
 func Configure(cfg *pgxpool.Config, d *cloudsqlconn.Dialer, instance string, opts ...cloudsqlconn.DialOption) error {
 	switch {
 	case cfg == nil:
-		return &ConfigError{Field: "cfg", Why: "nil *pgxpool.Config"}
+		return &ConfigError{Pkg: "cloudsql", Field: "cfg", Why: "nil *pgxpool.Config"}
 	case cfg.ConnConfig == nil:
-		return &ConfigError{Field: "cfg.ConnConfig", Why: "nil: build the config with pgxpool.ParseConfig"}
+		return &ConfigError{Pkg: "cloudsql", Field: "cfg.ConnConfig", Why: "nil: build the config with pgxpool.ParseConfig"}
 	}
 	if err := checkArgs(d, instance); err != nil {
 		return err

@@ -2,6 +2,7 @@ package failover
 
 import (
 	"fmt"
+	"github.com/holdfast-db/holdfast/internal/cfgerr"
 	"log/slog"
 	"net"
 	"strconv"
@@ -92,15 +93,13 @@ type Config struct {
 	Redact func(string) string
 }
 
-// ConfigError reports an invalid Config field.
-type ConfigError struct {
-	Field string
-	Why   string
-}
-
-func (e *ConfigError) Error() string {
-	return fmt.Sprintf("failover: invalid Config.%s: %s", e.Field, e.Why)
-}
+// ConfigError reports a nil or nonsense option, argument or configuration
+// field. It is not retryable: fix the configuration. Every package of
+// holdfast reports its configuration errors with this one type
+// (holdfast.ConfigError, bluegreen.ConfigError, failover.ConfigError, ...
+// are the same), so one errors.As finds any of them; Error reads
+// "failover: invalid <Field>: <Why>", and Unwrap returns Err.
+type ConfigError = cfgerr.Error
 
 // Validate reports the first invalid field as a *ConfigError.
 func (c Config) Validate() error {
@@ -113,7 +112,7 @@ func (c Config) Validate() error {
 		{"HoldTimeout", c.HoldTimeout}, {"ConnectTimeout", c.ConnectTimeout},
 	} {
 		if d.v < 0 {
-			return &ConfigError{Field: d.name, Why: "negative"}
+			return &ConfigError{Pkg: "failover", Field: "Config." + d.name, Why: "negative"}
 		}
 	}
 	if t := c.InstanceTemplate; t != "" {
@@ -125,9 +124,9 @@ func (c Config) Validate() error {
 		a := topology.NormHost(alias)
 		switch {
 		case a == "" || topology.IsIP(a) || strings.ContainsAny(a, " /:@?"):
-			return &ConfigError{Field: "Aliases", Why: fmt.Sprintf("%q: want a host name", alias)}
+			return &ConfigError{Pkg: "failover", Field: "Config.Aliases", Why: fmt.Sprintf("%q: want a host name", alias)}
 		case topology.InstanceDomain([]string{topology.NormHost(ep)}) == "" || strings.ContainsAny(ep, " /:@?"):
-			return &ConfigError{Field: "Aliases",
+			return &ConfigError{Pkg: "failover", Field: "Config.Aliases",
 				Why: fmt.Sprintf("%q → %q: want an RDS endpoint, e.g. \"orders.cluster-abc123.us-east-1.rds.amazonaws.com\"", alias, ep)}
 		}
 	}
@@ -153,13 +152,13 @@ func parseTemplate(t string) (string, uint16, error) {
 	if h, p, err := net.SplitHostPort(t); err == nil {
 		n, err := strconv.ParseUint(p, 10, 16)
 		if err != nil || n == 0 {
-			return "", 0, &ConfigError{Field: "InstanceTemplate", Why: fmt.Sprintf("%q: invalid port", t)}
+			return "", 0, &ConfigError{Pkg: "failover", Field: "Config.InstanceTemplate", Why: fmt.Sprintf("%q: invalid port", t)}
 		}
 		host, port = h, uint16(n)
 	}
 	host = topology.NormHost(host)
 	if strings.Count(host, "?") != 1 || !strings.HasPrefix(host, "?.") || len(host) < 3 || strings.ContainsAny(host, " /:@") {
-		return "", 0, &ConfigError{Field: "InstanceTemplate",
+		return "", 0, &ConfigError{Pkg: "failover", Field: "Config.InstanceTemplate",
 			Why: fmt.Sprintf("%q: want one \"?\" as the first label of a host name, e.g. \"?.abc123.us-east-1.rds.amazonaws.com\"", t)}
 	}
 	return host, port, nil

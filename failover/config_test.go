@@ -45,7 +45,7 @@ func TestValidate(t *testing.T) {
 			switch {
 			case tt.field == "" && err != nil:
 				t.Errorf("Validate() = %v, want nil", err)
-			case tt.field != "" && (!errors.As(err, &ce) || ce.Field != tt.field):
+			case tt.field != "" && (!errors.As(err, &ce) || ce.Field != "Config."+tt.field):
 				t.Errorf("Validate() = %v, want a *ConfigError for %s", err, tt.field)
 			}
 		})
@@ -74,7 +74,7 @@ func TestTemplateFor(t *testing.T) {
 		got, port, err := failover.TemplateFor(tt.host, 5432, tt.template)
 		if tt.bad {
 			var ce *failover.ConfigError
-			if !errors.As(err, &ce) || ce.Field != "InstanceTemplate" {
+			if !errors.As(err, &ce) || ce.Field != "Config.InstanceTemplate" {
 				t.Errorf("TemplateFor(%q, %q) = %q, %v; want a *ConfigError", tt.host, tt.template, got, err)
 			}
 			continue

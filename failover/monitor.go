@@ -116,7 +116,7 @@ type Change struct {
 // cc.LookupFunc (the system resolver when nil).
 func NewMonitor(cc *pgx.ConnConfig, c Config, connHook func(context.Context, *pgx.ConnConfig) error) (*Monitor, error) {
 	if cc == nil {
-		return nil, &ConfigError{Field: "pgx.ConnConfig", Why: "nil: build the config with pgxpool.ParseConfig"}
+		return nil, &ConfigError{Pkg: "failover", Field: "pgx.ConnConfig", Why: "nil: build the config with pgxpool.ParseConfig"}
 	}
 	c, err := c.WithDefaults()
 	if err != nil {
@@ -162,7 +162,7 @@ func TemplateFor(host string, port uint16, template string) (string, uint16, err
 	}
 	d := topology.InstanceDomain([]string{topology.NormHost(host)})
 	if d == "" {
-		return "", 0, &ConfigError{Field: "InstanceTemplate",
+		return "", 0, &ConfigError{Pkg: "failover", Field: "Config.InstanceTemplate",
 			Why: "the pool's host " + strconv.Quote(host) + " is not an RDS endpoint: set the instance endpoints' template, e.g. \"?.abc123.us-east-1.rds.amazonaws.com\""}
 	}
 	return "?." + d, port, nil

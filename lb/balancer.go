@@ -65,7 +65,7 @@ func ParseAdminState(s string) (AdminState, error) {
 	case "unknown":
 		return StateUnknown, nil
 	}
-	return StateUnknown, &ConfigError{Field: "state", Why: "unknown admin state " + strconv.Quote(s)}
+	return StateUnknown, &ConfigError{Pkg: "lb", Field: "state", Why: "unknown admin state " + strconv.Quote(s)}
 }
 
 // Member names one thing a load balancer sends traffic to. The zero value
@@ -112,15 +112,15 @@ func (m Member) String() string {
 func (m Member) Validate() error {
 	switch {
 	case m.Node == "":
-		return &ConfigError{Field: "node", Why: "must not be empty"}
+		return &ConfigError{Pkg: "lb", Field: "node", Why: "must not be empty"}
 	case strings.ContainsAny(m.Node, "/?#"):
-		return &ConfigError{Field: "node", Why: "must not contain '/', '?' or '#' (got " + strconv.Quote(m.Node) + ")"}
+		return &ConfigError{Pkg: "lb", Field: "node", Why: "must not contain '/', '?' or '#' (got " + strconv.Quote(m.Node) + ")"}
 	case strings.ContainsAny(m.Pool, "/?#"):
-		return &ConfigError{Field: "pool", Why: "must not contain '/', '?' or '#' (got " + strconv.Quote(m.Pool) + ")"}
+		return &ConfigError{Pkg: "lb", Field: "pool", Why: "must not contain '/', '?' or '#' (got " + strconv.Quote(m.Pool) + ")"}
 	case m.Port < 0 || m.Port > 65535:
-		return &ConfigError{Field: "port", Why: "must be between 1 and 65535, or 0 for the whole node (got " + strconv.Itoa(m.Port) + ")"}
+		return &ConfigError{Pkg: "lb", Field: "port", Why: "must be between 1 and 65535, or 0 for the whole node (got " + strconv.Itoa(m.Port) + ")"}
 	case m.Protocol != "" && m.Protocol != "tcp" && m.Protocol != "udp":
-		return &ConfigError{Field: "protocol", Why: "must be \"tcp\" or \"udp\" (got " + strconv.Quote(m.Protocol) + ")"}
+		return &ConfigError{Pkg: "lb", Field: "protocol", Why: "must be \"tcp\" or \"udp\" (got " + strconv.Quote(m.Protocol) + ")"}
 	}
 	return nil
 }

@@ -153,7 +153,7 @@ type DrainSettings struct {
 func LoadConfig(path string) (*Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, &ConfigError{Why: "cannot read the configuration file", Err: err}
+		return nil, &ConfigError{Pkg: "lb", Why: "cannot read the configuration file", Err: err}
 	}
 	return ParseConfig(bytes.NewReader(b))
 }
@@ -165,10 +165,10 @@ func ParseConfig(r io.Reader) (*Config, error) {
 	dec.DisallowUnknownFields()
 	var c Config
 	if err := dec.Decode(&c); err != nil {
-		return nil, &ConfigError{Why: "bad JSON", Err: jsonError(err)}
+		return nil, &ConfigError{Pkg: "lb", Why: "bad JSON", Err: jsonError(err)}
 	}
 	if dec.More() {
-		return nil, &ConfigError{Why: "bad JSON: data after the configuration object"}
+		return nil, &ConfigError{Pkg: "lb", Why: "bad JSON: data after the configuration object"}
 	}
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -196,10 +196,10 @@ func jsonError(err error) error {
 // the first problem found (in a stable order), or nil.
 func (c *Config) Validate() error {
 	if (c.Database.DSN == "") == (c.Database.DSNEnv == "") {
-		return &ConfigError{Field: "database", Why: "set exactly one of dsn and dsn_env"}
+		return &ConfigError{Pkg: "lb", Field: "database", Why: "set exactly one of dsn and dsn_env"}
 	}
 	if len(c.Balancers) == 0 {
-		return &ConfigError{Field: "balancers", Why: "at least one is required"}
+		return &ConfigError{Pkg: "lb", Field: "balancers", Why: "at least one is required"}
 	}
 	for _, name := range sortedKeys(c.Balancers) {
 		if err := c.Balancers[name].Validate(); err != nil {
@@ -207,7 +207,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	if len(c.Groups) == 0 {
-		return &ConfigError{Field: "groups", Why: "at least one is required"}
+		return &ConfigError{Pkg: "lb", Field: "groups", Why: "at least one is required"}
 	}
 	for _, name := range sortedKeys(c.Groups) {
 		if err := c.validateGroup(name, c.Groups[name]); err != nil {
@@ -216,39 +216,39 @@ func (c *Config) Validate() error {
 	}
 	for _, op := range sortedKeys(c.Operators) {
 		if strings.TrimSpace(op) == "" {
-			return &ConfigError{Field: "operators", Why: "an operator name is empty"}
+			return &ConfigError{Pkg: "lb", Field: "operators", Why: "an operator name is empty"}
 		}
 		for _, g := range c.Operators[op] {
 			if _, ok := c.Groups[g]; !ok && g != "*" {
-				return &ConfigError{Field: "operators." + op, Why: "unknown group " + strconv.Quote(g)}
+				return &ConfigError{Pkg: "lb", Field: "operators." + op, Why: "unknown group " + strconv.Quote(g)}
 			}
 		}
 	}
 	d := c.Drain
 	switch {
 	case d.Interval < 0:
-		return &ConfigError{Field: "drain.interval", Why: "must not be negative"}
+		return &ConfigError{Pkg: "lb", Field: "drain.interval", Why: "must not be negative"}
 	case d.Timeout < 0:
-		return &ConfigError{Field: "drain.timeout", Why: "must not be negative"}
+		return &ConfigError{Pkg: "lb", Field: "drain.timeout", Why: "must not be negative"}
 	case d.Concurrency < 0:
-		return &ConfigError{Field: "drain.concurrency", Why: "must not be negative"}
+		return &ConfigError{Pkg: "lb", Field: "drain.concurrency", Why: "must not be negative"}
 	}
 	return nil
 }
 
 func (c *Config) validateGroup(name string, members []Target) error {
 	if strings.TrimSpace(name) == "" {
-		return &ConfigError{Why: "a group name is empty"}
+		return &ConfigError{Pkg: "lb", Why: "a group name is empty"}
 	}
 	if len(members) == 0 {
-		return &ConfigError{Why: "has no members"}
+		return &ConfigError{Pkg: "lb", Why: "has no members"}
 	}
 	seen := map[Target]bool{}
 	for i, t := range members {
 		field := strconv.Itoa(i)
 		b, ok := c.Balancers[t.Balancer]
 		if !ok {
-			return &ConfigError{Field: field + ".balancer", Why: "unknown balancer " + strconv.Quote(t.Balancer)}
+			return &ConfigError{Pkg: "lb", Field: field + ".balancer", Why: "unknown balancer " + strconv.Quote(t.Balancer)}
 		}
 		if err := t.Member.Validate(); err != nil {
 			return prefix(field, err)
@@ -257,7 +257,7 @@ func (c *Config) validateGroup(name string, members []Target) error {
 			return prefix(field, err)
 		}
 		if seen[t] {
-			return &ConfigError{Field: field, Why: "duplicate member " + t.String()}
+			return &ConfigError{Pkg: "lb", Field: field, Why: "duplicate member " + t.String()}
 		}
 		seen[t] = true
 	}
@@ -269,11 +269,11 @@ func checkVendorMember(vendor string, m Member) error {
 	switch vendor {
 	case VendorF5:
 		if (m.Pool == "") != (m.Port == 0) {
-			return &ConfigError{Field: "pool", Why: "f5: a pool member needs both pool and port; a node has neither"}
+			return &ConfigError{Pkg: "lb", Field: "pool", Why: "f5: a pool member needs both pool and port; a node has neither"}
 		}
 	case VendorA10:
 		if m.Pool != "" {
-			return &ConfigError{Field: "pool", Why: "a10: service-group members are not supported; name the server (and port)"}
+			return &ConfigError{Pkg: "lb", Field: "pool", Why: "a10: service-group members are not supported; name the server (and port)"}
 		}
 	}
 	return nil
@@ -282,25 +282,25 @@ func checkVendorMember(vendor string, m Member) error {
 // Validate checks one balancer's settings.
 func (b BalancerConfig) Validate() error {
 	if b.Vendor != VendorF5 && b.Vendor != VendorA10 {
-		return &ConfigError{Field: "vendor", Why: "must be \"f5\" or \"a10\" (got " + strconv.Quote(b.Vendor) + ")"}
+		return &ConfigError{Pkg: "lb", Field: "vendor", Why: "must be \"f5\" or \"a10\" (got " + strconv.Quote(b.Vendor) + ")"}
 	}
 	if err := ValidateEndpoint(b.Endpoint); err != nil {
 		return prefix("endpoint", err)
 	}
 	if b.Username == "" {
-		return &ConfigError{Field: "username", Why: "must not be empty"}
+		return &ConfigError{Pkg: "lb", Field: "username", Why: "must not be empty"}
 	}
 	if (b.Password == "") == (b.PasswordEnv == "") {
-		return &ConfigError{Field: "password", Why: "set exactly one of password and password_env"}
+		return &ConfigError{Pkg: "lb", Field: "password", Why: "set exactly one of password and password_env"}
 	}
 	if b.Timeout < 0 {
-		return &ConfigError{Field: "timeout", Why: "must not be negative"}
+		return &ConfigError{Pkg: "lb", Field: "timeout", Why: "must not be negative"}
 	}
 	if b.TokenTimeout != 0 && b.Vendor != VendorF5 {
-		return &ConfigError{Field: "token_timeout", Why: "applies to f5 only"}
+		return &ConfigError{Pkg: "lb", Field: "token_timeout", Why: "applies to f5 only"}
 	}
 	if b.TokenTimeout < 0 || time.Duration(b.TokenTimeout) > 10*time.Hour {
-		return &ConfigError{Field: "token_timeout", Why: "must be between 0 and 10h"}
+		return &ConfigError{Pkg: "lb", Field: "token_timeout", Why: "must be between 0 and 10h"}
 	}
 	return nil
 }
@@ -312,15 +312,15 @@ func ValidateEndpoint(endpoint string) error {
 	u, err := url.Parse(endpoint)
 	switch {
 	case err != nil:
-		return &ConfigError{Why: "not a URL"}
+		return &ConfigError{Pkg: "lb", Why: "not a URL"}
 	case u.User != nil:
-		return &ConfigError{Why: "must not hold user info; use username and password_env"}
+		return &ConfigError{Pkg: "lb", Why: "must not hold user info; use username and password_env"}
 	case u.Scheme != "https" && u.Scheme != "http":
-		return &ConfigError{Why: "scheme must be https (or http)"}
+		return &ConfigError{Pkg: "lb", Why: "scheme must be https (or http)"}
 	case u.Host == "":
-		return &ConfigError{Why: "host is missing"}
+		return &ConfigError{Pkg: "lb", Why: "host is missing"}
 	case (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "":
-		return &ConfigError{Why: "must not have a path, query or fragment"}
+		return &ConfigError{Pkg: "lb", Why: "must not have a path, query or fragment"}
 	}
 	return nil
 }
@@ -334,7 +334,7 @@ func (b BalancerConfig) ResolvePassword(getenv func(string) string) (Secret, err
 	}
 	v := getenv(b.PasswordEnv)
 	if v == "" {
-		return "", &ConfigError{Field: "password_env", Why: "environment variable " + b.PasswordEnv + " is unset or empty"}
+		return "", &ConfigError{Pkg: "lb", Field: "password_env", Why: "environment variable " + b.PasswordEnv + " is unset or empty"}
 	}
 	return Secret(v), nil
 }
@@ -346,7 +346,7 @@ func (d DatabaseConfig) ResolveDSN(getenv func(string) string) (Secret, error) {
 	}
 	v := getenv(d.DSNEnv)
 	if v == "" {
-		return "", &ConfigError{Field: "database.dsn_env", Why: "environment variable " + d.DSNEnv + " is unset or empty"}
+		return "", &ConfigError{Pkg: "lb", Field: "database.dsn_env", Why: "environment variable " + d.DSNEnv + " is unset or empty"}
 	}
 	return Secret(v), nil
 }
@@ -360,7 +360,7 @@ func (c *Config) Members(group string, nodes ...string) ([]Target, error) {
 func selectMembers(groups map[string][]Target, group string, nodes []string) ([]Target, error) {
 	all, ok := groups[group]
 	if !ok {
-		return nil, &ConfigError{Field: "group", Why: "unknown group " + strconv.Quote(group)}
+		return nil, &ConfigError{Pkg: "lb", Field: "group", Why: "unknown group " + strconv.Quote(group)}
 	}
 	if len(nodes) == 0 {
 		return slices.Clone(all), nil
@@ -375,7 +375,7 @@ func selectMembers(groups map[string][]Target, group string, nodes []string) ([]
 			}
 		}
 		if !found {
-			return nil, &ConfigError{Field: "node", Why: "group " + strconv.Quote(group) + " has no node " + strconv.Quote(n)}
+			return nil, &ConfigError{Pkg: "lb", Field: "node", Why: "group " + strconv.Quote(group) + " has no node " + strconv.Quote(n)}
 		}
 	}
 	return out, nil

@@ -88,26 +88,26 @@ type Controller struct {
 func NewController(cfg ControllerConfig) (*Controller, error) {
 	switch {
 	case len(cfg.Balancers) == 0:
-		return nil, &ConfigError{Field: "Balancers", Why: "at least one is required"}
+		return nil, &ConfigError{Pkg: "lb", Field: "Balancers", Why: "at least one is required"}
 	case len(cfg.Groups) == 0:
-		return nil, &ConfigError{Field: "Groups", Why: "at least one is required"}
+		return nil, &ConfigError{Pkg: "lb", Field: "Groups", Why: "at least one is required"}
 	case cfg.Locker == nil:
-		return nil, &ConfigError{Field: "Locker", Why: "must not be nil: a group is locked before any change"}
+		return nil, &ConfigError{Pkg: "lb", Field: "Locker", Why: "must not be nil: a group is locked before any change"}
 	case cfg.Concurrency < 0:
-		return nil, &ConfigError{Field: "Concurrency", Why: "must not be negative"}
+		return nil, &ConfigError{Pkg: "lb", Field: "Concurrency", Why: "must not be negative"}
 	}
 	for name, b := range cfg.Balancers {
 		if b == nil {
-			return nil, &ConfigError{Field: "Balancers." + name, Why: "must not be nil"}
+			return nil, &ConfigError{Pkg: "lb", Field: "Balancers." + name, Why: "must not be nil"}
 		}
 	}
 	for _, g := range sortedKeys(cfg.Groups) {
 		if len(cfg.Groups[g]) == 0 {
-			return nil, &ConfigError{Field: "Groups." + g, Why: "has no members"}
+			return nil, &ConfigError{Pkg: "lb", Field: "Groups." + g, Why: "has no members"}
 		}
 		for i, t := range cfg.Groups[g] {
 			if _, ok := cfg.Balancers[t.Balancer]; !ok {
-				return nil, &ConfigError{Field: "Groups." + g + "." + strconv.Itoa(i), Why: "unknown balancer " + strconv.Quote(t.Balancer)}
+				return nil, &ConfigError{Pkg: "lb", Field: "Groups." + g + "." + strconv.Itoa(i), Why: "unknown balancer " + strconv.Quote(t.Balancer)}
 			}
 			if err := t.Member.Validate(); err != nil {
 				return nil, prefix("Groups."+g+"."+strconv.Itoa(i), err)
@@ -199,7 +199,7 @@ func (c *Controller) Do(ctx context.Context, req Request) (*Outcome, error) {
 	out := &Outcome{Entry: Entry{Started: start, Operator: req.Operator, Host: c.cfg.Host, Action: req.Action, Group: req.Group}}
 	want, ok := req.Action.State()
 	if !ok {
-		return c.finish(ctx, out, ResultInvalid, &ConfigError{Field: "action", Why: "unknown action " + strconv.Quote(string(req.Action))})
+		return c.finish(ctx, out, ResultInvalid, &ConfigError{Pkg: "lb", Field: "action", Why: "unknown action " + strconv.Quote(string(req.Action))})
 	}
 	if err := c.cfg.Permissions.Check(req.Operator, req.Group); err != nil {
 		return c.finish(ctx, out, ResultRefused, err)

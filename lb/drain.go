@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/holdfast-db/holdfast/lb/internal/drain"
+	"github.com/holdfast-db/holdfast/internal/drain"
 )
 
 // Defaults of [DrainConfig]. Interval and Timeout are those of the drain
@@ -44,9 +44,9 @@ func (c DrainConfig) Validate() error {
 	if err := (drain.Config{Interval: c.Interval, Timeout: c.Timeout}).Validate(); err != nil {
 		var ce *drain.ConfigError
 		if errors.As(err, &ce) {
-			return &ConfigError{Field: "drain." + ce.Field, Why: ce.Why}
+			return &ConfigError{Pkg: "lb", Field: "drain." + ce.Field, Why: ce.Why}
 		}
-		return &ConfigError{Field: "drain", Why: err.Error()}
+		return &ConfigError{Pkg: "lb", Field: "drain", Why: err.Error()}
 	}
 	return nil
 }

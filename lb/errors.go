@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/holdfast-db/holdfast/internal/cfgerr"
 	"strconv"
 	"strings"
 	"time"
@@ -331,37 +332,15 @@ func (e *LockLostError) Unwrap() error { return e.Err }
 func (e *LockLostError) Is(target error) bool { return target == ErrLockLost }
 
 // ErrInvalidConfig is matched by every [*ConfigError].
-var ErrInvalidConfig = errors.New("lb: invalid configuration")
+var ErrInvalidConfig = cfgerr.ErrInvalid
 
-// ConfigError reports an invalid configuration, member, request or
-// option. Field is a dotted path such as "balancers.f5-prod.endpoint". It
-// never holds a secret. Fatal: fix the input.
-type ConfigError struct {
-	Field string
-	Why   string
-	Err   error
-}
-
-// Error returns "lb: invalid <Field>: <Why>".
-func (e *ConfigError) Error() string {
-	s := "lb: invalid "
-	if e.Field == "" {
-		s = "lb: invalid configuration"
-	} else {
-		s += e.Field
-	}
-	s += ": " + e.Why
-	if e.Err != nil {
-		s += ": " + e.Err.Error()
-	}
-	return s
-}
-
-// Unwrap returns Err.
-func (e *ConfigError) Unwrap() error { return e.Err }
-
-// Is matches [ErrInvalidConfig].
-func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+// ConfigError reports a nil or nonsense option, argument or configuration
+// field. It is not retryable: fix the configuration. Every package of
+// holdfast reports its configuration errors with this one type
+// (holdfast.ConfigError, bluegreen.ConfigError, failover.ConfigError, ...
+// are the same), so one errors.As finds any of them; Error reads
+// "lb: invalid <Field>: <Why>", and Unwrap returns Err.
+type ConfigError = cfgerr.Error
 
 // prefix returns a copy of a *ConfigError with its Field prefixed by p, or
 // err unchanged.

@@ -2,7 +2,11 @@ module github.com/holdfast-db/holdfast/lb
 
 go 1.26.0
 
+// lb imports the root module's vendor-neutral internal/drain (and its
+// tests fakes/pgtest). In this repository the workspace (../go.work)
+// serves the root module; a release of lb requires a release of it.
 require (
+	github.com/holdfast-db/holdfast v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgx/v5 v5.13.0
 	go.uber.org/goleak v1.3.0
 )

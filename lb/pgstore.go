@@ -99,7 +99,7 @@ type PGStore struct {
 // store using pool.
 func NewPGStore(ctx context.Context, pool *pgxpool.Pool) (*PGStore, error) {
 	if pool == nil {
-		return nil, &ConfigError{Field: "pool", Why: "must not be nil"}
+		return nil, &ConfigError{Pkg: "lb", Field: "pool", Why: "must not be nil"}
 	}
 	host, _ := os.Hostname()
 	s := &PGStore{pool: pool, host: host}
@@ -165,7 +165,7 @@ func (s *PGStore) Holder(ctx context.Context, group string) (*Holder, error) {
 // [*LockedError] naming the holder. It does not wait.
 func (s *PGStore) Lock(ctx context.Context, group, owner string) (Lease, error) {
 	if group == "" || owner == "" {
-		return nil, &ConfigError{Field: "lock", Why: "group and owner must not be empty"}
+		return nil, &ConfigError{Pkg: "lb", Field: "lock", Why: "group and owner must not be empty"}
 	}
 	key := lockKey(group)
 	pc, err := s.pool.Acquire(ctx)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/internal/cfgerr"
 	"net"
 	"strconv"
 	"strings"
@@ -41,31 +42,15 @@ type Config struct {
 }
 
 // ErrInvalidConfig is matched by every *ConfigError.
-var ErrInvalidConfig = errors.New("rdsiam: invalid configuration")
+var ErrInvalidConfig = cfgerr.ErrInvalid
 
-// ConfigError reports a missing or malformed [Config] field. It is not
-// retryable: fix the configuration.
-type ConfigError struct {
-	Field string // "Endpoint", "Region", "User", "Credentials", or a pgxpool.Config field
-	Why   string
-	Err   error // the underlying error, if any
-}
-
-// Error returns "rdsiam: invalid <Field>: <Why>", followed by ": <Err>"
-// when Err is set.
-func (e *ConfigError) Error() string {
-	msg := "rdsiam: invalid " + e.Field + ": " + e.Why
-	if e.Err != nil {
-		msg += ": " + e.Err.Error()
-	}
-	return msg
-}
-
-// Unwrap returns Err.
-func (e *ConfigError) Unwrap() error { return e.Err }
-
-// Is matches [ErrInvalidConfig].
-func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+// ConfigError reports a nil or nonsense option, argument or configuration
+// field. It is not retryable: fix the configuration. Every package of
+// holdfast reports its configuration errors with this one type
+// (holdfast.ConfigError, bluegreen.ConfigError, failover.ConfigError, ...
+// are the same), so one errors.As finds any of them; Error reads
+// "rdsiam: invalid <Field>: <Why>", and Unwrap returns Err.
+type ConfigError = cfgerr.Error
 
 // ErrToken is matched by every *TokenError.
 var ErrToken = errors.New("rdsiam: cannot mint an auth token")
@@ -179,20 +164,20 @@ func (c Config) validate() error {
 	host, port, err := net.SplitHostPort(c.Endpoint)
 	switch {
 	case c.Endpoint == "":
-		return &ConfigError{Field: "Endpoint", Why: `empty: want "host:port" of the database`}
+		return &ConfigError{Pkg: "rdsiam", Field: "Endpoint", Why: `empty: want "host:port" of the database`}
 	case err != nil || host == "" || port == "":
-		return &ConfigError{Field: "Endpoint", Why: fmt.Sprintf(`%q is not "host:port"`, c.Endpoint)}
+		return &ConfigError{Pkg: "rdsiam", Field: "Endpoint", Why: fmt.Sprintf(`%q is not "host:port"`, c.Endpoint)}
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return &ConfigError{Field: "Endpoint", Why: fmt.Sprintf("%q has no valid port", c.Endpoint)}
+		return &ConfigError{Pkg: "rdsiam", Field: "Endpoint", Why: fmt.Sprintf("%q has no valid port", c.Endpoint)}
 	}
 	switch {
 	case c.Region == "":
-		return &ConfigError{Field: "Region", Why: `empty: want the database's AWS region, e.g. "eu-west-1"`}
+		return &ConfigError{Pkg: "rdsiam", Field: "Region", Why: `empty: want the database's AWS region, e.g. "eu-west-1"`}
 	case c.User == "":
-		return &ConfigError{Field: "User", Why: "empty: want the database user that has the rds_iam role"}
+		return &ConfigError{Pkg: "rdsiam", Field: "User", Why: "empty: want the database user that has the rds_iam role"}
 	case c.Credentials == nil:
-		return &ConfigError{Field: "Credentials", Why: "nil aws.CredentialsProvider"}
+		return &ConfigError{Pkg: "rdsiam", Field: "Credentials", Why: "nil aws.CredentialsProvider"}
 	}
 	return nil
 }
@@ -205,11 +190,11 @@ func (c Config) validate() error {
 func ConfigFor(cfg *pgxpool.Config, region string, creds aws.CredentialsProvider) (Config, error) {
 	switch {
 	case cfg == nil || cfg.ConnConfig == nil:
-		return Config{}, &ConfigError{Field: "pgxpool.Config", Why: "nil: build it with pgxpool.ParseConfig"}
+		return Config{}, &ConfigError{Pkg: "rdsiam", Field: "pgxpool.Config", Why: "nil: build it with pgxpool.ParseConfig"}
 	case len(cfg.ConnConfig.Fallbacks) > 0 && differentHosts(cfg):
-		return Config{}, &ConfigError{Field: "pgxpool.Config", Why: "several hosts: an RDS IAM token is signed for one endpoint"}
+		return Config{}, &ConfigError{Pkg: "rdsiam", Field: "pgxpool.Config", Why: "several hosts: an RDS IAM token is signed for one endpoint"}
 	case strings.HasPrefix(cfg.ConnConfig.Host, "/"):
-		return Config{}, &ConfigError{Field: "pgxpool.Config", Why: "a Unix socket: RDS is reached over TCP"}
+		return Config{}, &ConfigError{Pkg: "rdsiam", Field: "pgxpool.Config", Why: "a Unix socket: RDS is reached over TCP"}
 	}
 	c := Config{
 		Endpoint:    net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))),

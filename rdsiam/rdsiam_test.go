@@ -331,7 +331,7 @@ func TestWith(t *testing.T) {
 	_, err := holdfast.New(rdsiam.With(rdsiam.Config{Endpoint: "db:5432"}))
 	var hce *holdfast.ConfigError
 	var rce *rdsiam.ConfigError
-	if !errors.As(err, &hce) || !errors.As(err, &rce) || rce.Field != "Region" {
+	if !errors.As(err, &hce) || !errors.As(hce.Err, &rce) || rce.Pkg != "rdsiam" || rce.Field != "Region" {
 		t.Errorf("New(With(no region)) = %v, want a *holdfast.ConfigError wrapping *rdsiam.ConfigError{Field: Region}", err)
 	}
 	pw := func(context.Context) (string, error) { return "x", nil }

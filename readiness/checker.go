@@ -83,20 +83,20 @@ func (c Config) validate() (Config, error) {
 	}
 	for _, d := range durations {
 		if *d.v < 0 {
-			return c, &ConfigError{Field: "Config." + d.name, Why: "must not be negative (got " + d.v.String() + ")"}
+			return c, &ConfigError{Pkg: "readiness", Field: "Config." + d.name, Why: "must not be negative (got " + d.v.String() + ")"}
 		}
 		if *d.v == 0 {
 			*d.v = d.def
 		}
 	}
 	if c.FailureThreshold < 0 {
-		return c, &ConfigError{Field: "Config.FailureThreshold", Why: "must not be negative"}
+		return c, &ConfigError{Pkg: "readiness", Field: "Config.FailureThreshold", Why: "must not be negative"}
 	}
 	if c.FailureThreshold == 0 {
 		c.FailureThreshold = DefaultFailureThreshold
 	}
 	if c.DrainInterval > c.DrainTimeout {
-		return c, &ConfigError{Field: "Config.DrainInterval", Why: "must not exceed DrainTimeout (" + c.DrainInterval.String() + " > " + c.DrainTimeout.String() + ")"}
+		return c, &ConfigError{Pkg: "readiness", Field: "Config.DrainInterval", Why: "must not exceed DrainTimeout (" + c.DrainInterval.String() + " > " + c.DrainTimeout.String() + ")"}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -180,7 +180,7 @@ type checkCall struct{ done chan struct{} }
 // cfg has a nonsense field. The Checker starts not ready ("starting").
 func New(pool *pgxpool.Pool, cfg Config) (*Checker, error) {
 	if pool == nil {
-		return nil, &ConfigError{Field: "pool", Why: "must not be nil"}
+		return nil, &ConfigError{Pkg: "readiness", Field: "pool", Why: "must not be nil"}
 	}
 	cfg, err := cfg.validate()
 	if err != nil {

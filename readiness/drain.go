@@ -46,7 +46,7 @@ type drainOptions struct {
 func WithDrainTimeout(d time.Duration) DrainOption {
 	return func(o *drainOptions) {
 		if d <= 0 {
-			o.err = &ConfigError{Field: "WithDrainTimeout", Why: "must be positive (got " + d.String() + ")"}
+			o.err = &ConfigError{Pkg: "readiness", Field: "WithDrainTimeout", Why: "must be positive (got " + d.String() + ")"}
 			return
 		}
 		o.timeout = d
@@ -67,15 +67,15 @@ const maxOwner = 128
 func checkOwner(owner string) error {
 	switch {
 	case owner == "":
-		return &ConfigError{Field: "owner", Why: "must not be empty: say who asks for the drain"}
+		return &ConfigError{Pkg: "readiness", Field: "owner", Why: "must not be empty: say who asks for the drain"}
 	case len(owner) > maxOwner:
-		return &ConfigError{Field: "owner", Why: "longer than 128 bytes"}
+		return &ConfigError{Pkg: "readiness", Field: "owner", Why: "longer than 128 bytes"}
 	case !utf8.ValidString(owner):
-		return &ConfigError{Field: "owner", Why: "not valid UTF-8"}
+		return &ConfigError{Pkg: "readiness", Field: "owner", Why: "not valid UTF-8"}
 	}
 	for _, r := range owner {
 		if !unicode.IsPrint(r) {
-			return &ConfigError{Field: "owner", Why: "contains an unprintable character"}
+			return &ConfigError{Pkg: "readiness", Field: "owner", Why: "contains an unprintable character"}
 		}
 	}
 	return nil
@@ -113,7 +113,7 @@ func (c *Checker) Drain(ctx context.Context, owner string, opts ...DrainOption) 
 	o := drainOptions{timeout: c.cfg.DrainTimeout}
 	for _, opt := range opts {
 		if opt == nil {
-			return DrainResult{}, &ConfigError{Field: "DrainOption", Why: "an option is nil"}
+			return DrainResult{}, &ConfigError{Pkg: "readiness", Field: "DrainOption", Why: "an option is nil"}
 		}
 		opt(&o)
 	}

@@ -3,13 +3,14 @@ package readiness
 import (
 	"errors"
 	"fmt"
+	"github.com/holdfast-db/holdfast/internal/cfgerr"
 	"time"
 )
 
 // Sentinels matched with errors.Is.
 var (
 	// ErrInvalidConfig is matched by every [*ConfigError].
-	ErrInvalidConfig = errors.New("readiness: invalid configuration")
+	ErrInvalidConfig = cfgerr.ErrInvalid
 	// ErrDrainTimeout is matched by every [*DrainTimeoutError]: a drain
 	// ended before the traffic was gone.
 	ErrDrainTimeout = errors.New("readiness: drain did not complete")
@@ -25,29 +26,13 @@ var (
 	ErrEnabled = errors.New("readiness: re-enabled during the drain")
 )
 
-// ConfigError reports a nil pool, a nonsense [Config] or [ServeConfig]
-// field, or an invalid drain owner. It is not retryable: fix the call.
-type ConfigError struct {
-	Field string // for example "Config.CheckInterval" or "owner"
-	Why   string
-	Err   error // the underlying error, if any
-}
-
-// Error returns "readiness: invalid <Field>: <Why>", followed by ": <Err>"
-// when Err is set.
-func (e *ConfigError) Error() string {
-	msg := "readiness: invalid " + e.Field + ": " + e.Why
-	if e.Err != nil {
-		msg += ": " + e.Err.Error()
-	}
-	return msg
-}
-
-// Unwrap returns Err.
-func (e *ConfigError) Unwrap() error { return e.Err }
-
-// Is matches [ErrInvalidConfig].
-func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+// ConfigError reports a nil or nonsense option, argument or configuration
+// field. It is not retryable: fix the configuration. Every package of
+// holdfast reports its configuration errors with this one type
+// (holdfast.ConfigError, bluegreen.ConfigError, failover.ConfigError, ...
+// are the same), so one errors.As finds any of them; Error reads
+// "readiness: invalid <Field>: <Why>", and Unwrap returns Err.
+type ConfigError = cfgerr.Error
 
 // DrainTimeoutError says that a [Checker.Drain] ended before the pool's
 // acquired connections and the in-flight requests reached zero. Cause says

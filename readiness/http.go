@@ -179,14 +179,14 @@ func writeDrainError(w http.ResponseWriter, err error) {
 func ownerOf(r *http.Request) (string, error) {
 	h, q := r.Header.Get(OwnerHeader), r.URL.Query().Get("owner")
 	if h != "" && q != "" && h != q {
-		return "", &ConfigError{Field: "owner", Why: "the " + OwnerHeader + " header and the owner parameter differ"}
+		return "", &ConfigError{Pkg: "readiness", Field: "owner", Why: "the " + OwnerHeader + " header and the owner parameter differ"}
 	}
 	owner := h
 	if owner == "" {
 		owner = q
 	}
 	if owner == "" {
-		return "", &ConfigError{Field: "owner", Why: "missing: set the " + OwnerHeader + " header or the owner query parameter"}
+		return "", &ConfigError{Pkg: "readiness", Field: "owner", Why: "missing: set the " + OwnerHeader + " header or the owner query parameter"}
 	}
 	return owner, checkOwner(owner)
 }

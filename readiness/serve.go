@@ -58,7 +58,7 @@ func (sc ServeConfig) validate() (ServeConfig, error) {
 		{"ServeConfig.ShutdownTimeout", &sc.ShutdownTimeout, DefaultShutdownTimeout},
 	} {
 		if *d.v < 0 {
-			return sc, &ConfigError{Field: d.name, Why: "must not be negative (got " + d.v.String() + ")"}
+			return sc, &ConfigError{Pkg: "readiness", Field: d.name, Why: "must not be negative (got " + d.v.String() + ")"}
 		}
 		if *d.v == 0 {
 			*d.v = d.def
@@ -66,7 +66,7 @@ func (sc ServeConfig) validate() (ServeConfig, error) {
 	}
 	for _, s := range sc.Signals {
 		if s == nil {
-			return sc, &ConfigError{Field: "ServeConfig.Signals", Why: "a signal is nil"}
+			return sc, &ConfigError{Pkg: "readiness", Field: "ServeConfig.Signals", Why: "a signal is nil"}
 		}
 	}
 	if len(sc.Signals) == 0 {
@@ -100,7 +100,7 @@ func (sc ServeConfig) validate() (ServeConfig, error) {
 // owns the goroutines it starts and joins them before it returns.
 func (c *Checker) Serve(ctx context.Context, srv *http.Server, cfg ServeConfig) error {
 	if srv == nil {
-		return &ConfigError{Field: "srv", Why: "must not be nil"}
+		return &ConfigError{Pkg: "readiness", Field: "srv", Why: "must not be nil"}
 	}
 	cfg, err := cfg.validate()
 	if err != nil {

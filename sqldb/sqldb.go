@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"github.com/holdfast-db/holdfast/internal/cfgerr"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -20,28 +21,15 @@ import (
 )
 
 // ErrInvalidConfig is matched by every *ConfigError.
-var ErrInvalidConfig = errors.New("sqldb: invalid configuration")
+var ErrInvalidConfig = cfgerr.ErrInvalid
 
-// ConfigError reports a nil or nonsense argument. It is not retryable: fix
-// the call.
-type ConfigError struct {
-	Field string
-	Why   string
-	Err   error
-}
-
-func (e *ConfigError) Error() string {
-	if e.Err != nil {
-		return fmt.Sprintf("sqldb: invalid %s: %s: %v", e.Field, e.Why, e.Err)
-	}
-	return "sqldb: invalid " + e.Field + ": " + e.Why
-}
-
-// Unwrap returns the underlying error.
-func (e *ConfigError) Unwrap() error { return e.Err }
-
-// Is matches ErrInvalidConfig.
-func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+// ConfigError reports a nil or nonsense option, argument or configuration
+// field. It is not retryable: fix the configuration. Every package of
+// holdfast reports its configuration errors with this one type
+// (holdfast.ConfigError, bluegreen.ConfigError, failover.ConfigError, ...
+// are the same), so one errors.As finds any of them; Error reads
+// "sqldb: invalid <Field>: <Why>", and Unwrap returns Err.
+type ConfigError = cfgerr.Error
 
 // ErrClosed is returned by [Connector.Connect] after [Connector.Close].
 // database/sql checks first that its *sql.DB is open, so code that uses a
@@ -65,9 +53,9 @@ var ErrClosed = errors.New("sqldb: connector is closed")
 func Open(ctx context.Context, f *holdfast.Factory, cfg *pgxpool.Config, opts ...stdlib.OptionOpenDB) (*sql.DB, error) {
 	switch {
 	case f == nil:
-		return nil, &ConfigError{Field: "factory", Why: "nil: build one with holdfast.New"}
+		return nil, &ConfigError{Pkg: "sqldb", Field: "factory", Why: "nil: build one with holdfast.New"}
 	case cfg == nil:
-		return nil, &ConfigError{Field: "cfg", Why: "nil: build it with pgxpool.ParseConfig"}
+		return nil, &ConfigError{Pkg: "sqldb", Field: "cfg", Why: "nil: build it with pgxpool.ParseConfig"}
 	}
 	pool, err := f.NewPool(ctx, cfg)
 	if err != nil {
@@ -263,11 +251,11 @@ func (c *Conn) Close() error {
 func RegisterDriver(name string, f *holdfast.Factory) error {
 	switch {
 	case name == "":
-		return &ConfigError{Field: "name", Why: "empty"}
+		return &ConfigError{Pkg: "sqldb", Field: "name", Why: "empty"}
 	case f == nil:
-		return &ConfigError{Field: "factory", Why: "nil: build one with holdfast.New"}
+		return &ConfigError{Pkg: "sqldb", Field: "factory", Why: "nil: build one with holdfast.New"}
 	case slices.Contains(sql.Drivers(), name):
-		return &ConfigError{Field: "name", Why: fmt.Sprintf("a driver named %q is already registered", name)}
+		return &ConfigError{Pkg: "sqldb", Field: "name", Why: fmt.Sprintf("a driver named %q is already registered", name)}
 	}
 	sql.Register(name, &Driver{f: f})
 	return nil
@@ -289,7 +277,7 @@ type Driver struct {
 func (d *Driver) OpenConnector(dsn string) (driver.Connector, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, &ConfigError{Field: "dsn", Why: "cannot parse", Err: err}
+		return nil, &ConfigError{Pkg: "sqldb", Field: "dsn", Why: "cannot parse", Err: err}
 	}
 	if err := d.f.Configure(cfg); err != nil {
 		return nil, err

@@ -14,8 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/holdfast-db/holdfast/internal/pgproc"
-
 	"github.com/holdfast-db/holdfast/fakes/bluegreentest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/jackc/pgx/v5"
@@ -200,7 +198,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cred, err := pgproc.ServerUser()
+	cred, err := pgtest.ServerUser()
 	if err != nil {
 		return err
 	}
@@ -239,7 +237,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		return err
 	}
 	// Trust replication connections from any loopback address.
-	if err := pgproc.AppendFile(filepath.Join(w.data(), "pg_hba.conf"),
+	if err := appendFile(filepath.Join(w.data(), "pg_hba.conf"),
 		"\nhost all all 127.0.0.0/8 trust\nhost replication all 127.0.0.0/8 trust\n"); err != nil {
 		return err
 	}
@@ -672,4 +670,17 @@ func freePort(host string) (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// appendFile appends text to the existing file name.
+func appendFile(name, text string) error {
+	f, err := os.OpenFile(name, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(text); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

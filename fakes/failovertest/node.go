@@ -16,8 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/holdfast-db/holdfast/internal/pgproc"
-
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/jackc/pgx/v5"
 )
@@ -82,7 +80,7 @@ func (n *node) writeConf(syncStandby bool) error {
 	var b strings.Builder
 	b.WriteString("# written by holdfast failovertest\n")
 	fmt.Fprintf(&b, "listen_addresses = %s\nport = %d\nunix_socket_directories = %s\n",
-		pgproc.QuoteConf(n.host), n.port, pgproc.QuoteConf(n.dir))
+		pgtest.QuoteConf(n.host), n.port, pgtest.QuoteConf(n.dir))
 	s := n.settings(syncStandby)
 	keys := make([]string, 0, len(s))
 	for k := range s {
@@ -90,13 +88,13 @@ func (n *node) writeConf(syncStandby bool) error {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		fmt.Fprintf(&b, "%s = %s\n", k, pgproc.QuoteConf(s[k]))
+		fmt.Fprintf(&b, "%s = %s\n", k, pgtest.QuoteConf(s[k]))
 	}
 	if n.cert != nil {
 		// Here rather than in postgresql.auto.conf (ALTER SYSTEM), which
 		// pg_basebackup copies and which would override this file.
 		fmt.Fprintf(&b, "ssl = on\nssl_cert_file = %s\nssl_key_file = %s\n",
-			pgproc.QuoteConf(certFile), pgproc.QuoteConf(keyFile))
+			pgtest.QuoteConf(certFile), pgtest.QuoteConf(keyFile))
 	}
 	name := filepath.Join(n.data(), "holdfast.conf")
 	if err := os.WriteFile(name, []byte(b.String()), 0o600); err != nil {
@@ -217,7 +215,7 @@ func (n *node) follow(ctx context.Context, w *node) error {
 			out = append(out, line)
 		}
 	}
-	out = append(out, "primary_conninfo = "+pgproc.QuoteConf(fmt.Sprintf("host=%s port=%d user=postgres application_name=%s", w.host, w.port, n.id)))
+	out = append(out, "primary_conninfo = "+pgtest.QuoteConf(fmt.Sprintf("host=%s port=%d user=postgres application_name=%s", w.host, w.port, n.id)))
 	if err := os.WriteFile(name, []byte(strings.Join(out, "\n")+"\n"), 0o600); err != nil {
 		return err
 	}

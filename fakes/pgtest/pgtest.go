@@ -17,8 +17,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/holdfast-db/holdfast/internal/pgproc"
-
 	"github.com/jackc/pgx/v5"
 )
 
@@ -230,7 +228,7 @@ func (s *Server) start(ctx context.Context, port int, pickPort func(string) (int
 
 	// Everything we manage lives in holdfast.conf, included at the end of
 	// postgresql.conf so it overrides initdb's choices.
-	if err := pgproc.AppendFile(filepath.Join(s.dataDir, "postgresql.conf"),
+	if err := appendFile(filepath.Join(s.dataDir, "postgresql.conf"),
 		"\n# added by holdfast pgtest\ninclude 'holdfast.conf'\n"); err != nil {
 		return &StartError{Step: "configure", Err: err}
 	}
@@ -269,16 +267,16 @@ func (s *Server) start(ctx context.Context, port int, pickPort func(string) (int
 func (s *Server) writeConf(port int, settings map[string]string) error {
 	var b strings.Builder
 	b.WriteString("# written by holdfast pgtest\n")
-	fmt.Fprintf(&b, "listen_addresses = %s\n", pgproc.QuoteConf(s.Host))
+	fmt.Fprintf(&b, "listen_addresses = %s\n", QuoteConf(s.Host))
 	fmt.Fprintf(&b, "port = %d\n", port)
-	fmt.Fprintf(&b, "unix_socket_directories = %s\n", pgproc.QuoteConf(s.Dir))
+	fmt.Fprintf(&b, "unix_socket_directories = %s\n", QuoteConf(s.Dir))
 	keys := make([]string, 0, len(settings))
 	for k := range settings {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		fmt.Fprintf(&b, "%s = %s\n", k, pgproc.QuoteConf(settings[k]))
+		fmt.Fprintf(&b, "%s = %s\n", k, QuoteConf(settings[k]))
 	}
 	name := filepath.Join(s.dataDir, "holdfast.conf")
 	if err := os.WriteFile(name, []byte(b.String()), 0o644); err != nil {

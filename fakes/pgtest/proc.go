@@ -11,8 +11,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/holdfast-db/holdfast/internal/pgproc"
 )
 
 // runner runs PostgreSQL commands, as another OS user when the process is
@@ -22,7 +20,7 @@ type runner struct {
 }
 
 func newRunner() (runner, error) {
-	cred, err := pgproc.ServerUser()
+	cred, err := ServerUser()
 	if err != nil {
 		return runner{}, fmt.Errorf("pgtest: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/holdfast-db/holdfast/internal/cfgerr"
 	"strconv"
 	"strings"
 	"time"
@@ -45,9 +46,9 @@ func (c Config) withDefaults() Config {
 func (c Config) Validate() error {
 	switch {
 	case c.Interval < 0:
-		return &ConfigError{Field: "Interval", Why: "must not be negative (got " + c.Interval.String() + ")"}
+		return &ConfigError{Pkg: "drain", Field: "Interval", Why: "must not be negative (got " + c.Interval.String() + ")"}
 	case c.Timeout < 0:
-		return &ConfigError{Field: "Timeout", Why: "must not be negative (got " + c.Timeout.String() + ")"}
+		return &ConfigError{Pkg: "drain", Field: "Timeout", Why: "must not be negative (got " + c.Timeout.String() + ")"}
 	}
 	return nil
 }
@@ -145,7 +146,7 @@ func wait(ctx context.Context, cfg Config, probe Probe, clk clock) (Result, erro
 		return Result{}, err
 	}
 	if probe == nil {
-		return Result{}, &ConfigError{Field: "Probe", Why: "must not be nil"}
+		return Result{}, &ConfigError{Pkg: "drain", Field: "Probe", Why: "must not be nil"}
 	}
 	cfg = cfg.withDefaults()
 	start := clk.Now()
@@ -229,17 +230,12 @@ func (e *ProbeError) Error() string {
 func (e *ProbeError) Unwrap() error { return e.Err }
 
 // ErrInvalidConfig is matched by every [*ConfigError].
-var ErrInvalidConfig = errors.New("drain: invalid configuration")
+var ErrInvalidConfig = cfgerr.ErrInvalid
 
-// ConfigError reports a negative duration or a nil probe. It is not
-// retryable: fix the call.
-type ConfigError struct {
-	Field string
-	Why   string
-}
-
-// Error returns "drain: invalid <Field>: <Why>".
-func (e *ConfigError) Error() string { return "drain: invalid " + e.Field + ": " + e.Why }
-
-// Is matches [ErrInvalidConfig].
-func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+// ConfigError reports a nil or nonsense option, argument or configuration
+// field. It is not retryable: fix the configuration. Every package of
+// holdfast reports its configuration errors with this one type
+// (holdfast.ConfigError, bluegreen.ConfigError, failover.ConfigError, ...
+// are the same), so one errors.As finds any of them; Error reads
+// "drain: invalid <Field>: <Why>", and Unwrap returns Err.
+type ConfigError = cfgerr.Error

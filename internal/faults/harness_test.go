@@ -19,7 +19,6 @@ import (
 
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
-	"github.com/holdfast-db/holdfast/internal/pgproc"
 	"github.com/holdfast-db/holdfast/retry"
 )
 
@@ -157,7 +156,7 @@ func pgCtl(t *testing.T, s *pgtest.Server, args ...string) time.Duration {
 	cmd.Env = []string{"LC_ALL=C", "TZ=UTC", "PATH=" + os.Getenv("PATH"), "HOME=/tmp"}
 	cmd.Dir = "/"
 	cmd.WaitDelay = 5 * time.Second
-	cred, err := pgproc.ServerUser() // nil unless root
+	cred, err := pgtest.ServerUser() // nil unless root
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,4 @@
-// Package pgproc holds what the code that runs PostgreSQL servers shares
-// (fakes/pgtest, fakes/failovertest, the fault suite): the OS user to run
-// the server programs as, and postgresql.conf editing.
-package pgproc
+package pgtest
 
 import (
 	"errors"
@@ -13,9 +10,15 @@ import (
 	"syscall"
 )
 
-// ServerUser returns the credential to run PostgreSQL programs with: nil
-// when the process is not root, else the "postgres" OS user's, or
-// "nobody"'s (PostgreSQL refuses to run as root).
+// What the code that runs PostgreSQL servers shares (this package,
+// fakes/failovertest, the fault suite): the OS user to run the server
+// programs as, and postgresql.conf quoting.
+
+// ServerUser returns the credential the harness runs PostgreSQL programs
+// with: nil when the process is not root, else the "postgres" OS user's,
+// or "nobody"'s (PostgreSQL refuses to run as root). A test that prepares
+// a directory for a server (a replica's, a certificate's) chowns it to
+// that user.
 func ServerUser() (*syscall.Credential, error) {
 	if os.Geteuid() != 0 {
 		return nil, nil
@@ -44,13 +47,14 @@ func ServerUser() (*syscall.Credential, error) {
 	return cred, nil
 }
 
-// QuoteConf quotes v as a postgresql.conf string value.
+// QuoteConf quotes v as a postgresql.conf string value, for
+// Options.Settings and the files a test writes itself.
 func QuoteConf(v string) string {
 	return "'" + strings.ReplaceAll(strings.ReplaceAll(v, `\`, `\\`), "'", "''") + "'"
 }
 
-// AppendFile appends text to the existing file name.
-func AppendFile(name, text string) error {
+// appendFile appends text to the existing file name.
+func appendFile(name, text string) error {
 	f, err := os.OpenFile(name, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		return err
