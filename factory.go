@@ -14,6 +14,7 @@ import (
 	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/failover"
+	"github.com/holdfast-db/holdfast/internal/failovermon"
 	"github.com/holdfast-db/holdfast/internal/obs"
 	"github.com/holdfast-db/holdfast/retry"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -221,7 +222,7 @@ func (f *Factory) forget(b *binding) {
 	if b == nil {
 		return
 	}
-	var done *failover.Monitor
+	var done *failovermon.Monitor
 	f.mu.Lock()
 	for i, p := range f.pools {
 		if p == b {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/holdfast-db/holdfast/failover"
+	"github.com/holdfast-db/holdfast/internal/failovermon"
 	"github.com/holdfast-db/holdfast/internal/compose"
 	"github.com/holdfast-db/holdfast/internal/topology"
 	"github.com/jackc/pgx/v5"
@@ -45,7 +46,7 @@ import (
 // foLayer is one pool's failover layer.
 type foLayer struct {
 	ref    *monitorRef
-	m      *failover.Monitor
+	m      *failovermon.Monitor
 	writer bool // the pool's host is the writer endpoint
 	comp   *compose.Composition
 
@@ -67,7 +68,7 @@ type foLayer struct {
 // pools use it: the last to close closes it.
 type monitorRef struct {
 	key   string
-	m     *failover.Monitor
+	m     *failovermon.Monitor
 	pools int
 }
 
@@ -86,7 +87,7 @@ const maxCutRecords = 8
 // host, creating it, and counts the pool. f.mu is held.
 func (f *Factory) failoverMonitor(cc *pgx.ConnConfig, connHook func(context.Context, *pgx.ConnConfig) error) (*monitorRef, error) {
 	ep := f.failover.Endpoint(cc.Host)
-	tmpl, port, err := failover.TemplateFor(ep, cc.Port, f.failover.InstanceTemplate)
+	tmpl, port, err := failovermon.TemplateFor(ep, cc.Port, f.failover.InstanceTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +96,7 @@ func (f *Factory) failoverMonitor(cc *pgx.ConnConfig, connHook func(context.Cont
 		ref.pools++
 		return ref, nil
 	}
-	m, err := failover.NewMonitor(cc, *f.failover, connHook)
+	m, err := failovermon.New(cc, *f.failover, connHook)
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +160,7 @@ func (b *binding) addFailover(cc *pgx.ConnConfig) error {
 		return &ConfigError{Field: "WithFailover", Why: "cannot install failover routing", Err: err}
 	}
 	fo := &foLayer{ref: ref, m: ref.m, comp: b.comp, live: map[*connState]struct{}{}, host: cc.Host, log: f.logger}
-	fo.writer = failover.IsWriterEndpoint(ep)
+	fo.writer = failovermon.IsWriterEndpoint(ep)
 	fo.custom = ep == cc.Host && !topology.IsIP(cc.Host) && !isSocket(cc.Host) &&
 		topology.InstanceDomain([]string{topology.NormHost(cc.Host)}) == ""
 	for _, fb := range cc.Fallbacks {
@@ -173,7 +174,7 @@ func (b *binding) addFailover(cc *pgx.ConnConfig) error {
 	}
 	b.fo = fo
 	b.observers = append(b.observers, fo)
-	fo.m.Watch(host, func(c failover.Change) { fo.onChange(b, c) })
+	fo.m.Watch(host, func(c failovermon.Change) { fo.onChange(b, c) })
 	if sw := b.comp.Switchover; sw != nil {
 		fo.m.StandDownWhile(sw) // a switchover moves the writer on purpose
 	}
@@ -307,13 +308,13 @@ func (fo *foLayer) closed(c *connState) {
 }
 
 // onChange acts on the monitor's changes, on its goroutine.
-func (fo *foLayer) onChange(b *binding, c failover.Change) {
+func (fo *foLayer) onChange(b *binding, c failovermon.Change) {
 	switch c.Kind {
-	case failover.WriterChanged:
+	case failovermon.WriterChanged:
 		if c.OldAddr != "" && c.OldAddr != c.NewAddr {
 			fo.cut(b, c.OldAddr, &failover.CutError{OldWriter: c.OldWriter, NewWriter: c.NewWriter, Addr: c.OldAddr})
 		}
-	case failover.InstancesLeft:
+	case failovermon.InstancesLeft:
 		for i, addr := range c.Gone {
 			fo.cut(b, addr, &failover.CutError{Left: c.GoneIDs[i], Addr: addr})
 		}
@@ -387,7 +388,7 @@ func (fo *foLayer) leave() {
 // RDS Proxy, an Aurora global endpoint) or pool was not built from a
 // config this factory configured. It finds the pool's layers from its
 // config: NewPool, or Configure and pgxpool.NewWithConfig, alike.
-func (f *Factory) Failover(pool *pgxpool.Pool) *failover.Monitor {
+func (f *Factory) Failover(pool *pgxpool.Pool) failover.Monitor {
 	if b := f.bindingOf(pool); b != nil && b.fo != nil {
 		return b.fo.m
 	}

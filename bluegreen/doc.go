@@ -148,8 +148,8 @@
 // caller's cancellation), Acquire in PrepareConn, statements on acquired
 // connections in the query tracer (also batches, CopyFrom and Prepare).
 // Connections to the old blue instance are dropped when IN_PROGRESS begins:
-// idle ones are closed at once when the pool is attached ([Router.Attach];
-// holdfast.Factory.Start does it), others are destroyed when next acquired,
+// idle ones are closed at once (the Router learns its pool at the pool's
+// first Acquire), others are destroyed when next acquired,
 // and a statement on one in use fails with a [*DroppedError]. A held
 // caller wakes when the routing changes, never on a poll, and waits at
 // most Config.ConnectTimeout (30 s) and its context: then it fails with a

@@ -27,8 +27,8 @@ type authHostsKey struct{}
 // the connection to a server that answers to another name than the one it
 // asked for; nil otherwise: issue it for the connection's own host. ctx is
 // the context of the hooks that run after the Router's: the pool's
-// BeforeConnect chained by [New], the context [Router.Route] returns, and
-// the context of a monitor's connect hook.
+// BeforeConnect chained by [New] (holdfast's password step with
+// WithBlueGreen), and the context of a monitor's connect hook.
 //
 // RDS and Aurora check an IAM token against the name the server answers
 // to. During POST a blue name leads to green, which answers to its green

@@ -293,7 +293,7 @@ func TestTopologyUnreadable(t *testing.T) {
 			start := time.Now()
 			// Wake the monitor as pools would, for 5 s.
 			for time.Since(start) < 5*time.Second {
-				m.Trouble()
+				engine(m).Trouble()
 				if _, err := pool.Exec(ctx, "SELECT 1"); err != nil {
 					t.Fatalf("the pool fails: %v", err)
 				}

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"github.com/holdfast-db/holdfast/internal/cfgerr"
 	"log/slog"
-	"net"
-	"strconv"
 	"strings"
 	"time"
 
@@ -116,7 +114,7 @@ func (c Config) Validate() error {
 		}
 	}
 	if t := c.InstanceTemplate; t != "" {
-		if _, _, err := parseTemplate(t); err != nil {
+		if err := parseTemplate(t); err != nil {
 			return err
 		}
 	}
@@ -145,23 +143,12 @@ func (c Config) Endpoint(host string) string {
 	return host
 }
 
-// parseTemplate splits an InstanceTemplate into the normalized host
-// pattern and its port (0 when it has none).
-func parseTemplate(t string) (string, uint16, error) {
-	host, port := t, uint16(0)
-	if h, p, err := net.SplitHostPort(t); err == nil {
-		n, err := strconv.ParseUint(p, 10, 16)
-		if err != nil || n == 0 {
-			return "", 0, &ConfigError{Pkg: "failover", Field: "Config.InstanceTemplate", Why: fmt.Sprintf("%q: invalid port", t)}
-		}
-		host, port = h, uint16(n)
+// parseTemplate checks an InstanceTemplate.
+func parseTemplate(t string) error {
+	if _, _, why := topology.ParseTemplate(t); why != "" {
+		return &ConfigError{Pkg: "failover", Field: "Config.InstanceTemplate", Why: why}
 	}
-	host = topology.NormHost(host)
-	if strings.Count(host, "?") != 1 || !strings.HasPrefix(host, "?.") || len(host) < 3 || strings.ContainsAny(host, " /:@") {
-		return "", 0, &ConfigError{Pkg: "failover", Field: "Config.InstanceTemplate",
-			Why: fmt.Sprintf("%q: want one \"?\" as the first label of a host name, e.g. \"?.abc123.us-east-1.rds.amazonaws.com\"", t)}
-	}
-	return host, port, nil
+	return nil
 }
 
 // WithDefaults returns c with every zero field set to its default, or the

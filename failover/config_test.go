@@ -11,6 +11,7 @@ import (
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/failover"
+	"github.com/holdfast-db/holdfast/internal/failovermon"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -71,7 +72,7 @@ func TestTemplateFor(t *testing.T) {
 		{host: "db.example.com", template: "?.x:http", bad: true},
 	}
 	for _, tt := range tests {
-		got, port, err := failover.TemplateFor(tt.host, 5432, tt.template)
+		got, port, err := failovermon.TemplateFor(tt.host, 5432, tt.template)
 		if tt.bad {
 			var ce *failover.ConfigError
 			if !errors.As(err, &ce) || ce.Field != "Config.InstanceTemplate" {
@@ -96,7 +97,7 @@ func FuzzTemplateFor(f *testing.F) {
 		if c.Validate() != nil {
 			return
 		}
-		got, _, err := failover.TemplateFor(host, 5432, template)
+		got, _, err := failovermon.TemplateFor(host, 5432, template)
 		var ce *failover.ConfigError
 		if err != nil {
 			if !errors.As(err, &ce) {
@@ -120,7 +121,7 @@ func TestIsWriterEndpoint(t *testing.T) {
 		"orders-1.abc.us-east-1.rds.amazonaws.com":              false,
 		"db.example.com": false,
 	} {
-		if got := failover.IsWriterEndpoint(host); got != want {
+		if got := failovermon.IsWriterEndpoint(host); got != want {
 			t.Errorf("IsWriterEndpoint(%q) = %v, want %v", host, got, want)
 		}
 	}
@@ -184,15 +185,16 @@ func ExampleConfig_WithDefaults() {
 	// detection 1s hold 30s
 }
 
-// The instance endpoints of the cluster a pool's host belongs to.
-func ExampleTemplateFor() {
-	t, port, _ := failover.TemplateFor("orders.cluster-abc123.us-east-1.rds.amazonaws.com", 5432, "")
-	fmt.Println(t, port)
-	_, _, err := failover.TemplateFor("db.internal.example.com", 5432, "")
-	fmt.Println(err != nil)
-	// Output:
-	// ?.abc123.us-east-1.rds.amazonaws.com 5432
-	// true
+// TemplateFor gives the instance endpoints of the cluster a pool's host
+// belongs to.
+func TestTemplateForExample(t *testing.T) {
+	tmpl, port, _ := failovermon.TemplateFor("orders.cluster-abc123.us-east-1.rds.amazonaws.com", 5432, "")
+	if tmpl != "?.abc123.us-east-1.rds.amazonaws.com" || port != 5432 {
+		t.Errorf("TemplateFor = %q, %d", tmpl, port)
+	}
+	if _, _, err := failovermon.TemplateFor("db.internal.example.com", 5432, ""); err == nil {
+		t.Error("a name of your own without a template")
+	}
 }
 
 // A name of your own for the cluster endpoint is routed as the endpoint.
@@ -200,13 +202,11 @@ func ExampleConfig_Endpoint() {
 	c := failover.Config{Aliases: map[string]string{
 		"db.orders.internal": "orders.cluster-abc123.us-east-1.rds.amazonaws.com",
 	}}
-	ep := c.Endpoint("db.orders.internal")
-	t, _, _ := failover.TemplateFor(ep, 5432, c.InstanceTemplate)
-	fmt.Println(ep)
-	fmt.Println(failover.IsWriterEndpoint(ep), t)
+	fmt.Println(c.Endpoint("db.orders.internal"))
+	fmt.Println(c.Endpoint("db.billing.internal"))
 	// Output:
 	// orders.cluster-abc123.us-east-1.rds.amazonaws.com
-	// true ?.abc123.us-east-1.rds.amazonaws.com
+	// db.billing.internal
 }
 
 // A pool on a host whose instance endpoints cannot be derived (an IP

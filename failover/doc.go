@@ -23,19 +23,57 @@
 // It works alongside holdfast.WithBlueGreen on the same pool: a failover
 // while no switchover is under way (no deployment, or CREATED) is handled
 // as without it. While a switchover routes the pool (from PREPARATION until
-// the blue/green routing is normal again), the failover layer stands down
-// — it holds, redirects and refuses nothing, since the switchover makes the
-// writer read-only and moves it on purpose — and the blue/green routing's
-// own bounds apply (bluegreen.Config.ConnectTimeout, SwitchoverTimeout). The
-// monitor keeps watching; connections to a writer it replaced are still
-// cut. A writer failover in the middle of a switchover is thus bounded by
-// the switchover's timeouts, not handled faster; the tests do not play it.
+// the blue/green routing is normal again), the monitor stands down: it
+// closes its connections, probes nothing and holds, redirects, refuses and
+// cuts nothing, since the switchover makes blue read-only and moves its
+// names to green on purpose. Once the blue/green routing is normal again
+// it forgets the cluster it knew (the switchover renamed its instances)
+// and reads the topology afresh by the pool's endpoint, as at its start;
+// a writer it finds so is adopted without a cut. A writer failover in the
+// middle of a switchover is left to the blue/green routing and its bounds
+// (bluegreen.Config.ConnectTimeout for a held caller, SwitchoverTimeout
+// for the switchover): bounded, not handled faster.
+// go run ./examples/switchover -failover plays a switchover with both on
+// (TestSwitchoverFailover: 0 failed, the longest pause within IN_PROGRESS +
+// 150 ms).
+//
+// # Which endpoints are routed
+//
+// By the shape of the pool's host (after Config.Aliases):
+//
+//	endpoint                                   monitor                     routing
+//	name.cluster-ID.REGION.rds.amazonaws.com   the cluster's (its name,    held, redirected, refused on a reader,
+//	                                           domain and port)            cut (all of the table below)
+//	name.cluster-ro-ID...                      the cluster's               cut only
+//	name.ID.REGION... (instance), an IP or a   one of its own, by host     cut only
+//	name of your own with InstanceTemplate
+//	name.cluster-custom-ID... (custom)         one of its own, by host     cut only (its name names no cluster)
+//	name.proxy-ID... (RDS Proxy)               none                        none: the proxy follows the writer
+//	name.global-ID.global.rds.amazonaws.com    none                        none: a DNS name of the primary
+//	(Aurora global database)                                               cluster's writer; use the primary
+//	                                                                       region's cluster endpoint to route
+//
+// Two clusters in one account and region share the instance endpoints'
+// domain and differ by name: each has its own monitor, and no connection
+// of one pool reaches the other cluster (TestTwoClustersOneRegion). A pool
+// with no routing logs one Info line saying why and keeps holdfast's
+// retries (TestProxyEndpoint: an RDS Proxy through a failover writes again
+// about 1.7 s after the writer went down, nothing held or left active).
+//
+// A monitor that cannot read the topology — a role without EXECUTE on
+// aurora_replica_status(), without USAGE on the schema rds_tools, a server
+// without the functions — turns routing off: it says why once at WARN
+// (naming the grant it needs), sets Status.Off and Status.Error (the
+// readiness JSON's failover check shows both, and warns), and looks again
+// every RefreshInterval instead of reconnecting (TestTopologyUnreadable:
+// one monitor connection in 5 s).
 //
 // # The topology monitor
 //
-// One Monitor per cluster, shared by the factory's pools on it (the writer
-// endpoint's, the reader endpoint's, instance endpoints'), on one goroutine
-// that starts with the first connection and that Factory.Close joins. It
+// One monitor per cluster, shared by the factory's pools on it (the writer
+// endpoint's and the reader endpoint's), on one goroutine that starts with
+// the first connection and that Factory.Close joins (or ClosePool of the
+// last pool on it). It
 // connects with a copy of the first pool's config (credentials, TLS, the
 // integration's dial without the retry loop, a fresh password per connect,
 // application_name "holdfast-failover-monitor") and reads:
@@ -137,11 +175,13 @@
 //
 // # Status and readiness
 //
-// Monitor.Status gives the writer, the routing ("normal", "redirect",
-// "held"), counters and a timeline: "suspect", "writer down", "new writer",
-// "writer back", "DNS agrees", "instance left". Monitor.Active is true while
-// the routing is not normal and for FastFor after a change; package
+// Factory.Failover(pool) returns the pool's [Monitor]. Its Status gives the
+// writer, the routing ("normal", "redirect", "held"), counters, why routing
+// is off (Off, Error) and a timeline: "suspect", "writer down", "new
+// writer", "writer back", "DNS agrees", "instance left". Active is true
+// while the routing is not normal and for FastFor after a change; package
 // readiness answers Warn (reason "failover"), never Fail, while it is.
+// Changed wakes a caller at the next change of Status.
 //
 // # Measured
 //

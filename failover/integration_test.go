@@ -18,6 +18,7 @@ import (
 	"github.com/holdfast-db/holdfast/fakes"
 	"github.com/holdfast-db/holdfast/fakes/failovertest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
+	"github.com/holdfast-db/holdfast/internal/failovermon"
 	"github.com/holdfast-db/holdfast/retry"
 	"github.com/holdfast-db/holdfast/sqldb"
 	"github.com/jackc/pgx/v5"
@@ -28,6 +29,10 @@ import (
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// engine returns the monitor behind m, for what the tests look at that a
+// user does not (its routing snapshot; a poke).
+func engine(m failover.Monitor) *failovermon.Monitor { return m.(*failovermon.Monitor) }
 
 // policy is a retry policy for the tests' pools: generous bounds.
 var policy = retry.Policy{MaxAttempts: 10, Multiplier: 2, InitialInterval: 50 * time.Millisecond,
@@ -138,7 +143,7 @@ func waitFor(ctx context.Context, done func() bool) bool {
 // steady waits until m knows the writer and w's first 20 writes were
 // acknowledged: a failover before the monitor's first topology read
 // leaves it nothing to route by.
-func (w *writer) steady(ctx context.Context, m *failover.Monitor) bool {
+func (w *writer) steady(ctx context.Context, m failover.Monitor) bool {
 	return waitFor(ctx, func() bool {
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -397,7 +402,7 @@ func TestStartDuringFailover(t *testing.T) {
 	var (
 		holdfastWrote time.Time
 		f             *holdfast.Factory
-		m             *failover.Monitor
+		m             failover.Monitor
 		mu            sync.Mutex
 		plainOK       []time.Time // the control's successful writes
 		plainFailed   []time.Time // and its failed ones
@@ -516,7 +521,7 @@ func TestAlias(t *testing.T) {
 	fa := newFactory(t, holdfast.WithFailover(failover.Config{Aliases: map[string]string{alias: c.ClusterEndpoint}}))
 	fc := newFactory(t, holdfast.WithFailover(failover.Config{InstanceTemplate: template}))
 	pools := []*pgxpool.Pool{poolOn(ctx, t, fa, c, alias), poolOn(ctx, t, fc, c, alias)}
-	monitors := []*failover.Monitor{fa.Failover(pools[0]), fc.Failover(pools[1])}
+	monitors := []failover.Monitor{fa.Failover(pools[0]), fc.Failover(pools[1])}
 	ws := []*writer{{errs: map[string]int{}}, {errs: map[string]int{}}}
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
@@ -919,7 +924,7 @@ func TestUnconfirmedWriter(t *testing.T) {
 	name(writer)
 	if !waitFor(ctx, func() bool {
 		st := m.Status()
-		return m.Snapshot().Normal() && st.Writer == writer && !lastMonitorEvent(st, failover.EventWriterBack).IsZero()
+		return engine(m).Snapshot().Normal() && st.Writer == writer && !lastMonitorEvent(st, failover.EventWriterBack).IsZero()
 	}) {
 		t.Fatalf("the routing did not return to normal on %s: %+v", writer, m.Status())
 	}

@@ -19,9 +19,6 @@ type Event struct {
 	Server string    `json:"server,omitempty"` // the server id it concerns
 }
 
-// maxEvents bounds the timeline a Status keeps (the newest).
-const maxEvents = 64
-
 // Status is a Monitor's state, for logs, readiness endpoints and
 // dashboards.
 type Status struct {
@@ -52,59 +49,19 @@ func (s Status) Healthy() bool {
 	return s.Writer != "" && s.Routing != "held" && s.Routing != "held+redirect"
 }
 
-func routingName(s *Snapshot) string {
-	switch {
-	case s.Down && s.Redirect:
-		return "held+redirect"
-	case s.Down:
-		return "held"
-	case s.Redirect:
-		return "redirect"
-	}
-	return "normal"
-}
-
-// Status returns the monitor's state now.
-func (m *Monitor) Status() Status {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	st := m.status
-	st.Events = append([]Event(nil), m.status.Events...)
-	if st.Routing == "" {
-		st.Routing = "normal"
-	}
-	return st
-}
-
-func (m *Monitor) setStatus(f func(*Status)) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	f(&m.status)
-}
-
-// Active reports whether a failover is under way or just happened: the
-// routing is not normal, or the writer went down, changed or came back
-// less than FastFor ago. Readiness answers Warn, not Fail, meanwhile.
-func (m *Monitor) Active() bool {
-	if !m.Snapshot().Normal() {
-		return true
-	}
-	at := m.lastChange.Load()
-	return at != 0 && time.Since(time.Unix(0, at)) < m.cfg.FastFor
-}
-
-func (m *Monitor) event(name, server string) {
-	e := Event{At: time.Now(), Name: name, Server: server}
-	if name != EventSuspect {
-		m.lastChange.Store(e.At.UnixNano())
-	}
-	if m.cfg.OnEvent != nil {
-		m.cfg.OnEvent(e)
-	}
-	m.setStatus(func(s *Status) {
-		s.Events = append(s.Events, e)
-		if len(s.Events) > maxEvents {
-			s.Events = append(s.Events[:0:0], s.Events[len(s.Events)-maxEvents:]...)
-		}
-	})
+// Monitor is the writer-failover monitor of one cluster, as
+// holdfast.Factory.Failover returns it: what it knows, for logs,
+// readiness endpoints and dashboards. It is safe for concurrent use.
+type Monitor interface {
+	// Status returns the monitor's state now.
+	Status() Status
+	// Active reports whether a failover is under way or just happened:
+	// the routing is not normal, or the writer went down, changed or came
+	// back less than FastFor ago. Readiness answers Warn, not Fail,
+	// meanwhile.
+	Active() bool
+	// Changed returns a channel that is closed at the next change of
+	// Status. Read Status again after it is closed, and call Changed
+	// again for the next change.
+	Changed() <-chan struct{}
 }

@@ -697,18 +697,18 @@ func createTables(ctx context.Context, c *failovertest.Cluster, clients []*clien
 
 // waitWriter waits until the monitor knows the writer, or ctx ends, or 30 s
 // pass.
-func waitWriter(ctx context.Context, m *failover.Monitor) error {
+func waitWriter(ctx context.Context, m failover.Monitor) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for {
-		s := m.Snapshot()
-		if s.Writer != "" {
+		changed := m.Changed()
+		if m.Status().Writer != "" {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-s.Changed:
+		case <-changed:
 		}
 	}
 }
@@ -728,7 +728,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 // printProgress prints a line per second until done is closed.
-func printProgress(w io.Writer, begin time.Time, clients []*client, m *failover.Monitor, event *atomic.Value, done <-chan struct{}) {
+func printProgress(w io.Writer, begin time.Time, clients []*client, m failover.Monitor, event *atomic.Value, done <-chan struct{}) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	last := make([][2]int64, len(clients))
@@ -951,14 +951,14 @@ func (r *Result) readiness(rd *readinessLog) {
 	sort.Strings(r.ReadinessReasons)
 }
 
-func (r *Result) monitor(m *failover.Monitor) {
+func (r *Result) monitor(m failover.Monitor) {
 	st := m.Status()
 	r.Monitor = MonitorResult{Writer: st.Writer, Routing: st.Routing, Failovers: st.Failovers, Held: st.Held, MonitorConnects: st.MonitorConnects}
 }
 
 // timeline merges the simulator's events, the monitor's and the readiness
 // changes, in ms from the writer going down.
-func (r *Result) timeline(fres failovertest.Result, m *failover.Monitor, rd *readinessLog) {
+func (r *Result) timeline(fres failovertest.Result, m failover.Monitor, rd *readinessLog) {
 	anchor, _ := fres.At(failovertest.EventWriterDown)
 	var tl []TimelineEvent
 	for _, e := range fres.Events {

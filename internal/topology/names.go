@@ -1,8 +1,10 @@
 package topology
 
 import (
+	"fmt"
 	"net"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -185,4 +187,23 @@ func Truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// ParseTemplate splits an instance-endpoint template ("?.domain", or
+// "?.domain:port") into its normalized host pattern and port (0 when it
+// has none); why says what is wrong with a template that is not one.
+func ParseTemplate(t string) (host string, port uint16, why string) {
+	host = t
+	if h, p, err := net.SplitHostPort(t); err == nil {
+		n, err := strconv.ParseUint(p, 10, 16)
+		if err != nil || n == 0 {
+			return "", 0, fmt.Sprintf("%q: invalid port", t)
+		}
+		host, port = h, uint16(n)
+	}
+	host = NormHost(host)
+	if strings.Count(host, "?") != 1 || !strings.HasPrefix(host, "?.") || len(host) < 3 || strings.ContainsAny(host, " /:@") {
+		return "", 0, fmt.Sprintf("%q: want one \"?\" as the first label of a host name, e.g. \"?.abc123.us-east-1.rds.amazonaws.com\"", t)
+	}
+	return host, port, ""
 }

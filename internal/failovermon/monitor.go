@@ -1,4 +1,9 @@
-package failover
+// Package failovermon is the engine of package failover: the monitor of
+// one cluster's topology and writer, which holdfast's factory shares
+// between the pools on the cluster and routes them by (failover.go of
+// package holdfast). Package failover holds what users touch: Config,
+// Status, the events, the errors, Rule.
+package failovermon
 
 import (
 	"context"
@@ -13,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/holdfast-db/holdfast/failover"
 	"github.com/holdfast-db/holdfast/internal/topology"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -23,7 +29,7 @@ import (
 // also runs the probes of a failover on goroutines it joins within each
 // step. Pools read its routing with one atomic load (Snapshot).
 type Monitor struct {
-	cfg       Config
+	cfg       failover.Config
 	monConfig *pgx.ConnConfig
 	connHook  func(context.Context, *pgx.ConnConfig) error
 	lookup    func(context.Context, string) ([]string, error)
@@ -39,7 +45,8 @@ type Monitor struct {
 	listeners []func(Change)
 	standBy   []func() bool   // StandDownWhile: a blue/green switchover routes a pool of the cluster
 	writers   map[string]bool // host names of the writer endpoint(s) whose DNS is checked
-	status    Status
+	status    failover.Status
+	statusCh  chan struct{} // closed when status changes (Changed)
 	closed    bool
 	cancel    context.CancelFunc
 	startOnce sync.Once
@@ -107,16 +114,16 @@ type Change struct {
 	GoneIDs              []string // their server ids, in the same order
 }
 
-// NewMonitor returns a Monitor of the cluster that cc's host belongs to,
+// New returns a Monitor of the cluster that cc's host belongs to,
 // not yet started. The monitor connects with a copy of cc (without
 // target_session_attrs or tracer, application_name
 // "holdfast-failover-monitor"), to the writer's instance endpoint once
 // known, calling connHook (when not nil) before each connect, to set a
 // fresh password for the host connected to. It resolves names through
 // cc.LookupFunc (the system resolver when nil).
-func NewMonitor(cc *pgx.ConnConfig, c Config, connHook func(context.Context, *pgx.ConnConfig) error) (*Monitor, error) {
+func New(cc *pgx.ConnConfig, c failover.Config, connHook func(context.Context, *pgx.ConnConfig) error) (*Monitor, error) {
 	if cc == nil {
-		return nil, &ConfigError{Pkg: "failover", Field: "pgx.ConnConfig", Why: "nil: build the config with pgxpool.ParseConfig"}
+		return nil, &failover.ConfigError{Pkg: "failover", Field: "pgx.ConnConfig", Why: "nil: build the config with pgxpool.ParseConfig"}
 	}
 	c, err := c.WithDefaults()
 	if err != nil {
@@ -138,6 +145,7 @@ func NewMonitor(cc *pgx.ConnConfig, c Config, connHook func(context.Context, *pg
 		guards:    map[*pgx.Conn]*topology.Guard{},
 		dialFails: map[string]dialFail{},
 		done:      make(chan struct{}),
+		statusCh:  make(chan struct{}),
 	}
 	if m.lookup == nil {
 		m.lookup = net.DefaultResolver.LookupHost
@@ -151,9 +159,9 @@ func NewMonitor(cc *pgx.ConnConfig, c Config, connHook func(context.Context, *pg
 // RDS endpoint. It returns the key that the monitors of one cluster share.
 func TemplateFor(host string, port uint16, template string) (string, uint16, error) {
 	if template != "" {
-		h, p, err := parseTemplate(template)
-		if err != nil {
-			return "", 0, err
+		h, p, why := topology.ParseTemplate(template)
+		if why != "" {
+			return "", 0, &failover.ConfigError{Pkg: "failover", Field: "Config.InstanceTemplate", Why: why}
 		}
 		if p == 0 {
 			p = port
@@ -162,7 +170,7 @@ func TemplateFor(host string, port uint16, template string) (string, uint16, err
 	}
 	d := topology.InstanceDomain([]string{topology.NormHost(host)})
 	if d == "" {
-		return "", 0, &ConfigError{Pkg: "failover", Field: "Config.InstanceTemplate",
+		return "", 0, &failover.ConfigError{Pkg: "failover", Field: "Config.InstanceTemplate",
 			Why: "the pool's host " + strconv.Quote(host) + " is not an RDS endpoint: set the instance endpoints' template, e.g. \"?.abc123.us-east-1.rds.amazonaws.com\""}
 	}
 	return "?." + d, port, nil
@@ -233,7 +241,7 @@ func (m *Monitor) standDown() {
 	m.cfg.Logger.Info("failover: a blue/green switchover is under way; failover routing stands down until it ends",
 		slog.String("server.address", m.monConfig.Host), slog.String("writer", m.writer))
 	m.publish(func(s *Snapshot) { s.Down, s.DownAddr, s.Redirect = false, "", false })
-	m.setStatus(func(s *Status) { s.Off = "switchover" })
+	m.setStatus(func(s *failover.Status) { s.Off = "switchover" })
 }
 
 // standUp ends a stand-down: the switchover renamed the cluster's
@@ -250,7 +258,7 @@ func (m *Monitor) standUp() {
 	m.cfg.Logger.Info("failover: the switchover ended; reading the cluster's topology again",
 		slog.String("server.address", m.monConfig.Host))
 	m.publish(func(s *Snapshot) { *s = Snapshot{} })
-	m.setStatus(func(s *Status) { s.Off, s.Writer, s.WriterAddr, s.Error = "", "", "", "" })
+	m.setStatus(func(s *failover.Status) { s.Off, s.Writer, s.WriterAddr, s.Error = "", "", "", "" })
 }
 
 // Snapshot returns the routing in force: one atomic load.
@@ -339,7 +347,7 @@ func (m *Monitor) run(ctx context.Context) {
 func (m *Monitor) goFast(why string) {
 	now := time.Now()
 	if !now.Before(m.fastUntil) {
-		m.event(EventSuspect, m.writer)
+		m.event(failover.EventSuspect, m.writer)
 		m.cfg.Logger.Debug("failover: trouble; probing the cluster", slog.String("why", why), slog.String("writer", m.writer))
 	}
 	m.fastUntil = now.Add(m.cfg.FastFor)
@@ -374,14 +382,14 @@ func (m *Monitor) step(ctx context.Context) {
 				m.routingOff(off)
 				return
 			}
-			m.setStatus(func(s *Status) { s.Error = m.redact(err.Error()) })
+			m.setStatus(func(s *failover.Status) { s.Error = m.redact(err.Error()) })
 			if m.writer == "" && !errors.Is(err, errDialBackoff) {
 				m.warnOnce("failover: the monitor cannot connect to read the topology; failover routing waits for it", err)
 			}
 			m.goFast("monitor connect failed") // and probe the others below
 		} else if !m.offUntil.IsZero() {
 			m.offUntil = time.Time{}
-			m.setStatus(func(s *Status) { s.Off, s.Error = "", "" })
+			m.setStatus(func(s *failover.Status) { s.Off, s.Error = "", "" })
 			m.cfg.Logger.Info("failover: the cluster's topology can be read again; failover routing is on")
 		}
 	} else {
@@ -509,7 +517,7 @@ func (m *Monitor) routingOff(off *offError) {
 	if check != "" {
 		text += " (check: " + check + ")"
 	}
-	m.setStatus(func(s *Status) { s.Off, s.Error = off.why, text })
+	m.setStatus(func(s *failover.Status) { s.Off, s.Error = off.why, text })
 	if !m.Snapshot().Normal() {
 		m.publish(func(s *Snapshot) { s.Down, s.DownAddr, s.Redirect = false, "", false }) // routing is off: nothing held or redirected
 	}
@@ -583,7 +591,7 @@ func (m *Monitor) dial(ctx context.Context, host string, timeout time.Duration) 
 	m.mu.Lock()
 	m.guards[conn] = guard
 	m.mu.Unlock()
-	m.setStatus(func(s *Status) { s.MonitorConnects++ })
+	m.setStatus(func(s *failover.Status) { s.MonitorConnects++ })
 	return conn, nil
 }
 
@@ -628,7 +636,7 @@ func (m *Monitor) refresh(ctx context.Context) error {
 	}
 	m.refreshed = time.Now()
 	m.connID = res.self
-	m.setStatus(func(s *Status) { s.Error = "" }) // the topology was read: no error stands
+	m.setStatus(func(s *failover.Status) { s.Error = "" }) // the topology was read: no error stands
 	m.learn(ctx, res.rows)
 	if m.fast() {
 		return nil // the probes decide
@@ -726,7 +734,7 @@ func (m *Monitor) learn(ctx context.Context, rows []topology.Row) {
 	for id, old := range m.instances {
 		if _, ok := next[id]; !ok && old.addr != "" {
 			gone, goneIDs = append(gone, old.addr), append(goneIDs, id)
-			m.event(EventLeft, id)
+			m.event(failover.EventLeft, id)
 		}
 	}
 	m.instances = next
@@ -822,7 +830,7 @@ func (m *Monitor) probeAll(ctx context.Context) {
 	switch {
 	case cur != nil && cur.res.confirmsWriter():
 		if m.Snapshot().Down {
-			m.event(EventWriterBack, m.writer)
+			m.event(failover.EventWriterBack, m.writer)
 			m.publish(func(s *Snapshot) { s.Down, s.DownAddr = false, "" })
 		}
 	case next != nil:
@@ -852,7 +860,7 @@ func (m *Monitor) writerDown() {
 		return
 	}
 	addr := m.instances[m.writer].addr
-	m.event(EventWriterDown, m.writer)
+	m.event(failover.EventWriterDown, m.writer)
 	m.cfg.Logger.Info("failover: writer down; holding connections by the writer endpoint until a writer is known",
 		slog.String("writer", m.writer), slog.String("addr", addr))
 	m.publish(func(s *Snapshot) { s.Down, s.DownAddr = true, addr })
@@ -872,17 +880,17 @@ func (m *Monitor) adopt(id string) {
 	if old == "" {
 		m.publish(func(s *Snapshot) { s.Writer, s.WriterAddr = id, in.addr })
 		m.publishReaders()
-		m.setStatus(func(s *Status) { s.Writer, s.WriterAddr = id, in.addr })
+		m.setStatus(func(s *failover.Status) { s.Writer, s.WriterAddr = id, in.addr })
 		return
 	}
-	m.event(EventNewWriter, id)
+	m.event(failover.EventNewWriter, id)
 	m.cfg.Logger.Info("failover: new writer", slog.String("old", old), slog.String("new", id), slog.String("addr", in.addr))
 	redirect := len(m.writerHosts()) > 0 // until checkDNS sees the endpoint agree
 	m.publish(func(s *Snapshot) {
 		s.Writer, s.WriterAddr, s.Down, s.DownAddr, s.Redirect = id, in.addr, false, "", redirect
 	})
 	m.publishReaders()
-	m.setStatus(func(s *Status) { s.Writer, s.WriterAddr = id, in.addr; s.Failovers++ })
+	m.setStatus(func(s *failover.Status) { s.Writer, s.WriterAddr = id, in.addr; s.Failovers++ })
 	if m.conn != nil && m.connID != id {
 		m.closeConn(m.conn)
 		m.conn, m.connID = nil, ""
@@ -914,7 +922,7 @@ func (m *Monitor) checkDNS(ctx context.Context) {
 		return
 	}
 	if agree {
-		m.event(EventDNSAgrees, s.Writer)
+		m.event(failover.EventDNSAgrees, s.Writer)
 	}
 	m.publish(func(s *Snapshot) { s.Redirect = !agree })
 }
@@ -958,6 +966,7 @@ func (m *Monitor) publish(change func(*Snapshot)) {
 	m.snap.Store(&s)
 	close(old.Changed)
 	m.status.Routing = routingName(&s)
+	m.statusChanged()
 }
 
 func (m *Monitor) notify(c Change) {
@@ -1000,12 +1009,12 @@ func (m *Monitor) Hold(ctx context.Context, host string) error {
 		case <-s.Changed:
 			s = m.snap.Load()
 		case <-ctx.Done():
-			return &HoldError{Host: host, Waited: time.Since(start), Err: ctx.Err()}
+			return &failover.HoldError{Host: host, Waited: time.Since(start), Err: ctx.Err()}
 		case <-t.C:
-			return &HoldError{Host: host, Waited: time.Since(start), Err: context.DeadlineExceeded}
+			return &failover.HoldError{Host: host, Waited: time.Since(start), Err: context.DeadlineExceeded}
 		}
 	}
-	m.setStatus(func(st *Status) { st.Held++ })
+	m.setStatus(func(st *failover.Status) { st.Held++ })
 	return nil
 }
 
