@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -237,11 +236,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		return err
 	}
 	// Trust replication connections from any loopback address.
-	if err := appendFile(filepath.Join(w.data(), "pg_hba.conf"),
-		"\nhost all all 127.0.0.0/8 trust\nhost replication all 127.0.0.0/8 trust\n"); err != nil {
-		return err
-	}
-	if err := w.exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+	if err := w.pg.PrependHBA(ctx, "host all all 127.0.0.0/8 trust\nhost replication all 127.0.0.0/8 trust\n"); err != nil {
 		return err
 	}
 	if c.cfg.TLS {
@@ -672,15 +667,3 @@ func freePort(host string) (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// appendFile appends text to the existing file name.
-func appendFile(name, text string) error {
-	f, err := os.OpenFile(name, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		return err
-	}
-	if _, err := f.WriteString(text); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
