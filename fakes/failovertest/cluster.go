@@ -666,4 +666,3 @@ func freePort(host string) (int, error) {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
-
