@@ -187,10 +187,12 @@ type connState struct {
 	addr   string    // the server's address, as the socket reports it
 	madeAt time.Time // when the connection was made
 
-	clamp   atomic.Int64                // unix nanos: deadlines are clamped to it while the connection closes (0: not closing)
-	aborted atomic.Pointer[abortion]    // set when a layer cut the connection (abort)
-	dialed  atomic.Pointer[string]      // the server of the current dial, from the dial on: a cut reaches a handshake too
-	sock    atomic.Pointer[watchedConn] // the current dial's connection
+	clamp      atomic.Int64                // unix nanos: deadlines are clamped to it while the connection closes (0: not closing)
+	inflight   atomic.Int32                // what the connection has in flight (outcome.go, stmtTracer)
+	committing atomic.Bool                 // a transaction runner's COMMIT comes next
+	aborted    atomic.Pointer[abortion]    // set when a layer cut the connection (abort)
+	dialed     atomic.Pointer[string]      // the server of the current dial, from the dial on: a cut reaches a handshake too
+	sock       atomic.Pointer[watchedConn] // the current dial's connection
 
 	mu          sync.Mutex // guards the fields below (a slow write may read on pgconn's background reader)
 	dials       int        // dials of this connection so far
@@ -945,6 +947,11 @@ func (w *watchedConn) Read(b []byte) (int, error) {
 	if err != nil {
 		err = w.c.ioErr(err)
 		w.c.failed(err)
+		if k := w.c.inflight.Load(); mayCommit(k) && w.c.connected.Load() {
+			// A statement that could commit was sent and its answer is
+			// lost (a failed write sends nothing the server runs).
+			err = &OutcomeUnknownError{Statement: inflightNames[k], Err: err}
+		}
 	}
 	return n, err
 }

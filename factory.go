@@ -34,6 +34,7 @@ type Factory struct {
 	tel     *obs.Telemetry // metrics, spans and log lines (telemetry.go)
 	acquire retry.Retrier  // Factory.Acquire, layer "acquire"
 	startup retry.Retrier  // NewPool's first connection, layer "startup"
+	tx      retry.Retrier  // the transaction runners, layer "transaction" (tx.go)
 
 	meterProvider  metric.MeterProvider // WithMeterProvider; nil: the global one
 	tracerProvider trace.TracerProvider // WithTracerProvider; nil: the global one
@@ -99,10 +100,16 @@ func New(opts ...Option) (*Factory, error) {
 	if err := c.startup.Validate(); err != nil {
 		return nil, &ConfigError{Field: "WithStartupPolicy", Why: "invalid policy", Err: err}
 	}
+	if err := c.txPolicy.Validate(); err != nil {
+		return nil, &ConfigError{Field: "WithTxPolicy", Why: "invalid policy", Err: err}
+	}
 	if !c.budgetSet {
 		c.budget, _ = retry.NewBudget(retry.DefaultBudget()) // the default config is valid
 	}
-	rules := append(append([]classify.Rule(nil), c.rules...), c.integrationRules...)
+	// What was in flight decides first: a lost answer to a statement that
+	// could commit is never retried, whatever broke the connection.
+	rules := append([]classify.Rule{outcomeRule}, c.rules...)
+	rules = append(rules, c.integrationRules...)
 	rules = append(rules, panicRule)
 	if c.blueGreen != nil {
 		rules = append(rules, bluegreen.Rule)
@@ -147,6 +154,7 @@ func New(opts ...Option) (*Factory, error) {
 	f.conn.fetch.NoRefund = true
 	f.acquire = f.retrier(c.policy, LayerAcquire)
 	f.startup = f.retrier(c.startup, LayerStartup)
+	f.tx = f.retrier(c.txPolicy, LayerTransaction)
 	if f.failover != nil {
 		if f.failover.Redact == nil {
 			f.failover.Redact = f.tel.Redact // the monitors' log lines and Status carry no secret holdfast knows

@@ -21,13 +21,15 @@ type Option func(*config)
 
 // config holds every setting; defaults lives in one place, below.
 type config struct {
-	password   func(ctx context.Context, host string) (string, error)
-	passwordBy string // the option that set password
-	rules      []classify.Rule
-	policy     retry.Policy
-	policySet  bool // WithRetryPolicy was given
-	startup    retry.Policy
-	startupSet bool // WithStartupPolicy was given
+	password    func(ctx context.Context, host string) (string, error)
+	passwordBy  string // the option that set password
+	rules       []classify.Rule
+	policy      retry.Policy
+	policySet   bool // WithRetryPolicy was given
+	startup     retry.Policy
+	startupSet  bool // WithStartupPolicy was given
+	txPolicy    retry.Policy
+	txPolicySet bool // WithTxPolicy was given
 
 	dial          pgconn.DialFunc // Integration.Dial
 	dialBy        string
@@ -55,9 +57,10 @@ type config struct {
 // defaults returns the configuration New starts from.
 func defaults() config {
 	return config{
-		policy:  retry.Default(),
-		startup: DefaultStartupPolicy(),
-		logger:  slog.New(slog.DiscardHandler),
+		policy:   retry.Default(),
+		startup:  DefaultStartupPolicy(),
+		txPolicy: DefaultTxPolicy(),
+		logger:   slog.New(slog.DiscardHandler),
 	}
 }
 

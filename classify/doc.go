@@ -97,9 +97,11 @@
 // differently: pgx (v5.13) returns it when the connection was lost during a
 // statement it sends with the simple protocol (BEGIN, COMMIT, any statement
 // without arguments), where the same loss during a statement with arguments
-// is an EOF or a reset. It is Transient like them: a transaction that failed
-// with it did not commit, unless it was its COMMIT that failed, as with an
-// EOF.
+// is an EOF or a reset. It is Transient like them, for a connection
+// attempt. For a statement it is not: holdfast's factory classifies a
+// statement whose answer was lost — this ErrConnClosed "after a request may
+// already have been sent", or an *holdfast.OutcomeUnknownError — as Fatal
+// "outcome-unknown" (holdfast.Factory.Classify).
 //
 // Timeouts are Transient because a per-attempt connect_timeout expiring says
 // nothing about the next attempt. The retry loop still stops as soon as the

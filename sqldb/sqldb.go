@@ -334,3 +334,37 @@ func Rule(err error) (classify.Verdict, bool) {
 	}
 	return classify.Verdict{}, false
 }
+
+// BeginTxFunc runs fn in a transaction of db, as holdfast's
+// Factory.BeginTxFunc does for a pgxpool: BEGIN with opts, fn, COMMIT
+// (ROLLBACK when fn returns an error), and the whole of it again only when
+// the failure proves that nothing committed — 40001, 40P01, a connection
+// that failed before COMMIT was sent, nothing sent at all
+// (driver.ErrBadConn), holdfast's own waits and refusals. It never runs fn
+// again when fn returned an error of its own, nor after COMMIT was sent
+// and its answer was lost: that returns a *holdfast.OutcomeUnknownError
+// (errors.Is(err, holdfast.ErrOutcomeUnknown)). The re-runs follow f's
+// transaction policy (holdfast.WithTxPolicy), ctx's deadline and f's retry
+// budget; f is the factory of db's pool. fn should do nothing but the
+// transaction's work: it may run more than once.
+func BeginTxFunc(ctx context.Context, f *holdfast.Factory, db *sql.DB, opts *sql.TxOptions, fn func(*sql.Tx) error) error {
+	switch {
+	case f == nil:
+		return &ConfigError{Pkg: "sqldb", Field: "factory", Why: "nil: the factory of db's pool"}
+	case db == nil:
+		return &ConfigError{Pkg: "sqldb", Field: "db", Why: "nil *sql.DB"}
+	case fn == nil:
+		return &ConfigError{Pkg: "sqldb", Field: "fn", Why: "nil func"}
+	}
+	return f.RunTx(ctx, func(ctx context.Context) (bool, error) {
+		tx, err := db.BeginTx(ctx, opts)
+		if err != nil {
+			return false, err
+		}
+		if err := fn(tx); err != nil {
+			_ = tx.Rollback()
+			return false, err
+		}
+		return true, tx.Commit()
+	})
+}

@@ -1,0 +1,264 @@
+package holdfast
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"time"
+
+	"github.com/holdfast-db/holdfast/bluegreen"
+	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/failover"
+	"github.com/holdfast-db/holdfast/retry"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// LayerTransaction is the retry layer of the transaction runners
+// (Factory.BeginTxFunc, sqldb.BeginTxFunc): a re-run of a whole
+// transaction.
+const LayerTransaction = "transaction"
+
+// Reasons of the transaction runners' verdicts.
+const (
+	ReasonSerialization = "serialization-failure" // 40001: re-run the whole transaction
+	ReasonDeadlock      = "deadlock"              // 40P01: re-run the whole transaction
+	ReasonNotCommitted  = "not-committed"         // the connection failed before COMMIT was sent: the server rolled back
+	ReasonReadOnlyMoved = "read-only-moved"       // 25006 from a server holdfast's routing has since left
+	ReasonYourError     = "function-error"        // the function's own error: never re-run
+)
+
+// DefaultTxPolicy is the policy of the transaction runners unless
+// WithTxPolicy says otherwise: 3 runs in all, 20 ms doubling to at most
+// 200 ms between them with 50 % jitter (two transactions that conflicted
+// should not meet again), 10 s overall; the caller's deadline bounds it
+// too, and a run is not bounded (a transaction takes what it takes).
+func DefaultTxPolicy() retry.Policy {
+	return retry.Policy{
+		MaxAttempts:     3,
+		InitialInterval: 20 * time.Millisecond,
+		Multiplier:      2,
+		Jitter:          0.5,
+		MaxInterval:     200 * time.Millisecond,
+		MaxElapsed:      10 * time.Second,
+	}
+}
+
+// WithTxPolicy sets the policy of the transaction runners
+// (Factory.BeginTxFunc, sqldb.BeginTxFunc). Default: DefaultTxPolicy().
+// Its AttemptTimeout, when set, bounds each run.
+func WithTxPolicy(p retry.Policy) Option {
+	return func(c *config) { c.txPolicy, c.txPolicySet = p, true }
+}
+
+// BeginTxFunc runs fn in a transaction on a connection of pool, as
+// pgx.BeginTxFunc does (BEGIN with opts, fn, COMMIT; ROLLBACK when fn
+// returns an error), and runs the whole of it again — a new transaction,
+// on a connection the pool's routing chooses — only when the failure
+// proves that nothing committed:
+//
+//   - 40001 serialization_failure or 40P01 deadlock_detected, at any
+//     statement or at COMMIT (the server rolled the transaction back);
+//   - the connection failed, or was cut by a failover, before COMMIT was
+//     sent (the server rolls back a transaction whose connection breaks);
+//     or nothing was sent at all (pgconn.SafeToRetry);
+//   - 25006 read-only on a connection that holdfast's routing has since
+//     left (a writer that failed over, a blue/green switchover);
+//   - holdfast's own waits and refusals: *failover.HoldError,
+//     *failover.NotWriterError, *bluegreen.SuspendError,
+//     *bluegreen.DroppedError.
+//
+// It never runs fn again when fn returned an error of its own (one that
+// wraps none of those), nor after COMMIT was sent and its answer was lost:
+// that returns an *OutcomeUnknownError (errors.Is(err, ErrOutcomeUnknown);
+// Classify says Fatal "outcome-unknown"). fn must not keep tx beyond its
+// return, and should do nothing but the transaction's work: it may run
+// more than once. With sqlc, pass queries.WithTx(tx) to your code.
+//
+// The re-runs follow the factory's transaction policy (WithTxPolicy;
+// DefaultTxPolicy: 3 runs, a short jittered backoff), ctx's deadline (no
+// backoff is slept past it) and the retry budget, and are counted like the
+// connect retries (holdfast.layer "transaction": holdfast.retries, a WARN
+// line per re-run, the span events). A failure the connect layer already
+// retried (its *retry.Error) is not retried again. The error returned
+// carries no secret holdfast knows; errors.As reaches the last failure.
+func (f *Factory) BeginTxFunc(ctx context.Context, pool *pgxpool.Pool, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
+	switch {
+	case pool == nil:
+		return &ConfigError{Field: "pool", Why: "nil pool"}
+	case fn == nil:
+		return &ConfigError{Field: "fn", Why: "nil func"}
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		ctx = retry.WithCallerDeadline(ctx, dl) // for the connects BEGIN waits on
+	}
+	return f.RunTx(ctx, func(ctx context.Context) (bool, error) { return f.runTx(ctx, pool, opts, fn) })
+}
+
+// runTx is one run of BeginTxFunc; it reports whether COMMIT was sent.
+// Its failures before COMMIT are tagged with their step (txStepError).
+func (f *Factory) runTx(ctx context.Context, pool *pgxpool.Pool, opts pgx.TxOptions, fn func(pgx.Tx) error) (bool, error) {
+	tx, err := pool.BeginTx(ctx, opts)
+	if err != nil {
+		return false, &txStepError{step: stepBegin, err: err}
+	}
+	if err := fn(tx); err != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeBound)
+		_ = tx.Rollback(rctx)
+		cancel()
+		return false, &txStepError{step: stepWork, err: err, closed: tx.Conn().PgConn().IsClosed()}
+	}
+	s := stateOf(tx.Conn())
+	if s != nil {
+		s.committing.Store(true)
+		defer s.committing.Store(false)
+	}
+	return true, tx.Commit(ctx)
+}
+
+// The steps of a transaction run.
+const (
+	stepBegin = iota + 1 // BEGIN: nothing durable yet
+	stepWork             // the function, the transaction open: the server rolls it back if the connection breaks
+)
+
+// txStepError tags the failure of a run with its step; it reads as the
+// failure itself.
+type txStepError struct {
+	step   int
+	err    error
+	closed bool // the connection was closed when the step failed
+}
+
+func (e *txStepError) Error() string { return e.err.Error() }
+func (e *txStepError) Unwrap() error { return e.err }
+
+// commitError is the error of a COMMIT that failed: err when the server
+// refused it or nothing was sent (a *pgconn.PgError, a SafeToRetry
+// failure, pgx's own refusals), an *OutcomeUnknownError otherwise: it was
+// sent and its answer is lost (the connector marks a connection that
+// failed; a context that ended while COMMIT ran leaves it unknown too).
+func commitError(err error) error {
+	var pe *pgconn.PgError
+	if errors.Is(err, ErrOutcomeUnknown) || errors.As(err, &pe) || pgconn.SafeToRetry(err) ||
+		errors.Is(err, pgx.ErrTxCommitRollback) || errors.Is(err, pgx.ErrTxClosed) {
+		return err
+	}
+	return &OutcomeUnknownError{Statement: "COMMIT", Err: err}
+}
+
+// RunTx runs a transaction as the runners do (Factory.BeginTxFunc,
+// sqldb.BeginTxFunc), for code that begins and commits its own way: run
+// is one whole run — BEGIN, the work, COMMIT — that reports whether COMMIT
+// was sent when it fails (commitSent: its error is COMMIT's). RunTx runs
+// it again only when the failure proves that nothing committed: a failure
+// before COMMIT was sent on a connection that broke, or one of the
+// failures Factory.BeginTxFunc lists. A COMMIT that failed without a
+// server's answer is an *OutcomeUnknownError, never run again. RunTx
+// returns nil once a run succeeds, else the last failure (wrapped in a
+// *retry.Error when runs were retried). The error carries no secret
+// holdfast knows.
+func (f *Factory) RunTx(ctx context.Context, run func(ctx context.Context) (commitSent bool, err error)) error {
+	if run == nil {
+		return &ConfigError{Field: "run", Why: "nil func"}
+	}
+	once := func(ctx context.Context) error {
+		sent, err := run(ctx)
+		switch {
+		case err == nil:
+			return nil
+		case sent:
+			return commitError(err)
+		}
+		var step *txStepError
+		if errors.As(err, &step) {
+			return err
+		}
+		return &txStepError{step: stepWork, err: err}
+	}
+	err := once(ctx)
+	if err == nil {
+		return nil
+	}
+	return f.conn.redact(f.retryTx(ctx, err, once))
+}
+
+// retryTx re-runs a transaction after its first run failed with firstErr.
+func (f *Factory) retryTx(ctx context.Context, firstErr error, run func(context.Context) error) error {
+	if waitedBelow(firstErr) {
+		return firstErr // the connect layer already retried it
+	}
+	r := f.tx
+	r.Classify = f.txVerdict
+	return f.conn.retryFrom(ctx, &r, LayerTransaction, 0, firstErr, run)
+}
+
+// txVerdict classifies the failure of a transaction run for a re-run of
+// the whole transaction: Transient only when it proves that nothing
+// committed (see Factory.BeginTxFunc); Fatal otherwise ("outcome-unknown"
+// for a COMMIT whose answer was lost, ReasonYourError for the function's
+// own error).
+func (f *Factory) txVerdict(err error) classify.Verdict {
+	var step *txStepError
+	errors.As(err, &step)
+	var pe *pgconn.PgError
+	var he *failover.HoldError
+	var ne *failover.NotWriterError
+	var se *bluegreen.SuspendError
+	var de *bluegreen.DroppedError
+	switch {
+	case errors.Is(err, ErrOutcomeUnknown):
+		return classify.Verdict{Class: classify.Fatal, Reason: ReasonOutcomeUnknown}
+	case waitedBelow(err):
+		return classify.Verdict{Class: classify.Fatal, Reason: reasonRetriedBelow}
+	case errors.As(err, &pe) && pe.Code == "40001":
+		return classify.Verdict{Class: classify.Transient, Reason: ReasonSerialization}
+	case errors.As(err, &pe) && pe.Code == "40P01":
+		return classify.Verdict{Class: classify.Transient, Reason: ReasonDeadlock}
+	case errors.As(err, &pe) && pe.Code == "25006":
+		if step != nil && step.closed {
+			// holdfast's failover layer closed the connection: it
+			// reached a standby or a read-only server by the writer
+			// endpoint, and a new connection goes to the writer.
+			return classify.Verdict{Class: classify.Transient, Reason: ReasonReadOnlyMoved}
+		}
+		return classify.Verdict{Class: classify.Fatal, Reason: "sqlstate-25006"}
+	case errors.As(err, &he), errors.As(err, &ne), errors.As(err, &se), errors.As(err, &de):
+		return f.Classify(err)
+	case pgconn.SafeToRetry(err), errors.Is(err, driver.ErrBadConn):
+		// Nothing was sent (database/sql's ErrBadConn says the same: pgx's
+		// stdlib returns it only then).
+		return classify.Verdict{Class: classify.Transient, Reason: ReasonNotCommitted}
+	case step == nil:
+		// COMMIT, or what RunTx's run returned: a lost answer is unknown.
+		if v := f.Classify(err); !v.Retryable() || errors.Is(err, ErrOutcomeUnknown) {
+			return classify.Verdict{Class: classify.Fatal, Reason: v.Reason}
+		}
+		return classify.Verdict{Class: classify.Fatal, Reason: ReasonYourError}
+	}
+	// BEGIN, or a statement of the open transaction, on a connection that
+	// broke: the server rolls the transaction back (pgx reports the loss
+	// as ErrConnClosed after a simple-protocol statement, which the
+	// classifier calls outcome-unknown: inside a transaction it is not).
+	v := f.Classify(err)
+	if connectionFailure(v.Reason) {
+		return classify.Verdict{Class: classify.Transient, Reason: ReasonNotCommitted}
+	}
+	if step.step == stepBegin && v.Retryable() {
+		return v
+	}
+	return classify.Verdict{Class: classify.Fatal, Reason: ReasonYourError}
+}
+
+// connectionFailure reports whether a Transient reason is a broken
+// connection (not a server's answer that a new attempt might change).
+func connectionFailure(reason string) bool {
+	switch reason {
+	case classify.ReasonConnReset, classify.ReasonConnClosed, ReasonOutcomeUnknown, classify.ReasonEOF,
+		classify.ReasonTimeout, classify.ReasonConnRefused, classify.ReasonBrokenPipe,
+		failover.ReasonCut, "sqlstate-57P01", "sqlstate-57P02", "sqlstate-57P03":
+		return true
+	}
+	return false
+}
