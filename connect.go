@@ -947,7 +947,7 @@ func (w *watchedConn) Read(b []byte) (int, error) {
 	if err != nil {
 		err = w.c.ioErr(err)
 		w.c.failed(err)
-		if k := w.c.inflight.Load(); mayCommit(k) && w.c.connected.Load() {
+		if k := w.c.inflight.Load(); mayCommit(k) && w.c.connected.Load() && (w.c.clamp.Load() == 0 || w.c.aborted.Load() != nil) {
 			// A statement that could commit was sent and its answer is
 			// lost (a failed write sends nothing the server runs).
 			err = &OutcomeUnknownError{Statement: inflightNames[k], Err: err}
@@ -957,6 +957,14 @@ func (w *watchedConn) Read(b []byte) (int, error) {
 }
 
 func (w *watchedConn) Write(b []byte) (int, error) {
+	if c := w.c; c.connected.Load() && c.clamp.Load() == 0 { // not while closing
+		// What the connection now has in flight, for a read that fails
+		// (outcome.go). pgconn writes from the goroutine that owns the
+		// connection, so its TxStatus is read safely here.
+		if pc := c.pc.Load(); pc != nil {
+			c.inflight.Store(requestKind(b, pc.TxStatus(), c.committing.Load(), c.inflight.Load()))
+		}
+	}
 	n, err := w.Conn.Write(b)
 	if err != nil {
 		err = w.c.ioErr(err)

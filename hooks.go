@@ -321,7 +321,6 @@ func (b *binding) connect(ctx context.Context, cc *pgx.ConnConfig, next func(con
 		c.authHosts = hosts
 	}
 	c.prepare()
-	cc.Tracer = newStmtTracer(c, cc.Tracer) // what is in flight, for a failure (outcome.go)
 	if b.tel == nil && b.lateTel.Load() == nil && cc.Password != b.static {
 		// Inactive telemetry: only watch fetched tokens for the log
 		// redactor, off the Acquire path (active telemetry does it).

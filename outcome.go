@@ -1,12 +1,10 @@
 package holdfast
 
 import (
-	"context"
 	"errors"
 	"strings"
 
 	"github.com/holdfast-db/holdfast/classify"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -170,116 +168,73 @@ func firstKeyword(sql string) (string, string) {
 	return strings.ToLower(s[:end]), s[end:]
 }
 
-// stmtTracer is the connector's tracer of one connection: it keeps what
-// the connection has in flight (connState.inflight), so that a failure of
-// the connection in the middle of a statement that could commit is told
-// apart (an *OutcomeUnknownError) from one that could not. It forwards
-// every call to the tracer that was on the connection.
-type stmtTracer struct {
-	c       *connState
-	next    pgx.QueryTracer
-	batch   pgx.BatchTracer
-	copy    pgx.CopyFromTracer
-	prepare pgx.PrepareTracer
-	connect pgx.ConnectTracer
+// noteRequest records, from the first message of what a connection
+// writes, what it now has in flight: pgconn reads only for the answer to
+// what it last wrote, so a read that fails fails that request. A simple
+// query ('Q') and a Parse ('P') carry their SQL; a Bind ('B') of a
+// prepared statement does not, and counts by the transaction status
+// alone. Other messages (CopyData, Sync, Terminate, ...) continue a
+// request. txStatus is pgconn's TxStatus before the request ('I' outside
+// a transaction); committing: a transaction runner's COMMIT comes next.
+func requestKind(b []byte, txStatus byte, committing bool, prev int32) int32 {
+	if len(b) == 0 {
+		return prev
+	}
+	var kind int32
+	switch b[0] {
+	case 'Q':
+		kind = statementKind(cstring(b, 5), txStatus)
+	case 'P', 'B':
+		executes := countExecutes(b)
+		switch {
+		case executes == 0:
+			return inflightNone // a Prepare (Parse, Describe, Sync): nothing runs
+		case b[0] == 'P':
+			name := cstring(b, 5)
+			kind = statementKind(cstring(b, 5+len(name)+1), txStatus)
+		case txStatus == 'I':
+			kind = inflightAutocommit // a prepared statement: its text is not sent
+		default:
+			kind = inflightInTx
+		}
+		if executes > 1 && kind == inflightAutocommit {
+			kind = inflightBatch // pgx sends a batch as one implicit transaction
+		}
+	default:
+		return prev
+	}
+	if committing && kind != inflightNone {
+		return inflightCommit // whatever its text (pgx.TxOptions.CommitQuery)
+	}
+	return kind
 }
 
-func newStmtTracer(c *connState, next pgx.QueryTracer) *stmtTracer {
-	t := &stmtTracer{c: c, next: next}
-	if next != nil {
-		t.batch, _ = next.(pgx.BatchTracer)
-		t.copy, _ = next.(pgx.CopyFromTracer)
-		t.prepare, _ = next.(pgx.PrepareTracer)
-		t.connect, _ = next.(pgx.ConnectTracer)
+// cstring returns the NUL-terminated string of b at off ("" when b is
+// shorter).
+func cstring(b []byte, off int) string {
+	if off >= len(b) {
+		return ""
 	}
-	return t
+	end := off
+	for end < len(b) && b[end] != 0 {
+		end++
+	}
+	return string(b[off:end])
 }
 
-func (t *stmtTracer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	kind := statementKind(d.SQL, conn.PgConn().TxStatus())
-	if t.c.committing.Load() && kind != inflightNone {
-		kind = inflightCommit // the runner's COMMIT, whatever its text (pgx.TxOptions.CommitQuery)
+// countExecutes counts the Execute messages ('E') of the extended-protocol
+// request b, as far as b holds whole messages.
+func countExecutes(b []byte) int {
+	executes := 0
+	for off := 0; off+5 <= len(b); {
+		n := int(b[off+1])<<24 | int(b[off+2])<<16 | int(b[off+3])<<8 | int(b[off+4])
+		if b[off] == 'E' {
+			executes++
+		}
+		if n < 4 {
+			break
+		}
+		off += 1 + n
 	}
-	t.c.inflight.Store(kind)
-	if t.next != nil {
-		return t.next.TraceQueryStart(ctx, conn, d)
-	}
-	return ctx
-}
-
-func (t *stmtTracer) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, d pgx.TraceQueryEndData) {
-	t.c.inflight.Store(inflightNone)
-	if t.next != nil {
-		t.next.TraceQueryEnd(ctx, conn, d)
-	}
-}
-
-func (t *stmtTracer) TraceBatchStart(ctx context.Context, conn *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
-	kind := inflightInTx
-	if conn.PgConn().TxStatus() == 'I' {
-		kind = inflightBatch
-	}
-	t.c.inflight.Store(kind)
-	if t.batch != nil {
-		return t.batch.TraceBatchStart(ctx, conn, d)
-	}
-	return ctx
-}
-
-func (t *stmtTracer) TraceBatchQuery(ctx context.Context, conn *pgx.Conn, d pgx.TraceBatchQueryData) {
-	if t.batch != nil {
-		t.batch.TraceBatchQuery(ctx, conn, d)
-	}
-}
-
-func (t *stmtTracer) TraceBatchEnd(ctx context.Context, conn *pgx.Conn, d pgx.TraceBatchEndData) {
-	t.c.inflight.Store(inflightNone)
-	if t.batch != nil {
-		t.batch.TraceBatchEnd(ctx, conn, d)
-	}
-}
-
-func (t *stmtTracer) TraceCopyFromStart(ctx context.Context, conn *pgx.Conn, d pgx.TraceCopyFromStartData) context.Context {
-	kind := inflightInTx
-	if conn.PgConn().TxStatus() == 'I' {
-		kind = inflightCopy
-	}
-	t.c.inflight.Store(kind)
-	if t.copy != nil {
-		return t.copy.TraceCopyFromStart(ctx, conn, d)
-	}
-	return ctx
-}
-
-func (t *stmtTracer) TraceCopyFromEnd(ctx context.Context, conn *pgx.Conn, d pgx.TraceCopyFromEndData) {
-	t.c.inflight.Store(inflightNone)
-	if t.copy != nil {
-		t.copy.TraceCopyFromEnd(ctx, conn, d)
-	}
-}
-
-func (t *stmtTracer) TracePrepareStart(ctx context.Context, conn *pgx.Conn, d pgx.TracePrepareStartData) context.Context {
-	if t.prepare != nil {
-		return t.prepare.TracePrepareStart(ctx, conn, d)
-	}
-	return ctx
-}
-
-func (t *stmtTracer) TracePrepareEnd(ctx context.Context, conn *pgx.Conn, d pgx.TracePrepareEndData) {
-	if t.prepare != nil {
-		t.prepare.TracePrepareEnd(ctx, conn, d)
-	}
-}
-
-func (t *stmtTracer) TraceConnectStart(ctx context.Context, d pgx.TraceConnectStartData) context.Context {
-	if t.connect != nil {
-		return t.connect.TraceConnectStart(ctx, d)
-	}
-	return ctx
-}
-
-func (t *stmtTracer) TraceConnectEnd(ctx context.Context, d pgx.TraceConnectEndData) {
-	if t.connect != nil {
-		t.connect.TraceConnectEnd(ctx, d)
-	}
+	return executes
 }

@@ -121,10 +121,8 @@ func TestTelemetryNoopAddsNothingToAcquire(t *testing.T) {
 					t.Fatal(err)
 				}
 				// The pool config's tracer only carries holdfast's
-				// composition: it traces no Acquire or Release. Each
-				// connection's tracer is the connector's statement tracer
-				// (what is in flight, for a lost answer), which forwards
-				// to the user's.
+				// composition: it traces no Acquire or Release, and each
+				// connection gets the user's tracer itself.
 				noPoolTracer(t, cfg)
 				user := &queryCounter{}
 				cfg2, _ := poolConfig(t, pgtest.DSN(t), "sslmode=disable")

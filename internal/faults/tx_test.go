@@ -240,6 +240,9 @@ func TestAutocommitAnswerLostIsOutcomeUnknown(t *testing.T) {
 	}{
 		{"extended protocol", []any{pgx.QueryExecModeExec, 1}}, // Parse, Bind, Execute in one round trip
 		{"simple protocol", []any{pgx.QueryExecModeSimpleProtocol, 1}},
+		// pgx's default mode prepares first: a lost answer to the
+		// Prepare leaves nothing run, and the error is not unknown.
+		{"prepare", []any{1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -252,6 +255,12 @@ func TestAutocommitAnswerLostIsOutcomeUnknown(t *testing.T) {
 			r.loseAnswers()
 			_, err := r.pool.Exec(ctx, "INSERT INTO "+r.table+" VALUES ($1)", tc.args...)
 			t.Logf("MEASURED an autocommit INSERT whose answer is lost (%s): %v; %d rows", tc.name, err, r.rows())
+			if tc.name == "prepare" {
+				if errors.Is(err, holdfast.ErrOutcomeUnknown) || r.rows() != 0 {
+					t.Errorf("Exec = %v with %d rows: a lost Prepare runs nothing", err, r.rows())
+				}
+				return
+			}
 			if tc.name == "extended protocol" && !errors.Is(err, holdfast.ErrOutcomeUnknown) {
 				t.Errorf("Exec = %v, want ErrOutcomeUnknown", err)
 			}
