@@ -413,3 +413,76 @@ func TestCutDuringHandshake(t *testing.T) {
 		t.Errorf("the connection whose handshake the cut crossed survived it (pid %d, one dial)", r.pid)
 	}
 }
+
+// A cut follows what was in flight: a statement outside a transaction
+// (which could commit on its own) cut in mid-flight is outcome unknown
+// (Fatal), a statement of an open transaction cut in mid-flight is a
+// *failover.CutError that is Transient (the server rolls the transaction
+// back: the whole transaction may run again).
+func TestCutMidStatement(t *testing.T) {
+	c := failovertest.StartTest(t, failovertest.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var reader string
+	for _, id := range c.ServerIDs() {
+		if id != c.Writer() {
+			reader = id
+		}
+	}
+	f := newFactory(t, holdfast.WithFailover(failover.Config{RefreshInterval: 100 * time.Millisecond}))
+	pool := poolOn(ctx, t, f, c, c.ReaderEndpoint)
+	if !waitFor(ctx, func() bool { return f.Failover(pool).Status().Writer != "" }) {
+		t.Fatal("the monitor never read the topology")
+	}
+	started := make(chan struct{}, 2)
+	errs := make(chan [2]error, 1)
+	go func() {
+		var out [2]error
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			started <- struct{}{}
+			_, out[0] = pool.Exec(ctx, "SELECT pg_sleep(20)")
+		})
+		wg.Go(func() {
+			out[1] = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+				started <- struct{}{}
+				_, err := tx.Exec(ctx, "SELECT pg_sleep(20)")
+				return err
+			})
+		})
+		wg.Wait()
+		errs <- out
+	}()
+	<-started
+	<-started
+	admin, err := pgx.Connect(ctx, c.DSN(c.Addr(c.Writer())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	if !waitFor(ctx, func() bool {
+		var n int
+		return admin.QueryRow(ctx, "SELECT 1").Scan(&n) == nil // the statements are on their way
+	}) {
+		t.Fatal("admin")
+	}
+	time.Sleep(200 * time.Millisecond) // let both statements reach the reader: a client's pace, not synchronisation
+	if _, err := admin.Exec(ctx, "DELETE FROM holdfast_failover.replica_status WHERE server_id = $1", reader); err != nil {
+		t.Fatal(err)
+	}
+	got := <-errs
+	t.Logf("autocommit: %v\nin a transaction: %v", got[0], got[1])
+	var ce *failover.CutError
+	if !errors.Is(got[0], holdfast.ErrOutcomeUnknown) || !errors.As(got[0], &ce) {
+		t.Errorf("autocommit statement cut: %v; want ErrOutcomeUnknown wrapping a *failover.CutError", got[0])
+	}
+	if v := f.Classify(got[0]); v.Retryable() {
+		t.Errorf("Classify(autocommit cut) = %v, want fatal", v)
+	}
+	if errors.Is(got[1], holdfast.ErrOutcomeUnknown) || !errors.As(got[1], &ce) {
+		t.Errorf("a transaction's statement cut: %v; want a *failover.CutError, not outcome unknown", got[1])
+	}
+	if v := f.Classify(got[1]); !v.Retryable() {
+		t.Errorf("Classify(transaction cut) = %v, want transient", v)
+	}
+}
