@@ -2,6 +2,7 @@ package holdfast
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"time"
@@ -52,8 +53,8 @@ func WithTxPolicy(p retry.Policy) Option {
 	return func(c *config) { c.txPolicy, c.txPolicySet = p, true }
 }
 
-// BeginTxFunc runs fn in a transaction on a connection of pool, as
-// pgx.BeginTxFunc does (BEGIN with opts, fn, COMMIT; ROLLBACK when fn
+// BeginTxFunc runs fn in a transaction on a connection of pool (taken by
+// Factory.Acquire, with its retry), as pgx.BeginTxFunc does (BEGIN with opts, fn, COMMIT; ROLLBACK when fn
 // returns an error), and runs the whole of it again — a new transaction,
 // on a connection the pool's routing chooses — only when the failure
 // proves that nothing committed:
@@ -80,9 +81,13 @@ func WithTxPolicy(p retry.Policy) Option {
 // DefaultTxPolicy: 3 runs, a short jittered backoff), ctx's deadline (no
 // backoff is slept past it) and the retry budget, and are counted like the
 // connect retries (holdfast.layer "transaction": holdfast.retries, a WARN
-// line per re-run, the span events). A failure the connect layer already
-// retried (its *retry.Error) is not retried again. The error returned
-// carries no secret holdfast knows; errors.As reaches the last failure.
+// line per re-run, the span events). The runner is the request's retry: a
+// BEGIN whose connect the connect layer gave up on (its *retry.Error, a
+// transient cause) is run again, a little later, as a request-level loop
+// would; the budget keeps a long outage from multiplying connects. A
+// failure retried below after BEGIN is not retried again. The error
+// returned carries no secret holdfast knows; errors.As reaches the last
+// failure.
 func (f *Factory) BeginTxFunc(ctx context.Context, pool *pgxpool.Pool, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
 	switch {
 	case pool == nil:
@@ -99,7 +104,12 @@ func (f *Factory) BeginTxFunc(ctx context.Context, pool *pgxpool.Pool, opts pgx.
 // runTx is one run of BeginTxFunc; it reports whether COMMIT was sent.
 // Its failures before COMMIT are tagged with their step (txStepError).
 func (f *Factory) runTx(ctx context.Context, pool *pgxpool.Pool, opts pgx.TxOptions, fn func(pgx.Tx) error) (bool, error) {
-	tx, err := pool.BeginTx(ctx, opts)
+	conn, err := f.Acquire(ctx, pool)
+	if err != nil {
+		return false, &txStepError{step: stepBegin, err: err}
+	}
+	defer conn.Release()
+	tx, err := conn.BeginTx(ctx, opts)
 	if err != nil {
 		return false, &txStepError{step: stepBegin, err: err}
 	}
@@ -135,14 +145,22 @@ func (e *txStepError) Error() string { return e.err.Error() }
 func (e *txStepError) Unwrap() error { return e.err }
 
 // commitError is the error of a COMMIT that failed: err when the server
-// refused it or nothing was sent (a *pgconn.PgError, a SafeToRetry
-// failure, pgx's own refusals), an *OutcomeUnknownError otherwise: it was
-// sent and its answer is lost (the connector marks a connection that
-// failed; a context that ended while COMMIT ran leaves it unknown too).
+// refused it or nothing was sent (a *pgconn.PgError but a PANIC, a
+// SafeToRetry failure, pgx's own refusals, database/sql's
+// driver.ErrBadConn and sql.ErrTxDone, which say the same), an
+// *OutcomeUnknownError otherwise: it was sent and its answer is lost (the
+// connector marks a connection that failed; a context that ended while
+// COMMIT ran leaves it unknown too).
 func commitError(err error) error {
 	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (pe.SeverityUnlocalized == "PANIC" || pe.Severity == "PANIC") {
+		// The server crashed while COMMIT ran: its commit record may be
+		// on disk (recovery replays it).
+		return &OutcomeUnknownError{Statement: "COMMIT", Err: err}
+	}
 	if errors.Is(err, ErrOutcomeUnknown) || errors.As(err, &pe) || pgconn.SafeToRetry(err) ||
-		errors.Is(err, pgx.ErrTxCommitRollback) || errors.Is(err, pgx.ErrTxClosed) {
+		errors.Is(err, pgx.ErrTxCommitRollback) || errors.Is(err, pgx.ErrTxClosed) ||
+		errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrTxDone) {
 		return err
 	}
 	return &OutcomeUnknownError{Statement: "COMMIT", Err: err}
@@ -186,9 +204,6 @@ func (f *Factory) RunTx(ctx context.Context, run func(ctx context.Context) (comm
 
 // retryTx re-runs a transaction after its first run failed with firstErr.
 func (f *Factory) retryTx(ctx context.Context, firstErr error, run func(context.Context) error) error {
-	if waitedBelow(firstErr) {
-		return firstErr // the connect layer already retried it
-	}
 	r := f.tx
 	r.Classify = f.txVerdict
 	return f.conn.retryFrom(ctx, &r, LayerTransaction, 0, firstErr, run)
@@ -210,7 +225,7 @@ func (f *Factory) txVerdict(err error) classify.Verdict {
 	switch {
 	case errors.Is(err, ErrOutcomeUnknown):
 		return classify.Verdict{Class: classify.Fatal, Reason: ReasonOutcomeUnknown}
-	case waitedBelow(err):
+	case waitedBelow(err) && (step == nil || step.step != stepBegin):
 		return classify.Verdict{Class: classify.Fatal, Reason: reasonRetriedBelow}
 	case errors.As(err, &pe) && pe.Code == "40001":
 		return classify.Verdict{Class: classify.Transient, Reason: ReasonSerialization}
@@ -231,11 +246,18 @@ func (f *Factory) txVerdict(err error) classify.Verdict {
 		// stdlib returns it only then).
 		return classify.Verdict{Class: classify.Transient, Reason: ReasonNotCommitted}
 	case step == nil:
-		// COMMIT, or what RunTx's run returned: a lost answer is unknown.
-		if v := f.Classify(err); !v.Retryable() || errors.Is(err, ErrOutcomeUnknown) {
-			return classify.Verdict{Class: classify.Fatal, Reason: v.Reason}
+		// COMMIT's failure, a lost answer made unknown by commitError: what
+		// is left is the server's answer. A session the server ended
+		// instead of committing (FATAL 57P01 as COMMIT's answer: a
+		// backend terminated before its commit began; one terminated
+		// while it waits for a synchronous standby after committing
+		// sends a WARNING and no FATAL, and reads as a lost answer)
+		// committed nothing.
+		v := f.Classify(err)
+		if errors.As(err, &pe) && connectionFailure(v.Reason) {
+			return classify.Verdict{Class: classify.Transient, Reason: ReasonNotCommitted}
 		}
-		return classify.Verdict{Class: classify.Fatal, Reason: ReasonYourError}
+		return classify.Verdict{Class: classify.Fatal, Reason: v.Reason}
 	}
 	// BEGIN, or a statement of the open transaction, on a connection that
 	// broke: the server rolls the transaction back (pgx reports the loss

@@ -10,10 +10,13 @@
 // names are RDS's, in a fake DNS read through a client-side cache with a
 // TTL. Both pools connect by the cluster (writer) endpoint, with the same
 // config. N workers per pool run short write transactions (insert a row
-// with a unique id, idempotent with ON CONFLICT DO NOTHING, read it back
-// with the address of the server that answered, commit), each request
-// bounded, the whole transaction retried by the same application-level
-// retry for both clients.
+// with a unique id, read it back with the address of the server that
+// answered, commit), each request bounded. The plain client retries the
+// whole transaction with the loop an application writes by hand (made
+// idempotent with ON CONFLICT DO NOTHING); the holdfast clients run it
+// with holdfast's transaction runner, with a plain INSERT: the runner
+// re-runs only what did not commit, and a transaction applied twice would
+// fail with 23505 and show in the table.
 //
 // After a short steady state the simulator plays the failover:
 //
@@ -35,21 +38,19 @@
 // and keeps those connections, so its writes keep failing with 25006.
 //
 // The holdfast client is holdfast.New(holdfast.WithFailover(failover.Config{}))
-// with every default, requests through Factory.Acquire and a retry.Retrier
-// classified by the factory. Its monitor notices the dead writer within
+// with every default, its transactions through Factory.BeginTxFunc. Its monitor notices the dead writer within
 // about a second, holds new connections by the writer endpoint until the
 // new writer is known, then sends them to it while the DNS lags, refuses
 // connections that land on a reader, and cuts its connections to the old
-// writer. The plain client is pgxpool with the same config and the same
-// retry, classified by classify.Classify. A readiness.Checker on the
+// writer. The plain client is pgxpool with the same config and a
+// retry.Retrier classified by classify.Classify. A readiness.Checker on the
 // holdfast pool is sampled every 100 ms: it must answer warn (reason
 // "failover"), never fail, while the cluster fails over.
 //
 // With -sql a third client, "database/sql", runs the same workload through
 // a *sql.DB of package sqldb over its own holdfast pool from the same
-// factory (the same failover monitor), with the same retry, which also
-// retries a transaction that database/sql reports as driver.ErrBadConn
-// (nothing of it was sent: sqldb.Rule). It writes its own table, is
+// factory (the same failover monitor), its transactions through
+// sqldb.BeginTxFunc. It writes its own table, is
 // audited like the others, and is checked against holdfast's goals.
 //
 // It prints a progress line per second (elapsed time, the simulator's last
@@ -256,8 +257,14 @@ type ClientResult struct {
 	Requests int    `json:"requests"`
 	OK       int    `json:"ok"`
 	Failed   int    `json:"failed"`
-	// Retries counts the retried attempts inside requests.
+	// Retries counts the runs of transactions after their first.
 	Retries int `json:"retries"`
+	// Runner: its transactions ran through holdfast's runner, and
+	// OutcomeUnknown counts its requests whose COMMIT was sent and its
+	// answer lost (holdfast.ErrOutcomeUnknown), each then resolved by
+	// looking its id up on the writer (client.resolve).
+	Runner         bool `json:"runner"`
+	OutcomeUnknown int  `json:"outcome_unknown"`
 	// Acknowledged counts the requests whose COMMIT succeeded.
 	Acknowledged int `json:"acknowledged_writes"`
 	// LostWrites: acknowledged ids missing on the writer at the end.
@@ -344,9 +351,11 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 type client struct {
 	name    string
 	table   string
-	acquire func(context.Context) (*pgxpool.Conn, error)
-	db      *sql.DB // the database/sql client: requests go through it instead
-	retrier *retry.Retrier
+	acquire func(context.Context) (*pgxpool.Conn, error) // the plain client's
+	pool    *pgxpool.Pool                                // the holdfast client's
+	db      *sql.DB                                      // the database/sql client: requests go through it instead
+	f       *holdfast.Factory                            // the holdfast clients: transactions through f's runner
+	retrier *retry.Retrier                               // the plain client: its hand-written retry loop
 
 	ids        atomic.Int64
 	ok, failed atomic.Int64
@@ -358,8 +367,9 @@ type record struct {
 	id         int64
 	start, end time.Time
 	err        string // "" when it succeeded
-	server     string // "ip:port" of the server that answered the last attempt's read-back
-	attempts   int
+	server     string // "ip:port" of the server that answered the last run's read-back
+	attempts   int    // runs of the transaction
+	unknown    bool   // its error is holdfast.ErrOutcomeUnknown
 }
 
 // ddl creates a client's table. Each client writes its own table, so that
@@ -377,60 +387,107 @@ var classifier = classify.New(failover.Rule, sqldb.Rule)
 // errorKey is the SQLSTATE of err, else its class and reason.
 func errorKey(err error) string {
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
+	switch {
+	case errors.Is(err, holdfast.ErrOutcomeUnknown):
+		return holdfast.ReasonOutcomeUnknown
+	case errors.As(err, &pe):
 		return pe.Code
 	}
 	return classifier.Classify(err).String()
 }
 
 // request runs one transaction: insert id, read it back with the address
-// of the server answering, commit. It is idempotent, so a retry after an
-// ambiguous COMMIT is safe.
-func (c *client) request(ctx context.Context, id int64, worker int, server *string) error {
-	if c.db != nil {
-		return c.sqlRequest(ctx, id, worker, server)
+// of the server answering, commit; runs counts the runs. The holdfast
+// clients run it with the factory's transaction runner, the plain client
+// with its retry loop.
+func (c *client) request(ctx context.Context, id int64, worker int, server *string, runs *int) error {
+	switch {
+	case c.f != nil && c.db != nil:
+		return sqldb.BeginTxFunc(ctx, c.f, c.db, nil, func(tx *sql.Tx) error {
+			*runs++
+			return c.sqlWork(ctx, tx, id, worker, server)
+		})
+	case c.f != nil:
+		return c.f.BeginTxFunc(ctx, c.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+			*runs++
+			return c.work(ctx, tx, id, worker, server)
+		})
 	}
-	conn, err := c.acquire(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Release()
-	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "INSERT INTO public."+c.table+" (id, worker) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING",
-			id, worker); err != nil {
+	return c.retrier.Do(ctx, func(ctx context.Context) error {
+		*runs++
+		conn, err := c.acquire(ctx)
+		if err != nil {
 			return err
 		}
-		// The server's own address: which instance answered (and, at
-		// COMMIT, acknowledged) the transaction.
-		return tx.QueryRow(ctx, "SELECT host(inet_server_addr()) || ':' || inet_server_port() FROM public."+c.table+" WHERE id = $1",
-			id).Scan(server)
+		defer conn.Release()
+		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error { return c.work(ctx, tx, id, worker, server) })
 	})
 }
 
-// sqlRequest is request through database/sql.
-func (c *client) sqlRequest(ctx context.Context, id int64, worker int, server *string) (err error) {
-	tx, err := c.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
+// insert is the transaction's write: a plain INSERT for the holdfast
+// clients, whose runner never applies a transaction twice (a second
+// apply would fail: 23505), and INSERT … ON CONFLICT DO NOTHING for the
+// plain client, whose retry loop re-runs a COMMIT whose answer was lost.
+func (c *client) insert() string {
+	if c.f != nil {
+		return "INSERT INTO public." + c.table + " (id, worker) VALUES ($1, $2)"
 	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
-	if _, err := tx.ExecContext(ctx, "INSERT INTO public."+c.table+" (id, worker) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING",
-		id, worker); err != nil {
-		return err
-	}
-	if err := tx.QueryRowContext(ctx, "SELECT host(inet_server_addr()) || ':' || inet_server_port() FROM public."+c.table+" WHERE id = $1",
-		id).Scan(server); err != nil {
-		return err
-	}
-	return tx.Commit()
+	return "INSERT INTO public." + c.table + " (id, worker) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING"
 }
 
-// work runs requests until stop is closed.
-func (c *client) work(worker int, stop <-chan struct{}, think, timeout time.Duration) {
+// readBack reads the row back with the server's own address: which
+// instance answered (and, at COMMIT, acknowledged) the transaction.
+func (c *client) readBack() string {
+	return "SELECT host(inet_server_addr()) || ':' || inet_server_port() FROM public." + c.table + " WHERE id = $1"
+}
+
+// work is the transaction's work on tx.
+func (c *client) work(ctx context.Context, tx pgx.Tx, id int64, worker int, server *string) error {
+	if _, err := tx.Exec(ctx, c.insert(), id, worker); err != nil {
+		return err
+	}
+	return tx.QueryRow(ctx, c.readBack(), id).Scan(server)
+}
+
+// sqlWork is work through database/sql.
+func (c *client) sqlWork(ctx context.Context, tx *sql.Tx, id int64, worker int, server *string) error {
+	if _, err := tx.ExecContext(ctx, c.insert(), id, worker); err != nil {
+		return err
+	}
+	return tx.QueryRowContext(ctx, c.readBack(), id).Scan(server)
+}
+
+// resolve settles a request whose COMMIT's outcome is unknown
+// (holdfast.ErrOutcomeUnknown) as an application with an idempotency key
+// does: it looks the key up on the writer, in a new transaction through
+// the runner; found, the request is done; absent, the transaction did not
+// commit, and it runs again (a plain INSERT: had it committed, the new
+// run would fail with 23505, not apply twice).
+func (c *client) resolve(ctx context.Context, id int64, worker int, server *string, runs *int) error {
+	const lookup = "SELECT EXISTS (SELECT 1 FROM public.%s WHERE id = $1), host(inet_server_addr()) || ':' || inet_server_port()"
+	q := fmt.Sprintf(lookup, c.table)
+	var found bool
+	var err error
+	if c.db != nil {
+		err = sqldb.BeginTxFunc(ctx, c.f, c.db, nil, func(tx *sql.Tx) error {
+			return tx.QueryRowContext(ctx, q, id).Scan(&found, server)
+		})
+	} else {
+		err = c.f.BeginTxFunc(ctx, c.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+			return tx.QueryRow(ctx, q, id).Scan(&found, server)
+		})
+	}
+	switch {
+	case err != nil:
+		return err
+	case found:
+		return nil
+	}
+	return c.request(ctx, id, worker, server, runs)
+}
+
+// loop runs requests until stop is closed.
+func (c *client) loop(worker int, stop <-chan struct{}, think, timeout time.Duration) {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -443,14 +500,15 @@ func (c *client) work(worker int, stop <-chan struct{}, think, timeout time.Dura
 		start := time.Now()
 		// Each request is bounded; the stop signal never cancels one midway.
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		attempts := 0
+		runs := 0
 		var server string
-		err := c.retrier.Do(ctx, func(ctx context.Context) error {
-			attempts++
-			return c.request(ctx, id, worker, &server)
-		})
+		err := c.request(ctx, id, worker, &server, &runs)
+		unknown := errors.Is(err, holdfast.ErrOutcomeUnknown)
+		if unknown {
+			err = c.resolve(ctx, id, worker, &server, &runs)
+		}
 		cancel()
-		r := record{id: id, start: start, end: time.Now(), attempts: attempts}
+		r := record{id: id, start: start, end: time.Now(), attempts: runs, unknown: unknown}
 		if err != nil {
 			r.err = errorKey(err)
 			c.failed.Add(1)
@@ -564,13 +622,11 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 		return nil, errors.New("holdfast installed no failover monitor on the pool")
 	}
 	hf := clients[1]
-	hf.acquire = func(ctx context.Context) (*pgxpool.Conn, error) { return f.Acquire(ctx, hfPool) }
-	hf.retrier = &retry.Retrier{Policy: requestPolicy(o.RequestTimeout), Classify: f.Classify}
+	hf.pool, hf.f = hfPool, f
 	if o.SQL {
 		// database/sql over its own holdfast pool (same factory, so the
-		// same failover monitor); the same caller-side retry, which also
-		// retries a transaction whose statement database/sql reports as
-		// driver.ErrBadConn (refused before it was sent: sqldb.Rule).
+		// same failover monitor), its transactions through
+		// sqldb.BeginTxFunc.
 		if cfg, err = poolCfg(); err != nil {
 			return nil, err
 		}
@@ -579,15 +635,8 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 			return nil, err
 		}
 		defer db.Close()
-		sqlClassify := classify.New(sqldb.Rule)
 		sc := clients[2]
-		sc.db = db
-		sc.retrier = &retry.Retrier{Policy: requestPolicy(o.RequestTimeout), Classify: func(err error) classify.Verdict {
-			if v := sqlClassify.Classify(err); v.Reason == sqldb.ReasonBadConn {
-				return v
-			}
-			return f.Classify(err)
-		}}
+		sc.db, sc.f = db, f
 	}
 	if err := waitWriter(ctx, mon); err != nil {
 		return nil, fmt.Errorf("holdfast's monitor did not learn the writer: %w", err)
@@ -615,7 +664,7 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 	for _, cl := range clients {
 		cl.recs = make([][]record, o.Workers)
 		for w := range o.Workers {
-			wg.Go(func() { cl.work(w, stop, o.Think, o.RequestTimeout) })
+			wg.Go(func() { cl.loop(w, stop, o.Think, o.RequestTimeout) })
 		}
 	}
 	var lastEvent atomic.Value
@@ -853,7 +902,7 @@ func measure(ctx context.Context, res *Result, c *failovertest.Cluster, fres fai
 		for _, id := range ids {
 			committed[id] = true
 		}
-		cr := ClientResult{Name: cl.name, Errors: map[string]int{}}
+		cr := ClientResult{Name: cl.name, Errors: map[string]int{}, Runner: cl.f != nil}
 		var acks []time.Time
 		var all []record
 		for _, recs := range cl.recs {
@@ -863,6 +912,9 @@ func measure(ctx context.Context, res *Result, c *failovertest.Cluster, fres fai
 			cr.Requests++
 			cr.Retries += max(rec.attempts-1, 0)
 			cr.SlowestMS = max(cr.SlowestMS, ms(rec.end.Sub(rec.start)))
+			if rec.unknown {
+				cr.OutcomeUnknown++
+			}
 			if rec.err != "" {
 				cr.Failed++
 				cr.Errors[rec.err]++
@@ -1052,7 +1104,13 @@ func (r *Result) print(w io.Writer) {
 	for _, k := range sorted {
 		row("  "+describe(k), func(c ClientResult) string { return fmt.Sprint(c.Errors[k]) })
 	}
-	row("retried attempts", func(c ClientResult) string { return fmt.Sprint(c.Retries) })
+	row("outcome unknown", func(c ClientResult) string {
+		if !c.Runner {
+			return "-"
+		}
+		return fmt.Sprint(c.OutcomeUnknown)
+	})
+	row("re-run transactions", func(c ClientResult) string { return fmt.Sprint(c.Retries) })
 	row("acknowledged writes", func(c ClientResult) string { return fmt.Sprint(c.Acknowledged) })
 	row("lost writes", func(c ClientResult) string { return fmt.Sprint(c.LostWrites) })
 	row("misplaced writes", func(c ClientResult) string { return fmt.Sprint(c.MisplacedWrites) })
@@ -1093,9 +1151,9 @@ progress lines: requests that succeeded and failed in that second; holdfast= is 
   held while no writer was known and then released, so far.
 timeline: the simulator stamps each step once it is done (the writer is down a
   little before "writer down"), so holdfast's first events can show negative offsets.
-failed requests: requests that still failed after the application's retry (the same
-  for both clients: up to 6 attempts, each at most 3 s, the request at most 15 s),
-  by SQLSTATE, else by holdfast's error class/reason. failover-held: a connect held
+failed requests: requests that still failed after the retry (pgxpool: the application's
+  loop, up to 6 attempts, each at most 3 s; holdfast: its transaction runner with its
+  defaults; the request at most 15 s), by SQLSTATE, else by holdfast's error class/reason. failover-held: a connect held
   while no writer was known, past the attempt's bound; failover-cut: a connection to
   the old writer closed by holdfast after the failover; failover-not-writer: a
   connection by the writer endpoint that reached a reader, refused.
@@ -1110,6 +1168,12 @@ misplaced writes: acknowledged writes whose transaction was answered by a server
 committed, not acknowledged: rows present whose request failed (an ambiguous
   COMMIT: applied, the answer lost). Not an error, and not misplaced: the caller
   was told it failed, and a retry of the idempotent transaction finds the row.
+outcome unknown: requests whose COMMIT was sent and whose answer was lost: holdfast's
+  runner returns holdfast.ErrOutcomeUnknown and never runs them again; this program
+  then looks the request's id up on the writer (done if found, run again if not), as
+  an application with an idempotency key does ("-": a hand-written loop cannot tell,
+  and re-runs them).
+re-run transactions: runs after the first; the runner's only where nothing committed.
 longest pause: the longest time without an acknowledged write, from the start
   of the workload to its end. A client stuck on the old writer, back as a reader,
   pauses until the end of the run.

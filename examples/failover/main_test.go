@@ -164,8 +164,12 @@ func (tt scenarioTest) check(t *testing.T) {
 	t.Logf("goals: resume_within_1500ms %v (holdfast %s), pause ratio %.2f (holdfast %.0f ms, pgxpool %.0f ms), no lost writes %v, readiness %v",
 		res.Goals.ResumeWithin1500ms, resumes(hf), res.Goals.PauseRatio, hf.MaxPauseMS, plain.MaxPauseMS, res.Goals.NoLostWrites, res.Readiness)
 	// holdfast: the goals.
+	// A COMMIT in flight when the writer dies has an unknown outcome; the
+	// runner says so (and never runs it again: its plain INSERT would fail
+	// with 23505), and the program resolves it by the request's id.
+	t.Logf("MEASURED %s: holdfast outcome unknown %d (resolved by id)", tt.kind, hf.OutcomeUnknown)
 	if hf.Failed != 0 {
-		t.Errorf("holdfast failed %d requests %v, want none", hf.Failed, hf.Errors)
+		t.Errorf("holdfast failed %d requests %v (%d outcome unknown), want none", hf.Failed, hf.Errors, hf.OutcomeUnknown)
 	}
 	if !res.Goals.ResumeWithin1500ms {
 		t.Errorf("holdfast resumed %s after the promotion(s), want at most 1500 ms each", resumes(hf))
@@ -275,6 +279,7 @@ func checkJSON(t *testing.T, res *Result) {
 			ResumeMS        json.RawMessage `json:"resume_ms"`
 			Acknowledged    *int            `json:"acknowledged_writes"`
 			Errors          *map[string]int `json:"errors"`
+			OutcomeUnknown  *int            `json:"outcome_unknown"`
 		} `json:"clients"`
 		Timeline []struct {
 			Event    *string  `json:"event"`
@@ -306,7 +311,7 @@ func checkJSON(t *testing.T, res *Result) {
 	}
 	for _, c := range got.Clients {
 		if c.Name == nil || c.Requests == nil || c.Failed == nil || c.LostWrites == nil || c.MisplacedWrites == nil ||
-			c.MaxPauseMS == nil || c.ResumeMS == nil || c.Acknowledged == nil || c.Errors == nil {
+			c.MaxPauseMS == nil || c.ResumeMS == nil || c.Acknowledged == nil || c.Errors == nil || c.OutcomeUnknown == nil {
 			t.Errorf("JSON client lacks a field: %s", b)
 		}
 	}

@@ -25,10 +25,14 @@
 // With -json it prints the same result as one JSON object.
 //
 // The holdfast client is holdfast.New(holdfast.WithBlueGreen(bluegreen.Config{}))
-// with every default (with -failover, and holdfast.WithFailover(failover.Config{})), and a retry.Retrier classified by the factory around
-// each transaction (which is idempotent: INSERT … ON CONFLICT DO NOTHING).
-// The plain client is pgxpool with the same config and the same retry
-// around its transactions, classified by classify.Classify.
+// with every default (with -failover, and holdfast.WithFailover(failover.Config{})),
+// and runs each transaction with the factory's runner, Factory.BeginTxFunc
+// (sqldb.BeginTxFunc for -sql), which re-runs it only when nothing
+// committed: its INSERT is a plain INSERT, so a transaction applied twice
+// would fail with 23505 and show in the table. The plain client is pgxpool
+// with the same config and the retry loop an application writes by hand:
+// a retry.Retrier classified by classify.Classify around each transaction,
+// made idempotent with INSERT … ON CONFLICT DO NOTHING.
 //
 // Two scenarios add what RDS checks at the front door:
 //
@@ -267,9 +271,15 @@ type ClientResult struct {
 	Requests int    `json:"requests"`
 	OK       int    `json:"ok"`
 	Failed   int    `json:"failed"`
-	// Retries counts retried attempts inside requests.
-	Retries    int     `json:"retries"`
-	MaxPauseMS float64 `json:"max_pause_ms"`
+	// Retries counts the runs of transactions after their first.
+	Retries int `json:"retries"`
+	// Runner: its transactions ran through holdfast's runner, and
+	// OutcomeUnknown counts its requests whose COMMIT was sent and its
+	// answer lost (holdfast.ErrOutcomeUnknown), each then resolved by
+	// looking its id up on the primary (client.resolve).
+	Runner         bool    `json:"runner"`
+	OutcomeUnknown int     `json:"outcome_unknown"`
+	MaxPauseMS     float64 `json:"max_pause_ms"`
 	// P50MS and P99MS are over the requests started during the switchover
 	// (from SWITCHOVER_INITIATED to the end of the script).
 	P50MS           float64        `json:"p50_ms"`
@@ -293,8 +303,9 @@ type client struct {
 	name    string
 	pool    *pgxpool.Pool
 	acquire func(context.Context) (*pgxpool.Conn, error)
-	db      *sql.DB        // the database/sql client: requests go through it instead
-	retrier *retry.Retrier // nil: no retry
+	db      *sql.DB           // the database/sql client: requests go through it instead
+	f       *holdfast.Factory // the holdfast clients: transactions through f's runner
+	retrier *retry.Retrier    // the plain client: its hand-written retry loop
 
 	ok, failed atomic.Int64
 	recs       [][]record // per worker
@@ -306,7 +317,8 @@ type record struct {
 	start    time.Time
 	took     time.Duration
 	err      string // "" when it succeeded
-	attempts int
+	attempts int    // runs of the transaction
+	unknown  bool   // its error is holdfast.ErrOutcomeUnknown
 }
 
 const ddl = `CREATE TABLE IF NOT EXISTS public.requests (
@@ -322,7 +334,10 @@ var classifier = classify.New(bluegreen.Rule)
 // errorKey is the SQLSTATE of err, else its class and reason.
 func errorKey(err error) string {
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
+	switch {
+	case errors.Is(err, holdfast.ErrOutcomeUnknown):
+		return holdfast.ReasonOutcomeUnknown
+	case errors.As(err, &pe):
 		return pe.Code
 	}
 	var hn x509.HostnameError
@@ -336,46 +351,62 @@ func errorKey(err error) string {
 // name connected by (sslmode=verify-full).
 const keyCertName = "x509-name"
 
-// request runs one transaction: insert id, read it back, commit. It is
-// idempotent, so a retry after an ambiguous COMMIT is safe.
-func (c *client) request(ctx context.Context, id int64, worker int) error {
-	if c.db != nil {
-		return c.sqlRequest(ctx, id, worker)
+// request runs one transaction: insert id, read it back, commit; runs
+// counts the runs. The holdfast clients run it with the factory's
+// transaction runner, the plain client with its retry loop.
+func (c *client) request(ctx context.Context, id int64, worker int, runs *int) error {
+	switch {
+	case c.f != nil && c.db != nil:
+		return sqldb.BeginTxFunc(ctx, c.f, c.db, nil, func(tx *sql.Tx) error {
+			*runs++
+			return c.sqlWork(ctx, tx, id, worker)
+		})
+	case c.f != nil:
+		return c.f.BeginTxFunc(ctx, c.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+			*runs++
+			return c.work(ctx, tx, id, worker)
+		})
 	}
-	conn, err := c.acquire(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Release()
-	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "INSERT INTO public.requests (id, client, worker) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING",
-			id, c.name, worker); err != nil {
+	return c.retrier.Do(ctx, func(ctx context.Context) error {
+		*runs++
+		conn, err := c.acquire(ctx)
+		if err != nil {
 			return err
 		}
-		var got int64
-		if err := tx.QueryRow(ctx, "SELECT id FROM public.requests WHERE id = $1", id).Scan(&got); err != nil {
-			return err
-		}
-		if got != id {
-			return fmt.Errorf("read back %d, want %d", got, id)
-		}
-		return nil
+		defer conn.Release()
+		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error { return c.work(ctx, tx, id, worker) })
 	})
 }
 
-// sqlRequest is request through database/sql.
-func (c *client) sqlRequest(ctx context.Context, id int64, worker int) (err error) {
-	tx, err := c.db.BeginTx(ctx, nil)
-	if err != nil {
+// insert is the transaction's write: a plain INSERT for the holdfast
+// clients, whose runner never applies a transaction twice (a second
+// apply would fail: 23505), and INSERT … ON CONFLICT DO NOTHING for the
+// plain client, whose retry loop re-runs a COMMIT whose answer was lost.
+func (c *client) insert() string {
+	if c.f != nil {
+		return "INSERT INTO public.requests (id, client, worker) VALUES ($1, $2, $3)"
+	}
+	return "INSERT INTO public.requests (id, client, worker) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING"
+}
+
+// work is the transaction's work on tx.
+func (c *client) work(ctx context.Context, tx pgx.Tx, id int64, worker int) error {
+	if _, err := tx.Exec(ctx, c.insert(), id, c.name, worker); err != nil {
 		return err
 	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
-	if _, err := tx.ExecContext(ctx, "INSERT INTO public.requests (id, client, worker) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING",
-		id, c.name, worker); err != nil {
+	var got int64
+	if err := tx.QueryRow(ctx, "SELECT id FROM public.requests WHERE id = $1", id).Scan(&got); err != nil {
+		return err
+	}
+	if got != id {
+		return fmt.Errorf("read back %d, want %d", got, id)
+	}
+	return nil
+}
+
+// sqlWork is work through database/sql.
+func (c *client) sqlWork(ctx context.Context, tx *sql.Tx, id int64, worker int) error {
+	if _, err := tx.ExecContext(ctx, c.insert(), id, c.name, worker); err != nil {
 		return err
 	}
 	var got int64
@@ -385,11 +416,39 @@ func (c *client) sqlRequest(ctx context.Context, id int64, worker int) (err erro
 	if got != id {
 		return fmt.Errorf("read back %d, want %d", got, id)
 	}
-	return tx.Commit()
+	return nil
 }
 
-// work runs requests until stop is closed.
-func (c *client) work(worker int, ids *atomic.Int64, stop <-chan struct{}, think time.Duration) {
+// resolve settles a request whose COMMIT's outcome is unknown
+// (holdfast.ErrOutcomeUnknown) as an application with an idempotency key
+// does: it looks the key up on the primary, in a new transaction through
+// the runner; found, the request is done; absent, the transaction did not
+// commit, and it runs again (a plain INSERT: had it committed, the new
+// run would fail with 23505, not apply twice).
+func (c *client) resolve(ctx context.Context, id int64, worker int, runs *int) error {
+	const lookup = "SELECT EXISTS (SELECT 1 FROM public.requests WHERE id = $1)"
+	var found bool
+	var err error
+	if c.db != nil {
+		err = sqldb.BeginTxFunc(ctx, c.f, c.db, nil, func(tx *sql.Tx) error {
+			return tx.QueryRowContext(ctx, lookup, id).Scan(&found)
+		})
+	} else {
+		err = c.f.BeginTxFunc(ctx, c.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+			return tx.QueryRow(ctx, lookup, id).Scan(&found)
+		})
+	}
+	switch {
+	case err != nil:
+		return err
+	case found:
+		return nil
+	}
+	return c.request(ctx, id, worker, runs)
+}
+
+// loop runs requests until stop is closed.
+func (c *client) loop(worker int, ids *atomic.Int64, stop <-chan struct{}, think time.Duration) {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -402,16 +461,14 @@ func (c *client) work(worker int, ids *atomic.Int64, stop <-chan struct{}, think
 		start := time.Now()
 		// Each request is bounded; the stop signal never cancels one midway.
 		ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
-		attempts := 0
-		op := func(ctx context.Context) error { attempts++; return c.request(ctx, id, worker) }
-		var err error
-		if c.retrier != nil {
-			err = c.retrier.Do(ctx, op)
-		} else {
-			err = op(ctx)
+		runs := 0
+		err := c.request(ctx, id, worker, &runs)
+		unknown := errors.Is(err, holdfast.ErrOutcomeUnknown)
+		if unknown {
+			err = c.resolve(ctx, id, worker, &runs)
 		}
 		cancel()
-		r := record{id: id, start: start, took: time.Since(start), attempts: attempts}
+		r := record{id: id, start: start, took: time.Since(start), attempts: runs, unknown: unknown}
 		if err != nil {
 			r.err = errorKey(err)
 			c.failed.Add(1)
@@ -510,9 +567,8 @@ func run(ctx context.Context, env *bluegreentest.Env, o options, progress io.Wri
 		return nil, err
 	}
 	defer plainPool.Close()
-	// The same caller-side retry as the holdfast client (the transaction is
-	// idempotent), classified by the built-in rules: the comparison is
-	// about routing, not about who retries.
+	// The retry loop an application writes by hand around an idempotent
+	// transaction, classified by the built-in rules.
 	plain := &client{name: "pgxpool", pool: plainPool, acquire: plainPool.Acquire,
 		retrier: &retry.Retrier{Policy: requestPolicy(), Classify: classify.Classify}}
 
@@ -552,9 +608,7 @@ func run(ctx context.Context, env *bluegreentest.Env, o options, progress io.Wri
 	}
 	defer hfPool.Close()
 	router := f.BlueGreen(hfPool)
-	hf := &client{name: "holdfast", pool: hfPool,
-		acquire: func(ctx context.Context) (*pgxpool.Conn, error) { return f.Acquire(ctx, hfPool) },
-		retrier: &retry.Retrier{Policy: requestPolicy(), Classify: f.Classify}}
+	hf := &client{name: "holdfast", pool: hfPool, f: f}
 	if err := waitFor(ctx, router, func(s bluegreen.Status) bool {
 		for _, m := range s.Mapping { // the pools' host is mapped to green
 			if m.Blue == host && m.GreenAddr != "" {
@@ -575,10 +629,8 @@ func run(ctx context.Context, env *bluegreentest.Env, o options, progress io.Wri
 	// The workload.
 	clients := []*client{plain, hf}
 	if o.SQL {
-		// database/sql over its own holdfast pool (same factory); the same
-		// caller-side retry, which also retries a transaction whose
-		// statement database/sql reports as driver.ErrBadConn (refused
-		// before it was sent: sqldb.Rule).
+		// database/sql over its own holdfast pool (same factory), its
+		// transactions through sqldb.BeginTxFunc.
 		if cfg, err = poolCfg(); err != nil {
 			return nil, err
 		}
@@ -587,14 +639,7 @@ func run(ctx context.Context, env *bluegreentest.Env, o options, progress io.Wri
 			return nil, err
 		}
 		defer db.Close()
-		sqlClassify := classify.New(sqldb.Rule)
-		clients = append(clients, &client{name: "database/sql", db: db,
-			retrier: &retry.Retrier{Policy: requestPolicy(), Classify: func(err error) classify.Verdict {
-				if v := sqlClassify.Classify(err); v.Reason == sqldb.ReasonBadConn {
-					return v
-				}
-				return f.Classify(err)
-			}}})
+		clients = append(clients, &client{name: "database/sql", db: db, f: f})
 	}
 	var ids atomic.Int64
 	stop := make(chan struct{})
@@ -603,7 +648,7 @@ func run(ctx context.Context, env *bluegreentest.Env, o options, progress io.Wri
 	for _, c := range clients {
 		c.recs = make([][]record, o.Workers)
 		for w := range o.Workers {
-			wg.Go(func() { c.work(w, &ids, stop, o.Think) })
+			wg.Go(func() { c.loop(w, &ids, stop, o.Think) })
 		}
 	}
 	var scriptPhase atomic.Value
@@ -791,7 +836,7 @@ func measure(ctx context.Context, d *bluegreentest.Deployment, sres bluegreentes
 		if err != nil {
 			return nil, err
 		}
-		cr := ClientResult{Name: c.name, Errors: map[string]int{}}
+		cr := ClientResult{Name: c.name, Errors: map[string]int{}, Runner: c.f != nil}
 		var during []time.Duration
 		var maxPause time.Duration
 		for _, recs := range c.recs {
@@ -803,6 +848,9 @@ func measure(ctx context.Context, d *bluegreentest.Deployment, sres bluegreentes
 				maxPause = max(maxPause, rec.took)
 				if !rec.start.Before(windowStart) && rec.start.Before(scriptEnd) {
 					during = append(during, rec.took)
+				}
+				if rec.unknown {
+					cr.OutcomeUnknown++
 				}
 				if rec.err != "" {
 					cr.Failed++
@@ -891,7 +939,13 @@ func (r *Result) print(w io.Writer) {
 	for _, k := range sorted {
 		row("  "+describe(k), func(c ClientResult) string { return fmt.Sprint(c.Errors[k]) })
 	}
-	row("retried attempts", func(c ClientResult) string { return fmt.Sprint(c.Retries) })
+	row("outcome unknown", func(c ClientResult) string {
+		if !c.Runner {
+			return "-"
+		}
+		return fmt.Sprint(c.OutcomeUnknown)
+	})
+	row("re-run transactions", func(c ClientResult) string { return fmt.Sprint(c.Retries) })
 	row("longest pause (ms)", func(c ClientResult) string { return fmt.Sprintf("%.0f", c.MaxPauseMS) })
 	row("p50 during switchover (ms)", func(c ClientResult) string { return fmt.Sprintf("%.1f", c.P50MS) })
 	row("p99 during switchover (ms)", func(c ClientResult) string { return fmt.Sprintf("%.1f", c.P99MS) })
@@ -904,6 +958,11 @@ func (r *Result) print(w io.Writer) {
 	fmt.Fprintf(w, `
 held (in the progress lines): connects, Acquires and statements holdfast holds at that
   moment, waiting for the switchover to move on instead of failing them.
+outcome unknown: requests whose COMMIT was sent and whose answer was lost: holdfast's runner
+  returns holdfast.ErrOutcomeUnknown and never runs them again; this program then looks the
+  id up on the primary (done if found, run again if not), as an application with an
+  idempotency key does ("-": a hand-written retry loop cannot tell, and re-runs them).
+re-run transactions: runs after the first — the runner's only where nothing committed.
 longest pause: the slowest single request, retries included. Plain pgxpool does not wait:
   its requests get an error at once (terminated or refused while blue is closed, read-only
   on old blue afterwards) and fail after the same few retries, so its pauses stay short.

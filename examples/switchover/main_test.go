@@ -413,6 +413,7 @@ func checkJSON(t *testing.T, res *Result) {
 			LostWrites      *int            `json:"lost_writes"`
 			MisplacedWrites *int            `json:"misplaced_writes"`
 			Errors          *map[string]int `json:"errors"`
+			OutcomeUnknown  *int            `json:"outcome_unknown"`
 		} `json:"clients"`
 		Timeline []struct {
 			Event    *string  `json:"event"`
@@ -427,7 +428,7 @@ func checkJSON(t *testing.T, res *Result) {
 	}
 	for _, c := range got.Clients {
 		if c.Name == nil || c.Requests == nil || c.Failed == nil || c.MaxPauseMS == nil || c.P99MS == nil ||
-			c.LostWrites == nil || c.MisplacedWrites == nil || c.Errors == nil {
+			c.LostWrites == nil || c.MisplacedWrites == nil || c.Errors == nil || c.OutcomeUnknown == nil {
 			t.Errorf("JSON client lacks a field: %s", b)
 		}
 	}

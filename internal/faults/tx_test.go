@@ -97,6 +97,37 @@ func TestTxCutBeforeCommitIsRerun(t *testing.T) {
 	}
 }
 
+// A transaction whose backend is terminated while it is idle between
+// its work and COMMIT (pg_terminate_backend waits until it is gone): the
+// server rolled it back and answers COMMIT, if at all, with FATAL 57P01.
+// It is run again and commits exactly once.
+func TestTxTerminatedBeforeCommitIsRerun(t *testing.T) {
+	t.Parallel()
+	r := newTxRig(t, "id int")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var runs atomic.Int64
+	err := r.f.BeginTxFunc(ctx, r.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "INSERT INTO "+r.table+" VALUES (1)"); err != nil {
+			return err
+		}
+		if runs.Add(1) == 1 {
+			var gone bool
+			if err := r.admin.QueryRow(ctx, "SELECT pg_terminate_backend($1, 10000)", tx.Conn().PgConn().PID()).Scan(&gone); err != nil || !gone {
+				t.Errorf("pg_terminate_backend = %v, %v", gone, err)
+			}
+		}
+		return nil
+	})
+	t.Logf("MEASURED a transaction terminated before COMMIT: %d runs, %v", runs.Load(), err)
+	if err != nil || runs.Load() != 2 {
+		t.Fatalf("BeginTxFunc = %v after %d runs, want success after 2", err, runs.Load())
+	}
+	if n := r.rows(); n != 1 {
+		t.Errorf("%d rows, want 1: the first run must not commit", n)
+	}
+}
+
 // A COMMIT that reached the server and whose answer was lost (the proxy
 // drops what the server sends once COMMIT is on its way): the server
 // committed. BeginTxFunc returns ErrOutcomeUnknown, Fatal, and does not
