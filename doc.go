@@ -141,6 +141,54 @@
 // connections to it as soon as another instance is confirmed as the writer
 // (package failover).
 //
+// # Transactions, and what was in flight
+//
+// holdfast never sends a statement twice. When a connection fails, what it
+// had in flight decides what the caller gets, on every pool path (pool.Exec,
+// a pgx.Tx, a batch, CopyFrom, database/sql through sqldb) and whatever
+// broke it (a reset, a server that closed, a *failover.CutError, a
+// bluegreen drop):
+//
+//	in flight when the connection failed   the caller gets                        safe to run again        AWS JDBC wrapper
+//	nothing: refused before it was sent     the cause, Transient (SafeToRetry,     yes                      08S02
+//	                                        *bluegreen.DroppedError)
+//	a statement of an open transaction      the cause, Transient (conn-closed,     the whole transaction:   08S02
+//	  (BEGIN sent, COMMIT not)              eof, failover-cut, sqlstate-57P01)     the server rolled it back
+//	COMMIT, its answer lost                 *OutcomeUnknownError, Fatal            no: it may have          08007
+//	                                        "outcome-unknown"                      committed; find out first
+//	a statement outside a transaction       *OutcomeUnknownError, Fatal            no (a SELECT too: it may 08007
+//	  (autocommit), a batch, CopyFrom       "outcome-unknown"                      call a function that writes)
+//	COMMIT answered FATAL 57P01             the *pgconn.PgError                    the whole transaction:
+//	                                                                               it did not commit
+//	a server's refusal: 40001, 40P01        the *pgconn.PgError, Transient         the whole transaction
+//
+// The AWS JDBC wrapper throws 08S02 when it failed over and no transaction
+// was open, 08007 ("transaction resolution unknown") when one was; holdfast
+// looks at what was on the wire instead, so an autocommit INSERT whose
+// answer was lost is unknown too, and a transaction cut before its COMMIT
+// is safe. errors.Is(err, ErrOutcomeUnknown) tells it apart; errors.As
+// still reaches the cause. The outcome rule runs before every rule of
+// WithClassifier, an integration or package classify. One gap: pgx drops
+// the connection's error after a simple-protocol statement
+// (QueryExecModeSimpleProtocol, or an Exec without arguments) whose answer
+// is lost and returns pgconn's ErrConnClosed; Classify says Fatal
+// "outcome-unknown" for it, but errors.Is(err, ErrOutcomeUnknown) is false.
+//
+// [Factory.BeginTxFunc] (and sqldb.BeginTxFunc over a *sql.DB) runs a
+// transaction as pgx.BeginTxFunc does and runs the whole of it again only
+// when its failure proves that nothing committed: the rows marked "the
+// whole transaction" above, a BEGIN that could not connect, 25006 from a
+// server holdfast's routing has since left, and holdfast's own holds and
+// refusals. It never runs it again after the function's own error, nor
+// after COMMIT was sent without an answer. Its re-runs follow
+// WithTxPolicy (DefaultTxPolicy: 3 runs, 20 ms doubling to 200 ms with 50 %
+// jitter, 10 s), the caller's deadline and the retry budget, and are
+// counted like the connect retries, with holdfast.layer "transaction".
+// [Factory.RunTx] does the same for code that begins and commits its own
+// way. What to do with ErrOutcomeUnknown: look the transaction's own key
+// up on a new connection (an idempotency key under a unique constraint),
+// done if it is there, run again if it is not; examples/failover does that.
+//
 // # Options
 //
 //	option                       default                                        governs
@@ -149,6 +197,8 @@
 //	                             overall                                        Factory.Acquire
 //	WithStartupPolicy(p)         DefaultStartupPolicy(): 5 attempts, 200ms      the first connection (NewPool,
 //	                             doubling to 2s, ±20%, 30s overall              Start, sqldb.Open)
+//	WithTxPolicy(p)              DefaultTxPolicy(): 3 runs, 20ms doubling to    the transaction runners'
+//	                             200ms, ±50%, 10s overall                       re-runs (BeginTxFunc, RunTx)
 //	WithRetryBudget(b)           a budget of the factory's own,                 every retry of the factory's
 //	                             retry.DefaultBudget()                          pools; nil: no budget
 //	WithPasswordFunc(fn)         none: the connection string's password         a fresh password or IAM token

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"log/slog"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/fakes"
 	"github.com/holdfast-db/holdfast/retry"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -210,4 +212,72 @@ func ExampleFactory_Acquire() {
 	if _, err := conn.Exec(ctx, "SELECT 1"); err != nil {
 		log.Fatal(err)
 	}
+}
+
+// BeginTxFunc runs a transaction as pgx.BeginTxFunc does, and runs the
+// whole of it again only when nothing of it committed (a serialization
+// failure, a connection lost before COMMIT). A COMMIT whose answer was
+// lost is ErrOutcomeUnknown: it may have committed, and it is not run
+// again. (It needs a database, so this example is compiled, not run.)
+func ExampleFactory_BeginTxFunc() {
+	ctx := context.Background()
+	f, err := holdfast.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+	cfg, err := pgxpool.ParseConfig(os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	pool, err := f.NewPool(ctx, cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+
+	orderID := "9f1c…" // the request's idempotency key
+	err = f.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.Serializable}, func(tx pgx.Tx) error {
+		// With sqlc: queries.WithTx(tx). This may run more than once.
+		_, err := tx.Exec(ctx, "INSERT INTO charges (order_id, cents) VALUES ($1, $2)", orderID, 1299)
+		return err
+	})
+	switch {
+	case errors.Is(err, holdfast.ErrOutcomeUnknown):
+		// Look the key up on a new connection: charged if it is there.
+	case err != nil:
+		log.Fatal(err) // f.Classify(err) says why, and whether a later request may succeed
+	}
+}
+
+// RunTx is the runner for code that begins and commits its own way: run
+// is one whole transaction, and says whether its COMMIT was sent. Here a
+// first run meets a serialization failure before COMMIT (run again), and
+// a COMMIT's answer is lost (never run again).
+func ExampleFactory_RunTx() {
+	f, err := holdfast.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+	ctx := context.Background()
+
+	runs := 0
+	err = f.RunTx(ctx, func(ctx context.Context) (commitSent bool, err error) {
+		if runs++; runs == 1 {
+			return false, &pgconn.PgError{Code: "40001", Message: "could not serialize access"}
+		}
+		return true, nil // committed
+	})
+	fmt.Println("serialization failure:", runs, "runs, err", err)
+
+	runs = 0
+	err = f.RunTx(ctx, func(ctx context.Context) (bool, error) {
+		runs++
+		return true, io.ErrUnexpectedEOF // COMMIT sent, the connection lost
+	})
+	fmt.Println("COMMIT answer lost:", runs, "run,", errors.Is(err, holdfast.ErrOutcomeUnknown), f.Classify(err))
+	// Output:
+	// serialization failure: 2 runs, err <nil>
+	// COMMIT answer lost: 1 run, true fatal/outcome-unknown
 }

@@ -153,7 +153,10 @@ func withPassword(by string, fn func(ctx context.Context, host string) (string, 
 }
 
 // WithClassifier adds rules that the factory consults, in order, before the
-// built-in classify rules: use it for another SDK's error types.
+// built-in classify rules: use it for another SDK's error types. One rule
+// runs before them: a statement or COMMIT whose answer was lost is Fatal
+// "outcome-unknown" whatever broke its connection (see "Transactions, and
+// what was in flight" in the package doc).
 func WithClassifier(rules ...classify.Rule) Option {
 	return func(c *config) {
 		for _, r := range rules {

@@ -164,14 +164,16 @@
 // the alias, after DNS moved, 3.6 s); a pool on several hosts (pgx's
 // fallbacks) is not, since pgx chooses among them.
 //
-// Nothing is resent. A statement in flight on a connection that is cut
-// fails (it may or may not have been applied by the old writer before it
-// went down, as with any broken connection); a transaction on it is rolled
-// back. Rule classifies *HoldError, *NotWriterError and *CutError as
-// Transient, so the caller's retry of the whole transaction (holdfast's
-// retry.Retrier classified by the factory) goes to the new writer. The
-// factory's connect layer retries a refused connect (*NotWriterError)
-// itself, under the retry policy.
+// Nothing is resent. A transaction open on a connection that is cut is
+// rolled back: Rule classifies *HoldError, *NotWriterError and *CutError
+// as Transient, and holdfast's transaction runner (Factory.BeginTxFunc,
+// sqldb.BeginTxFunc) runs the whole transaction again, on the new writer.
+// A COMMIT or an autocommit statement in flight on it may or may not have
+// been applied by the old writer before it went down, as with any broken
+// connection: the caller gets a *holdfast.OutcomeUnknownError wrapping the
+// CutError (Fatal "outcome-unknown"), and the runner does not run it
+// again. The factory's connect layer retries a refused connect
+// (*NotWriterError) itself, under the retry policy.
 //
 // # Status and readiness
 //

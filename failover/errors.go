@@ -56,10 +56,12 @@ func (e *NotWriterError) SafeToRetry() bool { return true }
 
 // CutError says that a connection to the old writer was closed because
 // the cluster failed over: a statement or transaction on it did not
-// complete (a transaction is rolled back; a statement in flight may or may
-// not have been applied by the old writer before it went down, as for any
-// connection that breaks). holdfast never resends it: retry the
-// transaction, which goes to the new writer.
+// complete. A transaction open on it was rolled back: it is Transient, and
+// running the whole transaction again (holdfast's Factory.BeginTxFunc
+// does) goes to the new writer. When what was in flight could commit by
+// itself — a COMMIT, an autocommit statement — its outcome is unknown: the
+// caller gets a *holdfast.OutcomeUnknownError wrapping the CutError, Fatal
+// "outcome-unknown", never to be resent blindly.
 //
 // A connection to an instance that left the cluster's topology is cut the
 // same way; OldWriter and NewWriter are then empty and Left is its id.
@@ -73,10 +75,10 @@ type CutError struct {
 
 func (e *CutError) Error() string {
 	if e.NewWriter == "" {
-		return fmt.Sprintf("failover: connection to %s (%s) closed: the instance left the cluster's topology; retry the transaction",
+		return fmt.Sprintf("failover: connection to %s (%s) closed: the instance left the cluster's topology (a transaction open on it was rolled back)",
 			e.Left, e.Addr)
 	}
-	return fmt.Sprintf("failover: connection to the old writer %s (%s) closed: the cluster failed over to %s; retry the transaction",
+	return fmt.Sprintf("failover: connection to the old writer %s (%s) closed: the cluster failed over to %s (a transaction open on it was rolled back)",
 		e.OldWriter, e.Addr, e.NewWriter)
 }
 

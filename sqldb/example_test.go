@@ -83,3 +83,34 @@ func ExampleRule() {
 	// transient/sql-bad-conn
 	// fatal/unknown
 }
+
+// BeginTxFunc is the factory's transaction runner over a *sql.DB: the
+// whole transaction runs again only when nothing of it committed, and a
+// COMMIT whose answer was lost is holdfast.ErrOutcomeUnknown, never run
+// again. (It needs a database, so this example is compiled, not run.)
+func ExampleBeginTxFunc() {
+	ctx := context.Background()
+	f, err := holdfast.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	cfg, err := pgxpool.ParseConfig(os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	db, err := sqldb.Open(ctx, f, cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+
+	err = sqldb.BeginTxFunc(ctx, f, db, &sql.TxOptions{Isolation: sql.LevelSerializable}, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, "UPDATE stock SET n = n - 1 WHERE sku = $1 AND n > 0", "A-17")
+		return err // this function may run more than once
+	})
+	if errors.Is(err, holdfast.ErrOutcomeUnknown) {
+		log.Print("the COMMIT's answer was lost: check before trying again")
+	} else if err != nil {
+		log.Fatal(err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/sqldb"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -32,6 +33,13 @@ func main() {
 	defer pool.Close()
 	var n int
 	if err := pool.QueryRow(ctx, "SELECT 1").Scan(&n); err != nil { // every pool path is protected
+		log.Fatal(err)
+	}
+	// A transaction (sqlc: queries.WithTx(tx)), run again only when nothing of it committed:
+	err = f.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, "SELECT count(*) FROM pg_class").Scan(&n)
+	}) // errors.Is(err, holdfast.ErrOutcomeUnknown): its COMMIT was sent and the answer lost
+	if err != nil {
 		log.Fatal(err)
 	}
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/fakes"
 	"github.com/holdfast-db/holdfast/sqldb"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -125,6 +126,31 @@ func TestTxTerminatedBeforeCommitIsRerun(t *testing.T) {
 	}
 	if n := r.rows(); n != 1 {
 		t.Errorf("%d rows, want 1: the first run must not commit", n)
+	}
+}
+
+// A BEGIN that could not connect — every attempt of its connect refused,
+// the connect layer gave up — is run again, as a request-level retry
+// would: nothing was sent. The function runs once, after the fourth dial.
+func TestTxBeginConnectGaveUpIsRerun(t *testing.T) {
+	t.Parallel()
+	dsn, addr := serverAddr(t)
+	f, _ := newHoldfast(t, testPolicy())
+	cfg := configAt(t, dsn, addr, nil, "")
+	refused := fakes.NewConnector(addr, fakes.Refused().Times(3)) // the connect's 3 attempts
+	cfg.ConnConfig.DialFunc = refused.Dial
+	pool := holdfastPool(t, f, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	runs := 0
+	err := f.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		runs++
+		_, err := tx.Exec(ctx, "SELECT 1")
+		return err
+	})
+	t.Logf("MEASURED a BEGIN whose connect gave up: %d runs of the function, %d dials, %v", runs, refused.Attempts(), err)
+	if err != nil || runs != 1 || refused.Attempts() != 4 {
+		t.Fatalf("BeginTxFunc = %v, %d runs, %d dials; want success, 1 run, 4 dials", err, runs, refused.Attempts())
 	}
 }
 
