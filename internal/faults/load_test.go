@@ -2,6 +2,7 @@ package faults_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -12,20 +13,25 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/retry"
 )
 
 // load is a workload of 16 goroutines on one pool. Each runs requests; a
 // request is one transaction inserting the row (id, attempt), where id is
-// unique to the request and attempt is the caller's: a failed request is
-// tried once more by the caller, 50 ms later, when f.Classify says the
-// failure is transient. A statement the library sent twice would show as
-// two rows with the same (id, attempt).
+// unique to the request and attempt is the run's. Through holdfast
+// (runner) the request is f.BeginTxFunc, which runs the transaction again
+// only when nothing of it committed; the control is the loop an
+// application writes by hand: a failed request is tried once more, 50 ms
+// later, when classify.Classify says the failure is transient. A
+// statement the library sent twice would show as two rows with the same
+// (id, attempt); a transaction applied twice, as rows of two attempts.
 type load struct {
-	name  string
-	pool  *pgxpool.Pool
-	f     *holdfast.Factory // its Classify decides the caller's retries
-	table string
+	name   string
+	pool   *pgxpool.Pool
+	f      *holdfast.Factory // runner: its transaction runner runs the requests
+	runner bool
+	table  string
 
 	mu   sync.Mutex
 	reqs []request
@@ -35,9 +41,10 @@ type load struct {
 type request struct {
 	worker       int
 	id           int64
-	attempt      int // the caller's attempt that succeeded; 0: the request failed
+	attempt      int // the run that succeeded; 0: the request failed
 	began, ended time.Time
 	err          error // the last failure, if any
+	unknown      bool  // it failed with holdfast.ErrOutcomeUnknown: a COMMIT sent, its answer lost
 }
 
 const (
@@ -47,9 +54,25 @@ const (
 
 var requestSeq atomic.Int64
 
-// request runs one request with the caller's retry.
+// request runs one request: through the runner, or with the caller's
+// retry.
 func (l *load) request(worker int, timeout time.Duration) request {
 	r := request{worker: worker, id: requestSeq.Add(1), began: time.Now()}
+	if l.runner {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		runs := 0
+		err := l.f.BeginTxFunc(ctx, l.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+			runs++
+			_, err := tx.Exec(ctx, "INSERT INTO "+l.table+" (id, attempt) VALUES ($1, $2)", r.id, runs)
+			return err
+		})
+		cancel()
+		if err == nil {
+			r.attempt = runs
+		}
+		r.err, r.unknown, r.ended = err, errors.Is(err, holdfast.ErrOutcomeUnknown), time.Now()
+		return r
+	}
 	for a := 1; a <= callerAttempts; a++ {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
@@ -62,7 +85,7 @@ func (l *load) request(worker int, timeout time.Duration) request {
 			break
 		}
 		r.err = err
-		if !l.f.Classify(err).Retryable() || a == callerAttempts {
+		if !classify.Classify(err).Retryable() || a == callerAttempts {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -122,7 +145,9 @@ func underLoad(t *testing.T, timeout time.Duration, fault func(), after time.Dur
 // loadFigures are a load's figures from the fault on.
 type loadFigures struct {
 	requests    int           // requests that ended after the fault began
-	failed      int           // of which failed after the caller's retry
+	failed      int           // of which failed after the retries (an unknown outcome aside)
+	unknown     int           // of which failed with holdfast.ErrOutcomeUnknown
+	budget      int           // of which failed because the retry budget ran out (retry.ErrBudgetExhausted)
 	retried     int           // of which the caller retried
 	slowest     time.Duration // the longest of them, the caller's retry included
 	recovered   time.Duration // from the fault's start until every worker had a success after the fault ended
@@ -140,7 +165,12 @@ func (l *load) figures(began, ended time.Time) loadFigures {
 			continue
 		}
 		fg.requests++
-		if r.attempt == 0 {
+		switch {
+		case r.unknown:
+			fg.unknown++
+		case r.attempt == 0 && errors.Is(r.err, retry.ErrBudgetExhausted):
+			fg.budget++
+		case r.attempt == 0:
 			fg.failed++
 			if fg.firstFailed == nil {
 				fg.firstFailed = r.err
@@ -170,8 +200,8 @@ func (fg loadFigures) String() string {
 	if fg.recovered >= 0 {
 		rec = fg.recovered.Round(time.Millisecond).String()
 	}
-	return fmt.Sprintf("%d requests, %d failed, %d retried by the caller, slowest %v, every worker served again %s after the fault began",
-		fg.requests, fg.failed, fg.retried, fg.slowest.Round(time.Millisecond), rec)
+	return fmt.Sprintf("%d requests, %d failed, %d stopped by the retry budget, %d outcome unknown, %d retried, slowest %v, every worker served again %s after the fault began",
+		fg.requests, fg.failed, fg.budget, fg.unknown, fg.retried, fg.slowest.Round(time.Millisecond), rec)
 }
 
 // checkRows checks l's table against its requests: no (id, attempt) twice
@@ -257,7 +287,7 @@ func TestResetUnderLoad(t *testing.T) {
 	db := connect(t, dsn)
 	f, b := newHoldfast(t, retry.Default())
 	hd, cd := &dialCounter{}, &dialCounter{}
-	hl := &load{name: "holdfast", f: f, table: tableName("reset"),
+	hl := &load{name: "holdfast", f: f, runner: true, table: tableName("reset"),
 		pool: holdfastPool(t, f, configAt(t, dsn, p.addr, hd, "&pool_max_conns=8"))}
 	cl := &load{name: "control: plain pgxpool", f: f, table: tableName("reset"),
 		pool: plainPool(t, configAt(t, dsn, p.addr, cd, "&pool_max_conns=8"))}
@@ -278,7 +308,10 @@ func TestResetUnderLoad(t *testing.T) {
 		if l == hl {
 			t.Logf("MEASURED holdfast: %d retries below the caller", b.Retries())
 			if fg.failed != 0 {
-				t.Errorf("holdfast: %d requests failed after the caller's retries, first: %v", fg.failed, fg.firstFailed)
+				t.Errorf("holdfast: %d requests failed after the runner's re-runs, first: %v", fg.failed, fg.firstFailed)
+			}
+			if amb != 0 {
+				t.Errorf("holdfast: %d transactions applied twice", amb)
 			}
 			within(t, "holdfast: the slowest request", fg.slowest, 3*time.Second)
 			if fg.recovered < 0 {

@@ -12,10 +12,14 @@ import (
 
 // A server restarted under load (pg_ctl restart -m fast: sessions end with
 // 57P01; -m immediate: they are killed, and the server recovers from its
-// WAL), 16 goroutines per pool, each request one transaction retried by
-// the caller once more, 50 ms later, when f.Classify says transient.
-// Through holdfast (retry.Default) no request fails and no statement is
-// resent; plain pgxpool, under the same restart, has requests fail.
+// WAL), 16 goroutines per pool, each request one transaction: through
+// holdfast's runner (retry.Default), which re-runs what did not commit,
+// and through plain pgxpool with a caller's retry once more, 50 ms later,
+// when classify.Classify says transient. Through holdfast no request fails
+// but those whose COMMIT was in flight (outcome unknown, never re-run) and
+// those whose re-runs the retry budget refused (fewer than the control's
+// failures); no statement is resent and no transaction applied twice;
+// plain pgxpool, under the same restart, has requests fail.
 func TestRestartUnderLoad(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []string{"fast", "immediate"} {
@@ -27,7 +31,7 @@ func TestRestartUnderLoad(t *testing.T) {
 			dsn := s.DSN()
 			f, b := newHoldfast(t, retry.Default())
 			hd, cd := &dialCounter{}, &dialCounter{}
-			hl := &load{name: "holdfast", f: f, table: tableName("restart"),
+			hl := &load{name: "holdfast", f: f, runner: true, table: tableName("restart"),
 				pool: holdfastPool(t, f, configAt(t, dsn, s.Addr(), hd, "&pool_max_conns=8"))}
 			cl := &load{name: "control: plain pgxpool", f: f, table: tableName("restart"),
 				pool: plainPool(t, configAt(t, dsn, s.Addr(), cd, "&pool_max_conns=8"))}
@@ -45,11 +49,12 @@ func TestRestartUnderLoad(t *testing.T) {
 			}, 2*time.Second, hl, cl)
 			t.Logf("MEASURED %s: pg_ctl restart took %v", mode, down.Round(time.Millisecond))
 			db := connect(t, dsn)
-			var failed [2]int
+			var failed, twice, budget [2]int
 			for i, l := range []*load{hl, cl} {
 				fg := l.figures(began, ended)
-				failed[i] = fg.failed
+				failed[i], budget[i] = fg.failed, fg.budget
 				amb := l.checkRows(t, db)
+				twice[i] = amb
 				dials := []int64{hd.dials(), cd.dials()}[i] - before[i]
 				t.Logf("MEASURED %s %s: %v; %d dials from the restart on; %d ambiguous commits", mode, l.name, fg, dials, amb)
 				if fg.firstFailed != nil {
@@ -57,8 +62,15 @@ func TestRestartUnderLoad(t *testing.T) {
 				}
 			}
 			t.Logf("MEASURED %s holdfast: %d retries below the caller", mode, b.Retries())
-			if failed[0] != 0 {
-				t.Errorf("holdfast: %d requests failed after the caller's retries", failed[0])
+			// What fails through holdfast: a COMMIT in flight (outcome
+			// unknown, never re-run), and requests whose re-runs the retry
+			// budget refused (16 workers' connects spend its 20 retries
+			// within the restart: it is sized for outages).
+			if failed[0] != 0 || twice[0] != 0 {
+				t.Errorf("holdfast: %d requests failed after the runner's re-runs (an unknown outcome or the budget aside), %d applied twice", failed[0], twice[0])
+			}
+			if budget[0] >= failed[1]+budget[1] {
+				t.Errorf("holdfast: %d requests stopped by the budget, not fewer than the control's %d failures", budget[0], failed[1]+budget[1])
 			}
 			if failed[1] == 0 {
 				t.Errorf("control: no request failed; the restart does not bite")
