@@ -646,7 +646,17 @@ func (c *connState) retryDial() pgconn.DialFunc {
 	}
 	host := c.entries[0]
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		return routed(ctx, network, c.reresolve(ctx, host, addr))
+		addr = c.reresolve(ctx, host, addr)
+		if rr := c.b.comp.RetryRoute; rr != nil {
+			// The blue/green layer routed the connection once, in
+			// BeforeConnect: a retry asks it again (held through
+			// IN_PROGRESS, green's address after it).
+			var err error
+			if addr, err = rr(ctx, host, addr); err != nil {
+				return nil, err
+			}
+		}
+		return routed(ctx, network, addr)
 	}
 }
 

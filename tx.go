@@ -82,10 +82,10 @@ func WithTxPolicy(p retry.Policy) Option {
 // backoff is slept past it) and the retry budget, and are counted like the
 // connect retries (holdfast.layer "transaction": holdfast.retries, a WARN
 // line per re-run, the span events). The runner is the request's retry: a
-// BEGIN whose connect the connect layer gave up on (its *retry.Error, a
-// transient cause) is run again, a little later, as a request-level loop
-// would; the budget keeps a long outage from multiplying connects. A
-// failure retried below after BEGIN is not retried again. The error
+// BEGIN (or, through database/sql, any statement before COMMIT) whose
+// connect the connect layer gave up on (its *retry.Error, a transient
+// cause) is run again, a little later, as a request-level loop would; the
+// budget keeps a long outage from multiplying connects. The error
 // returned carries no secret holdfast knows; errors.As reaches the last
 // failure.
 func (f *Factory) BeginTxFunc(ctx context.Context, pool *pgxpool.Pool, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
@@ -225,7 +225,7 @@ func (f *Factory) txVerdict(err error) classify.Verdict {
 	switch {
 	case errors.Is(err, ErrOutcomeUnknown):
 		return classify.Verdict{Class: classify.Fatal, Reason: ReasonOutcomeUnknown}
-	case waitedBelow(err) && (step == nil || step.step != stepBegin):
+	case waitedBelow(err) && step == nil:
 		return classify.Verdict{Class: classify.Fatal, Reason: reasonRetriedBelow}
 	case errors.As(err, &pe) && pe.Code == "40001":
 		return classify.Verdict{Class: classify.Transient, Reason: ReasonSerialization}
@@ -267,7 +267,10 @@ func (f *Factory) txVerdict(err error) classify.Verdict {
 	if connectionFailure(v.Reason) {
 		return classify.Verdict{Class: classify.Transient, Reason: ReasonNotCommitted}
 	}
-	if step.step == stepBegin && v.Retryable() {
+	var ce *pgconn.ConnectError
+	if v.Retryable() && (step.step == stepBegin || waitedBelow(err) || errors.As(err, &ce)) {
+		// BEGIN, or a connect that failed (database/sql connects inside
+		// the run): nothing of this run reached a server.
 		return v
 	}
 	return classify.Verdict{Class: classify.Fatal, Reason: ReasonYourError}

@@ -124,6 +124,7 @@ func New(cfg *pgxpool.Config, c Config) (*Router, error) {
 	}
 	comp.BlueGreen = r
 	comp.Switchover = r.routing
+	comp.RetryRoute = r.retryRoute
 	comp.Add(compose.BlueGreen, r.layer())
 	if standalone {
 		comp.Install(cfg)
@@ -565,6 +566,47 @@ func (r *Router) routeSlow(ctx context.Context, cc *pgx.ConnConfig, s *switchove
 		return ctx, nil
 	}
 	return r.identify(ctx, cc, s.Names, nil), nil
+}
+
+// retryRoute is the Router's part of a retry's dial (the composition's
+// RetryRoute): a connection that BeforeConnect routed is retried by the
+// connect layer without passing through BeforeConnect again, so each
+// retry dial asks again. Held while connects to host are suspended (a
+// retry would otherwise redial blue through IN_PROGRESS, refused: 53300),
+// then rejected or sent to green's address as a new connect would be.
+func (r *Router) retryRoute(ctx context.Context, host, addr string) (string, error) {
+	s := r.snap.Load()
+	if s.Normal {
+		return addr, nil
+	}
+	hosts := []string{host}
+	held := func(s *switchover.Snapshot) bool {
+		a, _ := s.ConnectAction(hosts)
+		return a == switchover.Suspend || a == switchover.SuspendUntilFound
+	}
+	if held(s) {
+		var err error
+		if s, err = r.wait(ctx, "connect", host, s, held); err != nil {
+			return addr, err
+		}
+	}
+	switch act, h := s.ConnectAction(hosts); act {
+	case switchover.Reject:
+		r.rejected.Add(1)
+		return addr, &RejectError{Host: h, Phase: Phase(s.Phase)}
+	case switchover.Substitute:
+		_, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			return addr, nil
+		}
+		if ips, err := s.Lookup(r.base)(ctx, host); err == nil && len(ips) > 0 {
+			if _, _, err := net.SplitHostPort(ips[0]); err == nil {
+				return ips[0], nil // the answer carries its port (a LookupFunc may)
+			}
+			return net.JoinHostPort(ips[0], port), nil
+		}
+	}
+	return addr, nil
 }
 
 // routing reports whether the Router routes anything now (a switchover

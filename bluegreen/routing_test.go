@@ -1006,3 +1006,54 @@ func TestEnumsMatchInternal(t *testing.T) {
 
 // routeErr returns the error of Router.route.
 func routeErr(_ context.Context, err error) error { return err }
+
+// TestRetryRoute: the connect layer's retry of a connection routed once in
+// BeforeConnect asks the Router again at each dial (the composition's
+// RetryRoute): unchanged outside a switchover, held through IN_PROGRESS
+// (bounded by ctx), and sent to green's address in POST. Without it, a
+// retry redials blue through IN_PROGRESS (refused: 53300) and spends the
+// retry budget.
+func TestRetryRoute(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{})
+	ctx := context.Background()
+	const blueAddr = blueIP + ":5432"
+	h.set(meta.StatusAvailable)
+	if addr, err := h.r.retryRoute(ctx, blueC, blueAddr); err != nil || addr != blueAddr {
+		t.Fatalf("CREATED: retryRoute = %q, %v; want %q unchanged", addr, err, blueAddr)
+	}
+	h.advance(10 * time.Second)
+	h.set(meta.StatusSwitchoverInitiated)
+	h.advance(5 * time.Second)
+	h.set(meta.StatusSwitchoverInProgress)
+
+	// Held while IN_PROGRESS lasts: a short context ends the hold.
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	addr, err := h.r.retryRoute(short, blueC, blueAddr)
+	cancel()
+	var se *SuspendError
+	if !errors.As(err, &se) && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("IN_PROGRESS: retryRoute = %q, %v; want it held until its context ended", addr, err)
+	}
+
+	// A retry held when POST comes is released to green's address.
+	type result struct {
+		addr string
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		addr, err := h.r.retryRoute(ctx, blueC, blueAddr)
+		done <- result{addr, err}
+	}()
+	h.advance(2 * time.Second)
+	h.set(meta.StatusSwitchoverPostProcess)
+	select {
+	case r := <-done:
+		if r.err != nil || r.addr != greenIP+":5432" {
+			t.Fatalf("POST: retryRoute = %q, %v; want green's %s:5432", r.addr, r.err, greenIP)
+		}
+	case <-time.After(10 * time.Second): // generous bound: it is released by the snapshot change
+		t.Fatal("POST: retryRoute still held")
+	}
+}

@@ -154,6 +154,37 @@ func TestTxBeginConnectGaveUpIsRerun(t *testing.T) {
 	}
 }
 
+// The same through database/sql, which connects inside the run (at
+// db.BeginTx): a connect the connect layer gave up on is run again.
+func TestSQLTxBeginConnectGaveUpIsRerun(t *testing.T) {
+	t.Parallel()
+	dsn, addr := serverAddr(t)
+	f, _ := newHoldfast(t, testPolicy())
+	cfg := configAt(t, dsn, addr, nil, "")
+	dials := fakes.NewConnector(addr, fakes.Connect(), fakes.Refused().Times(3)) // the pool's first connection, then a connect's 3 attempts
+	cfg.ConnConfig.DialFunc = dials.Dial
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := f.NewPool(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	pool.Reset() // the next BEGIN connects
+	db := sqldb.OpenDB(pool)
+	t.Cleanup(func() { db.Close() })
+	runs := 0
+	err = sqldb.BeginTxFunc(ctx, f, db, nil, func(tx *sql.Tx) error {
+		runs++
+		_, err := tx.ExecContext(ctx, "SELECT 1")
+		return err
+	})
+	t.Logf("MEASURED database/sql, a BEGIN whose connect gave up: %d runs of the function, %d dials, %v", runs, dials.Attempts(), err)
+	if err != nil || runs != 1 || dials.Attempts() != 5 {
+		t.Fatalf("sqldb.BeginTxFunc = %v, %d runs, %d dials; want success, 1 run, 5 dials", err, runs, dials.Attempts())
+	}
+}
+
 // A COMMIT that reached the server and whose answer was lost (the proxy
 // drops what the server sends once COMMIT is on its way): the server
 // committed. BeginTxFunc returns ErrOutcomeUnknown, Fatal, and does not
