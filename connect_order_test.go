@@ -16,7 +16,6 @@ import (
 	"github.com/holdfast-db/holdfast/fakes"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/retry"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -107,13 +106,7 @@ func TestConnectErrorReadsAsWhatHappened(t *testing.T) {
 		}},
 		{"53300 on every attempt", 3, func(t *testing.T) *pgxpool.Config {
 			dsn := pgtest.DSN(t)
-			admin, err := pgx.Connect(context.Background(), dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { admin.Close(context.Background()) })
-			mustExec(t, admin, "CREATE ROLE readable_errors LOGIN CONNECTION LIMIT 0")
-			t.Cleanup(func() { mustExec(t, admin, "DROP ROLE readable_errors") })
+			refusedRole(t, dsn, "readable_errors")
 			cfg, _ := poolConfig(t, dsn, "sslmode=disable", "user=readable_errors")
 			return cfg
 		}},

@@ -12,7 +12,6 @@ import (
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/retry"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -26,13 +25,7 @@ import (
 func TestRetryDoesNotSleepPastTheCallersDeadline(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.DSN(t)
-	admin, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { admin.Close(context.Background()) })
-	mustExec(t, admin, "CREATE ROLE deadline_role LOGIN CONNECTION LIMIT 0")
-	t.Cleanup(func() { mustExec(t, admin, "DROP ROLE deadline_role") })
+	refusedRole(t, dsn, "deadline_role")
 	p := retry.Default()
 	p.InitialInterval, p.MaxInterval, p.Jitter = time.Second, time.Second, 0.2
 	f := newFactory(t, holdfast.WithRetryPolicy(p))
@@ -41,7 +34,7 @@ func TestRetryDoesNotSleepPastTheCallersDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err = f.Acquire(ctx, pool)
+	_, err := f.Acquire(ctx, pool)
 	took := time.Since(start)
 	t.Logf("MEASURED Acquire: %v after %v", err, took.Round(time.Millisecond))
 	var re *retry.Error

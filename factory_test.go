@@ -393,13 +393,7 @@ func TestPreferCountsAttemptsPerConnection(t *testing.T) {
 func TestAcquireRetriesStartupServerErrors(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.DSN(t)
-	admin, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { admin.Close(context.Background()) })
-	mustExec(t, admin, "CREATE ROLE limited_role LOGIN CONNECTION LIMIT 0")
-	t.Cleanup(func() { mustExec(t, admin, "DROP ROLE limited_role") })
+	admin := refusedRole(t, dsn, "limited_role")
 
 	cfg, addr := poolConfig(t, dsn, "sslmode=disable", "user=limited_role")
 	conn := fakes.NewConnector(addr)
@@ -431,6 +425,21 @@ func TestAcquireRetriesStartupServerErrors(t *testing.T) {
 	if !strings.Contains(logs.String(), "holdfast.layer=connect") || !strings.Contains(logs.String(), "error.reason=sqlstate-53300") {
 		t.Errorf("logs = %q, want one connect-layer retry for sqlstate-53300 (inside the connect)", logs.String())
 	}
+}
+
+// refusedRole creates role, whose connections the server refuses (53300:
+// CONNECTION LIMIT 0), on dsn's server, and drops it when the test ends.
+// It returns the admin connection that made it, to lift the limit with.
+func refusedRole(t *testing.T, dsn, role string) *pgx.Conn {
+	t.Helper()
+	admin, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close(context.Background()) })
+	mustExec(t, admin, "CREATE ROLE "+role+" LOGIN CONNECTION LIMIT 0")
+	t.Cleanup(func() { mustExec(t, admin, "DROP ROLE "+role) })
+	return admin
 }
 
 func mustExec(t *testing.T, c *pgx.Conn, sql string) {

@@ -14,7 +14,6 @@ import (
 	"github.com/holdfast-db/holdfast/fakes"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/retry"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -300,13 +299,7 @@ func TestTelemetryStartupStage(t *testing.T) {
 func TestTelemetryHandshakeRetry(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.DSN(t)
-	admin, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { admin.Close(context.Background()) })
-	mustExec(t, admin, "CREATE ROLE obs_limited_role LOGIN CONNECTION LIMIT 0")
-	t.Cleanup(func() { mustExec(t, admin, "DROP ROLE obs_limited_role") })
+	admin := refusedRole(t, dsn, "obs_limited_role")
 
 	rig := newRig(t)
 	cfg, addr, _ := otelPoolConfig(t, dsn, "user=obs_limited_role")

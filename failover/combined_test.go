@@ -345,12 +345,7 @@ func TestCutDuringHandshake(t *testing.T) {
 	c := failovertest.StartTest(t, failovertest.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var reader string
-	for _, id := range c.ServerIDs() {
-		if id != c.Writer() {
-			reader = id
-		}
-	}
+	reader := standbyOf(c)
 	readerAddr := c.Addr(reader)
 	gate := make(chan struct{})
 	var held, dials atomic.Int64
@@ -423,12 +418,7 @@ func TestCutMidStatement(t *testing.T) {
 	c := failovertest.StartTest(t, failovertest.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var reader string
-	for _, id := range c.ServerIDs() {
-		if id != c.Writer() {
-			reader = id
-		}
-	}
+	reader := standbyOf(c)
 	f := newFactory(t, holdfast.WithFailover(failover.Config{RefreshInterval: 100 * time.Millisecond}))
 	pool := poolOn(ctx, t, f, c, c.ReaderEndpoint)
 	if !waitFor(ctx, func() bool { return f.Failover(pool).Status().Writer != "" }) {
@@ -455,18 +445,24 @@ func TestCutMidStatement(t *testing.T) {
 	}()
 	<-started
 	<-started
+	// Both statements run on the reader before it leaves the topology.
+	onReader, err := pgx.Connect(ctx, c.DSN(c.Addr(reader)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer onReader.Close(context.Background())
+	if !waitFor(ctx, func() bool {
+		var n int
+		err := onReader.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query = 'SELECT pg_sleep(20)'").Scan(&n)
+		return err == nil && n == 2
+	}) {
+		t.Fatal("the two statements never ran on the reader")
+	}
 	admin, err := pgx.Connect(ctx, c.DSN(c.Addr(c.Writer())))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer admin.Close(context.Background())
-	if !waitFor(ctx, func() bool {
-		var n int
-		return admin.QueryRow(ctx, "SELECT 1").Scan(&n) == nil // the statements are on their way
-	}) {
-		t.Fatal("admin")
-	}
-	time.Sleep(200 * time.Millisecond) // let both statements reach the reader: a client's pace, not synchronisation
 	if _, err := admin.Exec(ctx, "DELETE FROM holdfast_failover.replica_status WHERE server_id = $1", reader); err != nil {
 		t.Fatal(err)
 	}

@@ -139,6 +139,16 @@ func waitFor(ctx context.Context, done func() bool) bool {
 	return true
 }
 
+// standbyOf returns the id of a server of c that is not its writer.
+func standbyOf(c *failovertest.Cluster) string {
+	for _, id := range c.ServerIDs() {
+		if id != c.Writer() {
+			return id
+		}
+	}
+	return ""
+}
+
 // firstAckAfter returns when the first write acknowledged after t was.
 // steady waits until m knows the writer and w's first 20 writes were
 // acknowledged: a failover before the monitor's first topology read
@@ -587,12 +597,7 @@ func TestAliasHint(t *testing.T) {
 	c := failovertest.StartTest(t, failovertest.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var standby string
-	for _, id := range c.ServerIDs() {
-		if id != c.Writer() {
-			standby = id
-		}
-	}
+	standby := standbyOf(c)
 	const name = "db.orders.internal"
 	c.Resolver.Alias(name, c.InstanceEndpoint(standby)) // a CNAME that leads to a standby
 	template := "?" + strings.TrimPrefix(c.InstanceEndpoint(standby), standby)

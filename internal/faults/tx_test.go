@@ -70,62 +70,57 @@ func (r *txRig) loseAnswers() {
 	r.t.Cleanup(func() { _ = r.proxy.p.Toxics.RemoveToxic(context.Background(), name) })
 }
 
-// A transaction whose connection is cut before COMMIT was sent (its
-// backend terminated between two of its statements: the server rolled it
-// back) is run again, and commits exactly once.
-func TestTxCutBeforeCommitIsRerun(t *testing.T) {
+// A transaction whose connection breaks before COMMIT was sent is run
+// again, and commits exactly once: the server rolled the first run back.
+// Its backend is terminated either between two of its statements, or
+// while it is idle between its work and COMMIT (pg_terminate_backend
+// waits until it is gone: the server answers COMMIT, if at all, with
+// FATAL 57P01).
+func TestTxBrokenBeforeCommitIsRerun(t *testing.T) {
 	t.Parallel()
-	r := newTxRig(t, "id int")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var runs atomic.Int64
-	err := r.f.BeginTxFunc(ctx, r.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "INSERT INTO "+r.table+" VALUES (1)"); err != nil {
-			return err
-		}
-		if runs.Add(1) == 1 {
-			r.exec("SELECT pg_terminate_backend($1)", tx.Conn().PgConn().PID())
-		}
-		_, err := tx.Exec(ctx, "SELECT 1")
-		return err
-	})
-	t.Logf("MEASURED a transaction cut before COMMIT: %d runs, %v", runs.Load(), err)
-	if err != nil || runs.Load() != 2 {
-		t.Fatalf("BeginTxFunc = %v after %d runs, want success after 2", err, runs.Load())
-	}
-	if n := r.rows(); n != 1 {
-		t.Errorf("%d rows, want 1: the first run must not commit", n)
-	}
-}
-
-// A transaction whose backend is terminated while it is idle between
-// its work and COMMIT (pg_terminate_backend waits until it is gone): the
-// server rolled it back and answers COMMIT, if at all, with FATAL 57P01.
-// It is run again and commits exactly once.
-func TestTxTerminatedBeforeCommitIsRerun(t *testing.T) {
-	t.Parallel()
-	r := newTxRig(t, "id int")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var runs atomic.Int64
-	err := r.f.BeginTxFunc(ctx, r.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "INSERT INTO "+r.table+" VALUES (1)"); err != nil {
-			return err
-		}
-		if runs.Add(1) == 1 {
-			var gone bool
-			if err := r.admin.QueryRow(ctx, "SELECT pg_terminate_backend($1, 10000)", tx.Conn().PgConn().PID()).Scan(&gone); err != nil || !gone {
-				t.Errorf("pg_terminate_backend = %v, %v", gone, err)
+	for _, tc := range []struct {
+		name string
+		// work runs after the run's INSERT; first: the first run, whose
+		// backend it terminates.
+		work func(ctx context.Context, t *testing.T, r *txRig, tx pgx.Tx, first bool) error
+	}{
+		{"cut between statements", func(ctx context.Context, t *testing.T, r *txRig, tx pgx.Tx, first bool) error {
+			if first {
+				r.exec("SELECT pg_terminate_backend($1)", tx.Conn().PgConn().PID())
 			}
-		}
-		return nil
-	})
-	t.Logf("MEASURED a transaction terminated before COMMIT: %d runs, %v", runs.Load(), err)
-	if err != nil || runs.Load() != 2 {
-		t.Fatalf("BeginTxFunc = %v after %d runs, want success after 2", err, runs.Load())
-	}
-	if n := r.rows(); n != 1 {
-		t.Errorf("%d rows, want 1: the first run must not commit", n)
+			_, err := tx.Exec(ctx, "SELECT 1")
+			return err
+		}},
+		{"terminated before COMMIT", func(ctx context.Context, t *testing.T, r *txRig, tx pgx.Tx, first bool) error {
+			if first {
+				var gone bool
+				if err := r.admin.QueryRow(ctx, "SELECT pg_terminate_backend($1, 10000)", tx.Conn().PgConn().PID()).Scan(&gone); err != nil || !gone {
+					t.Errorf("pg_terminate_backend = %v, %v", gone, err)
+				}
+			}
+			return nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := newTxRig(t, "id int")
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var runs atomic.Int64
+			err := r.f.BeginTxFunc(ctx, r.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, "INSERT INTO "+r.table+" VALUES (1)"); err != nil {
+					return err
+				}
+				return tc.work(ctx, t, r, tx, runs.Add(1) == 1)
+			})
+			t.Logf("MEASURED %s: %d runs, %v", tc.name, runs.Load(), err)
+			if err != nil || runs.Load() != 2 {
+				t.Fatalf("BeginTxFunc = %v after %d runs, want success after 2", err, runs.Load())
+			}
+			if n := r.rows(); n != 1 {
+				t.Errorf("%d rows, want 1: the first run must not commit", n)
+			}
+		})
 	}
 }
 
