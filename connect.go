@@ -650,7 +650,7 @@ func (c *connState) retryDial() pgconn.DialFunc {
 		if rr := c.b.comp.RetryRoute; rr != nil {
 			// The blue/green layer routed the connection once, in
 			// BeforeConnect: a retry asks it again (held through
-			// IN_PROGRESS, green's address after it).
+			// IN_PROGRESS).
 			var err error
 			if addr, err = rr(ctx, host, addr); err != nil {
 				return nil, err

@@ -571,42 +571,20 @@ func (r *Router) routeSlow(ctx context.Context, cc *pgx.ConnConfig, s *switchove
 // retryRoute is the Router's part of a retry's dial (the composition's
 // RetryRoute): a connection that BeforeConnect routed is retried by the
 // connect layer without passing through BeforeConnect again, so each
-// retry dial asks again. Held while connects to host are suspended (a
-// retry would otherwise redial blue through IN_PROGRESS, refused: 53300),
-// then rejected or sent to green's address as a new connect would be.
+// retry dial asks again. It is held while connects to host are suspended
+// (a retry would otherwise redial blue through IN_PROGRESS, refused:
+// 53300, and spend the retry budget), and refused for a stale green host.
+// It keeps its address: a retry that then reaches old blue is dropped
+// when acquired (the snapshot's drop list) and the pool connects anew
+// through BeforeConnect, which routes the new connection to green with
+// the names, token and certificate check that go with it.
 func (r *Router) retryRoute(ctx context.Context, host, addr string) (string, error) {
 	s := r.snap.Load()
 	if s.Normal {
 		return addr, nil
 	}
-	hosts := []string{host}
-	held := func(s *switchover.Snapshot) bool {
-		a, _ := s.ConnectAction(hosts)
-		return a == switchover.Suspend || a == switchover.SuspendUntilFound
-	}
-	if held(s) {
-		var err error
-		if s, err = r.wait(ctx, "connect", host, s, held); err != nil {
-			return addr, err
-		}
-	}
-	switch act, h := s.ConnectAction(hosts); act {
-	case switchover.Reject:
-		r.rejected.Add(1)
-		return addr, &RejectError{Host: h, Phase: Phase(s.Phase)}
-	case switchover.Substitute:
-		_, port, err := net.SplitHostPort(addr)
-		if err != nil {
-			return addr, nil
-		}
-		if ips, err := s.Lookup(r.base)(ctx, host); err == nil && len(ips) > 0 {
-			if _, _, err := net.SplitHostPort(ips[0]); err == nil {
-				return ips[0], nil // the answer carries its port (a LookupFunc may)
-			}
-			return net.JoinHostPort(ips[0], port), nil
-		}
-	}
-	return addr, nil
+	_, _, err := r.decideConnect(ctx, []string{host}, s)
+	return addr, err
 }
 
 // routing reports whether the Router routes anything now (a switchover
@@ -635,6 +613,23 @@ func (r *Router) connectSlow(ctx context.Context, cc *pgx.ConnConfig, s *switcho
 	for _, fb := range cc.Fallbacks {
 		hosts = append(hosts, fb.Host)
 	}
+	s, act, err := r.decideConnect(ctx, hosts, s)
+	if err == nil && act == switchover.Substitute {
+		base := cc.LookupFunc
+		if base == nil {
+			base = r.base
+		}
+		cc.LookupFunc = s.Lookup(base)
+	}
+	return s, err
+}
+
+// decideConnect decides a connect to hosts (a new connection's, or a
+// retry's): it holds it while the switchover suspends connects to them
+// (bounded by Config.ConnectTimeout and ctx: a *SuspendError), refuses a
+// stale green host (*RejectError), and returns the snapshot it decided on
+// and the action for hosts (Pass or Substitute).
+func (r *Router) decideConnect(ctx context.Context, hosts []string, s *switchover.Snapshot) (*switchover.Snapshot, switchover.Action, error) {
 	held := func(s *switchover.Snapshot) bool {
 		a, _ := s.ConnectAction(hosts)
 		return a == switchover.Suspend || a == switchover.SuspendUntilFound
@@ -643,22 +638,15 @@ func (r *Router) connectSlow(ctx context.Context, cc *pgx.ConnConfig, s *switcho
 	if held(s) {
 		var err error
 		if s, err = r.wait(ctx, "connect", host, s, held); err != nil {
-			return s, err
+			return s, act, err
 		}
 		act, host = s.ConnectAction(hosts)
 	}
-	switch act {
-	case switchover.Reject:
+	if act == switchover.Reject {
 		r.rejected.Add(1)
-		return s, &RejectError{Host: host, Phase: Phase(s.Phase)}
-	case switchover.Substitute:
-		base := cc.LookupFunc
-		if base == nil {
-			base = r.base
-		}
-		cc.LookupFunc = s.Lookup(base)
+		return s, act, &RejectError{Host: host, Phase: Phase(s.Phase)}
 	}
-	return s, nil
+	return s, act, nil
 }
 
 func (r *Router) prepareSlow(ctx context.Context, c *pgx.Conn, s *switchover.Snapshot) (bool, error) {

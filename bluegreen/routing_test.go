@@ -1010,9 +1010,11 @@ func routeErr(_ context.Context, err error) error { return err }
 // TestRetryRoute: the connect layer's retry of a connection routed once in
 // BeforeConnect asks the Router again at each dial (the composition's
 // RetryRoute): unchanged outside a switchover, held through IN_PROGRESS
-// (bounded by ctx), and sent to green's address in POST. Without it, a
-// retry redials blue through IN_PROGRESS (refused: 53300) and spends the
-// retry budget.
+// (bounded by ctx), released in POST with its address, which the drop
+// list then covers (the pool drops a connection to old blue when it is
+// acquired, and connects anew through BeforeConnect). Without it, a retry
+// redials blue through IN_PROGRESS (refused: 53300) and spends the retry
+// budget.
 func TestRetryRoute(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, Config{})
@@ -1036,7 +1038,8 @@ func TestRetryRoute(t *testing.T) {
 		t.Fatalf("IN_PROGRESS: retryRoute = %q, %v; want it held until its context ended", addr, err)
 	}
 
-	// A retry held when POST comes is released to green's address.
+	// A retry held when POST comes is released, its address kept: a
+	// connection it makes to old blue is dropped at acquire.
 	type result struct {
 		addr string
 		err  error
@@ -1050,8 +1053,11 @@ func TestRetryRoute(t *testing.T) {
 	h.set(meta.StatusSwitchoverPostProcess)
 	select {
 	case r := <-done:
-		if r.err != nil || r.addr != greenIP+":5432" {
-			t.Fatalf("POST: retryRoute = %q, %v; want green's %s:5432", r.addr, r.err, greenIP)
+		if r.err != nil || r.addr != blueAddr {
+			t.Fatalf("POST: retryRoute = %q, %v; want %q, released", r.addr, r.err, blueAddr)
+		}
+		if _, dropped := h.r.snap.Load().Drop[blueIP]; !dropped {
+			t.Fatalf("POST: old blue %s is not on the drop list: a retry's connection to it would be kept", blueIP)
 		}
 	case <-time.After(10 * time.Second): // generous bound: it is released by the snapshot change
 		t.Fatal("POST: retryRoute still held")

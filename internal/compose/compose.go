@@ -88,9 +88,8 @@ type Composition struct {
 	// connection's dial to host, which was routed once in BeforeConnect:
 	// it holds the retry while the switchover suspends connects to host
 	// (bounded, as BeforeConnect's hold is), and returns the address to
-	// dial (addr, or green's for a substituted blue name), or an error
-	// (*bluegreen.SuspendError, *bluegreen.RejectError). One atomic load
-	// outside a switchover.
+	// dial, or an error (*bluegreen.SuspendError, *bluegreen.RejectError).
+	// One atomic load outside a switchover.
 	RetryRoute func(ctx context.Context, host, addr string) (string, error)
 	// MonitorConnect, set by the factory before the blue/green layer is
 	// added, prepares the connection of a monitor of the pool (a fresh
