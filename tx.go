@@ -174,8 +174,10 @@ func commitError(err error) error {
 // before COMMIT was sent on a connection that broke, or one of the
 // failures Factory.BeginTxFunc lists. A COMMIT that failed without a
 // server's answer is an *OutcomeUnknownError, never run again. RunTx
-// returns nil once a run succeeds, else the last failure (wrapped in a
-// *retry.Error when runs were retried). The error carries no secret
+// returns nil once a run succeeds, else the last failure in a
+// *retry.Error (errors.Is and errors.As reach it; a function's own error,
+// never re-run, comes back the same way: "gave up after 1 attempt (not
+// retryable; fatal function-error)"). The error carries no secret
 // holdfast knows.
 func (f *Factory) RunTx(ctx context.Context, run func(ctx context.Context) (commitSent bool, err error)) error {
 	if run == nil {
