@@ -386,14 +386,7 @@ func TestCutDuringHandshake(t *testing.T) {
 	}
 	// The reader leaves the topology (it stays up): the monitor cuts the
 	// pool's connections to it — the one in its handshake too.
-	admin, err := pgx.Connect(ctx, c.DSN(c.Addr(c.Writer())))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(context.Background())
-	if _, err := admin.Exec(ctx, "DELETE FROM holdfast_failover.replica_status WHERE server_id = $1", reader); err != nil {
-		t.Fatal(err)
-	}
+	leaveTopology(ctx, t, c, reader)
 	if !waitFor(ctx, func() bool { return !lastMonitorEvent(m.Status(), failover.EventLeft).IsZero() }) {
 		t.Fatalf("the monitor never saw the reader leave: %+v", m.Status())
 	}
@@ -458,14 +451,7 @@ func TestCutMidStatement(t *testing.T) {
 	}) {
 		t.Fatal("the two statements never ran on the reader")
 	}
-	admin, err := pgx.Connect(ctx, c.DSN(c.Addr(c.Writer())))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(context.Background())
-	if _, err := admin.Exec(ctx, "DELETE FROM holdfast_failover.replica_status WHERE server_id = $1", reader); err != nil {
-		t.Fatal(err)
-	}
+	leaveTopology(ctx, t, c, reader)
 	got := <-errs
 	t.Logf("autocommit: %v\nin a transaction: %v", got[0], got[1])
 	var ce *failover.CutError

@@ -139,6 +139,20 @@ func waitFor(ctx context.Context, done func() bool) bool {
 	return true
 }
 
+// leaveTopology takes server id out of c's published topology (it stays
+// up), as an instance removed from the cluster.
+func leaveTopology(ctx context.Context, t *testing.T, c *failovertest.Cluster, id string) {
+	t.Helper()
+	w, err := pgx.Connect(ctx, c.DSN(c.Addr(c.Writer())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(context.Background())
+	if _, err := w.Exec(ctx, "DELETE FROM holdfast_failover.replica_status WHERE server_id = $1", id); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // standbyOf returns the id of a server of c that is not its writer.
 func standbyOf(c *failovertest.Cluster) string {
 	for _, id := range c.ServerIDs() {
@@ -807,14 +821,7 @@ func TestInstanceLeft(t *testing.T) {
 	if !waitFor(ctx, func() bool { return m.Status().Writer != "" }) {
 		t.Fatal("the monitor never read the topology")
 	}
-	w, err := pgx.Connect(ctx, c.DSN(c.Addr(c.Writer())))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close(ctx)
-	if _, err := w.Exec(ctx, "DELETE FROM holdfast_failover.replica_status WHERE server_id = $1", gone); err != nil {
-		t.Fatal(err)
-	}
+	leaveTopology(ctx, t, c, gone)
 	if !waitFor(ctx, func() bool { return !lastMonitorEvent(m.Status(), failover.EventLeft).IsZero() }) {
 		t.Fatalf("the monitor never saw %s leave: %+v", gone, m.Status())
 	}
