@@ -339,8 +339,8 @@ func (f *Factory) retryAcquire(ctx context.Context, pool *pgxpool.Pool, firstErr
 	if !patient && waitedBelow(firstErr) {
 		return firstErr
 	}
-	if cfg := pool.Config(); cfg.ConnConfig != nil { // a failure path: the copy is affordable
-		ctx = obs.WithTarget(ctx, obs.NewTarget(cfg.ConnConfig, f.poolName))
+	if b := f.bindingOf(pool); b != nil {
+		ctx = obs.WithTarget(ctx, b.target)
 	}
 	rr := *r
 	authRetried := false
@@ -362,10 +362,10 @@ func (f *Factory) retryAcquire(ctx context.Context, pool *pgxpool.Pool, firstErr
 // startup policy, so that a pool that is returned has reached the
 // database. When the first connection cannot be made, NewPool closes the
 // pool (and its monitors) and returns a *StartupError.
-func (f *Factory) NewPool(ctx context.Context, cfg *pgxpool.Config) (*pgxpool.Pool, error) {
+func (f *Factory) NewPool(ctx context.Context, cfg *pgxpool.Config, opts ...PoolOption) (*pgxpool.Pool, error) {
 	b := f.configured(cfg)
 	if b == nil {
-		if err := f.Configure(cfg); err != nil {
+		if err := f.Configure(cfg, opts...); err != nil {
 			return nil, err
 		}
 		b = f.configured(cfg)

@@ -1,6 +1,7 @@
 package holdfast
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net"
@@ -49,6 +50,7 @@ type binding struct {
 	lateMu  sync.Mutex
 
 	static string      // the config's own password, registered with the redactor
+	name   string      // the pool's name: PoolName, WithPoolName or host:port/database (unique in the factory)
 	target *obs.Target // what log lines name
 
 	// dialOK: 0 until the first connect checked that the config's DialFunc
@@ -80,7 +82,7 @@ type binding struct {
 // Configure returns a *ConfigError for a nil factory or config, for a
 // config this factory already configured (configure a config once;
 // NewPool accepts one that was), and after Close.
-func (f *Factory) Configure(cfg *pgxpool.Config) error {
+func (f *Factory) Configure(cfg *pgxpool.Config, opts ...PoolOption) error {
 	if f == nil {
 		return &ConfigError{Field: "Factory", Why: "nil factory: use holdfast.New"}
 	}
@@ -98,7 +100,16 @@ func (f *Factory) Configure(cfg *pgxpool.Config) error {
 	if b := f.bindingOfConfig(cfg); b != nil {
 		return &ConfigError{Field: "pgxpool.Config", Why: "already configured by this factory: configure a config once"}
 	}
-	b, err := f.bind(cfg)
+	var po poolOptions
+	for _, o := range opts {
+		if o != nil {
+			o(&po)
+		}
+	}
+	if po.err != nil {
+		return po.err
+	}
+	b, err := f.bind(cfg, f.uniqueName(obs.PoolName(cfg.ConnConfig, cmp.Or(po.name, f.poolName))))
 	if err != nil {
 		return err
 	}
@@ -107,9 +118,9 @@ func (f *Factory) Configure(cfg *pgxpool.Config) error {
 }
 
 // bind composes the factory's layers into cfg. f.mu is held.
-func (f *Factory) bind(cfg *pgxpool.Config) (*binding, error) {
+func (f *Factory) bind(cfg *pgxpool.Config, name string) (*binding, error) {
 	cc := cfg.ConnConfig
-	b := &binding{f: f, base: cc.DialFunc, static: cc.Password}
+	b := &binding{f: f, base: cc.DialFunc, static: cc.Password, name: name}
 	if f.dialFn != nil {
 		b.base = f.dialFn
 	}
@@ -131,9 +142,9 @@ func (f *Factory) bind(cfg *pgxpool.Config) (*binding, error) {
 	b.observers = observers{b.ev}
 
 	f.tel.Secret(cc.Password)
-	b.tel = f.tel.Pool(context.Background(), cc, f.poolName)
+	b.tel = f.tel.Pool(context.Background(), cc, name)
 	b.lazyTel = b.tel == nil && f.meterProvider == nil && f.tracerProvider == nil
-	b.target = obs.NewTarget(cc, f.poolName)
+	b.target = obs.NewTarget(cc, name)
 	comp.Add(compose.Telemetry, compose.Layer{
 		BeforeConnect: b.telemetryConnect,
 		Tracer: func(next pgx.QueryTracer) pgx.QueryTracer {
@@ -150,7 +161,7 @@ func (f *Factory) bind(cfg *pgxpool.Config) (*binding, error) {
 
 	if f.blueGreen != nil {
 		comp.MonitorConnect = b.monitorConnect
-		r, err := bluegreen.New(cfg, f.observerFor(obs.PoolName(cc, f.poolName)))
+		r, err := bluegreen.New(cfg, f.observerFor(name))
 		if err != nil {
 			return nil, &ConfigError{Field: "WithBlueGreen", Why: "cannot install blue/green routing", Err: err}
 		}
@@ -287,7 +298,7 @@ func (b *binding) telemetry(ctx context.Context, cc *pgx.ConnConfig) *obs.Pool {
 	if p := b.lateTel.Load(); p != nil {
 		return p
 	}
-	p := b.f.tel.Pool(ctx, cc, b.f.poolName)
+	p := b.f.tel.Pool(ctx, cc, b.name)
 	if pool := b.comp.Pool(); pool != nil {
 		p.Watch(pool)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"maps"
+	"strconv"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/holdfast-db/holdfast/failover"
 	"github.com/holdfast-db/holdfast/retry"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -268,8 +270,8 @@ func WithFailover(c failover.Config) Option {
 
 // WithPoolName names the factory's pools in log lines (holdfast.pool) and
 // metrics (db.client.connection.pool.name, which is otherwise
-// "host:port/database"). Use one factory per database, so that the name
-// says which.
+// "host:port/database"). [PoolName] names one pool and takes precedence;
+// two pools of one factory never share a name (the second is "name-2").
 func WithPoolName(name string) Option {
 	return func(c *config) {
 		if name == "" {
@@ -283,5 +285,61 @@ func WithPoolName(name string) Option {
 func (c *config) fail(err error) {
 	if c.invalidOption == nil {
 		c.invalidOption = err
+	}
+}
+
+// A PoolOption configures one pool in [Factory.Configure] or
+// [Factory.NewPool].
+type PoolOption func(*poolOptions)
+
+type poolOptions struct {
+	name string
+	err  error
+}
+
+// PoolName names one pool in log lines (holdfast.pool), metrics
+// (db.client.connection.pool.name) and readiness checks, ahead of the
+// factory's [WithPoolName] and of the default "host:port/database". Give
+// each pool of a service its own name, such as "orders" and
+// "orders-replica": the name is a label of every holdfast metric, so keep
+// it one per pool, never per connection or request. A name already used
+// by another pool of the factory gets a suffix ("orders-2").
+func PoolName(name string) PoolOption {
+	return func(o *poolOptions) {
+		if name == "" {
+			o.err = &ConfigError{Field: "PoolName", Why: "empty name"}
+			return
+		}
+		o.name = name
+	}
+}
+
+// PoolName returns the name pool has in telemetry, log lines and readiness
+// (see [PoolName]), or "" for a pool this factory did not configure.
+func (f *Factory) PoolName(pool *pgxpool.Pool) string {
+	if b := f.bindingOf(pool); b != nil {
+		return b.name
+	}
+	return ""
+}
+
+// uniqueName returns name, or name with the first free suffix "-2", "-3"…
+// when another live pool of the factory has it. f.mu is held.
+func (f *Factory) uniqueName(name string) string {
+	taken := func(n string) bool {
+		for _, b := range f.pools {
+			if b.name == n {
+				return true
+			}
+		}
+		return false
+	}
+	if !taken(name) {
+		return name
+	}
+	for i := 2; ; i++ {
+		if n := name + "-" + strconv.Itoa(i); !taken(n) {
+			return n
+		}
 	}
 }
