@@ -211,6 +211,9 @@ type connState struct {
 	// up when its retries end (endRetries).
 	tctx context.Context
 	tl   *obs.Loop
+
+	ctx      context.Context // BeforeConnect's, naming the target: for the ERROR line of a failed connect
+	reported bool            // that line was written (or the failure was retryable)
 }
 
 // retry runs one retry loop of the connection (a redial, a retry round)
@@ -241,11 +244,24 @@ func (c *connState) retry(ctx context.Context, r *retry.Retrier, prior int, firs
 	return err
 }
 
-// endRetries records how a connection that was retried ended: err nil
-// when its handshake completed (one "recovered" line), else the error
-// that ended its retries (one "giving up" line). Once; nothing when it
-// was never retried.
+// endRetries records how a connection ended: err nil when its handshake
+// completed (one "recovered" line if it was retried), else the error that
+// ended it: one "giving up" line after transient failures, one "cannot
+// connect" ERROR line for a failure no retry fixes, retried or not. Once.
 func (c *connState) endRetries(err error) {
+	if err != nil && !c.reported {
+		c.reported = true
+		attempts := c.used + 1 // a handshake's failure, not yet counted
+		var re *retry.Error
+		if errors.As(err, &re) {
+			attempts = re.Attempts
+		}
+		ctx := c.ctx
+		if ctx == nil {
+			ctx = obs.WithTarget(context.Background(), c.target)
+		}
+		c.cn.tel.ConnectFailed(ctx, LayerConnect, c.cn.classifier.Classify(err), attempts, c.authRetried, err)
+	}
 	if c.tl == nil {
 		return
 	}

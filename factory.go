@@ -159,13 +159,6 @@ func New(opts ...Option) (*Factory, error) {
 		if f.failover.Redact == nil {
 			f.failover.Redact = f.tel.Redact // the monitors' log lines and Status carry no secret holdfast knows
 		}
-		onEvent, tel := f.failover.OnEvent, f.tel
-		f.failover.OnEvent = func(e failover.Event) {
-			tel.FailoverEvent(context.Background(), e.Name)
-			if onEvent != nil {
-				onEvent(e)
-			}
-		}
 	}
 	return f, nil
 }

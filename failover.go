@@ -11,6 +11,7 @@ import (
 	"github.com/holdfast-db/holdfast/failover"
 	"github.com/holdfast-db/holdfast/internal/compose"
 	"github.com/holdfast-db/holdfast/internal/failovermon"
+	"github.com/holdfast-db/holdfast/internal/obs"
 	"github.com/holdfast-db/holdfast/internal/topology"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -96,7 +97,18 @@ func (f *Factory) failoverMonitor(cc *pgx.ConnConfig, connHook func(context.Cont
 		ref.pools++
 		return ref, nil
 	}
-	m, err := failovermon.New(cc, *f.failover, connHook)
+	fc := *f.failover
+	if fc.Logger != nil { // the monitor's lines name the cluster it watches
+		fc.Logger = fc.Logger.With(slog.String("server.address", ep), slog.Int("server.port", int(port)), slog.String("db.namespace", cc.Database))
+	}
+	onEvent, tel, events := fc.OnEvent, f.tel, obs.FailoverEvents(ep, int(port))
+	fc.OnEvent = func(e failover.Event) { // counted under the cluster it concerns
+		tel.FailoverEvent(context.Background(), events, e.Name)
+		if onEvent != nil {
+			onEvent(e)
+		}
+	}
+	m, err := failovermon.New(cc, fc, connHook)
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +171,7 @@ func (b *binding) addFailover(cc *pgx.ConnConfig) error {
 	if err != nil {
 		return &ConfigError{Field: "WithFailover", Why: "cannot install failover routing", Err: err}
 	}
-	fo := &foLayer{ref: ref, m: ref.m, comp: b.comp, live: map[*connState]struct{}{}, host: cc.Host, log: f.logger}
+	fo := &foLayer{ref: ref, m: ref.m, comp: b.comp, live: map[*connState]struct{}{}, host: cc.Host, log: b.target.Logger(f.logger)}
 	fo.writer = failovermon.IsWriterEndpoint(ep)
 	fo.custom = ep == cc.Host && !topology.IsIP(cc.Host) && !isSocket(cc.Host) &&
 		topology.InstanceDomain([]string{topology.NormHost(cc.Host)}) == ""

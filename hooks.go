@@ -12,6 +12,7 @@ import (
 	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/internal/compose"
 	"github.com/holdfast-db/holdfast/internal/obs"
+	"github.com/holdfast-db/holdfast/retry"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -161,7 +162,7 @@ func (f *Factory) bind(cfg *pgxpool.Config, name string) (*binding, error) {
 
 	if f.blueGreen != nil {
 		comp.MonitorConnect = b.monitorConnect
-		r, err := bluegreen.New(cfg, f.observerFor(name))
+		r, err := bluegreen.New(cfg, f.observerFor(name, b.target))
 		if err != nil {
 			return nil, &ConfigError{Field: "WithBlueGreen", Why: "cannot install blue/green routing", Err: err}
 		}
@@ -271,10 +272,33 @@ func (b *binding) checkDial(cc *pgx.ConnConfig) error {
 // database. Its errors carry no secret holdfast knows.
 func (b *binding) telemetryConnect(ctx context.Context, cc *pgx.ConnConfig, next func(context.Context, *pgx.ConnConfig) error) error {
 	ctx = obs.WithTarget(ctx, b.target)
+	var err error
 	if tel := b.telemetry(ctx, cc); tel != nil {
-		return b.f.conn.redact(tel.BeforeConnect(ctx, cc, next))
+		err = tel.BeforeConnect(ctx, cc, next)
+	} else {
+		err = next(ctx, cc)
 	}
-	return b.f.conn.redact(next(ctx, cc))
+	if err != nil {
+		b.beforeConnectFailed(ctx, err)
+	}
+	return b.f.conn.redact(err)
+}
+
+// beforeConnectFailed writes the ERROR line of a connect that a layer's
+// BeforeConnect ended (a password function that failed for good, a
+// configuration error) when no retry fixes it: pgx makes no connection,
+// so the connector's own end (endRetries) never sees it.
+func (b *binding) beforeConnectFailed(ctx context.Context, err error) {
+	attempts, layer := 1, LayerConnect
+	var re *retry.Error
+	if errors.As(err, &re) {
+		attempts = re.Attempts
+	}
+	var ce *ConnectError
+	if errors.As(err, &ce) && ce.Layer != "" {
+		layer = ce.Layer
+	}
+	b.f.tel.ConnectFailed(ctx, layer, b.f.conn.classifier.Classify(err), attempts, false, err)
 }
 
 // telemetry returns the pool's instrumentation: the one built at
@@ -327,7 +351,7 @@ func (b *binding) connect(ctx context.Context, cc *pgx.ConnConfig, next func(con
 	if err := next(ctx, cc); err != nil {
 		return err
 	}
-	c := &connState{cn: cn, b: b, base: b.base, cc: cc, target: b.target, rounds: cn.maxDials}
+	c := &connState{cn: cn, b: b, base: b.base, cc: cc, target: b.target, rounds: cn.maxDials, ctx: ctx}
 	if cn.password != nil && len(hosts) > 0 {
 		c.authHosts = hosts
 	}

@@ -120,14 +120,15 @@ func (f *Factory) newTelemetry(c *config) error {
 // observerFor returns the blue/green config of one pool: the factory's,
 // recording through the factory's telemetry under the pool's name, so that
 // pools to different clusters keep their phases and switchover spans apart.
-func (f *Factory) observerFor(pool string) bluegreen.Config {
-	bg := *f.blueGreen // a copy: the Option's Config may be shared
+func (f *Factory) observerFor(pool string, target *obs.Target) bluegreen.Config {
+	bg := *f.blueGreen                   // a copy: the Option's Config may be shared
+	bg.Logger = target.Logger(bg.Logger) // its lines name the pool's database
 	if f.bgObserve {
 		id := bg.ID
 		if id == "" {
 			id = bluegreen.DefaultID
 		}
-		bg.Observer = f.tel.BlueGreen(id, pool)
+		bg.Observer = f.tel.BlueGreen(id, pool, target)
 	}
 	return bg
 }

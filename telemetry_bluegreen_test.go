@@ -150,10 +150,10 @@ func TestTelemetrySwitchover(t *testing.T) {
 	})
 
 	// Metrics.
-	got := rig.collect(t)
-	// Each pool's switchover carries the pool's name, so that pools to
-	// different clusters keep apart.
-	pn := "db.client.connection.pool.name=" + cfgPoolName(cfg) + ","
+	// Each pool's switchover carries the pool's name and target, so that
+	// pools to different clusters keep apart.
+	got := untarget(t, rig.collect(t), cfgPoolName(cfg), cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port)), cfg.ConnConfig.Database)
+	pn := ""
 	// The gauge holds the last phase: COMPLETED, or CREATED once the
 	// router has started watching for the next switchover (it does so
 	// right after the summary; the exact sequence is on the span below).
@@ -189,7 +189,8 @@ func TestTelemetrySwitchover(t *testing.T) {
 	if want := []string{"PREPARATION", "IN_PROGRESS", "POST", "COMPLETED"}; !slices.Equal(phases, want) {
 		t.Errorf("switchover phase events = %q, want %q", phases, want)
 	}
-	if got := attrKey(attribute.NewSet(sw.Attributes()...)); got != pn+"holdfast.bluegreen.id=1,holdfast.outcome=COMPLETED" || sw.Status().Code != codes.Unset {
+	if got := attrKey(attribute.NewSet(sw.Attributes()...)); got != "db.client.connection.pool.name="+cfgPoolName(cfg)+",db.namespace="+cfg.ConnConfig.Database+
+		",holdfast.bluegreen.id=1,holdfast.outcome=COMPLETED,server.address="+cfg.ConnConfig.Host+",server.port="+strconv.Itoa(int(cfg.ConnConfig.Port)) || sw.Status().Code != codes.Unset {
 		t.Errorf("switchover span: %s, status %v", got, sw.Status())
 	}
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -176,6 +177,36 @@ func (s *syncBuffer) lines(msg string) []string {
 		if strings.Contains(l, `"msg":"`+msg+`"`) {
 			out = append(out, l)
 		}
+	}
+	return out
+}
+
+// untarget checks that every point of every holdfast.* instrument of got
+// (readiness and failover events aside: they name no pool) names the
+// pool's target — db.client.connection.pool.name, server.address,
+// server.port, db.namespace — and returns got without those attributes
+// on them, for comparisons written without them.
+func untarget(t testing.TB, got map[string]instrument, pool, host, port, db string) map[string]instrument {
+	t.Helper()
+	want := []string{"db.client.connection.pool.name=" + pool, "db.namespace=" + db, "server.address=" + host, "server.port=" + port}
+	out := map[string]instrument{}
+	for name, in := range got {
+		if !strings.HasPrefix(name, "holdfast.") || strings.HasPrefix(name, "holdfast.readiness.") || name == "holdfast.failover.events" {
+			out[name] = in
+			continue
+		}
+		n := instrument{unit: in.unit, points: map[string]float64{}}
+		for k, v := range in.points {
+			parts := strings.Split(k, ",")
+			for _, w := range want {
+				if !slices.Contains(parts, w) {
+					t.Errorf("%s {%s} lacks %s", name, k, w)
+				}
+			}
+			parts = slices.DeleteFunc(parts, func(p string) bool { return slices.Contains(want, p) })
+			n.points[strings.Join(parts, ",")] += v
+		}
+		out[name] = n
 	}
 	return out
 }

@@ -78,7 +78,8 @@ func TestTelemetryScenarios(t *testing.T) {
 							"db.namespace=postgres,db.system.name=postgresql,server.address=" + configuredHost + ",server.port=" + port: 1}},
 						"db.client.connection.count": {"{connection}", map[string]float64{
 							poolAttr + ",db.client.connection.state=idle": 1, poolAttr + ",db.client.connection.state=used": 0}},
-						"db.client.connection.max": {"{connection}", map[string]float64{poolAttr: 4}},
+						"db.client.connection.max":              {"{connection}", map[string]float64{poolAttr: 4}},
+						"db.client.connection.pending_requests": {"{request}", map[string]float64{poolAttr: 0}},
 					},
 					connSpan: "status=Unset/ attrs " + poolAttr + ",db.namespace=postgres,db.system.name=postgresql," +
 						"holdfast.outcome=success,holdfast.stage=pool-growth,network.peer.address=127.0.0.1,network.peer.port=" + port +
@@ -104,7 +105,8 @@ func TestTelemetryScenarios(t *testing.T) {
 						"db.client.connection.create_time": {"s", map[string]float64{poolAttr + ",error.type=sqlstate-42501": 1}},
 						"db.client.connection.count": {"{connection}", map[string]float64{
 							poolAttr + ",db.client.connection.state=idle": 0, poolAttr + ",db.client.connection.state=used": 0}},
-						"db.client.connection.max": {"{connection}", map[string]float64{poolAttr: 4}},
+						"db.client.connection.max":              {"{connection}", map[string]float64{poolAttr: 4}},
+						"db.client.connection.pending_requests": {"{request}", map[string]float64{poolAttr: 0}},
 					},
 					connSpan: "status=Error/fatal/sqlstate-42501 attrs " + poolAttr + ",db.namespace=postgres,db.system.name=postgresql," +
 						"error.type=sqlstate-42501,holdfast.error.class=fatal,holdfast.outcome=failure,holdfast.stage=pool-growth," +
@@ -131,7 +133,8 @@ func TestTelemetryScenarios(t *testing.T) {
 						"db.client.connection.create_time": {"s", map[string]float64{poolAttr + ",error.type=conn-refused": 1}},
 						"db.client.connection.count": {"{connection}", map[string]float64{
 							poolAttr + ",db.client.connection.state=idle": 0, poolAttr + ",db.client.connection.state=used": 0}},
-						"db.client.connection.max": {"{connection}", map[string]float64{poolAttr: 4}},
+						"db.client.connection.max":              {"{connection}", map[string]float64{poolAttr: 4}},
+						"db.client.connection.pending_requests": {"{request}", map[string]float64{poolAttr: 0}},
 					},
 					connSpan: "status=Error/transient/conn-refused attrs " + poolAttr + ",db.namespace=postgres,db.system.name=postgresql," +
 						"error.type=conn-refused,holdfast.error.class=transient,holdfast.outcome=failure,holdfast.stage=pool-growth," +
@@ -163,7 +166,8 @@ func TestTelemetryScenarios(t *testing.T) {
 						"db.client.connection.create_time": {"s", map[string]float64{poolAttr + ",error.type=conn-refused": 1}},
 						"db.client.connection.count": {"{connection}", map[string]float64{
 							poolAttr + ",db.client.connection.state=idle": 0, poolAttr + ",db.client.connection.state=used": 0}},
-						"db.client.connection.max": {"{connection}", map[string]float64{poolAttr: 4}},
+						"db.client.connection.max":              {"{connection}", map[string]float64{poolAttr: 4}},
+						"db.client.connection.pending_requests": {"{request}", map[string]float64{poolAttr: 0}},
 					},
 					connSpan: "status=Error/transient/conn-refused attrs " + poolAttr + ",db.namespace=postgres,db.system.name=postgresql," +
 						"error.type=conn-refused,holdfast.error.class=transient,holdfast.outcome=failure,holdfast.stage=pool-growth," +
@@ -208,7 +212,7 @@ func TestTelemetryScenarios(t *testing.T) {
 				c.Release()
 			}
 
-			got := rig.collect(t)
+			got := untarget(t, rig.collect(t), configuredHost+":"+port+"/postgres", configuredHost, port, "postgres")
 			w.metrics = normalize(w.metrics)
 			if !maps.EqualFunc(got, w.metrics, func(a, b instrument) bool { return a.unit == b.unit && maps.Equal(a.points, b.points) }) {
 				t.Errorf("metrics:\n%s\nwant:\n%s", dump(got), dump(w.metrics))
@@ -238,7 +242,7 @@ func TestTelemetryScenarios(t *testing.T) {
 				t.Errorf("log lines: %d retrying (want %d), %d giving up (want %d):\n%s", len(retried), w.retried, len(gaveUp), w.gaveUp, rig.logs.String())
 			}
 			for i, l := range retried {
-				for _, want := range []string{`"level":"WARN"`, `"holdfast.layer":"connect"`, `"attempt":` + strconv.Itoa(i+1), `"holdfast.stage":"pool-growth"`, `"error.class":"transient"`, `"delay":`} {
+				for _, want := range []string{`"level":"WARN"`, `"holdfast.layer":"connect"`, `"attempt":` + strconv.Itoa(i+1), `"holdfast.stage":"pool-growth"`, `"error.class":"transient"`, `"delay_s":`} {
 					if !strings.Contains(l, want) {
 						t.Errorf("log line %q lacks %s", l, want)
 					}
@@ -262,7 +266,7 @@ func TestTelemetryStartupStage(t *testing.T) {
 	}
 	defer pool.Close()
 
-	got := rig.collect(t)
+	got := untarget(t, rig.collect(t), cfgPoolName(cfg), cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port)), "postgres")
 	startup := "error.type=conn-reset,holdfast.layer=connect,holdfast.stage=startup"
 	for name, want := range map[string]map[string]float64{
 		"holdfast.connect.attempts": {"holdfast.outcome=success,holdfast.stage=startup": 1},
@@ -320,7 +324,7 @@ func TestTelemetryHandshakeRetry(t *testing.T) {
 		t.Fatalf("QueryRow = %v", err)
 	}
 
-	got := rig.collect(t)
+	got := untarget(t, rig.collect(t), cfgPoolName(cfg), cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port)), "postgres")
 	connect := "error.type=sqlstate-53300,holdfast.layer=connect,holdfast.stage=pool-growth"
 	for name, want := range map[string]map[string]float64{
 		"holdfast.retries":          {connect: 1},

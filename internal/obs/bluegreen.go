@@ -52,13 +52,18 @@ type BlueGreen struct {
 
 // BlueGreen returns the recorder for deployment id (bluegreen.Config.ID)
 // as one pool sees it: pool is the pool's name (db.client.connection.pool.name;
-// "" for none), so that pools to different clusters keep apart.
-func (t *Telemetry) BlueGreen(id, pool string) *BlueGreen {
+// "" for none), so that pools to different clusters keep apart; with a
+// target, its metrics carry the target's attributes (the pool's name
+// included) instead.
+func (t *Telemetry) BlueGreen(id, pool string, target ...*Target) *BlueGreen {
 	if t == nil {
 		return nil
 	}
 	attrs := []attribute.KeyValue{KeyBlueGreenID.String(id)}
-	if pool != "" {
+	switch {
+	case len(target) > 0 && target[0] != nil:
+		attrs = append(attrs, target[0].kvs...) // pool.name, server.address, server.port, db.namespace
+	case pool != "":
 		attrs = append(attrs, semconv.DBClientConnectionPoolName(pool))
 	}
 	return &BlueGreen{
@@ -156,20 +161,37 @@ func (b *BlueGreen) Suspended(ctx context.Context, point, reason string, waited 
 		}
 		span.AddEvent(EventSuspended, trace.WithAttributes(attrs...))
 	}
-	b.t.logger.LogAttrs(ctx, slog.LevelDebug, "holdfast: suspended by a blue/green switchover",
+	if !b.t.logger.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	line := []slog.Attr{
 		slog.String("bluegreen.id", b.id),
 		slog.String("point", point),
 		slog.String("reason", reason),
-		slog.Duration("waited", waited),
+		slog.Float64("waited_s", waited.Seconds()),
 		slog.String("outcome", outcome),
-	)
+	}
+	if tg := targetOf(ctx); tg != nil {
+		line = append(line, tg.attrs...)
+	}
+	b.t.logger.LogAttrs(ctx, slog.LevelDebug, "holdfast: suspended by a blue/green switchover", line...)
+}
+
+// FailoverTarget is the cluster a failover monitor watches, for the
+// attributes of holdfast.failover.events.
+type FailoverTarget struct{ kvs []attribute.KeyValue }
+
+// FailoverEvents returns the target of a monitor of the cluster whose
+// endpoint is host:port.
+func FailoverEvents(host string, port int) FailoverTarget {
+	return FailoverTarget{kvs: []attribute.KeyValue{semconv.ServerAddress(host), semconv.ServerPort(port)}}
 }
 
 // FailoverEvent counts a writer-failover monitor event (failover.Event*)
-// in holdfast.failover.events.
-func (t *Telemetry) FailoverEvent(ctx context.Context, event string) {
+// of the cluster of target in holdfast.failover.events.
+func (t *Telemetry) FailoverEvent(ctx context.Context, target FailoverTarget, event string) {
 	if t == nil || t.foEvents == nil {
 		return
 	}
-	t.foEvents.Add(ctx, 1, metric.WithAttributes(KeyFailoverEvent.String(event)))
+	t.foEvents.Add(ctx, 1, metric.WithAttributes(append([]attribute.KeyValue{KeyFailoverEvent.String(event)}, target.kvs...)...))
 }

@@ -138,6 +138,7 @@ type Telemetry struct {
 	// Standard database client instruments.
 	connCount  dbconv.ClientConnectionCountObservable
 	connMax    dbconv.ClientConnectionMaxObservable
+	pending    dbconv.ClientConnectionPendingRequestsObservable
 	createTime dbconv.ClientConnectionCreateTime
 	waitTime   dbconv.ClientConnectionWaitTime
 	useTime    dbconv.ClientConnectionUseTime
@@ -212,6 +213,8 @@ func New(c Config) (*Telemetry, error) {
 	t.connCount, e = dbconv.NewClientConnectionCountObservable(m)
 	join(e)
 	t.connMax, e = dbconv.NewClientConnectionMaxObservable(m)
+	join(e)
+	t.pending, e = dbconv.NewClientConnectionPendingRequestsObservable(m)
 	join(e)
 	t.createTime, e = dbconv.NewClientConnectionCreateTime(m, buckets)
 	join(e)

@@ -352,7 +352,7 @@ func TestBlueGreen(t *testing.T) {
 	if !strings.Contains(text(attribute.NewSet(other.Attributes()...)), "error.type=timeout") {
 		t.Errorf("failed suspension attributes = %v, want error.type=timeout", other.Attributes())
 	}
-	if !strings.Contains(r.logs.String(), "level=DEBUG") || !strings.Contains(r.logs.String(), "waited=250ms") {
+	if !strings.Contains(r.logs.String(), "level=DEBUG") || !strings.Contains(r.logs.String(), "waited_s=0.25") {
 		t.Errorf("no DEBUG line for the suspension:\n%s", r.logs.String())
 	}
 

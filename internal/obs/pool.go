@@ -42,12 +42,14 @@ type Pool struct {
 	opRec    []metric.RecordOption  // {db.system.name, db.namespace, server.address, server.port}
 	opAttrs  []attribute.KeyValue
 	okByStep map[string][]metric.AddOption // holdfast.connect.attempts success, by stage
+	target   []attribute.KeyValue          // of holdfast.* metrics: pool.name, server.address, server.port, db.namespace
 	spanBase []attribute.KeyValue
 
 	installed pgx.QueryTracer // the tracer Install put on the config
 	previous  pgx.QueryTracer // the tracer that was there before
 
-	pool atomic.Pointer[weak.Pointer[pgxpool.Pool]] // learnt at the first Acquire
+	pool    atomic.Pointer[weak.Pointer[pgxpool.Pool]] // learnt at the first Acquire
+	pending atomic.Int64                               // Acquires under way: db.client.connection.pending_requests
 }
 
 // Pool returns the instrumentation for a pool built from cc, or nil when
@@ -80,13 +82,14 @@ func (t *Telemetry) Pool(ctx context.Context, cc *pgx.ConnConfig, name string) *
 		semconv.ServerPort(port),
 	}
 	p.opRec = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(p.opAttrs...))}
+	p.target = targetKVs(cc, name)
 	p.okByStep = map[string][]metric.AddOption{}
 	for _, s := range []string{StageStartup, StagePoolGrowth, StageRequest} {
-		p.okByStep[s] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(
-			KeyStage.String(s), KeyOutcome.String(OutcomeSuccess)))}
+		p.okByStep[s] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(append([]attribute.KeyValue{
+			KeyStage.String(s), KeyOutcome.String(OutcomeSuccess)}, p.target...)...))}
 	}
 	p.spanBase = append([]attribute.KeyValue{poolName}, p.opAttrs...)
-	if _, err := t.meter.RegisterCallback(p.observe, t.connCount.Inst(), t.connMax.Inst()); err != nil {
+	if _, err := t.meter.RegisterCallback(p.observe, t.connCount.Inst(), t.connMax.Inst(), t.pending.Inst()); err != nil {
 		t.logger.LogAttrs(ctx, slog.LevelWarn, "holdfast: the meter provider refused the connection-count callback",
 			slog.String("error", t.Redact(err.Error())))
 	}
@@ -122,6 +125,7 @@ func (p *Pool) observe(_ context.Context, o metric.Observer) error {
 	o.ObserveInt64(p.t.connCount.Inst(), int64(s.IdleConns()), p.idleObs...)
 	o.ObserveInt64(p.t.connCount.Inst(), int64(s.AcquiredConns()), p.usedObs...)
 	o.ObserveInt64(p.t.connMax.Inst(), int64(s.MaxConns()), p.poolObs...)
+	o.ObserveInt64(p.t.pending.Inst(), p.pending.Load(), p.poolObs...)
 	return nil
 }
 
@@ -198,11 +202,13 @@ func (t *poolTracer) TraceAcquireStart(ctx context.Context, pool *pgxpool.Pool, 
 	if t.p.pool.Load() == nil {
 		t.p.Watch(pool)
 	}
+	t.p.pending.Add(1)
 	return &acquireCtx{Context: ctx, start: mono()}
 }
 
 func (t *poolTracer) TraceAcquireEnd(ctx context.Context, _ *pgxpool.Pool, data pgxpool.TraceAcquireEndData) {
 	p := t.p
+	p.pending.Add(-1)
 	if data.Err != nil {
 		if errors.Is(data.Err, context.DeadlineExceeded) {
 			p.t.timeouts.Inst().Add(ctx, 1, p.poolAdd...)
@@ -315,8 +321,8 @@ func (c *conn) finish(ctx context.Context, pc *pgx.Conn, err error) {
 	v := t.connectVerdict(err)
 	errType := semconv.ErrorTypeKey.String(v.Reason)
 	t.createTime.Inst().Record(ctx, took, metric.WithAttributes(semconv.DBClientConnectionPoolName(c.p.name), errType))
-	t.attempts.Add(ctx, 1, metric.WithAttributes(KeyStage.String(c.stage), KeyOutcome.String(OutcomeFailure),
-		errType, KeyErrorClass.String(v.Class.String())))
+	t.attempts.Add(ctx, 1, metric.WithAttributes(append([]attribute.KeyValue{KeyStage.String(c.stage), KeyOutcome.String(OutcomeFailure),
+		errType, KeyErrorClass.String(v.Class.String())}, c.p.target...)...))
 	if c.span != nil {
 		endSpan(c.span, err, v)
 		c.span = nil

@@ -8,7 +8,6 @@ import (
 
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/retry"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
@@ -20,6 +19,15 @@ const (
 	MsgRetrying  = "holdfast: retrying after a transient failure"
 	MsgGaveUp    = "holdfast: giving up after transient failures"
 	MsgRecovered = "holdfast: recovered"
+	// MsgCannotConnect is the ERROR line of a connection that failed for
+	// a reason no retry fixes (a revoked grant, a wrong password, a
+	// missing database), with what to check.
+	MsgCannotConnect = "holdfast: cannot connect"
+	// MsgGaveUpFatal is the ERROR line of a request or startup whose
+	// retries ended on a failure that is not retryable (an
+	// authentication refused again with a fresh password, a grant revoked
+	// during an outage).
+	MsgGaveUpFatal = "holdfast: giving up on a failure that is not retryable"
 )
 
 // Retried records one failed attempt that layer is about to retry (it is
@@ -35,15 +43,15 @@ func (t *Telemetry) Retried(ctx context.Context, layer string, e retry.Event) {
 	t.log(ctx, slog.LevelWarn, MsgRetrying, layer, e.Verdict.Reason,
 		slog.String(string(KeyLayer), layer),
 		slog.Int("attempt", e.Attempt),
-		slog.Duration("delay", e.Delay),
+		slog.Float64("delay_s", e.Delay.Seconds()),
 		slog.String("error.class", e.Verdict.Class.String()),
 		slog.String("error.reason", e.Verdict.Reason),
 		slog.String(string(KeyStage), stage),
 		slog.String("error", t.redactErr(e.Err)),
 	)
 	if t.retries.Enabled(ctx) {
-		t.retries.Add(ctx, 1, metric.WithAttributes(
-			KeyLayer.String(layer), KeyStage.String(stage), semconv.ErrorTypeKey.String(e.Verdict.Reason)))
+		t.retries.Add(ctx, 1, metric.WithAttributes(metricAttrs(ctx,
+			KeyLayer.String(layer), KeyStage.String(stage), semconv.ErrorTypeKey.String(e.Verdict.Reason))...))
 	}
 	if span := trace.SpanFromContext(ctx); span.IsRecording() && t.tracing() {
 		span.AddEvent(EventAttempt, trace.WithAttributes(
@@ -140,8 +148,8 @@ func (l *Loop) End(ctx context.Context, err error) {
 				KeyLayer.String(l.layer), KeyAttempt.Int(attempts), KeyOutcome.String(OutcomeSuccess)))
 		}
 		if attempts > 1 && t.recoveries.Enabled(ctx) {
-			t.recoveries.Add(ctx, 1, metric.WithAttributes(
-				KeyLayer.String(l.layer), KeyStage.String(l.stage), semconv.ErrorTypeKey.String(l.first.Reason)))
+			t.recoveries.Add(ctx, 1, metric.WithAttributes(metricAttrs(ctx,
+				KeyLayer.String(l.layer), KeyStage.String(l.stage), semconv.ErrorTypeKey.String(l.first.Reason))...))
 		}
 		if attempts > 1 {
 			// One line per recovered operation, so that the WARN lines of
@@ -149,7 +157,7 @@ func (l *Loop) End(ctx context.Context, err error) {
 			t.log(ctx, slog.LevelInfo, MsgRecovered, l.layer, l.first.Reason,
 				slog.String(string(KeyLayer), l.layer),
 				slog.Int("attempts", attempts),
-				slog.Duration("took", time.Since(l.start)),
+				slog.Float64("took_s", time.Since(l.start).Seconds()),
 				slog.String("error.reason", l.first.Reason),
 				slog.String(string(KeyStage), l.stage),
 			)
@@ -171,7 +179,7 @@ func (l *Loop) End(ctx context.Context, err error) {
 			KeyErrorClass.String(v.Class.String()),
 		))
 	}
-	base := []attribute.KeyValue{KeyLayer.String(l.layer), KeyStage.String(l.stage), semconv.ErrorTypeKey.String(v.Reason)}
+	base := metricAttrs(ctx, KeyLayer.String(l.layer), KeyStage.String(l.stage), semconv.ErrorTypeKey.String(v.Reason))
 	switch stop {
 	case retry.StopExhausted, retry.StopDeadline:
 		why := "attempts"
@@ -183,8 +191,53 @@ func (l *Loop) End(ctx context.Context, err error) {
 	case retry.StopBudget:
 		t.rejections.Add(ctx, 1, metric.WithAttributes(base...))
 		l.gaveUp(ctx, attempts, stop, v, re.Last)
+	case retry.StopFatal:
+		// After a retry, a failure no retry fixes. A connection's own
+		// loops leave the line to the connect's end (ConnectFailed,
+		// one per connection); a transaction's fatal end is the
+		// function's own error or an unknown outcome, the caller's.
+		if attempts > 1 && (l.layer == LayerAcquire || l.layer == LayerStartup) {
+			l.t.log(ctx, slog.LevelError, MsgGaveUpFatal, l.layer, v.Reason,
+				slog.String(string(KeyLayer), l.layer),
+				slog.Int("attempts", attempts),
+				slog.String("error.class", v.Class.String()),
+				slog.String("error.reason", v.Reason),
+				slog.Bool("fresh_credential", l.first.Reason == ReasonAuthFreshToken),
+				slog.String("hint", Hint(v.Reason, targetOf(ctx))),
+				slog.String(string(KeyStage), l.stage),
+				slog.String("error", l.t.redactErr(re.Last)),
+			)
+		}
 	}
 	l.endSpan(err, v, attempts)
+}
+
+// ReasonAuthFreshToken is the retry reason of an authentication failure
+// retried once with a fresh token or password.
+const ReasonAuthFreshToken = "auth-failed-fresh-token"
+
+// ConnectFailed writes the ERROR line of a connection that layer
+// (LayerConnect, LayerPassword) ended on a failure v classifies as not retryable, after attempts attempts
+// (freshCredential: one of them with a freshly fetched password), sampled
+// per target and reason like the retry lines. err is redacted.
+func (t *Telemetry) ConnectFailed(ctx context.Context, layer string, v classify.Verdict, attempts int, freshCredential bool, err error) {
+	if t == nil || v.Retryable() {
+		return
+	}
+	hint := Hint(v.Reason, targetOf(ctx))
+	if hint == "" && layer == LayerPassword {
+		hint = "the password function failed: check the credentials and permissions of the identity it runs as, and the secret it reads"
+	}
+	t.log(ctx, slog.LevelError, MsgCannotConnect, layer, v.Reason,
+		slog.String(string(KeyLayer), layer),
+		slog.Int("attempts", attempts),
+		slog.String("error.class", v.Class.String()),
+		slog.String("error.reason", v.Reason),
+		slog.Bool("fresh_credential", freshCredential),
+		slog.String("hint", hint),
+		slog.String(string(KeyStage), StageOf(ctx, layer)),
+		slog.String("error", t.redactErr(err)),
+	)
 }
 
 func (l *Loop) gaveUp(ctx context.Context, attempts int, stop retry.StopReason, v classify.Verdict, last error) {

@@ -6,10 +6,12 @@ import (
 	"net"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/attribute"
 
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 )
@@ -20,7 +22,12 @@ import (
 // the context of a connect or an Acquire with [WithTarget].
 type Target struct {
 	attrs []slog.Attr
+	kvs   []attribute.KeyValue // of metrics: pool.name, server.address, server.port, db.namespace
 	key   string // for log sampling
+	host  string
+	port  int
+	db    string
+	user  string // for hints only: never an attribute
 }
 
 // KeyPool is the attribute of a pool name given with holdfast.WithPoolName.
@@ -34,13 +41,34 @@ func NewTarget(cc *pgx.ConnConfig, pool string) *Target {
 			slog.Int(string(semconv.ServerPortKey), int(cc.Port)),
 			slog.String(string(semconv.DBNamespaceKey), cc.Database),
 		},
-		key: hostPortDB(cc),
+		key:  hostPortDB(cc),
+		host: cc.Host, port: int(cc.Port), db: cc.Database, user: cc.User,
+		kvs: targetKVs(cc, PoolName(cc, pool)),
 	}
 	if pool != "" {
 		t.attrs = append(t.attrs, slog.String(KeyPool, pool))
 		t.key = pool + "@" + t.key
 	}
 	return t
+}
+
+// targetKVs are the attributes of a pool's holdfast.* metrics: bounded by
+// the pools of the process, never per connection.
+func targetKVs(cc *pgx.ConnConfig, name string) []attribute.KeyValue {
+	return []attribute.KeyValue{
+		semconv.DBClientConnectionPoolName(name),
+		semconv.ServerAddress(cc.Host),
+		semconv.ServerPort(int(cc.Port)),
+		semconv.DBNamespace(cc.Database),
+	}
+}
+
+// metricAttrs returns kvs followed by the target's attributes in ctx.
+func metricAttrs(ctx context.Context, kvs ...attribute.KeyValue) []attribute.KeyValue {
+	if tg := targetOf(ctx); tg != nil {
+		return append(kvs, tg.kvs...)
+	}
+	return kvs
 }
 
 // PoolName is a pool's name in telemetry (db.client.connection.pool.name):
@@ -172,4 +200,73 @@ func moduleVersion() string {
 		return bi.Main.Version
 	}
 	return "(devel)"
+}
+
+// Hint says what to check about a failure of reason (a classified reason:
+// "sqlstate-42501", "token-fetch-403", …) on target t (nil: unknown), for
+// the person on call: "" when there is nothing more to say than the
+// error.
+func Hint(reason string, t *Target) string {
+	db, user, host := "the database", "the role", "the server"
+	if t != nil {
+		db, user, host = quoteIdent(t.db), quoteIdent(t.user), net.JoinHostPort(t.host, strconv.Itoa(t.port))
+	}
+	switch reason {
+	case "sqlstate-42501":
+		return "permission denied for database: GRANT CONNECT ON DATABASE " + db + " TO " + user + " (or to PUBLIC)"
+	case "sqlstate-28P01":
+		return "password authentication failed for " + user + ": check the password the pool uses (WithPasswordFunc's secret, or the connection string's) against the server's, and that a rotation finished"
+	case "sqlstate-28000":
+		return "the server refused " + user + " (pg_hba.conf, or IAM: the role needs rds_iam / a Cloud SQL IAM user, and the token must be issued for " + host + " and this user)"
+	case "sqlstate-3D000":
+		return "database " + db + " does not exist on " + host + ": check db.namespace in the connection string"
+	case "sqlstate-53300":
+		return "too many connections (max_connections, or the role's CONNECTION LIMIT): check pg_stat_activity and the pools' MaxConns"
+	case "sqlstate-57P03":
+		return "the server is starting up, shutting down or in recovery"
+	case "sqlstate-08P01":
+		return "protocol violation: check that " + host + " is a PostgreSQL server (not a proxy's admin port) and the sslmode"
+	case "outcome-unknown":
+		return ""
+	case "panic":
+		return "the password function panicked: see its stack in the ERROR line before this one"
+	case "permission-denied":
+		return "the Cloud SQL Admin API refused the identity: it needs roles/cloudsql.client (and roles/cloudsql.instanceUser for IAM login)"
+	case "instance-not-found":
+		return "the Cloud SQL instance was not found: check the instance connection name (project:region:instance)"
+	case "dns-not-found":
+		return "the host name does not resolve: check " + host + " in the connection string"
+	case ReasonAuthFreshToken:
+		return "authentication failed: one retry with a freshly fetched password"
+	}
+	switch {
+	case strings.HasPrefix(reason, "token-"), strings.HasPrefix(reason, "aws-credentials"), strings.HasPrefix(reason, "password"):
+		return "the password function failed: check the credentials and permissions of the identity it runs as"
+	case strings.HasPrefix(reason, "tls") || strings.Contains(reason, "certificate"):
+		return "TLS failed: check sslmode, the server's certificate and its name (" + host + ")"
+	case reason == "config" || strings.HasSuffix(reason, "-config"):
+		return "a configuration error: fix the option or the connection string named in the error"
+	}
+	return ""
+}
+
+// quoteIdent quotes a PostgreSQL identifier for a hint.
+func quoteIdent(s string) string {
+	if s == "" {
+		return `""`
+	}
+	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+}
+
+// Logger returns l with t's attributes on every line (l unchanged for a
+// nil l or t): the logger of a layer that serves one pool.
+func (t *Target) Logger(l *slog.Logger) *slog.Logger {
+	if l == nil || t == nil {
+		return l
+	}
+	args := make([]any, len(t.attrs))
+	for i, a := range t.attrs {
+		args[i] = a
+	}
+	return l.With(args...)
 }
