@@ -23,7 +23,7 @@ import (
 type Target struct {
 	attrs []slog.Attr
 	kvs   []attribute.KeyValue // of metrics: pool.name, server.address, server.port, db.namespace
-	key   string // for log sampling
+	key   string               // for log sampling
 	host  string
 	port  int
 	db    string
