@@ -212,7 +212,8 @@
 //	WithBlueGreen(c)             off                                            RDS/Aurora switchover routing
 //	WithFailover(c)              off                                            Aurora/RDS writer failover routing (package failover)
 //	WithLogger(l)                discard                                        the log lines below
-//	WithPoolName(name)           none; pool.name is "host:port/database"        holdfast.pool, pool.name
+//	WithPoolName(name)           none; pool.name is "host:port/database"        holdfast.pool, pool.name (PoolName
+//	                                                                            names one pool, ahead of it)
 //	WithMeterProvider(mp)        the global provider                            metrics
 //	WithTracerProvider(tp)       the global provider                            spans
 //	WithOperationDuration(b)     true                                           db.client.operation.duration
@@ -307,13 +308,19 @@
 // scope is "github.com/holdfast-db/holdfast", versioned with the module.
 //
 // Metrics use the OpenTelemetry database semantic conventions (v1.43.0).
-// pool.name is db.client.connection.pool.name: the [WithPoolName] name,
-// else "host:port/database" of the configured host. Without a name, pools
-// to the same database share it, and their counts add up.
+// pool.name is db.client.connection.pool.name: the pool's own name
+// ([PoolName], an option of Configure and NewPool), else the factory's
+// [WithPoolName], else "host:port/database" of the configured host; two
+// pools of one factory never share one (the second is "name-2"). Every
+// holdfast.* metric of a pool carries its target: pool.name,
+// server.address, server.port and db.namespace (the configured host, never
+// an address per connection), so that a service with several databases
+// sees which one fails; "target" below stands for those four.
 //
 //	instrument                            unit          attributes                              what
 //	db.client.connection.count            {connection}  pool.name, state idle|used              from pgxpool Stat() at each collection
 //	db.client.connection.max              {connection}  pool.name                               MaxConns
+//	db.client.connection.pending_requests {request}     pool.name                               Acquires waiting for a connection
 //	db.client.connection.create_time      s             pool.name [, error.type]                from BeforeConnect (token fetch, dial
 //	                                                                                            retries, blue/green waits) to the end
 //	                                                                                            of pgx's connect; failures too
@@ -323,22 +330,27 @@
 //	db.client.operation.duration          s             db.system.name, db.namespace,           each statement, batch and COPY FROM
 //	                                                    server.address, server.port [,          (WithOperationDuration(false) leaves
 //	                                                    error.type, db.response.status_code]    it to another tracer, such as otelpgx)
-//	holdfast.connect.attempts             {attempt}     holdfast.stage, holdfast.outcome [,     connections a pool tried to open, one
-//	                                                    error.type, holdfast.error.class]       per connection however many dials
-//	holdfast.retries                      {retry}       holdfast.layer, holdfast.stage,         retries after a transient failure
-//	                                                    error.type
-//	holdfast.recoveries                   {operation}   holdfast.layer, holdfast.stage,         operations that failed first and then
-//	                                                    error.type (of the first failure)       succeeded on a retry
-//	holdfast.retry.exhausted              {operation}   holdfast.layer, holdfast.stage,         operations that gave up on a transient
-//	                                                    error.type, holdfast.retry.stop         failure (attempts|deadline)
-//	holdfast.retry.budget.rejections      {retry}       holdfast.layer, holdfast.stage,         retries the budget refused
-//	                                                    error.type
-//	holdfast.bluegreen.phase              {phase}       holdfast.bluegreen.id                   0 NOT_CREATED … 5 COMPLETED
-//	holdfast.failover.events              {event}       holdfast.failover.event                 the failover monitor's events (suspect,
-//	                                                                                            writer down, new writer, …)
-//	holdfast.bluegreen.suspended.duration s             holdfast.bluegreen.id, holdfast.        time a connect, Acquire or statement
-//	                                                    bluegreen.suspend.point, holdfast.      was held by a switchover
-//	                                                    outcome (resumed|failed)
+//	holdfast.connect.attempts             {attempt}     target, holdfast.stage,                 connections a pool tried to open, one
+//	                                                    holdfast.outcome [, error.type,         per connection however many dials
+//	                                                    holdfast.error.class]
+//	holdfast.retries                      {retry}       target, holdfast.layer,                 retries after a transient failure
+//	                                                    holdfast.stage, error.type
+//	holdfast.recoveries                   {operation}   target, holdfast.layer,                 operations that failed first and then
+//	                                                    holdfast.stage, error.type (of the      succeeded on a retry
+//	                                                    first failure)
+//	holdfast.retry.exhausted              {operation}   target, holdfast.layer,                 operations that gave up on a transient
+//	                                                    holdfast.stage, error.type,             failure (attempts|deadline)
+//	                                                    holdfast.retry.stop
+//	holdfast.retry.budget.rejections      {retry}       target, holdfast.layer,                 retries the budget refused
+//	                                                    holdfast.stage, error.type
+//	holdfast.bluegreen.phase              {phase}       target, holdfast.bluegreen.id           0 NOT_CREATED … 5 COMPLETED (0 from
+//	                                                                                            Configure on)
+//	holdfast.failover.events              {event}       server.address, server.port (the        the failover monitor's events (suspect,
+//	                                                    cluster endpoint), holdfast.failover.   writer down, new writer, …)
+//	                                                    event
+//	holdfast.bluegreen.suspended.duration s             target, holdfast.bluegreen.id,          time a connect, Acquire or statement
+//	                                                    holdfast.bluegreen.suspend.point,       was held by a switchover
+//	                                                    holdfast.outcome (resumed|failed)
 //	holdfast.readiness.ready              1             —                                       1 while /readyz answers 200
 //	holdfast.readiness.transitions        {transition}  holdfast.readiness.health,              readiness changes
 //	                                                    holdfast.readiness.reason
@@ -352,6 +364,45 @@
 // error.type is always a classified reason (classify.Verdict.Reason, such
 // as "token-fetch-503" or "sqlstate-53300"), or a SQLSTATE for
 // db.client.operation.duration: never error text.
+//
+// # Prometheus names
+//
+// Through OpenTelemetry's Prometheus exporter (or a Collector's), with its
+// default translation, the metrics are scraped under these names, each
+// series also labelled otel_scope_name, otel_scope_version and
+// otel_scope_schema_url; dots in attribute names become underscores
+// ("target" is db_client_connection_pool_name, server_address,
+// server_port, db_namespace). A histogram has _bucket, _sum and _count
+// series. The dashboard in the repository's dashboards directory (package
+// dashboards embeds it) queries them; a test scrapes a real pool through
+// faults and checks this list, the labels and every query of the
+// dashboard.
+//
+//	Prometheus name                                    type       labels
+//	db_client_connection_count                         gauge      db_client_connection_pool_name, db_client_connection_state
+//	db_client_connection_max                           gauge      db_client_connection_pool_name
+//	db_client_connection_pending_requests              gauge      db_client_connection_pool_name
+//	db_client_connection_create_time_seconds           histogram  db_client_connection_pool_name [, error_type]
+//	db_client_connection_wait_time_seconds             histogram  db_client_connection_pool_name
+//	db_client_connection_use_time_seconds              histogram  db_client_connection_pool_name
+//	db_client_connection_timeouts_total                counter    db_client_connection_pool_name
+//	db_client_operation_duration_seconds               histogram  db_system_name, db_namespace, server_address, server_port [, error_type, db_response_status_code]
+//	holdfast_connect_attempts_total                    counter    target, holdfast_stage, holdfast_outcome [, error_type, holdfast_error_class]
+//	holdfast_retries_total                             counter    target, holdfast_layer, holdfast_stage, error_type
+//	holdfast_recoveries_total                          counter    target, holdfast_layer, holdfast_stage, error_type
+//	holdfast_retry_exhausted_total                     counter    target, holdfast_layer, holdfast_stage, error_type, holdfast_retry_stop
+//	holdfast_retry_budget_rejections_total             counter    target, holdfast_layer, holdfast_stage, error_type
+//	holdfast_bluegreen_phase                           gauge      target, holdfast_bluegreen_id
+//	holdfast_bluegreen_suspended_duration_seconds      histogram  target, holdfast_bluegreen_id, holdfast_bluegreen_suspend_point, holdfast_outcome
+//	holdfast_failover_events_total                     counter    server_address, server_port, holdfast_failover_event
+//	holdfast_readiness_ready_ratio                     gauge      —
+//	holdfast_readiness_transitions_total               counter    holdfast_readiness_health, holdfast_readiness_reason
+//	holdfast_readiness_drain_duration_seconds          histogram  holdfast_outcome
+//
+// For example, the connections failing now, by pool, server and reason:
+//
+//	sum by (db_client_connection_pool_name, server_address, error_type)
+//	  (rate(holdfast_connect_attempts_total{holdfast_outcome="failure"}[5m]))
 //
 // Spans:
 //
@@ -385,19 +436,49 @@
 // The logger of [WithLogger] receives these lines, with the caller's
 // context, so that a trace-aware handler ties them to the request's trace:
 //
-//	WARN  "holdfast: retrying after a transient failure"  holdfast.layer, attempt, delay, error.class,
+//	WARN  "holdfast: retrying after a transient failure"  holdfast.layer, attempt, delay_s, error.class,
 //	                                                      error.reason, holdfast.stage, error
 //	WARN  "holdfast: giving up after transient failures"  holdfast.layer, attempts, stop, error.class,
 //	                                                      error.reason, holdfast.stage, error
-//	INFO  "holdfast: recovered"                           holdfast.layer, attempts, took, error.reason
+//	INFO  "holdfast: recovered"                           holdfast.layer, attempts, took_s, error.reason
 //	                                                      (of the first failure), holdfast.stage
+//	ERROR "holdfast: cannot connect"                      holdfast.layer (connect|password), attempts,
+//	                                                      error.class, error.reason, fresh_credential,
+//	                                                      hint, holdfast.stage, error
+//	ERROR "holdfast: giving up on a failure that is not   holdfast.layer (acquire|startup), attempts,
+//	      retryable"                                      error.class, error.reason, fresh_credential,
+//	                                                      hint, holdfast.stage, error
+//	DEBUG "holdfast: suspended by a blue/green            bluegreen.id, point, reason, waited_s, outcome
+//	      switchover"
 //	ERROR "holdfast: the password function panicked"      panic, stack
 //
-// The retry lines also name the database: server.address, server.port,
-// db.namespace, and holdfast.pool with WithPoolName. stop is "attempts
+// Every line about a connection names its target: server.address,
+// server.port, db.namespace and holdfast.pool (the pool's name, as in
+// metrics). The lines of packages bluegreen and failover carry them too
+// (a failover monitor's: the cluster endpoint it watches, without a pool:
+// it serves every pool of the cluster).
+//
+// "recovered" is written only when the operation succeeded; a connection
+// whose retries ran out writes "giving up" instead. stop is "attempts
 // exhausted", "deadline too close for another attempt" or "retry budget
-// exhausted". Lines of one kind (message, layer, stage, reason and
-// database) are sampled to one per second. The next line written carries
+// exhausted". A connection that failed for a reason no retry fixes (a
+// revoked CONNECT grant, a wrong password, a missing database, a password
+// function that failed for good, a configuration error) writes one ERROR
+// line "cannot connect", retried or not, whatever pool path asked for it,
+// with a hint of what to check, for example
+//
+//	"hint":"permission denied for database: GRANT CONNECT ON DATABASE \"orders\" TO \"app\" (or to PUBLIC)"
+//
+// An authentication refused (28P01, 28000) is retried once with a freshly
+// fetched password on the paths that can: Factory.Acquire, Start, sqldb.
+// When the fresh one is refused too, the request's "giving up … not
+// retryable" line says fresh_credential true: the secret itself is wrong
+// (or a rotation has not finished), not a stale token.
+//
+// Durations are seconds, as floats, in keys ending in _s (delay_s, took_s,
+// waited_s; readiness' drain lines too); metrics and span attributes use
+// seconds as well. Lines of one kind (message, layer, stage, reason and
+// target) are sampled to one per second. The next line written carries
 // "suppressed", the number of lines dropped since the last one. With
 // WithBlueGreen, package bluegreen logs its phase changes, events and
 // switchover summary to the same logger, unless its Config.Logger is set.

@@ -66,13 +66,17 @@ func (t *Telemetry) BlueGreen(id, pool string, target ...*Target) *BlueGreen {
 	case pool != "":
 		attrs = append(attrs, semconv.DBClientConnectionPoolName(pool))
 	}
-	return &BlueGreen{
+	b := &BlueGreen{
 		t:     t,
 		id:    id,
 		pool:  pool,
 		attrs: attrs,
 		set:   []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attrs...))},
 	}
+	// NOT_CREATED until the monitor reads a phase: the series exists
+	// from the start, so that a dashboard shows 0, not "no data".
+	t.bgPhase.Record(context.Background(), 0, b.set...)
+	return b
 }
 
 // Phase records a phase change to phase (0 NOT_CREATED … 5 COMPLETED)
