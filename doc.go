@@ -99,7 +99,12 @@
 // connection whose own retries ran out. A *sql.DB from package sqldb
 // acquires its connections from the pool, so it has the same protection,
 // and one from sqldb.Open or sqldb.RegisterDriver retries a failed acquire
-// as Factory.Acquire does ([Factory.Reacquire]).
+// as Factory.Acquire does ([Factory.Reacquire]). Code that runs
+// statements on the pool itself (sqlc's generated code through its DBTX
+// interface, pool.Query) gets the connect layer's retries but not that
+// request-scope one: give it [Factory.DBTX] instead of the pool
+// (db.New(f.DBTX(pool))), whose Exec, Query, QueryRow, CopyFrom,
+// SendBatch and Begin take their connection through Factory.Acquire.
 // database/sql also runs a statement again after driver.ErrBadConn, which
 // pgx's stdlib returns only when nothing was sent.
 //

@@ -35,6 +35,10 @@ func main() {
 	if err := pool.QueryRow(ctx, "SELECT 1").Scan(&n); err != nil { // every pool path is protected
 		log.Fatal(err)
 	}
+	// sqlc: db.New(f.DBTX(pool)) also retries a password the server refused with a fresh one.
+	if _, err := f.DBTX(pool).Exec(ctx, "SELECT 1"); err != nil {
+		log.Fatal(err)
+	}
 	// A transaction (sqlc: queries.WithTx(tx)), run again only when nothing of it committed:
 	err = f.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		return tx.QueryRow(ctx, "SELECT count(*) FROM pg_class").Scan(&n)
