@@ -1199,7 +1199,7 @@ func (cn *connector) callPassword(ctx context.Context, host string) (pw string, 
 	defer func() {
 		if r := recover(); r != nil {
 			pe := &PanicError{Value: r, Stack: debug.Stack()}
-			cn.logger.LogAttrs(ctx, slog.LevelError, "holdfast: the password function panicked",
+			cn.tel.Error(ctx, obs.MsgPasswordPanicked, LayerPassword, "panic",
 				slog.String("panic", cn.tel.Redact(fmt.Sprint(r))), slog.String("stack", string(pe.Stack)))
 			pw, err = "", pe
 		}

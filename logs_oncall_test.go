@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -100,6 +101,12 @@ func TestLogLinesForOnCall(t *testing.T) {
 					t.Errorf("the give-up line does not say a fresh password was refused too: %v", l)
 				}
 			}},
+		{name: "password function panics", dsn: dsn("oncall_pw", "postgres"), act: "ping",
+			opts: []holdfast.Option{holdfast.WithPasswordFunc(func(context.Context) (string, error) {
+				panic("the secrets client is nil")
+			})},
+			want: []want{{obsPanicked, "ERROR", "", 1, 1}, {obsCannotConnect, "ERROR", "panic", 1, 1}},
+			none: []string{obsRecovered}},
 		{name: "password function fails for good", dsn: dsn("oncall_pw", "postgres"), act: "ping",
 			opts: []holdfast.Option{holdfast.WithPasswordFunc(func(context.Context) (string, error) {
 				return "", errors.New("secrets store: access denied")
@@ -107,87 +114,134 @@ func TestLogLinesForOnCall(t *testing.T) {
 			want: []want{{obsCannotConnect, "ERROR", "", 1, 1}},
 			none: []string{obsRecovered}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			rig := newRig(t)
-			cfg, err := pgxpool.ParseConfig(tt.dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tt.refused {
-				cfg.ConnConfig.DialFunc = fakes.NewConnector(s.Addr(), fakes.Refused()).Dial
-			}
-			f := newFactory(t, append(rig.options(), tt.opts...)...)
-			var pool *pgxpool.Pool
-			if err := f.Configure(cfg, holdfast.PoolName("oncall")); err != nil {
-				t.Fatal(err)
-			}
-			pool, err = pgxpool.NewWithConfig(ctx, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(pool.Close)
-			actx, acancel := context.WithTimeout(ctx, 20*time.Second)
-			defer acancel()
-			switch tt.act {
-			case "ping":
-				err = pool.Ping(actx)
-			case "acquire":
-				var c *pgxpool.Conn
-				if c, err = f.Acquire(actx, pool); err == nil {
-					c.Release()
+	var seenMu sync.Mutex
+	seen := map[string]bool{}
+	t.Run("scenarios", func(t *testing.T) {
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				t.Parallel()
+				rig := newRig(t)
+				cfg, err := pgxpool.ParseConfig(tt.dsn)
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
-			if (err == nil) != tt.ok {
-				t.Fatalf("operation: %v, want ok=%v", err, tt.ok)
-			}
-			lines := parseLines(t, rig.logs.String())
-			if t.Failed() {
-				return
-			}
-			count := map[string]int{}
-			for _, l := range lines {
-				msg, _ := l["msg"].(string)
-				count[msg]++
-				checkTargetAndUnits(t, l, s.Addr(), "oncall")
-				if tt.check != nil {
-					tt.check(t, l)
+				if tt.refused {
+					cfg.ConnConfig.DialFunc = fakes.NewConnector(s.Addr(), fakes.Refused()).Dial
 				}
-			}
-			for _, w := range tt.want {
-				n := 0
+				f := newFactory(t, append(rig.options(), tt.opts...)...)
+				var pool *pgxpool.Pool
+				if err := f.Configure(cfg, holdfast.PoolName("oncall")); err != nil {
+					t.Fatal(err)
+				}
+				pool, err = pgxpool.NewWithConfig(ctx, cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(pool.Close)
+				actx, acancel := context.WithTimeout(ctx, 20*time.Second)
+				defer acancel()
+				switch tt.act {
+				case "ping":
+					err = pool.Ping(actx)
+				case "acquire":
+					var c *pgxpool.Conn
+					if c, err = f.Acquire(actx, pool); err == nil {
+						c.Release()
+					}
+				}
+				if (err == nil) != tt.ok {
+					t.Fatalf("operation: %v, want ok=%v", err, tt.ok)
+				}
+				lines := parseLines(t, rig.logs.String())
+				if t.Failed() {
+					return
+				}
+				count := map[string]int{}
 				for _, l := range lines {
-					if l["msg"] != w.msg {
-						continue
+					msg, _ := l["msg"].(string)
+					count[msg]++
+					seenMu.Lock()
+					seen[msg] = true
+					seenMu.Unlock()
+					checkTargetAndUnits(t, l, s.Addr(), "oncall")
+					if tt.check != nil {
+						tt.check(t, l)
 					}
-					n++
-					if l["level"] != w.level {
-						t.Errorf("%q at %v, want %s", w.msg, l["level"], w.level)
-					}
-					if w.reason != "" && l["error.reason"] != w.reason {
-						t.Errorf("%q with error.reason %v, want %s", w.msg, l["error.reason"], w.reason)
-					}
-					if w.level == "ERROR" {
-						if h, _ := l["hint"].(string); h == "" {
-							t.Errorf("%q has no hint: %v", w.msg, l)
+				}
+				for _, w := range tt.want {
+					n := 0
+					for _, l := range lines {
+						if l["msg"] != w.msg {
+							continue
+						}
+						n++
+						if l["level"] != w.level {
+							t.Errorf("%q at %v, want %s", w.msg, l["level"], w.level)
+						}
+						if w.reason != "" && l["error.reason"] != w.reason {
+							t.Errorf("%q with error.reason %v, want %s", w.msg, l["error.reason"], w.reason)
+						}
+						if w.level == "ERROR" && w.msg != obsPanicked {
+							if h, _ := l["hint"].(string); h == "" {
+								t.Errorf("%q has no hint: %v", w.msg, l)
+							}
 						}
 					}
+					if n < w.min || n > w.max {
+						t.Errorf("%d lines %q, want %d..%d:\n%s", n, w.msg, w.min, w.max, rig.logs.String())
+					}
 				}
-				if n < w.min || n > w.max {
-					t.Errorf("%d lines %q, want %d..%d:\n%s", n, w.msg, w.min, w.max, rig.logs.String())
+				for _, msg := range tt.none {
+					if count[msg] > 0 {
+						t.Errorf("%d lines %q, want none:\n%s", count[msg], msg, rig.logs.String())
+					}
 				}
-			}
-			for _, msg := range tt.none {
-				if count[msg] > 0 {
-					t.Errorf("%d lines %q, want none:\n%s", count[msg], msg, rig.logs.String())
+				if strings.Contains(rig.logs.String(), "right-password") || strings.Contains(rig.logs.String(), "wrong-password") {
+					t.Errorf("a password in the logs:\n%s", rig.logs.String())
 				}
-			}
-			if strings.Contains(rig.logs.String(), "right-password") || strings.Contains(rig.logs.String(), "wrong-password") {
-				t.Errorf("a password in the logs:\n%s", rig.logs.String())
-			}
-		})
+			})
+		}
+	})
+	// Every line kind the package doc lists was played and checked here,
+	// but the blue/green one (TestTelemetrySwitchover checks its keys).
+	for _, msg := range documentedLogLines(t) {
+		if !seen[msg] && msg != "holdfast: suspended by a blue/green switchover" {
+			t.Errorf("doc.go lists the line %q, which no scenario wrote", msg)
+		}
 	}
+}
+
+// documentedLogLines returns the messages of doc.go's log table.
+func documentedLogLines(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(string(b), "// # Logs")
+	rest, _, _ = strings.Cut(rest, "\n// # ")
+	var out []string
+	lines := strings.Split(rest, "\n")
+	for i, l := range lines {
+		l = strings.TrimPrefix(l, "//\t")
+		level, text, ok := strings.Cut(l, " ")
+		if !ok || (level != "WARN" && level != "INFO" && level != "ERROR" && level != "DEBUG") {
+			continue
+		}
+		_, text, _ = strings.Cut(text, `"`)
+		msg, _, closed := strings.Cut(text, `"`)
+		if !closed && i+1 < len(lines) { // continued on the next line
+			msg, _, _ = strings.Cut(msg, "  ") // the column of attributes follows
+			next := strings.TrimSpace(strings.TrimPrefix(lines[i+1], "//\t"))
+			cont, _, _ := strings.Cut(next, `"`)
+			msg = strings.TrimSpace(msg) + " " + cont
+		}
+		out = append(out, strings.TrimSpace(msg))
+	}
+	if len(out) < 6 {
+		t.Fatalf("found %d log lines in doc.go's table: %q", len(out), out)
+	}
+	return out
 }
 
 // The messages of the package doc's log table.
@@ -197,6 +251,7 @@ const (
 	obsRecovered     = "holdfast: recovered"
 	obsCannotConnect = "holdfast: cannot connect"
 	obsGaveUpFatal   = "holdfast: giving up on a failure that is not retryable"
+	obsPanicked      = "holdfast: the password function panicked"
 )
 
 func parseLines(t *testing.T, text string) []map[string]any {

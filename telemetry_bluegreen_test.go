@@ -149,6 +149,30 @@ func TestTelemetrySwitchover(t *testing.T) {
 		return s.Phase == bluegreen.Completed || s.Phase == bluegreen.Created
 	})
 
+	// Log lines: the held connect's, and the router's own, name the pool.
+	suspended := rig.logs.lines("holdfast: suspended by a blue/green switchover")
+	if len(suspended) == 0 {
+		t.Errorf("no suspended line:\n%s", rig.logs.String())
+	}
+	bgLines := 0
+	for _, l := range strings.Split(rig.logs.String(), "\n") {
+		if !strings.Contains(l, `"msg":"holdfast: suspended`) && !strings.Contains(l, `"msg":"bluegreen: `) {
+			continue
+		}
+		bgLines++
+		for _, want := range []string{`"server.address":"` + cfg.ConnConfig.Host + `"`, `"holdfast.pool":"` + cfgPoolName(cfg) + `"`, `"db.namespace":`} {
+			if !strings.Contains(l, want) {
+				t.Errorf("line lacks %s: %s", want, l)
+			}
+		}
+		if strings.Contains(l, `"waited":`) {
+			t.Errorf("a duration without its unit: %s", l)
+		}
+	}
+	if bgLines < 5 {
+		t.Errorf("%d blue/green lines, want the phases' and the held connect's:\n%s", bgLines, rig.logs.String())
+	}
+
 	// Metrics.
 	// Each pool's switchover carries the pool's name and target, so that
 	// pools to different clusters keep apart.

@@ -3,6 +3,7 @@ package dashboards_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -89,11 +90,13 @@ func scrapeRun(t *testing.T) (scrape, string) {
 	// The blip's limit is lifted at its first retry line: a recovery.
 	var lift sync.Once
 	lifted := make(chan struct{})
-	logger := slog.New(hook{fn: func(r slog.Record) {
+	var logs lockedBuffer
+	logger := slog.New(hook{inner: slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}), fn: func(r slog.Record) {
 		if r.Message == "holdfast: retrying after a transient failure" && attr(r, "holdfast.pool") == "blip" {
 			lift.Do(func() { close(lifted) })
 		}
 	}})
+	defer func() { checkLogTargets(t, logs.String()) }()
 	policy := retry.Policy{MaxAttempts: 4, Multiplier: 2, InitialInterval: 20 * time.Millisecond,
 		MaxInterval: 200 * time.Millisecond, MaxElapsed: 5 * time.Second, AttemptTimeout: 2 * time.Second}
 	f, err := holdfast.New(holdfast.WithMeterProvider(mp), holdfast.WithLogger(logger), holdfast.WithRetryPolicy(policy),
@@ -301,12 +304,61 @@ func waitFor(ctx context.Context, done func() bool) bool {
 	return true
 }
 
-type hook struct{ fn func(slog.Record) }
+// hook calls fn with each record and writes it with inner.
+type hook struct {
+	inner slog.Handler
+	fn    func(slog.Record)
+}
 
-func (h hook) Enabled(context.Context, slog.Level) bool      { return true }
-func (h hook) Handle(_ context.Context, r slog.Record) error { h.fn(r); return nil }
-func (h hook) WithAttrs([]slog.Attr) slog.Handler            { return h }
-func (h hook) WithGroup(string) slog.Handler                 { return h }
+func (h hook) Enabled(ctx context.Context, l slog.Level) bool { return h.inner.Enabled(ctx, l) }
+func (h hook) Handle(ctx context.Context, r slog.Record) error {
+	h.fn(r)
+	return h.inner.Handle(ctx, r)
+}
+func (h hook) WithAttrs(as []slog.Attr) slog.Handler {
+	return hook{inner: h.inner.WithAttrs(as), fn: h.fn}
+}
+func (h hook) WithGroup(g string) slog.Handler { return hook{inner: h.inner.WithGroup(g), fn: h.fn} }
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// checkLogTargets fails when a line of holdfast, its failover monitor or
+// its blue/green routing does not name the database it concerns.
+func checkLogTargets(t *testing.T, text string) {
+	t.Helper()
+	n := map[string]int{}
+	for _, l := range strings.Split(strings.TrimSpace(text), "\n") {
+		var line map[string]any
+		if err := json.Unmarshal([]byte(l), &line); err != nil {
+			t.Errorf("not JSON: %q", l)
+			continue
+		}
+		msg, _ := line["msg"].(string)
+		prefix, _, _ := strings.Cut(msg, ":")
+		n[prefix]++
+		if line["server.address"] == nil || line["server.port"] == nil || line["db.namespace"] == nil {
+			t.Errorf("a line without its target: %s", l)
+		}
+	}
+	if n["failover"] == 0 || n["holdfast"] == 0 {
+		t.Errorf("lines by source %v, want failover's and holdfast's:\n%s", n, text)
+	}
+}
 
 func attr(r slog.Record, key string) string {
 	var v string

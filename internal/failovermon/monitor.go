@@ -739,6 +739,8 @@ func (m *Monitor) learn(ctx context.Context, rows []topology.Row) {
 	}
 	m.instances = next
 	if len(gone) > 0 {
+		m.cfg.Logger.Info("failover: instances left the cluster's topology; their connections are cut",
+			slog.Any("instances", goneIDs), slog.Any("addrs", gone))
 		m.notify(Change{Kind: InstancesLeft, Gone: gone, GoneIDs: goneIDs})
 	}
 	m.publishReaders()

@@ -28,7 +28,18 @@ const (
 	// authentication refused again with a fresh password, a grant revoked
 	// during an outage).
 	MsgGaveUpFatal = "holdfast: giving up on a failure that is not retryable"
+	// MsgPasswordPanicked is the ERROR line of a password function that
+	// panicked, with its stack.
+	MsgPasswordPanicked = "holdfast: the password function panicked"
 )
+
+// Error writes a sampled ERROR line of layer, naming the target in ctx.
+func (t *Telemetry) Error(ctx context.Context, msg, layer, reason string, attrs ...slog.Attr) {
+	if t == nil {
+		return
+	}
+	t.log(ctx, slog.LevelError, msg, layer, reason, attrs...)
+}
 
 // Retried records one failed attempt that layer is about to retry (it is
 // the retry.Retrier OnRetry hook): one WARN log line, holdfast.retries, and
