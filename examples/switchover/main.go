@@ -21,8 +21,12 @@
 // table per client: requests, failed requests by SQLSTATE or error class,
 // the longest pause a request saw, p50/p99 latency during the switchover,
 // acknowledged writes missing on the new primary (lost) and writes that
-// landed on the server that is not the primary (misplaced), and a legend.
-// With -json it prints the same result as one JSON object.
+// landed on the server that is not the primary (misplaced), the requests
+// that succeeded after SWITCHOVER_COMPLETED, and a legend.
+// With -json it prints the same result as one JSON object. With -svg FILE
+// it also draws the run into FILE (package examples/timeline): the
+// requests that finished in each 100 ms per client, ok and failed apart,
+// the switchover's phases shaded, each client's longest pause marked.
 //
 // The holdfast client is holdfast.New(holdfast.WithBlueGreen(bluegreen.Config{}))
 // with every default (with -failover, and holdfast.WithFailover(failover.Config{})),
@@ -87,6 +91,7 @@ import (
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/examples/timeline"
 	"github.com/holdfast-db/holdfast/failover"
 	"github.com/holdfast-db/holdfast/fakes/bluegreentest"
 	"github.com/holdfast-db/holdfast/rdsiam"
@@ -128,6 +133,9 @@ type options struct {
 	// (holdfast.WithFailover(failover.Config{})), next to the blue/green
 	// routing.
 	Failover bool
+	// SVG is a file to draw the run into (package examples/timeline); ""
+	// for none.
+	SVG string
 }
 
 func defaultOptions() options {
@@ -203,6 +211,7 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 	fs.BoolVar(&o.Verbose, "v", false, "print holdfast's logs on stderr")
 	fs.BoolVar(&o.SQL, "sql", false, "add a third client: database/sql (package sqldb) over a holdfast pool")
 	fs.BoolVar(&o.Failover, "failover", false, "the holdfast pool also gets writer-failover routing (holdfast.WithFailover(failover.Config{}))")
+	fs.StringVar(&o.SVG, "svg", "", "draw the run into this SVG `file`: requests per 100 ms per client, ok and failed, the phases, each client's longest pause")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -271,8 +280,13 @@ type ClientResult struct {
 	Requests int    `json:"requests"`
 	OK       int    `json:"ok"`
 	Failed   int    `json:"failed"`
-	// Retries counts the runs of transactions after their first.
+	// Retries counts the runs of transactions after their first, by the
+	// workload's own retry (the table's "application retries"): the
+	// plain client's hand-written loop, the holdfast clients' runner.
 	Retries int `json:"retries"`
+	// OKAfterCompleted counts the requests that succeeded after
+	// SWITCHOVER_COMPLETED; absent when the script wrote no COMPLETED.
+	OKAfterCompleted *int `json:"ok_after_completed,omitempty"`
 	// Runner: its transactions ran through holdfast's runner, and
 	// OutcomeUnknown counts its requests whose COMMIT was sent and its
 	// answer lost (holdfast.ErrOutcomeUnknown), each then resolved by
@@ -288,6 +302,10 @@ type ClientResult struct {
 	LostWrites      int            `json:"lost_writes"`
 	MisplacedWrites int            `json:"misplaced_writes"`
 	Errors          map[string]int `json:"errors"` // SQLSTATE, or class/reason
+
+	// readOnlyAfterCompleted counts the requests that failed with 25006
+	// after SWITCHOVER_COMPLETED.
+	readOnlyAfterCompleted int
 }
 
 // TimelineEvent is one event and its offset from IN_PROGRESS.
@@ -687,11 +705,17 @@ func run(ctx context.Context, env *bluegreentest.Env, o options, progress io.Wri
 		_ = sleepCtx(ctx, o.Duration-time.Since(begin))
 	}
 	stopAll()
+	end := time.Now()
 	res, err := measure(ctx, d, sres, scriptEnd, router, clients)
 	if err == nil && o.Failover {
 		if m := f.Failover(hfPool); m != nil {
 			st := m.Status()
 			res.failover = &st
+		}
+	}
+	if err == nil && o.SVG != "" {
+		if err = writeSVG(o.SVG, res.chart(o, begin, end, sres, clients)); err == nil {
+			fmt.Fprintf(progress, "timeline drawn in %s\n", o.SVG)
 		}
 	}
 	return res, err
@@ -827,6 +851,7 @@ func measure(ctx context.Context, d *bluegreentest.Deployment, sres bluegreentes
 		res.summary = strings.TrimRight(b.String(), "\n")
 	}
 
+	completed, isCompleted := sres.At(bluegreentest.StatusCompleted)
 	for _, c := range clients {
 		onPrimary, err := idsOf(ctx, primary, d.Database, c.name)
 		if err != nil {
@@ -837,6 +862,10 @@ func measure(ctx context.Context, d *bluegreentest.Deployment, sres bluegreentes
 			return nil, err
 		}
 		cr := ClientResult{Name: c.name, Errors: map[string]int{}, Runner: c.f != nil}
+		okAfter := 0
+		if isCompleted {
+			cr.OKAfterCompleted = &okAfter
+		}
 		var during []time.Duration
 		var maxPause time.Duration
 		for _, recs := range c.recs {
@@ -852,10 +881,17 @@ func measure(ctx context.Context, d *bluegreentest.Deployment, sres bluegreentes
 				if rec.unknown {
 					cr.OutcomeUnknown++
 				}
+				after := isCompleted && rec.start.Add(rec.took).After(completed)
 				if rec.err != "" {
 					cr.Failed++
 					cr.Errors[rec.err]++
+					if after && rec.err == "25006" {
+						cr.readOnlyAfterCompleted++
+					}
 					continue
+				}
+				if after {
+					okAfter++
 				}
 				cr.OK++
 				cr.Acknowledged++
@@ -945,13 +981,23 @@ func (r *Result) print(w io.Writer) {
 		}
 		return fmt.Sprint(c.OutcomeUnknown)
 	})
-	row("re-run transactions", func(c ClientResult) string { return fmt.Sprint(c.Retries) })
+	row("application retries", func(c ClientResult) string { return fmt.Sprint(c.Retries) })
 	row("longest pause (ms)", func(c ClientResult) string { return fmt.Sprintf("%.0f", c.MaxPauseMS) })
 	row("p50 during switchover (ms)", func(c ClientResult) string { return fmt.Sprintf("%.1f", c.P50MS) })
 	row("p99 during switchover (ms)", func(c ClientResult) string { return fmt.Sprintf("%.1f", c.P99MS) })
 	row("acknowledged writes", func(c ClientResult) string { return fmt.Sprint(c.Acknowledged) })
 	row("lost writes", func(c ClientResult) string { return fmt.Sprint(c.LostWrites) })
 	row("misplaced writes", func(c ClientResult) string { return fmt.Sprint(c.MisplacedWrites) })
+	completed := false
+	for _, c := range r.Clients {
+		completed = completed || c.OKAfterCompleted != nil
+	}
+	if completed {
+		row("ok after COMPLETED", func(c ClientResult) string { return fmt.Sprint(*c.OKAfterCompleted) })
+	}
+	if n := r.stuckOnOldBlue(); n != "" {
+		fmt.Fprintf(w, "%s: 0 ok after COMPLETED: %s\n", n, stuckOnOldBlue)
+	}
 	if r.AliasedCerts > 0 {
 		fmt.Fprintf(w, "\nholdfast accepted %d certificates for the green counterpart of the blue name asked for\n", r.AliasedCerts)
 	}
@@ -962,13 +1008,105 @@ outcome unknown: requests whose COMMIT was sent and whose answer was lost: holdf
   returns holdfast.ErrOutcomeUnknown and never runs them again; this program then looks the
   id up on the primary (done if found, run again if not), as an application with an
   idempotency key does ("-": a hand-written retry loop cannot tell, and re-runs them).
-re-run transactions: runs after the first — the runner's only where nothing committed.
+application retries: runs of a whole transaction after its first, by the workload's own
+  retry: for pgxpool the loop this program writes around each transaction (pgxpool itself
+  retries nothing), for holdfast its runner, which re-runs only what did not commit.
 longest pause: the slowest single request, retries included. Plain pgxpool does not wait:
   its requests get an error at once (terminated or refused while blue is closed, read-only
   on old blue afterwards) and fail after the same few retries, so its pauses stay short.
   holdfast holds its requests through the switch window (IN_PROGRESS lasted %.0f ms here)
   and then completes them on the new primary: a longer pause, but no failed request.
 `, r.InProgressMS)
+}
+
+// chart is the run as a timeline (package examples/timeline), from begin
+// to end: each client's requests by the time they finished, its slowest
+// request as its longest pause, the script's statuses as phases and its
+// steps that move traffic as marks.
+func (r *Result) chart(o options, begin, end time.Time, sres bluegreentest.SwitchoverResult, clients []*client) timeline.Chart {
+	c := timeline.Chart{
+		Title:  fmt.Sprintf("Blue/green switchover (scenario %s): plain pgxpool vs holdfast, %d workers each", r.Scenario, r.Workers),
+		Length: end.Sub(begin),
+	}
+	var counts []string
+	for i, cl := range clients {
+		s := timeline.Series{Name: cl.name}
+		var slowest record
+		for _, recs := range cl.recs {
+			for _, rec := range recs {
+				s.Requests = append(s.Requests, timeline.Request{End: rec.start.Add(rec.took).Sub(begin), OK: rec.err == ""})
+				if rec.took > slowest.took {
+					slowest = rec
+				}
+			}
+		}
+		if slowest.took > 0 {
+			from := slowest.start.Sub(begin)
+			s.Pause = &timeline.Span{From: from, To: from + slowest.took, Label: fmt.Sprintf("longest pause %.0f ms", ms(slowest.took))}
+		}
+		c.Series = append(c.Series, s)
+		counts = append(counts, fmt.Sprintf("%s %d of %d", cl.name, r.Clients[i].Failed, r.Clients[i].Requests))
+	}
+	c.Subtitle = fmt.Sprintf("IN_PROGRESS lasted %.0f ms, primary afterwards: %s; failed requests: %s", r.InProgressMS, r.Primary, strings.Join(counts, ", "))
+	// The phases: each status the script wrote, until the next (or the end).
+	phases := map[string]struct{ label, color string }{
+		bluegreentest.StatusInitiated:      {"PREPARATION", "#fdf1c7"},
+		bluegreentest.StatusInProgress:     {"IN_PROGRESS", "#f9d5d3"},
+		bluegreentest.StatusPostProcessing: {"POST", "#d6e6f7"},
+		bluegreentest.StatusCompleted:      {"COMPLETED", "#d7f0dc"},
+		bluegreentest.ScriptRolledBack:     {"ROLLED BACK", "#e8e8e8"},
+	}
+	marks := map[string]string{
+		bluegreentest.ScriptGreenWritable:  "green writable",
+		bluegreentest.ScriptBlueReopened:   "old blue reopens, read-only",
+		bluegreentest.ScriptBlueDNSUpdated: "blue names resolve to green",
+		bluegreentest.ScriptCertsRenewed:   "certificates renewed",
+	}
+	for _, e := range sres.Events {
+		at := e.Time.Sub(begin)
+		if p, ok := phases[e.Name]; ok {
+			if n := len(c.Bands); n > 0 {
+				c.Bands[n-1].To = at
+			}
+			c.Bands = append(c.Bands, timeline.Band{Label: p.label, From: at, To: c.Length, Color: p.color})
+		}
+		if m, ok := marks[e.Name]; ok {
+			c.Marks = append(c.Marks, timeline.Mark{Label: m, At: at})
+		}
+	}
+	c.Notes = append(c.Notes, "longest pause: the slowest single request, retries included; holdfast holds its requests through IN_PROGRESS instead of failing them.")
+	if n := r.stuckOnOldBlue(); n != "" {
+		c.Notes = append(c.Notes, n+": 0 ok after COMPLETED: "+stuckOnOldBlue+".")
+	}
+	return c
+}
+
+// writeSVG writes c into the file path.
+func writeSVG(path string, c timeline.Chart) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := c.WriteSVG(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// stuckOnOldBlue is why a plain pool succeeds in nothing after COMPLETED.
+const stuckOnOldBlue = "its connections opened on old blue in POST, before DNS moved; " +
+	"old blue is read-only (25006) and pgxpool keeps them"
+
+// stuckOnOldBlue names the plain client when it succeeded in nothing after
+// COMPLETED and failed there with 25006 (its connections on old blue).
+func (r *Result) stuckOnOldBlue() string {
+	for _, c := range r.Clients {
+		if !c.Runner && c.OKAfterCompleted != nil && *c.OKAfterCompleted == 0 && c.readOnlyAfterCompleted > 0 {
+			return c.Name
+		}
+	}
+	return ""
 }
 
 // describe names an error key for the table.

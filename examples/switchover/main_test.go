@@ -7,12 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/holdfast-db/holdfast/examples/timeline"
 	"github.com/holdfast-db/holdfast/fakes/bluegreentest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 )
@@ -89,7 +93,7 @@ func TestSwitchover(t *testing.T) {
 	env, iamEnv, certEnv := envs[0], envs[1], envs[2]
 
 	tests := []scenarioTest{
-		{scenario: bluegreentest.ScenarioNormal, primary: "green", outcome: "COMPLETED", event: "POST", readOnly: true, sql: true},
+		{scenario: bluegreentest.ScenarioNormal, primary: "green", outcome: "COMPLETED", event: "POST", readOnly: true, sql: true, svg: true},
 		{scenario: bluegreentest.ScenarioRollback, primary: "blue", outcome: "ROLLED BACK", event: "ROLLED BACK"},
 		{scenario: bluegreentest.ScenarioStuck, primary: "green", event: "Traffic released on blue DNS update", readOnly: true},
 		// Old blue's metadata frozen while green proceeds and renames: no
@@ -245,6 +249,7 @@ type scenarioTest struct {
 	// control: holdfast is configured as it should not be (opts) and must
 	// fail with 28000 instead of failing nothing.
 	control bool
+	svg     bool // draw the run (-svg) and check the picture
 }
 
 // check runs the demo in-process on env and checks the goal: holdfast
@@ -264,6 +269,9 @@ func (tt scenarioTest) check(ctx context.Context, t *testing.T, env *bluegreente
 	}
 	if tt.opts != nil {
 		tt.opts(&o)
+	}
+	if tt.svg {
+		o.SVG = filepath.Join(t.TempDir(), "switchover.svg")
 	}
 	var progress bytes.Buffer
 	res, err := run(ctx, env, o, &progress)
@@ -368,10 +376,33 @@ func (tt scenarioTest) check(ctx context.Context, t *testing.T, env *bluegreente
 	}
 
 	for _, want := range []string{"holdfast timeline summary", "failed requests", "lost writes", "misplaced writes", "longest pause",
-		"held (in the progress lines)", "Plain pgxpool does not wait"} {
+		"held (in the progress lines)", "Plain pgxpool does not wait", "application retries", "application retries: runs of a whole transaction"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q", want)
 		}
+	}
+	if strings.Contains(out.String(), "re-run transactions") {
+		t.Error(`the table still has the row "re-run transactions" (now "application retries")`)
+	}
+	// After COMPLETED: a row per client, and the reason why the plain
+	// pool succeeds in nothing there when it fails on read-only old blue.
+	if hasEvent(res.Script, bluegreentest.StatusCompleted) {
+		if plain.OKAfterCompleted == nil || hf.OKAfterCompleted == nil || *hf.OKAfterCompleted == 0 {
+			t.Errorf("ok after COMPLETED: pgxpool %v, holdfast %v; want figures, holdfast's above 0", plain.OKAfterCompleted, hf.OKAfterCompleted)
+		}
+		if !strings.Contains(out.String(), "ok after COMPLETED") {
+			t.Error(`the table lacks the row "ok after COMPLETED"`)
+		}
+		line := "pgxpool: 0 ok after COMPLETED: " + stuckOnOldBlue
+		if got := strings.Contains(out.String(), line); got != (res.stuckOnOldBlue() == "pgxpool") {
+			t.Errorf("the table has the line %q: %v; pgxpool ok after COMPLETED %v, 25006 after it %d", line, got, *plain.OKAfterCompleted, plain.readOnlyAfterCompleted)
+		}
+		t.Logf("MEASURED ok after COMPLETED: pgxpool %d (25006 after it: %d), holdfast %d", *plain.OKAfterCompleted, plain.readOnlyAfterCompleted, *hf.OKAfterCompleted)
+	} else if plain.OKAfterCompleted != nil {
+		t.Errorf("ok after COMPLETED %d without a COMPLETED", *plain.OKAfterCompleted)
+	}
+	if tt.svg {
+		checkSVG(t, o.SVG, res)
 	}
 	// The progress lines are one sample a second, so a phase shorter
 	// than that may fall between two lines: the timeline (above) is
@@ -382,6 +413,46 @@ func (tt scenarioTest) check(ctx context.Context, t *testing.T, env *bluegreente
 		}
 	}
 	checkJSON(t, res)
+}
+
+// checkSVG checks the picture of -svg: a well-formed SVG document
+// (encoding/xml decodes it whole) with every client's series in order, ok
+// bars for each, failed bars for the plain pool, each client's longest
+// pause with its ms, the script's phases as bands and the blue DNS update
+// as a mark.
+func checkSVG(t *testing.T, path string, res *Result) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("-svg wrote no file: %v", err)
+	}
+	defer f.Close()
+	got, err := timeline.Read(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	var names []string
+	for _, c := range res.Clients {
+		names = append(names, c.Name)
+		if got.OK[c.Name] != 1 {
+			t.Errorf("picture: %s has %d ok series, want 1", c.Name, got.OK[c.Name])
+		}
+		if (got.Failed[c.Name] == 1) != (c.Failed > 0) {
+			t.Errorf("picture: %s has %d failed series, with %d failed requests", c.Name, got.Failed[c.Name], c.Failed)
+		}
+		if p, ok := got.Pauses[c.Name]; !ok || math.Abs(float64(p)-c.MaxPauseMS) > 1 {
+			t.Errorf("picture: %s's pause %d ms (marked %v), want its longest pause %.0f ms", c.Name, p, ok, c.MaxPauseMS)
+		}
+	}
+	if !slices.Equal(got.Clients, names) || !slices.Contains(got.IDs, "client-database-sql") {
+		t.Errorf("picture: clients %v (ids %v), want %v", got.Clients, got.IDs, names)
+	}
+	if want := []string{"PREPARATION", "IN_PROGRESS", "POST", "COMPLETED"}; !slices.Equal(got.Bands, want) {
+		t.Errorf("picture: phases %v, want %v", got.Bands, want)
+	}
+	if !slices.Contains(got.Marks, "blue names resolve to green") {
+		t.Errorf("picture: marks %v, want the blue DNS update", got.Marks)
+	}
 }
 
 func hasEvent(tl []TimelineEvent, name string) bool {
@@ -462,6 +533,7 @@ func TestParseFlags(t *testing.T) {
 		{name: "instance endpoint", args: []string{"-endpoint", "instance", "-cluster-only"},
 			check: func(o options) bool { return o.Endpoint == "instance" && o.ClusterOnly }},
 		{name: "failover", args: []string{"-failover"}, check: func(o options) bool { return o.Failover }},
+		{name: "svg", args: []string{"-svg", "run.svg"}, check: func(o options) bool { return o.SVG == "run.svg" && !o.JSON }},
 		{name: "unknown endpoint", args: []string{"-endpoint", "reader"}, wantErr: true},
 		{name: "unknown engine", args: []string{"-engine", "mysql"}, wantErr: true},
 		{name: "unknown scenario", args: []string{"-scenario", "failover"}, wantErr: true},

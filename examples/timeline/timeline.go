@@ -334,6 +334,8 @@ func (c Chart) draw(b *bytes.Buffer) {
 		if nfailed > 0 {
 			fmt.Fprintf(b, `<path class="failed" d="%s" fill="%s" stroke="none"/>`+"\n",
 				stepPath(all[i].failed, left, barW, base, perReq), failedColor)
+		} else if downH > 0 {
+			fmt.Fprintf(b, `<text x="%d" y="%.1f" fill="#555" font-style="italic">no failed request</text>`+"\n", left+6, base+min(downH, 24)-4)
 		}
 		fmt.Fprintf(b, `<line x1="%d" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#222"/>`+"\n", left, base, x(length), base)
 		if p := s.Pause; p != nil {
