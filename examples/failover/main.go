@@ -62,7 +62,10 @@
 // acknowledged writes, the time to resume writing after the promotion,
 // the readiness values seen, the goals, and a legend that defines each
 // figure. With -json it prints the same result as one JSON object (progress
-// on stderr).
+// on stderr). With -svg FILE it also draws the run into FILE (package
+// examples/timeline): the requests that finished in each 100 ms per client,
+// ok and failed apart, the failover's phases and events, each client's
+// longest pause.
 //
 // Run it with: go run ./examples/failover
 // Other scenarios: -scenario graceful | hang | failback; -engine multi-az
@@ -71,6 +74,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -89,6 +93,7 @@ import (
 
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/examples/timeline"
 	"github.com/holdfast-db/holdfast/failover"
 	"github.com/holdfast-db/holdfast/fakes/failovertest"
 	"github.com/holdfast-db/holdfast/readiness"
@@ -116,6 +121,7 @@ type options struct {
 	Verbose                 bool   // holdfast's logs on stderr
 	SQL                     bool   // a third client: database/sql (package sqldb) over a holdfast pool
 	Name                    string // cluster name
+	SVG                     string // a file to draw the run into (package examples/timeline); "" for none
 }
 
 func defaultOptions() options {
@@ -191,6 +197,7 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 	fs.BoolVar(&o.JSON, "json", false, "print the result as one JSON object (progress goes to stderr)")
 	fs.BoolVar(&o.Verbose, "v", false, "print holdfast's logs on stderr")
 	fs.BoolVar(&o.SQL, "sql", false, "add a third client: database/sql (package sqldb) over a holdfast pool")
+	fs.StringVar(&o.SVG, "svg", "", "draw the run into this SVG `file`: requests per 100 ms per client, ok and failed, the failover's events, each client's longest pause")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -257,7 +264,9 @@ type ClientResult struct {
 	Requests int    `json:"requests"`
 	OK       int    `json:"ok"`
 	Failed   int    `json:"failed"`
-	// Retries counts the runs of transactions after their first.
+	// Retries counts the runs of transactions after their first, by the
+	// workload's own retry (the table's "application retries"): the
+	// plain client's hand-written loop, the holdfast clients' runner.
 	Retries int `json:"retries"`
 	// Runner: its transactions ran through holdfast's runner, and
 	// OutcomeUnknown counts its requests whose COMMIT was sent and its
@@ -695,6 +704,7 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 		err = sleepCtx(ctx, o.Settle)
 	}
 	stopAll()
+	end := time.Now()
 	if err != nil {
 		return nil, err
 	}
@@ -710,7 +720,104 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 	res.monitor(mon)
 	res.timeline(fres, mon, &rd)
 	res.goals()
+	if o.SVG != "" {
+		if err := writeSVG(o.SVG, res.chart(begin, stopAt, end, fres, mon, clients)); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(progress, "timeline drawn in %s\n", o.SVG)
+	}
 	return res, nil
+}
+
+// chart is the run as a timeline (package examples/timeline), from begin
+// to end: each client's requests by the time they finished, its longest
+// time without an acknowledged write (up to stopAt, as in the table) as
+// its longest pause, the failover's steps as phases and marks.
+func (r *Result) chart(begin, stopAt, end time.Time, fres failovertest.Result, m failover.Monitor, clients []*client) timeline.Chart {
+	c := timeline.Chart{
+		Title:  fmt.Sprintf("Writer failover (scenario %s, %s): plain pgxpool vs holdfast, %d workers each", r.Scenario, r.Engine, r.Workers),
+		Length: end.Sub(begin),
+	}
+	var counts []string
+	for i, cl := range clients {
+		s := timeline.Series{Name: cl.name}
+		var acks []time.Time
+		for _, recs := range cl.recs {
+			for _, rec := range recs {
+				s.Requests = append(s.Requests, timeline.Request{End: rec.end.Sub(begin), OK: rec.err == ""})
+				if rec.err == "" {
+					acks = append(acks, rec.end)
+				}
+			}
+		}
+		from, to := longestGapSpan(begin, stopAt, acks)
+		s.Pause = &timeline.Span{From: from.Sub(begin), To: to.Sub(begin), Label: fmt.Sprintf("longest pause %.0f ms", ms(to.Sub(from)))}
+		c.Series = append(c.Series, s)
+		counts = append(counts, fmt.Sprintf("%s %d of %d", cl.name, r.Clients[i].Failed, r.Clients[i].Requests))
+	}
+	hang := ""
+	if r.Scenario == failovertest.Hang {
+		hang = fmt.Sprintf(", hang %.0f ms", r.HangForMS)
+	}
+	c.Subtitle = fmt.Sprintf("detect %.0f ms, DNS lag %.0f ms%s, client DNS TTL %.0f ms; failed requests: %s",
+		r.DetectMS, r.DNSLagMS, hang, r.DNSTTLMS, strings.Join(counts, ", "))
+	// The phases: no writer from the writer going down to the promotion;
+	// a new writer the cluster endpoint does not name yet, from the
+	// promotion to the DNS update.
+	marks := map[string]string{
+		failovertest.EventDNS:           "DNS moved",
+		failovertest.EventResumed:       "old writer resumed",
+		failovertest.EventFenced:        "old writer fenced",
+		failovertest.EventBackAsReader:  "old writer back as reader",
+		failovertest.EventFailbackStart: "failback starts",
+	}
+	var open *timeline.Band
+	closeBand := func(at time.Duration) {
+		if open != nil {
+			open.To = at
+			c.Bands = append(c.Bands, *open)
+			open = nil
+		}
+	}
+	for _, e := range fres.Events {
+		at := e.At.Sub(begin)
+		switch e.Name {
+		case failovertest.EventWriterDown:
+			closeBand(at)
+			open = &timeline.Band{Label: "writer down: no writer", From: at, Color: "#f9d5d3"}
+		case failovertest.EventPromoted:
+			closeBand(at)
+			open = &timeline.Band{Label: "new writer, DNS lags", From: at, Color: "#fdf1c7"}
+		case failovertest.EventDNS:
+			closeBand(at)
+		}
+		if l, ok := marks[e.Name]; ok {
+			c.Marks = append(c.Marks, timeline.Mark{Label: l, At: at})
+		}
+	}
+	closeBand(c.Length)
+	for _, e := range m.Status().Events {
+		if e.Name == "new writer" {
+			c.Marks = append(c.Marks, timeline.Mark{Label: "holdfast routes to the new writer", At: e.At.Sub(begin)})
+		}
+	}
+	slices.SortStableFunc(c.Marks, func(a, b timeline.Mark) int { return cmp.Compare(a.At, b.At) })
+	c.Notes = []string{"longest pause: the longest time without an acknowledged write. Plain pgxpool reaches the new writer when the cluster endpoint's",
+		"DNS moves (and its cache expires); holdfast's monitor routes to it when it is promoted."}
+	return c
+}
+
+// writeSVG writes c into the file path.
+func writeSVG(path string, c timeline.Chart) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := c.WriteSVG(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func hangNote(o options) string {
@@ -979,14 +1086,26 @@ func slowestResume(each []*float64) *float64 {
 // longestGap is the longest time between begin, the acknowledgements and
 // end.
 func longestGap(begin, end time.Time, acks []time.Time) time.Duration {
+	from, to := longestGapSpan(begin, end, acks)
+	return to.Sub(from)
+}
+
+// longestGapSpan is the longest time between begin, the acknowledgements
+// and end: its start and its end (the first of the longest).
+func longestGapSpan(begin, end time.Time, acks []time.Time) (from, to time.Time) {
 	slices.SortFunc(acks, func(a, b time.Time) int { return a.Compare(b) })
-	var gap time.Duration
+	from, to = begin, begin
 	prev := begin
 	for _, a := range acks {
-		gap = max(gap, a.Sub(prev))
+		if a.Sub(prev) > to.Sub(from) {
+			from, to = prev, a
+		}
 		prev = a
 	}
-	return max(gap, end.Sub(prev))
+	if end.Sub(prev) > to.Sub(from) {
+		from, to = prev, end
+	}
+	return from, to
 }
 
 // readiness records the health values and reasons seen.
@@ -1110,7 +1229,7 @@ func (r *Result) print(w io.Writer) {
 		}
 		return fmt.Sprint(c.OutcomeUnknown)
 	})
-	row("re-run transactions", func(c ClientResult) string { return fmt.Sprint(c.Retries) })
+	row("application retries", func(c ClientResult) string { return fmt.Sprint(c.Retries) })
 	row("acknowledged writes", func(c ClientResult) string { return fmt.Sprint(c.Acknowledged) })
 	row("lost writes", func(c ClientResult) string { return fmt.Sprint(c.LostWrites) })
 	row("misplaced writes", func(c ClientResult) string { return fmt.Sprint(c.MisplacedWrites) })
@@ -1173,7 +1292,9 @@ outcome unknown: requests whose COMMIT was sent and whose answer was lost: holdf
   then looks the request's id up on the writer (done if found, run again if not), as
   an application with an idempotency key does ("-": a hand-written loop cannot tell,
   and re-runs them).
-re-run transactions: runs after the first; the runner's only where nothing committed.
+application retries: runs of a whole transaction after its first, by the workload's own
+  retry: for pgxpool the loop this program writes around each transaction (pgxpool itself
+  retries nothing), for holdfast its runner, which re-runs only what did not commit.
 longest pause: the longest time without an acknowledged write, from the start
   of the workload to its end. A client stuck on the old writer, back as a reader,
   pauses until the end of the run.

@@ -6,11 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/holdfast-db/holdfast/examples/timeline"
 	"github.com/holdfast-db/holdfast/fakes/failovertest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 )
@@ -42,6 +46,7 @@ type scenarioTest struct {
 	kind   failovertest.Kind
 	engine failovertest.Engine
 	opts   func(*options) // changes to smallOptions
+	svg    bool           // draw the run (-svg) and check the picture
 }
 
 // TestFailover runs the demo in-process for each scenario, one cluster
@@ -61,7 +66,8 @@ func TestFailover(t *testing.T) {
 		{name: "crash/multi-az", kind: failovertest.Crash, engine: failovertest.MultiAZ},
 		// A third client, database/sql (package sqldb) over a holdfast
 		// pool of the same factory: holdfast's goals, and no failure.
-		{name: "crash/sql", kind: failovertest.Crash, opts: func(o *options) { o.SQL = true; o.Name += "-sql" }},
+		// It draws the run too (-svg).
+		{name: "crash/sql", kind: failovertest.Crash, opts: func(o *options) { o.SQL = true; o.Name += "-sql" }, svg: true},
 	}
 	for _, tt := range tests {
 		name := tt.name
@@ -87,6 +93,9 @@ func (tt scenarioTest) check(t *testing.T) {
 	}
 	if tt.opts != nil {
 		tt.opts(&o)
+	}
+	if tt.svg {
+		o.SVG = filepath.Join(t.TempDir(), "failover.svg")
 	}
 	var progress bytes.Buffer
 	res, err := run(ctx, o, &progress)
@@ -180,7 +189,8 @@ func (tt scenarioTest) check(t *testing.T) {
 	}
 
 	for _, want := range []string{"timeline (ms from the writer going down)", "failed requests", "acknowledged writes", "lost writes",
-		"misplaced writes", "longest pause", "resume after promotion", "readiness answers seen", "goals:", "legend:"} {
+		"misplaced writes", "longest pause", "resume after promotion", "readiness answers seen", "goals:", "legend:",
+		"application retries", "application retries: runs of a whole transaction"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q", want)
 		}
@@ -189,6 +199,12 @@ func (tt scenarioTest) check(t *testing.T) {
 		if !strings.Contains(progress.String(), want) {
 			t.Errorf("no progress line with %q:\n%s", want, progress.String())
 		}
+	}
+	if strings.Contains(out.String(), "re-run transactions") {
+		t.Error(`the table still has the row "re-run transactions" (now "application retries")`)
+	}
+	if tt.svg {
+		checkSVG(t, o.SVG, res, promotions)
 	}
 	if o.SQL {
 		checkSQL(t, res, out.String(), progress.String())
@@ -207,7 +223,7 @@ func (tt scenarioTest) check(t *testing.T) {
 func checkSQL(t *testing.T, res *Result, out, progress string) {
 	t.Helper()
 	plain, s := res.Clients[0], res.Clients[2]
-	t.Logf("database/sql: %d requests, %d failed %v, %d retried attempts, resume %s, longest pause %.0f ms (pgxpool %.0f ms, holdfast %.0f ms)",
+	t.Logf("database/sql: %d requests, %d failed %v, %d application retries, resume %s, longest pause %.0f ms (pgxpool %.0f ms, holdfast %.0f ms)",
 		s.Requests, s.Failed, s.Errors, s.Retries, resumes(s), s.MaxPauseMS, plain.MaxPauseMS, res.Clients[1].MaxPauseMS)
 	if s.Failed != 0 {
 		t.Errorf("database/sql failed %d requests %v, want none", s.Failed, s.Errors)
@@ -233,6 +249,52 @@ func checkSQL(t *testing.T, res *Result, out, progress string) {
 	}
 	if !strings.Contains(progress, "database/sql ok") {
 		t.Errorf("no progress line with the database/sql client:\n%s", progress)
+	}
+}
+
+// checkSVG checks the picture of -svg: a well-formed SVG document
+// (encoding/xml decodes it whole) with every client's series in order, ok
+// bars for each, failed bars for those that failed, each client's longest
+// pause with its ms as in the table, a writer-down and a DNS-lag phase per
+// promotion, and holdfast's routing to the new writer as a mark.
+func checkSVG(t *testing.T, path string, res *Result, promotions int) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("-svg wrote no file: %v", err)
+	}
+	defer f.Close()
+	got, err := timeline.Read(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	var names []string
+	for _, c := range res.Clients {
+		names = append(names, c.Name)
+		if got.OK[c.Name] != 1 {
+			t.Errorf("picture: %s has %d ok series, want 1", c.Name, got.OK[c.Name])
+		}
+		if (got.Failed[c.Name] == 1) != (c.Failed > 0) {
+			t.Errorf("picture: %s has %d failed series, with %d failed requests", c.Name, got.Failed[c.Name], c.Failed)
+		}
+		if p, ok := got.Pauses[c.Name]; !ok || math.Abs(float64(p)-c.MaxPauseMS) > 1 {
+			t.Errorf("picture: %s's pause %d ms (marked %v), want its longest pause %.0f ms", c.Name, p, ok, c.MaxPauseMS)
+		}
+	}
+	if !slices.Equal(got.Clients, names) || !slices.Contains(got.IDs, "client-database-sql") {
+		t.Errorf("picture: clients %v (ids %v), want %v", got.Clients, got.IDs, names)
+	}
+	var want []string
+	for range promotions {
+		want = append(want, "writer down: no writer", "new writer, DNS lags")
+	}
+	if !slices.Equal(got.Bands, want) {
+		t.Errorf("picture: phases %v, want %v", got.Bands, want)
+	}
+	for _, m := range []string{"holdfast routes to the new writer", "DNS moved", "old writer back as reader"} {
+		if !slices.Contains(got.Marks, m) {
+			t.Errorf("picture: marks %v lack %q", got.Marks, m)
+		}
 	}
 }
 
@@ -359,6 +421,7 @@ func TestParseFlags(t *testing.T) {
 			return o.SQL && o.Scenario == failovertest.Crash && !o.JSON
 		}},
 		{name: "sql=false", args: []string{"-sql=false", "-json"}, check: func(o options) bool { return !o.SQL && o.JSON }},
+		{name: "svg", args: []string{"-svg", "run.svg"}, check: func(o options) bool { return o.SVG == "run.svg" && !o.JSON }},
 		{name: "sql not a bool", args: []string{"-sql=maybe"}, wantErr: true},
 		{name: "unknown engine", args: []string{"-engine", "mysql"}, wantErr: true},
 		{name: "unknown scenario", args: []string{"-scenario", "switchover"}, wantErr: true},

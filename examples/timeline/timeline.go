@@ -133,7 +133,7 @@ const (
 	rowH       = 15 // a row of band or mark labels
 	laneHead   = 20 // the pause bracket and its label
 	upH        = 70 // the ok bars at the largest count
-	minDownH   = 12 // the failed bars, at least, when any failed
+	minDownH   = 16 // the failed bars, at least, when any failed
 	laneGap    = 14
 	charW      = 6.3 // an 11 px character, about
 	fontFamily = "DejaVu Sans, Helvetica, Arial, sans-serif"
