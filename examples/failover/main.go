@@ -784,7 +784,7 @@ func (r *Result) chart(begin, stopAt, end time.Time, fres failovertest.Result, m
 		switch e.Name {
 		case failovertest.EventWriterDown:
 			closeBand(at)
-			open = &timeline.Band{Label: "writer down: no writer", From: at, Color: "#f9d5d3"}
+			open = &timeline.Band{Label: "writer down", From: at, Color: "#f9d5d3"}
 		case failovertest.EventPromoted:
 			closeBand(at)
 			open = &timeline.Band{Label: "new writer, DNS lags", From: at, Color: "#fdf1c7"}
@@ -804,6 +804,9 @@ func (r *Result) chart(begin, stopAt, end time.Time, fres failovertest.Result, m
 	slices.SortStableFunc(c.Marks, func(a, b timeline.Mark) int { return cmp.Compare(a.At, b.At) })
 	c.Notes = []string{"longest pause: the longest time without an acknowledged write. Plain pgxpool reaches the new writer when the cluster endpoint's",
 		"DNS moves (and its cache expires); holdfast's monitor routes to it when it is promoted."}
+	if n := r.Clients[0].Errors["25006"]; n > 0 {
+		c.Notes = append(c.Notes, fmt.Sprintf("pgxpool's %d read-only failures (25006): connections its cached DNS answer sent to the old writer, back as a reader.", n))
+	}
 	return c
 }
 

@@ -286,7 +286,7 @@ func checkSVG(t *testing.T, path string, res *Result, promotions int) {
 	}
 	var want []string
 	for range promotions {
-		want = append(want, "writer down: no writer", "new writer, DNS lags")
+		want = append(want, "writer down", "new writer, DNS lags")
 	}
 	if !slices.Equal(got.Bands, want) {
 		t.Errorf("picture: phases %v, want %v", got.Bands, want)
