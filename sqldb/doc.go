@@ -47,6 +47,11 @@
 // [NewConnector] or [RegisterDriver] built is closed when the last held
 // connection is released.
 //
+// [PoolOf] returns the pgxpool under a *sql.DB of [Open] or [OpenDB] (nil
+// once the DB is closed), so that code given only the *sql.DB can reach
+// the pool: package readiness checks and drains a *sql.DB through it
+// (readiness.DB). [Connector.Pool] returns a Connector's.
+//
 // With sqlx, pass "pgx" as the driver name to sqlx.NewDb so that it binds
 // $1 placeholders; with ent, entsql.OpenDB(dialect.Postgres, db); with Bun,
 // bun.NewDB(db, pgdialect.New()); with GORM, postgres.New(postgres.Config{

@@ -76,7 +76,34 @@ func OpenDB(pool *pgxpool.Pool, opts ...stdlib.OptionOpenDB) *sql.DB {
 func open(c *Connector) *sql.DB {
 	db := sql.OpenDB(c)
 	db.SetMaxIdleConns(0) // the pool keeps the idle connections (Conn.IsValid says so too)
+	c.mu.Lock()
+	c.db = db
+	c.mu.Unlock()
+	pools.Store(db, c.pool)
 	return db
+}
+
+// pools maps every open *sql.DB of [Open] and [OpenDB] to its pool, for
+// [PoolOf]. The DB's Connector removes its entry when it is closed
+// (database/sql calls Connector.Close from DB.Close), so a closed DB is not
+// kept alive by it.
+var pools sync.Map // *sql.DB → *pgxpool.Pool
+
+// PoolOf returns the pgxpool under db, a *sql.DB that [Open] or [OpenDB]
+// returned and that is not closed yet, so that code given only the *sql.DB
+// (readiness checks, metrics, a drain) can read the pool's Stat or reach
+// its holdfast name (holdfast.Factory.PoolName). It returns nil for a nil
+// or closed db and for a *sql.DB that sqldb did not build itself: one of
+// sql.Open with a [RegisterDriver] driver, or of sql.OpenDB over a
+// [Connector] (use [Connector.Pool]). The pool stays the *sql.DB's: do not
+// close it, close the DB.
+func PoolOf(db *sql.DB) *pgxpool.Pool {
+	if db == nil {
+		return nil
+	}
+	p, _ := pools.Load(db)
+	pool, _ := p.(*pgxpool.Pool)
+	return pool
 }
 
 // Connector is a driver.Connector whose connections are acquired from a
@@ -93,9 +120,13 @@ type Connector struct {
 	f     *holdfast.Factory // Open's and RegisterDriver's: Connect retries as Factory.Acquire does
 
 	mu      sync.Mutex
-	held    int  // connections acquired (or being acquired) and not yet closed
-	closing bool // Close was called: the release of the last held connection closes the pool
+	held    int     // connections acquired (or being acquired) and not yet closed
+	closing bool    // Close was called: the release of the last held connection closes the pool
+	db      *sql.DB // the *sql.DB of Open or OpenDB over it, registered for PoolOf; else nil
 }
+
+// Pool returns the pool the Connector acquires its connections from.
+func (c *Connector) Pool() *pgxpool.Pool { return c.pool }
 
 // NewConnector returns a Connector over pool that closes pool when closed.
 func NewConnector(pool *pgxpool.Pool, opts ...stdlib.OptionOpenDB) *Connector {
@@ -179,7 +210,8 @@ func (c *Connector) Driver() driver.Driver { return c.base.Driver() }
 // (a Rows, a Tx or a *sql.Conn, which DB.Close leaves open as database/sql
 // does): it closes the pool's idle connections at once, and the release
 // of the last held connection closes the pool. Connect then returns
-// [ErrClosed]. Closing a Connector a second time does nothing.
+// [ErrClosed], and [PoolOf] of its *sql.DB returns nil. Closing a
+// Connector a second time does nothing.
 func (c *Connector) Close() error {
 	c.mu.Lock()
 	if c.closing {
@@ -187,6 +219,10 @@ func (c *Connector) Close() error {
 		return nil
 	}
 	c.closing = true
+	if c.db != nil {
+		pools.Delete(c.db) // PoolOf(db) is nil from now on
+		c.db = nil
+	}
 	now := c.held == 0
 	if c.owned && !now {
 		// Under mu, so that it comes before the last release's Close.
