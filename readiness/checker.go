@@ -3,13 +3,12 @@ package readiness
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/holdfast-db/holdfast/bluegreen"
-	"github.com/holdfast-db/holdfast/internal/compose"
 	"github.com/holdfast-db/holdfast/internal/obs"
 
 	"github.com/holdfast-db/holdfast"
@@ -31,26 +30,29 @@ const (
 // defaults; negative durations and thresholds are rejected by [New].
 type Config struct {
 	// Factory makes the first connection in [Checker.Start] (under its
-	// startup retry policy) and classifies failures. Nil means a Factory
-	// built by holdfast.New() with no options. It need not be the factory
-	// that configured the pool, though it usually is.
+	// startup retry policy) and classifies failures, for every target
+	// whose own Target.Factory is nil. Nil means a Factory built by
+	// holdfast.New() with no options. It should be the factory that
+	// configured the pool: Factory.Start refuses a pool another factory
+	// configured.
 	Factory *holdfast.Factory
 
 	// CheckInterval is how long a database check result is reused: probes
 	// arriving within it are answered from the cache, so that a fleet of
-	// probers cannot stampede the database. Default 1s.
+	// probers cannot stampede the database. Default 1s. The targets of a
+	// Checker are checked together, concurrently.
 	CheckInterval time.Duration
-	// CheckTimeout bounds one database check: acquire a connection from
-	// the pool and run one query on it. Default 1s.
+	// CheckTimeout bounds one database check of one target: acquire a
+	// connection from the pool and run one query on it. Default 1s.
 	CheckTimeout time.Duration
 	// ProbeTimeout is the longest a probe waits for a running check before
 	// it answers from the last known result: a probe never blocks longer.
 	// Keep it below the prober's timeout (Kubernetes' timeoutSeconds,
 	// default 1s). Default 800ms.
 	ProbeTimeout time.Duration
-	// FailureThreshold is the number of consecutive failed checks after
-	// which readiness fails (503). Fewer failures answer 200 with status
-	// "warn"; the first success recovers. Default 3.
+	// FailureThreshold is the number of consecutive failed checks of a
+	// required target after which readiness fails (503). Fewer failures
+	// answer 200 with status "warn"; the first success recovers. Default 3.
 	FailureThreshold int
 
 	// DrainInterval is the time between two polls of a drain. Default 1s.
@@ -111,7 +113,7 @@ func (c Config) validate() (Config, error) {
 	return c, nil
 }
 
-// gate is the state of the startup gate.
+// gate is the state of a target's startup gate.
 type gate int
 
 const (
@@ -121,21 +123,23 @@ const (
 	gateOpen                // the first connection succeeded
 )
 
-// Checker reports the readiness of a service that uses a pgxpool.Pool, and
-// drains it. Create one with [New]; call [Checker.Start] to open the startup
-// gate, mount [Checker.ReadyHandler], [Checker.LiveHandler] and
-// [Checker.DrainHandler], wrap the service's handlers with
-// [Checker.Middleware], and call [Checker.Close] (or let [Checker.Serve] do
-// it) when done.
+// Checker reports the readiness of a service that uses one or more
+// databases — pgxpools and *sql.DBs of package sqldb, its targets — and
+// drains it. Create one with [New] (one pgxpool) or [NewChecker] (several
+// targets); call [Checker.Start] to open the startup gate, mount
+// [Checker.ReadyHandler], [Checker.LiveHandler] and [Checker.DrainHandler],
+// wrap the service's handlers with [Checker.Middleware], and call
+// [Checker.Close] (or let [Checker.Serve] do it) when done.
 //
-// A Checker is safe for concurrent use. It owns at most one goroutine at a
-// time, the running database check, which Close stops and joins. It does not
-// own the pool: Close leaves it open ([Checker.Serve] closes it).
+// A Checker is safe for concurrent use. The goroutines it owns are the
+// running database check, one per target while it runs, which Close stops
+// and joins. It does not own the targets: Close leaves them open
+// ([Checker.Serve] closes them).
 type Checker struct {
-	pool *pgxpool.Pool
-	cfg  Config
-	log  *slog.Logger
-	now  func() time.Time // the clock of the cache and the timestamps; tests replace it
+	targets []*target
+	cfg     Config
+	log     *slog.Logger
+	now     func() time.Time // the clock of the cache and the timestamps; tests replace it
 
 	ctx    context.Context // ends at Close; bounds every check
 	cancel context.CancelFunc
@@ -145,25 +149,19 @@ type Checker struct {
 	state    atomic.Int32 // drain.state, for Middleware's lock-free read
 	startMu  sync.Mutex   // serialises Start
 
-	mu       sync.Mutex
-	closed   bool
-	gate     gate
-	started  time.Time        // when the gate opened, or Start last failed
-	startV   classify.Verdict // cause of the last failed Start
-	startErr error
-	db       dbState
-	call     *checkCall // the running check, shared by every waiting probe
-	drain    drainState
+	mu     sync.Mutex
+	closed bool
+	call   *checkCall // the running check, shared by every waiting probe
+	drain  drainState
 
 	pollHook func(InUse) // tests: called after every drain poll
 
-	tel        *obs.Readiness    // metrics and span events; nil records nothing
-	factory    *holdfast.Factory // the pool's factory: its blue/green router, if any
-	lastHealth Health            // last health and reason recorded, guarded by mu
+	tel        *obs.Readiness // metrics and span events; nil records nothing
+	lastHealth Health         // last health and reason recorded, guarded by mu
 	lastReason string
 }
 
-// dbState is the cached result of the database checks.
+// dbState is the cached result of one target's database checks.
 type dbState struct {
 	checked     time.Time // when the last check ended (or the gate opened)
 	lastSuccess time.Time
@@ -177,92 +175,168 @@ type dbState struct {
 type checkCall struct{ done chan struct{} }
 
 // New returns a Checker for pool, or a [*ConfigError] when pool is nil or
-// cfg has a nonsense field. The Checker starts not ready ("starting").
+// cfg has a nonsense field. The Checker starts not ready ("starting"). It
+// is NewChecker(cfg, Pool(pool)).
 func New(pool *pgxpool.Pool, cfg Config) (*Checker, error) {
 	if pool == nil {
 		return nil, &ConfigError{Pkg: "readiness", Field: "pool", Why: "must not be nil"}
 	}
+	return NewChecker(cfg, Pool(pool))
+}
+
+// NewChecker returns a Checker over targets: pgxpools ([Pool]) and *sql.DBs
+// of package sqldb ([DB]), each checked on its own and named in the JSON
+// body, log lines and metrics. Readiness fails when a required target
+// fails, and warns when a target that is not required
+// (Target.Optional) fails; [Checker.Start] opens the startup gate of every
+// target, and a drain waits for the connections acquired from every
+// target's pool. The Checker starts not ready ("starting").
+//
+// It returns a [*ConfigError] when no target is given, a target has
+// neither Pool nor DB, a DB's pool cannot be found (see Target.Pool), two
+// targets have the same name, or cfg has a nonsense field. Two targets may
+// share a pool (a pgxpool and a *sql.DB of sqldb.OpenDB over it, named
+// apart): its connections are counted once in a drain.
+func NewChecker(cfg Config, targets ...Target) (*Checker, error) {
 	cfg, err := cfg.validate()
 	if err != nil {
 		return nil, err
 	}
+	ts, err := newTargets(cfg, targets)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &Checker{pool: pool, cfg: cfg, log: cfg.Logger, now: time.Now, ctx: ctx, cancel: cancel,
-		tel: readinessTelemetry(cfg.Factory), factory: cfg.Factory}
+	c := &Checker{targets: ts, cfg: cfg, log: cfg.Logger, now: time.Now, ctx: ctx, cancel: cancel,
+		tel: readinessTelemetry(cfg.Factory)}
 	c.drain.since = c.now()
 	return c, nil
 }
 
-// Start opens the startup gate: it makes the pool's first connection with
-// the factory's bounded startup retry (holdfast.Factory.Start) and records
-// the outcome. It returns nil, a *holdfast.StartupError whose Verdict
-// classifies the cause, or [ErrClosed].
+// TargetError is the failure of one target of a Checker with several: its
+// name and what failed. [Checker.Start] joins one per required target
+// whose startup failed. Unwrap returns Err (a *holdfast.StartupError).
+type TargetError struct {
+	Target string // the target's name
+	Err    error
+}
+
+// Error reads "readiness: target \"orders\": " and the error.
+func (e *TargetError) Error() string {
+	return fmt.Sprintf("readiness: target %q: %v", e.Target, e.Err)
+}
+
+// Unwrap returns Err.
+func (e *TargetError) Unwrap() error { return e.Err }
+
+// Start opens the startup gate: it makes the first connection of every
+// target whose gate is not open yet, concurrently, each with its factory's
+// bounded startup retry (holdfast.Factory.Start; for a *sql.DB, on the
+// pool under it), and records the outcomes. For a Checker of one target
+// it returns nil, a *holdfast.StartupError whose Verdict classifies the
+// cause, or [ErrClosed]; of several, nil when every required target's
+// gate is open, else the joined [*TargetError]s of the required targets
+// that failed (errors.As finds the *holdfast.StartupError). A target that
+// is not required and fails to start is logged, not returned.
 //
-// Until the gate opens, readiness fails with reason "starting" (while Start
-// runs, or before it is called), or "startup-failed" with the classified
-// cause. A failed Start does not end anything: later probes keep checking
-// the database (at most once per CheckInterval), and the first successful
-// check opens the gate, so a service whose database was down at boot
-// becomes ready when it comes back, without a restart and without going
-// Ready while it is dead. Start is optional: without it, the first
-// successful check opens the gate.
+// Until a target's gate opens, its check fails with reason "starting"
+// (while Start runs, or before it is called), or "startup-failed" with the
+// classified cause. A failed Start does not end anything: later probes
+// keep checking the database (at most once per CheckInterval), and the
+// first successful check opens the gate, so a service whose database was
+// down at boot becomes ready when it comes back, without a restart and
+// without going Ready while it is dead. Start is optional: without it, the
+// first successful check of a target opens its gate.
 //
-// Start returns at once if the gate is open. Concurrent calls run one after
-// the other. ctx bounds the whole startup. If a check that was running when
-// Start began succeeds meanwhile, the gate is open and Start returns nil.
+// Start returns at once if every gate is open. Concurrent calls run one
+// after the other. ctx bounds the whole startup. If a check that was
+// running when Start began succeeds meanwhile, that target's gate is open
+// and its startup counts as a success.
 func (c *Checker) Start(ctx context.Context) error {
 	c.startMu.Lock()
 	defer c.startMu.Unlock()
 	c.mu.Lock()
-	switch {
-	case c.closed:
+	if c.closed {
 		c.mu.Unlock()
 		return ErrClosed
-	case c.gate == gateOpen:
-		c.mu.Unlock()
+	}
+	var todo []*target
+	for _, t := range c.targets {
+		if t.st.gate != gateOpen {
+			t.st.gate = gateRunning
+			todo = append(todo, t)
+		}
+	}
+	c.mu.Unlock()
+	if len(todo) == 0 {
 		return nil
 	}
-	c.gate = gateRunning
-	c.mu.Unlock()
 
-	err := c.cfg.Factory.Start(ctx, c.pool)
+	errs := make([]error, len(todo))
+	var wg sync.WaitGroup
+	for i, t := range todo {
+		wg.Go(func() { errs[i] = c.startTarget(ctx, t) })
+	}
+	wg.Wait()
+
+	if len(c.targets) == 1 {
+		return errs[0]
+	}
+	var failed []error
+	for i, err := range errs {
+		if err != nil && !todo[i].optional {
+			failed = append(failed, &TargetError{Target: todo[i].name, Err: err})
+		}
+	}
+	return errors.Join(failed...)
+}
+
+// startTarget makes t's first connection and records the outcome.
+func (c *Checker) startTarget(ctx context.Context, t *target) error {
+	err := t.start(ctx)
 
 	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.gate == gateOpen {
+	if t.st.gate == gateOpen {
 		return nil // a check that was already running when Start began opened it
 	}
 	if err == nil {
-		c.openLocked(now)
-		c.log.LogAttrs(ctx, slog.LevelInfo, "readiness: startup: first connection made")
+		c.openLocked(t, now)
+		c.log.LogAttrs(ctx, slog.LevelInfo, "readiness: startup: first connection made", t.attrs...)
 		return nil
 	}
-	v := c.cfg.Factory.Classify(err)
+	v := t.factory.Classify(err)
 	var se *holdfast.StartupError
 	if errors.As(err, &se) {
 		v = se.Verdict
 	}
-	c.gate, c.started, c.startV, c.startErr = gateFailed, now, v, err
-	c.log.LogAttrs(ctx, slog.LevelError, "readiness: startup: first connection failed; not ready until the database answers",
+	t.st.gate, t.st.started, t.st.startV, t.st.startErr = gateFailed, now, v, err
+	level, msg := slog.LevelError, "readiness: startup: first connection failed; not ready until the database answers"
+	if t.optional {
+		level, msg = slog.LevelWarn, "readiness: startup: first connection failed; the target is optional: readiness warns until the database answers"
+	}
+	c.log.LogAttrs(ctx, level, msg, t.logAttrs(
 		slog.String("error.class", v.Class.String()),
 		slog.String("error.reason", v.Reason),
-		slog.String("error", err.Error()))
+		slog.String("error", err.Error()))...)
 	return err
 }
 
-// openLocked opens the gate: the first connection has been made.
-func (c *Checker) openLocked(now time.Time) {
-	c.gate, c.started = gateOpen, now
-	c.startV, c.startErr = classify.Verdict{}, nil
-	c.db.checked, c.db.lastSuccess, c.db.failures, c.db.err = now, now, 0, nil
+// openLocked opens t's gate: its first connection has been made.
+func (c *Checker) openLocked(t *target, now time.Time) {
+	st := &t.st
+	st.gate, st.started = gateOpen, now
+	st.startV, st.startErr = classify.Verdict{}, nil
+	st.db.checked, st.db.lastSuccess, st.db.failures, st.db.err = now, now, 0, nil
 }
 
-// Check returns the readiness status, first refreshing the database check
-// when its cached result is older than CheckInterval. Concurrent callers
-// share one running check; each waits for it at most ProbeTimeout (or until
-// ctx ends), then answers from the last known result. No check runs while
-// Start runs, while the service is not Enabled, or after Close.
+// Check returns the readiness status, first refreshing the database checks
+// when their cached result is older than CheckInterval. Concurrent callers
+// share one running check (of every target, concurrently); each waits for
+// it at most ProbeTimeout (or until ctx ends), then answers from the last
+// known result. No check of a target runs while its Start runs, and none
+// while the service is not Enabled or after Close.
 func (c *Checker) Check(ctx context.Context) Status {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.ProbeTimeout)
 	defer cancel()
@@ -279,95 +353,111 @@ func (c *Checker) Check(ctx context.Context) Status {
 }
 
 // refreshLocked starts a check if one is due and returns the running check,
-// or nil when the cached result stands.
+// or nil when the cached results stand. A check is due when the result of
+// a target that is not starting is older than CheckInterval; it checks
+// every target that is not starting.
 func (c *Checker) refreshLocked(now time.Time) *checkCall {
 	if c.call != nil {
 		return c.call
 	}
-	if c.closed || c.gate == gateRunning || c.drain.state != Enabled {
+	if c.closed || c.drain.state != Enabled {
 		return nil
 	}
-	if !c.db.checked.IsZero() && now.Sub(c.db.checked) < c.cfg.CheckInterval {
+	var due bool
+	var ts []*target
+	for _, t := range c.targets {
+		if t.st.gate == gateRunning {
+			continue
+		}
+		ts = append(ts, t)
+		if t.st.db.checked.IsZero() || now.Sub(t.st.db.checked) >= c.cfg.CheckInterval {
+			due = true
+		}
+	}
+	if !due {
 		return nil
 	}
 	call := &checkCall{done: make(chan struct{})}
 	c.call = call
 	c.wg.Add(1)
-	go c.runCheck(call)
+	go c.runCheck(call, ts)
 	return call
 }
 
-// runCheck runs one database check and records it. It is the Checker's only
-// goroutine; Close cancels its context and joins it.
-func (c *Checker) runCheck(call *checkCall) {
+// runCheck runs one database check of each of ts, concurrently, and records
+// them. It and the goroutines it starts (and joins) are the Checker's only
+// long-lived goroutines; Close cancels their context and joins them.
+func (c *Checker) runCheck(call *checkCall, ts []*target) {
 	defer c.wg.Done()
-	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.CheckTimeout)
-	t0 := time.Now()
-	err := c.check(ctx)
-	latency := time.Since(t0)
-	cancel()
+	type result struct {
+		latency time.Duration
+		err     error
+	}
+	res := make([]result, len(ts))
+	var wg sync.WaitGroup
+	for i, t := range ts {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(c.ctx, c.cfg.CheckTimeout)
+			defer cancel()
+			t0 := time.Now()
+			err := t.check(ctx)
+			res[i] = result{time.Since(t0), err}
+			t.tel.Checked(c.ctx, res[i].latency, err == nil)
+		})
+	}
+	wg.Wait()
 
 	now := c.now()
 	c.mu.Lock()
-	c.recordLocked(now, latency, err)
+	for i, t := range ts {
+		c.recordLocked(t, now, res[i].latency, res[i].err)
+	}
 	c.call = nil
 	c.mu.Unlock()
 	close(call.done)
 }
 
-// checkSQL is the query of the database check: one simple-protocol round
-// trip.
-const checkSQL = "SELECT 1"
-
-// check acquires a connection through the pool (never a new connection of
-// its own, so it sees pool exhaustion) and runs one query on it.
-func (c *Checker) check(ctx context.Context) error {
-	conn, err := c.pool.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Release()
-	_, err = conn.Exec(ctx, checkSQL)
-	return err
-}
-
-func (c *Checker) recordLocked(now time.Time, latency time.Duration, err error) {
-	db := &c.db
+func (c *Checker) recordLocked(t *target, now time.Time, latency time.Duration, err error) {
+	db := &t.st.db
 	db.checks++
 	db.checked = now
 	if err == nil {
 		if db.failures >= c.cfg.FailureThreshold {
 			c.log.LogAttrs(c.ctx, slog.LevelInfo, "readiness: database check recovered",
-				slog.Int("failures", db.failures))
+				t.logAttrs(slog.Int("failures", db.failures))...)
 		}
 		db.failures, db.err, db.lastSuccess, db.latency = 0, nil, now, latency
-		if c.gate != gateOpen {
-			c.openLocked(now)
-			c.log.LogAttrs(c.ctx, slog.LevelInfo, "readiness: startup: first connection made by a readiness check")
+		if t.st.gate != gateOpen {
+			c.openLocked(t, now)
+			c.log.LogAttrs(c.ctx, slog.LevelInfo, "readiness: startup: first connection made by a readiness check", t.attrs...)
 		}
 		return
 	}
 	db.failures++
 	db.err = err
-	db.verdict = c.cfg.Factory.Classify(err)
+	db.verdict = t.factory.Classify(err)
 	level := slog.LevelDebug
-	if db.failures == c.cfg.FailureThreshold && c.gate == gateOpen {
+	if db.failures == c.cfg.FailureThreshold && t.st.gate == gateOpen {
 		level = slog.LevelError // the transition to not ready
+		if t.optional {
+			level = slog.LevelWarn // only a warning: the target is not required
+		}
 	}
-	c.log.LogAttrs(c.ctx, level, "readiness: database check failed",
+	c.log.LogAttrs(c.ctx, level, "readiness: database check failed", t.logAttrs(
 		slog.Int("failures", db.failures),
 		slog.Int("threshold", c.cfg.FailureThreshold),
+		slog.Bool("required", !t.optional),
 		slog.String("error.class", db.verdict.Class.String()),
 		slog.String("error.reason", db.verdict.Reason),
-		slog.String("error", err.Error()))
+		slog.String("error", err.Error()))...)
 }
 
 // Close stops the running check and waits for it, interrupts every waiting
 // [Checker.Drain] (they return a [*DrainTimeoutError] whose Cause is
 // [ErrClosed]) and waits for them to return, and makes readiness fail with
-// reason "closed". It does not close the pool. Close is idempotent and safe
-// to call concurrently; every call returns once the Checker's goroutines are
-// gone.
+// reason "closed". It does not close the targets. Close is idempotent and
+// safe to call concurrently; every call returns once the Checker's
+// goroutines are gone.
 func (c *Checker) Close() {
 	c.mu.Lock()
 	if !c.closed {
@@ -389,14 +479,4 @@ func readinessTelemetry(f *holdfast.Factory) *obs.Readiness {
 		return nil // a provider that refuses instruments: record nothing
 	}
 	return tel.Readiness()
-}
-
-// blueGreen returns the pool's blue/green router, or nil: holdfast's
-// (WithBlueGreen) or one of bluegreen.New, found from the pool's config.
-func (c *Checker) blueGreen() *bluegreen.Router {
-	if r := c.factory.BlueGreen(c.pool); r != nil {
-		return r
-	}
-	r, _ := compose.OfPool(c.pool).BlueGreenRouter().(*bluegreen.Router)
-	return r
 }

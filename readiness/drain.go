@@ -17,7 +17,8 @@ type drainState struct {
 	owner     string    // the lock holder; "" when Enabled
 	since     time.Time // when state was entered
 	lockSince time.Time
-	inUse     InUse // last poll
+	inUse     InUse         // last poll
+	byTarget  []TargetInUse // last poll, per target
 	polled    time.Time
 	// epoch ends (with ErrEnabled or ErrClosed as its cause) when the
 	// drains started since the service left Enabled must stop waiting.
@@ -89,9 +90,11 @@ func checkOwner(owner string) error {
 //     503 "draining" at once, so that orchestrators and load balancers stop
 //     sending new work, and no database check runs meanwhile. With
 //     Config.RefuseWhileDraining, [Checker.Middleware] refuses new requests.
-//  2. It polls, at once and then every Config.DrainInterval, the pool's
-//     acquired connections and the in-flight requests counted by
-//     [Checker.Middleware] and [Checker.Begin], until both are zero.
+//  2. It polls, at once and then every Config.DrainInterval, the
+//     connections acquired from every target's pool (for a *sql.DB, the
+//     pool under it: a Rows, Tx or *sql.Conn the application holds) and
+//     the in-flight requests counted by [Checker.Middleware] and
+//     [Checker.Begin], until both are zero.
 //  3. Then the state becomes Disabled and Drain returns the [DrainResult].
 //
 // When the bound (Config.DrainTimeout, or [WithDrainTimeout]) passes first,
@@ -179,11 +182,14 @@ func (c *Checker) Drain(ctx context.Context, owner string, opts ...DrainOption) 
 	if !errors.As(err, &te) {
 		return DrainResult{}, err // not reached: the probe never fails and the config is valid
 	}
-	inUse := inUseOf(te.InUse)
+	inUse, by := inUseOf(te.InUse), d.byTarget
 	if te.InUse == nil { // stopped before the first poll
-		inUse = c.inUse()
+		inUse, by = c.inUse()
 	}
 	derr := &DrainTimeoutError{Owner: owner, Bound: o.timeout, Elapsed: te.Elapsed, InUse: inUse, Cause: te.Cause, State: d.state}
+	if len(c.targets) > 1 {
+		derr.ByTarget = by
+	}
 	outcome := "timeout"
 	if te.Cause != nil {
 		outcome = "interrupted"
@@ -192,15 +198,21 @@ func (c *Checker) Drain(ctx context.Context, owner string, opts ...DrainOption) 
 	c.log.LogAttrs(ctx, slog.LevelError, "readiness: drain did not complete; traffic not proven gone",
 		slog.String("owner", owner), slog.String("error", derr.Error()),
 		slog.Int64("acquired_conns", inUse.AcquiredConns), slog.Int64("in_flight", inUse.InFlight))
+	for _, t := range derr.ByTarget {
+		if t.AcquiredConns > 0 {
+			c.log.LogAttrs(ctx, slog.LevelError, "readiness: drain did not complete: connections still acquired from a target",
+				c.targetNamed(t.Name).logAttrs(slog.String("owner", owner), slog.Int64("acquired_conns", t.AcquiredConns))...)
+		}
+	}
 	return DrainResult{}, derr
 }
 
 // poll is the drain probe: what is in use now.
 func (c *Checker) poll(context.Context) (drain.Usage, error) {
-	u := c.inUse()
+	u, by := c.inUse()
 	now := c.now()
 	c.mu.Lock()
-	c.drain.inUse, c.drain.polled = u, now
+	c.drain.inUse, c.drain.byTarget, c.drain.polled = u, by, now
 	hook := c.pollHook
 	c.mu.Unlock()
 	if hook != nil {
@@ -209,8 +221,31 @@ func (c *Checker) poll(context.Context) (drain.Usage, error) {
 	return u.usage(), nil
 }
 
-func (c *Checker) inUse() InUse {
-	return InUse{AcquiredConns: int64(c.pool.Stat().AcquiredConns()), InFlight: c.inflight.Load()}
+// inUse returns what is in use now: the connections acquired from every
+// target's pool (a pool two targets share counted once, under the first),
+// and the requests in flight; and the acquired connections per target.
+func (c *Checker) inUse() (InUse, []TargetInUse) {
+	u := InUse{InFlight: c.inflight.Load()}
+	by := make([]TargetInUse, 0, len(c.targets))
+	for _, t := range c.targets {
+		if t.shared {
+			continue
+		}
+		n := int64(t.pool.Stat().AcquiredConns())
+		u.AcquiredConns += n
+		by = append(by, TargetInUse{Name: t.name, AcquiredConns: n})
+	}
+	return u, by
+}
+
+// targetNamed returns the target named name, which exists.
+func (c *Checker) targetNamed(name string) *target {
+	for _, t := range c.targets {
+		if t.name == name {
+			return t
+		}
+	}
+	return c.targets[0] // not reached
 }
 
 // State returns the drain state.
@@ -238,7 +273,7 @@ func (c *Checker) enable(ctx context.Context, owner string) error {
 	c.log.LogAttrs(ctx, slog.LevelInfo, "readiness: enabled: back in service",
 		slog.String("by", owner), slog.String("previous_owner", d.owner), slog.String("previous_state", d.state.String()))
 	d.cancelEpoch(ErrEnabled)
-	*d = drainState{inUse: d.inUse, polled: d.polled}
+	*d = drainState{inUse: d.inUse, byTarget: d.byTarget, polled: d.polled}
 	c.setStateLocked(Enabled, now)
 	return nil
 }

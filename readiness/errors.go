@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/holdfast-db/holdfast/internal/cfgerr"
+	"strings"
 	"time"
 )
 
@@ -34,8 +35,9 @@ var (
 // "readiness: invalid <Field>: <Why>", and Unwrap returns Err.
 type ConfigError = cfgerr.Error
 
-// DrainTimeoutError says that a [Checker.Drain] ended before the pool's
-// acquired connections and the in-flight requests reached zero. Cause says
+// DrainTimeoutError says that a [Checker.Drain] ended before the acquired
+// connections of the targets' pools and the in-flight requests reached
+// zero. Cause says
 // why it ended:
 //
 //   - nil: the bound passed (Config.DrainTimeout or [WithDrainTimeout]);
@@ -55,19 +57,35 @@ type DrainTimeoutError struct {
 	InUse   InUse         // what the last poll found still in use
 	Cause   error         // nil when the bound passed; see above
 	State   State         // the drain state when the error was made
+	// ByTarget is what the last poll found acquired from each target's
+	// pool, for a Checker of several targets; nil for one.
+	ByTarget []TargetInUse
 }
 
 // Error names the owner, the time waited and what was still in use, for
 // example:
 //
 //	readiness: drain by "deploy-42" timed out after 2m0s: still in use: 1 acquired connection; service stays Disabling
+//
+// With several targets it names those whose pools still had connections
+// acquired: "still in use: 3 acquired connections (orders: 1, reports: 2)".
 func (e *DrainTimeoutError) Error() string {
+	inUse := e.InUse.String()
+	var held []string
+	for _, t := range e.ByTarget {
+		if t.AcquiredConns > 0 {
+			held = append(held, fmt.Sprintf("%s: %d", t.Name, t.AcquiredConns))
+		}
+	}
+	if len(held) > 0 {
+		inUse += " (" + strings.Join(held, ", ") + ")"
+	}
 	var msg string
 	if e.Cause != nil {
 		msg = fmt.Sprintf("readiness: drain by %q stopped after %s (%v): still in use: %s",
-			e.Owner, e.Elapsed.Round(time.Millisecond), e.Cause, e.InUse)
+			e.Owner, e.Elapsed.Round(time.Millisecond), e.Cause, inUse)
 	} else {
-		msg = fmt.Sprintf("readiness: drain by %q timed out after %s: still in use: %s", e.Owner, e.Bound, e.InUse)
+		msg = fmt.Sprintf("readiness: drain by %q timed out after %s: still in use: %s", e.Owner, e.Bound, inUse)
 	}
 	if e.State != Enabled {
 		msg += "; service stays " + e.State.String()

@@ -34,17 +34,25 @@ const healthJSON = "application/health+json"
 //	  "reason": "draining",
 //	  "output": "not ready: draining (Disabling by \"deploy-42\")",
 //	  "checks": {
-//	    "startup": [{"componentType": "system", "status": "pass", "time": "..."}],
-//	    "postgres:responseTime": [{"componentType": "datastore", "status": "pass",
+//	    "startup": [{"componentId": "orders", "componentType": "system", "status": "pass", "time": "..."}],
+//	    "postgres:responseTime": [{"componentId": "orders", "componentType": "datastore", "status": "pass",
 //	      "observedValue": 0.42, "observedUnit": "ms", "time": "...", "lastSuccess": "...",
 //	      "consecutiveFailures": 0, "failureThreshold": 3}],
-//	    "postgres:connections": [{"componentType": "datastore", "status": "pass",
+//	    "postgres:connections": [{"componentId": "orders", "componentType": "datastore", "status": "pass",
 //	      "observedValue": 1, "observedUnit": "connections", "acquired": 1, "idle": 3, "total": 4, "max": 4}],
 //	    "drain": [{"componentType": "system", "status": "fail", "state": "Disabling",
 //	      "owner": "deploy-42", "since": "...", "inFlight": 2,
 //	      "inUse": {"acquiredConns": 1, "inFlight": 2}, "polled": "..."}]
 //	  }
 //	}
+//
+// Each target has one entry in "startup", "postgres:responseTime" and
+// "postgres:connections" (and "bluegreen" and "failover" when its pool
+// has them), in the order of the targets, its "componentId" the target's
+// name; an optional target's entries say "optional": true. A target's
+// entries give its own status: "fail" for an optional target whose check
+// fails, while the overall "status" only warns. With several targets the
+// drain's "inUse" has "byTarget", the acquired connections of each.
 //
 // A failed check carries "reason" with its classified cause, for example
 // "transient/conn-refused". Error texts are logged, never served. Every
@@ -166,7 +174,7 @@ func writeDrainError(w http.ResponseWriter, err error) {
 		code, body.Holder, body.State = http.StatusConflict, le.Holder, le.State.String()
 	case errors.As(err, &te):
 		code, body.State = http.StatusServiceUnavailable, te.State.String()
-		body.InUse = &inUseJSON{AcquiredConns: te.InUse.AcquiredConns, InFlight: te.InUse.InFlight}
+		body.InUse = &inUseJSON{AcquiredConns: te.InUse.AcquiredConns, InFlight: te.InUse.InFlight, ByTarget: byTargetJSON(te.ByTarget)}
 	case errors.Is(err, ErrInvalidConfig):
 		code = http.StatusBadRequest
 	case errors.Is(err, ErrClosed):
@@ -259,15 +267,19 @@ type healthBodyJSON struct {
 }
 
 type startupJSON struct {
+	ComponentID   string `json:"componentId"`
 	ComponentType string `json:"componentType"`
 	Status        string `json:"status"`
+	Optional      bool   `json:"optional,omitempty"`
 	Time          string `json:"time,omitempty"`
 	Reason        string `json:"reason,omitempty"`
 }
 
 type databaseJSON struct {
+	ComponentID         string   `json:"componentId"`
 	ComponentType       string   `json:"componentType"`
 	Status              string   `json:"status"`
+	Optional            bool     `json:"optional,omitempty"`
 	ObservedValue       *float64 `json:"observedValue,omitempty"`
 	ObservedUnit        string   `json:"observedUnit,omitempty"`
 	Time                string   `json:"time,omitempty"`
@@ -278,8 +290,10 @@ type databaseJSON struct {
 }
 
 type connectionsJSON struct {
+	ComponentID   string `json:"componentId"`
 	ComponentType string `json:"componentType"`
 	Status        string `json:"status"`
+	Optional      bool   `json:"optional,omitempty"`
 	ObservedValue int32  `json:"observedValue"`
 	ObservedUnit  string `json:"observedUnit"`
 	Acquired      int32  `json:"acquired"`
@@ -289,8 +303,22 @@ type connectionsJSON struct {
 }
 
 type inUseJSON struct {
-	AcquiredConns int64 `json:"acquiredConns"`
-	InFlight      int64 `json:"inFlight"`
+	AcquiredConns int64            `json:"acquiredConns"`
+	InFlight      int64            `json:"inFlight"`
+	ByTarget      map[string]int64 `json:"byTarget,omitempty"` // acquired connections per target, with several
+}
+
+// byTargetJSON is the acquired connections per target, or nil for fewer
+// than two targets.
+func byTargetJSON(by []TargetInUse) map[string]int64 {
+	if len(by) < 2 {
+		return nil
+	}
+	m := make(map[string]int64, len(by))
+	for _, t := range by {
+		m[t.Name] = t.AcquiredConns
+	}
+	return m
 }
 
 type drainJSON struct {
@@ -332,78 +360,107 @@ func healthBody(s Status) healthBodyJSON {
 	if s.Health != Pass {
 		b.Output = s.String()
 	}
-
-	st := startupJSON{ComponentType: "system", Status: string(Fail), Time: stamp(s.Startup.At)}
-	switch {
-	case s.Startup.Done:
-		st.Status = string(Pass)
-	case s.Startup.Running:
-		st.Reason = ReasonStarting
-	case !s.Startup.At.IsZero():
-		st.Reason = s.Startup.Cause.String()
-	default:
-		st.Reason = ReasonStarting
+	var (
+		startups []startupJSON
+		dbs      []databaseJSON
+		conns    []connectionsJSON
+		bgs      []blueGreenJSON
+		fos      []failoverJSON
+	)
+	for _, t := range s.Targets {
+		startups = append(startups, startupBody(t))
+		dbs = append(dbs, databaseBody(t))
+		conns = append(conns, connectionsBody(t))
+		if bg := t.BlueGreen; bg != nil {
+			// warn while a switchover is under way (requests may be held),
+			// never fail: the routing keeps the service correct through it.
+			st := string(Pass)
+			if bg.Phase.Active() && bg.Phase != bluegreen.Completed {
+				st = string(Warn)
+			}
+			bgs = append(bgs, blueGreenJSON{ComponentID: t.Name, ComponentType: "component", Status: st, Phase: bg.Phase,
+				Routing: bg.Routing.Phase, Normal: bg.Routing.Normal, Mapping: bg.Mapping})
+		}
+		if fo := t.Failover; fo != nil {
+			// warn while the writer is down or being rerouted to, or while
+			// the monitor cannot read the topology (routing off), never fail.
+			st := string(Pass)
+			if fo.Routing != "normal" || fo.Off != "" {
+				st = string(Warn)
+			}
+			fos = append(fos, failoverJSON{ComponentID: t.Name, ComponentType: "component", Status: st, Writer: fo.Writer,
+				Routing: fo.Routing, Failovers: fo.Failovers, Off: fo.Off, Error: fo.Error})
+		}
 	}
-	b.Checks["startup"] = []startupJSON{st}
-
-	db := databaseJSON{
-		ComponentType:       "datastore",
-		Status:              string(Pass),
-		Time:                stamp(s.Database.Checked),
-		LastSuccess:         stamp(s.Database.LastSuccess),
-		ConsecutiveFailures: s.Database.ConsecutiveFailures,
-		FailureThreshold:    s.Database.Threshold,
-	}
-	switch n := s.Database.ConsecutiveFailures; {
-	case n >= s.Database.Threshold:
-		db.Status, db.Reason = string(Fail), s.Database.Cause.String()
-	case n > 0:
-		db.Status, db.Reason = string(Warn), s.Database.Cause.String()
-	case s.Database.Checked.IsZero():
-		db.Status = string(Fail)
-		db.Reason = "not checked yet"
-	}
-	if !s.Database.LastSuccess.IsZero() && s.Database.Latency > 0 {
-		ms := float64(s.Database.Latency.Microseconds()) / 1000
-		db.ObservedValue, db.ObservedUnit = &ms, "ms"
-	}
-	b.Checks["postgres:responseTime"] = []databaseJSON{db}
-
-	conns := connectionsJSON{
-		ComponentType: "datastore", Status: string(Pass),
-		ObservedValue: s.Pool.Acquired, ObservedUnit: "connections",
-		Acquired: s.Pool.Acquired, Idle: s.Pool.Idle, Total: s.Pool.Total, Max: s.Pool.Max,
-	}
-	if s.Pool.Max > 0 && s.Pool.Acquired >= s.Pool.Max {
-		conns.Status = string(Warn)
-	}
-	b.Checks["postgres:connections"] = []connectionsJSON{conns}
-
+	b.Checks["startup"] = startups
+	b.Checks["postgres:responseTime"] = dbs
+	b.Checks["postgres:connections"] = conns
 	b.Checks["drain"] = []drainJSON{drainBody(s)}
-	if bg := s.BlueGreen; bg != nil {
-		// warn while a switchover is under way (requests may be held), never
-		// fail: the routing keeps the service correct through it.
-		st := string(Pass)
-		if bg.Phase.Active() && bg.Phase != bluegreen.Completed {
-			st = string(Warn)
-		}
-		b.Checks["bluegreen"] = []blueGreenJSON{{ComponentType: "component", Status: st, Phase: bg.Phase,
-			Routing: bg.Routing.Phase, Normal: bg.Routing.Normal, Mapping: bg.Mapping}}
+	if bgs != nil {
+		b.Checks["bluegreen"] = bgs
 	}
-	if fo := s.Failover; fo != nil {
-		// warn while the writer is down or being rerouted to, or while the
-		// monitor cannot read the topology (routing off), never fail.
-		st := string(Pass)
-		if fo.Routing != "normal" || fo.Off != "" {
-			st = string(Warn)
-		}
-		b.Checks["failover"] = []failoverJSON{{ComponentType: "component", Status: st, Writer: fo.Writer,
-			Routing: fo.Routing, Failovers: fo.Failovers, Off: fo.Off, Error: fo.Error}}
+	if fos != nil {
+		b.Checks["failover"] = fos
 	}
 	return b
 }
 
+func startupBody(t TargetStatus) startupJSON {
+	st := startupJSON{ComponentID: t.Name, ComponentType: "system", Status: string(Fail), Time: stamp(t.Startup.At), Optional: t.Optional}
+	switch {
+	case t.Startup.Done:
+		st.Status = string(Pass)
+	case t.Startup.Running:
+		st.Reason = ReasonStarting
+	case !t.Startup.At.IsZero():
+		st.Reason = t.Startup.Cause.String()
+	default:
+		st.Reason = ReasonStarting
+	}
+	return st
+}
+
+func databaseBody(t TargetStatus) databaseJSON {
+	db := databaseJSON{
+		ComponentID:         t.Name,
+		ComponentType:       "datastore",
+		Status:              string(Pass),
+		Optional:            t.Optional,
+		Time:                stamp(t.Database.Checked),
+		LastSuccess:         stamp(t.Database.LastSuccess),
+		ConsecutiveFailures: t.Database.ConsecutiveFailures,
+		FailureThreshold:    t.Database.Threshold,
+	}
+	switch n := t.Database.ConsecutiveFailures; {
+	case n >= t.Database.Threshold:
+		db.Status, db.Reason = string(Fail), t.Database.Cause.String()
+	case n > 0:
+		db.Status, db.Reason = string(Warn), t.Database.Cause.String()
+	case t.Database.Checked.IsZero():
+		db.Status = string(Fail)
+		db.Reason = "not checked yet"
+	}
+	if !t.Database.LastSuccess.IsZero() && t.Database.Latency > 0 {
+		ms := float64(t.Database.Latency.Microseconds()) / 1000
+		db.ObservedValue, db.ObservedUnit = &ms, "ms"
+	}
+	return db
+}
+
+func connectionsBody(t TargetStatus) connectionsJSON {
+	conns := connectionsJSON{
+		ComponentID: t.Name, ComponentType: "datastore", Status: string(Pass), Optional: t.Optional,
+		ObservedValue: t.Pool.Acquired, ObservedUnit: "connections",
+		Acquired: t.Pool.Acquired, Idle: t.Pool.Idle, Total: t.Pool.Total, Max: t.Pool.Max,
+	}
+	if t.Pool.Max > 0 && t.Pool.Acquired >= t.Pool.Max {
+		conns.Status = string(Warn)
+	}
+	return conns
+}
+
 type failoverJSON struct {
+	ComponentID   string `json:"componentId"`
 	ComponentType string `json:"componentType"`
 	Status        string `json:"status"`
 	Writer        string `json:"writer"`
@@ -414,6 +471,7 @@ type failoverJSON struct {
 }
 
 type blueGreenJSON struct {
+	ComponentID   string              `json:"componentId"`
 	ComponentType string              `json:"componentType"`
 	Status        string              `json:"status"`
 	Phase         bluegreen.Phase     `json:"phase"`
@@ -437,7 +495,8 @@ func drainBody(s Status) drainJSON {
 		d.Status = string(Fail)
 	}
 	if !s.Drain.Polled.IsZero() {
-		d.InUse = &inUseJSON{AcquiredConns: s.Drain.InUse.AcquiredConns, InFlight: s.Drain.InUse.InFlight}
+		d.InUse = &inUseJSON{AcquiredConns: s.Drain.InUse.AcquiredConns, InFlight: s.Drain.InUse.InFlight,
+			ByTarget: byTargetJSON(s.Drain.ByTarget)}
 	}
 	return d
 }

@@ -83,18 +83,21 @@ func (sc ServeConfig) validate() (ServeConfig, error) {
 //     503 "starting" until then, instead of refusing connections.
 //  2. On a signal (SIGTERM by default) or when ctx ends, it drains with
 //     owner [ShutdownOwner] and [TakeOver], bounded by DrainTimeout:
-//     readiness answers 503 at once and Serve waits until the pool's
-//     acquired connections and the in-flight requests are gone, serving
-//     requests that still arrive meanwhile. It keeps serving at least
-//     ShutdownDelay from the start of the drain.
+//     readiness answers 503 at once and Serve waits until the connections
+//     acquired from every target's pool (for a *sql.DB, the pool under it)
+//     and the in-flight requests are gone, serving requests that still
+//     arrive meanwhile. It keeps serving at least ShutdownDelay from the
+//     start of the drain.
 //  3. It shuts srv down (http.Server.Shutdown, bounded by ShutdownTimeout,
-//     then http.Server.Close), closes the Checker and closes the pool,
-//     which waits for connections still acquired.
+//     then http.Server.Close), closes the Checker and closes every target:
+//     each *sql.DB (DB.Close), then each pool, the pool under a *sql.DB
+//     included, which waits for connections still acquired.
 //
 // Serve returns nil after a clean shutdown. Otherwise it returns, joined,
 // what went wrong: the [*DrainTimeoutError] of a drain that did not
 // complete (the shutdown still happens: the process is leaving), the error
-// of Shutdown, or the error that made srv stop serving on its own. It
+// of Shutdown, the error that made srv stop serving on its own, or a
+// [*TargetError] with the error of a DB.Close. It
 // returns a [*ConfigError] for a nil srv or a negative duration, or the
 // error of net.Listen, without serving and without closing anything. Serve
 // owns the goroutines it starts and joins them before it returns.
@@ -195,7 +198,33 @@ func (c *Checker) Serve(ctx context.Context, srv *http.Server, cfg ServeConfig) 
 		}
 	}
 	c.Close()
-	c.pool.Close()
-	c.log.LogAttrs(ctx, slog.LevelInfo, "readiness: shut down: server stopped, pool closed")
+	if err := c.closeTargets(); err != nil {
+		errs = append(errs, err)
+	}
+	msg := "readiness: shut down: server stopped, pool closed"
+	if len(c.targets) > 1 {
+		msg = "readiness: shut down: server stopped, pools and databases closed"
+	}
+	c.log.LogAttrs(ctx, slog.LevelInfo, msg)
+	return errors.Join(errs...)
+}
+
+// closeTargets closes every target: each *sql.DB, then each pool (that of
+// a *sql.DB too; pgxpool's Close waits for its acquired connections and
+// does nothing the second time). It returns what DB.Close returned.
+func (c *Checker) closeTargets() error {
+	var errs []error
+	for _, t := range c.targets {
+		if t.db != nil {
+			if err := t.db.Close(); err != nil {
+				errs = append(errs, &TargetError{Target: t.name, Err: err})
+			}
+		}
+	}
+	for _, t := range c.targets {
+		if !t.shared {
+			t.pool.Close()
+		}
+	}
 	return errors.Join(errs...)
 }

@@ -98,6 +98,14 @@ func inUseOf(u drain.Usage) InUse {
 
 // Status is a snapshot of a [Checker]. Times are zero when the event has not
 // happened.
+//
+// Health and Reason are the Checker's answer: Fail for "closed" and
+// "draining", else the worst of its targets' (a failing target that is not
+// required counts as Warn), with the reason of the first target that has
+// it. Target, BlueGreen, Failover, Startup, Database and Pool describe one
+// target: the only one of a Checker of one target; of several, the target
+// that decided Health and Reason (the first with the worst health), or the
+// first target when every one passes. Targets describes them all.
 type Status struct {
 	// BlueGreen is the pool's blue/green routing status (phase, routing,
 	// mapping, timeline) when the pool was configured with
@@ -111,10 +119,35 @@ type Status struct {
 	Health Health // Pass, Warn or Fail
 	Reason string // "" for Pass; else one of the Reason constants
 
+	Target   string // the name of the target described by the fields below
 	Startup  StartupStatus
 	Database DatabaseStatus
 	Pool     PoolStatus
 	Drain    DrainStatus
+
+	// Targets is the status of every target, in the order given to
+	// NewChecker.
+	Targets []TargetStatus
+}
+
+// TargetStatus is the status of one target of a Checker.
+type TargetStatus struct {
+	Name     string // Target.Name, or its default
+	Kind     string // KindPool or KindDB
+	Optional bool   // Target.Optional: its failure only makes the Checker warn
+
+	// Health and Reason are the target's own: Fail when its check fails,
+	// also for an optional target (the Checker then answers Warn).
+	// Reasons: "starting", "startup-failed", "database", "failover",
+	// "pool-saturated", or "" for Pass.
+	Health Health
+	Reason string
+
+	Startup   StartupStatus
+	Database  DatabaseStatus
+	Pool      PoolStatus
+	BlueGreen *bluegreen.Status
+	Failover  *failover.Status
 }
 
 // Ready reports whether a probe answers 200: Health is not Fail.
@@ -150,12 +183,13 @@ type PoolStatus struct {
 // DrainStatus is the drain state and its lock.
 type DrainStatus struct {
 	State    State
-	Owner    string    // who holds the drain; "" when Enabled
-	Since    time.Time // when State was entered
-	LockedAt time.Time // when Owner took the drain
-	InFlight int64     // requests in flight now
-	InUse    InUse     // what the last drain poll found
-	Polled   time.Time // when the last drain poll ran
+	Owner    string        // who holds the drain; "" when Enabled
+	Since    time.Time     // when State was entered
+	LockedAt time.Time     // when Owner took the drain
+	InFlight int64         // requests in flight now
+	InUse    InUse         // what the last drain poll found
+	ByTarget []TargetInUse // what the last drain poll found, per target (a shared pool under its first target)
+	Polled   time.Time     // when the last drain poll ran
 }
 
 // String returns the plain-text probe answer, for example "ok",
@@ -176,6 +210,19 @@ func (s Status) String() string {
 }
 
 func (s Status) detail() string {
+	d := s.targetDetail()
+	if len(s.Targets) > 1 && s.Reason != ReasonDraining && s.Reason != ReasonClosed {
+		if d == "" {
+			return s.Target
+		}
+		return s.Target + ": " + d
+	}
+	return d
+}
+
+// targetDetail is the detail of the reason, from the fields of the target
+// that decided it.
+func (s Status) targetDetail() string {
 	switch s.Reason {
 	case ReasonDraining:
 		return fmt.Sprintf("%s by %q", s.Drain.State, s.Drain.Owner)
@@ -196,30 +243,28 @@ func (s Status) detail() string {
 
 // Status returns the current status without running a check.
 func (c *Checker) Status() Status {
-	st := c.pool.Stat()
+	stats := make([]*pgxpool.Stat, len(c.targets))
+	for i, t := range c.targets {
+		stats[i] = t.pool.Stat()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.statusLocked(st)
+	return c.statusLocked(stats)
 }
 
-func (c *Checker) statusLocked(st *pgxpool.Stat) Status {
+// rank orders healths: the worst is the highest.
+func rank(h Health) int {
+	switch h {
+	case Pass:
+		return 0
+	case Warn:
+		return 1
+	}
+	return 2
+}
+
+func (c *Checker) statusLocked(stats []*pgxpool.Stat) Status {
 	s := Status{
-		Startup: StartupStatus{
-			Done:    c.gate == gateOpen,
-			Running: c.gate == gateRunning,
-			At:      c.started,
-			Cause:   c.startV,
-			Err:     c.startErr,
-		},
-		Database: DatabaseStatus{
-			Checked:             c.db.checked,
-			LastSuccess:         c.db.lastSuccess,
-			Latency:             c.db.latency,
-			ConsecutiveFailures: c.db.failures,
-			Threshold:           c.cfg.FailureThreshold,
-			Checks:              c.db.checks,
-		},
-		Pool: PoolStatus{Acquired: st.AcquiredConns(), Idle: st.IdleConns(), Total: st.TotalConns(), Max: st.MaxConns()},
 		Drain: DrainStatus{
 			State:    c.drain.state,
 			Owner:    c.drain.owner,
@@ -227,50 +272,104 @@ func (c *Checker) statusLocked(st *pgxpool.Stat) Status {
 			LockedAt: c.drain.lockSince,
 			InFlight: c.inflight.Load(),
 			InUse:    c.drain.inUse,
+			ByTarget: c.drain.byTarget,
 			Polled:   c.drain.polled,
 		},
+		Targets: make([]TargetStatus, len(c.targets)),
 	}
-	if c.db.failures > 0 {
-		s.Database.Cause, s.Database.Err = c.db.verdict, c.db.err
+	decider, worst := 0, -1
+	for i, t := range c.targets {
+		ts := c.targetStatusLocked(t, stats[i])
+		s.Targets[i] = ts
+		h := ts.Health
+		if t.optional && h == Fail {
+			h = Warn // not required: it only warns
+		}
+		if rank(h) > worst {
+			decider, worst = i, rank(h)
+			s.Health, s.Reason = h, ts.Reason
+		}
 	}
-	if r := c.blueGreen(); r != nil {
+	d := s.Targets[decider]
+	s.Target, s.Startup, s.Database, s.Pool, s.BlueGreen, s.Failover = d.Name, d.Startup, d.Database, d.Pool, d.BlueGreen, d.Failover
+	switch {
+	case c.closed:
+		s.Health, s.Reason = Fail, ReasonClosed
+	case c.drain.state != Enabled:
+		s.Health, s.Reason = Fail, ReasonDraining
+	}
+	c.noteLocked(s)
+	return s
+}
+
+// targetStatusLocked is t's own status; st is its pool's Stat.
+func (c *Checker) targetStatusLocked(t *target, st *pgxpool.Stat) TargetStatus {
+	g, db := &t.st, &t.st.db
+	s := TargetStatus{
+		Name:     t.name,
+		Kind:     t.kind,
+		Optional: t.optional,
+		Startup: StartupStatus{
+			Done:    g.gate == gateOpen,
+			Running: g.gate == gateRunning,
+			At:      g.started,
+			Cause:   g.startV,
+			Err:     g.startErr,
+		},
+		Database: DatabaseStatus{
+			Checked:             db.checked,
+			LastSuccess:         db.lastSuccess,
+			Latency:             db.latency,
+			ConsecutiveFailures: db.failures,
+			Threshold:           c.cfg.FailureThreshold,
+			Checks:              db.checks,
+		},
+		Pool: PoolStatus{Acquired: st.AcquiredConns(), Idle: st.IdleConns(), Total: st.TotalConns(), Max: st.MaxConns()},
+	}
+	if db.failures > 0 {
+		s.Database.Cause, s.Database.Err = db.verdict, db.err
+	}
+	if r := t.blueGreen(); r != nil {
 		bg := r.Status()
 		s.BlueGreen = &bg
 	}
 	failingOver := false
-	if m := c.factory.Failover(c.pool); m != nil {
+	if m := t.factory.Failover(t.pool); m != nil {
 		fo := m.Status()
 		s.Failover = &fo
 		failingOver = m.Active()
 	}
 	s.Health, s.Reason = Fail, ""
 	switch {
-	case c.closed:
-		s.Reason = ReasonClosed
-	case c.drain.state != Enabled:
-		s.Reason = ReasonDraining
-	case c.gate == gateFailed:
+	case g.gate == gateFailed:
 		s.Reason = ReasonStartupFailed
-	case c.gate != gateOpen:
+	case g.gate != gateOpen:
 		s.Reason = ReasonStarting
-	case c.db.failures > 0 && failingOver:
+	case db.failures > 0 && failingOver:
 		s.Health, s.Reason = Warn, ReasonFailover
-	case c.db.failures >= c.cfg.FailureThreshold:
+	case db.failures >= c.cfg.FailureThreshold:
 		s.Reason = ReasonDatabase
-	case c.db.failures > 0:
+	case db.failures > 0:
 		s.Health, s.Reason = Warn, ReasonDatabase
 	case s.Pool.Max > 0 && s.Pool.Acquired >= s.Pool.Max:
 		s.Health, s.Reason = Warn, ReasonSaturated
 	default:
 		s.Health = Pass
 	}
-	c.noteLocked(s)
 	return s
 }
 
 // noteLocked records a change of the answered health or reason in the
-// factory's telemetry (holdfast.readiness.ready and .transitions).
+// factory's telemetry (holdfast.readiness.ready and .transitions), and of
+// each target's own (holdfast.readiness.check.ready and .transitions).
 func (c *Checker) noteLocked(s Status) {
+	for i, t := range c.targets {
+		ts := s.Targets[i]
+		if ts.Health != t.st.lastHealth || ts.Reason != t.st.lastReason {
+			t.st.lastHealth, t.st.lastReason = ts.Health, ts.Reason
+			t.tel.Changed(c.ctx, string(ts.Health), ts.Reason)
+		}
+	}
 	if c.tel == nil || (s.Health == c.lastHealth && s.Reason == c.lastReason) {
 		return
 	}

@@ -1,0 +1,230 @@
+package readiness
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+
+	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/bluegreen"
+	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/internal/compose"
+	"github.com/holdfast-db/holdfast/internal/obs"
+	"github.com/holdfast-db/holdfast/sqldb"
+)
+
+// Target is one database a [Checker] checks, opens at startup and drains:
+// a pgxpool, or a *sql.DB of package sqldb. Build one with [Pool] or [DB],
+// or as a literal; a Target is plain data.
+type Target struct {
+	// Name names the target's checks in the JSON body ("componentId"),
+	// log lines (readiness.check) and metrics (holdfast.readiness.check).
+	// Default: the pool's holdfast name (holdfast.Factory.PoolName: the
+	// holdfast.PoolName option, else the factory's WithPoolName, else
+	// "host:port/database"), or "host:port/database" of the pool's
+	// configured host for a pool the target's factory did not configure.
+	// Two targets of one Checker must not share a name. At most 128
+	// printable bytes.
+	Name string
+
+	// Pool is the pgxpool of the target. With DB, it is the pool under DB,
+	// needed only when sqldb.PoolOf(DB) is nil (a *sql.DB of sql.OpenDB
+	// over a sqldb.Connector: Connector.Pool); it must be DB's pool.
+	Pool *pgxpool.Pool
+
+	// DB is a database/sql target: a *sql.DB whose connections come from a
+	// pgxpool, one of sqldb.Open or sqldb.OpenDB. Its check runs through
+	// database/sql (DB.ExecContext), so that it sees what the
+	// application's database/sql code sees; its drain and its startup go
+	// through its pool.
+	DB *sql.DB
+
+	// Optional makes the target not required: when its checks fail (or
+	// its startup has not succeeded), readiness answers 200 with status
+	// "warn" instead of 503, and its own check in the JSON says "fail".
+	// For a database the service can do without for a while, such as a
+	// reporting replica. Default false: required.
+	Optional bool
+
+	// Factory makes the target's first connection in [Checker.Start]
+	// (under its startup retry policy) and classifies its failures. Nil
+	// means Config.Factory. Give each target the factory that configured
+	// its pool when they differ.
+	Factory *holdfast.Factory
+}
+
+// Pool returns the Target of a pgxpool, named by default.
+func Pool(pool *pgxpool.Pool) Target { return Target{Pool: pool} }
+
+// DB returns the Target of a *sql.DB of sqldb.Open or sqldb.OpenDB, named
+// by default after its pool.
+func DB(db *sql.DB) Target { return Target{DB: db} }
+
+// TargetInUse is one target's acquired connections at a drain poll.
+type TargetInUse struct {
+	Name          string
+	AcquiredConns int64
+}
+
+// Kinds of a target, in [TargetStatus].Kind.
+const (
+	KindPool = "pgxpool"
+	KindDB   = "database/sql"
+)
+
+// target is a Target with its defaults and its state.
+type target struct {
+	name     string
+	kind     string
+	pool     *pgxpool.Pool
+	db       *sql.DB
+	optional bool
+	factory  *holdfast.Factory
+	attrs    []slog.Attr         // of its log lines
+	tel      *obs.ReadinessCheck // its series; nil records nothing
+	shared   bool                // another target before it has the same pool
+	st       targetState         // guarded by Checker.mu
+}
+
+// targetState is what a Checker knows of one target; guarded by its mu.
+type targetState struct {
+	gate     gate
+	started  time.Time        // when the gate opened, or Start last failed
+	startV   classify.Verdict // cause of the last failed Start
+	startErr error
+	db       dbState
+	// last health and reason recorded in the target's series
+	lastHealth Health
+	lastReason string
+}
+
+// newTargets checks targets and fills in their defaults.
+func newTargets(cfg Config, targets []Target) ([]*target, error) {
+	if len(targets) == 0 {
+		return nil, &ConfigError{Pkg: "readiness", Field: "targets", Why: "none given: pass at least one Target (readiness.Pool(pool), readiness.DB(db))"}
+	}
+	out := make([]*target, 0, len(targets))
+	names := map[string]int{}
+	pools := map[*pgxpool.Pool]bool{}
+	for i, tg := range targets {
+		field := "targets[" + strconv.Itoa(i) + "]"
+		t := &target{db: tg.DB, pool: tg.Pool, optional: tg.Optional, factory: tg.Factory, kind: KindPool}
+		if t.factory == nil {
+			t.factory = cfg.Factory
+		}
+		switch {
+		case tg.DB == nil && tg.Pool == nil:
+			return nil, &ConfigError{Pkg: "readiness", Field: field, Why: "neither Pool nor DB is set"}
+		case tg.DB != nil:
+			t.kind = KindDB
+			under := sqldb.PoolOf(tg.DB)
+			switch {
+			case under == nil && tg.Pool == nil:
+				return nil, &ConfigError{Pkg: "readiness", Field: field + ".DB", Why: "its pool is unknown (not a *sql.DB of sqldb.Open or sqldb.OpenDB, or closed): set Target.Pool to the pool under it"}
+			case under != nil && tg.Pool != nil && under != tg.Pool:
+				return nil, &ConfigError{Pkg: "readiness", Field: field + ".Pool", Why: "is not the pool under DB (sqldb.PoolOf)"}
+			case under != nil:
+				t.pool = under
+			}
+		}
+		cc := t.pool.Config().ConnConfig
+		poolName := t.factory.PoolName(t.pool)
+		if poolName == "" {
+			poolName = obs.PoolName(cc, "")
+		}
+		t.name = tg.Name
+		if t.name == "" {
+			t.name = poolName
+		}
+		if err := checkName(t.name); err != nil {
+			return nil, &ConfigError{Pkg: "readiness", Field: field + ".Name", Why: err.Error()}
+		}
+		if j, dup := names[t.name]; dup {
+			return nil, &ConfigError{Pkg: "readiness", Field: field + ".Name",
+				Why: fmt.Sprintf("%q is also the name of targets[%d]: give one of them a Name of its own", t.name, j)}
+		}
+		names[t.name] = i
+		t.shared = pools[t.pool]
+		pools[t.pool] = true
+		t.attrs = []slog.Attr{
+			slog.String(string(obs.KeyReadyCheck), t.name),
+			slog.String(obs.KeyPool, poolName),
+			slog.String(string(semconv.ServerAddressKey), cc.Host),
+			slog.Int(string(semconv.ServerPortKey), int(cc.Port)),
+			slog.String(string(semconv.DBNamespaceKey), cc.Database),
+		}
+		t.tel = readinessTelemetry(t.factory).Check(obs.CheckTarget{
+			Check: t.name, Pool: poolName, Host: cc.Host, Port: int(cc.Port), Database: cc.Database})
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// checkName rejects an empty, overlong or unprintable name.
+func checkName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("must not be empty")
+	case len(name) > maxOwner:
+		return fmt.Errorf("longer than 128 bytes")
+	case !utf8.ValidString(name):
+		return fmt.Errorf("not valid UTF-8")
+	}
+	for _, r := range name {
+		if !unicode.IsPrint(r) {
+			return fmt.Errorf("contains an unprintable character")
+		}
+	}
+	return nil
+}
+
+// start makes the target's first connection under its factory's startup
+// policy: through its pool, also for a *sql.DB (the pool under it).
+func (t *target) start(ctx context.Context) error {
+	return t.factory.Start(ctx, t.pool)
+}
+
+// checkSQL is the query of the database check: one simple-protocol round
+// trip.
+const checkSQL = "SELECT 1"
+
+// check runs one database check of the target: for a pgxpool it acquires a
+// connection through the pool (never a new connection of its own, so it
+// sees pool exhaustion) and runs one query on it; for a *sql.DB it runs the
+// query through database/sql, as the application's code does.
+func (t *target) check(ctx context.Context) error {
+	if t.db != nil {
+		_, err := t.db.ExecContext(ctx, checkSQL)
+		return err
+	}
+	conn, err := t.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	_, err = conn.Exec(ctx, checkSQL)
+	return err
+}
+
+// blueGreen returns the target pool's blue/green router, or nil: holdfast's
+// (WithBlueGreen) or one of bluegreen.New, found from the pool's config.
+func (t *target) blueGreen() *bluegreen.Router {
+	if r := t.factory.BlueGreen(t.pool); r != nil {
+		return r
+	}
+	r, _ := compose.OfPool(t.pool).BlueGreenRouter().(*bluegreen.Router)
+	return r
+}
+
+// logAttrs returns the target's attributes followed by attrs.
+func (t *target) logAttrs(attrs ...slog.Attr) []slog.Attr {
+	return append(append(make([]slog.Attr, 0, len(t.attrs)+len(attrs)), t.attrs...), attrs...)
+}
