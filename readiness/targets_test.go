@@ -304,7 +304,7 @@ func TestServeDrainsEveryTarget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(pgConn.Release) // before Serve's cleanup waits for it: a failing test does not hang
+	t.Cleanup(pgConn.Release)      // before Serve's cleanup waits for it: a failing test does not hang
 	sqlConn, err := d.db.Conn(ctx) // holds a connection of the pool under the *sql.DB
 	if err != nil {
 		t.Fatal(err)
