@@ -1,0 +1,69 @@
+package readiness_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/readiness"
+	"github.com/holdfast-db/holdfast/sqldb"
+)
+
+// One Checker over a service's two databases: a pgxpool for orders, and a
+// *sql.DB (package sqldb) for reports that the service can do without for a
+// while. Each check is named after its pool (holdfast.PoolName). No
+// database is contacted here: nothing is started.
+func ExampleNewChecker() {
+	ctx := context.Background()
+	f, err := holdfast.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	newPool := func(url, name string) *pgxpool.Pool {
+		cfg, err := pgxpool.ParseConfig(url)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := f.Configure(cfg, holdfast.PoolName(name)); err != nil {
+			log.Fatal(err)
+		}
+		pool, err := pgxpool.NewWithConfig(ctx, cfg) // connects on first use
+		if err != nil {
+			log.Fatal(err)
+		}
+		return pool
+	}
+	orders := newPool("postgres://app@127.0.0.1:1/orders", "orders")
+	defer orders.Close()
+	reportsPool := newPool("postgres://app@127.0.0.1:1/reports", "reports")
+	defer reportsPool.Close()
+	reports := sqldb.OpenDB(reportsPool) // sqldb.PoolOf(reports) is reportsPool
+	defer reports.Close()
+
+	c, err := readiness.NewChecker(readiness.Config{Factory: f},
+		readiness.Pool(orders),
+		readiness.Target{DB: reports, Optional: true}, // fails only warn
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	s := c.Status()
+	for _, t := range s.Targets {
+		fmt.Println(t.Name, t.Kind, "optional:", t.Optional, t.Health, t.Reason)
+	}
+	fmt.Println(s)
+
+	// Two checks of one name are a configuration error.
+	_, err = readiness.NewChecker(readiness.Config{Factory: f},
+		readiness.Pool(orders), readiness.Target{DB: reports, Name: "orders"})
+	fmt.Println(err)
+	// Output:
+	// orders pgxpool optional: false fail starting
+	// reports database/sql optional: true fail starting
+	// not ready: starting (orders)
+	// readiness: invalid targets[1].Name: "orders" is also the name of targets[0]: give one of them a Name of its own
+}
