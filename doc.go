@@ -356,10 +356,16 @@
 //	holdfast.bluegreen.suspended.duration s             target, holdfast.bluegreen.id,          time a connect, Acquire or statement
 //	                                                    holdfast.bluegreen.suspend.point,       was held by a switchover
 //	                                                    holdfast.outcome (resumed|failed)
-//	holdfast.readiness.ready              1             —                                       1 while /readyz answers 200
+//	holdfast.readiness.ready              1             — (the whole service)                   1 while /readyz answers 200
 //	holdfast.readiness.transitions        {transition}  holdfast.readiness.health,              readiness changes
 //	                                                    holdfast.readiness.reason
 //	holdfast.readiness.drain.duration     s             holdfast.outcome                        readiness drains
+//	holdfast.readiness.check.ready        1             holdfast.readiness.check, pool.name,    1 unless that target's check fails
+//	                                                    server.address, server.port,            (an optional target's too); one
+//	                                                    db.namespace                            series per readiness target
+//	holdfast.readiness.check.transitions  {transition}  the target's, holdfast.readiness.       changes of one target's health
+//	                                                    health, holdfast.readiness.reason
+//	holdfast.readiness.check.duration     s             the target's, holdfast.outcome          one target's database checks
 //
 // holdfast.stage is the service stage: "startup" (the first connection,
 // made by Start or NewPool), "pool-growth" (a connection opened while the

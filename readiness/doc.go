@@ -2,8 +2,9 @@
 // service's database path, and takes the service out of traffic with proof
 // that the traffic is gone.
 //
-// A [Checker] wraps a *pgxpool.Pool (built through a holdfast.Factory) and
-// provides:
+// A [Checker] wraps the service's databases, its targets: a *pgxpool.Pool
+// (built through a holdfast.Factory), or several pgxpools and *sql.DBs of
+// package sqldb ([NewChecker]), and provides:
 //
 //   - a startup gate ([Checker.Start]): the first connection is made under
 //     the factory's bounded startup retry; until it succeeds, readiness
@@ -15,9 +16,10 @@
 //   - a drain ([Checker.Drain], [Checker.DrainHandler] for /drain) with a
 //     lock, and [Checker.Enable];
 //   - an in-flight counter ([Checker.Middleware], [Checker.Begin]) that the
-//     drain waits on, with the pool's acquired connections;
+//     drain waits on, with the connections acquired from every target's
+//     pool;
 //   - [Checker.Serve], which on SIGTERM drains, shuts the HTTP server down
-//     and closes the pool, so that a rolling deploy loses no request.
+//     and closes the pools, so that a rolling deploy loses no request.
 //
 // Wiring a service:
 //
@@ -37,8 +39,42 @@
 //	// drains, shuts the server down and closes the pool.
 //	err = c.Serve(ctx, &http.Server{Addr: ":8080", Handler: mux}, readiness.ServeConfig{})
 //
-// examples/service is a complete service; with no DATABASE_URL it starts
-// a throwaway PostgreSQL.
+// examples/service is a complete service with a pgxpool and a *sql.DB
+// under one Checker; with no DATABASE_URL it starts a throwaway
+// PostgreSQL.
+//
+// # Several databases
+//
+// A service that uses more than one database — a pgxpool and a *sql.DB for
+// its database/sql code, a primary and a reporting replica, two services'
+// databases — gates on all of them with one Checker:
+//
+//	orders, err := f.NewPool(ctx, ordersCfg, holdfast.PoolName("orders"))
+//	reports, err := sqldb.Open(ctx, f, reportsCfg)  // or sqldb.OpenDB(pool)
+//	c, err := readiness.NewChecker(readiness.Config{Factory: f},
+//		readiness.Pool(orders),
+//		readiness.Target{DB: reports, Name: "reports", Optional: true})
+//
+// Each [Target] is checked on its own (concurrently, within CheckTimeout
+// each) and has its own startup gate, failure count and status, named by
+// Target.Name, by default the pool's holdfast name
+// (holdfast.Factory.PoolName: "orders" above, or "host:port/database").
+// Two targets with one name are a [*ConfigError]. A *sql.DB is checked
+// through database/sql, as the application's code reaches it, and drained
+// and started through the pgxpool under it, which [sqldb.PoolOf] finds for
+// a *sql.DB of sqldb.Open or sqldb.OpenDB (give Target.Pool otherwise).
+//
+// Readiness answers the worst of the targets: it fails when a required
+// target fails, and only warns (200, "warn") when a target marked
+// Optional fails or has not started, for a database the service can
+// serve without for a while. The plain-text answer names the target
+// ("not ready: database (reports: fatal/sqlstate-42501, 3 consecutive
+// failures)"); the JSON body has one entry per target in "startup",
+// "postgres:responseTime" and "postgres:connections", each with its name
+// as "componentId" and its own status and reason; [Status].Targets has the
+// same. [Checker.Start] opens every target's gate, a drain waits for the
+// connections acquired from every target's pool, and [Checker.Serve]
+// closes every *sql.DB and pool. [New] is NewChecker with one target.
 //
 // # Startup success is not request success
 //
@@ -57,21 +93,24 @@
 //
 // The database check acquires a connection from the pool (never a
 // connection of its own, so it sees pool exhaustion) and runs one query,
-// within CheckTimeout. Its result is cached for CheckInterval, and
+// within CheckTimeout; for a *sql.DB it runs the query through
+// database/sql, which acquires from the pool under it. Its result is cached for CheckInterval, and
 // concurrent probes share one running check, so a fleet of probers cannot
 // stampede the database. A probe waits for a running check at most
 // ProbeTimeout, then answers from the last known result. Readiness answers:
 //
 //	status  HTTP  when
-//	pass    200   the gate is open and the last check succeeded
-//	warn    200   1 to FailureThreshold-1 consecutive failed checks, or every pool connection acquired
-//	fail    503   starting, startup-failed, FailureThreshold failed checks, draining, or closed
+//	pass    200   every gate is open and the last check of every target succeeded
+//	warn    200   1 to FailureThreshold-1 consecutive failed checks, every pool connection acquired,
+//	              or an optional target failing (starting, startup-failed, FailureThreshold failed checks)
+//	fail    503   a required target starting, startup-failed or at FailureThreshold failed checks;
+//	              draining, or closed
 //
 // The body is plain text, or with ?verbose or "Accept: application/health+json"
 // a JSON body in the application/health+json shape (see
 // [Checker.ReadyHandler]) with the classified reason of each failed check,
 // the time of the last success, pool occupancy and the drain state, owner
-// and time. Error texts go to the log only.
+// and time, per target. Error texts go to the log only.
 //
 // # Drain
 //
@@ -81,8 +120,9 @@
 //
 //  1. the state becomes Disabling and readiness answers 503 "draining" at
 //     once (optionally, [Config].RefuseWhileDraining refuses new requests);
-//  2. every DrainInterval (default 1s) the drain polls the pool's acquired
-//     connections and the in-flight requests;
+//  2. every DrainInterval (default 1s) the drain polls the connections
+//     acquired from every target's pool (for a *sql.DB: its open Rows, Tx
+//     and *sql.Conn) and the in-flight requests;
 //  3. when both are zero the state becomes Disabled and Drain returns the
 //     time it took; past DrainTimeout (default 2m) it returns a
 //     [*DrainTimeoutError] naming what was still in use, and the service
@@ -158,10 +198,36 @@
 //     times their unhealthy threshold, and raise the grace period to
 //     match.
 //
+// # Telemetry
+//
+// Through the meter provider of Config.Factory (and of each
+// Target.Factory for its own series), a Checker records, as the
+// OpenTelemetry Prometheus exporter names them:
+//
+//	instrument                            Prometheus                                  attributes
+//	holdfast.readiness.ready              holdfast_readiness_ready_ratio              — (the whole service: 1 while /readyz answers 200)
+//	holdfast.readiness.transitions        holdfast_readiness_transitions_total        holdfast.readiness.health, holdfast.readiness.reason
+//	holdfast.readiness.drain.duration     holdfast_readiness_drain_duration_seconds   holdfast.outcome
+//	holdfast.readiness.check.ready        holdfast_readiness_check_ready_ratio        per target: holdfast.readiness.check,
+//	                                                                                  db.client.connection.pool.name, server.address,
+//	                                                                                  server.port, db.namespace (1 unless its check fails)
+//	holdfast.readiness.check.transitions  holdfast_readiness_check_transitions_total  the target's, holdfast.readiness.health and .reason
+//	holdfast.readiness.check.duration     holdfast_readiness_check_duration_seconds   the target's, holdfast.outcome (success|failure)
+//
+// The per-target series carry the target's pool name, as the pool's own
+// db.client.connection.* series do, and its configured host, so that a
+// dashboard can tell which database fails: for example
+// min by (db_client_connection_pool_name) (holdfast_readiness_check_ready_ratio).
+// An optional target's check.ready reads 0 while it fails, though the
+// service stays ready. Log lines about a target carry
+// holdfast.readiness.check, holdfast.pool, server.address, server.port and
+// db.namespace.
+//
 // # Concurrency and lifetime
 //
-// A Checker is safe for concurrent use. Its only goroutine is the running
-// database check; [Checker.Close] stops and joins it, interrupts waiting
-// drains, and leaves the pool open. [Checker.Serve] owns and joins the
-// goroutines it starts, and closes both the Checker and the pool.
+// A Checker is safe for concurrent use. Its goroutines are the running
+// database check, one per target while it runs; [Checker.Close] stops and
+// joins them, interrupts waiting drains, and leaves the targets open.
+// [Checker.Serve] owns and joins the goroutines it starts, and closes the
+// Checker, every *sql.DB and every pool.
 package readiness
