@@ -1,29 +1,37 @@
 // Command service is a small HTTP service that keeps its PostgreSQL path
-// honest with holdfast: a pgxpool built through the holdfast factory, a
-// readiness probe at /readyz, a liveness probe at /livez, a drain endpoint
-// at /drain, every other request counted in flight, and a shutdown on
-// SIGTERM that drains before it stops, so that a rolling deploy loses no
-// request.
+// honest with holdfast: two databases, "orders" through a pgxpool and
+// "reports" through database/sql (a *sql.DB of package sqldb), both built
+// through the holdfast factory and gated by one readiness Checker; a
+// readiness probe at /readyz naming each database's check, a liveness
+// probe at /livez, a drain endpoint at /drain, every other request counted
+// in flight, and a shutdown on SIGTERM that drains both databases'
+// connections before it stops, so that a rolling deploy loses no request.
+//
+// "reports" is an optional target: when it is down, /readyz answers 200
+// with status "warn" and the service keeps serving /work; /report fails.
 //
 // Run it with a database:
 //
 //	DATABASE_URL=postgres://app@localhost/app go run ./examples/service
 //
 // or with no DATABASE_URL, to start a throwaway PostgreSQL server (the
-// server binaries must be installed: initdb, pg_ctl) that is removed on exit
-// (the first log line says which database it uses):
+// server binaries must be installed: initdb, pg_ctl), with a database
+// "reports" of its own, that is removed on exit (the first log line says
+// which database it uses):
 //
 //	go run ./examples/service
 //
 // Then:
 //
 //	curl -i localhost:8080/readyz?verbose            # readiness, health+json
-//	curl -i 'localhost:8080/work?ms=300'             # a request that holds a connection for 300ms
+//	curl -i 'localhost:8080/work?ms=300'             # a request that holds an orders (pgxpool) connection for 300ms
+//	curl -i 'localhost:8080/report?ms=300'           # a request that holds a reports (database/sql) connection for 300ms
 //	curl -i -X POST -H 'X-Drain-Owner: me' localhost:8080/drain   # drain: 503 on /readyz, wait for traffic to go
 //	curl -i -X DELETE 'localhost:8080/drain?owner=me'             # back in service
 //	kill -TERM <pid>                                  # drain, shut down, close the pool, exit 0
 //
-// Environment: DATABASE_URL; ADDR (default 127.0.0.1:8080); DRAIN_TIMEOUT
+// Environment: DATABASE_URL; REPORTS_DATABASE_URL (default DATABASE_URL);
+// ADDR (default 127.0.0.1:8080); DRAIN_TIMEOUT
 // (the drain bound on SIGTERM, default 20s); SHUTDOWN_DELAY (how long to keep
 // serving after SIGTERM at least, so that load balancers see the 503,
 // default 0).
@@ -31,12 +39,14 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"time"
@@ -44,6 +54,7 @@ import (
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/readiness"
+	"github.com/holdfast-db/holdfast/sqldb"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -73,37 +84,49 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		addr = "127.0.0.1:8080"
 	}
 
-	dsn, stop, err := database(ctx, logger, getenv("DATABASE_URL"))
+	dsn, reportsDSN, stop, err := database(ctx, logger, getenv("DATABASE_URL"), getenv("REPORTS_DATABASE_URL"))
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, stop()) }()
 
-	// The pool, built through the factory: classified, bounded retries at
-	// connect time and for requests.
+	// The pools, built through the factory: classified, bounded retries at
+	// connect time and for requests. Each has a name of its own, which
+	// names its readiness check, its log lines and its metrics.
 	f, err := holdfast.New(holdfast.WithLogger(logger))
 	if err != nil {
 		return err
 	}
-	cfg, err := pgxpool.ParseConfig(dsn)
+	pool, err := newPool(ctx, f, dsn, "orders")
 	if err != nil {
 		return err
 	}
-	if err := f.Configure(cfg); err != nil {
+	reportsPool, err := newPool(ctx, f, reportsDSN, "reports")
+	if err != nil {
+		pool.Close()
 		return err
 	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg) // connects lazily; Serve opens the startup gate
+	// database/sql code (sqlx, sqlc's database/sql mode, ...) gets a
+	// *sql.DB over the holdfast pool; sqldb.PoolOf(reports) finds the pool
+	// for readiness.
+	reports := sqldb.OpenDB(reportsPool)
+
+	// One Checker over both: readiness fails when orders fails, and only
+	// warns when reports does; Serve drains and closes both.
+	checker, err := readiness.NewChecker(readiness.Config{Factory: f, Logger: logger},
+		readiness.Pool(pool),
+		readiness.Target{DB: reports, Optional: true},
+	)
 	if err != nil {
-		return err
-	}
-	checker, err := readiness.New(pool, readiness.Config{Factory: f, Logger: logger})
-	if err != nil {
+		reports.Close()
+		reportsPool.Close()
 		pool.Close()
 		return err
 	}
 
 	app := http.NewServeMux()
 	app.HandleFunc("GET /work", work(f, pool))
+	app.HandleFunc("GET /report", report(reports))
 
 	mux := http.NewServeMux()
 	mux.Handle("/readyz", checker.ReadyHandler())
@@ -114,6 +137,8 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		checker.Close()
+		reports.Close()
+		reportsPool.Close()
 		pool.Close()
 		return err
 	}
@@ -127,19 +152,45 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	})
 }
 
-// database returns dsn when it is set. Otherwise it starts a throwaway
-// PostgreSQL server and returns its connection string and its Stop.
-func database(ctx context.Context, logger *slog.Logger, dsn string) (string, func() error, error) {
+// newPool configures a pool named name for dsn through f. It connects
+// lazily: Serve opens the startup gate.
+func newPool(ctx context.Context, f *holdfast.Factory, dsn, name string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Configure(cfg, holdfast.PoolName(name)); err != nil {
+		return nil, err
+	}
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// database returns dsn, and reports (dsn when empty), when dsn is set.
+// Otherwise it starts a throwaway PostgreSQL server with a database
+// "reports", and returns the connection strings of its postgres and
+// reports databases and its Stop.
+func database(ctx context.Context, logger *slog.Logger, dsn, reports string) (string, string, func() error, error) {
 	if dsn != "" {
 		logger.Info("database: DATABASE_URL")
-		return dsn, func() error { return nil }, nil
+		if reports == "" {
+			reports = dsn
+		}
+		return dsn, reports, func() error { return nil }, nil
 	}
 	srv, err := pgtest.Start(ctx, pgtest.Options{})
 	if err != nil {
-		return "", nil, fmt.Errorf("DATABASE_URL is not set, and starting a throwaway PostgreSQL failed: %w", err)
+		return "", "", nil, fmt.Errorf("DATABASE_URL is not set, and starting a throwaway PostgreSQL failed: %w", err)
+	}
+	if err := srv.Exec(ctx, "CREATE DATABASE reports"); err != nil {
+		return "", "", nil, errors.Join(err, srv.Stop())
 	}
 	logger.Info("database: DATABASE_URL is not set, started a throwaway PostgreSQL", "addr", srv.Addr())
-	return srv.DSN(), srv.Stop, nil
+	u, err := url.Parse(srv.DSN())
+	if err != nil {
+		return "", "", nil, errors.Join(err, srv.Stop())
+	}
+	u.Path = "/reports"
+	return srv.DSN(), u.String(), srv.Stop, nil
 }
 
 // maxWork bounds the ms parameter of /work.
@@ -149,14 +200,9 @@ const maxWork = 10 * time.Second
 // pg_sleep: a stand-in for a slow request.
 func work(f *holdfast.Factory, pool *pgxpool.Pool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		d := 300 * time.Millisecond
-		if s := r.URL.Query().Get("ms"); s != "" {
-			ms, err := strconv.Atoi(s)
-			if err != nil || ms < 0 || time.Duration(ms)*time.Millisecond > maxWork {
-				http.Error(w, "ms must be an integer from 0 to 10000", http.StatusBadRequest)
-				return
-			}
-			d = time.Duration(ms) * time.Millisecond
+		d, ok := sleepOf(w, r)
+		if !ok {
+			return
 		}
 		conn, err := f.Acquire(r.Context(), pool) // request-scope retry of transient connect failures
 		if err != nil {
@@ -170,6 +216,36 @@ func work(f *holdfast.Factory, pool *pgxpool.Pool) http.HandlerFunc {
 		}
 		fmt.Fprintf(w, "worked %s\n", d)
 	}
+}
+
+// report holds a database/sql connection of reports for ?ms= milliseconds
+// (default 300) with pg_sleep, as /work does with the pgxpool.
+func report(db *sql.DB) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		d, ok := sleepOf(w, r)
+		if !ok {
+			return
+		}
+		if _, err := db.ExecContext(r.Context(), "SELECT pg_sleep($1)", d.Seconds()); err != nil {
+			http.Error(w, "reports unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintf(w, "reported %s\n", d)
+	}
+}
+
+// sleepOf reads ?ms= (default 300), or answers 400.
+func sleepOf(w http.ResponseWriter, r *http.Request) (time.Duration, bool) {
+	d := 300 * time.Millisecond
+	if s := r.URL.Query().Get("ms"); s != "" {
+		ms, err := strconv.Atoi(s)
+		if err != nil || ms < 0 || time.Duration(ms)*time.Millisecond > maxWork {
+			http.Error(w, "ms must be an integer from 0 to 10000", http.StatusBadRequest)
+			return 0, false
+		}
+		d = time.Duration(ms) * time.Millisecond
+	}
+	return d, true
 }
 
 // duration reads a Go duration from the environment; empty means 0 (the

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/holdfast-db/holdfast/fakes"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
@@ -67,15 +70,85 @@ func until(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// A rolling deploy loses no request: every request started before SIGTERM
-// completes with 200, readiness answers 503 during the drain while requests
-// are still served, and the process exits 0. The service is the real
-// example, run as a subprocess, against a real PostgreSQL.
+// health is the part of /readyz?verbose the tests read.
+type health struct {
+	Status string `json:"status"`
+	Checks struct {
+		Database []struct {
+			ComponentID string `json:"componentId"`
+			Status      string `json:"status"`
+			Optional    bool   `json:"optional"`
+		} `json:"postgres:responseTime"`
+		Conns []struct {
+			ComponentID string `json:"componentId"`
+			Acquired    int    `json:"acquired"`
+		} `json:"postgres:connections"`
+	} `json:"checks"`
+}
+
+func healthOf(t *testing.T, base string) health {
+	t.Helper()
+	r := get(base + "/readyz?verbose")
+	var h health
+	if r.err != nil || json.Unmarshal([]byte(r.body), &h) != nil {
+		t.Fatalf("/readyz?verbose = %d %q %v", r.code, r.body, r.err)
+	}
+	return h
+}
+
+// acquired returns the connections acquired from each pool, by check name.
+func (h health) acquired() map[string]int {
+	m := map[string]int{}
+	for _, c := range h.Checks.Conns {
+		m[c.ComponentID] = c.Acquired
+	}
+	return m
+}
+
+// reportsDB creates a database of its own for the service's reports on the
+// test server and returns its connection string.
+func reportsDB(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE service_reports"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP DATABASE service_reports WITH (FORCE)"); err != nil {
+			t.Error(err)
+		}
+	})
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("postgres://%s@%s/service_reports?sslmode=disable", cfg.User, net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))))
+}
+
+// A rolling deploy loses no request: every request started before SIGTERM,
+// on the pgxpool (/work) and on the *sql.DB (/report), completes with 200,
+// the drain waits for the connections of both databases, readiness
+// answers 503 during the drain while requests are still served, and the
+// process exits 0. The service is the real example, run as a subprocess,
+// against a real PostgreSQL with a database for each.
 func TestSIGTERMLosesNoRequest(t *testing.T) {
-	const n = 8
+	const n = 6 // half on each pool, below its 4 connections
 	dsn := pgtest.DSN(t)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envChild+"=1", "DATABASE_URL="+dsn, "ADDR=127.0.0.1:0", "SHUTDOWN_DELAY=1s", "DRAIN_TIMEOUT=30s")
+	cmd.Env = append(os.Environ(), envChild+"=1", "DATABASE_URL="+dsn, "REPORTS_DATABASE_URL="+reportsDB(t),
+		"ADDR=127.0.0.1:0", "SHUTDOWN_DELAY=1s", "DRAIN_TIMEOUT=30s")
 	stderr := &fakes.LogBuffer{}
 	cmd.Stderr = stderr
 	stdout, err := cmd.StdoutPipe()
@@ -120,19 +193,36 @@ func TestSIGTERMLosesNoRequest(t *testing.T) {
 	}
 	until(t, "/readyz to answer 200", func() bool { return get(base+"/readyz").code == 200 })
 
-	// n slow requests, all in flight before SIGTERM.
-	results := make(chan result, n)
-	for range n {
-		go func() { results <- get(base + "/work?ms=300") }()
+	// n slow requests, half holding an orders (pgxpool) connection and half
+	// a reports (database/sql) one, all in flight before SIGTERM.
+	type answer struct {
+		result
+		want string
 	}
-	until(t, fmt.Sprintf("%d requests in flight", n), func() bool {
-		var d struct{ InFlight int64 }
-		r := get(base + "/drain")
-		return r.err == nil && json.Unmarshal([]byte(r.body), &d) == nil && d.InFlight == n
+	results := make(chan answer, n)
+	for i := range n {
+		path, want := "/work?ms=1500", "worked 1.5s"
+		if i%2 == 1 {
+			path, want = "/report?ms=1500", "reported 1.5s"
+		}
+		go func() { results <- answer{get(base + path), want} }()
+	}
+	until(t, fmt.Sprintf("%d connections acquired from each pool", n/2), func() bool {
+		a := healthOf(t, base).acquired()
+		return a["orders"] >= n/2 && a["reports"] >= n/2
 	})
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
+	// The drain's polls see the connections of both databases.
+	until(t, "a drain poll to find both databases' connections", func() bool {
+		var d struct {
+			InUse *struct{ ByTarget map[string]int } `json:"inUse"`
+		}
+		r := get(base + "/drain")
+		return r.err == nil && json.Unmarshal([]byte(r.body), &d) == nil && d.InUse != nil &&
+			d.InUse.ByTarget["orders"] >= n/2 && d.InUse.ByTarget["reports"] >= n/2
+	})
 
 	// Readiness flips to 503 "draining" while the service still serves.
 	until(t, "/readyz to answer 503 draining", func() bool {
@@ -145,11 +235,14 @@ func TestSIGTERMLosesNoRequest(t *testing.T) {
 	if r := get(base + "/work?ms=1"); r.err != nil || r.code != 200 {
 		t.Errorf("a request during the drain = %d %q %v, want 200", r.code, r.body, r.err)
 	}
+	if r := get(base + "/report?ms=1"); r.err != nil || r.code != 200 {
+		t.Errorf("a reports request during the drain = %d %q %v, want 200", r.code, r.body, r.err)
+	}
 
 	for range n {
 		r := <-results
-		if r.err != nil || r.code != 200 || r.body != "worked 300ms" {
-			t.Errorf("a request started before SIGTERM ended with %d %q %v, want 200", r.code, r.body, r.err)
+		if r.err != nil || r.code != 200 || r.body != r.want {
+			t.Errorf("a request started before SIGTERM ended with %d %q %v, want 200 %q", r.code, r.body, r.err, r.want)
 		}
 	}
 	select {
@@ -162,7 +255,9 @@ func TestSIGTERMLosesNoRequest(t *testing.T) {
 		t.Fatal("the service did not exit within 30s of SIGTERM")
 	}
 	logs := stderr.String()
-	for _, want := range []string{"database: DATABASE_URL", "readiness: drain started", "readiness: drain complete", "readiness: shut down: server stopped, pool closed"} {
+	for _, want := range []string{"database: DATABASE_URL", "readiness: drain started", "readiness: drain complete",
+		"readiness: shut down: server stopped, pools and databases closed",
+		"holdfast.readiness.check=reports holdfast.pool=reports", "db.namespace=service_reports"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("service log lacks %q", want)
 		}
@@ -207,6 +302,21 @@ func TestRunWithoutDatabaseURL(t *testing.T) {
 	if r := get(base + "/work?ms=1"); r.code != 200 || r.body != "worked 1ms" {
 		t.Errorf("/work = %d %q", r.code, r.body)
 	}
+	if r := get(base + "/report?ms=1"); r.code != 200 || r.body != "reported 1ms" {
+		t.Errorf("/report = %d %q", r.code, r.body)
+	}
+	// One check per database, named after its pool; reports is optional.
+	h := healthOf(t, base)
+	checks := map[string]bool{}
+	for _, c := range h.Checks.Database {
+		if c.Status != "pass" {
+			t.Errorf("check %s = %s, want pass", c.ComponentID, c.Status)
+		}
+		checks[c.ComponentID] = c.Optional
+	}
+	if optional, ok := checks["reports"]; len(checks) != 2 || !ok || !optional || checks["orders"] {
+		t.Errorf("checks (name: optional) = %v, want orders and an optional reports", checks)
+	}
 	if r := get(base + "/work?ms=nope"); r.code != 400 {
 		t.Errorf("/work?ms=nope = %d, want 400", r.code)
 	}
@@ -219,8 +329,14 @@ func TestRunWithoutDatabaseURL(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("run did not return")
 	}
-	if want := `msg="database: DATABASE_URL is not set, started a throwaway PostgreSQL" addr=127.0.0.1:`; !strings.Contains(logs.String(), want) {
-		t.Errorf("service log lacks %q:\n%s", want, logs)
+	for _, want := range []string{`msg="database: DATABASE_URL is not set, started a throwaway PostgreSQL" addr=127.0.0.1:`,
+		`msg="readiness: startup: first connection made" holdfast.readiness.check=reports holdfast.pool=reports server.address=127.0.0.1`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("service log lacks %q:\n%s", want, logs)
+		}
+	}
+	if !strings.Contains(logs.String(), "db.namespace=reports") {
+		t.Errorf("no log line names the reports database:\n%s", logs)
 	}
 }
 
