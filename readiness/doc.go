@@ -37,6 +37,8 @@
 //
 //	// Opens the startup gate in the background, serves, and on SIGTERM
 //	// drains, shuts the server down and closes the pool.
+//	// readiness.NewChecker(cfg, readiness.Pool(pool), readiness.DB(db))
+//	// gates on several databases: see "Several databases".
 //	err = c.Serve(ctx, &http.Server{Addr: ":8080", Handler: mux}, readiness.ServeConfig{})
 //
 // examples/service is a complete service with a pgxpool and a *sql.DB
@@ -94,8 +96,9 @@
 // The database check acquires a connection from the pool (never a
 // connection of its own, so it sees pool exhaustion) and runs one query,
 // within CheckTimeout; for a *sql.DB it runs the query through
-// database/sql, which acquires from the pool under it. Its result is cached for CheckInterval, and
-// concurrent probes share one running check, so a fleet of probers cannot
+// database/sql, which acquires from the pool under it. Its result is
+// cached for CheckInterval, and concurrent probes share one running check
+// (of every target), so that a fleet of probers cannot
 // stampede the database. A probe waits for a running check at most
 // ProbeTimeout, then answers from the last known result. Readiness answers:
 //

@@ -71,7 +71,7 @@ const (
 
 // InUse is what a drain waits for.
 type InUse struct {
-	AcquiredConns int64 // the pool's acquired connections (pgxpool.Stat.AcquiredConns)
+	AcquiredConns int64 // connections acquired from the targets' pools (pgxpool.Stat.AcquiredConns), summed
 	InFlight      int64 // requests counted by Middleware and Begin
 }
 
