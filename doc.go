@@ -409,6 +409,9 @@
 //	holdfast_readiness_ready_ratio                     gauge      —
 //	holdfast_readiness_transitions_total               counter    holdfast_readiness_health, holdfast_readiness_reason
 //	holdfast_readiness_drain_duration_seconds          histogram  holdfast_outcome
+//	holdfast_readiness_check_ready_ratio               gauge      target, holdfast_readiness_check
+//	holdfast_readiness_check_transitions_total         counter    target, holdfast_readiness_check, holdfast_readiness_health, holdfast_readiness_reason
+//	holdfast_readiness_check_duration_seconds          histogram  target, holdfast_readiness_check, holdfast_outcome
 //
 // For example, the connections failing now, by pool, server and reason:
 //

@@ -46,6 +46,9 @@ func checkNames(t *testing.T, s scrape) {
 		{"holdfast_readiness_ready_ratio", nil},
 		{"holdfast_readiness_transitions_total", []string{"holdfast_readiness_health", "holdfast_readiness_reason"}},
 		{"holdfast_readiness_drain_duration_seconds_count", []string{"holdfast_outcome"}},
+		{"holdfast_readiness_check_ready_ratio", append([]string{"holdfast_readiness_check"}, target...)},
+		{"holdfast_readiness_check_transitions_total", append([]string{"holdfast_readiness_check", "holdfast_readiness_health", "holdfast_readiness_reason"}, target...)},
+		{"holdfast_readiness_check_duration_seconds_count", append([]string{"holdfast_readiness_check", "holdfast_outcome"}, target...)},
 		{"db_client_connection_count", []string{"db_client_connection_pool_name", "db_client_connection_state"}},
 		{"db_client_connection_max", []string{"db_client_connection_pool_name"}},
 		{"db_client_connection_pending_requests", []string{"db_client_connection_pool_name"}},
@@ -79,7 +82,7 @@ func checkNames(t *testing.T, s scrape) {
 	for _, ser := range s["db_client_connection_max"] {
 		pools[ser.labels["db_client_connection_pool_name"]] = true
 	}
-	for _, want := range []string{"orders", "limited", "blip", "stingy", "small"} {
+	for _, want := range []string{"orders", "reports", "limited", "blip", "stingy", "small"} {
 		if !pools[want] {
 			t.Errorf("no db_client_connection_max for pool %q (have %v)", want, pools)
 		}

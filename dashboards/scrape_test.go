@@ -21,6 +21,7 @@ import (
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/readiness"
 	"github.com/holdfast-db/holdfast/retry"
+	"github.com/holdfast-db/holdfast/sqldb"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -160,7 +161,24 @@ func scrapeRun(t *testing.T) (scrape, string) {
 		t.Fatalf("the blip did not recover: %v", err)
 	}
 
-	chk, err := readiness.New(orders, readiness.Config{Factory: f, DrainInterval: 10 * time.Millisecond})
+	// database/sql beside the pgxpool, one Checker over both.
+	reportsCfg, err := c.PoolConfig(c.ClusterEndpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Configure(reportsCfg, holdfast.PoolName("reports")); err != nil {
+		t.Fatal(err)
+	}
+	reports, err := sqldb.Open(ctx, f, reportsCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reports.Close()
+	if _, err := reports.ExecContext(ctx, "SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+	chk, err := readiness.NewChecker(readiness.Config{Factory: f, DrainInterval: 10 * time.Millisecond, CheckInterval: time.Nanosecond},
+		readiness.Pool(orders), readiness.DB(reports))
 	if err != nil {
 		t.Fatal(err)
 	}

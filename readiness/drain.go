@@ -157,7 +157,7 @@ func (c *Checker) Drain(ctx context.Context, owner string, opts ...DrainOption) 
 	defer c.wg.Done()
 
 	c.log.LogAttrs(ctx, slog.LevelInfo, "readiness: drain started: readiness answers 503",
-		slog.String("owner", owner), slog.Duration("bound", o.timeout), slog.Duration("interval", c.cfg.DrainInterval))
+		slog.String("owner", owner), slog.Float64("bound_s", o.timeout.Seconds()), slog.Float64("interval_s", c.cfg.DrainInterval.Seconds()))
 
 	wctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
@@ -174,7 +174,7 @@ func (c *Checker) Drain(ctx context.Context, owner string, opts ...DrainOption) 
 			c.setStateLocked(Disabled, now)
 		}
 		c.log.LogAttrs(ctx, slog.LevelInfo, "readiness: drain complete: no acquired connection, no in-flight request",
-			slog.String("owner", owner), slog.Duration("elapsed", res.Elapsed), slog.Int("polls", res.Polls))
+			slog.String("owner", owner), slog.Float64("elapsed_s", res.Elapsed.Seconds()), slog.Int("polls", res.Polls))
 		c.tel.Drained(ctx, res.Elapsed, "drained")
 		return DrainResult{Owner: owner, Elapsed: res.Elapsed, Polls: res.Polls}, nil
 	}

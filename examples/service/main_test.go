@@ -264,7 +264,7 @@ func TestSIGTERMLosesNoRequest(t *testing.T) {
 	}
 	// http.Server.Shutdown alone would also wait for the requests; the
 	// drain must have seen them: its first poll found work in flight.
-	m := regexp.MustCompile(`msg="readiness: drain complete[^"]*" owner=shutdown elapsed=\S+ polls=(\d+)`).FindStringSubmatch(logs)
+	m := regexp.MustCompile(`msg="readiness: drain complete[^"]*" owner=shutdown elapsed_s=\S+ polls=(\d+)`).FindStringSubmatch(logs)
 	if m == nil {
 		t.Fatalf("no drain-complete log line with its polls")
 	}
