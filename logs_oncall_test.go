@@ -152,7 +152,10 @@ func TestLogLinesForOnCall(t *testing.T) {
 				if (err == nil) != tt.ok {
 					t.Fatalf("operation: %v, want ok=%v", err, tt.ok)
 				}
-				lines := parseLines(t, rig.logs.String())
+				if os.Getenv("HOLDFAST_PRINT_LOGS") != "" {
+				t.Log(rig.logs.String())
+			}
+			lines := parseLines(t, rig.logs.String())
 				if t.Failed() {
 					return
 				}
