@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -71,19 +70,9 @@ func (q *queries) countBatch(ctx context.Context) (int, error) {
 // to the pool.
 func TestDBTXFreshPasswordForSQLC(t *testing.T) {
 	t.Parallel()
-	if _, err := pgtest.BinDir(); err != nil {
-		if os.Getenv(pgtest.EnvRequire) == "1" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
+	s := pgtest.NewServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	s, err := pgtest.Start(ctx, pgtest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Stop() })
 	for _, sql := range []string{
 		"SET password_encryption = 'scram-sha-256'; CREATE ROLE dbtx_app LOGIN PASSWORD 'the-right-one'",
 		"CREATE TABLE dbtx_notes (body text)",

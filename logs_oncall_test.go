@@ -25,19 +25,9 @@ import (
 // retry fixes gets one ERROR line with what to check.
 func TestLogLinesForOnCall(t *testing.T) {
 	t.Parallel()
-	if _, err := pgtest.BinDir(); err != nil {
-		if os.Getenv(pgtest.EnvRequire) == "1" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
+	s := pgtest.NewServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	s, err := pgtest.Start(ctx, pgtest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Stop() })
 	for _, sql := range []string{
 		"CREATE ROLE oncall_limited LOGIN CONNECTION LIMIT 0",
 		"CREATE ROLE oncall_app LOGIN",
@@ -153,9 +143,9 @@ func TestLogLinesForOnCall(t *testing.T) {
 					t.Fatalf("operation: %v, want ok=%v", err, tt.ok)
 				}
 				if os.Getenv("HOLDFAST_PRINT_LOGS") != "" {
-				t.Log(rig.logs.String())
-			}
-			lines := parseLines(t, rig.logs.String())
+					t.Log(rig.logs.String())
+				}
+				lines := parseLines(t, rig.logs.String())
 				if t.Failed() {
 					return
 				}

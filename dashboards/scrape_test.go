@@ -17,6 +17,7 @@ import (
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/failover"
+	"github.com/holdfast-db/holdfast/fakes"
 	"github.com/holdfast-db/holdfast/fakes/failovertest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/readiness"
@@ -91,7 +92,7 @@ func scrapeRun(t *testing.T) (scrape, string) {
 	// The blip's limit is lifted at its first retry line: a recovery.
 	var lift sync.Once
 	lifted := make(chan struct{})
-	var logs lockedBuffer
+	var logs fakes.LogBuffer
 	logger := slog.New(hook{inner: slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}), fn: func(r slog.Record) {
 		if r.Message == "holdfast: retrying after a transient failure" && attr(r, "holdfast.pool") == "blip" {
 			lift.Do(func() { close(lifted) })
@@ -337,23 +338,6 @@ func (h hook) WithAttrs(as []slog.Attr) slog.Handler {
 	return hook{inner: h.inner.WithAttrs(as), fn: h.fn}
 }
 func (h hook) WithGroup(g string) slog.Handler { return hook{inner: h.inner.WithGroup(g), fn: h.fn} }
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // checkLogTargets fails when a line of holdfast, its failover monitor or
 // its blue/green routing does not name the database it concerns.

@@ -5,14 +5,12 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/holdfast-db/holdfast"
-	"github.com/holdfast-db/holdfast/fakes/pgtest"
+	"github.com/holdfast-db/holdfast/fakes"
 	"github.com/holdfast-db/holdfast/sqldb"
 )
 
@@ -22,16 +20,10 @@ import (
 // with a hint. No line says "recovered".
 func TestWrongPasswordIsLoggedWhenItGivesUp(t *testing.T) {
 	t.Parallel()
-	if _, err := pgtest.BinDir(); err != nil {
-		if os.Getenv(pgtest.EnvRequire) == "1" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	s := startScram(ctx, t)
-	var logs lockedBuffer
+	var logs fakes.LogBuffer
 	f := newFactory(t, holdfast.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))),
 		holdfast.WithPasswordFunc(func(context.Context) (string, error) { return "not-the-password", nil }))
 	name := fmt.Sprintf("holdfast-sqldb-logs-%d", registered.Add(1))
@@ -66,21 +58,4 @@ func TestWrongPasswordIsLoggedWhenItGivesUp(t *testing.T) {
 	if strings.Contains(text, "not-the-password") {
 		t.Errorf("the password is in the logs:\n%s", text)
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -311,12 +310,6 @@ func (h hook) WithGroup(string) slog.Handler             { return h }
 // pool (no factory to retry with), gets the 28P01.
 func TestFreshPasswordAfter28P01(t *testing.T) {
 	t.Parallel()
-	if _, err := pgtest.BinDir(); err != nil {
-		if os.Getenv(pgtest.EnvRequire) == "1" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	s := startScram(ctx, t)
@@ -381,11 +374,7 @@ const (
 // up), stopped when the test ends.
 func startScram(ctx context.Context, t *testing.T) *pgtest.Server {
 	t.Helper()
-	s, err := pgtest.Start(ctx, pgtest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Stop() })
+	s := pgtest.NewServer(t)
 	if err := s.Exec(ctx, fmt.Sprintf("SET password_encryption = 'scram-sha-256'; CREATE ROLE %s LOGIN PASSWORD '%s'", scramUser, scramPassword)); err != nil {
 		t.Fatal(err)
 	}

@@ -54,6 +54,24 @@ func DSN(t testing.TB) string {
 	return s.DSN()
 }
 
+// NewServer starts a server of the test's own (for a test that changes
+// server-wide settings, pg_hba.conf or roles it must not share), stopped
+// when the test ends. Without the binaries it skips, or fails under
+// HOLDFAST_REQUIRE_PG=1, as DSN does; a server that does not start within
+// two minutes fails the test.
+func NewServer(t testing.TB) *Server {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, err := Start(ctx, Options{})
+	if err != nil {
+		failStart(t, err)
+		return nil // not reached with a real testing.TB
+	}
+	t.Cleanup(func() { _ = s.Stop() })
+	return s
+}
+
 // failStart ends the test because the shared server is unavailable: a skip
 // when the binaries are missing (a failure under HOLDFAST_REQUIRE_PG=1), and
 // always a failure when they exist but the server did not start.
@@ -65,7 +83,7 @@ func failStart(t testing.TB, err error) {
 	case errors.Is(err, ErrNotFound):
 		t.Skip(ErrNotFound.Error())
 	default:
-		t.Fatalf("pgtest: starting the shared server: %v", err)
+		t.Fatalf("pgtest: starting a server: %v", err)
 	}
 }
 
