@@ -65,6 +65,7 @@ import (
 type connector struct {
 	classifier *classify.Classifier
 	password   func(ctx context.Context, host string) (string, error)
+	creds      *credCache // WithCredentialsFunc: password is creds.password
 	budget     *retry.Budget
 	logger     *slog.Logger
 	tel        *obs.Telemetry
@@ -328,7 +329,7 @@ func (c *connState) prepare() {
 		afterNet := cc.AfterNetConnect
 		cc.AfterNetConnect = func(ctx context.Context, config *pgconn.Config, conn net.Conn) (net.Conn, error) {
 			c.mu.Lock()
-			config.Password = c.cc.Password
+			config.User, config.Password = c.cc.User, c.cc.Password
 			c.mu.Unlock()
 			if afterNet != nil {
 				return afterNet(ctx, config, conn)
@@ -339,6 +340,12 @@ func (c *connState) prepare() {
 	obsv := c.b.observers
 	onPgError := cc.OnPgError
 	cc.OnPgError = func(pc *pgconn.PgConn, pe *pgconn.PgError) bool {
+		if c.cn.creds != nil && !c.connected.Load() && (pe.Code == "28P01" || pe.Code == "28000") {
+			c.mu.Lock()
+			user, pw := c.cc.User, c.cc.Password
+			c.mu.Unlock()
+			c.cn.creds.refuse(user, pw) // the next fetch is a fresh one
+		}
 		if c.rounds > 1 && !c.connected.Load() {
 			c.note(pe)
 			if pgconnStops(pe) {
@@ -819,11 +826,14 @@ func (c *connState) retryRound(ctx context.Context, network, addr string) (net.C
 	dial := c.retryDial()
 	err := c.retry(ctx, &r, prior, last, func(ctx context.Context) error {
 		if c.authRetried && c.cn.password != nil && !refreshed {
-			pw, err := c.cn.fetchPassword(ctx, c.retryHost())
+			cr, err := c.cn.fetchPassword(ctx, c.retryHost())
 			if err != nil {
 				return err
 			}
-			c.cc.Password, refreshed = pw, true
+			c.cc.Password, refreshed = cr.Password, true
+			if cr.User != "" {
+				c.cc.User = cr.User
+			}
 		}
 		start = time.Now()
 		nc, err := c.boundedRetry(ctx, dial, network, addr)
@@ -1152,18 +1162,21 @@ func (cn *connector) issuePassword(ctx context.Context, cc *pgx.ConnConfig, auth
 	if len(authHosts) > 0 {
 		host = authHosts[0]
 	}
-	pw, err := cn.fetchPassword(ctx, host)
+	cr, err := cn.fetchPassword(ctx, host)
 	if err != nil {
 		return err
 	}
-	cc.Password = pw
+	cc.Password = cr.Password
+	if cr.User != "" {
+		cc.User = cr.User // WithCredentialsFunc
+	}
 	return nil
 }
 
 // fetchPassword fetches the password or token of a connection to host,
 // under the retry policy, each call bounded by the policy's
-// AttemptTimeout.
-func (cn *connector) fetchPassword(ctx context.Context, host string) (string, error) {
+// AttemptTimeout. The user is set only by a credentials function.
+func (cn *connector) fetchPassword(ctx context.Context, host string) (Credentials, error) {
 	pw, err := cn.boundedPassword(ctx, host)
 	if err == nil {
 		// No budget refund: a token fetched while the database is down
@@ -1178,13 +1191,13 @@ func (cn *connector) fetchPassword(ctx context.Context, host string) (string, er
 		return err
 	})
 	if err != nil {
-		return "", newConnectError(LayerPassword, err)
+		return Credentials{}, newConnectError(LayerPassword, err)
 	}
 	return pw, nil
 }
 
 // boundedPassword is the fast-path first fetch, bounded like boundedDial.
-func (cn *connector) boundedPassword(ctx context.Context, host string) (string, error) {
+func (cn *connector) boundedPassword(ctx context.Context, host string) (Credentials, error) {
 	if cn.perTry <= 0 {
 		return cn.callPassword(ctx, host)
 	}
@@ -1194,17 +1207,22 @@ func (cn *connector) boundedPassword(ctx context.Context, host string) (string, 
 }
 
 // callPassword calls the password function, recovering a panic into a
-// Fatal *PanicError (safety.go).
-func (cn *connector) callPassword(ctx context.Context, host string) (pw string, err error) {
+// Fatal *PanicError (safety.go), or gets the credentials function's
+// answer from the cache (credentials.go).
+func (cn *connector) callPassword(ctx context.Context, host string) (cr Credentials, err error) {
+	if cn.creds != nil {
+		return cn.creds.get(ctx, host)
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			pe := &PanicError{Value: r, Stack: debug.Stack()}
 			cn.tel.Error(ctx, obs.MsgPasswordPanicked, LayerPassword, "panic",
 				slog.String("panic", cn.tel.Redact(fmt.Sprint(r))), slog.String("stack", string(pe.Stack)))
-			pw, err = "", pe
+			cr, err = Credentials{}, pe
 		}
 	}()
-	return cn.password(ctx, host)
+	pw, err := cn.password(ctx, host)
+	return Credentials{Password: pw}, err
 }
 
 // retryFrom is r.Continue with telemetry: the loop's attempts become span

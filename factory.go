@@ -141,6 +141,10 @@ func New(opts ...Option) (*Factory, error) {
 		authRetry:  c.authRetry,
 		dialBy:     c.dialBy,
 	}
+	if c.credentials != nil {
+		f.conn.creds = newCredCache(f.conn, c.credentials)
+		f.conn.password = f.conn.creds.password
+	}
 	if err := f.newTelemetry(&c); err != nil {
 		return nil, err
 	}

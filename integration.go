@@ -50,6 +50,11 @@ type Integration struct {
 	// connection reaches. Set at most one of Password and HostPassword.
 	HostPassword func(ctx context.Context, host string) (string, error)
 
+	// Credentials is the credentials function, as [WithCredentialsFunc]
+	// (a user and a password, cached for their TTL). Set at most one of
+	// Password, HostPassword and Credentials.
+	Credentials func(ctx context.Context, host string) (Credentials, error)
+
 	// Rules and TypeRules extend the factory's classifier, after the rules
 	// of WithClassifier (see classify.Rule and classify.TypeRule).
 	Rules     []classify.Rule
@@ -97,12 +102,19 @@ func WithIntegration(in Integration) Option {
 			c.fail(&ConfigError{Field: name, Why: "both Password and HostPassword are set"})
 			return
 		}
+		if in.Credentials != nil {
+			if in.Password != nil || in.HostPassword != nil {
+				c.fail(&ConfigError{Field: name, Why: "both Credentials and a password function are set"})
+				return
+			}
+			withCredentials(name, in.Credentials)(c)
+		}
 		pw := in.HostPassword
 		if fn := in.Password; fn != nil {
 			pw = func(ctx context.Context, _ string) (string, error) { return fn(ctx) }
 		}
 		if pw != nil {
-			if c.password != nil {
+			if c.password != nil || c.credentials != nil {
 				c.fail(&ConfigError{Field: name, Why: "a password function is already set by " + c.passwordBy})
 				return
 			}

@@ -24,7 +24,8 @@ type Option func(*config)
 // config holds every setting; defaults lives in one place, below.
 type config struct {
 	password    func(ctx context.Context, host string) (string, error)
-	passwordBy  string // the option that set password
+	credentials func(ctx context.Context, host string) (Credentials, error) // WithCredentialsFunc (credentials.go)
+	passwordBy  string                                                      // the option that set password or credentials
 	rules       []classify.Rule
 	policy      retry.Policy
 	policySet   bool // WithRetryPolicy was given
@@ -146,7 +147,7 @@ func WithHostPasswordFunc(fn func(ctx context.Context, host string) (string, err
 
 func withPassword(by string, fn func(ctx context.Context, host string) (string, error)) Option {
 	return func(c *config) {
-		if c.password != nil {
+		if c.password != nil || c.credentials != nil {
 			c.fail(&ConfigError{Field: by, Why: "a password function is already set by " + c.passwordBy})
 			return
 		}
