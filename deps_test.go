@@ -34,6 +34,7 @@ var vendorPrefixes = []string{
 	"github.com/aws/",
 	"github.com/holdfast-db/holdfast/cloudsql",
 	"github.com/holdfast-db/holdfast/rdsiam",
+	"github.com/holdfast-db/holdfast/rdssecrets",
 	"github.com/holdfast-db/holdfast/fakes/cloudsqltest",
 }
 

@@ -423,7 +423,9 @@ func rule(err error) (classify.Verdict, bool) {
 	if !errors.As(err, &se) || se == nil {
 		return classify.Verdict{}, false
 	}
-	fatal := func(r string) (classify.Verdict, bool) { return classify.Verdict{Class: classify.Fatal, Reason: r}, true }
+	fatal := func(r string) (classify.Verdict, bool) {
+		return classify.Verdict{Class: classify.Fatal, Reason: r}, true
+	}
 	switch se.Code {
 	case "ThrottlingException", "TooManyRequestsException", "RequestLimitExceeded", "Throttling":
 		return classify.Verdict{Class: classify.Transient, Reason: ReasonThrottled}, true

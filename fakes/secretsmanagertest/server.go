@@ -109,7 +109,9 @@ func (s *Server) DeleteSecret(name string) {
 // Throttle makes the next n requests of operation op ("" any) answer 400
 // ThrottlingException ("Rate exceeded"); n < 0: every one, until
 // ClearFaults.
-func (s *Server) Throttle(op string, n int) { s.Fail(op, "ThrottlingException", http.StatusBadRequest, n) }
+func (s *Server) Throttle(op string, n int) {
+	s.Fail(op, "ThrottlingException", http.StatusBadRequest, n)
+}
 
 // Fail makes the next n requests of operation op ("" any) answer status
 // with the error code (the body's __type), e.g. "InternalServiceError"
