@@ -210,6 +210,9 @@
 //	                                                                            per new connection
 //	WithHostPasswordFunc(fn)     none                                           the same, issued for the name of
 //	                                                                            the server reached (rdsiam.With)
+//	WithCredentialsFunc(fn)      none                                           user and password per new connection,
+//	                                                                            cached for their TTL, one fetch in
+//	                                                                            flight (rdssecrets.With)
 //	WithIntegration(in)          none (cloudsql.With and rdsiam.With build one) dial, password, rules, policies
 //	WithDialFunc(fn)             the config's DialFunc, else pgx's dialer       the dial holdfast wraps
 //	WithClassifier(rules...)     none                                           rules tried before the
@@ -227,6 +230,17 @@
 // WithRetryPolicy or WithStartupPolicy still wins, in any order. A factory
 // takes one dial function and one password function. Two options that
 // both set one make New return a *ConfigError.
+//
+// WithCredentialsFunc is the password function for secrets that rotate:
+// one call returns the user and the password, so that an
+// alternating-users rotation works, and the factory caches the answer for
+// the TTL it carries, with one call in flight at a time (concurrent
+// connects wait for it, each within its context). Credentials the server
+// refuses (28P01, 28000) are dropped from the cache, and the one retry
+// with a fresh token that such a failure gets calls the function again,
+// which RefusedCredentials tells what was refused. Package rdssecrets
+// builds one on AWS Secrets Manager, with AWSPENDING during a rotation's
+// window; its doc compares the strategies.
 //
 // # Retries and the budget
 //

@@ -321,6 +321,7 @@ func TestSecretFetch(t *testing.T) {
 		{"single flight: concurrent connects make one fetch", testSingleFlight},
 		{"TTL cache: no fetch per connect", testTTLCache},
 		{"access denied is fatal", testAccessDenied},
+		{"a secret the database refuses, no rotation: RotationError", testWrongSecret},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, s) })
 	}
@@ -506,4 +507,35 @@ func testTTLCache(t *testing.T, s *pgtest.Server) {
 	if got := fx.sm.Calls("GetSecretValue"); got != 1 {
 		t.Fatalf("20 connects made %d GetSecretValue calls, want 1 (cached for the TTL)", got)
 	}
+}
+
+func testWrongSecret(t *testing.T, s *pgtest.Server) {
+	sm := secretsmanagertest.New()
+	defer sm.Close()
+	sm.CreateSecret(secretName, secretsmanagertest.RDSSecret{Username: appUser, Password: "not-the-password"}.JSON())
+	f, err := holdfast.New(
+		rdssecrets.With(rdssecrets.Config{Client: smClient(sm), SecretID: secretName, RotationWait: 300 * time.Millisecond, PollInterval: 50 * time.Millisecond}),
+		holdfast.WithRetryPolicy(fastPolicy()), holdfast.WithStartupPolicy(fastPolicy()),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	start := time.Now()
+	_, err = f.NewPool(testCtx(t), poolConfig(t, s, appUser, ""))
+	took := time.Since(start)
+	var re *rdssecrets.RotationError
+	if !errors.As(err, &re) || re.Pending {
+		t.Fatalf("err = %v, want a *RotationError without a pending version", err)
+	}
+	if v := f.Classify(err); v.Class != classify.Fatal || v.Reason != rdssecrets.ReasonMismatch {
+		t.Fatalf("verdict = %v", v)
+	}
+	if strings.Contains(err.Error(), "not-the-password") {
+		t.Fatalf("the password is in the error: %v", err)
+	}
+	if took > 3*time.Second {
+		t.Fatalf("took %s", took)
+	}
+	t.Logf("a secret the database refuses: %d GetSecretValue calls, failed in %s: %v", sm.Calls("GetSecretValue"), took.Round(time.Millisecond), err)
 }
