@@ -60,11 +60,13 @@
 // ~30 ms, and beside it the control: a plain pgxpool with the secret read
 // once at start (go test -race ./rdssecrets/, a 2-core machine):
 //
-//	| Rotation                                  | holdfast              | control (pgxpool, secret read once) |
-//	|-------------------------------------------|-----------------------|-------------------------------------|
-//	| single user, 1 rotation (0.7 s window)    | 0 of 293 failed       | 114 of 257 failed (28P01)           |
-//	| alternating users, 2 rotations            | 0 of 908 failed       | 121 of 823 failed (28P01)           |
+//	| Rotation                                  | holdfast, failed (of)   | control (pgxpool, secret read once), failed (of) |
+//	|-------------------------------------------|-------------------------|--------------------------------------------------|
+//	| single user, 1 rotation (0.7 s window)    | 0 (118 – 293) in 4 runs | 68 – 114 (98 – 257), all 28P01                   |
+//	| alternating users, 2 rotations            | 0 (262 – 908) in 4 runs | 68 – 121 (254 – 823), all 28P01                  |
 //
+// (The counts vary with the machine's load; the control's failures start
+// at setSecret and never end, since it never reads the secret again.)
 // Both runs made 2 calls of the credentials function and 2 to 3
 // GetSecretValue calls in all.
 //
