@@ -215,6 +215,10 @@ type connState struct {
 
 	ctx      context.Context // BeforeConnect's, naming the target: for the ERROR line of a failed connect
 	reported bool            // that line was written (or the failure was retryable)
+
+	admitted  atomic.Bool // holds a slot of the pool's admission limit (admit.go)
+	admitStop func() bool // unregisters the slot's backstop; on the connect's goroutine
+	refused   bool        // the connect was not admitted: no entry is dialed
 }
 
 // retry runs one retry loop of the connection (a redial, a retry round)
@@ -250,6 +254,7 @@ func (c *connState) retry(ctx context.Context, r *retry.Retrier, prior int, firs
 // ended it: one "giving up" line after transient failures, one "cannot
 // connect" ERROR line for a failure no retry fixes, retried or not. Once.
 func (c *connState) endRetries(err error) {
+	c.endAdmission() // the connect is over: its admission slot is free
 	if err != nil && !c.reported {
 		c.reported = true
 		attempts := c.used + 1 // a handshake's failure, not yet counted
@@ -542,6 +547,9 @@ func (c *connState) dialEntry(ctx context.Context, network, addr string) (net.Co
 	defer c.mu.Unlock()
 	d := c.dials
 	c.dials++
+	if err := c.admitDial(ctx, d); err != nil { // the pool's admission limit (admit.go)
+		return nil, err
+	}
 	if c.rounds > 1 {
 		per := c.perRound()
 		switch {

@@ -47,6 +47,8 @@ type Factory struct {
 	failover  *failover.Config  // WithFailover, nil when off
 	bgObserve bool              // give each pool's router an observer of the factory's telemetry
 
+	connectLimit ConnectLimit // WithConnectLimit: each pool's admission limiter (admit.go)
+
 	mu       sync.Mutex             // guards the fields below
 	pools    []*binding             // every pool config the factory configured (hooks.go)
 	monitors map[string]*monitorRef // WithFailover: one per cluster (failover.go)
@@ -110,7 +112,7 @@ func New(opts ...Option) (*Factory, error) {
 	// could commit is never retried, whatever broke the connection.
 	rules := append([]classify.Rule{outcomeRule}, c.rules...)
 	rules = append(rules, c.integrationRules...)
-	rules = append(rules, panicRule)
+	rules = append(rules, panicRule, queuedRule)
 	if c.blueGreen != nil {
 		rules = append(rules, bluegreen.Rule)
 		if c.blueGreen.Logger == nil && c.logger.Handler() != slog.DiscardHandler {
@@ -131,6 +133,7 @@ func New(opts ...Option) (*Factory, error) {
 		encrypted: c.dialEncrypted,
 		logger:    c.logger,
 	}
+	f.connectLimit = c.connectLimit
 	f.conn = &connector{
 		classifier: classify.New(rules...).WithTypes(c.typeRules...),
 		password:   c.password,
@@ -312,7 +315,7 @@ const reasonRetriedBelow = "retried-below"
 // blue/green bound: waiting for it again would multiply the bound.
 func waitedBelow(err error) bool {
 	var below *retry.Error
-	return errors.As(err, &below) || errors.Is(err, bluegreen.ErrSuspended)
+	return errors.As(err, &below) || errors.Is(err, bluegreen.ErrSuspended) || errors.Is(err, ErrQueued)
 }
 
 // acquireAgain retries pool.Acquire after a first failure firstErr. Unless

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/holdfast-db/holdfast/bluegreen"
+	"github.com/holdfast-db/holdfast/internal/admit"
 	"github.com/holdfast-db/holdfast/internal/compose"
 	"github.com/holdfast-db/holdfast/internal/obs"
 	"github.com/holdfast-db/holdfast/retry"
@@ -42,6 +43,7 @@ type binding struct {
 	fo        *foLayer          // WithFailover; nil when off (failover.go)
 	ev        *eviction         // evict.go
 	tel       *obs.Pool         // nil when telemetry was inactive at Configure
+	adm       *admit.Limiter    // the admission limit of the pool's connects; nil when off (admit.go)
 
 	// With the global OpenTelemetry providers and no SDK installed yet at
 	// Configure, the connect layer checks at each connect whether one has
@@ -141,6 +143,7 @@ func (f *Factory) bind(cfg *pgxpool.Config, name string) (*binding, error) {
 	cc.DialFunc = b.poolDial // the dial of the monitors' connections (copies of cc)
 	b.ev = &eviction{}
 	b.observers = observers{b.ev}
+	b.adm = f.connectLimit.limiter(cfg)
 
 	f.tel.Secret(cc.Password)
 	b.tel = f.tel.Pool(context.Background(), cc, name)

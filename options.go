@@ -51,6 +51,7 @@ type config struct {
 	logger        *slog.Logger
 	blueGreen     *bluegreen.Config
 	failover      *failover.Config
+	connectLimit  ConnectLimit // WithConnectLimit (admit.go)
 	invalidOption error
 
 	meterProvider  metric.MeterProvider // WithMeterProvider (telemetry.go); nil: global

@@ -134,6 +134,7 @@ type Telemetry struct {
 	ready      metric.Int64Gauge
 	readyMoves metric.Int64Counter
 	drain      metric.Float64Histogram
+	queue      queueInstruments // admission waits (admit.go)
 
 	// Standard database client instruments.
 	connCount  dbconv.ClientConnectionCountObservable
@@ -209,6 +210,7 @@ func New(c Config) (*Telemetry, error) {
 	t.drain, e = m.Float64Histogram(MetricDrainDuration, metric.WithUnit("s"), buckets,
 		metric.WithDescription("Duration of readiness drains, by outcome."))
 	join(e)
+	join(t.queue.init(m, buckets))
 
 	t.connCount, e = dbconv.NewClientConnectionCountObservable(m)
 	join(e)
