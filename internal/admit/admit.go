@@ -14,6 +14,7 @@ package admit
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -78,7 +79,7 @@ func (l *Limiter) TryAcquire() bool {
 	if !l.trySlot() {
 		return false
 	}
-	if l.bucket != nil && !l.bucket.TryTake(nanotime()) {
+	if l.bucket != nil && !l.bucket.tryTake(nanotime()) {
 		l.Release()
 		return false
 	}
@@ -242,6 +243,18 @@ func NewBucket(perSecond float64, burst int) *Bucket {
 // clock; 0: no limit), and returns how long after now it may be used. It
 // reports false, taking nothing, when the token would come after limit.
 func (b *Bucket) Reserve(now, limit int64) (wait time.Duration, ok bool) {
+	return b.ReserveJittered(now, limit, 0.5)
+}
+
+// ReserveJittered is Reserve with the token's interval jittered: the next
+// token comes (0.5+u) intervals after this one, u in [0, 1), so the rate
+// is the same on average. The pods of a fleet drain their buckets
+// together (an outage breaks every connection at once); with a fixed
+// interval their tokens would then come back together, every interval,
+// for ever: a wave of reconnects each interval. The jitter spreads them
+// within a few tokens.
+func (b *Bucket) ReserveJittered(now, limit int64, u float64) (wait time.Duration, ok bool) {
+	step := b.interval/2 + int64(u*float64(b.interval))
 	for {
 		old := b.tat.Load()
 		base := max(old, now)
@@ -249,17 +262,21 @@ func (b *Bucket) Reserve(now, limit int64) (wait time.Duration, ok bool) {
 		if limit != 0 && at > limit {
 			return 0, false
 		}
-		if b.tat.CompareAndSwap(old, base+b.interval) {
+		if b.tat.CompareAndSwap(old, base+step) {
 			return time.Duration(max(at-now, 0)), true
 		}
 	}
 }
 
-// TryTake takes a token usable at now, if there is one.
-func (b *Bucket) TryTake(now int64) bool {
-	_, ok := b.Reserve(now, now)
+// tryTake takes a token usable at now, if there is one (the jitter of
+// the fast path is fixed: no random draw).
+func (b *Bucket) tryTake(now int64) bool {
+	_, ok := b.ReserveJittered(now, now, fastJitter(now))
 	return ok
 }
+
+// fastJitter is a cheap u in [0, 1) from the clock's low bits.
+func fastJitter(now int64) float64 { return float64(uint64(now)*0x9e3779b97f4a7c15>>11) / (1 << 53) }
 
 // Unreserve gives back a token that Reserve took and that was not used
 // (its wait was cut short).
@@ -277,13 +294,14 @@ func (b *Bucket) Wait(ctx context.Context, deadline time.Time) error {
 			limit = now // only a token available now
 		}
 	}
-	wait, ok := b.Reserve(now, limit)
+	wait, ok := b.ReserveJittered(now, limit, rand.Float64())
 	if !ok {
 		return ErrTimeout
 	}
 	if wait <= 0 {
 		return nil
 	}
+
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {

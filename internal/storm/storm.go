@@ -43,6 +43,9 @@ type Strategy struct {
 	Name   string
 	Policy retry.Policy
 	Budget *retry.BudgetConfig
+	// Admission: holdfast's admission limit of new connections per pod
+	// (admission.go); nil: none.
+	Admission *Admission
 	// TokenRefund: each connect attempt fetches a token first, from a
 	// token API that is up, and each fetched token refunds the budget, as
 	// holdfast's factory did before it refunded only completed handshakes
@@ -138,6 +141,14 @@ type Result struct {
 
 	Requests, Failed int // requests in the run, and those that failed
 	Disconnected     int // pods that had no connection when the outage ended
+
+	// ReconnectedMedian is Reconnected for the median pod: the time from
+	// the end of the outage until that pod has a connection again (0 for
+	// a pod that never lost its connections). HurtMedian is Recovery for
+	// the median pod: until the last request of that pod that failed or
+	// waited longer than a connect takes.
+	ReconnectedMedian, HurtMedian time.Duration
+	Refused                       int // connects the admission limit refused (their wait ended)
 }
 
 // Load returns the attempts of bin i, first and retries.
@@ -173,6 +184,8 @@ func Run(c Config) (*Result, error) {
 		pods: make([]pod, c.Pods),
 	}
 	s.lastHurt = s.t1
+	s.podHurt = make([]int64, c.Pods)
+	s.podBack = make([]int64, c.Pods)
 	bins := int(s.end/int64(c.Bin)) + 1
 	s.res = &Result{Config: c, First: make([]int, bins), Retries: make([]int, bins)}
 	for i := range s.pods {
@@ -219,7 +232,9 @@ type sim struct {
 	pods     []pod
 	t0, t1   int64 // the outage, in virtual nanoseconds
 	end      int64
-	lastHurt int64 // the last request hurt at or after t1
+	lastHurt int64   // the last request hurt at or after t1
+	podHurt  []int64 // the same, per pod
+	podBack  []int64 // when each pod that had no connection at t1 has one again
 	res      *Result
 }
 
@@ -235,6 +250,7 @@ type pod struct {
 	busy    int     // active constructs
 	queue   []int64 // arrival times of requests waiting for a connection slot
 	lost    bool    // had no connection when the outage ended, and none since
+	adm     *admission
 }
 
 // construct is one connection being built, as pgxpool builds it for the
@@ -245,6 +261,10 @@ type construct struct {
 	loop   retry.Loop
 	owner  int64 // arrival time of the request that started it, or -1
 	fail   bool  // the attempt in flight fails
+
+	id       uint32 // admission: the construct's id, for stale events
+	deadline int64  // admission: when its wait for a slot ends
+	holds    bool   // admission: it holds a slot
 }
 
 const (
@@ -258,6 +278,9 @@ const (
 func (s *sim) down(t int64) bool { return t >= s.t0 && t < s.t1 }
 
 func (s *sim) handle(e event) {
+	if s.handleAdmission(e) {
+		return
+	}
 	switch e.kind {
 	case evArrival:
 		p := &s.pods[e.pod]
@@ -321,6 +344,7 @@ func (s *sim) addConn(pod int32, now int64, life float64) {
 	if p.lost {
 		p.lost = false
 		s.res.Reconnected = max(s.res.Reconnected, time.Duration(now-s.t1))
+		s.podBack[pod] = now
 	}
 	exp := now + int64(life)
 	p.conns = append(p.conns, exp)
@@ -334,7 +358,7 @@ func (s *sim) startConstruct(pod int32, owner, now int64) {
 			l, _ := p.retrier.Start(epoch.Add(time.Duration(now)), s.rng) // the policy was validated in Run
 			*c = construct{active: true, loop: l, owner: owner}
 			p.busy++
-			s.startAttempt(pod, i, now, true)
+			s.admitConstruct(pod, i, now)
 			return
 		}
 	}
@@ -376,19 +400,22 @@ func (s *sim) attemptEnd(pod int32, slot int, now int64) {
 	}
 	c.active = false
 	p.busy--
+	if s.c.Strategy.Admission != nil {
+		s.admitRelease(pod, slot, now)
+	}
 	if err == nil {
 		s.addConn(pod, now, float64(s.c.Lifetime)+s.rng.Float64()*float64(s.c.LifetimeJitter))
 		if c.owner >= 0 {
-			s.served(c.owner, now)
+			s.served(pod, c.owner, now)
 		}
 		for _, a := range p.queue {
-			s.served(a, now)
+			s.served(pod, a, now)
 		}
 		p.queue = p.queue[:0]
 		return
 	}
 	if c.owner >= 0 {
-		s.failed(min(now, c.owner+int64(s.c.RequestTimeout)))
+		s.failed(pod, min(now, c.owner+int64(s.c.RequestTimeout)))
 	}
 	// The slot is free: the first request still waiting takes it, as a
 	// waiting pgxpool Acquire does.
@@ -396,7 +423,7 @@ func (s *sim) attemptEnd(pod int32, slot int, now int64) {
 		a := p.queue[0]
 		p.queue = p.queue[1:]
 		if now-a >= int64(s.c.RequestTimeout) {
-			s.failed(a + int64(s.c.RequestTimeout))
+			s.failed(pod, a+int64(s.c.RequestTimeout))
 			continue
 		}
 		s.startConstruct(pod, a, now)
@@ -405,24 +432,27 @@ func (s *sim) attemptEnd(pod int32, slot int, now int64) {
 }
 
 // served records a request that arrived at a and got a connection at now.
-func (s *sim) served(a, now int64) {
+func (s *sim) served(pod int32, a, now int64) {
 	if now-a >= int64(s.c.RequestTimeout) {
-		s.failed(a + int64(s.c.RequestTimeout))
+		s.failed(pod, a+int64(s.c.RequestTimeout))
 		return
 	}
 	if now-a > int64(s.c.ConnectLatency) {
-		s.hurt(now)
+		s.hurt(pod, now)
 	}
 }
 
-func (s *sim) failed(at int64) {
+func (s *sim) failed(pod int32, at int64) {
 	s.res.Failed++
-	s.hurt(at)
+	s.hurt(pod, at)
 }
 
-func (s *sim) hurt(at int64) {
+func (s *sim) hurt(pod int32, at int64) {
 	if at >= s.t1 && at > s.lastHurt {
 		s.lastHurt = at
+	}
+	if at >= s.t1 && at > s.podHurt[pod] {
+		s.podHurt[pod] = at
 	}
 }
 
@@ -432,10 +462,11 @@ func (s *sim) finish() {
 	for i := range s.pods {
 		if s.pods[i].lost {
 			s.res.Reconnected = time.Duration(s.end - s.t1) // never, within the run
+			s.podBack[i] = s.end
 		}
 		for _, a := range s.pods[i].queue {
 			if a+int64(s.c.RequestTimeout) <= s.end {
-				s.failed(a + int64(s.c.RequestTimeout))
+				s.failed(int32(i), a+int64(s.c.RequestTimeout))
 			}
 		}
 	}
@@ -475,4 +506,5 @@ func (s *sim) finish() {
 	r.Total = float64(f+rt) / (r.Steady * float64(s.t1+10*sec-s.t0) / float64(sec))
 	r.RetryShare = float64(rt) / math.Max(float64(f), 1)
 	r.Recovery = time.Duration(s.lastHurt - s.t1)
+	r.ReconnectedMedian, r.HurtMedian = median(s.podBack, s.t1), median(s.podHurt, s.t1)
 }

@@ -28,8 +28,13 @@ func main() {
 	seed := flag.Uint64("seed", 1, "seed of every random draw")
 	out := flag.String("png", "internal/storm/storm.png", "where to write the plot (empty: nowhere)")
 	rates := flag.String("rates", "2,5,20", "request rates per pod (per second) for holdfast's sensitivity table (empty: none)")
+	admission := flag.Bool("admission", true, "also print holdfast's defaults with admission limits (admission.go)")
 	flag.Parse()
 	if err := run(*pods, *seed, *out, *rates); err != nil {
+		fmt.Fprintln(os.Stderr, "storm:", err)
+		os.Exit(1)
+	}
+	if err := admissionIf(*admission, *pods, *seed); err != nil {
 		fmt.Fprintln(os.Stderr, "storm:", err)
 		os.Exit(1)
 	}
