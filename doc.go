@@ -225,6 +225,8 @@
 //	WithMeterProvider(mp)        the global provider                            metrics
 //	WithTracerProvider(tp)       the global provider                            spans
 //	WithOperationDuration(b)     true                                           db.client.operation.duration
+//	WithConnectLimit(l)          max(2, MaxConns/4) connects in flight per      new connections of each pool
+//	                             pool, no rate; InFlight < 0: off               (see Admission)
 //
 // An integration's policies replace the defaults. An explicit
 // WithRetryPolicy or WithStartupPolicy still wins, in any order. A factory
@@ -241,6 +243,46 @@
 // which RefusedCredentials tells what was refused. Package rdssecrets
 // builds one on AWS Secrets Manager, with AWSPENDING during a rotation's
 // window; its doc compares the strategies.
+//
+// # Admission
+//
+// Each pool admits at most [ConnectLimit].InFlight connects at once
+// (default max(2, MaxConns/4)) and, with PerSecond, at most that many new
+// connects per second ([WithConnectLimit]). A connect is admitted at its
+// first dial and keeps its slot through its retries, until its handshake
+// completes or its retries end; its password is fetched before, and the
+// blue/green and failover monitors' connections are never queued. A
+// connect that finds no slot waits, FIFO, at most until the caller's
+// deadline (Factory.Acquire passes it down), the retry policy's
+// MaxElapsed (else AttemptTimeout) or pgx's ConnectTimeout; it is counted
+// in holdfast.connect.queued and holdfast.connect.queue.duration
+// (target, holdfast.outcome admitted|refused) and recorded as a
+// holdfast.connect.queued event of its connect span. One not admitted
+// fails with a [*QueuedError]: Transient "connect-queued", returned by
+// Factory.Acquire as it is. When a slot is free, admission costs one
+// compare-and-swap. pgxpool makes the Acquire that started a connect wait
+// for that connect, so a connect queued behind another one's slot waits
+// for its own even when the other's connection comes first: keep
+// InFlight at 2 or more where latency matters.
+//
+// Sizing. The database refuses connections beyond max_connections (and a
+// role's CONNECTION LIMIT) with 53300, and a connect being built counts.
+// Size MaxConns so that the sum over every pod and every pool of MaxConns
+// stays within max_connections less the reserved ones
+// (superuser_reserved_connections, rds_superuser_reserved_connections,
+// replication, admin tools); InFlight then bounds the wave a fleet sends
+// when every pod reconnects at once (pods × pools × InFlight attempts in
+// flight), which the limit turns from a storm of 53300 into a queue.
+// With IAM database authentication AWS advises staying below about 200
+// new connections per second per database: PerSecond × pods (× pools of
+// that database) ≤ 200, e.g. 100 pods at PerSecond 1, or 400 pods at
+// 0.5 with Burst 2. The rate's tokens come at jittered intervals (0.5 to
+// 1.5 of 1/PerSecond), so that pods whose buckets an outage drained
+// together do not refill together. A rate below the pool's steady need
+// (MaxConns ÷ MaxConnLifetime, plus the connections health checks
+// replace) lengthens every refill; the storm simulation
+// (internal/storm/RESULTS.md) shows the trade: a lower rate lowers the
+// fleet's peak and delays the median pod's reconnect.
 //
 // # Retries and the budget
 //
