@@ -279,8 +279,11 @@ func rotationRun(t *testing.T, strategy secretsmanagertest.Strategy, rotations i
 	if n := hf.failed.Load(); n != 0 {
 		t.Errorf("holdfast lost %d requests through the rotation (first: %v)", n, hf.firstErr)
 	}
-	if hf.ok.Load() < 100 {
-		t.Errorf("holdfast ran only %d requests: the load did not run", hf.ok.Load())
+	// A loaded machine (-race, two cores) runs fewer requests in the
+	// window; the rotation is exercised when the refused credentials were
+	// fetched again (credentials calls ≥ 2) and requests ran at all.
+	if hf.ok.Load() < 20 || f.CredentialsCalls() < 2 {
+		t.Errorf("holdfast ran %d requests and %d credentials calls: the load or the rotation did not run", hf.ok.Load(), f.CredentialsCalls())
 	}
 	if ctl.failed.Load() == 0 {
 		t.Errorf("the control lost no request: the rotation did not refuse the old credentials")
