@@ -404,6 +404,9 @@
 //	                                                    holdfast.retry.stop
 //	holdfast.retry.budget.rejections      {retry}       target, holdfast.layer,                 retries the budget refused
 //	                                                    holdfast.stage, error.type
+//	holdfast.connect.queued               {connect}     target, holdfast.outcome                connects that waited for admission
+//	                                                    (admitted|refused)                      (WithConnectLimit)
+//	holdfast.connect.queue.duration       s             target, holdfast.outcome                their wait
 //	holdfast.bluegreen.phase              {phase}       target, holdfast.bluegreen.id           0 NOT_CREATED … 5 COMPLETED (0 from
 //	                                                                                            Configure on)
 //	holdfast.failover.events              {event}       server.address, server.port (the        the failover monitor's events (suspect,
@@ -459,6 +462,8 @@
 //	holdfast_recoveries_total                          counter    target, holdfast_layer, holdfast_stage, error_type
 //	holdfast_retry_exhausted_total                     counter    target, holdfast_layer, holdfast_stage, error_type, holdfast_retry_stop
 //	holdfast_retry_budget_rejections_total             counter    target, holdfast_layer, holdfast_stage, error_type
+//	holdfast_connect_queued_total                      counter    target, holdfast_outcome
+//	holdfast_connect_queue_duration_seconds            histogram  target, holdfast_outcome
 //	holdfast_bluegreen_phase                           gauge      target, holdfast_bluegreen_id
 //	holdfast_bluegreen_suspended_duration_seconds      histogram  target, holdfast_bluegreen_id, holdfast_bluegreen_suspend_point, holdfast_outcome
 //	holdfast_failover_events_total                     counter    server_address, server_port, holdfast_failover_event

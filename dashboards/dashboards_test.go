@@ -42,6 +42,8 @@ func checkNames(t *testing.T, s scrape) {
 		{"holdfast_retry_exhausted_total", append([]string{"holdfast_layer", "holdfast_stage", "error_type", "holdfast_retry_stop"}, target...)},
 		{"holdfast_retry_budget_rejections_total", append([]string{"holdfast_layer", "holdfast_stage", "error_type"}, target...)},
 		{"holdfast_bluegreen_phase", append([]string{"holdfast_bluegreen_id"}, target...)},
+		{"holdfast_connect_queued_total", append([]string{"holdfast_outcome"}, target...)},
+		{"holdfast_connect_queue_duration_seconds_count", append([]string{"holdfast_outcome"}, target...)},
 		{"holdfast_failover_events_total", []string{"holdfast_failover_event", "server_address", "server_port"}},
 		{"holdfast_readiness_ready_ratio", nil},
 		{"holdfast_readiness_transitions_total", []string{"holdfast_readiness_health", "holdfast_readiness_reason"}},

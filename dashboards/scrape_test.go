@@ -111,7 +111,8 @@ func scrapeRun(t *testing.T) (scrape, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stingy, err := holdfast.New(holdfast.WithMeterProvider(mp), holdfast.WithRetryPolicy(policy), holdfast.WithRetryBudget(budget))
+	stingy, err := holdfast.New(holdfast.WithMeterProvider(mp), holdfast.WithRetryPolicy(policy), holdfast.WithRetryBudget(budget),
+		holdfast.WithConnectLimit(holdfast.ConnectLimit{InFlight: 1}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,8 +145,17 @@ func scrapeRun(t *testing.T) (scrape, string) {
 	if err := pool(f, "limited", "user=dash_limited").Ping(ctx); err == nil {
 		t.Fatal("a role with CONNECTION LIMIT 0 connected")
 	}
-	if err := pool(stingy, "stingy", "user=dash_limited").Ping(ctx); err == nil {
-		t.Fatal("a role with CONNECTION LIMIT 0 connected")
+	// Two connects at once behind an admission limit of one: the second
+	// is queued.
+	stingyPool := pool(stingy, "stingy", "user=dash_limited")
+	pings := make(chan error, 2)
+	for range 2 {
+		go func() { pings <- stingyPool.Ping(ctx) }()
+	}
+	for range 2 {
+		if err := <-pings; err == nil {
+			t.Fatal("a role with CONNECTION LIMIT 0 connected")
+		}
 	}
 	blip := pool(f, "blip", "user=dash_blip")
 	done := make(chan error, 1)
