@@ -8,26 +8,61 @@ import (
 	"time"
 )
 
-// BudgetConfig sizes a [Budget]. All fields are in tokens; see [DefaultBudget].
+// BudgetConfig sizes a [Budget]. All fields are in tokens; see
+// [DefaultBudget].
+//
+// With FailureCost zero the budget is a plain token bucket, as it was
+// before FailureCost existed: retries spend RetryCost, and successes and
+// time refill it, whatever the demand. With FailureCost set it is relative
+// to demand, as gRPC's retry throttling is: every failed attempt, the first
+// ones included, takes FailureCost, so the more attempts fail, the sooner
+// retries stop; successes and time give tokens back. A config written for
+// the plain bucket (FailureCost and Threshold zero) means what it meant.
 type BudgetConfig struct {
 	// Capacity is the most tokens the bucket holds; it starts full (> 0).
 	Capacity float64
-	// RetryCost is spent by each retry (> 0). Capacity/RetryCost retries can
-	// run back to back before successes or time refill the bucket.
+	// RetryCost is spent by each retry (>= 0, at most Capacity; > 0 unless
+	// FailureCost is). Capacity/RetryCost retries can run back to back
+	// before successes or time refill the bucket.
 	RetryCost float64
 	// SuccessRefill is returned by each success (>= 0).
 	SuccessRefill float64
 	// RefillPerSecond is added as time passes (>= 0), so that a process whose
 	// connects are rare still regains some retries after an outage.
 	RefillPerSecond float64
+
+	// FailureCost is taken by every failed attempt that could be retried
+	// (classified Transient), first attempts included, down to zero tokens
+	// (>= 0): gRPC's decrement of token_count. Zero charges retries only.
+	FailureCost float64
+	// Threshold: a retry runs only while more than Threshold tokens are
+	// left once its failure is charged (0 <= Threshold < Capacity), as gRPC
+	// retries only while token_count > max_tokens/2. The tokens between
+	// zero and Threshold are the memory of an outage: successes and time
+	// must refill them before retries resume.
+	Threshold float64
 }
 
-// DefaultBudget returns the default budget: 100 tokens, a retry costs 5, a
-// success refunds 1, and 1 token comes back per second. A sustained outage
-// therefore allows at most 20 retries at once, then one every 5 seconds per
-// budget, however many goroutines are failing.
+// DefaultBudget returns the default budget, gRPC's retry throttling scaled
+// to connects: 8 tokens; every failed attempt takes 1, retries run only
+// while more than 4 are left, a retry costs nothing more; a success gives
+// back 0.1 (gRPC's token_ratio) and time 0.2 a second.
+//
+// A healthy factory therefore retries a lone failure at once, and one
+// connect gets its policy's attempts (3 by default: two failures leave 6).
+// When more attempts fail than 0.2 a second (plus a tenth of the
+// successes), the bucket falls to the threshold after the fourth failure
+// and retries stop whatever the demand: a pool whose every connect fails
+// makes its first attempts and about two retries, not a fixed number per
+// second. After a sustained outage retries resume once time and successes
+// have refilled the bucket above 4 (about 25 s from empty).
+//
+// Until FailureCost and Threshold existed the default was the plain bucket
+// BudgetConfig{Capacity: 100, RetryCost: 5, SuccessRefill: 1,
+// RefillPerSecond: 1}: 20 retries at once, then one every 5 s, at any
+// demand. That config still means the same.
 func DefaultBudget() BudgetConfig {
-	return BudgetConfig{Capacity: 100, RetryCost: 5, SuccessRefill: 1, RefillPerSecond: 1}
+	return BudgetConfig{Capacity: 8, FailureCost: 1, Threshold: 4, SuccessRefill: 0.1, RefillPerSecond: 0.2}
 }
 
 // Validate returns an *InvalidPolicyError for nonsense values, or nil.
@@ -39,10 +74,14 @@ func (c BudgetConfig) Validate() error {
 	switch {
 	case !ok(c.Capacity) || c.Capacity <= 0:
 		return bad("Capacity", "must be positive and finite", c.Capacity)
-	case !ok(c.RetryCost) || c.RetryCost <= 0:
-		return bad("RetryCost", "must be positive and finite", c.RetryCost)
+	case !ok(c.FailureCost) || c.FailureCost < 0:
+		return bad("FailureCost", "must be zero or positive", c.FailureCost)
+	case !ok(c.RetryCost) || c.RetryCost < 0 || (c.RetryCost == 0 && c.FailureCost == 0):
+		return bad("RetryCost", "must be positive and finite (or zero with a positive FailureCost)", c.RetryCost)
 	case c.RetryCost > c.Capacity:
 		return bad("RetryCost", "must not exceed Capacity", c.RetryCost)
+	case !ok(c.Threshold) || c.Threshold < 0 || c.Threshold >= c.Capacity:
+		return bad("Threshold", "must be zero or positive and below Capacity", c.Threshold)
 	case !ok(c.SuccessRefill) || c.SuccessRefill < 0:
 		return bad("SuccessRefill", "must be zero or positive", c.SuccessRefill)
 	case !ok(c.RefillPerSecond) || c.RefillPerSecond < 0:
@@ -51,33 +90,48 @@ func (c BudgetConfig) Validate() error {
 	return nil
 }
 
-// Budget is a retry budget: a token bucket in the style of gRPC retry
-// throttling and the AWS SDK retry quota. First attempts never touch it;
-// each retry spends RetryCost tokens and is refused when too few are left;
-// each success refunds SuccessRefill, and time refunds RefillPerSecond.
-// Share one Budget between the loops that reach one dependency (holdfast
-// gives each Factory its own, for one database) so that an outage seen by
-// thousands of goroutines cannot multiply the load on a token API or a
-// database.
+// Budget is a retry budget shared by the loops that reach one dependency
+// (holdfast gives each Factory its own, for one database), so that an
+// outage seen by thousands of goroutines cannot multiply the load on a
+// token API or a database. First attempts are never refused.
+//
+// It is a token bucket that starts full. Each retry spends RetryCost and
+// is refused when too few tokens are left; each success refunds
+// SuccessRefill, and time refunds RefillPerSecond. With a FailureCost (the
+// default, [DefaultBudget]) it is relative to demand, as gRPC's retry
+// throttling (gRFC A6) is: every failed attempt that could be retried, a
+// first attempt as much as a retry, takes FailureCost, and a retry runs
+// only while more than Threshold tokens are left. Retries then stop after
+// a few failures in a row however many requests fail, and come back as
+// successes and time refill the bucket; a lone failure in a healthy pool,
+// whose bucket is full, is retried at once. gRPC charges 1 per failure,
+// refunds token_ratio (0.1 in its examples) per success and retries above
+// max_tokens/2, with no time refill: an RPC client's successes are many,
+// a pool's connects few. The AWS SDK's retry quota (500 tokens, 5 a retry,
+// 10 a timeout's retry, 1 back per success) is the plain bucket: it
+// charges retries only, so its allowance does not shrink as failures grow.
 //
 // A Budget is safe for concurrent use. A nil *Budget allows every retry.
-// Success costs one atomic load while the bucket is full.
+// Success costs one atomic load while the bucket is full; a failure, an
+// atomic compare-and-swap (and, with RefillPerSecond, a short mutex).
 type Budget struct {
 	capacity, cost, refill int64 // milli-tokens
+	failCost, threshold    int64 // milli-tokens
 	perSecond              float64
 	now                    func() time.Time
 
 	tokens atomic.Int64 // milli-tokens
 
-	mu   sync.Mutex // guards last (time refill happens on the retry path only)
-	last time.Time  // of the last time refill; zero until the first retry
+	mu   sync.Mutex // guards last (time refill happens on the failure path only)
+	last time.Time  // of the last time refill; zero until the first failure
 
-	spent, denied atomic.Int64
+	spent, denied, failed atomic.Int64
 }
 
 const milli = 1000
 
-// NewBudget returns a full Budget, or an error if c is invalid.
+// NewBudget returns a full Budget, or an *InvalidPolicyError if c is
+// invalid.
 func NewBudget(c BudgetConfig) (*Budget, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -86,6 +140,8 @@ func NewBudget(c BudgetConfig) (*Budget, error) {
 		capacity:  int64(c.Capacity * milli),
 		cost:      int64(c.RetryCost * milli),
 		refill:    int64(c.SuccessRefill * milli),
+		failCost:  int64(c.FailureCost * milli),
+		threshold: int64(c.Threshold * milli),
 		perSecond: c.RefillPerSecond,
 		now:       time.Now,
 	}
@@ -93,7 +149,9 @@ func NewBudget(c BudgetConfig) (*Budget, error) {
 	return b, nil
 }
 
-// Spend takes the cost of one retry and reports whether the retry may run.
+// Spend records a failed attempt that the caller would retry: it takes
+// FailureCost, then the cost of one retry if the retry may run, and
+// reports whether it may.
 func (b *Budget) Spend() bool {
 	if b == nil {
 		return true
@@ -101,37 +159,75 @@ func (b *Budget) Spend() bool {
 	return b.spend(time.Time{})
 }
 
+// Failure records a failed attempt that will not be retried (the caller's
+// attempts or time ran out): it takes FailureCost, and does nothing to a
+// budget without one.
+func (b *Budget) Failure() {
+	if b == nil {
+		return
+	}
+	b.fail(time.Time{})
+}
+
 // spend is Spend at time now, or at b.now() when now is zero: a [Loop]
-// passes the time of its own clock. The bucket is full until the first
-// retry, so time starts counting then.
+// passes the time of its own clock.
 func (b *Budget) spend(now time.Time) bool {
 	if b == nil {
 		return true
 	}
-	if b.perSecond > 0 {
-		b.mu.Lock()
-		if now.IsZero() {
-			now = b.now()
-		}
-		if b.last.IsZero() {
-			b.last = now
-		}
-		if add := int64(now.Sub(b.last).Seconds() * b.perSecond * milli); add > 0 {
-			b.last = now
-			b.add(add)
-		}
-		b.mu.Unlock()
+	b.refillAt(now)
+	if b.failCost > 0 {
+		b.failed.Add(1)
 	}
 	for {
 		cur := b.tokens.Load()
-		if cur < b.cost {
-			b.denied.Add(1)
-			return false
+		next := max(cur-b.failCost, 0)
+		if next <= b.threshold || next < b.cost {
+			if next == cur || b.tokens.CompareAndSwap(cur, next) {
+				b.denied.Add(1)
+				return false
+			}
+			continue
 		}
-		if b.tokens.CompareAndSwap(cur, cur-b.cost) {
+		if b.tokens.CompareAndSwap(cur, next-b.cost) {
 			b.spent.Add(1)
 			return true
 		}
+	}
+}
+
+// fail is Failure at time now (b.now() when zero).
+func (b *Budget) fail(now time.Time) {
+	if b == nil || b.failCost == 0 {
+		return
+	}
+	b.refillAt(now)
+	b.failed.Add(1)
+	for {
+		cur := b.tokens.Load()
+		if cur == 0 || b.tokens.CompareAndSwap(cur, max(cur-b.failCost, 0)) {
+			return
+		}
+	}
+}
+
+// refillAt adds the time refill due at now (b.now() when zero). The
+// bucket is full until the first failure, so time starts counting then.
+func (b *Budget) refillAt(now time.Time) {
+	if b.perSecond <= 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if now.IsZero() {
+		now = b.now()
+	}
+	if b.last.IsZero() {
+		b.last = now
+	}
+	if add := int64(now.Sub(b.last).Seconds() * b.perSecond * milli); add > 0 {
+		b.last = now
+		b.add(add)
 	}
 }
 
@@ -177,4 +273,13 @@ func (b *Budget) Denied() int64 {
 		return 0
 	}
 	return b.denied.Load()
+}
+
+// Failures returns how many failed attempts the budget has charged
+// FailureCost for (zero without a FailureCost).
+func (b *Budget) Failures() int64 {
+	if b == nil {
+		return 0
+	}
+	return b.failed.Load()
 }

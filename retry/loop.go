@@ -73,8 +73,10 @@ func (r *Retrier) Start(now time.Time, rnd *rand.Rand) (Loop, error) {
 // loop is over and [Loop.Err] gives its result. ctx is the caller's
 // context: its end stops the loop (StopContext), no delay runs past its
 // deadline, a caller's deadline it carries ([WithCallerDeadline]) or the
-// loop's MaxElapsed (StopDeadline), and OnRetry receives it. A success refills the Budget (unless the Retrier's NoRefund is set);
-// a retry spends from it, at now.
+// loop's MaxElapsed (StopDeadline), and OnRetry receives it. A success
+// refills the Budget (unless the Retrier's NoRefund is set); a failure
+// classified Transient is charged to it (its FailureCost, whether or not
+// the loop goes on), and a retry spends from it, at now.
 func (l *Loop) Next(ctx context.Context, now time.Time, err error) (delay time.Duration, again bool) {
 	if l.done || l.r == nil {
 		return 0, false
@@ -97,6 +99,7 @@ func (l *Loop) Next(ctx context.Context, now time.Time, err error) (delay time.D
 		return 0, false
 	}
 	if l.attempt >= l.p.MaxAttempts {
+		l.r.Budget.fail(now)
 		l.end(ctx, StopExhausted)
 		return 0, false
 	}
@@ -117,6 +120,7 @@ func (l *Loop) Next(ctx context.Context, now time.Time, err error) (delay time.D
 		end = l.start.Add(l.p.MaxElapsed)
 	}
 	if deadline, ok := stopBy(ctx, end); ok && deadline.Sub(now) <= delay {
+		l.r.Budget.fail(now)
 		l.end(ctx, StopDeadline)
 		return 0, false
 	}

@@ -144,8 +144,10 @@ type Retrier struct {
 	// classify.Classify.
 	Classify func(error) classify.Verdict
 	// Budget, when not nil, is the retry budget the loop shares with
-	// others: every retry (never a first attempt) spends from it, and every
-	// success refills it unless NoRefund is set.
+	// others: it may refuse a retry, never a first attempt. Every
+	// Transient failure, a first attempt's too, is charged to it (its
+	// FailureCost, if any), every retry spends from it, and every success
+	// refills it unless NoRefund is set.
 	Budget *Budget
 	// NoRefund keeps a success from refilling Budget, for an operation
 	// whose success does not show that the failure is over: a TCP dial
