@@ -62,7 +62,7 @@ type BudgetConfig struct {
 // RefillPerSecond: 1}: 20 retries at once, then one every 5 s, at any
 // demand. That config still means the same.
 func DefaultBudget() BudgetConfig {
-	return BudgetConfig{Capacity: 8, FailureCost: 1, Threshold: 4, SuccessRefill: 0.1, RefillPerSecond: 0.2}
+	return BudgetConfig{Capacity: 5, FailureCost: 1, Threshold: 2.5, SuccessRefill: 0.1, RefillPerSecond: 0.2}
 }
 
 // Validate returns an *InvalidPolicyError for nonsense values, or nil.

@@ -54,20 +54,48 @@ type Strategy struct {
 	TokenRefund bool
 }
 
-// Strategies returns the four strategies compared: no retry, three
-// immediate tries, the default backoff without a budget, and holdfast's
-// defaults (the default policy and a per-pod default budget).
+// The names of the strategies of [Strategies], for [Named].
+const (
+	NoRetry     = "no retry"
+	Naive       = "naive 3× retry"
+	BackoffOnly = "backoff only"
+	// OldBudget: holdfast's default policy with the plain token bucket
+	// that was its default budget before the budget became relative to
+	// demand (100 tokens, 5 a retry, 1 back a success and a second).
+	OldBudget = "holdfast, old budget"
+	// Holdfast: holdfast's defaults, the default policy and a per-pod
+	// retry.DefaultBudget (relative to demand).
+	Holdfast = "holdfast defaults"
+)
+
+// Strategies returns the strategies compared, in the order of the tables:
+// no retry, three immediate tries, the default backoff without a budget,
+// holdfast's old default budget and holdfast's defaults. A strategy added
+// later goes at the end; find one with [Named].
 func Strategies() []Strategy {
 	none := retry.Default()
 	none.MaxAttempts = 1
 	naive := retry.Policy{MaxAttempts: 3, InitialInterval: time.Nanosecond, Multiplier: 1, MaxInterval: time.Nanosecond}
+	old := retry.BudgetConfig{Capacity: 100, RetryCost: 5, SuccessRefill: 1, RefillPerSecond: 1}
 	budget := retry.DefaultBudget()
 	return []Strategy{
-		{Name: "no retry", Policy: none},
-		{Name: "naive 3× retry", Policy: naive},
-		{Name: "backoff only", Policy: retry.Default()},
-		{Name: "holdfast defaults", Policy: retry.Default(), Budget: &budget},
+		{Name: NoRetry, Policy: none},
+		{Name: Naive, Policy: naive},
+		{Name: BackoffOnly, Policy: retry.Default()},
+		{Name: OldBudget, Policy: retry.Default(), Budget: &old},
+		{Name: Holdfast, Policy: retry.Default(), Budget: &budget},
 	}
+}
+
+// Named returns the strategy of [Strategies] called name; it panics if
+// there is none (a typo in a test or a command).
+func Named(name string) Strategy {
+	for _, s := range Strategies() {
+		if s.Name == name {
+			return s
+		}
+	}
+	panic("storm: no strategy " + name)
 }
 
 // Config is one simulated run. [Default] gives the run of RESULTS.md.
