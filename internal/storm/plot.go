@@ -140,8 +140,8 @@ var palette = color.Palette{
 	color.RGBA{120, 120, 120, 255}, // no retry: grey
 	color.RGBA{214, 39, 40, 255},   // naive: red
 	color.RGBA{255, 127, 14, 255},  // backoff only: orange
-	color.RGBA{31, 119, 180, 255},  // holdfast: blue
-	color.RGBA{44, 160, 44, 255},
+	color.RGBA{31, 119, 180, 255},  // holdfast defaults: blue
+	color.RGBA{44, 160, 44, 255},   // holdfast, demand budget: green
 	color.RGBA{148, 103, 189, 255},
 }
 

@@ -59,31 +59,29 @@ const (
 	NoRetry     = "no retry"
 	Naive       = "naive 3× retry"
 	BackoffOnly = "backoff only"
-	// OldBudget: holdfast's default policy with the plain token bucket
-	// that was its default budget before the budget became relative to
-	// demand (100 tokens, 5 a retry, 1 back a success and a second).
-	OldBudget = "holdfast, old budget"
 	// Holdfast: holdfast's defaults, the default policy and a per-pod
-	// retry.DefaultBudget (relative to demand).
+	// retry.DefaultBudget (the plain token bucket).
 	Holdfast = "holdfast defaults"
+	// Demand: the default policy and a per-pod retry.DemandBudget, the
+	// budget relative to demand.
+	Demand = "holdfast, demand budget"
 )
 
 // Strategies returns the strategies compared, in the order of the tables:
 // no retry, three immediate tries, the default backoff without a budget,
-// holdfast's old default budget and holdfast's defaults. A strategy added
-// later goes at the end; find one with [Named].
+// holdfast's defaults, and holdfast's policy with the budget relative to
+// demand. A strategy added later goes at the end; find one with [Named].
 func Strategies() []Strategy {
 	none := retry.Default()
 	none.MaxAttempts = 1
 	naive := retry.Policy{MaxAttempts: 3, InitialInterval: time.Nanosecond, Multiplier: 1, MaxInterval: time.Nanosecond}
-	old := retry.BudgetConfig{Capacity: 100, RetryCost: 5, SuccessRefill: 1, RefillPerSecond: 1}
-	budget := retry.DefaultBudget()
+	budget, demand := retry.DefaultBudget(), retry.DemandBudget()
 	return []Strategy{
 		{Name: NoRetry, Policy: none},
 		{Name: Naive, Policy: naive},
 		{Name: BackoffOnly, Policy: retry.Default()},
-		{Name: OldBudget, Policy: retry.Default(), Budget: &old},
 		{Name: Holdfast, Policy: retry.Default(), Budget: &budget},
+		{Name: Demand, Policy: retry.Default(), Budget: &demand},
 	}
 }
 

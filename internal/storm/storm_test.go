@@ -2,6 +2,7 @@ package storm_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"image/png"
 	"reflect"
 	"strings"
@@ -17,6 +18,20 @@ const (
 	goalRetryShare = 0.10            // retries ÷ first attempts
 	goalRecovery   = 2 * time.Second // from the dependency's return
 )
+
+// The goals of the budget relative to demand (retry.DemandBudget), at
+// every request rate of demandRates.
+const (
+	goalDemandRetryShare = 0.05 // retries ÷ first attempts
+	goalDemandPeak       = 1.3  // peak during the outage ÷ no retry's
+	// demandBurst is the retries per pod that DemandBudget allows at the
+	// start of an outage, two (a lone connect keeps its three attempts):
+	// at low rates they alone exceed goalDemandPeak, so there the check
+	// is that the busiest second holds no more than them.
+	demandBurst = 2.2
+)
+
+var demandRates = []float64{2, 5, 10, 20}
 
 // runAll runs the four strategies against dependency d with pods pods.
 func runAll(t *testing.T, d storm.Dependency, pods int) map[string]*storm.Result {
@@ -52,8 +67,15 @@ func TestStrategiesOrder(t *testing.T) {
 		t.Run(d.String(), func(t *testing.T) {
 			t.Parallel()
 			rs := runAll(t, d, 500)
-			none, naive, backoff, hf := rs["no retry"], rs["naive 3× retry"], rs["backoff only"], rs["holdfast defaults"]
-			logTable(t, none, naive, backoff, hf)
+			none, naive, backoff, hf, demand := rs[storm.NoRetry], rs[storm.Naive], rs[storm.BackoffOnly], rs[storm.Holdfast], rs[storm.Demand]
+			logTable(t, none, naive, backoff, hf, demand)
+			if !(demand.RetryShare < hf.RetryShare && demand.Total <= hf.Total && demand.PeakOutage <= goalDemandPeak*none.PeakOutage && demand.PeakOutage < hf.PeakOutage) {
+				t.Errorf("demand budget: retries %.1f%%, total %.1f×, peak during %.1f×; holdfast defaults %.1f%%, %.1f×, %.1f×; no retry's peak %.1f×: want fewer retries, no more load and a peak under the defaults' and within 1.3× no retry's",
+					100*demand.RetryShare, demand.Total, demand.PeakOutage, 100*hf.RetryShare, hf.Total, hf.PeakOutage, none.PeakOutage)
+			}
+			if demand.Recovery > goalRecovery || demand.PeakAfter > 1.1*none.PeakAfter {
+				t.Errorf("demand budget: recovery %v, peak after %.1f×; want within %v and no higher than no retry's %.1f×", demand.Recovery, demand.PeakAfter, goalRecovery, none.PeakAfter)
+			}
 			if none.RetryShare != 0 || naive.RetryShare < 1.9 || backoff.RetryShare < 1.9 {
 				t.Errorf("retry shares %.2f, %.2f, %.2f: want 0 without retry and about 2 (two retries per connect) without a budget",
 					none.RetryShare, naive.RetryShare, backoff.RetryShare)
@@ -89,7 +111,7 @@ func TestHoldfastGoals10000Pods(t *testing.T) {
 	for _, d := range []storm.Dependency{storm.Database, storm.TokenAPI} {
 		t.Run(d.String(), func(t *testing.T) {
 			t.Parallel()
-			c := storm.Default(d, storm.Strategies()[3])
+			c := storm.Default(d, storm.Named(storm.Holdfast))
 			if raceEnabled {
 				c.Pods /= 10
 			}
@@ -116,7 +138,7 @@ func TestHoldfastGoals10000Pods(t *testing.T) {
 
 func TestRunIsDeterministic(t *testing.T) {
 	t.Parallel()
-	c := storm.Default(storm.Database, storm.Strategies()[3])
+	c := storm.Default(storm.Database, storm.Named(storm.Holdfast))
 	c.Pods = 500
 	a, err := storm.Run(c)
 	if err != nil {
@@ -143,7 +165,7 @@ func TestRunRejectsInvalidConfig(t *testing.T) {
 		{"outage too early", func(c *storm.Config) { c.OutageStart = 5 * time.Second }},
 		{"invalid policy", func(c *storm.Config) { c.Strategy.Policy.MaxAttempts = 0 }},
 	} {
-		c := storm.Default(storm.Database, storm.Strategies()[3])
+		c := storm.Default(storm.Database, storm.Named(storm.Holdfast))
 		tt.change(&c)
 		if _, err := storm.Run(c); err == nil {
 			t.Errorf("%s: Run returned no error", tt.name)
@@ -192,7 +214,7 @@ func TestPlotAndTable(t *testing.T) {
 // handshakes only, which is what holdfast's defaults do now.
 func TestTokenRefundVoidsTheBudget(t *testing.T) {
 	t.Parallel()
-	hf := storm.Strategies()[3]
+	hf := storm.Named(storm.Holdfast)
 	before := hf
 	before.Name, before.TokenRefund = "token refunds", true
 	var rs []*storm.Result
@@ -210,4 +232,113 @@ func TestTokenRefundVoidsTheBudget(t *testing.T) {
 		t.Errorf("retry shares: %.3f now, %.3f with token refunds; want the first within %.2f and the second over four times it",
 			rs[0].RetryShare, rs[1].RetryShare, goalRetryShare)
 	}
+}
+
+// TestDemandBudgetGoals runs no retry, holdfast's defaults and the budget
+// relative to demand (retry.DemandBudget) at every rate of demandRates,
+// on 1,000 pods (250 under the race detector), and checks the goals: the
+// demand budget's retries stay within 5 % of first attempts at every
+// rate, and its peak during the outage within 1.3× no retry's, or, where
+// the two retries a pod's lone connect keeps exceed that (the database
+// outage below 10 requests/s per pod), its busiest second holds no more
+// than them. The defaults' share at 2 requests/s shows that the check
+// tells the budgets apart.
+func TestDemandBudgetGoals(t *testing.T) {
+	t.Parallel()
+	pods := 1000
+	if raceEnabled {
+		pods = 250
+	}
+	for _, d := range []storm.Dependency{storm.Database, storm.TokenAPI} {
+		t.Run(d.String(), func(t *testing.T) {
+			t.Parallel()
+			for _, rate := range demandRates {
+				rs := map[string]*storm.Result{}
+				for _, name := range []string{storm.NoRetry, storm.Holdfast, storm.Demand} {
+					c := storm.Default(d, storm.Named(name))
+					c.Pods, c.RequestRate = pods, rate
+					r, err := storm.Run(c)
+					if err != nil {
+						t.Fatal(err)
+					}
+					rs[name] = r
+				}
+				none, hf, demand := rs[storm.NoRetry], rs[storm.Holdfast], rs[storm.Demand]
+				rel := demand.PeakOutage / none.PeakOutage
+				extra := (demand.PeakOutage - none.PeakOutage) * demand.Steady / float64(pods) // retries per pod in the busiest second
+				t.Logf("%g requests/s: demand budget %.1f%% retries, peak during %.1f× (%.2f× no retry's, %.2f retries per pod over it); defaults %.1f%%, %.2f×",
+					rate, 100*demand.RetryShare, demand.PeakOutage, rel, extra, 100*hf.RetryShare, hf.PeakOutage/none.PeakOutage)
+				if demand.RetryShare > goalDemandRetryShare {
+					t.Errorf("%g requests/s: retries are %.1f%% of first attempts, goal %.0f%%", rate, 100*demand.RetryShare, 100*goalDemandRetryShare)
+				}
+				if rel > goalDemandPeak && extra > demandBurst {
+					t.Errorf("%g requests/s: peak during the outage %.2f× no retry's (%.2f retries per pod over it), goal %.1f× or at most the budget's burst of %.1f",
+						rate, rel, extra, goalDemandPeak, demandBurst)
+				}
+				if rate >= 10 && rel > goalDemandPeak {
+					t.Errorf("%g requests/s: peak during the outage %.2f× no retry's, goal %.1f×", rate, rel, goalDemandPeak)
+				}
+				if demand.Recovery > goalRecovery {
+					t.Errorf("%g requests/s: recovery took %v, goal %v", rate, demand.Recovery, goalRecovery)
+				}
+				if rate == 2 && hf.RetryShare <= goalDemandRetryShare {
+					t.Errorf("holdfast defaults at 2 requests/s: %.1f%% retries, want over %.0f%% (the plain bucket's allowance is per second, not per request)",
+						100*hf.RetryShare, 100*goalDemandRetryShare)
+				}
+			}
+		})
+	}
+}
+
+// TestJSONRows: cmd/storm -json prints {"rows": [...]} with the fields
+// its users read.
+func TestJSONRows(t *testing.T) {
+	t.Parallel()
+	c := storm.Default(storm.Database, storm.Named(storm.Demand))
+	c.Pods, c.RequestRate = 20, 5
+	r, err := storm.Run(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := storm.JSON(&buf, []*storm.Result{r, r}); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Rows []map[string]any `json:"rows"`
+	}
+	if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
+		t.Fatalf("%v:\n%s", err, buf.String())
+	}
+	if len(got.Rows) != 2 {
+		t.Fatalf("%d rows, want 2:\n%s", len(got.Rows), buf.String())
+	}
+	row := got.Rows[0]
+	for _, k := range []string{"dependency", "strategy", "rate", "peak_during", "peak_after", "total", "retries_pct", "recovery_s"} {
+		if _, ok := row[k]; !ok {
+			t.Errorf("row has no %q: %v", k, row)
+		}
+	}
+	if row["dependency"] != "database" || row["strategy"] != storm.Demand || row["rate"] != 5.0 || row["peak_during"] != r.PeakOutage {
+		t.Errorf("row = %v, want the run's dependency, strategy, rate and figures", row)
+	}
+	var tb strings.Builder
+	if err := storm.RateTable(&tb, []*storm.Result{r}); err != nil || strings.Count(tb.String(), "\n") != 3 {
+		t.Errorf("RateTable = %v:\n%s", err, tb.String())
+	}
+}
+
+func TestNamed(t *testing.T) {
+	t.Parallel()
+	for _, s := range storm.Strategies() {
+		if got := storm.Named(s.Name); got.Name != s.Name || got.Policy != s.Policy {
+			t.Errorf("Named(%q) = %+v", s.Name, got)
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("Named of an unknown name did not panic")
+		}
+	}()
+	storm.Named("no such strategy")
 }

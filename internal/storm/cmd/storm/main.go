@@ -1,9 +1,10 @@
 // Command storm runs the fleet-scale reconnect storm simulation of package
-// storm: four retry strategies through a 30 s outage of the database and
-// of the token API, 10,000 pods each. It prints the Markdown table of
-// RESULTS.md and writes the plot:
+// storm: the retry strategies of storm.Strategies through a 30 s outage of
+// the database and of the token API, 10,000 pods each, at several request
+// rates. It prints the Markdown tables of RESULTS.md and writes the plot:
 //
 //	go run ./internal/storm/cmd/storm                # from the module root
+//	go run ./internal/storm/cmd/storm -json          # every run, as {"rows": [...]}
 //	go run ./internal/storm/cmd/storm -pods 1000 -png /tmp/storm.png
 //
 // The runs are deterministic for a seed; they share the machine's cores.
@@ -16,6 +17,7 @@ import (
 	"image/png"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,85 +28,113 @@ import (
 func main() {
 	pods := flag.Int("pods", 10000, "pods in the fleet")
 	seed := flag.Uint64("seed", 1, "seed of every random draw")
-	out := flag.String("png", "internal/storm/storm.png", "where to write the plot (empty: nowhere)")
-	rates := flag.String("rates", "2,5,20", "request rates per pod (per second) for holdfast's sensitivity table (empty: none)")
-	admission := flag.Bool("admission", true, "also print holdfast's defaults with admission limits (admission.go)")
+	out := flag.String("png", "internal/storm/storm.png", "where to write the plot (empty: nowhere; with -json, only when given)")
+	rates := flag.String("rates", "2,5,10,20", "request rates per pod (per second): every strategy runs at each")
+	main := flag.Float64("rate", 10, "the request rate of the main table and of the plot (one of -rates)")
+	asJSON := flag.Bool("json", false, "print every run as one JSON object, {\"rows\": [...]}, instead of the tables")
+	admission := flag.Bool("admission", true, "also print holdfast's defaults with admission limits (admission.go; not with -json)")
 	flag.Parse()
-	if err := run(*pods, *seed, *out, *rates); err != nil {
+	if *asJSON {
+		set := false
+		flag.Visit(func(f *flag.Flag) { set = set || f.Name == "png" })
+		if !set {
+			*out = ""
+		}
+	}
+	if err := run(*pods, *seed, *out, *rates, *main, *asJSON); err != nil {
 		fmt.Fprintln(os.Stderr, "storm:", err)
 		os.Exit(1)
 	}
-	if err := admissionIf(*admission, *pods, *seed); err != nil {
+	if err := admissionIf(*admission && !*asJSON, *pods, *seed); err != nil {
 		fmt.Fprintln(os.Stderr, "storm:", err)
 		os.Exit(1)
 	}
 }
 
-func run(pods int, seed uint64, out, rates string) error {
-	var configs []storm.Config
-	for _, d := range []storm.Dependency{storm.Database, storm.TokenAPI} {
-		for _, s := range storm.Strategies() {
-			c := storm.Default(d, s)
-			c.Pods, c.Seed = pods, seed
-			configs = append(configs, c)
-		}
-	}
-	holdfast := storm.Strategies()[3]
-	// A token function (IAM) during a database outage: each attempt fetches
-	// a token first, from a token API that is up. Refunding each fetched
-	// token, as the factory did before, voids the budget.
-	before := holdfast
-	before.Name, before.TokenRefund = "holdfast, token refunds (before)", true
-	c := storm.Default(storm.Database, before)
-	c.Pods, c.Seed = pods, seed
-	configs = append(configs, c)
-	main := len(configs)
-	for f := range strings.SplitSeq(rates, ",") {
+func run(pods int, seed uint64, out, rateList string, mainRate float64, asJSON bool) error {
+	var rates []float64
+	for f := range strings.SplitSeq(rateList, ",") {
 		if f = strings.TrimSpace(f); f == "" {
 			continue
 		}
 		rate, err := strconv.ParseFloat(f, 64)
-		if err != nil {
-			return fmt.Errorf("-rates: %w", err)
+		if err != nil || rate <= 0 {
+			return fmt.Errorf("-rates: %q is not a positive number", f)
 		}
-		for _, d := range []storm.Dependency{storm.Database, storm.TokenAPI} {
-			c := storm.Default(d, holdfast)
-			c.Pods, c.Seed, c.RequestRate = pods, seed, rate
-			configs = append(configs, c)
+		rates = append(rates, rate)
+	}
+	if !slices.Contains(rates, mainRate) {
+		return fmt.Errorf("-rate %g is not one of -rates %q", mainRate, rateList)
+	}
+	// Every strategy at every rate, dependency by dependency.
+	var configs []storm.Config
+	for _, d := range []storm.Dependency{storm.Database, storm.TokenAPI} {
+		for _, rate := range rates {
+			for _, s := range storm.Strategies() {
+				c := storm.Default(d, s)
+				c.Pods, c.Seed, c.RequestRate = pods, seed, rate
+				configs = append(configs, c)
+			}
 		}
 	}
+	// A token function (IAM) during a database outage: each attempt fetches
+	// a token first, from a token API that is up. Refunding each fetched
+	// token, as the factory did before, voids the budget.
+	before := storm.Named(storm.Holdfast)
+	before.Name, before.TokenRefund = "holdfast, token refunds (before)", true
+	c := storm.Default(storm.Database, before)
+	c.Pods, c.Seed, c.RequestRate = pods, seed, mainRate
+	configs = append(configs, c)
 	results, err := runAll(configs)
 	if err != nil {
 		return err
 	}
-	r0 := results[0]
-	fmt.Printf("%d pods, seed %d; steady state: %.0f connect attempts per second (%s), %.0f (%s)\n\n",
-		pods, seed, r0.Steady, r0.Config.Dependency, results[main/2].Steady, results[main/2].Config.Dependency)
-	if err := storm.Table(os.Stdout, results[:main]); err != nil {
-		return err
-	}
-	if len(results) > main {
-		fmt.Printf("\nholdfast defaults at other request rates (requests per second per pod; the table above: %g):\n\n", r0.Config.RequestRate)
-		fmt.Println("| dependency down | requests/s per pod | peak during outage ×steady | peak after recovery ×steady | total load ×steady | retries % of first attempts | time to recovery |")
-		fmt.Println("|---|--:|--:|--:|--:|--:|--:|")
-		for _, r := range results[main:] {
-			fmt.Printf("| %s | %g | %.1f× | %.1f× | %.1f× | %.1f%% | %.2f s |\n", r.Config.Dependency, r.Config.RequestRate,
-				r.PeakOutage, r.PeakAfter, r.Total, 100*r.RetryShare, r.Recovery.Seconds())
+	if out != "" {
+		if err := plot(out, results, mainRate); err != nil {
+			return err
 		}
 	}
-	if out == "" {
-		return nil
+	if asJSON {
+		return storm.JSON(os.Stdout, results)
+	}
+	var main, byRate []*storm.Result
+	for _, r := range results {
+		if r.Config.RequestRate == mainRate {
+			main = append(main, r)
+		}
+		if !r.Config.Strategy.TokenRefund && r.Config.Strategy.Name != storm.Naive {
+			byRate = append(byRate, r)
+		}
+	}
+	fmt.Printf("%d pods, seed %d, %g requests/s per pod; steady state: %.0f connect attempts per second (%s), %.0f (%s)\n\n",
+		pods, seed, mainRate, main[0].Steady, main[0].Config.Dependency, main[len(main)/2].Steady, main[len(main)/2].Config.Dependency)
+	if err := storm.Table(os.Stdout, main); err != nil {
+		return err
+	}
+	fmt.Printf("\nAt each request rate (requests per second per pod), every strategy but naive:\n\n")
+	if err := storm.RateTable(os.Stdout, byRate); err != nil {
+		return err
+	}
+	if out != "" {
+		fmt.Printf("\nwrote %s\n", out)
+	}
+	return nil
+}
+
+// plot writes the plot of the strategies at rate to out.
+func plot(out string, results []*storm.Result, rate float64) error {
+	var rs []*storm.Result
+	for _, r := range results {
+		if r.Config.RequestRate == rate && !r.Config.Strategy.TokenRefund {
+			rs = append(rs, r)
+		}
 	}
 	var buf bytes.Buffer
 	enc := png.Encoder{CompressionLevel: png.BestCompression}
-	if err := enc.Encode(&buf, storm.Plot(results[:main-1])); err != nil { // the plot: the four strategies of each dependency
+	if err := enc.Encode(&buf, storm.Plot(rs)); err != nil {
 		return err
 	}
-	if err := os.WriteFile(out, buf.Bytes(), 0o644); err != nil {
-		return err
-	}
-	fmt.Printf("\nwrote %s\n", out)
-	return nil
+	return os.WriteFile(out, buf.Bytes(), 0o644)
 }
 
 // runAll runs configs on as many goroutines as there are cores, and
