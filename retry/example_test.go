@@ -58,6 +58,41 @@ func ExampleBudget() {
 	// request 3: 1 attempts, retry budget exhausted
 }
 
+// The budget relative to demand: a lone failure is retried at once, and
+// one request keeps its three attempts; then every failed attempt, first
+// ones included, keeps the bucket at or below its threshold, so further
+// requests make one attempt each until successes and time refill it.
+func ExampleDemandBudget() {
+	b, _ := retry.NewBudget(retry.DemandBudget())
+	r := &retry.Retrier{
+		Policy:   retry.Policy{MaxAttempts: 3, InitialInterval: time.Microsecond, Multiplier: 1, MaxInterval: time.Microsecond},
+		Classify: func(error) classify.Verdict { return classify.Verdict{Class: classify.Transient, Reason: "outage"} },
+		Budget:   b,
+	}
+	blip := 0
+	err := r.Do(context.Background(), func(context.Context) error {
+		if blip++; blip == 1 {
+			return errors.New("token API returned 503")
+		}
+		return nil
+	})
+	fmt.Printf("a lone 503: %d attempts, err %v\n", blip, err)
+	b, _ = retry.NewBudget(retry.DemandBudget()) // a healthy pool's full bucket
+	r.Budget = b
+	for i := range 4 {
+		err := r.Do(context.Background(), func(context.Context) error { return errors.New("down") })
+		var re *retry.Error
+		errors.As(err, &re)
+		fmt.Printf("outage, request %d: %d attempts, %s (%.0f tokens left)\n", i+1, re.Attempts, re.Stop, b.Available())
+	}
+	// Output:
+	// a lone 503: 2 attempts, err <nil>
+	// outage, request 1: 3 attempts, attempts exhausted (2 tokens left)
+	// outage, request 2: 1 attempts, retry budget exhausted (1 tokens left)
+	// outage, request 3: 1 attempts, retry budget exhausted (0 tokens left)
+	// outage, request 4: 1 attempts, retry budget exhausted (0 tokens left)
+}
+
 // A Loop stepped on a virtual clock, as an event loop or a simulation
 // steps it: no goroutine sleeps, and a seeded source makes the jitter
 // repeatable.

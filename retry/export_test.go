@@ -9,3 +9,6 @@ func SetBudgetClock(b *Budget, now func() time.Time) {
 	b.now = now
 	b.last = now()
 }
+
+// RefillBudget applies the time refill due now on b's clock.
+func RefillBudget(b *Budget) { b.refillAt(time.Time{}) }

@@ -3,6 +3,7 @@ package retry_test
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -352,6 +353,11 @@ func TestBudgetConfigValidate(t *testing.T) {
 		{"cost above capacity", retry.BudgetConfig{Capacity: 1, RetryCost: 2}},
 		{"negative refill", retry.BudgetConfig{Capacity: 10, RetryCost: 1, SuccessRefill: -1}},
 		{"NaN per second", retry.BudgetConfig{Capacity: 10, RetryCost: 1, RefillPerSecond: nan()}},
+		{"negative failure cost", retry.BudgetConfig{Capacity: 10, RetryCost: 1, FailureCost: -1}},
+		{"NaN failure cost", retry.BudgetConfig{Capacity: 10, FailureCost: nan()}},
+		{"negative threshold", retry.BudgetConfig{Capacity: 10, FailureCost: 1, Threshold: -1}},
+		{"threshold at capacity", retry.BudgetConfig{Capacity: 5, FailureCost: 1, Threshold: 5}},
+		{"negative cost with failure cost", retry.BudgetConfig{Capacity: 5, FailureCost: 1, RetryCost: -1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -360,8 +366,92 @@ func TestBudgetConfigValidate(t *testing.T) {
 			}
 		})
 	}
-	if _, err := retry.NewBudget(retry.DefaultBudget()); err != nil {
-		t.Fatalf("NewBudget(DefaultBudget()) = %v", err)
+	for _, c := range []retry.BudgetConfig{
+		retry.DefaultBudget(),
+		retry.DemandBudget(),
+		{Capacity: 100, RetryCost: 5, SuccessRefill: 1, RefillPerSecond: 1}, // the plain bucket, as configs before FailureCost wrote it
+		{Capacity: 1, RetryCost: 1},
+		{Capacity: 10, FailureCost: 1}, // gRPC with no threshold: a retry costs nothing but its failure
+	} {
+		if _, err := retry.NewBudget(c); err != nil {
+			t.Errorf("NewBudget(%+v) = %v, want valid", c, err)
+		}
+	}
+	var ipe *retry.InvalidPolicyError
+	if _, err := retry.NewBudget(retry.BudgetConfig{Capacity: 5, FailureCost: 1, Threshold: 7}); !errors.As(err, &ipe) || ipe.Field != "Budget.Threshold" {
+		t.Errorf("Threshold above Capacity: %v, want an *InvalidPolicyError for Budget.Threshold", err)
+	}
+}
+
+// The budget relative to demand, step by step against gRPC's rule: every
+// failed attempt takes FailureCost, a retry runs only while more than
+// Threshold tokens are left, successes and time refill.
+func TestDemandBudgetSteps(t *testing.T) {
+	t.Parallel()
+	type step struct {
+		op     string // "spend" (a failure to retry), "fail" (a failure not retried), "success", or "wait" (one second)
+		allow  bool   // for spend
+		tokens float64
+	}
+	tests := []struct {
+		name  string
+		cfg   retry.BudgetConfig
+		steps []step
+	}{
+		{"gRPC's own test: 4 tokens, threshold 2, 1.6 a success", retry.BudgetConfig{Capacity: 4, FailureCost: 1, Threshold: 2, SuccessRefill: 1.6}, []step{
+			{"spend", true, 3}, {"success", false, 4}, {"spend", true, 3}, {"spend", false, 2}, {"spend", false, 1},
+			{"success", false, 2.6}, {"spend", false, 1.6}, {"success", false, 3.2}, {"spend", true, 2.2}, {"spend", false, 1.2},
+		}},
+		{"DemandBudget: two retries from full, then none", retry.DemandBudget(), []step{
+			{"spend", true, 4}, {"spend", true, 3}, {"spend", false, 2}, {"fail", false, 1}, {"fail", false, 0}, {"fail", false, 0},
+		}},
+		{"DemandBudget: a lone failure now and then is always retried", retry.DemandBudget(), []step{
+			{"spend", true, 4}, {"success", false, 4.1}, {"wait", false, 4.3}, {"wait", false, 4.5},
+			{"spend", true, 3.5}, {"wait", false, 3.7}, {"wait", false, 3.9}, {"wait", false, 4.1}, {"spend", true, 3.1},
+		}},
+		{"DemandBudget: time refills after an outage", retry.DemandBudget(), []step{
+			{"fail", false, 4}, {"fail", false, 3}, {"fail", false, 2}, {"fail", false, 1}, {"fail", false, 0},
+			{"wait", false, 0.2}, {"spend", false, 0}, // failing faster than the refill: stays empty
+			{"wait", false, 0.2}, {"wait", false, 0.4}, {"wait", false, 0.6}, {"wait", false, 0.8}, {"wait", false, 1},
+			{"wait", false, 1.2}, {"wait", false, 1.4}, {"wait", false, 1.6}, {"wait", false, 1.8}, {"wait", false, 2},
+			{"wait", false, 2.2}, {"wait", false, 2.4}, {"wait", false, 2.6}, {"wait", false, 2.8}, {"wait", false, 3},
+			{"wait", false, 3.2}, {"wait", false, 3.4}, {"wait", false, 3.6}, {"spend", true, 2.6},
+		}},
+		{"plain bucket: failures not retried cost nothing", retry.BudgetConfig{Capacity: 10, RetryCost: 5}, []step{
+			{"fail", false, 10}, {"spend", true, 5}, {"fail", false, 5}, {"spend", true, 0}, {"spend", false, 0},
+		}},
+		{"both costs: the failure first, then the retry", retry.BudgetConfig{Capacity: 10, RetryCost: 2, FailureCost: 1, Threshold: 3}, []step{
+			{"spend", true, 7}, {"spend", true, 4}, {"spend", false, 3},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b, err := retry.NewBudget(tt.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := time.Unix(1000, 0)
+			retry.SetBudgetClock(b, func() time.Time { return now })
+			for i, st := range tt.steps {
+				switch st.op {
+				case "spend":
+					if got := b.Spend(); got != st.allow {
+						t.Fatalf("step %d: Spend() = %v, want %v", i, got, st.allow)
+					}
+				case "fail":
+					b.Failure()
+				case "success":
+					b.Success()
+				case "wait":
+					now = now.Add(time.Second)
+					retry.RefillBudget(b)
+				}
+				if math.Abs(b.Available()-st.tokens) > 1e-9 {
+					t.Fatalf("step %d (%s): %v tokens, want %v", i, st.op, b.Available(), st.tokens)
+				}
+			}
+		})
 	}
 }
 
@@ -426,6 +516,53 @@ func TestBudgetRefill(t *testing.T) {
 	}
 }
 
+// A lone transient failure in a healthy pool is retried at once under the
+// budget relative to demand, and one loop keeps its three attempts; many
+// goroutines failing together get two retries between them, whatever
+// their number, where the plain bucket gives a fixed allowance.
+func TestDemandBudgetThroughDo(t *testing.T) {
+	t.Parallel()
+	b, err := retry.NewBudget(retry.DemandBudget())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &retry.Retrier{Policy: fast(), Classify: testClassify, Budget: b}
+	calls := 0
+	if err := r.Do(context.Background(), func(context.Context) error {
+		if calls++; calls == 1 {
+			return errTransient // a token API's 503
+		}
+		return nil
+	}); err != nil || calls != 2 {
+		t.Fatalf("a lone failure: Do = %v after %d calls, want nil after 2", err, calls)
+	}
+
+	b, _ = retry.NewBudget(retry.DemandBudget())
+	r.Budget = b
+	calls = 0
+	err = r.Do(context.Background(), func(context.Context) error { calls++; return errTransient })
+	if !errors.Is(err, retry.ErrExhausted) || calls != 3 {
+		t.Fatalf("one loop from a full bucket: Do = %v after %d calls, want attempts exhausted after 3", err, calls)
+	}
+
+	for _, n := range []int{10, 200} {
+		b, _ := retry.NewBudget(retry.BudgetConfig{Capacity: 5, FailureCost: 1, Threshold: 2.5}) // DemandBudget without the time refill
+		r := &retry.Retrier{Policy: fast(), Classify: testClassify, Budget: b}
+		var calls atomic.Int64
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				_ = r.Do(context.Background(), func(context.Context) error { calls.Add(1); return errTransient })
+			})
+		}
+		wg.Wait()
+		if b.Retries() != 2 || calls.Load() != int64(n)+2 || b.Failures() != int64(n)+2 || b.Available() != 0 {
+			t.Errorf("%d goroutines failing: %d retries, %d calls, %d failures charged, %v tokens; want 2, %d, %d, 0",
+				n, b.Retries(), calls.Load(), b.Failures(), b.Available(), n+2, n+2)
+		}
+	}
+}
+
 // A success refills the budget, unless NoRefund: an operation that
 // succeeded after a retry (a dial a front end accepted) refunds nothing
 // when its success does not show that the failure is over.
@@ -485,6 +622,15 @@ func BenchmarkDoSuccess(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = r.Do(ctx, op)
+	}
+}
+
+func BenchmarkBudgetSpendDemand(b *testing.B) {
+	bud, _ := retry.NewBudget(retry.DemandBudget())
+	b.ReportAllocs()
+	for b.Loop() {
+		bud.Spend()
+		bud.Success()
 	}
 }
 
