@@ -73,7 +73,9 @@
 // The retry after a 28P01 comes from Factory.Acquire, Factory.Start and
 // package sqldb: pgx stops a connect at 28P01, so a connection that
 // pool.Query makes by itself fails that one request (the next connect
-// already uses the fresh credentials). A 28000 is retried inside the
+// already uses the fresh credentials); give code that runs statements on
+// the pool, such as sqlc's, holdfast's Factory.DBTX(pool) instead, whose
+// every method takes its connection through Factory.Acquire. A 28000 is retried inside the
 // connect, on every pool path.
 //
 // # Failures of Secrets Manager

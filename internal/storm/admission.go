@@ -27,9 +27,13 @@ type Admission struct {
 // pgxpool's own limit of MaxConns constructs hardly changes), and one in
 // flight with a rate per pod.
 func AdmissionStrategies() []Strategy {
-	hf := Strategies()[3]
 	with := func(name string, a Admission) Strategy {
-		s := hf
+		s := Named(Holdfast)
+		s.Name, s.Admission = name, &a
+		return s
+	}
+	withDemand := func(name string, a Admission) Strategy {
+		s := Named(Demand)
 		s.Name, s.Admission = name, &a
 		return s
 	}
@@ -39,6 +43,8 @@ func AdmissionStrategies() []Strategy {
 		with("holdfast + admission 1 in flight, 1/s burst 2", Admission{InFlight: 1, PerSecond: 1, Burst: 2}),
 		with("holdfast + admission 1 in flight, 0.5/s burst 2", Admission{InFlight: 1, PerSecond: 0.5, Burst: 2}),
 		with("holdfast + admission 1 in flight, 0.25/s burst 2", Admission{InFlight: 1, PerSecond: 0.25, Burst: 2}),
+		withDemand("demand budget + admission 2 in flight", Admission{InFlight: 2}),
+		withDemand("demand budget + admission 1 in flight, 0.5/s burst 2", Admission{InFlight: 1, PerSecond: 0.5, Burst: 2}),
 	}
 }
 

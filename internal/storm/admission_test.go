@@ -20,7 +20,7 @@ func TestAdmissionLowersThePeaks(t *testing.T) {
 		}
 		return r
 	}
-	hf := run(storm.Strategies()[3])
+	hf := run(storm.Named(storm.Holdfast))
 	rs := []*storm.Result{hf}
 	for _, s := range storm.AdmissionStrategies() {
 		rs = append(rs, run(s))

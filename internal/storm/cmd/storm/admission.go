@@ -10,7 +10,7 @@ import (
 // limits (storm.AdmissionStrategies) through both outages and prints
 // them, with the median pod's recovery.
 func admissionTable(pods int, seed uint64) error {
-	hf := storm.Strategies()[3]
+	hf := storm.Named(storm.Holdfast)
 	var configs []storm.Config
 	for _, d := range []storm.Dependency{storm.Database, storm.TokenAPI} {
 		for _, s := range append([]storm.Strategy{hf}, storm.AdmissionStrategies()...) {
