@@ -170,13 +170,20 @@ func TestAdmissionLimitAgainstConnectionLimit(t *testing.T) {
 	admin := refusedRole(t, dsn, "admit_role")
 	mustExec(t, admin, "ALTER ROLE admit_role CONNECTION LIMIT 5")
 	var control int64
+	// The default (5 of 20) equals the role's limit: it is measured and
+	// reported, but its 53300 count is within the noise of the control's
+	// on a loaded machine (393 against 435 in one CI run, 472 against 338
+	// in another), and so is 2 in flight (252 to 320 against 362 to 472):
+	// connects refused at once come back at once. A rate must cut them.
 	for _, tc := range []struct {
-		name  string
-		limit holdfast.ConnectLimit
+		name   string
+		limit  holdfast.ConnectLimit
+		assert bool // fewer 53300 than the control
 	}{
-		{"no limit (control)", holdfast.ConnectLimit{InFlight: -1}},
-		{"default limit (5 of 20)", holdfast.ConnectLimit{}},
-		{"2 in flight", holdfast.ConnectLimit{InFlight: 2}},
+		{"no limit (control)", holdfast.ConnectLimit{InFlight: -1}, false},
+		{"default limit (5 of 20)", holdfast.ConnectLimit{}, false},
+		{"2 in flight", holdfast.ConnectLimit{InFlight: 2}, false},
+		{"2 in flight, 10/s", holdfast.ConnectLimit{InFlight: 2, PerSecond: 10, Burst: 2}, true},
 	} {
 		r := runAdmission(t, dsn, "admit_role", tc.limit)
 		t.Logf("MEASURED %s: 53300 refusals %d; acquires ok %d, failed %d (not admitted %d); late %d, worst past the deadline %v",
@@ -186,7 +193,7 @@ func TestAdmissionLimitAgainstConnectionLimit(t *testing.T) {
 		}
 		if tc.limit.InFlight < 0 {
 			control = r.refused53300
-		} else if r.refused53300 >= control {
+		} else if tc.assert && r.refused53300 >= control {
 			t.Errorf("%s: %d refusals 53300, not fewer than the control's %d", tc.name, r.refused53300, control)
 		}
 	}
