@@ -46,9 +46,13 @@ import (
 
 // foLayer is one pool's failover layer.
 type foLayer struct {
-	ref    *monitorRef
-	m      *failovermon.Monitor
-	writer bool // the pool's host is the writer endpoint
+	ref *monitorRef
+	m   *failovermon.Monitor
+	// writer: the pool is routed as a pool on the writer endpoint — its
+	// host is one, or an instance endpoint with failover.FollowWriter
+	// (follow).
+	writer bool
+	follow bool
 	comp   *compose.Composition
 
 	// A pool on a name of your own that Config.Aliases does not list:
@@ -153,8 +157,9 @@ func routedKind(ep string) (bool, string) {
 }
 
 // addFailover adds the failover layer of cc's pool, on its cluster's
-// monitor. f.mu is held.
-func (b *binding) addFailover(cc *pgx.ConnConfig) error {
+// monitor; mode is what a pool on an instance endpoint does (the pool's
+// PoolInstanceMode, else Config.InstancePools). f.mu is held.
+func (b *binding) addFailover(cc *pgx.ConnConfig, mode failover.InstanceMode) error {
 	f := b.f
 	ep := f.failover.Endpoint(cc.Host)
 	if ok, why := routedKind(ep); !ok {
@@ -175,14 +180,22 @@ func (b *binding) addFailover(cc *pgx.ConnConfig) error {
 	fo.writer = failovermon.IsWriterEndpoint(ep)
 	fo.custom = ep == cc.Host && !topology.IsIP(cc.Host) && !isSocket(cc.Host) &&
 		topology.InstanceDomain([]string{topology.NormHost(cc.Host)}) == ""
-	for _, fb := range cc.Fallbacks {
-		if fb.Host != cc.Host {
-			fo.writer = false // several hosts: pgx chooses among them
-		}
-	}
+	// An instance endpoint (or an IP address, or a name of your own) with
+	// FollowWriter is routed as the writer endpoint, but its DNS is not
+	// checked against the writer: it names one instance, never the writer
+	// of the moment, so its dials by a reader's address are what route
+	// sends to the writer.
+	fo.follow = !fo.writer && mode == failover.FollowWriter && !isSocket(cc.Host) &&
+		topology.KindOf(topology.NormHost(ep)) == topology.KindInstance
 	host := ""
 	if fo.writer {
-		host = cc.Host
+		host = cc.Host // the monitor checks its DNS against the writer
+	}
+	fo.writer = fo.writer || fo.follow
+	for _, fb := range cc.Fallbacks {
+		if fb.Host != cc.Host {
+			fo.writer, fo.follow, host = false, false, "" // several hosts: pgx chooses among them
+		}
 	}
 	b.fo = fo
 	b.observers = append(b.observers, fo)
@@ -231,7 +244,8 @@ func (fo *foLayer) prepareConn(_ context.Context, c *pgx.Conn) (bool, error) {
 // down while the connector retries its dials), then to the writer's
 // address while the writer endpoint's DNS lags a failover, or when the
 // address it gave is one of the topology's readers (a client-side cache
-// older than the monitor's); else addr.
+// older than the monitor's), and always for a pool on an instance endpoint
+// with FollowWriter (once the writer is known); else addr.
 func (fo *foLayer) route(ctx context.Context, host, addr string) (string, error) {
 	if !fo.writer || fo.switchover() {
 		return addr, nil
@@ -239,8 +253,8 @@ func (fo *foLayer) route(ctx context.Context, host, addr string) (string, error)
 	if err := fo.m.Hold(ctx, host); err != nil {
 		return "", err
 	}
-	if s := fo.m.Snapshot(); s.WriterAddr != "" && (s.Redirect || s.Readers[addr]) {
-		return s.WriterAddr, nil
+	if s := fo.m.Snapshot(); s.WriterAddr != "" && (s.Redirect || s.Readers[addr] || fo.follow) {
+		return s.WriterAddr, nil // FollowWriter: the instance's address is the writer's only while it is the writer
 	}
 	return addr, nil
 }

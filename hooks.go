@@ -112,7 +112,7 @@ func (f *Factory) Configure(cfg *pgxpool.Config, opts ...PoolOption) error {
 	if po.err != nil {
 		return po.err
 	}
-	b, err := f.bind(cfg, f.uniqueName(obs.PoolName(cfg.ConnConfig, cmp.Or(po.name, f.poolName))))
+	b, err := f.bind(cfg, f.uniqueName(obs.PoolName(cfg.ConnConfig, cmp.Or(po.name, f.poolName))), &po)
 	if err != nil {
 		return err
 	}
@@ -121,7 +121,7 @@ func (f *Factory) Configure(cfg *pgxpool.Config, opts ...PoolOption) error {
 }
 
 // bind composes the factory's layers into cfg. f.mu is held.
-func (f *Factory) bind(cfg *pgxpool.Config, name string) (*binding, error) {
+func (f *Factory) bind(cfg *pgxpool.Config, name string, po *poolOptions) (*binding, error) {
 	cc := cfg.ConnConfig
 	b := &binding{f: f, base: cc.DialFunc, static: cc.Password, name: name}
 	if f.dialFn != nil {
@@ -172,7 +172,11 @@ func (f *Factory) bind(cfg *pgxpool.Config, name string) (*binding, error) {
 		b.bg = r
 	}
 	if f.failover != nil {
-		if err := b.addFailover(cc); err != nil {
+		mode := f.failover.InstancePools
+		if po.instance != nil {
+			mode = *po.instance
+		}
+		if err := b.addFailover(cc, mode); err != nil {
 			return nil, err
 		}
 	}

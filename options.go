@@ -295,8 +295,25 @@ func (c *config) fail(err error) {
 type PoolOption func(*poolOptions)
 
 type poolOptions struct {
-	name string
-	err  error
+	name     string
+	instance *failover.InstanceMode // PoolInstanceMode; nil: failover.Config.InstancePools
+	err      error
+}
+
+// PoolInstanceMode chooses, for one pool on an instance endpoint, what
+// failover.Config.InstancePools chooses for the factory's: failover.Pinned
+// keeps it on its instance, failover.FollowWriter routes it to the writer
+// of the moment (strict-writer). It has no effect without WithFailover or
+// on a pool on another kind of endpoint. An invalid mode is a
+// *ConfigError.
+func PoolInstanceMode(mode failover.InstanceMode) PoolOption {
+	return func(o *poolOptions) {
+		if err := mode.Validate("PoolInstanceMode"); err != nil {
+			o.err = err
+			return
+		}
+		o.instance = &mode
+	}
 }
 
 // PoolName names one pool in log lines (holdfast.pool), metrics

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"github.com/holdfast-db/holdfast/internal/cfgerr"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,6 +47,14 @@ type Config struct {
 	// entry, a pool on a name of your own needs InstanceTemplate and is
 	// not redirected (its connections to an old writer are still cut).
 	Aliases map[string]string
+
+	// InstancePools is what a pool on an instance endpoint does through a
+	// failover: Pinned (the default) keeps it on its instance, a reader
+	// after the failover; FollowWriter routes it as a pool on the cluster
+	// (writer) endpoint, to the writer of the moment, as the AWS wrappers'
+	// failoverMode strict-writer. holdfast.PoolInstanceMode chooses for
+	// one pool. See "Instance-endpoint pools" in the package doc.
+	InstancePools InstanceMode
 
 	// RefreshInterval is how often the topology is read while nothing is
 	// wrong (the AWS wrappers' clusterTopologyRefreshRateMs).
@@ -91,6 +100,49 @@ type Config struct {
 	Redact func(string) string
 }
 
+// InstanceMode is what a pool on an instance endpoint (an RDS instance
+// endpoint, an IP address, a name of your own that Config.Aliases does not
+// list) does when the writer changes: Config.InstancePools.
+type InstanceMode int
+
+// The instance modes.
+const (
+	// Pinned keeps the pool on its instance, whatever its role: its
+	// connections are cut when the instance stops being the writer (or
+	// leaves the topology) and reconnect to it, a reader then, where
+	// writes fail with 25006. The default.
+	Pinned InstanceMode = iota
+	// FollowWriter routes the pool as a pool on the cluster (writer)
+	// endpoint: its connections go to the writer of the moment by address
+	// (TLS still verifies, and IAM tokens are for, the configured host),
+	// are held while the writer is down, cut when it changes, and a
+	// connection that reaches a reader is refused and retried to the
+	// writer. The instance endpoint is where the pool finds the cluster,
+	// not where it stays: a pool on a reader's instance endpoint goes to
+	// the writer too (the AWS wrappers' strict-writer).
+	FollowWriter
+)
+
+// String returns "pinned" or "follow-writer".
+func (m InstanceMode) String() string {
+	switch m {
+	case Pinned:
+		return "pinned"
+	case FollowWriter:
+		return "follow-writer"
+	}
+	return "InstanceMode(" + strconv.Itoa(int(m)) + ")"
+}
+
+// Validate reports an InstanceMode that is neither Pinned nor
+// FollowWriter as a *ConfigError naming field.
+func (m InstanceMode) Validate(field string) error {
+	if m != Pinned && m != FollowWriter {
+		return &ConfigError{Pkg: "failover", Field: field, Why: fmt.Sprintf("%d: want failover.Pinned or failover.FollowWriter", int(m))}
+	}
+	return nil
+}
+
 // ConfigError reports a nil or nonsense option, argument or configuration
 // field. It is not retryable: fix the configuration. Every package of
 // holdfast reports its configuration errors with this one type
@@ -112,6 +164,9 @@ func (c Config) Validate() error {
 		if d.v < 0 {
 			return &ConfigError{Pkg: "failover", Field: "Config." + d.name, Why: "negative"}
 		}
+	}
+	if err := c.InstancePools.Validate("Config.InstancePools"); err != nil {
+		return err
 	}
 	if t := c.InstanceTemplate; t != "" {
 		if err := parseTemplate(t); err != nil {
