@@ -36,6 +36,10 @@ func TestValidate(t *testing.T) {
 		{"alias to an address", failover.Config{Aliases: map[string]string{"db.orders.internal": "10.0.0.1"}}, "Aliases"},
 		{"alias to a URL", failover.Config{Aliases: map[string]string{"db.orders.internal": "postgres://orders.cluster-abc.us-east-1.rds.amazonaws.com"}}, "Aliases"},
 		{"empty alias", failover.Config{Aliases: map[string]string{"": "orders.cluster-abc.us-east-1.rds.amazonaws.com"}}, "Aliases"},
+		{"follow the writer", failover.Config{InstancePools: failover.FollowWriter}, ""},
+		{"pinned", failover.Config{InstancePools: failover.Pinned}, ""},
+		{"unknown instance mode", failover.Config{InstancePools: 7}, "InstancePools"},
+		{"negative instance mode", failover.Config{InstancePools: -1}, "InstancePools"},
 		{"an address as alias", failover.Config{Aliases: map[string]string{"10.0.0.1": "orders.cluster-abc.us-east-1.rds.amazonaws.com"}}, "Aliases"},
 	}
 	for _, tt := range tests {
