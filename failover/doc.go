@@ -191,9 +191,10 @@
 //     says "normal". A pool on a reader's instance endpoint goes to the
 //     writer too: the mode names the role asked for, as the AWS wrappers'
 //     strict-writer does. TestInstancePools/follow-writer: a crash under 4
-//     writers on the writer's instance endpoint, writes again 113 ms after
-//     the promotion, the longest pause 0.6 s, 4 of 29,592 failed (outcome
-//     unknown, in flight on the old writer), none with 25006, none lost,
+//     writers on the writer's instance endpoint (three runs): writes again
+//     37–116 ms after the promotion, the longest pause 0.57–0.63 s, 1–4
+//     of 24,000–32,000 failed (in flight on the old writer: outcome
+//     unknown or EOF), none with 25006, none lost,
 //     every row written after the promotion on the new writer, and new
 //     connections after a Reset on it too while the instance endpoint
 //     names the old writer, back as a reader.
