@@ -22,6 +22,7 @@ type Resolver struct {
 	cnames  map[string]string
 	failing map[string]bool
 	lookups map[string]int
+	pickers map[string]func(n int) int
 	changed chan struct{}
 }
 
@@ -32,6 +33,7 @@ func NewResolver() *Resolver {
 		cnames:  map[string]string{},
 		failing: map[string]bool{},
 		lookups: map[string]int{},
+		pickers: map[string]func(n int) int{},
 		changed: make(chan struct{}),
 	}
 }
@@ -64,6 +66,24 @@ func (r *Resolver) Alias(name, target string) {
 		delete(r.cnames, key(name))
 	} else {
 		r.cnames[key(name)] = key(target)
+	}
+	r.notify()
+}
+
+// Pick makes each Lookup of host answer one of its addresses, the one at
+// index pick(n) of the n it has (as Aurora's reader endpoint answers each
+// lookup with one reader chosen at random), instead of all of them. pick
+// is called with the Resolver's lock held, n ≥ 1; a result out of range
+// answers the first address. It applies to the addresses host has now
+// and after later Set calls; a nil pick restores answering all.
+// [Resolver.Addrs] still returns all of them.
+func (r *Resolver) Pick(host string, pick func(n int) int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if pick == nil {
+		delete(r.pickers, key(host))
+	} else {
+		r.pickers[key(host)] = pick
 	}
 	r.notify()
 }
@@ -114,6 +134,13 @@ func (r *Resolver) Lookup(ctx context.Context, host string) ([]string, error) {
 	a, ok := r.addrs[k]
 	if !ok {
 		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}
+	if pick := r.pickers[k]; pick != nil && len(a) > 1 {
+		i := pick(len(a))
+		if i < 0 || i >= len(a) {
+			i = 0
+		}
+		return []string{a[i]}, nil
 	}
 	return append([]string(nil), a...), nil
 }

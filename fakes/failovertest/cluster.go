@@ -6,14 +6,17 @@ import (
 	"encoding/base32"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/holdfast-db/holdfast/fakes/bluegreentest"
+	"github.com/holdfast-db/holdfast/fakes/internal/certs"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -28,15 +31,41 @@ const (
 )
 
 // Default addresses of the servers: the first writer, then the replicas
-// (the first two as blue and green in fakes/bluegreentest).
+// (the first two as blue and green in fakes/bluegreentest). Further
+// replicas follow the scheme: 127.0.0.41, 127.0.0.51, … (see
+// [DefaultHost]).
 const (
 	DefaultWriterHost  = "127.0.0.11"
 	DefaultReplicaHost = "127.0.0.21"
 	DefaultThirdHost   = "127.0.0.31"
 )
 
-// MaxReplicas is the largest Config.Replicas.
-const MaxReplicas = 2
+// DefaultHost returns the default address of the server with index i (0
+// the first writer, 1 the first replica, and so on, readers added with
+// [Cluster.AddReader] too): 127.0.0.11, 127.0.0.21, 127.0.0.31, … up to
+// 127.0.0.251 (i 24), then 127.0.0.1.
+func DefaultHost(i int) string {
+	if i < 0 || i > 24 {
+		return "127.0.0.1"
+	}
+	return fmt.Sprintf("127.0.0.%d", 11+10*i)
+}
+
+// MaxReplicas is the largest Config.Replicas, and the most readers
+// [Cluster.AddReader] lets a cluster have at once.
+const MaxReplicas = 8
+
+// ConfigError is the error of [Start] for a [Config] field with a value it
+// does not take.
+type ConfigError struct {
+	Field string // "Replicas", "ReplicaHosts", "Engine"
+	Value any
+	Want  string // what it takes
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("fakes/failovertest: Config.%s %v: want %s", e.Field, e.Value, e.Want)
+}
 
 // Engine is the kind of cluster the servers present themselves as: the
 // topology functions they publish.
@@ -73,10 +102,16 @@ var ErrNotFound = pgtest.ErrNotFound
 type Config struct {
 	// Name, Account and Region shape the host names (see [Cluster]).
 	Name, Account, Region string
-	// Replicas is the number of replicas, 1 (the default) or 2. With 2,
-	// a commit waits for either (synchronous_standby_names 'ANY 1 (*)'),
-	// and a failover promotes the one that received the most WAL.
+	// Replicas is the number of replicas, 1 (the default) to
+	// MaxReplicas. With more than one, a commit waits for any one of them
+	// (synchronous_standby_names 'ANY 1 (*)'), and a failover promotes
+	// the one that received the most WAL. Other values make [Start]
+	// fail with a *[ConfigError]. The replicas are made in parallel.
 	Replicas int
+	// Seed seeds the random choice of the reader endpoint (each lookup
+	// answers one reader at random, as Aurora's does): the same seed, the
+	// same sequence of answers. 0 chooses a random seed.
+	Seed uint64
 	// WriterHost and ReplicaHosts are the loopback addresses of the first
 	// writer and the replicas (defaults DefaultWriterHost,
 	// DefaultReplicaHost, DefaultThirdHost). When they cannot be bound
@@ -130,12 +165,18 @@ type Cluster struct {
 	domain string // ".ACCOUNT.REGION.rds.amazonaws.com"
 	caDir  string // holds CAFile; removed by Close
 
-	failing sync.Mutex // held by Failover
+	failing sync.Mutex // held by Failover and the changes of readers
+
+	rndMu sync.Mutex // guards rnd
+	rnd   *rand.Rand // the reader endpoint's choices (Config.Seed)
+
+	ca *certs.Authority // with Config.TLS: issues the certificate of a reader added later
 
 	mu       sync.Mutex
-	nodes    []*node
+	nodes    []*node // every server in the topology
 	writer   *node
-	standbys []*node // streaming from writer; fewer while an old writer is down
+	standbys []*node // streaming from writer; fewer while an old writer is down, a reader crashed or hung
+	next     int     // index of the next server AddReader makes
 }
 
 // Start starts the writer (initdb), the replicas (pg_basebackup from the
@@ -159,13 +200,15 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		cfg.Replicas = 1
 	}
 	if cfg.Replicas < 1 || cfg.Replicas > MaxReplicas {
-		return nil, fmt.Errorf("fakes/failovertest: Config.Replicas %d: want 1 to %d", cfg.Replicas, MaxReplicas)
+		return nil, &ConfigError{Field: "Replicas", Value: cfg.Replicas, Want: fmt.Sprintf("1 to %d", MaxReplicas)}
 	}
 	if len(cfg.ReplicaHosts) == 0 {
-		cfg.ReplicaHosts = []string{DefaultReplicaHost, DefaultThirdHost}
+		for i := 1; i <= MaxReplicas; i++ {
+			cfg.ReplicaHosts = append(cfg.ReplicaHosts, DefaultHost(i))
+		}
 	}
 	if len(cfg.ReplicaHosts) < cfg.Replicas {
-		return nil, fmt.Errorf("fakes/failovertest: %d ReplicaHosts for %d replicas", len(cfg.ReplicaHosts), cfg.Replicas)
+		return nil, &ConfigError{Field: "ReplicaHosts", Value: cfg.ReplicaHosts, Want: fmt.Sprintf("at least %d (Replicas)", cfg.Replicas)}
 	}
 	if cfg.TTL == 0 {
 		cfg.TTL = DefaultTTL
@@ -175,7 +218,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		cfg.Engine = Aurora
 	case Aurora, MultiAZ:
 	default:
-		return nil, fmt.Errorf("fakes/failovertest: Config.Engine %q: want %q or %q", cfg.Engine, Aurora, MultiAZ)
+		return nil, &ConfigError{Field: "Engine", Value: fmt.Sprintf("%q", cfg.Engine), Want: fmt.Sprintf("%q or %q", Aurora, MultiAZ)}
 	}
 	tail := cfg.Account + "." + cfg.Region + ".rds.amazonaws.com"
 	c := &Cluster{
@@ -186,6 +229,16 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		domain:          "." + tail,
 	}
 	c.Cache = c.Resolver.Cached(cfg.TTL)
+	seed := cfg.Seed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	c.rnd = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	c.Resolver.Pick(c.ReaderEndpoint, func(n int) int {
+		c.rndMu.Lock()
+		defer c.rndMu.Unlock()
+		return c.rnd.IntN(n)
+	})
 	if err := c.start(ctx); err != nil {
 		return nil, errors.Join(fmt.Errorf("fakes/failovertest: start: %w", err), c.Close())
 	}
@@ -257,21 +310,27 @@ func (c *Cluster) start(ctx context.Context) error {
 	if cred != nil {
 		parent = "/tmp"
 	}
-	for _, r := range c.nodes[1:] {
-		if r.dir, err = os.MkdirTemp(parent, "holdfast-failover-*"); err != nil {
+	// pg_basebackup runs in parallel: each backup is non-exclusive, with
+	// replication connections of its own (max_wal_senders has room for
+	// two per backup and one per standby); one replica is made on this
+	// goroutine, as before.
+	replicas := c.nodes[1:]
+	if len(replicas) == 1 {
+		if err := makeStandby(ctx, replicas[0], w, parent); err != nil {
 			return err
 		}
-		if err := r.chown(r.dir); err != nil {
-			return err
+	} else {
+		errs := make([]error, len(replicas))
+		var wg sync.WaitGroup
+		for i, r := range replicas {
+			wg.Go(func() { errs[i] = makeStandby(ctx, r, w, parent) })
 		}
-		if r.port, err = freePort(r.host); err != nil {
-			return err
-		}
-		if err := r.basebackup(ctx, w); err != nil {
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
 			return err
 		}
 	}
-	c.writer, c.standbys = w, c.nodes[1:]
+	c.writer, c.standbys, c.next = w, append([]*node(nil), replicas...), len(c.nodes)
 	if err := w.setSync(ctx, true); err != nil {
 		return err
 	}
@@ -286,6 +345,23 @@ func (c *Cluster) start(ctx context.Context) error {
 		c.Resolver.Set(c.InstanceEndpoint(n.id), n.addr())
 	}
 	return nil
+}
+
+// makeStandby gives r a directory of its own (in parent, "" for the
+// default), owned by the server's user, and a free port, and makes it a
+// standby of w (basebackup).
+func makeStandby(ctx context.Context, r, w *node, parent string) error {
+	var err error
+	if r.dir, err = os.MkdirTemp(parent, "holdfast-failover-*"); err != nil {
+		return err
+	}
+	if err := r.chown(r.dir); err != nil {
+		return err
+	}
+	if r.port, err = freePort(r.host); err != nil {
+		return err
+	}
+	return r.basebackup(ctx, w)
 }
 
 // installSQL creates the control table behind the topology functions of
@@ -365,6 +441,10 @@ func resourceID(cfg Config, i int) string {
 func (c *Cluster) publishTopology(ctx context.Context) error {
 	c.mu.Lock()
 	w, nodes, standbys := c.writer, append([]*node(nil), c.nodes...), append([]*node(nil), c.standbys...)
+	lags := map[*node]time.Duration{}
+	for _, n := range nodes {
+		lags[n] = n.lag
+	}
 	c.mu.Unlock()
 	conn, err := pgx.Connect(ctx, w.dsn())
 	if err != nil {
@@ -382,7 +462,7 @@ func (c *Cluster) publishTopology(ctx context.Context) error {
 	for i, n := range nodes {
 		session, lag := WriterSessionID, any(nil)
 		if n != w {
-			session, lag = fmt.Sprintf("5f0c0c1e-%04d-4000-8000-%012d", i, time.Now().UnixNano()%1e12), 0
+			session, lag = fmt.Sprintf("5f0c0c1e-%04d-4000-8000-%012d", i, time.Now().UnixNano()%1e12), float32(lags[n].Milliseconds())
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO holdfast_failover.replica_status
 			(server_id, session_id, replica_lag_in_msec, dbi_resource_id, endpoint, port) VALUES ($1, $2, $3, $4, $5, $6)`,
@@ -398,6 +478,9 @@ func (c *Cluster) publishTopology(ctx context.Context) error {
 		return err
 	}
 	for _, s := range standbys {
+		if lags[s] > 0 {
+			continue // it applies the change lags[s] late, as a lagging reader would
+		}
 		if err := waitReplayed(ctx, s, lsn); err != nil {
 			return fmt.Errorf("%s replaying the topology: %w", s.id, err)
 		}
@@ -420,13 +503,23 @@ func waitReplayed(ctx context.Context, n *node, lsn string) error {
 }
 
 // setDNS points the cluster endpoint at writer and the reader endpoint at
-// the standbys, or at the writer when there is none (as Aurora does).
+// the standbys and the readers that crashed or hung (still in the
+// topology, not yet detected), or at the writer when there is none (as
+// Aurora does). Each lookup of the reader endpoint answers one of them at
+// random (Resolver.Pick, set by Start).
 func (c *Cluster) setDNS(writer *node, standbys []*node) {
 	c.Resolver.Set(c.ClusterEndpoint, writer.addr())
 	var addrs []string
 	for _, s := range standbys {
 		addrs = append(addrs, s.addr())
 	}
+	c.mu.Lock()
+	for _, n := range c.nodes {
+		if (n.crashed || n.hung) && n != writer && !slices.Contains(standbys, n) {
+			addrs = append(addrs, n.addr())
+		}
+	}
+	c.mu.Unlock()
 	if len(addrs) == 0 {
 		addrs = []string{writer.addr()}
 	}
@@ -585,6 +678,9 @@ type Replica struct {
 	Writer    bool   // the server names it the writer
 	SessionID string // Aurora: WriterSessionID for the writer
 	Updated   time.Time
+	// Lag is replica_lag_in_msec (Aurora; 0 for the writer, whose is
+	// NULL, and with MultiAZ, whose topology has no lag column).
+	Lag time.Duration
 	// MultiAZ: the dbi resource id and instance endpoint show_topology()
 	// lists; empty with Aurora.
 	ResourceID, Endpoint string
@@ -610,11 +706,13 @@ func (c *Cluster) Topology(ctx context.Context, id string) ([]Replica, error) {
 		return nil, fmt.Errorf("fakes/failovertest: %s: %w", id, err)
 	}
 	defer conn.Close(context.Background())
-	query, scan := "SELECT server_id, session_id, last_update_timestamp FROM aurora_replica_status()",
+	query, scan := "SELECT server_id, session_id, last_update_timestamp, coalesce(replica_lag_in_msec, 0)::float8 FROM aurora_replica_status()",
 		func(r pgx.CollectableRow) (Replica, error) {
 			var x Replica
-			err := r.Scan(&x.ServerID, &x.SessionID, &x.Updated)
+			var lag float64
+			err := r.Scan(&x.ServerID, &x.SessionID, &x.Updated, &lag)
 			x.Writer = x.SessionID == WriterSessionID
+			x.Lag = time.Duration(lag * float64(time.Millisecond))
 			return x, err
 		}
 	if c.cfg.Engine == MultiAZ {

@@ -193,6 +193,7 @@ func (c *Cluster) failover(ctx context.Context, s Scenario, emit func(name, serv
 	promoted := time.Now()
 	c.mu.Lock()
 	c.writer, c.standbys = nw, others
+	nw.lag = 0 // a writer applies at once; its next basebackup (a rejoin) has no delay
 	c.mu.Unlock()
 	emit(EventPromoted, nw.id)
 	for _, o := range others {

@@ -34,6 +34,10 @@ type node struct {
 	cred       *syscall.Credential // run as this user (root runs as postgres)
 	pg         *pgtest.Server      // the first writer, started by pgtest; nil for the others
 	cert       *serverCert         // with Config.TLS: installed in data/, ssl on
+	// Guarded by Cluster.mu: a reader crashed or hung by the test (still
+	// in the topology), and the apply delay of a lagging reader (SetLag).
+	crashed, hung bool
+	lag           time.Duration
 }
 
 func (n *node) addr() string { return net.JoinHostPort(n.host, strconv.Itoa(n.port)) }
@@ -54,7 +58,7 @@ func (n *node) settings(syncStandby bool) map[string]string {
 	if syncStandby {
 		sync = "ANY 1 (*)" // a commit waits for one standby's flush, any
 	}
-	return map[string]string{
+	s := map[string]string{
 		"fsync":                        "off",
 		"full_page_writes":             "off",
 		"max_connections":              "100",
@@ -62,7 +66,7 @@ func (n *node) settings(syncStandby bool) map[string]string {
 		"logging_collector":            "off",
 		"huge_pages":                   "off",
 		"wal_level":                    "replica",
-		"max_wal_senders":              "10",
+		"max_wal_senders":              "32", // two per pg_basebackup -X stream, made in parallel, and one per standby
 		"hot_standby":                  "on",
 		"synchronous_commit":           "on",
 		"synchronous_standby_names":    sync,
@@ -71,6 +75,14 @@ func (n *node) settings(syncStandby bool) map[string]string {
 		"holdfast.server_id":           n.id,
 		"holdfast.dbi_resource_id":     n.resourceID,
 	}
+	if n.lag > 0 {
+		// A lagging reader (Cluster.SetLag): it receives and flushes WAL at
+		// once, so it still acknowledges commits, and applies each commit
+		// lag after the writer made it; a promotion applies the rest at
+		// once.
+		s["recovery_min_apply_delay"] = strconv.FormatInt(n.lag.Milliseconds(), 10) + "ms"
+	}
+	return s
 }
 
 // writeConf writes data/holdfast.conf (pgtest includes it at the end of
@@ -264,6 +276,9 @@ func (n *node) processes() ([]int, error) {
 	pm, err := n.postmaster()
 	if err != nil {
 		return nil, err
+	}
+	if pm <= 0 { // kill(0) or kill(-1) would signal far more than the server
+		return nil, fmt.Errorf("%s: postmaster pid %d", n.id, pm)
 	}
 	pids := []int{pm}
 	ents, err := os.ReadDir("/proc")

@@ -52,6 +52,7 @@ func (c *Cluster) makeCert() error {
 	if err := os.WriteFile(c.CAFile, ca.CertPEM(), 0o644); err != nil {
 		return err
 	}
+	c.ca = ca
 	sc := &serverCert{certPEM: certPEM, keyPEM: keyPEM}
 	for _, n := range c.nodes {
 		n.cert = sc

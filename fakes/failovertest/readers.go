@@ -1,0 +1,400 @@
+package failovertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ErrTooManyReaders is matched (errors.Is) by the error of
+// [Cluster.AddReader] when the cluster has MaxReplicas readers already.
+var ErrTooManyReaders = errors.New("fakes/failovertest: MaxReplicas readers already")
+
+// Readers returns the server ids of the readers in the topology, in the
+// order of [Cluster.ServerIDs]: every server but the writer, a reader that
+// crashed or hung too (Aurora lists it until it is detected, and the
+// simulator plays no detection), an old writer that is down after a
+// failover without Rejoin too.
+func (c *Cluster) Readers() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, n := range c.nodes {
+		if n != c.writer {
+			out = append(out, n.id)
+		}
+	}
+	return out
+}
+
+// AddReader adds a reader, as Aurora auto scaling or the console adds one:
+// a new server (the next id, "orders-4" after "orders-3", at the next
+// address of [DefaultHost]'s scheme, or 127.0.0.1 and a port of its own)
+// made by pg_basebackup from the current writer, a synchronous standby
+// like the others. It returns once the standby streams, the topology
+// lists it on every server (it has replayed the change) and the DNS has
+// its instance endpoint and has it behind the reader endpoint. With
+// Config.TLS the new server presents a certificate of its own, from the
+// same CA, naming the endpoints and every instance endpoint so far.
+func (c *Cluster) AddReader(ctx context.Context) (string, error) {
+	c.failing.Lock()
+	defer c.failing.Unlock()
+	id, err := c.addReader(ctx)
+	if err != nil {
+		return id, fmt.Errorf("fakes/failovertest: AddReader: %w", err)
+	}
+	return id, nil
+}
+
+func (c *Cluster) addReader(ctx context.Context) (string, error) {
+	c.mu.Lock()
+	readers := 0
+	for _, n := range c.nodes {
+		if n != c.writer {
+			readers++
+		}
+	}
+	if readers >= MaxReplicas {
+		c.mu.Unlock()
+		return "", ErrTooManyReaders
+	}
+	i := c.next
+	c.next++
+	w := c.writer
+	ids := make([]string, 0, len(c.nodes)+1)
+	for _, n := range c.nodes {
+		ids = append(ids, n.id)
+	}
+	c.mu.Unlock()
+
+	host := "127.0.0.1"
+	if !c.SingleIP {
+		h := DefaultHost(i)
+		if i-1 < len(c.cfg.ReplicaHosts) {
+			h = c.cfg.ReplicaHosts[i-1]
+		}
+		if canBind(h) == nil {
+			host = h
+		}
+	}
+	n := &node{id: fmt.Sprintf("%s-%d", c.cfg.Name, i+1), resourceID: resourceID(c.cfg, i),
+		host: host, bin: w.bin, cred: w.cred}
+	if c.ca != nil {
+		names := []string{c.ClusterEndpoint, c.ReaderEndpoint}
+		for _, id := range append(ids, n.id) {
+			names = append(names, c.InstanceEndpoint(id))
+		}
+		certPEM, keyPEM, err := c.ca.Issue(c.InstanceEndpoint(n.id), names)
+		if err != nil {
+			return "", fmt.Errorf("TLS certificate: %w", err)
+		}
+		n.cert = &serverCert{certPEM: certPEM, keyPEM: keyPEM}
+	}
+	parent := ""
+	if n.cred != nil {
+		parent = "/tmp"
+	}
+	if err := makeStandby(ctx, n, w, parent); err != nil {
+		return n.id, errors.Join(err, n.remove())
+	}
+	c.mu.Lock()
+	c.nodes = append(c.nodes, n)
+	c.standbys = append(c.standbys, n)
+	standbys := append([]*node(nil), c.standbys...)
+	c.mu.Unlock()
+	if err := w.setSync(ctx, true); err != nil {
+		return n.id, err
+	}
+	if err := waitSync(ctx, w, len(standbys)); err != nil {
+		return n.id, err
+	}
+	if err := c.publishTopology(ctx); err != nil {
+		return n.id, err
+	}
+	c.Resolver.Set(c.InstanceEndpoint(n.id), n.addr())
+	c.setDNS(w, standbys)
+	return n.id, nil
+}
+
+// readerLocked returns the node of reader id, with c.mu held.
+func (c *Cluster) readerLocked(id string) (*node, error) {
+	for _, n := range c.nodes {
+		if n.id == id {
+			if n == c.writer {
+				return nil, fmt.Errorf("%s is the writer", id)
+			}
+			return n, nil
+		}
+	}
+	return nil, fmt.Errorf("no server %q", id)
+}
+
+// dropStandbyLocked takes n out of the streaming standbys (c.mu held) and
+// returns the writer and the standbys left.
+func (c *Cluster) dropStandbyLocked(n *node) (*node, []*node) {
+	c.standbys = slices.DeleteFunc(c.standbys, func(s *node) bool { return s == n })
+	return c.writer, append([]*node(nil), c.standbys...)
+}
+
+// RemoveReader removes reader id, as deleting an Aurora instance does: it
+// leaves the topology (every running server has replayed the change), its
+// address leaves the reader endpoint and its instance endpoint the DNS,
+// then it is stopped (fast shutdown: its clients get 57P01) and its
+// directory removed. A reader that crashed or hung can be removed too.
+// When it was the last standby, the writer stops waiting for one.
+func (c *Cluster) RemoveReader(ctx context.Context, id string) error {
+	c.failing.Lock()
+	defer c.failing.Unlock()
+	if err := c.removeReader(ctx, id); err != nil {
+		return fmt.Errorf("fakes/failovertest: RemoveReader %s: %w", id, err)
+	}
+	return nil
+}
+
+func (c *Cluster) removeReader(ctx context.Context, id string) error {
+	c.mu.Lock()
+	n, err := c.readerLocked(id)
+	if err != nil {
+		c.mu.Unlock()
+		return err
+	}
+	c.nodes = slices.DeleteFunc(c.nodes, func(s *node) bool { return s == n })
+	w, standbys := c.dropStandbyLocked(n)
+	c.mu.Unlock()
+	if len(standbys) == 0 {
+		if err := w.setSync(ctx, false); err != nil {
+			return err
+		}
+	}
+	if err := c.publishTopology(ctx); err != nil {
+		return err
+	}
+	c.setDNS(w, standbys)
+	c.Resolver.Remove(c.InstanceEndpoint(n.id))
+	if err := n.resume(); err != nil {
+		return err
+	}
+	if !n.crashed {
+		if err := n.stop(ctx, "fast"); err != nil {
+			return err
+		}
+	}
+	return n.remove()
+}
+
+// CrashReader kills reader id (pg_ctl stop -m immediate: its clients'
+// connections reset, new ones refused). As on Aurora before the failure
+// is detected, it stays in the topology — its row in
+// aurora_replica_status() (or show_topology()) unchanged: same session
+// id, same last_update_timestamp and lag, every row's timestamp being
+// the time of the simulator's last change — and behind the reader
+// endpoint, so that lookups keep answering it; only [Cluster.RemoveReader]
+// takes it out. It is no longer a standby: topology changes do not wait
+// for it, and when it was the last one the writer stops waiting for a
+// standby (a failover then has none to promote).
+func (c *Cluster) CrashReader(ctx context.Context, id string) error {
+	c.failing.Lock()
+	defer c.failing.Unlock()
+	if err := c.downReader(ctx, id, false); err != nil {
+		return fmt.Errorf("fakes/failovertest: CrashReader %s: %w", id, err)
+	}
+	return nil
+}
+
+// HangReader stops reader id's postmaster and backends (SIGSTOP, to the
+// processes of its postmaster.pid and their children only): its
+// connections stay open and silent, new connections hang after the TCP
+// handshake. The topology and DNS keep it, as with [Cluster.CrashReader];
+// it is no longer a standby. Close (or RemoveReader) resumes it
+// (SIGCONT) before stopping it.
+func (c *Cluster) HangReader(ctx context.Context, id string) error {
+	c.failing.Lock()
+	defer c.failing.Unlock()
+	if err := c.downReader(ctx, id, true); err != nil {
+		return fmt.Errorf("fakes/failovertest: HangReader %s: %w", id, err)
+	}
+	return nil
+}
+
+func (c *Cluster) downReader(ctx context.Context, id string, hang bool) error {
+	c.mu.Lock()
+	n, err := c.readerLocked(id)
+	if err == nil && (n.crashed || n.hung) {
+		err = fmt.Errorf("%s is down already", id)
+	}
+	if err == nil && !slices.Contains(c.standbys, n) {
+		err = fmt.Errorf("%s is not a running standby", id)
+	}
+	if err != nil {
+		c.mu.Unlock()
+		return err
+	}
+	w, standbys := c.dropStandbyLocked(n)
+	if hang {
+		n.hung = true
+	} else {
+		n.crashed = true
+	}
+	c.mu.Unlock()
+	if hang {
+		err = n.signal(syscall.SIGSTOP)
+	} else {
+		err = n.stop(ctx, "immediate")
+	}
+	if err != nil {
+		return err
+	}
+	if len(standbys) == 0 {
+		return w.setSync(ctx, false)
+	}
+	return nil
+}
+
+// resume sends SIGCONT to a hung node.
+func (n *node) resume() error {
+	if !n.hung {
+		return nil
+	}
+	n.hung = false
+	return n.signal(syscall.SIGCONT)
+}
+
+// SetLag makes reader id lag by d: the topology's replica_lag_in_msec
+// reports d for it (Engine Aurora; an RDS Multi-AZ DB cluster publishes
+// no lag in rds_tools, and pg_stat_replication.replay_lag on the writer
+// shows the real one), and it really serves stale reads: its
+// recovery_min_apply_delay is d (in its own configuration file, reloaded),
+// so it applies each commit d after the writer made it. It still receives
+// and flushes WAL at once: it acknowledges synchronous commits as before
+// (synchronous_commit on waits for a flush, not for replay), a failover
+// may promote it and its promotion applies what it holds at once, so an
+// acknowledged commit still survives a failover. Topology changes do not
+// wait for a lagging reader: it sees them up to d late. SetLag(id, 0)
+// ends the lag and returns once the reader has caught up with the
+// writer.
+func (c *Cluster) SetLag(ctx context.Context, id string, d time.Duration) error {
+	c.failing.Lock()
+	defer c.failing.Unlock()
+	if err := c.setLag(ctx, id, d); err != nil {
+		return fmt.Errorf("fakes/failovertest: SetLag %s: %w", id, err)
+	}
+	return nil
+}
+
+func (c *Cluster) setLag(ctx context.Context, id string, d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("negative lag %v", d)
+	}
+	c.mu.Lock()
+	n, err := c.readerLocked(id)
+	if err == nil && !slices.Contains(c.standbys, n) {
+		err = fmt.Errorf("%s is not a running standby", id)
+	}
+	if err != nil {
+		c.mu.Unlock()
+		return err
+	}
+	old := n.lag
+	w := c.writer
+	c.mu.Unlock()
+	if d == old {
+		return nil
+	}
+	if d == 0 && old > 0 {
+		// End the delay first, so that the topology's change reaches it.
+		if err := c.applyLag(ctx, n, 0); err != nil {
+			return err
+		}
+		if err := waitCaughtUp(ctx, n, w); err != nil {
+			return err
+		}
+		return c.publishTopology(ctx)
+	}
+	// Publish first, while the reader still applies at once (or with its
+	// old delay: publishTopology does not wait for it), then delay.
+	if old == 0 {
+		c.mu.Lock()
+		n.lag = d
+		c.mu.Unlock()
+		if err := c.publishTopology(ctx); err != nil {
+			return err
+		}
+		// publishTopology skipped it (lagging): wait here, before the delay.
+		if err := waitCaughtUp(ctx, n, w); err != nil {
+			return err
+		}
+		return c.applyLag(ctx, n, d)
+	}
+	if err := c.applyLag(ctx, n, d); err != nil {
+		return err
+	}
+	return c.publishTopology(ctx)
+}
+
+// applyLag sets n's apply delay to d in its configuration and reloads it.
+func (c *Cluster) applyLag(ctx context.Context, n *node, d time.Duration) error {
+	c.mu.Lock()
+	n.lag = d
+	c.mu.Unlock()
+	if err := n.writeConf(false); err != nil {
+		return err
+	}
+	if err := n.exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+		return err
+	}
+	want := "0"
+	if d > 0 {
+		want = fmt.Sprint(d.Milliseconds())
+	}
+	return poll(ctx, func() (bool, error) {
+		var got string
+		err := n.queryRow(ctx, "SELECT setting FROM pg_settings WHERE name = 'recovery_min_apply_delay'", &got)
+		return err == nil && got == want, nil
+	})
+}
+
+// waitCaughtUp waits until standby n has replayed everything writer w had
+// written when it was called.
+func waitCaughtUp(ctx context.Context, n, w *node) error {
+	var lsn string
+	if err := w.queryRow(ctx, "SELECT pg_current_wal_lsn()::text", &lsn); err != nil {
+		return err
+	}
+	return waitReplayed(ctx, n, lsn)
+}
+
+func (n *node) queryRow(ctx context.Context, sql string, dst ...any) error {
+	conn, err := pgx.Connect(ctx, n.dsn())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	return conn.QueryRow(ctx, sql).Scan(dst...)
+}
+
+// Connections returns how many client backends of user are connected to
+// server id now (pg_stat_activity there; the simulator's own connection
+// that asks is not counted), for tests and demos of how a pool spreads
+// over the readers.
+func (c *Cluster) Connections(ctx context.Context, id, user string) (int, error) {
+	addr := c.Addr(id)
+	if addr == "" {
+		return 0, fmt.Errorf("fakes/failovertest: no server %q", id)
+	}
+	conn, err := pgx.Connect(ctx, c.DSN(addr, "connect_timeout=5"))
+	if err != nil {
+		return 0, fmt.Errorf("fakes/failovertest: %s: %w", id, err)
+	}
+	defer conn.Close(context.Background())
+	var got int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+		WHERE backend_type = 'client backend' AND usename = $1 AND pid <> pg_backend_pid()`, user).Scan(&got); err != nil {
+		return 0, fmt.Errorf("fakes/failovertest: %s: %w", id, err)
+	}
+	return got, nil
+}
