@@ -59,14 +59,20 @@ func (n *node) settings(syncStandby bool) map[string]string {
 		sync = "ANY 1 (*)" // a commit waits for one standby's flush, any
 	}
 	s := map[string]string{
-		"fsync":                        "off",
-		"full_page_writes":             "off",
-		"max_connections":              "100",
-		"shared_buffers":               "32MB",
-		"logging_collector":            "off",
-		"huge_pages":                   "off",
-		"wal_level":                    "replica",
-		"max_wal_senders":              "32", // two per pg_basebackup -X stream, made in parallel, and one per standby
+		"fsync":             "off",
+		"full_page_writes":  "off",
+		"max_connections":   "100",
+		"shared_buffers":    "32MB",
+		"logging_collector": "off",
+		"huge_pages":        "off",
+		"wal_level":         "replica",
+		"max_wal_senders":   "32", // two per pg_basebackup -X stream, made in parallel, and one per standby
+		// pg_basebackup -X stream makes its temporary slot only once the
+		// backup started: meanwhile the checkpoint of another backup made
+		// in parallel could remove the WAL it needs ("requested WAL
+		// segment … has already been removed"). A small cluster's WAL is
+		// kept instead.
+		"wal_keep_size":                "256MB",
 		"hot_standby":                  "on",
 		"synchronous_commit":           "on",
 		"synchronous_standby_names":    sync,
