@@ -114,7 +114,9 @@ type Config struct {
 	Seed uint64
 	// WriterHost and ReplicaHosts are the loopback addresses of the first
 	// writer and the replicas (defaults DefaultWriterHost,
-	// DefaultReplicaHost, DefaultThirdHost). When they cannot be bound
+	// DefaultReplicaHost, DefaultThirdHost and on, [DefaultHost]); a
+	// reader added by [Cluster.AddReader] takes the next of ReplicaHosts,
+	// or DefaultHost's beyond them. When they cannot be bound
 	// (macOS without aliases) every server listens on 127.0.0.1, each on
 	// its own port; the resolver answers "ip:port", so clients see no
 	// difference.
@@ -135,12 +137,15 @@ type Config struct {
 }
 
 // Cluster is an Aurora-shaped (or RDS Multi-AZ DB cluster-shaped)
-// PostgreSQL cluster on one machine: a writer and one or two replicas kept
+// PostgreSQL cluster on one machine: a writer and 1 to MaxReplicas replicas kept
 // in sync by physical streaming replication in synchronous mode, with RDS's
 // endpoint names in a fake DNS and the engine's topology functions
 // (aurora_replica_status() or rds_tools.show_topology()) on every server.
-// [Cluster.Failover] plays a writer failover. Close it when done. A Cluster
-// is safe for concurrent use; failovers are serialised.
+// [Cluster.Failover] plays a writer failover; [Cluster.AddReader],
+// [Cluster.RemoveReader], [Cluster.CrashReader], [Cluster.HangReader] and
+// [Cluster.SetLag] change the readers. Close it when done. A Cluster is
+// safe for concurrent use; failovers and the changes of readers are
+// serialised.
 //
 // Host names, for cluster "orders":
 //
@@ -149,13 +154,14 @@ type Config struct {
 //	instance endpoints         orders-1.ACCOUNT.REGION.rds.amazonaws.com (the first writer)
 //	                           orders-2.ACCOUNT.REGION.rds.amazonaws.com (the first replica)
 //	                           orders-3.ACCOUNT.REGION.rds.amazonaws.com (with Config.Replicas 2)
+//	                           … orders-N+1 with Config.Replicas N, then one more per AddReader
 type Cluster struct {
 	ClusterEndpoint, ReaderEndpoint string
 	// Resolver is the fake DNS holding the names; Cache is a client-side
 	// cache in front of it with Config.TTL, the LookupFunc PoolConfig uses.
 	Resolver *bluegreentest.Resolver
 	Cache    *bluegreentest.Cache
-	// SingleIP reports that both servers listen on 127.0.0.1.
+	// SingleIP reports that every server listens on 127.0.0.1.
 	SingleIP bool
 	// CAFile is the path of the CA certificate (PEM) with Config.TLS, ""
 	// without: the sslrootcert of [Cluster.DSN].

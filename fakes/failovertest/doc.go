@@ -4,18 +4,21 @@
 //
 // # Model
 //
-// [Start] starts a [Cluster]: a writer (initdb, through fakes/pgtest) and one
-// or two replicas made from it with pg_basebackup (-R: standby.signal and
-// primary_conninfo), streaming physically in synchronous mode
+// [Start] starts a [Cluster]: a writer (initdb, through fakes/pgtest) and 1
+// to [MaxReplicas] replicas (Config.Replicas) made from it with
+// pg_basebackup (-R: standby.signal and primary_conninfo; several in
+// parallel), streaming physically in synchronous mode
 // (synchronous_standby_names 'ANY 1 (*)', synchronous_commit on). A commit
 // returns only once a replica has flushed it, and a failover promotes the
-// replica that received the most WAL (the other one follows it: its
+// replica that received the most WAL (the others follow it: their
 // primary_conninfo is rewritten and reloaded), so an acknowledged write survives
 // the writer's death, as Aurora's shared storage guarantees;
 // [Cluster.CommittedIDs] lists a table's ids on the writer of the moment,
 // for the audit. The servers run as the postgres OS user when the process is
-// root, on 127.0.0.11 and 127.0.0.21 (127.0.0.1 and two ports where those
-// cannot be bound).
+// root, on 127.0.0.11, 127.0.0.21, 127.0.0.31, … ([DefaultHost]; 127.0.0.1
+// and a port each where those cannot be bound). Measured on two shared
+// cores: one replica starts in 2.5 to 3.5 s, three in 3.7 to 4.3 s, four
+// in 6 to 7 s (most of it initdb and pg_basebackup).
 //
 // The names are Aurora's (an RDS Multi-AZ DB cluster's have the same
 // shapes), in a fake DNS ([Cluster.Resolver], from fakes/bluegreentest)
@@ -23,8 +26,49 @@
 // [Cluster.PoolConfig] uses): the cluster (writer) endpoint
 // NAME.cluster-ACCOUNT.REGION.rds.amazonaws.com, the reader endpoint
 // NAME.cluster-ro-…, and the instance endpoints NAME-1.ACCOUNT… and
-// NAME-2.ACCOUNT… (NAME-3 with a second replica), which never move. The
-// resolver answers "ip:port".
+// NAME-2.ACCOUNT… (NAME-3 with a second replica, and so on), which never
+// move. The resolver answers "ip:port".
+//
+// # Readers
+//
+// The reader endpoint answers like Aurora's: each lookup answers one
+// reader at random among the readers in the topology
+// ([bluegreentest.Resolver.Pick]; Config.Seed makes the sequence
+// reproducible), the writer when there is none. [Cluster.Cache] keeps one
+// answer per name for Config.TTL (5 s by default, as Aurora's), so a pool
+// that opens its connections within one TTL piles them on one reader; a
+// negative TTL turns the cache off and each connection draws again.
+// [Cluster.Resolver].Addrs lists every reader behind the endpoint.
+//
+// At run time:
+//
+//   - [Cluster.AddReader] makes a new standby by pg_basebackup from the
+//     current writer and returns once it streams and replays the topology
+//     that lists it, with its instance endpoint in the DNS and its address
+//     behind the reader endpoint.
+//   - [Cluster.RemoveReader] takes a reader out of the topology, the reader
+//     endpoint and the DNS, then stops it (fast: its clients get 57P01).
+//   - [Cluster.CrashReader] kills one (immediate shutdown) and
+//     [Cluster.HangReader] stops its processes (SIGSTOP; resumed by
+//     RemoveReader or Close). Both leave it in the topology, its row
+//     unchanged, and behind the reader endpoint, as Aurora does until it
+//     detects the failure; the simulator detects nothing: RemoveReader is
+//     the detection.
+//   - [Cluster.SetLag] makes a reader lag: replica_lag_in_msec reports the
+//     lag (Aurora) and the reader applies each commit that late
+//     (recovery_min_apply_delay), so its reads are really stale. It still
+//     flushes WAL at once, so it still counts for synchronous commits, and
+//     its promotion applies what it holds: an acknowledged commit survives
+//     a failover whichever standby is promoted.
+//   - [Cluster.Readers] lists the readers in the topology and
+//     [Cluster.Connections] counts a user's client backends on a server
+//     (pg_stat_activity), to see how a pool spreads.
+//
+// A reader that crashed, hung or was removed is no longer a standby: the
+// simulator's topology changes do not wait for it, and when no standby is
+// left the writer stops waiting for one (synchronous_standby_names
+// emptied) and commits alone until AddReader gives it one again; a
+// failover then has none to promote.
 //
 // # TLS
 //
@@ -36,6 +80,8 @@
 // directory (server.crt, and server.key owned by the server's OS user, mode
 // 0600), TLS is turned on in each server's own configuration file, and a
 // standby made by pg_basebackup, a rejoined old writer too, gets both again.
+// A reader added by [Cluster.AddReader] presents a certificate of its own,
+// from the same CA, that names its instance endpoint too.
 // [Cluster.DSN] and [Cluster.PoolConfig] then ask for
 // sslmode=verify-full&sslrootcert=CAFile for an endpoint name, so a client
 // that reaches a server by another address than its name's (a dial
@@ -99,7 +145,15 @@
 //
 // # Limits
 //
-//   - At most three servers (Config.Replicas 2).
+//   - At most MaxReplicas (8) readers at once, at Start or after AddReader.
+//   - The topology's last_update_timestamp is the time of the simulator's
+//     last change for every row: it does not advance on its own, and a
+//     crashed reader's row does not age differently from the others.
+//   - With Engine MultiAZ the lag is not in the topology (RDS publishes
+//     none there); pg_stat_replication.replay_lag on the writer shows the
+//     real one.
+//   - A lagging reader sees the topology's changes up to its lag late;
+//     SetLag(id, 0) waits until it has caught up.
 //   - Engine MultiAZ publishes the three topology functions of rds_tools
 //     and nothing else of it: no extension to CREATE, no blue/green columns
 //     in show_topology. A real Multi-AZ DB cluster has two readers, and a
@@ -108,7 +162,7 @@
 //   - No IAM: the superuser with trust authentication; any password is
 //     accepted, so a client's IAM tokens are never checked. TLS only with
 //     Config.TLS, without client certificates, and one certificate for
-//     every server rather than one per instance.
+//     every server started by Start rather than one per instance.
 //   - A hung writer is fenced by stopping it as soon as it is resumed;
 //     between the two it answers reads (stale) and cannot acknowledge a
 //     write, since its synchronous standby is gone. A client that cancels
