@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -163,5 +164,16 @@ func TestTLS(t *testing.T) {
 		if !errors.As(err, &he) {
 			t.Errorf("%s, not in the certificate, on %s: %v; want an x509.HostnameError", tt.name, c.Addr(res.NewWriter), err)
 		}
+	}
+
+	// A reader added at run time presents a certificate of its own, from
+	// the same CA, naming its instance endpoint as well.
+	added, err := c.AddReader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names("reader added", c.Readers())
+	if !slices.Contains(c.Readers(), added) {
+		t.Errorf("Readers() = %v, without %s", c.Readers(), added)
 	}
 }
