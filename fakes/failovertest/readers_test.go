@@ -278,6 +278,46 @@ func TestReaders(t *testing.T) {
 			t.Errorf("Readers() = %v, want [%s]", got, id)
 		}
 	})
+
+	t.Run("failover to a lagging reader", func(t *testing.T) {
+		// A lagging reader still acknowledges commits (it flushes at once)
+		// and applies everything at its promotion: no acknowledged commit
+		// is lost.
+		other, err := c.AddReader(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lagging := c.Readers()[0]
+		if err := c.SetLag(ctx, lagging, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		for i := 10; i < 20; i++ {
+			exec(t, c, c.Addr(writer), "INSERT INTO r VALUES ($1)", i)
+		}
+		res, err := c.Failover(ctx, failovertest.Scenario{Kind: failovertest.Crash, Target: lagging})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.NewWriter != lagging {
+			t.Fatalf("promoted %s, want %s", res.NewWriter, lagging)
+		}
+		ids, err := c.CommittedIDs(ctx, "r")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := int64(10); i < 20; i++ {
+			if !slices.Contains(ids, i) {
+				t.Errorf("row %d, acknowledged before the failover, is lost: %v", i, ids)
+			}
+		}
+		if took := time.Since(res.Events[0].At); took > 4*time.Second {
+			t.Errorf("the failover took %v: the promotion waited for the apply delay", took)
+		}
+		if got := c.Readers(); !slices.Contains(got, other) {
+			t.Errorf("Readers() = %v, without %s", got, other)
+		}
+		exec(t, c, c.Addr(c.Writer()), "INSERT INTO r VALUES (20)")
+	})
 }
 
 // waitFor polls cond every 10 ms until it holds or d passes.
