@@ -166,25 +166,25 @@ func (c *Cluster) removeReader(ctx context.Context, id string) error {
 	c.nodes = slices.DeleteFunc(c.nodes, func(s *node) bool { return s == n })
 	w, standbys := c.dropStandbyLocked(n)
 	c.mu.Unlock()
+	var errs []error
 	if len(standbys) == 0 {
-		if err := w.setSync(ctx, false); err != nil {
-			return err
-		}
+		errs = append(errs, w.setSync(ctx, false))
 	}
 	if err := c.publishTopology(ctx); err != nil {
-		return err
+		errs = append(errs, err)
 	}
 	c.setDNS(w, standbys)
 	c.Resolver.Remove(c.InstanceEndpoint(n.id))
+	// Out of c.nodes, Close would not stop it: it is stopped and removed
+	// whatever failed above.
 	if err := n.resume(); err != nil {
-		return err
+		errs = append(errs, err)
 	}
 	if !n.crashed {
-		if err := n.stop(ctx, "fast"); err != nil {
-			return err
-		}
+		errs = append(errs, n.stop(ctx, "fast"))
 	}
-	return n.remove()
+	errs = append(errs, n.remove())
+	return errors.Join(errs...)
 }
 
 // CrashReader kills reader id (pg_ctl stop -m immediate: its clients'
