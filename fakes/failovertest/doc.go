@@ -17,8 +17,10 @@
 // for the audit. The servers run as the postgres OS user when the process is
 // root, on 127.0.0.11, 127.0.0.21, 127.0.0.31, … ([DefaultHost]; 127.0.0.1
 // and a port each where those cannot be bound). Measured on two shared
-// cores: one replica starts in 2.5 to 3.5 s, three in 3.7 to 4.3 s, four
-// in 6 to 7 s (most of it initdb and pg_basebackup).
+// cores (load 1 to 2): one replica starts in 1.8 to 3.5 s, three in 3.7 to
+// 4.3 s, four in 4.6 to 5 s, most of it initdb and pg_basebackup (one
+// base backup takes about 1 s there; under a load of 6 the figures
+// double).
 //
 // The names are Aurora's (an RDS Multi-AZ DB cluster's have the same
 // shapes), in a fake DNS ([Cluster.Resolver], from fakes/bluegreentest)
