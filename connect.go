@@ -86,7 +86,7 @@ type connector struct {
 type connObserver interface {
 	// route returns where a dial of the pool's host goes, addr by default;
 	// it may hold the dial (failover: while no writer is known).
-	route(ctx context.Context, host, addr string) (string, error)
+	route(ctx context.Context, c *connState, host, addr string) (string, error)
 	// dialed: c's current dial reached addr, its handshake follows.
 	dialed(c *connState, addr string, start time.Time)
 	// validate runs when c's handshake completed (ValidateConnect): an
@@ -104,10 +104,10 @@ type connObserver interface {
 // observers are a pool's connObservers, called in order.
 type observers []connObserver
 
-func (os observers) route(ctx context.Context, host, addr string) (string, error) {
+func (os observers) route(ctx context.Context, c *connState, host, addr string) (string, error) {
 	for _, o := range os {
 		var err error
-		if addr, err = o.route(ctx, host, addr); err != nil {
+		if addr, err = o.route(ctx, c, host, addr); err != nil {
 			return "", err
 		}
 	}
@@ -153,7 +153,9 @@ func (os observers) closed(c *connState) {
 // override what a layer needs.
 type noObserver struct{}
 
-func (noObserver) route(_ context.Context, _, addr string) (string, error) { return addr, nil }
+func (noObserver) route(_ context.Context, _ *connState, _, addr string) (string, error) {
+	return addr, nil
+}
 func (noObserver) dialed(*connState, string, time.Time)                    {}
 func (noObserver) validate(*connState, string, *pgconn.PgConn) error       { return nil }
 func (noObserver) pgError(*pgconn.PgConn, *pgconn.PgError) bool            { return true }
@@ -657,7 +659,7 @@ func (c *connState) routedDial() pgconn.DialFunc {
 		return c.base
 	}
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		addr, err := c.b.observers.route(ctx, c.cc.Host, addr)
+		addr, err := c.b.observers.route(ctx, c, c.cc.Host, addr)
 		if err != nil {
 			return nil, err
 		}

@@ -63,6 +63,8 @@ type foLayer struct {
 	log    *slog.Logger
 	hinted atomic.Bool
 
+	rd *readerRouting // reader routing: a pool on the reader endpoint (readers.go)
+
 	mu   sync.Mutex
 	live map[*connState]struct{} // the pool's connections, from their dial on
 	cuts []cutRecord             // the latest cuts (at most maxCutRecords), for a dial they crossed
@@ -192,9 +194,13 @@ func (b *binding) addFailover(cc *pgx.ConnConfig, mode failover.InstanceMode) er
 		host = cc.Host // the monitor checks its DNS against the writer
 	}
 	fo.writer = fo.writer || fo.follow
+	if !fo.writer && !isSocket(cc.Host) && topology.KindOf(topology.NormHost(ep)) == topology.KindReaderCluster &&
+		f.failover.Readers.Strategy != failover.ByDNS {
+		fo.rd = newReaderRouting(*f.failover)
+	}
 	for _, fb := range cc.Fallbacks {
 		if fb.Host != cc.Host {
-			fo.writer, fo.follow, host = false, false, "" // several hosts: pgx chooses among them
+			fo.writer, fo.follow, host, fo.rd = false, false, "", nil // several hosts: pgx chooses among them
 		}
 	}
 	b.fo = fo
@@ -246,7 +252,10 @@ func (fo *foLayer) prepareConn(_ context.Context, c *pgx.Conn) (bool, error) {
 // address it gave is one of the topology's readers (a client-side cache
 // older than the monitor's), and always for a pool on an instance endpoint
 // with FollowWriter (once the writer is known); else addr.
-func (fo *foLayer) route(ctx context.Context, host, addr string) (string, error) {
+func (fo *foLayer) route(ctx context.Context, c *connState, host, addr string) (string, error) {
+	if fo.rd != nil && !fo.switchover() {
+		return fo.routeReader(ctx, c, host, addr)
+	}
 	if !fo.writer || fo.switchover() {
 		return addr, nil
 	}
@@ -314,6 +323,9 @@ func (fo *foLayer) pgError(pc *pgconn.PgConn, pe *pgconn.PgError) bool {
 func (fo *foLayer) dialed(c *connState, addr string, start time.Time) {
 	fo.mu.Lock()
 	fo.live[c] = struct{}{}
+	if fo.rd != nil {
+		delete(fo.rd.pending, c)
+	}
 	var crossed *failover.CutError
 	for _, cut := range fo.cuts {
 		if cut.addr == addr && !cut.at.Before(start) {
@@ -330,6 +342,9 @@ func (fo *foLayer) dialed(c *connState, addr string, start time.Time) {
 func (fo *foLayer) closed(c *connState) {
 	fo.mu.Lock()
 	delete(fo.live, c)
+	if fo.rd != nil {
+		delete(fo.rd.pending, c)
+	}
 	fo.mu.Unlock()
 }
 
@@ -343,6 +358,10 @@ func (fo *foLayer) onChange(b *binding, c failovermon.Change) {
 	case failovermon.InstancesLeft:
 		for i, addr := range c.Gone {
 			fo.cut(b, addr, &failover.CutError{Left: c.GoneIDs[i], Addr: addr})
+		}
+	case failovermon.ReadersJoined:
+		if fo.rd != nil {
+			fo.rebalance(b)
 		}
 	}
 }

@@ -56,6 +56,11 @@ type Config struct {
 	// one pool. See "Instance-endpoint pools" in the package doc.
 	InstancePools InstanceMode
 
+	// Readers configures reader routing for the pools on the reader
+	// endpoint: by default each new connection goes to the reader with
+	// the fewest of the pool's connections.
+	Readers ReaderConfig
+
 	// RefreshInterval is how often the topology is read while nothing is
 	// wrong (the AWS wrappers' clusterTopologyRefreshRateMs).
 	RefreshInterval time.Duration
@@ -168,6 +173,9 @@ func (c Config) Validate() error {
 	if err := c.InstancePools.Validate("Config.InstancePools"); err != nil {
 		return err
 	}
+	if err := c.Readers.Validate(); err != nil {
+		return err
+	}
 	if t := c.InstanceTemplate; t != "" {
 		if err := parseTemplate(t); err != nil {
 			return err
@@ -224,6 +232,7 @@ func (c Config) WithDefaults() (Config, error) {
 	def(&c.FailureTimeout, DefaultFailureTimeout)
 	def(&c.HoldTimeout, DefaultHoldTimeout)
 	def(&c.ConnectTimeout, DefaultConnectTimeout)
+	def(&c.Readers.HoldTimeout, DefaultReaderHold)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

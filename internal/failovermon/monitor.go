@@ -71,6 +71,8 @@ type Monitor struct {
 type instance struct {
 	id, host, addr string
 	writer         bool
+	lag            time.Duration // the topology's replica lag, when hasLag
+	hasLag         bool
 }
 
 // Snapshot is the routing a Monitor publishes, immutable: replaced, never
@@ -88,6 +90,11 @@ type Snapshot struct {
 	// Readers are the other instances' addresses: a connection by the
 	// writer endpoint that reaches one is refused.
 	Readers map[string]bool
+	// Lag is the readers' replication lag by address, as the last
+	// topology read reported it (absent: not reported).
+	Lag map[string]time.Duration
+	// Off: routing is off (the topology cannot be read).
+	Off bool
 	// Changed is closed when the snapshot is replaced.
 	Changed chan struct{}
 }
@@ -103,6 +110,7 @@ const (
 	WriterDown    ChangeKind = iota + 1 // the writer stopped answering (OldAddr)
 	WriterChanged                       // a new writer (OldWriter, OldAddr → NewWriter, NewAddr)
 	InstancesLeft                       // instances left the topology (Gone)
+	ReadersJoined                       // readers joined the topology (Joined)
 )
 
 // Change is given to the listeners of a Monitor.
@@ -112,6 +120,7 @@ type Change struct {
 	OldAddr, NewAddr     string
 	Gone                 []string // addresses
 	GoneIDs              []string // their server ids, in the same order
+	Joined               []string // addresses
 }
 
 // New returns a Monitor of the cluster that cc's host belongs to,
@@ -390,6 +399,9 @@ func (m *Monitor) step(ctx context.Context) {
 		} else if !m.offUntil.IsZero() {
 			m.offUntil = time.Time{}
 			m.setStatus(func(s *failover.Status) { s.Off, s.Error = "", "" })
+			if m.Snapshot().Off {
+				m.publish(func(s *Snapshot) { s.Off = false })
+			}
 			m.cfg.Logger.Info("failover: the cluster's topology can be read again; failover routing is on")
 		}
 	} else {
@@ -518,6 +530,9 @@ func (m *Monitor) routingOff(off *offError) {
 		text += " (check: " + check + ")"
 	}
 	m.setStatus(func(s *failover.Status) { s.Off, s.Error = off.why, text })
+	if !m.Snapshot().Off {
+		m.publish(func(s *Snapshot) { s.Off = true })
+	}
 	if !m.Snapshot().Normal() {
 		m.publish(func(s *Snapshot) { s.Down, s.DownAddr, s.Redirect = false, "", false }) // routing is off: nothing held or redirected
 	}
@@ -721,7 +736,7 @@ func (m *Monitor) learn(ctx context.Context, rows []topology.Row) {
 				port = uint16(r.Port)
 			}
 		}
-		in := instance{id: r.ServerID, host: host, writer: r.Writer}
+		in := instance{id: r.ServerID, host: host, writer: r.Writer, lag: r.Lag, hasLag: r.HasLag}
 		if old, ok := m.instances[r.ServerID]; ok && old.host == host {
 			in.addr = old.addr
 		}
@@ -940,21 +955,39 @@ func (m *Monitor) writerHosts() []string {
 }
 
 // publishReaders publishes the addresses of the instances other than the
-// writer.
+// writer, and their lag; readers that joined are reported.
 func (m *Monitor) publishReaders() {
 	readers := map[string]bool{}
+	lags := map[string]time.Duration{}
 	for id, in := range m.instances {
 		if id != m.writer && in.addr != "" {
 			readers[in.addr] = true
+			if in.hasLag {
+				lags[in.addr] = in.lag
+			}
 		}
 	}
 	if w, ok := m.instances[m.writer]; ok {
 		delete(readers, w.addr) // one address, two names (a single-address setup)
+		delete(lags, w.addr)
 	}
-	if maps.Equal(readers, m.Snapshot().Readers) {
+	old := m.Snapshot()
+	if maps.Equal(readers, old.Readers) && maps.Equal(lags, old.Lag) {
 		return // unchanged: no new snapshot, no waiter woken (every probe round learns the topology)
 	}
-	m.publish(func(s *Snapshot) { s.Readers = readers })
+	var joined []string
+	if old.Readers != nil || old.Writer != "" {
+		for a := range readers {
+			if !old.Readers[a] {
+				joined = append(joined, a)
+			}
+		}
+	}
+	m.publish(func(s *Snapshot) { s.Readers, s.Lag = readers, lags })
+	if len(joined) > 0 {
+		slices.Sort(joined)
+		m.notify(Change{Kind: ReadersJoined, Joined: joined})
+	}
 }
 
 // publish replaces the snapshot with a changed copy, waking its waiters.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -42,6 +43,10 @@ type Row struct {
 	// endpoint is derived from the cluster endpoint's domain.
 	Endpoint string
 	Port     int
+	// Lag is the reader's replication lag (Aurora: replica_lag_in_msec);
+	// HasLag reports whether the row carries one.
+	Lag    time.Duration
+	HasLag bool
 	// ResourceID is the instance's dbi resource id (Multi-AZ DB clusters:
 	// show_topology's id, as listed); empty on Aurora.
 	ResourceID string
@@ -69,8 +74,8 @@ func ReadAurora(ctx context.Context, conn *pgx.Conn) (ids []Row, bad []error, er
 		return nil, nil, err
 	}
 	defer rows.Close()
-	cols := columns(rows.FieldDescriptions(), "server_id", "session_id", "last_update_timestamp")
-	idCol, sessCol, updCol := cols[0], cols[1], cols[2]
+	cols := columns(rows.FieldDescriptions(), "server_id", "session_id", "last_update_timestamp", "replica_lag_in_msec")
+	idCol, sessCol, updCol, lagCol := cols[0], cols[1], cols[2], cols[3]
 	if idCol < 0 || sessCol < 0 {
 		return nil, nil, fmt.Errorf("topology: %s() has no server_id or session_id column", AuroraFunction)
 	}
@@ -88,6 +93,11 @@ func ReadAurora(ctx context.Context, conn *pgx.Conn) (ids []Row, bad []error, er
 		r := Row{ServerID: id, Writer: raw[sessCol] != nil && strings.TrimSpace(string(raw[sessCol])) == WriterSessionID}
 		if updCol >= 0 && raw[updCol] != nil {
 			r.Updated = parseTimestamp(string(raw[updCol]))
+		}
+		if lagCol >= 0 && raw[lagCol] != nil && !r.Writer {
+			if ms, err := strconv.ParseFloat(strings.TrimSpace(string(raw[lagCol])), 64); err == nil && ms >= 0 {
+				r.Lag, r.HasLag = time.Duration(ms*float64(time.Millisecond)), true
+			}
 		}
 		ids = append(ids, r)
 	}
