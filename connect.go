@@ -156,11 +156,11 @@ type noObserver struct{}
 func (noObserver) route(_ context.Context, _ *connState, _, addr string) (string, error) {
 	return addr, nil
 }
-func (noObserver) dialed(*connState, string, time.Time)                    {}
-func (noObserver) validate(*connState, string, *pgconn.PgConn) error       { return nil }
-func (noObserver) pgError(*pgconn.PgConn, *pgconn.PgError) bool            { return true }
-func (noObserver) failed(string, bool)                                     {}
-func (noObserver) closed(*connState)                                       {}
+func (noObserver) dialed(*connState, string, time.Time)              {}
+func (noObserver) validate(*connState, string, *pgconn.PgConn) error { return nil }
+func (noObserver) pgError(*pgconn.PgConn, *pgconn.PgError) bool      { return true }
+func (noObserver) failed(string, bool)                               {}
+func (noObserver) closed(*connState)                                 {}
 
 // connState is one connection of a pool, from its first dial to its close:
 // the attempts it took, its retry rounds, then the established connection
