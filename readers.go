@@ -61,6 +61,9 @@ func newReaderRouting(c failover.Config) *readerRouting {
 func (r *readerRouting) usable(s *failovermon.Snapshot) []string {
 	out := make([]string, 0, len(s.Readers))
 	for a := range s.Readers {
+		if a == s.WriterAddr {
+			continue // a snapshot between the first read and the writer's adoption
+		}
 		if lag, ok := s.Lag[a]; ok && r.cfg.MaxLag > 0 && lag > r.cfg.MaxLag {
 			continue
 		}

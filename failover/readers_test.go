@@ -2,6 +2,7 @@ package failover_test
 
 import (
 	"context"
+	"errors"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/failover"
 	"github.com/holdfast-db/holdfast/fakes/failovertest"
+	"github.com/holdfast-db/holdfast/retry"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -239,4 +241,125 @@ func TestReaderRouting(t *testing.T) {
 	if total == 0 {
 		t.Errorf("no connection of the pool on the readers left: %v", rest)
 	}
+}
+
+// serversAtOnce acquires n connections of pool concurrently and returns
+// the server id of each, then releases them.
+func serversAtOnce(ctx context.Context, t *testing.T, pool *pgxpool.Pool, n int) map[string]int {
+	t.Helper()
+	ids := make([]string, n)
+	errs := make([]error, n)
+	conns := make([]*pgxpool.Conn, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			if conns[i], errs[i] = pool.Acquire(ctx); errs[i] == nil {
+				errs[i] = conns[i].QueryRow(ctx, "SELECT aurora_db_instance_identifier()").Scan(&ids[i])
+			}
+		})
+	}
+	wg.Wait()
+	out := map[string]int{}
+	for i := range n {
+		if conns[i] != nil {
+			conns[i].Release()
+		}
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		out[ids[i]]++
+	}
+	return out
+}
+
+// TestReaderMaxLag: a reader lagging beyond MaxLag gets no new
+// connections once the monitor has read its lag; with every reader
+// lagging, UseWriter connects to the writer and Hold fails, after its
+// bound, with a *failover.NoReaderError.
+func TestReaderMaxLag(t *testing.T) {
+	c := failovertest.StartTest(t, failovertest.Config{Replicas: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	readers := c.Readers()
+	lagging, fresh := readers[0], readers[1]
+	if err := c.SetLag(ctx, lagging, 3*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	rc := failover.ReaderConfig{MaxLag: time.Second}
+	f := newFactory(t, holdfast.WithFailover(failover.Config{RefreshInterval: 200 * time.Millisecond, Readers: rc}))
+	cfg, err := c.PoolConfig(c.ReaderEndpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 6
+	pool, err := f.NewPool(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if err := pool.Ping(ctx); err != nil { // starts the monitor
+		t.Fatal(err)
+	}
+	m := engine(f.Failover(pool))
+	lagAddr := c.Addr(lagging)
+	if !waitFor(ctx, func() bool { return m.Snapshot().Lag[lagAddr] > time.Second }) {
+		t.Fatalf("the monitor never read %s's lag: %v", lagging, m.Snapshot().Lag)
+	}
+	pool.Reset()
+	got := serversAtOnce(ctx, t, pool, 6)
+	t.Logf("with %s lagging 3 s (MaxLag 1 s): connections per server %v", lagging, got)
+	if got[lagging] != 0 || got[fresh] != 6 {
+		t.Errorf("connections per server %v, want all 6 on %s, none on the lagging %s", got, fresh, lagging)
+	}
+
+	// Every reader lags: UseWriter connects to the writer.
+	if err := c.SetLag(ctx, fresh, 3*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	freshAddr := c.Addr(fresh)
+	if !waitFor(ctx, func() bool { return m.Snapshot().Lag[freshAddr] > time.Second }) {
+		t.Fatalf("the monitor never read %s's lag", fresh)
+	}
+	pool.Reset()
+	got = serversAtOnce(ctx, t, pool, 2)
+	if got[c.Writer()] != 2 {
+		t.Errorf("every reader lagging, UseWriter: connections per server %v, want both on the writer %s", got, c.Writer())
+	}
+
+	// Hold: the connect fails after HoldTimeout with a *NoReaderError.
+	rc.WhenNoReader, rc.HoldTimeout = failover.Hold, 300*time.Millisecond
+	fh := newFactory(t, holdfast.WithFailover(failover.Config{RefreshInterval: 200 * time.Millisecond, Readers: rc}),
+		holdfast.WithRetryPolicy(retry.Policy{MaxAttempts: 1, InitialInterval: 50 * time.Millisecond, Multiplier: 2, MaxInterval: time.Second}))
+	hcfg, err := c.PoolConfig(c.ReaderEndpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The monitor starts with a pool on the writer endpoint: a monitor
+	// whose first read is on a lagging reader of the simulator sees the
+	// topology's lag rows that late.
+	wp := poolOn(ctx, t, fh, c, c.ClusterEndpoint)
+	if err := wp.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hm := engine(fh.Failover(wp))
+	if !waitFor(ctx, func() bool { s := hm.Snapshot(); return s.Lag[lagAddr] > time.Second && s.Lag[freshAddr] > time.Second }) {
+		t.Fatalf("the second monitor never read the lag: %v", hm.Snapshot().Lag)
+	}
+	start := time.Now()
+	hp, err := fh.NewPool(ctx, hcfg) // its first connection is held, then fails
+	if err == nil {
+		t.Cleanup(hp.Close)
+		actx, acancel := context.WithTimeout(ctx, 10*time.Second)
+		defer acancel()
+		var conn *pgxpool.Conn
+		if conn, err = hp.Acquire(actx); err == nil {
+			t.Logf("connection to %s; lag %v", serverID(ctx, t, conn), hm.Snapshot().Lag)
+			conn.Release()
+		}
+	}
+	var nre *failover.NoReaderError
+	if !errors.As(err, &nre) || nre.Readers != 2 {
+		t.Fatalf("Hold with every reader lagging: Acquire = %v after %v, want a *failover.NoReaderError naming 2 readers", err, time.Since(start))
+	}
+	t.Logf("Hold: %v after %v", err, time.Since(start).Round(time.Millisecond))
 }

@@ -865,6 +865,9 @@ func (m *Monitor) probeAll(ctx context.Context) {
 	default:
 		m.writerDown()
 	}
+	if next == nil && cur != nil && cur.res.confirmsWriter() && len(cur.res.rows) > 0 {
+		rows = cur.res.rows // the writer's rows: a reader's copy trails by its lag (and so does its lag column)
+	}
 	if next == nil && len(rows) > 0 {
 		m.learn(ctx, rows)
 	}
