@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/holdfast-db/holdfast/bluegreen/internal/meta"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
@@ -85,7 +86,7 @@ func TestDetectTopology(t *testing.T) {
 		t.Fatalf("Detect = %+v, %v; want Aurora with its topology", src, err)
 	}
 	ids, bad, err := topology.ReadAurora(ctx, conn)
-	want := []topology.Row{{ServerID: "db-1", Writer: true}, {ServerID: "db-2"}}
+	want := []topology.Row{{ServerID: "db-1", Writer: true}, {ServerID: "db-2", Lag: 4500 * time.Microsecond, HasLag: true}} // a reader's replica_lag_in_msec
 	if err != nil || len(bad) != 2 || !reflect.DeepEqual(ids, want) {
 		t.Errorf("ReadTopology = %+v, %v, %v; want %+v and two rows set aside", ids, bad, err, want)
 	}
