@@ -721,7 +721,7 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 	res.timeline(fres, mon, &rd)
 	res.goals()
 	if o.SVG != "" {
-		if err := writeSVG(o.SVG, res.chart(begin, stopAt, end, fres, mon, clients)); err != nil {
+		if err := res.chart(begin, stopAt, end, fres, mon, clients).WriteFile(o.SVG); err != nil {
 			return nil, err
 		}
 		fmt.Fprintf(progress, "timeline drawn in %s\n", o.SVG)
@@ -808,19 +808,6 @@ func (r *Result) chart(begin, stopAt, end time.Time, fres failovertest.Result, m
 		c.Notes = append(c.Notes, fmt.Sprintf("pgxpool's %d read-only failures (25006): connections its cached DNS answer sent to the old writer, back as a reader.", n))
 	}
 	return c
-}
-
-// writeSVG writes c into the file path.
-func writeSVG(path string, c timeline.Chart) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := c.WriteSVG(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 func hangNote(o options) string {

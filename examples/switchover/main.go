@@ -714,7 +714,7 @@ func run(ctx context.Context, env *bluegreentest.Env, o options, progress io.Wri
 		}
 	}
 	if err == nil && o.SVG != "" {
-		if err = writeSVG(o.SVG, res.chart(o, begin, end, sres, clients)); err == nil {
+		if err = res.chart(o, begin, end, sres, clients).WriteFile(o.SVG); err == nil {
 			fmt.Fprintf(progress, "timeline drawn in %s\n", o.SVG)
 		}
 	}
@@ -1079,19 +1079,6 @@ func (r *Result) chart(o options, begin, end time.Time, sres bluegreentest.Switc
 		c.Notes = append(c.Notes, n+": 0 ok after COMPLETED: "+stuckOnOldBlue+".")
 	}
 	return c
-}
-
-// writeSVG writes c into the file path.
-func writeSVG(path string, c timeline.Chart) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := c.WriteSVG(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 // stuckOnOldBlue is why a plain pool succeeds in nothing after COMPLETED.

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"slices"
 	"strings"
 	"time"
 )
@@ -530,4 +532,60 @@ func Read(r io.Reader) (Contents, error) {
 		return c, errors.New("no svg element")
 	}
 	return c, nil
+}
+
+// WriteFile writes c's SVG into the file path.
+func (c Chart) WriteFile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := c.WriteSVG(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// ReadFile is Read of the file path.
+func ReadFile(path string) (Contents, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Contents{}, err
+	}
+	defer f.Close()
+	return Read(f)
+}
+
+// Figures are what a demo's table says of one client, for
+// [Contents.CheckClients].
+type Figures struct {
+	Name       string
+	Failed     int     // failed requests
+	MaxPauseMS float64 // the longest pause, in ms
+}
+
+// CheckClients returns what c gets wrong about clients, in order, one
+// sentence each (none: the picture holds them all): one ok series per
+// client, a failed series exactly for a client with failed requests, its
+// longest pause marked with the table's ms (within 1 ms), the clients in
+// the table's order, and a group with id wantID.
+func (c Contents) CheckClients(clients []Figures, wantID string) []string {
+	var problems, names []string
+	for _, f := range clients {
+		names = append(names, f.Name)
+		if c.OK[f.Name] != 1 {
+			problems = append(problems, fmt.Sprintf("%s has %d ok series, want 1", f.Name, c.OK[f.Name]))
+		}
+		if (c.Failed[f.Name] == 1) != (f.Failed > 0) {
+			problems = append(problems, fmt.Sprintf("%s has %d failed series, with %d failed requests", f.Name, c.Failed[f.Name], f.Failed))
+		}
+		if p, ok := c.Pauses[f.Name]; !ok || math.Abs(float64(p)-f.MaxPauseMS) > 1 {
+			problems = append(problems, fmt.Sprintf("%s's pause %d ms (marked %v), want its longest pause %.0f ms", f.Name, p, ok, f.MaxPauseMS))
+		}
+	}
+	if !slices.Equal(c.Clients, names) || !slices.Contains(c.IDs, wantID) {
+		problems = append(problems, fmt.Sprintf("clients %v (ids %v), want %v", c.Clients, c.IDs, names))
+	}
+	return problems
 }
