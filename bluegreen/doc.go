@@ -165,8 +165,9 @@
 // switchover whatever the metadata says, from a timer of its own rather than
 // on the next change; after it a status stuck in IN_PROGRESS routes nothing.
 // A rollback is recognised only when the green monitor reads an earlier
-// phase than before, before COMPLETED, never from an absent, empty or
-// failed read.
+// phase than before, before COMPLETED, in two reads in a row (one server
+// whose copy of the metadata trails the others' is not a rollback), never
+// from an absent, empty or failed read.
 //
 // # Names: IAM tokens and certificates
 //

@@ -97,6 +97,7 @@ func TestNamesRollbackKeepsNothing(t *testing.T) {
 	h.advance(time.Second)
 	h.status[meta.RoleTarget] = meta.StatusAvailable // green reports an earlier phase: a rollback
 	h.pollBoth()
+	h.poll(meta.RoleTarget) // the second read confirms it
 	st := h.r.Status()
 	if st.LastSummary == nil || st.LastSummary.Outcome != OutcomeRolledBack || len(st.Routing.Names) != 0 {
 		t.Errorf("after a rollback: summary %+v, names %+v; want rolled back and no names", st.LastSummary, st.Routing.Names)

@@ -479,10 +479,22 @@ func TestRoutingPerPhase(t *testing.T) {
 				inProgress(h)
 				h.advance(time.Second)
 				h.set(meta.StatusAvailable)
+				h.poll(meta.RoleTarget) // the second read going back confirms it
 			},
 			want: want{phase: NotCreated, normal: true, gen: 1, stale: true, outcome: OutcomeRolledBack,
 				events: []string{"PREPARATION", "IN_PROGRESS", "CREATED (rollback)", switchover.EventRolledBack},
 				logs:   []string{"Blue/Green Deployment switchover ROLLED BACK"}},
+		},
+		{
+			name: "one green read going back, then forward again, is not a rollback",
+			script: func(h *harness) {
+				inProgress(h)
+				h.status[meta.RoleTarget] = meta.StatusSwitchoverInitiated // a server whose copy trails
+				h.poll(meta.RoleTarget)
+				h.status[meta.RoleTarget] = meta.StatusSwitchoverInProgress
+				h.poll(meta.RoleTarget)
+			},
+			want: want{phase: InProgress, routes: suspended, suspendQueries: true, drop: []string{blueIP}},
 		},
 		{
 			name: "blue going back is not a rollback",
@@ -517,7 +529,8 @@ func TestRoutingPerPhase(t *testing.T) {
 			name: "monitoring after a switchover sees the next deployment",
 			script: func(h *harness) {
 				inProgress(h)
-				h.set(meta.StatusAvailable) // rollback
+				h.set(meta.StatusAvailable) // rollback, confirmed by the next read
+				h.poll(meta.RoleTarget)
 				h.advance(time.Minute)
 				h.pollBoth() // both monitors read CREATED: the next switchover counts
 				h.set(meta.StatusSwitchoverInitiated)
@@ -958,7 +971,8 @@ func TestObserver(t *testing.T) {
 	if err := routeErr(h.r.route(context.Background(), cc)); err == nil {
 		t.Fatal("connect not held")
 	}
-	h.set(meta.StatusAvailable) // rollback
+	h.set(meta.StatusAvailable) // rollback, confirmed by the next read
+	h.poll(meta.RoleTarget)
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	if got, want := strings.Join(rec.phases, ","), "CREATED,PREPARATION+,IN_PROGRESS+"; got != want {

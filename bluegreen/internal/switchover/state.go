@@ -84,6 +84,11 @@ type roleState struct {
 	seen    bool       // a row of this role with a known status was seen
 	last    meta.Phase // the last phase such a row reported
 	current meta.Phase // as last, but NotCreated after an empty or absent read
+	// backs counts the reads in a row of an earlier phase than last (a
+	// green going back): the second confirms a rollback, so that one read
+	// of a server whose copy of the metadata trails the others' is not
+	// taken for one.
+	backs int
 }
 
 // State is the view of one deployment, for one generation (a switchover
@@ -268,9 +273,14 @@ func (st *State) Apply(o Observation, now time.Time) Effects {
 		}
 		if o.Role == meta.RoleTarget && rs.seen && v.Phase < rs.last && v.Phase >= meta.Created &&
 			st.Frozen && st.Phase < meta.Completed {
-			st.rollback(v.Phase, now, &fx)
-			return fx
+			if rs.backs++; rs.backs >= 2 {
+				rs.backs = 0
+				st.rollback(v.Phase, now, &fx)
+				return fx
+			}
+			break // one read going back is not yet a rollback: the next poll confirms it
 		}
+		rs.backs = 0
 		rs.seen, rs.last, rs.current = true, v.Phase, v.Phase
 	}
 	if o.Kind != KindWaiting {
