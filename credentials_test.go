@@ -59,10 +59,7 @@ func TestCredentialsFuncRealPostgres(t *testing.T) {
 	}
 	defer func() { _ = s.Stop() }()
 	const user, password = "cred_user", "cred-password-1"
-	if err := s.Exec(ctx, fmt.Sprintf("SET password_encryption = 'scram-sha-256'; CREATE ROLE %s LOGIN PASSWORD '%s'", user, password)); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.PrependHBA(ctx, fmt.Sprintf("host all %s 0.0.0.0/0 scram-sha-256\n", user)); err != nil {
+	if err := s.PasswordRole(ctx, user, password); err != nil {
 		t.Fatal(err)
 	}
 

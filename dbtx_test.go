@@ -73,17 +73,16 @@ func TestDBTXFreshPasswordForSQLC(t *testing.T) {
 	s := pgtest.NewServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
+	if err := s.PasswordRole(ctx, "dbtx_app", "the-right-one"); err != nil {
+		t.Fatal(err)
+	}
 	for _, sql := range []string{
-		"SET password_encryption = 'scram-sha-256'; CREATE ROLE dbtx_app LOGIN PASSWORD 'the-right-one'",
 		"CREATE TABLE dbtx_notes (body text)",
 		"GRANT ALL ON dbtx_notes TO dbtx_app",
 	} {
 		if err := s.Exec(ctx, sql); err != nil {
 			t.Fatalf("%s: %v", sql, err)
 		}
-	}
-	if err := s.PrependHBA(ctx, "host all dbtx_app 0.0.0.0/0 scram-sha-256\n"); err != nil {
-		t.Fatal(err)
 	}
 	dsn := fmt.Sprintf("postgres://dbtx_app@%s/postgres?sslmode=disable&pool_max_conns=2", s.Addr())
 

@@ -33,13 +33,12 @@ func TestLogLinesForOnCall(t *testing.T) {
 		"CREATE ROLE oncall_app LOGIN",
 		"CREATE DATABASE oncall_revoked",
 		"REVOKE CONNECT ON DATABASE oncall_revoked FROM PUBLIC",
-		"SET password_encryption = 'scram-sha-256'; CREATE ROLE oncall_pw LOGIN PASSWORD 'right-password'",
 	} {
 		if err := s.Exec(ctx, sql); err != nil {
 			t.Fatalf("%s: %v", sql, err)
 		}
 	}
-	if err := s.PrependHBA(ctx, "host all oncall_pw 0.0.0.0/0 scram-sha-256\n"); err != nil {
+	if err := s.PasswordRole(ctx, "oncall_pw", "right-password"); err != nil {
 		t.Fatal(err)
 	}
 	dsn := func(user, db string) string {

@@ -56,13 +56,10 @@ func startPG(t *testing.T) *pgtest.Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Stop() })
-	if err := s.Exec(ctx, fmt.Sprintf(`SET password_encryption = 'scram-sha-256';
-		CREATE ROLE %s LOGIN PASSWORD '%s'; CREATE ROLE %s LOGIN PASSWORD '%s';`,
-		appUser, initPassword, cloneUser, initPassword)); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.PrependHBA(ctx, fmt.Sprintf("host all %s,%s 0.0.0.0/0 scram-sha-256\n", appUser, cloneUser)); err != nil {
-		t.Fatal(err)
+	for _, u := range []string{appUser, cloneUser} {
+		if err := s.PasswordRole(ctx, u, initPassword); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if code := connectCode(ctx, s, appUser, "wrong"); code != "28P01" {
 		t.Fatalf("a wrong password for %s: %q, want 28P01", appUser, code)

@@ -375,10 +375,7 @@ const (
 func startScram(ctx context.Context, t *testing.T) *pgtest.Server {
 	t.Helper()
 	s := pgtest.NewServer(t)
-	if err := s.Exec(ctx, fmt.Sprintf("SET password_encryption = 'scram-sha-256'; CREATE ROLE %s LOGIN PASSWORD '%s'", scramUser, scramPassword)); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.PrependHBA(ctx, fmt.Sprintf("host all %s 0.0.0.0/0 scram-sha-256\n", scramUser)); err != nil {
+	if err := s.PasswordRole(ctx, scramUser, scramPassword); err != nil {
 		t.Fatal(err)
 	}
 	conn, err := pgx.Connect(ctx, fmt.Sprintf("postgres://%s:wrong@%s/postgres?sslmode=disable", scramUser, s.Addr()))

@@ -383,6 +383,20 @@ func (s *Server) PrependHBA(ctx context.Context, rules string) error {
 	}
 }
 
+// PasswordRole creates a login role that must authenticate with password
+// (scram-sha-256: a wrong password is refused with 28P01, while every
+// other user stays trusted, as the server is set up) and returns once new
+// connections are authenticated so. It is the setup of every test of a
+// password, token or secret.
+func (s *Server) PasswordRole(ctx context.Context, role, password string) error {
+	ident := pgx.Identifier{role}.Sanitize()
+	lit := "'" + strings.ReplaceAll(password, "'", "''") + "'"
+	if err := s.Exec(ctx, "SET password_encryption = 'scram-sha-256'; CREATE ROLE "+ident+" LOGIN PASSWORD "+lit); err != nil {
+		return err
+	}
+	return s.PrependHBA(ctx, "host all "+ident+" 0.0.0.0/0 scram-sha-256\n")
+}
+
 // Stop stops the server immediately (pg_ctl stop -m immediate) and removes its
 // directory. It is idempotent and safe to call if the server process has
 // already died; calls after the first return nil. It blocks until the server
