@@ -1,0 +1,269 @@
+package holdfast
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/holdfast-db/holdfast/internal/compose"
+	"github.com/holdfast-db/holdfast/internal/topology"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ReadWrite is read/write splitting over one cluster: a pool on its
+// writer (cluster) endpoint and one on its reader endpoint, built by one
+// factory, so that with WithFailover they share the cluster's monitor (the
+// writer pool is held and redirected through a failover, the reader pool
+// is routed to the readers: failover.Config.Readers). Build one with
+// [Factory.NewReadWrite]. It is safe for concurrent use.
+//
+// The pattern: writes, and every transaction that writes, go to the
+// writer; reads that may be stale by the replica lag go to the readers.
+//
+//	rw, err := f.NewReadWrite(ctx, cfg, nil, holdfast.PoolName("orders")) // cfg: the cluster endpoint's
+//	defer rw.Close()
+//	_, err = rw.Write().Exec(ctx, "INSERT INTO orders VALUES ($1)", id)  // the writer
+//	err = rw.WriteTx(ctx, pgx.TxOptions{}, func(tx pgx.Tx) error { ... }) // the writer, re-run when it provably did not commit
+//	rows, err := rw.Read(ctx).Query(ctx, "SELECT ... FROM orders")       // a reader
+//	err = rw.ReadTx(ctx, pgx.TxOptions{}, func(tx pgx.Tx) error { ... })  // a read-only transaction on a reader
+//	q := db.New(rw.Read(ctx))                                           // sqlc: queries on a reader
+//
+// Read-your-writes: a reader trails the writer by its replica lag (on
+// Aurora typically tens of milliseconds, seconds under load; on an RDS
+// Multi-AZ DB cluster, whatever replay lags behind the semisynchronous
+// commit), so a read right after a write may not see it there. A read that
+// must see the caller's own writes goes to the writer: mark its context
+// with [ReadYourWrites] (Read and ReadTx then use the writer pool), or use
+// Write or WriteTx. holdfast does not track writes per caller: the context
+// is the caller's statement of what it needs.
+//
+// A pool on the reader endpoint gets reader routing only with WithFailover;
+// without it both pools connect by DNS (the reader endpoint answers one
+// reader at random per lookup, the writer when there is none), and
+// ReadWrite works the same.
+type ReadWrite struct {
+	f              *Factory
+	writer, reader *pgxpool.Pool
+	w, r           *DBTX
+}
+
+// NewReadWrite builds the pools of read/write splitting ([ReadWrite])
+// from one factory: writer is the config of the cluster (writer) endpoint,
+// reader the reader endpoint's; with reader nil it is derived from writer
+// ([Factory.ReaderConfig]: NAME.cluster-ID... → NAME.cluster-ro-ID...).
+// Each pool is built as NewPool builds it (configured, its first
+// connection made under the startup policy); when the reader pool cannot
+// start, the writer pool is closed and the *StartupError returned.
+//
+// opts apply to both pools. With a name (PoolName, else WithPoolName) the
+// writer pool is called name and the reader pool name+"-ro"; without one,
+// each is called by its host, port and database as usual.
+//
+// It returns a *ConfigError for a nil config, for a writer config that is
+// no cluster endpoint when reader is nil, and for the same config twice.
+func (f *Factory) NewReadWrite(ctx context.Context, writer, reader *pgxpool.Config, opts ...PoolOption) (*ReadWrite, error) {
+	switch {
+	case f == nil:
+		return nil, &ConfigError{Field: "Factory", Why: "nil factory: use holdfast.New"}
+	case writer == nil:
+		return nil, &ConfigError{Field: "writer", Why: "nil config"}
+	case writer == reader:
+		return nil, &ConfigError{Field: "reader", Why: "the writer's config: pass the reader endpoint's, or nil to derive it"}
+	}
+	if reader == nil {
+		var err error
+		if reader, err = f.ReaderConfig(writer); err != nil {
+			return nil, err
+		}
+	}
+	var po poolOptions
+	for _, o := range opts {
+		if o != nil {
+			o(&po)
+		}
+	}
+	if po.err != nil {
+		return nil, po.err
+	}
+	wopts, ropts := opts, opts
+	if name := cmp.Or(po.name, f.poolName); name != "" {
+		wopts = append(slices.Clip(opts), PoolName(name))
+		ropts = append(slices.Clip(opts), PoolName(name+"-ro"))
+	}
+	w, err := f.NewPool(ctx, writer, wopts...)
+	if err != nil {
+		return nil, err
+	}
+	r, err := f.NewPool(ctx, reader, ropts...)
+	if err != nil {
+		f.ClosePool(w)
+		return nil, err
+	}
+	return &ReadWrite{f: f, writer: w, reader: r, w: f.DBTX(w), r: f.DBTX(r)}, nil
+}
+
+// ReaderConfig returns a copy of writer, a config (not yet configured) of
+// a cluster (writer) endpoint, for the cluster's reader endpoint:
+// NAME.cluster-ID.REGION.rds.amazonaws.com becomes
+// NAME.cluster-ro-ID.REGION.rds.amazonaws.com, in the host, the fallbacks
+// of the same host (sslmode=prefer) and the TLS ServerName (verify-full
+// verifies the reader endpoint's name). Everything else is writer's: the
+// user, the database, the hooks, the pool sizes (change them on the copy:
+// readers often want a pool of another size). ConnString still returns
+// writer's string.
+//
+// With WithFailover, a writer host that is an alias (failover.Config.Aliases)
+// of a cluster endpoint is resolved first; the reader host is then an
+// alias of the reader endpoint when Aliases has one, else the reader
+// endpoint itself.
+//
+// It returns a *ConfigError for a host that is no cluster endpoint (an
+// instance, custom or reader endpoint, an IP address, a name of your own
+// that Aliases does not list, several hosts), and for a config a factory
+// already configured: pass the reader endpoint's config to
+// [Factory.NewReadWrite] then.
+func (f *Factory) ReaderConfig(writer *pgxpool.Config) (*pgxpool.Config, error) {
+	if writer == nil || writer.ConnConfig == nil {
+		return nil, &ConfigError{Field: "writer", Why: "nil config: build it with pgxpool.ParseConfig"}
+	}
+	if compose.Of(writer) != nil {
+		return nil, &ConfigError{Field: "writer", Why: "already configured: derive the reader's config before Configure or NewPool"}
+	}
+	host := writer.ConnConfig.Host
+	for _, fb := range writer.ConnConfig.Fallbacks {
+		if fb.Host != host {
+			return nil, &ConfigError{Field: "writer", Why: "several hosts: pass the reader endpoint's config to NewReadWrite"}
+		}
+	}
+	ep := host
+	if f != nil && f.failover != nil {
+		ep = f.failover.Endpoint(host)
+	}
+	peer := topology.PeerEndpoint(ep)
+	if topology.KindOf(topology.NormHost(ep)) != topology.KindWriterCluster || peer == "" {
+		return nil, &ConfigError{Field: "writer", Why: fmt.Sprintf(
+			"host %q is not an RDS cluster (writer) endpoint NAME.cluster-ID.REGION.rds.amazonaws.com, nor a failover.Config.Aliases name of one: "+
+				"its reader endpoint cannot be derived; pass the reader endpoint's config to NewReadWrite", host)}
+	}
+	readerHost := peer
+	if f != nil && f.failover != nil {
+		aliases := make([]string, 0, len(f.failover.Aliases))
+		for a := range f.failover.Aliases {
+			aliases = append(aliases, a)
+		}
+		slices.Sort(aliases) // one answer, whatever the map's order
+		for _, a := range aliases {
+			if topology.NormHost(f.failover.Endpoint(a)) == peer {
+				readerHost = a
+				break
+			}
+		}
+	}
+	rc := writer.Copy()
+	cc := rc.ConnConfig
+	cc.Host = readerHost
+	if cc.TLSConfig != nil && cc.TLSConfig.ServerName == host {
+		cc.TLSConfig.ServerName = readerHost
+	}
+	for _, fb := range cc.Fallbacks {
+		fb.Host = readerHost
+		if fb.TLSConfig != nil && fb.TLSConfig.ServerName == host {
+			fb.TLSConfig.ServerName = readerHost
+		}
+	}
+	return rc, nil
+}
+
+// Writer returns the pool on the writer (cluster) endpoint.
+func (rw *ReadWrite) Writer() *pgxpool.Pool { return rw.writer }
+
+// Reader returns the pool on the reader endpoint.
+func (rw *ReadWrite) Reader() *pgxpool.Pool { return rw.reader }
+
+// Write returns the statement runner of the writer pool (a [DBTX]:
+// connections through Factory.Acquire, for sqlc's db.New too).
+func (rw *ReadWrite) Write() *DBTX { return rw.w }
+
+// Read returns the statement runner of the reader pool, or of the writer
+// pool when ctx is marked with [ReadYourWrites]. A write through it on a
+// reader fails with the server's 25006 (read-only).
+func (rw *ReadWrite) Read(ctx context.Context) *DBTX {
+	if IsReadYourWrites(ctx) {
+		return rw.w
+	}
+	return rw.r
+}
+
+// WriteTx runs fn in a transaction on the writer pool with
+// [Factory.BeginTxFunc]: re-run whole only when its failure proves that
+// nothing committed (a failover's cut before COMMIT, 40001, ...), never
+// after COMMIT was sent without an answer.
+func (rw *ReadWrite) WriteTx(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
+	return rw.f.BeginTxFunc(ctx, rw.writer, opts, fn)
+}
+
+// ReadTx runs fn in a read-only transaction (opts with AccessMode
+// pgx.ReadOnly, whatever opts says) with [Factory.BeginTxFunc] on the
+// reader pool, or on the writer pool when ctx is marked with
+// [ReadYourWrites]. A write in it fails with 25006 on either: ReadTx
+// returns a *[ReadOnlyError] then (errors.As still reaches the
+// *pgconn.PgError), never re-run.
+func (rw *ReadWrite) ReadTx(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
+	opts.AccessMode = pgx.ReadOnly
+	pool := rw.Read(ctx).pool
+	err := rw.f.BeginTxFunc(ctx, pool, opts, fn)
+	if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "25006" {
+		return &ReadOnlyError{Pool: rw.f.PoolName(pool), Err: err}
+	}
+	return err
+}
+
+// Close closes both pools and what the factory runs for them
+// (Factory.ClosePool: the cluster's monitor goes with the last pool of the
+// factory on it). It waits, as pool.Close does, for the connections in use
+// to be released.
+func (rw *ReadWrite) Close() {
+	if rw == nil {
+		return
+	}
+	rw.f.ClosePool(rw.reader)
+	rw.f.ClosePool(rw.writer)
+}
+
+// ReadOnlyError is the error of [ReadWrite.ReadTx] when its function
+// wrote: the server refused the write in a read-only transaction (25006).
+// Run writes with ReadWrite.Write or WriteTx. Err is the transaction
+// runner's error (errors.As reaches the *pgconn.PgError).
+type ReadOnlyError struct {
+	Pool string // the pool's holdfast name (Factory.PoolName)
+	Err  error
+}
+
+func (e *ReadOnlyError) Error() string {
+	return "holdfast: a write in a read-only transaction (ReadWrite.ReadTx, pool " + e.Pool + "): run writes with ReadWrite.Write or WriteTx: " + e.Err.Error()
+}
+
+// Unwrap returns Err.
+func (e *ReadOnlyError) Unwrap() error { return e.Err }
+
+type readYourWritesKey struct{}
+
+// ReadYourWrites returns ctx marked so that [ReadWrite.Read] and
+// [ReadWrite.ReadTx] (and sqldb's ReadWrite.Read and ReadTx) under it use
+// the writer pool: a read that must see the caller's own writes, which a
+// reader may not have replayed yet. Mark the context once the caller has
+// written (for a request, for a session's next requests, as the
+// application decides).
+func ReadYourWrites(ctx context.Context) context.Context {
+	return context.WithValue(ctx, readYourWritesKey{}, true)
+}
+
+// IsReadYourWrites reports whether ctx is marked with [ReadYourWrites].
+func IsReadYourWrites(ctx context.Context) bool {
+	v, _ := ctx.Value(readYourWritesKey{}).(bool)
+	return v
+}
