@@ -207,12 +207,13 @@
 // sqldb.OpenReadWrite does the same with two *sql.DB.
 //
 // Read-your-writes: a reader applies a commit after the writer made it (on
-// Aurora typically tens of milliseconds behind, more under load), so a read
+// Aurora usually under 100 ms behind, more under load), so a read
 // right after a write may not see it on a reader. A read that must see the
 // caller's own writes goes to the writer: mark its context with
 // [ReadYourWrites] and Read and ReadTx use the writer pool
-// (TestReadWrite/read-your-writes: readers lagging 2 s, a read 4 ms after
-// the write misses the row on a reader and sees it under ReadYourWrites).
+// (TestReadWrite/read-your-writes: readers lagging 2 s, a read a few ms
+// after the write misses the row on a reader and sees it under
+// ReadYourWrites).
 //
 // The AWS JDBC wrapper's readWriteSplitting plugin switches one logical
 // connection to a reader on setReadOnly(true) and back to the writer on
@@ -224,9 +225,9 @@
 // copied, and the choice is made where the statement is sent (which
 // pool), visible in the code and in each pool's metrics. Through a writer
 // crash (TestReadWrite/failover: two writing and two reading workers, DNS
-// moved 3 s after the promotion) writes reached the new writer about 0.2 s
-// after the promotion; the 2 writes in flight on the old writer failed
-// (outcome unknown), none was lost, and no read failed.
+// moved 3 s after the promotion) writes reached the new writer 0.1–0.2 s
+// after the promotion (two runs); the 2 writes in flight on the old
+// writer failed (outcome unknown), none was lost, and no read failed.
 //
 // # Options
 //

@@ -33,7 +33,7 @@ import (
 //	q := db.New(rw.Read(ctx))                                           // sqlc: queries on a reader
 //
 // Read-your-writes: a reader trails the writer by its replica lag (on
-// Aurora typically tens of milliseconds, seconds under load; on an RDS
+// Aurora usually under 100 ms, seconds under heavy write load; on an RDS
 // Multi-AZ DB cluster, whatever replay lags behind the semisynchronous
 // commit), so a read right after a write may not see it there. A read that
 // must see the caller's own writes goes to the writer: mark its context

@@ -29,6 +29,11 @@
 // (Factory.Reacquire); [OpenDB] and [NewConnector], which are given a pool
 // and no factory, have every other retry.
 //
+// [OpenReadWrite] is holdfast's read/write splitting (holdfast.ReadWrite)
+// for database/sql: a *sql.DB on the cluster's writer endpoint and one on
+// its reader endpoint, with Read, ReadTx and WriteTx, and
+// holdfast.ReadYourWrites for a read that must see the caller's writes.
+//
 // For tools that only take a driver name and a DSN, [RegisterDriver]
 // registers a driver whose connection strings open holdfast pools.
 //
