@@ -38,7 +38,8 @@ import (
 //	               the monitor; a 25006 from a standby or read-only server
 //	               closes the connection
 //	PrepareConn    a connection to a writer that is down is destroyed
-//	failed         network errors and refused dials wake the monitor
+//	failed         network errors and refused dials wake the monitor (a
+//	               reader pool's too: the probes judge the readers)
 //	dialed/closed  the pool's connections, from their dial on: on a new
 //	               writer, every connection to the old one is cut
 //	               (failover.CutError), handshakes included, and idle ones
@@ -203,6 +204,9 @@ func (b *binding) addFailover(cc *pgx.ConnConfig, mode failover.InstanceMode) er
 			fo.writer, fo.follow, host, fo.rd = false, false, "", nil // several hosts: pgx chooses among them
 		}
 	}
+	if fo.rd != nil {
+		fo.m.ServeReaders(1) // its readers are pinged each HeartbeatInterval (leave counts it out)
+	}
 	b.fo = fo
 	b.observers = append(b.observers, fo)
 	fo.m.Watch(host, func(c failovermon.Change) { fo.onChange(b, c) })
@@ -359,7 +363,11 @@ func (fo *foLayer) onChange(b *binding, c failovermon.Change) {
 		for i, addr := range c.Gone {
 			fo.cut(b, addr, &failover.CutError{Left: c.GoneIDs[i], Addr: addr})
 		}
-	case failovermon.ReadersJoined:
+	case failovermon.ReadersDown:
+		for i, addr := range c.Gone {
+			fo.cut(b, addr, &failover.CutError{Down: c.GoneIDs[i], Why: c.Why[i], Addr: addr})
+		}
+	case failovermon.ReadersJoined, failovermon.ReadersBack:
 		if fo.rd != nil {
 			fo.rebalance(b)
 		}
@@ -424,8 +432,12 @@ func sweepIdle(pool *pgxpool.Pool, addr string) {
 // and the last pool of the cluster closes its monitor.
 func (fo *foLayer) leave() {
 	fo.mu.Lock()
+	was := fo.left
 	fo.left = true
 	fo.mu.Unlock()
+	if !was && fo.rd != nil {
+		fo.m.ServeReaders(-1)
+	}
 }
 
 // Failover returns the writer-failover monitor of pool's cluster, or nil

@@ -24,6 +24,10 @@ import (
 //	            pool's, InstancesLeft); a reader that joins: the surplus
 //	            idle connections of the busiest readers are closed, and the
 //	            pool's new ones go to it (rebalance)
+//	health      a reader the monitor finds down (its pings, each
+//	            HeartbeatInterval while a reader pool is served) gets no new
+//	            connection and its connections are cut (every pool's,
+//	            ReadersDown); back, the pool rebalances onto it (ReadersBack)
 
 // readerRouting is a reader pool's routing state; its maps are guarded by
 // the layer's mu.
@@ -63,6 +67,9 @@ func (r *readerRouting) usable(s *failovermon.Snapshot) []string {
 	for a := range s.Readers {
 		if a == s.WriterAddr {
 			continue // a snapshot between the first read and the writer's adoption
+		}
+		if s.ReadersDown[a] {
+			continue // it stopped answering the monitor
 		}
 		if lag, ok := s.Lag[a]; ok && r.cfg.MaxLag > 0 && lag > r.cfg.MaxLag {
 			continue

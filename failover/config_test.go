@@ -167,6 +167,8 @@ func TestCutErrorText(t *testing.T) {
 			"failover: connection to the old writer db-1 (10.0.0.1:5432) closed: the cluster failed over to db-2 (a transaction open on it was rolled back)"},
 		{&failover.CutError{Left: "db-3", Addr: "10.0.0.3:5432"},
 			"failover: connection to db-3 (10.0.0.3:5432) closed: the instance left the cluster's topology (a transaction open on it was rolled back)"},
+		{&failover.CutError{Down: "db-2", Why: "timeout", Addr: "10.0.0.2:5432"},
+			"failover: connection to 10.0.0.2:5432 closed: reader db-2 down (timeout), it stopped answering (a transaction open on it was rolled back)"},
 	} {
 		if got := tt.err.Error(); got != tt.want {
 			t.Errorf("Error() = %q, want %q", got, tt.want)

@@ -64,16 +64,28 @@ func (e *NotWriterError) SafeToRetry() bool { return true }
 // "outcome-unknown", never to be resent blindly.
 //
 // A connection to an instance that left the cluster's topology is cut the
-// same way; OldWriter and NewWriter are then empty and Left is its id.
+// same way; OldWriter and NewWriter are then empty and Left is its id. So
+// is a connection to a reader that stopped answering the monitor (crashed,
+// hung): Down is its id, and Why what the monitor's probe saw.
 type CutError struct {
 	OldWriter string // server id
 	NewWriter string // server id
 	Left      string // server id of an instance that left the topology
+	Down      string // server id of a reader found down
+	Why       string // Down: "refused", "reset", "timeout", "EOF", "network error" or "SQLSTATE 57…"
 	Addr      string // the server's address
 	Err       error  // the network error that surfaced it
 }
 
 func (e *CutError) Error() string {
+	if e.Down != "" {
+		why := ""
+		if e.Why != "" {
+			why = " (" + e.Why + ")"
+		}
+		return fmt.Sprintf("failover: connection to %s closed: reader %s down%s, it stopped answering (a transaction open on it was rolled back)",
+			e.Addr, e.Down, why)
+	}
 	if e.NewWriter == "" {
 		return fmt.Sprintf("failover: connection to %s (%s) closed: the instance left the cluster's topology (a transaction open on it was rolled back)",
 			e.Left, e.Addr)

@@ -10,6 +10,8 @@ const (
 	EventNewWriter  = "new writer"    // another instance confirmed as the writer: routed there
 	EventDNSAgrees  = "DNS agrees"    // the writer endpoint resolves to the writer: routing normal
 	EventLeft       = "instance left" // an instance left the topology: connections to it cut
+	EventReaderDown = "reader down"   // a reader stopped answering: no new connection goes there, its connections are cut
+	EventReaderBack = "reader back"   // a reader down answers again: new connections go there again
 )
 
 // Event is one step of a Monitor's timeline.

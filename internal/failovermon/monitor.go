@@ -8,6 +8,7 @@ package failovermon
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"maps"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/holdfast-db/holdfast/failover"
@@ -37,9 +39,10 @@ type Monitor struct {
 	port      uint16 // the instances' port
 	peer      string // the cluster's other cluster endpoint (reader ↔ writer), or ""
 
-	snap       atomic.Pointer[Snapshot]
-	poke       chan struct{}
-	lastChange atomic.Int64 // unix nanos of the last event other than a suspicion
+	snap        atomic.Pointer[Snapshot]
+	poke        chan struct{}
+	readerPools atomic.Int32 // pools with reader routing (ServeReaders): readers pinged each step
+	lastChange  atomic.Int64 // unix nanos of the last event other than a suspicion
 
 	mu        sync.Mutex
 	listeners []func(Change)
@@ -54,9 +57,10 @@ type Monitor struct {
 
 	// The monitor goroutine's own state.
 	engine    topology.Engine
-	conn      *pgx.Conn // to the writer (else the pool's host, at first)
-	connID    string    // the server id conn reaches, once known
-	probes    map[string]*pgx.Conn
+	conn      *pgx.Conn                     // to the writer (else the pool's host, at first)
+	connID    string                        // the server id conn reaches, once known
+	probes    map[string]*pgx.Conn          // by server id: the probes of a failover, and the readers' health pings
+	down      map[string]string             // readers found down, by server id: what their probe saw
 	guards    map[*pgx.Conn]*topology.Guard // abandon a connection at once (closeConn)
 	dialFails map[string]dialFail           // hosts whose last dial failed (guarded by mu)
 	instances map[string]instance           // by server id
@@ -93,6 +97,10 @@ type Snapshot struct {
 	// Lag is the readers' replication lag by address, as the last
 	// topology read reported it (absent: not reported).
 	Lag map[string]time.Duration
+	// ReadersDown are the addresses of the Readers that stopped
+	// answering (a fresh connection refused, reset or timed out after
+	// their probe failed): no new connection goes there.
+	ReadersDown map[string]bool
 	// Off: routing is off (the topology cannot be read).
 	Off bool
 	// Changed is closed when the snapshot is replaced.
@@ -111,6 +119,8 @@ const (
 	WriterChanged                       // a new writer (OldWriter, OldAddr → NewWriter, NewAddr)
 	InstancesLeft                       // instances left the topology (Gone)
 	ReadersJoined                       // readers joined the topology (Joined)
+	ReadersDown                         // readers stopped answering (Gone, GoneIDs, Why)
+	ReadersBack                         // readers down answer again (Joined)
 )
 
 // Change is given to the listeners of a Monitor.
@@ -121,6 +131,7 @@ type Change struct {
 	Gone                 []string // addresses
 	GoneIDs              []string // their server ids, in the same order
 	Joined               []string // addresses
+	Why                  []string // ReadersDown: what each probe saw, in the order of Gone
 }
 
 // New returns a Monitor of the cluster that cc's host belongs to,
@@ -151,6 +162,7 @@ func New(cc *pgx.ConnConfig, c failover.Config, connHook func(context.Context, *
 		writers:   map[string]bool{},
 		instances: map[string]instance{},
 		probes:    map[string]*pgx.Conn{},
+		down:      map[string]string{},
 		guards:    map[*pgx.Conn]*topology.Guard{},
 		dialFails: map[string]dialFail{},
 		done:      make(chan struct{}),
@@ -261,6 +273,7 @@ func (m *Monitor) standDown() {
 func (m *Monitor) standUp() {
 	m.stoodDown = false
 	m.writer, m.instances, m.refreshed, m.offUntil, m.fastUntil = "", map[string]instance{}, time.Time{}, time.Time{}, time.Time{}
+	clear(m.down)
 	m.mu.Lock()
 	clear(m.dialFails)
 	m.mu.Unlock()
@@ -337,7 +350,7 @@ func (m *Monitor) run(ctx context.Context) {
 		if time.Now().Before(m.fastUntil) {
 			interval = min(interval, m.cfg.FastInterval)
 		} else if len(m.probes) > 0 {
-			m.closeProbes() // trouble is over
+			m.closeSpareProbes() // trouble is over
 		}
 		t := time.NewTimer(interval)
 		select {
@@ -428,7 +441,9 @@ func (m *Monitor) step(ctx context.Context) {
 		}
 	}
 	if m.fast() {
-		m.probeAll(ctx)
+		m.probeAll(ctx) // the readers too
+	} else {
+		m.pingReaders(ctx)
 	}
 	m.checkDNS(ctx)
 }
@@ -596,7 +611,7 @@ func (m *Monitor) dial(ctx context.Context, host string, timeout time.Duration) 
 	defer cancel()
 	if m.connHook != nil {
 		if err := m.connHook(cctx, cc); err != nil {
-			return nil, err
+			return nil, &hookError{err}
 		}
 	}
 	conn, err = pgx.ConnectConfig(cctx, cc)
@@ -777,7 +792,9 @@ func (m *Monitor) resolve(ctx context.Context, host string, port uint16) string 
 
 // probeAll reads every instance (and the writer) on probe connections of
 // its own, in parallel, each bounded by FailureTimeout, and routes by what
-// they say.
+// they say. A reader whose kept probe connection fails is dialed again at
+// once (a hung one is decided within the round): its answer, or its fresh
+// connection's failure, is its health (judgeReaders).
 func (m *Monitor) probeAll(ctx context.Context) {
 	type probe struct {
 		in   instance
@@ -791,9 +808,21 @@ func (m *Monitor) probeAll(ctx context.Context) {
 	if len(ps) == 0 {
 		return
 	}
+	writer := m.writer
 	var wg sync.WaitGroup
 	for _, p := range ps {
 		wg.Go(func() {
+			if writer != "" && p.in.id != writer { // (no writer known yet: no reader either)
+				var res readResult
+				c, err := m.tryReader(ctx, p.in.host, p.conn, func(qctx context.Context, c *pgx.Conn) error {
+					res = m.read(qctx, c)
+					return res.err
+				})
+				if p.conn, p.res = c, res; err != nil {
+					p.res = readResult{err: err}
+				}
+				return
+			}
 			if p.conn == nil {
 				c, err := m.dial(ctx, p.in.host, m.cfg.FailureTimeout)
 				if err != nil {
@@ -810,12 +839,25 @@ func (m *Monitor) probeAll(ctx context.Context) {
 	wg.Wait()
 	if ctx.Err() != nil {
 		for _, p := range ps {
-			if p.conn != nil && p.conn != m.probes[p.in.id] {
-				m.closeConn(p.conn)
+			if p.conn != m.probes[p.in.id] {
+				m.closeConn(p.conn)       // (nil: nothing)
+				delete(m.probes, p.in.id) // a reader's kept one failed: tryReader closed it
 			}
 		}
 		return
 	}
+	var verdicts []readerVerdict
+	for _, p := range ps {
+		if writer == "" || p.in.id == writer {
+			continue
+		}
+		if p.res.err == nil {
+			verdicts = append(verdicts, readerVerdict{in: p.in, up: true})
+		} else if why, down := readerDown(p.res.err); down {
+			verdicts = append(verdicts, readerVerdict{in: p.in, why: why})
+		}
+	}
+	defer m.judgeReaders(verdicts) // once the writer is decided: a reader promoted is no reader
 	var cur, next *probe
 	var rows []topology.Row
 	var refused error // a server that refuses the monitor's role the topology
@@ -974,8 +1016,16 @@ func (m *Monitor) publishReaders() {
 		delete(readers, w.addr) // one address, two names (a single-address setup)
 		delete(lags, w.addr)
 	}
+	down := map[string]bool{}
+	for id := range m.down {
+		if in, ok := m.instances[id]; ok && id != m.writer && readers[in.addr] {
+			down[in.addr] = true
+		} else {
+			delete(m.down, id) // it left the topology (its connections cut), or is the writer now
+		}
+	}
 	old := m.Snapshot()
-	if maps.Equal(readers, old.Readers) && maps.Equal(lags, old.Lag) {
+	if maps.Equal(readers, old.Readers) && maps.Equal(lags, old.Lag) && maps.Equal(down, old.ReadersDown) {
 		return // unchanged: no new snapshot, no waiter woken (every probe round learns the topology)
 	}
 	var joined []string
@@ -986,7 +1036,7 @@ func (m *Monitor) publishReaders() {
 			}
 		}
 	}
-	m.publish(func(s *Snapshot) { s.Readers, s.Lag = readers, lags })
+	m.publish(func(s *Snapshot) { s.Readers, s.Lag, s.ReadersDown = readers, lags, down })
 	if len(joined) > 0 {
 		slices.Sort(joined)
 		m.notify(Change{Kind: ReadersJoined, Joined: joined})
@@ -1013,6 +1063,20 @@ func (m *Monitor) notify(c Change) {
 	m.mu.Unlock()
 	for _, l := range ls {
 		l(c)
+	}
+}
+
+// closeSpareProbes closes the probes of a failover once it is over: those
+// of the readers stay while a pool with reader routing is served (their
+// health pings, pingReaders).
+func (m *Monitor) closeSpareProbes() {
+	keep := m.readerPools.Load() > 0
+	for id, c := range m.probes {
+		if _, ok := m.instances[id]; keep && ok && id != m.writer {
+			continue
+		}
+		m.closeConn(c)
+		delete(m.probes, id)
 	}
 }
 
@@ -1092,4 +1156,183 @@ func (m *Monitor) warnOnce(msg string, err error) {
 	}
 	m.warned[key] = true
 	m.cfg.Logger.Warn(msg, slog.String("error", key))
+}
+
+// ServeReaders counts a pool with reader routing in (delta 1) or out
+// (delta -1). While one is served, the monitor pings every reader each
+// HeartbeatInterval (pingReaders), not only while probing a failover.
+func (m *Monitor) ServeReaders(delta int) { m.readerPools.Add(int32(delta)) }
+
+// readerVerdict is what a probe of a reader decided: it answers (up), or
+// it is down (why).
+type readerVerdict struct {
+	in  instance
+	up  bool
+	why string
+}
+
+// tryReader runs op on a reader's probe connection conn, bounded by
+// FailureTimeout, or on a fresh one when conn is nil. When op fails on a
+// kept connection, the reader is dialed again at once and op run on the
+// fresh connection: the error returned is always a fresh connection's
+// (its dial's or op's), so that a reader is judged down only when a new
+// connection fails too. It returns the connection that answered, nil on
+// error (conn is then closed).
+func (m *Monitor) tryReader(ctx context.Context, host string, conn *pgx.Conn, op func(context.Context, *pgx.Conn) error) (*pgx.Conn, error) {
+	run := func(c *pgx.Conn) error {
+		qctx, cancel := context.WithTimeout(ctx, m.cfg.FailureTimeout)
+		defer cancel()
+		return op(qctx, c)
+	}
+	if conn != nil {
+		err := run(conn)
+		if err == nil {
+			return conn, nil
+		}
+		m.closeConn(conn)
+		if ctx.Err() != nil {
+			return nil, err
+		}
+	}
+	c, err := m.dial(ctx, host, m.cfg.FailureTimeout)
+	if err != nil {
+		return nil, err
+	}
+	if err := run(c); err != nil {
+		m.closeConn(c)
+		return nil, err
+	}
+	return c, nil
+}
+
+// readerDown reports whether err, a fresh connection's failure, means
+// that the reader is down, and what the probe saw: a refused, reset or
+// timed-out connection, another network error, an EOF, or SQLSTATE class
+// 57 (shutting down, cannot connect now). An authentication error, a
+// role refused the topology (unreadable), a password hook's failure or a
+// dial skipped for its backoff do not.
+func readerDown(err error) (string, bool) {
+	var he *hookError
+	if err == nil || errors.Is(err, errDialBackoff) || errors.As(err, &he) {
+		return "", false
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		if strings.HasPrefix(pe.Code, "57") {
+			return "SQLSTATE " + pe.Code, true
+		}
+		return "", false
+	}
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "refused", true
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return "reset", true
+	case errors.Is(err, context.DeadlineExceeded), pgconn.Timeout(err), errors.As(err, &ne) && ne.Timeout():
+		return "timeout", true
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "EOF", true
+	case errors.As(err, &ne):
+		return "network error", true
+	}
+	return "", false
+}
+
+// hookError is the failure of the connect hook (a password or token
+// fetch): not the server's.
+type hookError struct{ err error }
+
+func (e *hookError) Error() string { return e.err.Error() }
+func (e *hookError) Unwrap() error { return e.err }
+
+// pingReaders pings every reader on its own probe connection, in
+// parallel, each bounded by FailureTimeout (a kept connection that fails
+// is redialed once, tryReader), and judges them: while a pool with reader
+// routing is served, each step that does not probe a failover; otherwise
+// only the readers down, to find them back. A hung reader is so found
+// down within HeartbeatInterval + 2×FailureTimeout, a crashed one at
+// once.
+func (m *Monitor) pingReaders(ctx context.Context) {
+	all := m.readerPools.Load() > 0
+	if !all && len(m.down) == 0 {
+		return
+	}
+	type probe struct {
+		in   instance
+		conn *pgx.Conn
+		err  error
+	}
+	var ps []*probe
+	for id, in := range m.instances {
+		if _, down := m.down[id]; id == m.writer || in.addr == "" || (!all && !down) {
+			continue
+		}
+		ps = append(ps, &probe{in: in, conn: m.probes[id]})
+	}
+	if len(ps) == 0 {
+		return
+	}
+	ping := func(ctx context.Context, c *pgx.Conn) error { return c.Ping(ctx) }
+	var wg sync.WaitGroup
+	for _, p := range ps {
+		wg.Go(func() { p.conn, p.err = m.tryReader(ctx, p.in.host, p.conn, ping) })
+	}
+	wg.Wait()
+	var verdicts []readerVerdict
+	for _, p := range ps {
+		if p.conn != nil {
+			m.probes[p.in.id] = p.conn
+		} else {
+			delete(m.probes, p.in.id)
+		}
+		if p.err == nil {
+			verdicts = append(verdicts, readerVerdict{in: p.in, up: true})
+		} else if why, down := readerDown(p.err); down {
+			verdicts = append(verdicts, readerVerdict{in: p.in, why: why})
+		}
+	}
+	if ctx.Err() != nil {
+		return // closing: the probes close with the monitor
+	}
+	m.judgeReaders(verdicts)
+}
+
+// judgeReaders records the readers' health: a reader found down is
+// published (no new connection goes there) and its connections are cut
+// (ReadersDown); a reader down that answers again is published too, and
+// the reader pools rebalance onto it (ReadersBack).
+func (m *Monitor) judgeReaders(vs []readerVerdict) {
+	var gone, goneIDs, whys, back []string
+	for _, v := range vs {
+		in, ok := m.instances[v.in.id]
+		if !ok || v.in.id == m.writer || in.addr == "" {
+			continue // it left, or is the writer now
+		}
+		_, was := m.down[in.id]
+		switch {
+		case v.up && was:
+			delete(m.down, in.id)
+			back = append(back, in.addr)
+			m.event(failover.EventReaderBack, in.id)
+			m.cfg.Logger.Info("failover: reader back", slog.String("instance", in.id), slog.String("addr", in.addr))
+		case !v.up && !was:
+			m.down[in.id] = v.why
+			gone, goneIDs, whys = append(gone, in.addr), append(goneIDs, in.id), append(whys, v.why)
+			m.event(failover.EventReaderDown, in.id)
+			m.cfg.Logger.Info("failover: reader down; its connections are cut",
+				slog.String("instance", in.id), slog.String("addr", in.addr), slog.String("reason", v.why))
+		}
+	}
+	if len(gone) == 0 && len(back) == 0 {
+		return
+	}
+	m.publishReaders()
+	if len(gone) > 0 {
+		m.notify(Change{Kind: ReadersDown, Gone: gone, GoneIDs: goneIDs, Why: whys})
+	}
+	if len(back) > 0 {
+		slices.Sort(back)
+		m.notify(Change{Kind: ReadersBack, Joined: back})
+	}
 }
