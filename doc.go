@@ -228,6 +228,10 @@
 // moved 3 s after the promotion) writes reached the new writer 0.1–0.2 s
 // after the promotion (two runs); the 2 writes in flight on the old
 // writer failed (outcome unknown), none was lost, and no read failed.
+// How the reader pool spreads, follows and drops readers, point by point
+// against the JDBC wrapper's reader strategies: the failover package's
+// doc, "Readers compared with the AWS JDBC wrapper's read/write
+// splitting".
 //
 // # Options
 //

@@ -21,7 +21,22 @@ type eviction struct {
 	// cur, when set, is the latest failure and the ones before it still
 	// in force.
 	cur atomic.Pointer[evicted]
+	// quota, when set, is a reader rebalance's: how many more of the
+	// pool's connections to each server to destroy when next acquired.
+	quota atomic.Pointer[retiring]
 }
+
+// retiring is a rebalance's quota of connections to retire, by server
+// address, until a deadline; immutable but for its counters.
+type retiring struct {
+	left  map[string]*atomic.Int32
+	total atomic.Int32
+	until time.Time
+}
+
+// retireFor bounds how long a rebalance's quota waits for its connections
+// to be acquired: a connection unused that long is not worth moving.
+const retireFor = 30 * time.Second
 
 // evicted is a server that just failed one of the pool's connections;
 // prev, the evictions before it still in force (at most evictDepth).
@@ -68,13 +83,63 @@ func (e *eviction) evictHost(addr string) {
 	e.cur.Store(n)
 }
 
-// prepareConn is the layer's PrepareConn: one atomic load when no server
-// failed in the last minute.
+// prepareConn is the layer's PrepareConn: two atomic loads when no server
+// failed in the last minute and no rebalance is under way.
 func (e *eviction) prepareConn(_ context.Context, c *pgx.Conn) (bool, error) {
 	if cur := e.cur.Load(); cur != nil && e.evicts(cur, c) {
 		return false, nil // pgxpool destroys it and tries another
 	}
+	if q := e.quota.Load(); q != nil && e.retires(q, c) {
+		return false, nil // as above: its replacement is dialed where the routing says
+	}
 	return true, nil
+}
+
+// retireSome sets a quota: the next n[addr] connections to addr acquired
+// within retireFor are destroyed (a rebalance's surplus that was in use).
+// It replaces the quota before it.
+func (e *eviction) retireSome(n map[string]int) {
+	q := &retiring{left: make(map[string]*atomic.Int32, len(n)), until: time.Now().Add(retireFor)}
+	total := 0
+	for a, k := range n {
+		if k > 0 {
+			c := new(atomic.Int32)
+			c.Store(int32(k))
+			q.left[a] = c
+			total += k
+		}
+	}
+	if total == 0 {
+		e.quota.Store(nil)
+		return
+	}
+	q.total.Store(int32(total))
+	e.quota.Store(q)
+}
+
+// retires reports whether c is one of q's quota, and counts it.
+func (e *eviction) retires(q *retiring, c *pgx.Conn) bool {
+	if time.Now().After(q.until) {
+		e.quota.CompareAndSwap(q, nil)
+		return false
+	}
+	s := stateOf(c)
+	if s == nil {
+		return false
+	}
+	left := q.left[s.addr]
+	if left == nil {
+		return false
+	}
+	for v := left.Load(); v > 0; v = left.Load() {
+		if left.CompareAndSwap(v, v-1) {
+			if q.total.Add(-1) == 0 {
+				e.quota.CompareAndSwap(q, nil)
+			}
+			return true
+		}
+	}
+	return false
 }
 
 // evicts reports whether c was made before one of cur's failures, to its

@@ -213,10 +213,14 @@ func (b *binding) addFailover(cc *pgx.ConnConfig, mode failover.InstanceMode) er
 	if sw := b.comp.Switchover; sw != nil {
 		fo.m.StandDownWhile(sw) // a switchover moves the writer on purpose
 	}
-	b.comp.Add(compose.Failover, compose.Layer{
-		BeforeConnect: fo.hold,
-		PrepareConn:   fo.prepareConn,
-	})
+	l := compose.Layer{BeforeConnect: fo.hold, PrepareConn: fo.prepareConn}
+	if fo.rd != nil {
+		// A reader pool's connections to a writer that went down (with
+		// WhenNoReader UseWriter) are cut by the failover that follows;
+		// its Acquire pays for no check of its own.
+		l.PrepareConn = nil
+	}
+	b.comp.Add(compose.Failover, l)
 	return nil
 }
 
@@ -366,6 +370,10 @@ func (fo *foLayer) onChange(b *binding, c failovermon.Change) {
 	case failovermon.ReadersDown:
 		for i, addr := range c.Gone {
 			fo.cut(b, addr, &failover.CutError{Down: c.GoneIDs[i], Why: c.Why[i], Addr: addr})
+		}
+	case failovermon.ReadersLagging:
+		if fo.rd != nil {
+			fo.retire(b, c.Gone)
 		}
 	case failovermon.ReadersJoined, failovermon.ReadersBack:
 		if fo.rd != nil {

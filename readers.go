@@ -177,10 +177,13 @@ func (fo *foLayer) countsLocked(now time.Time) map[string]int {
 	return counts
 }
 
-// rebalance closes the surplus idle connections of the busiest readers so
+// rebalance retires the surplus connections of the busiest readers so
 // that the pool's new connections go to the readers that joined: each
 // reader keeps at most its fair share (rounded up) of the pool's reader
-// connections. Bounded: one pass over the idle connections.
+// connections. The idle ones are closed now (one pass over them), the
+// ones in use are destroyed when next acquired, within retireFor (the
+// eviction's quota); pgxpool dials their replacements, which the routing
+// sends to the readers with the fewest.
 func (fo *foLayer) rebalance(b *binding) {
 	pool := b.comp.Pool()
 	if pool == nil {
@@ -226,8 +229,39 @@ func (fo *foLayer) rebalance(b *binding) {
 		}
 		c.Release() // a closed connection is destroyed, and the pool refills its MinConns
 	}
-	if closed > 0 {
-		fo.log.LogAttrs(ctx, slog.LevelInfo, "failover: readers joined; surplus idle connections of the busiest readers closed, so that new ones go to the new readers",
-			slog.String("server.address", fo.host), slog.Int("closed", closed))
+	// The surplus in use is retired when next acquired.
+	later := 0
+	for _, n := range surplus {
+		later += n
 	}
+	b.ev.retireSome(surplus)
+	if closed+later > 0 {
+		fo.log.LogAttrs(ctx, slog.LevelInfo, "failover: readers joined or came back; surplus connections of the busiest readers retired (idle ones now, the others when next acquired), so that new ones go to the new readers",
+			slog.String("server.address", fo.host), slog.Int("closed", closed), slog.Int("retire_when_acquired", later))
+	}
+}
+
+// retire ends the pool's connections to readers that lag beyond MaxLag,
+// without failing what runs on them: the idle ones are closed now, the
+// others are destroyed when next acquired (the eviction's PrepareConn),
+// so that no read is served there after they finish.
+func (fo *foLayer) retire(b *binding, addrs []string) {
+	fo.mu.Lock()
+	left := fo.left
+	fo.mu.Unlock()
+	if left {
+		return
+	}
+	for _, a := range addrs {
+		b.ev.evictHost(a)
+	}
+	pool := b.comp.Pool()
+	if pool == nil {
+		return
+	}
+	for _, a := range addrs {
+		sweepIdle(pool, a)
+	}
+	fo.log.LogAttrs(context.Background(), slog.LevelInfo, "failover: connections to readers lagging beyond MaxLag retired (idle ones closed, the others when released)",
+		slog.String("server.address", fo.host), slog.Any("addrs", addrs))
 }

@@ -233,6 +233,7 @@ func (c Config) WithDefaults() (Config, error) {
 	def(&c.HoldTimeout, DefaultHoldTimeout)
 	def(&c.ConnectTimeout, DefaultConnectTimeout)
 	def(&c.Readers.HoldTimeout, DefaultReaderHold)
+	def(&c.Readers.RefreshInterval, DefaultReaderRefresh)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

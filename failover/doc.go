@@ -186,11 +186,15 @@
 //     routing off (the DNS answer, as before; departed readers are still
 //     cut).
 //   - MaxLag: a reader whose replica_lag_in_msec (Aurora) exceeds it gets
-//     no new connection until it catches up; the lag is the writer's
-//     topology row of the monitor's last read (RefreshInterval). Its
-//     connections are kept (close them with MaxConnLifetime if stale
-//     reads matter). RDS Multi-AZ DB clusters publish no lag in their
-//     topology: MaxLag does not apply to them.
+//     no new connection until it catches up, and the reader pools retire
+//     their connections to it: the idle ones are closed at once, the ones
+//     in use when next acquired (what runs on them finishes; nothing
+//     fails), so that no read is served there after one topology read.
+//     The lag is the writer's topology row of the monitor's last read
+//     (Readers.RefreshInterval); the timeline says "reader lagging" and
+//     "reader caught up", and a reader that caught up gets its share back
+//     as a reader that joins. RDS Multi-AZ DB clusters publish no lag in
+//     their topology: MaxLag does not apply to them.
 //   - WhenNoReader: with no usable reader (none in the topology, or every
 //     one lagging), UseWriter (the default, as the reader endpoint does
 //     with no replica) dials the writer; Hold waits for one, at most
@@ -201,13 +205,20 @@
 // most 3 s, then by DNS); with the topology unreadable (Status.Off) they
 // go by DNS. When readers join the topology, each reader pool closes its
 // surplus idle connections beyond the fair share (rounded up) of the
-// busiest readers, once: the pool's new ones (MinConns, or the next
-// Acquire that needs one) go to the new readers, without waiting for
-// MaxConnLifetime. A reader that leaves has its connections cut at once,
-// as every instance that leaves. Both are seen at the monitor's next
-// topology read: RefreshInterval (30 s) bounds how late, or FastInterval
-// while probing. The choice is made per dial, not per Acquire: the
-// paired benchmark stays 1.02× plain pgxpool, 0 allocations.
+// busiest readers, once, and retires the surplus in use when next
+// acquired: the pool's new ones (MinConns, or the Acquire that needs one)
+// go to the new readers, without waiting for MaxConnLifetime. A reader
+// that leaves has its connections cut at once, as every instance that
+// leaves. Both are seen at the monitor's next
+// topology read: while it serves a reader pool, it reads the topology
+// every Readers.RefreshInterval (5 s, the reader endpoint's TTL; the
+// cluster's RefreshInterval, 30 s, when that is shorter or no reader pool
+// is open), or every FastInterval while probing. The choice is made per
+// dial, not per Acquire: a reader pool's Acquire + Release costs what
+// plain pgxpool's does (BenchmarkReaderPaired, 3 real readers, pools of
+// 6: 1.016–1.020×, 0 allocations; through Factory.Acquire 1.03×;
+// HOLDFAST_REQUIRE_PG=1 go test -run '^$' -bench ReaderPaired -count 3
+// ./failover/).
 //
 // Measured (TestReaderRouting, 3 readers, 12 connections opened at once,
 // RefreshInterval 500 ms, two shared cores): holdfast 4/4/4 (max/min 1.00),
@@ -257,8 +268,9 @@
 // pgxpool under the same hang: its reads on the hung reader stuck until
 // their timeout (2 s in the test).
 //
-// Not yet: surplus connections in use when a reader joins (or comes back)
-// are not closed later.
+// The surplus connections in use when a reader joins (or comes back, or
+// catches up) are retired when next acquired, within 30 s: pgxpool dials
+// their replacements, which go to the readers with the fewest.
 //
 // # Instance-endpoint pools
 //
@@ -300,11 +312,12 @@
 //	----------------  -----------------------------------------  ----------------------------------------------
 //	strict-writer     the new writer (default, but on the        the cluster endpoint, always; an instance
 //	                  reader endpoint)                           endpoint with FollowWriter
-//	reader-or-writer  a reader, else the writer (default on      the reader endpoint: its DNS, connections to
-//	                  the reader endpoint)                       an old writer or a departed instance cut
-//	strict-reader     a reader, else an error                    none (a pool on the reader endpoint comes
-//	                                                             closest; the endpoint falls back to the writer
-//	                                                             when no reader is left)
+//	reader-or-writer  a reader, else the writer (default on      the reader endpoint: reader routing with
+//	                  the reader endpoint)                       WhenNoReader UseWriter (the default); a reader
+//	                                                             down, departed or lagging is left, its
+//	                                                             connections cut (or retired, when lagging)
+//	strict-reader     a reader, else an error                    the reader endpoint with WhenNoReader Hold:
+//	                                                             a bounded wait, then a *NoReaderError
 //	(no failover)     -                                          an instance endpoint with Pinned (the default)
 //
 // Nothing is resent. A transaction open on a connection that is cut is
@@ -324,9 +337,11 @@
 // writer, the routing ("normal", "redirect", "held"), counters, why routing
 // is off (Off, Error) and a timeline: "suspect", "writer down", "new
 // writer", "writer back", "DNS agrees", "instance left", "reader down",
-// "reader back". Active is true
-// while the routing is not normal and for FastFor after a change; package
-// readiness answers Warn (reason "failover"), never Fail, while it is.
+// "reader back", "reader lagging", "reader caught up". Active is true
+// while the routing is not normal and for FastFor after a change of the
+// writer's routing or of the instances (the reader events leave it as it
+// is); package readiness answers Warn (reason "failover"), never Fail,
+// while it is.
 // Changed wakes a caller at the next change of Status.
 //
 // # Measured
@@ -375,4 +390,59 @@
 // retries the same stale DNS answer until the cache expires, and it costs a
 // round trip per connection. It does nothing for connections already
 // pooled to the old writer.
+//
+// # Readers compared with the AWS JDBC wrapper's read/write splitting
+//
+// Point by point, against the JDBC wrapper's readWriteSplitting plugin and
+// its host selection strategies (and the AWS Go wrapper's port, PR #198):
+//
+//   - Where reads go. JDBC: setReadOnly(true) on a connection swaps its
+//     physical connection for a reader's (refused inside a transaction;
+//     session state is not carried over); the Go wrapper switches by a
+//     context value (awsctx.SetReadOnly) or sql.TxOptions{ReadOnly: true},
+//     for database/sql only. holdfast: two pools of one cluster — a
+//     writer pool on the cluster endpoint and a reader pool on the reader
+//     endpoint, sharing one monitor (holdfast.Factory.NewReadWrite, or
+//     two NewPool calls); a connection never changes server under the
+//     caller, and no session state is copied.
+//   - Strategies. JDBC: random (the default), leastConnections (only with
+//     its internal pools), roundRobin (a concurrent pool prefill lands on
+//     one reader, issue #1968), fastestResponse, weightedRandom,
+//     lowestLoad/highestLoad by CPU and lag (4.2.0). Go wrapper: random and
+//     roundRobin. holdfast: LeastConnections (the default; the pool's own
+//     connections, dials under way counted, so a prefill of 12 spreads 4/4/4),
+//     Random, ByDNS (off). No CPU- or response-time-weighted strategy.
+//   - Lag. JDBC: lag only as a weight (lag×100 + CPU in lowestLoad*), no
+//     cut-off, and a connection already on a lagging reader stays there.
+//     holdfast: MaxLag, a cut-off on replica_lag_in_msec (Aurora) read at
+//     each topology refresh (5 s while a reader pool is open): a lagging
+//     reader gets no new connection and the pool's connections to it are
+//     retired, so no read is served there once the lag is read
+//     (TestReaderLagRetires; examples/readers: 0 reads after MaxLag + one
+//     refresh, against plain pgxpool's hundreds). Multi-AZ DB clusters
+//     publish no lag in their topology: MaxLag does not apply there.
+//   - No usable reader. JDBC falls back to the writer (PR #356; a strict
+//     mode without fallback is an open request, #1324); the Go wrapper
+//     too. holdfast: WhenNoReader UseWriter (the default) or Hold, bounded
+//     by HoldTimeout and the caller's context, then a *NoReaderError.
+//   - A reader that joins. JDBC: chosen at the next setReadOnly once the
+//     topology is refreshed; a cached reader connection stays where it is
+//     (cachedReaderKeepAliveTimeoutMs 0: forever). holdfast: at the
+//     refresh that lists it, the busiest readers' surplus connections are
+//     retired (idle ones at once, the others when next acquired) and the
+//     pool's new ones go to it (its full share about a second after it is
+//     listed, TestReaderRouting and examples/readers).
+//   - A reader that leaves, crashes or hangs. JDBC: a failed connection
+//     fails over (strict-reader or reader-or-writer) and its enhanced
+//     failure monitoring finds a hung host in about 40 s with the
+//     defaults. holdfast: connections to a reader that leaves the topology
+//     are cut at once; reader health (above) finds a crashed reader at
+//     once and a hung one within 1 s, cuts its connections and routes new
+//     ones elsewhere.
+//   - Read-your-writes. Neither wrapper promises it: a reader trails the
+//     writer by its lag. holdfast documents it and its ReadWrite helper
+//     sends a read that must see the caller's own writes to the writer.
+//   - Instance endpoints. The wrappers' failoverMode strict-writer follows
+//     the writer role; holdfast's InstancePools FollowWriter does the same,
+//     Pinned (the default) keeps the pool on its instance.
 package failover

@@ -10,6 +10,10 @@ import (
 // held, with ReaderConfig.WhenNoReader Hold, while no reader is usable.
 const DefaultReaderHold = 5 * time.Second
 
+// DefaultReaderRefresh is how often the topology is read while a pool
+// with reader routing is served: the reader endpoint's own TTL.
+const DefaultReaderRefresh = 5 * time.Second
+
 // ReaderConfig configures reader routing: how the pools on the cluster's
 // reader endpoint (NAME.cluster-ro-…, or an alias of it in Config.Aliases)
 // spread their connections over the readers of the topology. See "Reader
@@ -21,13 +25,21 @@ type ReaderConfig struct {
 	Strategy ReaderStrategy
 	// MaxLag, when positive, leaves out of the choice a reader whose
 	// replication lag (Aurora: replica_lag_in_msec) exceeds it, until it
-	// catches up. The lag is the one of the monitor's last topology read
-	// (RefreshInterval). 0: lag is not considered.
+	// catches up, and retires the reader pools' connections to it: idle
+	// ones are closed at once, the others when next acquired (those in
+	// use finish what they run). The lag is the one of the monitor's last
+	// topology read (RefreshInterval below). 0: lag is not considered.
 	MaxLag time.Duration
 	// WhenNoReader is what a new connection does when the topology names
 	// no usable reader (none, or every one lagging): UseWriter (the
 	// default, as the reader endpoint itself with no replica) or Hold.
 	WhenNoReader NoReader
+	// RefreshInterval is how often the monitor reads the topology while
+	// it serves a pool with reader routing, when shorter than
+	// Config.RefreshInterval: a reader that joins, or starts or stops
+	// lagging, is seen within it. Default DefaultReaderRefresh (5 s, the
+	// reader endpoint's TTL).
+	RefreshInterval time.Duration
 	// HoldTimeout bounds the hold of WhenNoReader Hold (the caller's
 	// context bounds it too); then the connect fails with a
 	// *NoReaderError. Default DefaultReaderHold.
@@ -97,6 +109,8 @@ func (r ReaderConfig) Validate() error {
 		return &ConfigError{Pkg: "failover", Field: "Config.Readers.MaxLag", Why: "negative"}
 	case r.HoldTimeout < 0:
 		return &ConfigError{Pkg: "failover", Field: "Config.Readers.HoldTimeout", Why: "negative"}
+	case r.RefreshInterval < 0:
+		return &ConfigError{Pkg: "failover", Field: "Config.Readers.RefreshInterval", Why: "negative"}
 	}
 	return nil
 }

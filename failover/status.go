@@ -4,14 +4,16 @@ import "time"
 
 // The events of a Monitor's timeline.
 const (
-	EventSuspect    = "suspect"       // a sign of trouble: probing every FastInterval
-	EventWriterDown = "writer down"   // the writer neither answers nor writes; connects by the writer endpoint held
-	EventWriterBack = "writer back"   // the same writer answers again
-	EventNewWriter  = "new writer"    // another instance confirmed as the writer: routed there
-	EventDNSAgrees  = "DNS agrees"    // the writer endpoint resolves to the writer: routing normal
-	EventLeft       = "instance left" // an instance left the topology: connections to it cut
-	EventReaderDown = "reader down"   // a reader stopped answering: no new connection goes there, its connections are cut
-	EventReaderBack = "reader back"   // a reader down answers again: new connections go there again
+	EventSuspect        = "suspect"          // a sign of trouble: probing every FastInterval
+	EventWriterDown     = "writer down"      // the writer neither answers nor writes; connects by the writer endpoint held
+	EventWriterBack     = "writer back"      // the same writer answers again
+	EventNewWriter      = "new writer"       // another instance confirmed as the writer: routed there
+	EventDNSAgrees      = "DNS agrees"       // the writer endpoint resolves to the writer: routing normal
+	EventLeft           = "instance left"    // an instance left the topology: connections to it cut
+	EventReaderDown     = "reader down"      // a reader stopped answering: no new connection goes there, its connections are cut
+	EventReaderBack     = "reader back"      // a reader down answers again: new connections go there again
+	EventReaderLagging  = "reader lagging"   // a reader's replica lag exceeds Readers.MaxLag: no new connection goes there, the reader pools retire theirs
+	EventReaderCaughtUp = "reader caught up" // a lagging reader is back within MaxLag: new connections go there again
 )
 
 // Event is one step of a Monitor's timeline.

@@ -33,7 +33,8 @@
 //     since the crash, lags -lag (the topology's replica_lag_in_msec
 //     and a real recovery_min_apply_delay). holdfast runs with
 //     Readers.MaxLag -max-lag and RefreshInterval -refresh (1 s here, so
-//     that "MaxLag + one topology refresh" is short; the default is 30 s):
+//     that "MaxLag + one topology refresh" is short; the default while a
+//     reader pool is open is Readers.RefreshInterval, 5 s):
 //     the reads served by the lagging reader that started after MaxLag +
 //     one refresh from the lag (-lag-for of workload).
 //
@@ -42,8 +43,9 @@
 // -max-lag}})) and Factory.NewPool: each new connection by the reader
 // endpoint dials the reader of the monitor's topology with the fewest of
 // the pool's connections, a reader that joins gets its share (the busiest
-// readers' surplus idle connections are closed), a reader lagging beyond
-// MaxLag gets no new connection. The plain client is pgxpool with the same
+// readers' surplus connections are retired), a reader lagging beyond
+// MaxLag gets no new connection and the pool's connections to it are
+// retired. The plain client is pgxpool with the same
 // config: its connections go where the cached DNS answer says.
 //
 // It prints a progress line per second (phase, reads ok and failed per
@@ -182,7 +184,7 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 	fs.DurationVar(&o.Lag, "lag", o.Lag, "the lag spike of one reader")
 	fs.DurationVar(&o.MaxLag, "max-lag", o.MaxLag, "holdfast's failover.ReaderConfig.MaxLag")
 	fs.DurationVar(&o.LagFor, "lag-for", o.LagFor, "workload after MaxLag + one refresh from the lag spike")
-	fs.DurationVar(&o.Refresh, "refresh", o.Refresh, "holdfast's failover.Config.RefreshInterval (default there: 30 s)")
+	fs.DurationVar(&o.Refresh, "refresh", o.Refresh, "holdfast's failover.Config.RefreshInterval (default there: 30 s, and 5 s while a reader pool is open)")
 	fs.DurationVar(&o.DNSTTL, "dns-ttl", o.DNSTTL, "client-side DNS cache TTL (0: no cache)")
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout, "bound of each read")
 	fs.Uint64Var(&o.Seed, "seed", 0, "seed of the reader endpoint's random answers (0: random)")
@@ -489,7 +491,7 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 		}
 	}
 	fmt.Fprintf(progress, "reader endpoint %s; DNS TTL %v; pools of %d (MinConns = MaxConns), %d workers each; "+
-		"holdfast RefreshInterval %v (default 30 s), Readers.MaxLag %v\n",
+		"holdfast RefreshInterval %v (default 5 s with a reader pool), Readers.MaxLag %v\n",
 		c.ReaderEndpoint, o.DNSTTL, o.Pool, o.Workers, o.Refresh, o.MaxLag)
 
 	// The workload, the samples and the progress lines.

@@ -115,12 +115,13 @@ type ChangeKind int
 
 // The kinds of Change.
 const (
-	WriterDown    ChangeKind = iota + 1 // the writer stopped answering (OldAddr)
-	WriterChanged                       // a new writer (OldWriter, OldAddr → NewWriter, NewAddr)
-	InstancesLeft                       // instances left the topology (Gone)
-	ReadersJoined                       // readers joined the topology (Joined)
-	ReadersDown                         // readers stopped answering (Gone, GoneIDs, Why)
-	ReadersBack                         // readers down answer again (Joined)
+	WriterDown     ChangeKind = iota + 1 // the writer stopped answering (OldAddr)
+	WriterChanged                        // a new writer (OldWriter, OldAddr → NewWriter, NewAddr)
+	InstancesLeft                        // instances left the topology (Gone)
+	ReadersJoined                        // readers joined the topology (Joined)
+	ReadersDown                          // readers stopped answering (Gone, GoneIDs, Why)
+	ReadersBack                          // readers down answer again, or lagging ones caught up (Joined)
+	ReadersLagging                       // readers lag beyond Readers.MaxLag (Gone, GoneIDs)
 )
 
 // Change is given to the listeners of a Monitor.
@@ -430,7 +431,7 @@ func (m *Monitor) step(ctx context.Context) {
 			m.goFast("heartbeat failed")
 		}
 	}
-	if m.conn != nil && !m.fast() && time.Since(m.refreshed) >= m.cfg.RefreshInterval {
+	if m.conn != nil && !m.fast() && time.Since(m.refreshed) >= m.refreshInterval() {
 		// While fast, the probes read every instance, the writer too.
 		if err := m.refresh(ctx); err != nil {
 			var off *offError
@@ -1036,11 +1037,67 @@ func (m *Monitor) publishReaders() {
 			}
 		}
 	}
+	// Readers crossing MaxLag, either way (a reader that joins lagging
+	// has no connection to retire yet).
+	var late, caught, lateIDs []string
+	if maxLag := m.cfg.Readers.MaxLag; maxLag > 0 && (old.Readers != nil || old.Writer != "") {
+		over := func(l map[string]time.Duration, a string) bool { d, ok := l[a]; return ok && d > maxLag }
+		for a := range readers {
+			switch now, before := over(lags, a), over(old.Lag, a) && old.Readers[a]; {
+			case now && !before && old.Readers[a]:
+				late = append(late, a)
+			case !now && before:
+				caught = append(caught, a)
+			}
+		}
+		slices.Sort(late)
+		slices.Sort(caught)
+		for _, a := range late {
+			lateIDs = append(lateIDs, m.idOf(a))
+		}
+	}
 	m.publish(func(s *Snapshot) { s.Readers, s.Lag, s.ReadersDown = readers, lags, down })
 	if len(joined) > 0 {
 		slices.Sort(joined)
 		m.notify(Change{Kind: ReadersJoined, Joined: joined})
 	}
+	for i, a := range late {
+		m.event(failover.EventReaderLagging, lateIDs[i])
+		m.cfg.Logger.Info("failover: reader lagging beyond MaxLag; reader pools give it no new connection and retire theirs",
+			slog.String("instance", lateIDs[i]), slog.String("addr", a),
+			slog.Float64("lag_s", lags[a].Seconds()), slog.Float64("max_lag_s", m.cfg.Readers.MaxLag.Seconds()))
+	}
+	if len(late) > 0 {
+		m.notify(Change{Kind: ReadersLagging, Gone: late, GoneIDs: lateIDs})
+	}
+	for _, a := range caught {
+		m.event(failover.EventReaderCaughtUp, m.idOf(a))
+		m.cfg.Logger.Info("failover: reader caught up; new connections go there again",
+			slog.String("instance", m.idOf(a)), slog.String("addr", a), slog.Float64("lag_s", lags[a].Seconds()))
+	}
+	if len(caught) > 0 {
+		m.notify(Change{Kind: ReadersBack, Joined: caught})
+	}
+}
+
+// idOf returns the server id of the instance at addr, or "".
+func (m *Monitor) idOf(addr string) string {
+	for id, in := range m.instances {
+		if in.addr == addr {
+			return id
+		}
+	}
+	return ""
+}
+
+// refreshInterval is how often the topology is read while nothing is
+// wrong: Readers.RefreshInterval while a reader pool is served, when it
+// is shorter.
+func (m *Monitor) refreshInterval() time.Duration {
+	if r := m.cfg.Readers.RefreshInterval; r > 0 && r < m.cfg.RefreshInterval && m.readerPools.Load() > 0 {
+		return r
+	}
+	return m.cfg.RefreshInterval
 }
 
 // publish replaces the snapshot with a changed copy, waking its waiters.

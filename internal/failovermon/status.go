@@ -66,7 +66,11 @@ func (m *Monitor) Active() bool {
 
 func (m *Monitor) event(name, server string) {
 	e := failover.Event{At: time.Now(), Name: name, Server: server}
-	if name != failover.EventSuspect {
+	switch name {
+	case failover.EventSuspect, failover.EventReaderDown, failover.EventReaderBack,
+		failover.EventReaderLagging, failover.EventReaderCaughtUp:
+		// not a change of the writer's routing: Active stays as it was
+	default:
 		m.lastChange.Store(e.At.UnixNano())
 	}
 	if m.cfg.OnEvent != nil {

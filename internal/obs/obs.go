@@ -196,7 +196,7 @@ func New(c Config) (*Telemetry, error) {
 		metric.WithDescription("Blue/green switchover phase: 0 NOT_CREATED, 1 CREATED, 2 PREPARATION, 3 IN_PROGRESS, 4 POST, 5 COMPLETED."))
 	join(e)
 	t.foEvents, e = m.Int64Counter(MetricFailoverEvents, metric.WithUnit("{event}"),
-		metric.WithDescription("Writer-failover monitor events: suspect, writer down, writer back, new writer, DNS agrees, instance left, reader down, reader back."))
+		metric.WithDescription("Writer-failover monitor events: suspect, writer down, writer back, new writer, DNS agrees, instance left, reader down, reader back, reader lagging, reader caught up."))
 	join(e)
 	t.suspended, e = m.Float64Histogram(MetricSuspendedDuration, metric.WithUnit("s"), buckets,
 		metric.WithDescription("Time a connect, acquire or query waited, suspended by a blue/green switchover."))

@@ -1,0 +1,158 @@
+package failover_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/failover"
+	"github.com/holdfast-db/holdfast/fakes/failovertest"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// servedRead is one read of a lagRun: when it started, which server
+// answered it.
+type servedRead struct {
+	start  time.Time
+	server string
+}
+
+// lagRun is a read workload that records the server of every read.
+type lagRun struct {
+	mu     sync.Mutex
+	reads  []servedRead
+	failed []string
+}
+
+func (r *lagRun) run(ctx context.Context, pool *pgxpool.Pool, workers int) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				start := time.Now()
+				qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				var id string
+				err := pool.QueryRow(qctx, "SELECT aurora_db_instance_identifier()").Scan(&id)
+				cancel()
+				if ctx.Err() != nil {
+					return
+				}
+				r.mu.Lock()
+				if err != nil {
+					r.failed = append(r.failed, err.Error())
+				} else {
+					r.reads = append(r.reads, servedRead{start, id})
+				}
+				r.mu.Unlock()
+			}
+		})
+	}
+	return &wg
+}
+
+// after returns the reads that started after t, by server.
+func (r *lagRun) after(t time.Time) (map[string]int, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out, n := map[string]int{}, 0
+	for _, rd := range r.reads {
+		if rd.start.After(t) {
+			out[rd.server]++
+			n++
+		}
+	}
+	return out, n
+}
+
+// eventAt returns when m's timeline last recorded name for server, or
+// the zero time.
+func eventAt(m failover.Monitor, name, server string) time.Time {
+	var at time.Time
+	for _, e := range m.Status().Events {
+		if e.Name == name && e.Server == server {
+			at = e.At
+		}
+	}
+	return at
+}
+
+// TestReaderLagRetires: a reader that starts lagging beyond MaxLag under a
+// read load serves no read that started after the monitor read its lag
+// (the pool's connections to it are retired: idle ones closed, busy ones
+// destroyed when next acquired), and no read fails; once it catches up,
+// the pool's connections come back to it.
+func TestReaderLagRetires(t *testing.T) {
+	c := failovertest.StartTest(t, failovertest.Config{Replicas: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f := newFactory(t, holdfast.WithFailover(failover.Config{RefreshInterval: 200 * time.Millisecond,
+		Readers: failover.ReaderConfig{MaxLag: time.Second}}))
+	cfg, err := c.PoolConfig(c.ReaderEndpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MinConns, cfg.MaxConns = 6, 6
+	pool, err := f.NewPool(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	openAtOnce(ctx, t, pool, 6)
+	m := f.Failover(pool)
+	readers := c.Readers()
+	lagging, fresh := readers[0], readers[1]
+
+	var r lagRun
+	wctx, stop := context.WithCancel(ctx)
+	wg := r.run(wctx, pool, 4)
+	defer func() { stop(); wg.Wait() }()
+	if !waitFor(ctx, func() bool { got, _ := r.after(time.Time{}); return got[lagging] > 20 && got[fresh] > 20 }) {
+		got, _ := r.after(time.Time{})
+		t.Fatalf("reads per reader before the lag %v: want both readers serving", got)
+	}
+
+	setAt := time.Now()
+	if err := c.SetLag(ctx, lagging, 3*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	var seen time.Time
+	if !waitFor(ctx, func() bool { seen = eventAt(m, failover.EventReaderLagging, lagging); return !seen.IsZero() }) {
+		t.Fatalf("no %q event for %s: %+v", failover.EventReaderLagging, lagging, m.Status().Events)
+	}
+	// The retirement runs on the monitor's goroutine right after the
+	// event: a read that started 50 ms later found no connection there.
+	cut := seen.Add(50 * time.Millisecond)
+	if !waitFor(ctx, func() bool { _, n := r.after(cut); return n >= 200 }) {
+		t.Fatal("the reads stopped after the lag")
+	}
+	got, n := r.after(cut)
+	t.Logf("lag set, event %v later; %d reads after it: %v", seen.Sub(setAt).Round(time.Millisecond), n, got)
+	if got[lagging] != 0 {
+		t.Errorf("%d of %d reads that started after the lag was read were served by the lagging %s", got[lagging], n, lagging)
+	}
+	for _, pc := range pool.AcquireAllIdle(ctx) {
+		if a := pc.Conn().PgConn().Conn().RemoteAddr().String(); a == c.Addr(lagging) {
+			t.Errorf("an idle connection to the lagging %s stays in the pool", lagging)
+		}
+		pc.Release()
+	}
+
+	// It catches up: the pool's connections come back to it.
+	if err := c.SetLag(ctx, lagging, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(ctx, func() bool { return !eventAt(m, failover.EventReaderCaughtUp, lagging).IsZero() }) {
+		t.Fatalf("no %q event for %s", failover.EventReaderCaughtUp, lagging)
+	}
+	back := time.Now()
+	if !waitFor(ctx, func() bool { got, _ := r.after(back); return got[lagging] > 20 }) {
+		t.Errorf("the caught-up %s serves no read again", lagging)
+	}
+	stop()
+	wg.Wait()
+	if len(r.failed) > 0 {
+		t.Errorf("%d reads failed: %v", len(r.failed), r.failed)
+	}
+}
