@@ -237,7 +237,9 @@ func (rw *ReadWrite) Close() {
 // ReadOnlyError is the error of [ReadWrite.ReadTx] when its function
 // wrote: the server refused the write in a read-only transaction (25006).
 // Run writes with ReadWrite.Write or WriteTx. Err is the transaction
-// runner's error (errors.As reaches the *pgconn.PgError).
+// runner's error (errors.As reaches the *pgconn.PgError). It is not
+// retryable (classify: Fatal, sqlstate-25006): the transaction was rolled
+// back, and running it again would be refused again.
 type ReadOnlyError struct {
 	Pool string // the pool's holdfast name (Factory.PoolName)
 	Err  error

@@ -269,8 +269,15 @@
 // their timeout (2 s in the test).
 //
 // The surplus connections in use when a reader joins (or comes back, or
-// catches up) are retired when next acquired, within 30 s: pgxpool dials
-// their replacements, which go to the readers with the fewest.
+// catches up) are retired when next acquired, within 30 s. pgxpool dials
+// their replacements, which go to the readers with the fewest, when the
+// load needs one or at its next health check, which restores MinConns
+// (HealthCheckPeriod, 1 min by default): a pool whose load fits in fewer
+// connections than MinConns may run on fewer until then. And connections
+// are not reads: pgxpool hands out the idle connection released last, so
+// a pool larger than its concurrency serves most reads from a few of its
+// connections; size MaxConns near the concurrency for reads as even as
+// the connections.
 //
 // # Instance-endpoint pools
 //

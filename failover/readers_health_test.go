@@ -11,6 +11,7 @@ import (
 
 	"github.com/holdfast-db/holdfast/failover"
 	"github.com/holdfast-db/holdfast/fakes/failovertest"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -191,7 +192,12 @@ func testReaderFault(t *testing.T, hang bool) {
 	cwg := &sync.WaitGroup{}
 	cctx, cstop := context.WithCancel(ctx)
 	defer func() { stop(); cstop(); wg.Wait(); cwg.Wait() }()
-	time.Sleep(500 * time.Millisecond) // the reads run on every reader
+	// The reads run. (On the pool's connections, spread over every
+	// reader; which of them serve the reads is pgxpool's choice: it
+	// reuses the connection released last.)
+	if !waitFor(ctx, func() bool { ok, _ := rd.count(); return ok >= 200 }) {
+		t.Fatalf("before the %s: the reads do not run", kind)
+	}
 	if ok, failed := rd.count(); ok == 0 || failed > 0 {
 		t.Fatalf("before the %s: %d reads succeeded, %d failed %v", kind, ok, failed, rd.failures())
 	}
@@ -214,7 +220,17 @@ func testReaderFault(t *testing.T, hang bool) {
 	if s := engine(m).Snapshot(); !s.ReadersDown[victimAddr] {
 		t.Errorf("snapshot ReadersDown %v, want %s", s.ReadersDown, victimAddr)
 	}
-	time.Sleep(3 * time.Second) // the reads go on, on the others
+	// The reads go on, on the others: 3 s of them, measured by the
+	// workload itself (a worker paused that long would show as a gap).
+	if !waitFor(ctx, func() bool {
+		total := 0
+		for _, n := range rd.after(downAt) {
+			total += n
+		}
+		return total >= 300 && time.Since(downAt) >= 3*time.Second
+	}) {
+		t.Fatalf("%s: the reads did not go on after %s was found down", kind, victim)
+	}
 	end := time.Now()
 	stop()
 	wg.Wait()
@@ -287,4 +303,56 @@ func testReaderFault(t *testing.T, hang bool) {
 			t.Errorf("control: the plain pgxpool's reads did not hang: %s", fmt.Sprint(ctl.failures()))
 		}
 	}
+
+	// The reader comes back (Aurora restarts it): the monitor finds it,
+	// and the pool's connections and reads return to it.
+	var back timedReads
+	bctx, bstop := context.WithCancel(ctx)
+	bwg := back.run(bctx, pool, workers, 5*time.Second)
+	defer func() { bstop(); bwg.Wait() }()
+	recovered := time.Now()
+	if err := c.RecoverReader(ctx, victim); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: RecoverReader(%s) took %v", kind, victim, time.Since(recovered).Round(time.Millisecond))
+	if !waitFor(ctx, func() bool { return lastMonitorEvent(m.Status(), failover.EventReaderBack).After(recovered) }) {
+		t.Fatalf("the monitor never found %s back", victim)
+	}
+	backAt := lastMonitorEvent(m.Status(), failover.EventReaderBack)
+	// Its share of the pool's connections (9 over 3 readers: 3) comes
+	// back. (Reads follow connections loosely: pgxpool reuses the
+	// connection released last, so 4 workers on 9 connections keep to a
+	// few of them.)
+	var poolConns int
+	if !waitFor(ctx, func() bool { poolConns = poolConnsOn(ctx, t, c, victim, "hf"); return poolConns >= 3 }) {
+		t.Fatalf("%s: the pool has %d connections on %s after it came back, want its share, 3", kind, poolConns, victim)
+	}
+	sharedAt := time.Now()
+	bstop()
+	bwg.Wait()
+	if s := engine(m).Snapshot(); s.ReadersDown[victimAddr] {
+		t.Errorf("%s: %s back, but still in ReadersDown", kind, victim)
+	}
+	if _, failed := back.count(); failed > 0 {
+		t.Errorf("%s: %d reads failed while %s came back: %v", kind, failed, victim, back.failures())
+	}
+	t.Logf("reader health: %s: %s back %v after RecoverReader was called, its share of %d connections %v after that; reads since %v",
+		kind, victim, backAt.Sub(recovered).Round(time.Millisecond), poolConns, sharedAt.Sub(backAt).Round(time.Millisecond), back.after(backAt))
+}
+
+// poolConnsOn returns the connections of user on server id, the failover
+// monitor's own left out.
+func poolConnsOn(ctx context.Context, t *testing.T, c *failovertest.Cluster, id, user string) int {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, c.DSN(c.Addr(id), "connect_timeout=5"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE usename = $1
+		AND application_name <> 'holdfast-failover-monitor' AND pid <> pg_backend_pid()`, user).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

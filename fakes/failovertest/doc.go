@@ -55,7 +55,9 @@
 //     RemoveReader or Close). Both leave it in the topology, its row
 //     unchanged, and behind the reader endpoint, as Aurora does until it
 //     detects the failure; the simulator detects nothing: RemoveReader is
-//     the detection.
+//     the detection. [Cluster.RecoverReader] brings it back (started
+//     again, or resumed), a streaming standby of the current writer, as
+//     Aurora restarts a failed reader.
 //   - [Cluster.SetLag] makes a reader lag: replica_lag_in_msec reports the
 //     lag (Aurora) and the reader applies each commit that late
 //     (recovery_min_apply_delay), so its reads are really stale. It still

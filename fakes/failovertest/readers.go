@@ -255,6 +255,62 @@ func (c *Cluster) downReader(ctx context.Context, id string, hang bool) error {
 	return nil
 }
 
+// RecoverReader brings back reader id after [Cluster.CrashReader] (it
+// starts again) or [Cluster.HangReader] (SIGCONT), as Aurora restarts a
+// failed reader: it streams from the current writer again, a synchronous
+// candidate as before, and returns once the writer streams to it. It was
+// in the topology and behind the reader endpoint all along.
+func (c *Cluster) RecoverReader(ctx context.Context, id string) error {
+	c.failing.Lock()
+	defer c.failing.Unlock()
+	if err := c.recoverReader(ctx, id); err != nil {
+		return fmt.Errorf("fakes/failovertest: RecoverReader %s: %w", id, err)
+	}
+	return nil
+}
+
+func (c *Cluster) recoverReader(ctx context.Context, id string) error {
+	c.mu.Lock()
+	n, err := c.readerLocked(id)
+	if err == nil && !n.crashed && !n.hung {
+		err = fmt.Errorf("%s is not down", id)
+	}
+	if err != nil {
+		c.mu.Unlock()
+		return err
+	}
+	crashed := n.crashed
+	if !crashed {
+		err = n.resume()
+	}
+	w := c.writer
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if crashed {
+		if err := n.start(ctx); err != nil {
+			return err
+		}
+	}
+	if err := n.follow(ctx, w); err != nil { // the writer may have changed since
+		return err
+	}
+	if err := w.setSync(ctx, true); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	n.crashed = false
+	c.standbys = append(c.standbys, n)
+	standbys := append([]*node(nil), c.standbys...)
+	c.mu.Unlock()
+	if err := waitSync(ctx, w, len(standbys)); err != nil {
+		return err
+	}
+	c.setDNS(w, standbys)
+	return nil
+}
+
 // resume sends SIGCONT to a hung node.
 func (n *node) resume() error {
 	if !n.hung {
