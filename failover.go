@@ -408,7 +408,7 @@ func (fo *foLayer) cut(b *binding, addr string, err *failover.CutError) {
 		c.abort(wrap)
 	}
 	if pool := b.comp.Pool(); pool != nil {
-		sweepIdle(pool, addr)
+		closeIdle(pool, func(a string) bool { return a == addr })
 	}
 }
 
@@ -422,18 +422,24 @@ func cutWrap(err *failover.CutError) func(error) error {
 	}
 }
 
-// sweepIdle closes the pool's idle connections to addr.
-func sweepIdle(pool *pgxpool.Pool, addr string) {
+// closeIdle closes the pool's idle connections whose server address pick
+// chooses (called once per idle connection, in one pass), and returns how
+// many it closed. A closed connection is destroyed at its Release, and
+// pgxpool's health check then restores MinConns.
+func closeIdle(pool *pgxpool.Pool, pick func(addr string) bool) int {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
+	closed := 0
 	for _, c := range pool.AcquireAllIdle(ctx) {
-		if pc := c.Conn().PgConn(); pc.Conn().RemoteAddr().String() == addr {
+		if pick(c.Conn().PgConn().Conn().RemoteAddr().String()) {
+			closed++
 			cctx, ccancel := context.WithTimeout(ctx, 100*time.Millisecond)
-			_ = c.Conn().Close(cctx) // the socket is cut already: fails fast
+			_ = c.Conn().Close(cctx) // a Terminate, then the socket closes (at once when cut)
 			ccancel()
 		}
-		c.Release() // a closed connection is destroyed
+		c.Release()
 	}
+	return closed
 }
 
 // leave ends the layer with its pool: changes are ignored from now on,

@@ -215,20 +215,13 @@ func (fo *foLayer) rebalance(b *binding) {
 	if len(surplus) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	closed := 0
-	for _, c := range pool.AcquireAllIdle(ctx) {
-		a := c.Conn().PgConn().Conn().RemoteAddr().String()
+	closed := closeIdle(pool, func(a string) bool {
 		if surplus[a] > 0 {
 			surplus[a]--
-			closed++
-			cctx, ccancel := context.WithTimeout(ctx, 100*time.Millisecond)
-			_ = c.Conn().Close(cctx) // a Terminate, then the socket closes
-			ccancel()
+			return true
 		}
-		c.Release() // a closed connection is destroyed, and the pool refills its MinConns
-	}
+		return false
+	})
 	// The surplus in use is retired when next acquired.
 	later := 0
 	for _, n := range surplus {
@@ -236,7 +229,7 @@ func (fo *foLayer) rebalance(b *binding) {
 	}
 	b.ev.retireSome(surplus)
 	if closed+later > 0 {
-		fo.log.LogAttrs(ctx, slog.LevelInfo, "failover: readers joined or came back; surplus connections of the busiest readers retired (idle ones now, the others when next acquired), so that new ones go to the new readers",
+		fo.log.LogAttrs(context.Background(), slog.LevelInfo, "failover: readers joined or came back; surplus connections of the busiest readers retired (idle ones now, the others when next acquired), so that new ones go to the new readers",
 			slog.String("server.address", fo.host), slog.Int("closed", closed), slog.Int("retire_when_acquired", later))
 	}
 }
@@ -259,9 +252,7 @@ func (fo *foLayer) retire(b *binding, addrs []string) {
 	if pool == nil {
 		return
 	}
-	for _, a := range addrs {
-		sweepIdle(pool, a)
-	}
+	closeIdle(pool, func(a string) bool { return slices.Contains(addrs, a) })
 	fo.log.LogAttrs(context.Background(), slog.LevelInfo, "failover: connections to readers lagging beyond MaxLag retired (idle ones closed, the others when released)",
 		slog.String("server.address", fo.host), slog.Any("addrs", addrs))
 }

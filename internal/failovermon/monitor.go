@@ -1005,9 +1005,11 @@ func (m *Monitor) writerHosts() []string {
 func (m *Monitor) publishReaders() {
 	readers := map[string]bool{}
 	lags := map[string]time.Duration{}
+	ids := map[string]string{} // server id by address
 	for id, in := range m.instances {
 		if id != m.writer && in.addr != "" {
 			readers[in.addr] = true
+			ids[in.addr] = id
 			if in.hasLag {
 				lags[in.addr] = in.lag
 			}
@@ -1053,7 +1055,7 @@ func (m *Monitor) publishReaders() {
 		slices.Sort(late)
 		slices.Sort(caught)
 		for _, a := range late {
-			lateIDs = append(lateIDs, m.idOf(a))
+			lateIDs = append(lateIDs, ids[a])
 		}
 	}
 	m.publish(func(s *Snapshot) { s.Readers, s.Lag, s.ReadersDown = readers, lags, down })
@@ -1071,23 +1073,13 @@ func (m *Monitor) publishReaders() {
 		m.notify(Change{Kind: ReadersLagging, Gone: late, GoneIDs: lateIDs})
 	}
 	for _, a := range caught {
-		m.event(failover.EventReaderCaughtUp, m.idOf(a))
+		m.event(failover.EventReaderCaughtUp, ids[a])
 		m.cfg.Logger.Info("failover: reader caught up; new connections go there again",
-			slog.String("instance", m.idOf(a)), slog.String("addr", a), slog.Float64("lag_s", lags[a].Seconds()))
+			slog.String("instance", ids[a]), slog.String("addr", a), slog.Float64("lag_s", lags[a].Seconds()))
 	}
 	if len(caught) > 0 {
 		m.notify(Change{Kind: ReadersBack, Joined: caught})
 	}
-}
-
-// idOf returns the server id of the instance at addr, or "".
-func (m *Monitor) idOf(addr string) string {
-	for id, in := range m.instances {
-		if in.addr == addr {
-			return id
-		}
-	}
-	return ""
 }
 
 // refreshInterval is how often the topology is read while nothing is
