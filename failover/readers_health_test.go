@@ -341,7 +341,7 @@ func testReaderFault(t *testing.T, hang bool) {
 }
 
 // poolConnsOn returns the connections of user on server id, the failover
-// monitor's own left out.
+// and blue/green monitors' own left out.
 func poolConnsOn(ctx context.Context, t *testing.T, c *failovertest.Cluster, id, user string) int {
 	t.Helper()
 	conn, err := pgx.Connect(ctx, c.DSN(c.Addr(id), "connect_timeout=5"))
@@ -351,7 +351,7 @@ func poolConnsOn(ctx context.Context, t *testing.T, c *failovertest.Cluster, id,
 	defer conn.Close(context.Background())
 	var n int
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE usename = $1
-		AND application_name <> 'holdfast-failover-monitor' AND pid <> pg_backend_pid()`, user).Scan(&n); err != nil {
+		AND application_name NOT IN ('holdfast-failover-monitor', 'holdfast-bluegreen-monitor') AND pid <> pg_backend_pid()`, user).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n

@@ -2,69 +2,13 @@ package failover_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/failover"
 	"github.com/holdfast-db/holdfast/fakes/failovertest"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
-
-// servedRead is one read of a lagRun: when it started, which server
-// answered it.
-type servedRead struct {
-	start  time.Time
-	server string
-}
-
-// lagRun is a read workload that records the server of every read.
-type lagRun struct {
-	mu     sync.Mutex
-	reads  []servedRead
-	failed []string
-}
-
-func (r *lagRun) run(ctx context.Context, pool *pgxpool.Pool, workers int) *sync.WaitGroup {
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				start := time.Now()
-				qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				var id string
-				err := pool.QueryRow(qctx, "SELECT aurora_db_instance_identifier()").Scan(&id)
-				cancel()
-				if ctx.Err() != nil {
-					return
-				}
-				r.mu.Lock()
-				if err != nil {
-					r.failed = append(r.failed, err.Error())
-				} else {
-					r.reads = append(r.reads, servedRead{start, id})
-				}
-				r.mu.Unlock()
-			}
-		})
-	}
-	return &wg
-}
-
-// after returns the reads that started after t, by server.
-func (r *lagRun) after(t time.Time) (map[string]int, int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out, n := map[string]int{}, 0
-	for _, rd := range r.reads {
-		if rd.start.After(t) {
-			out[rd.server]++
-			n++
-		}
-	}
-	return out, n
-}
 
 // eventAt returns when m's timeline last recorded name for server, or
 // the zero time.
@@ -109,15 +53,15 @@ func TestReaderLagRetires(t *testing.T) {
 	m := f.Failover(pool)
 	readers := c.Readers()
 	lagging, fresh := readers[0], readers[1]
+	lagAddr, freshAddr := c.Addr(lagging), c.Addr(fresh)
 
-	var r lagRun
+	var r timedReads
 	wctx, stop := context.WithCancel(ctx)
-	wg := r.run(wctx, pool, 4)
+	wg := r.run(wctx, pool, 4, 5*time.Second)
 	defer func() { stop(); wg.Wait() }()
 	// 4 workers busy on 3 + 3 connections: both readers serve reads.
-	if !waitFor(ctx, func() bool { got, _ := r.after(time.Time{}); return got[lagging] > 20 && got[fresh] > 20 }) {
-		got, _ := r.after(time.Time{})
-		t.Fatalf("reads per reader before the lag %v: want both readers serving", got)
+	if !waitFor(ctx, func() bool { got := r.after(time.Time{}); return got[lagAddr] > 20 && got[freshAddr] > 20 }) {
+		t.Fatalf("reads per reader before the lag %v: want both readers serving", r.after(time.Time{}))
 	}
 
 	setAt := time.Now()
@@ -131,16 +75,23 @@ func TestReaderLagRetires(t *testing.T) {
 	// The retirement runs on the monitor's goroutine right after the
 	// event: a read that started 50 ms later found no connection there.
 	cut := seen.Add(50 * time.Millisecond)
-	if !waitFor(ctx, func() bool { _, n := r.after(cut); return n >= 200 }) {
+	total := func(m map[string]int) (n int) {
+		for _, k := range m {
+			n += k
+		}
+		return n
+	}
+	if !waitFor(ctx, func() bool { return total(r.after(cut)) >= 200 }) {
 		t.Fatal("the reads stopped after the lag")
 	}
-	got, n := r.after(cut)
+	got := r.after(cut)
+	n := total(got)
 	t.Logf("lag set, event %v later; %d reads after it: %v", seen.Sub(setAt).Round(time.Millisecond), n, got)
-	if got[lagging] != 0 {
-		t.Errorf("%d of %d reads that started after the lag was read were served by the lagging %s", got[lagging], n, lagging)
+	if got[lagAddr] != 0 {
+		t.Errorf("%d of %d reads that started after the lag was read were served by the lagging %s", got[lagAddr], n, lagging)
 	}
 	for _, pc := range pool.AcquireAllIdle(ctx) {
-		if a := pc.Conn().PgConn().Conn().RemoteAddr().String(); a == c.Addr(lagging) {
+		if a := pc.Conn().PgConn().Conn().RemoteAddr().String(); a == lagAddr {
 			t.Errorf("an idle connection to the lagging %s stays in the pool", lagging)
 		}
 		pc.Release()
@@ -163,7 +114,7 @@ func TestReaderLagRetires(t *testing.T) {
 	t.Logf("caught up: %s holds %d of the pool's connections %v after the event", lagging, n2, time.Since(eventAt(m, failover.EventReaderCaughtUp, lagging)).Round(time.Millisecond))
 	stop()
 	wg.Wait()
-	if len(r.failed) > 0 {
-		t.Errorf("%d reads failed: %v", len(r.failed), r.failed)
+	if fails := r.failures(); len(fails) > 0 {
+		t.Errorf("%d reads failed: %v", len(fails), fails)
 	}
 }
