@@ -10,13 +10,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/holdfast-db/holdfast"
-	"github.com/holdfast-db/holdfast/classify"
-	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/jackc/pgx/v5/pgconn"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/fakes/pgtest"
 )
 
 func TestConnectLimitValidation(t *testing.T) {

@@ -9,9 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 func TestCredentialsFuncExclusive(t *testing.T) {
@@ -110,5 +111,12 @@ func TestCredentialsFuncRealPostgres(t *testing.T) {
 	}
 	if len(refused) != 1 || refused[0].User != user || refused[0].Password != "stale-password" {
 		t.Fatalf("RefusedCredentials: %v", refused)
+	}
+}
+
+func TestCredentialsString(t *testing.T) {
+	s := holdfast.Credentials{User: "app", Password: "s3cret-pw", TTL: time.Second}.String()
+	if want := `holdfast.Credentials{User: "app", Password: [REDACTED], TTL: 1s}`; s != want {
+		t.Fatalf("String() = %s, want %s", s, want)
 	}
 }

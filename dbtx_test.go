@@ -8,11 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/holdfast-db/holdfast"
-	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/fakes/pgtest"
 )
 
 // sqlcDBTX is the interface sqlc generates for pgx/v5 (emit_methods_with_db_argument

@@ -6,10 +6,11 @@ import (
 	"log"
 	"os"
 
-	"github.com/holdfast-db/holdfast"
-	"github.com/holdfast-db/holdfast/failover"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/failover"
 )
 
 // The reader endpoint's config is derived from the cluster (writer)

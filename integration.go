@@ -3,9 +3,10 @@ package holdfast
 import (
 	"context"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/retry"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Integration describes how a factory's pools reach a managed database

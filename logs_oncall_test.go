@@ -11,10 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/fakes"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // The faults an on-call engineer meets, each played on a real server, and

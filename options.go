@@ -4,18 +4,18 @@ import (
 	"context"
 	"log/slog"
 	"maps"
-	"strconv"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/failover"
 	"github.com/holdfast-db/holdfast/retry"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
-	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // An Option configures a Factory. Options are checked by New.
@@ -336,29 +336,8 @@ func PoolName(name string) PoolOption {
 // PoolName returns the name pool has in telemetry, log lines and readiness
 // (see [PoolName]), or "" for a pool this factory did not configure.
 func (f *Factory) PoolName(pool *pgxpool.Pool) string {
-	if b := f.bindingOf(pool); b != nil {
-		return b.name
+	if p := f.e.PoolOf(pool); p != nil {
+		return p.Name()
 	}
 	return ""
-}
-
-// uniqueName returns name, or name with the first free suffix "-2", "-3"…
-// when another live pool of the factory has it. f.mu is held.
-func (f *Factory) uniqueName(name string) string {
-	taken := func(n string) bool {
-		for _, b := range f.pools {
-			if b.name == n {
-				return true
-			}
-		}
-		return false
-	}
-	if !taken(name) {
-		return name
-	}
-	for i := 2; ; i++ {
-		if n := name + "-" + strconv.Itoa(i); !taken(n) {
-			return n
-		}
-	}
 }

@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/holdfast-db/holdfast/internal/compose"
-	"github.com/holdfast-db/holdfast/internal/topology"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/holdfast-db/holdfast/internal/conn"
+	"github.com/holdfast-db/holdfast/internal/topology"
 )
 
 // ReadWrite is read/write splitting over one cluster: a pool on its
@@ -130,7 +131,7 @@ func (f *Factory) ReaderConfig(writer *pgxpool.Config) (*pgxpool.Config, error) 
 	if writer == nil || writer.ConnConfig == nil {
 		return nil, &ConfigError{Field: "writer", Why: "nil config: build it with pgxpool.ParseConfig"}
 	}
-	if compose.Of(writer) != nil {
+	if conn.OfConfig(writer) != nil {
 		return nil, &ConfigError{Field: "writer", Why: "already configured: derive the reader's config before Configure or NewPool"}
 	}
 	host := writer.ConnConfig.Host

@@ -33,16 +33,3 @@ func panicRule(err error) (classify.Verdict, bool) {
 	}
 	return classify.Verdict{}, false
 }
-
-// redactedError is an error holdfast returns whose text was cleaned of the
-// secrets holdfast knows (the configured password, fetched tokens,
-// connection-string passwords): a cause that echoes them (a proxy, a token
-// endpoint) does not leak them through an error message. errors.Is and
-// errors.As still reach the cause unchanged.
-type redactedError struct {
-	err  error
-	text string
-}
-
-func (e *redactedError) Error() string { return e.text }
-func (e *redactedError) Unwrap() error { return e.err }

@@ -1,13 +1,8 @@
 package holdfast
 
 import (
-	"context"
-
 	"go.opentelemetry.io/otel"
 
-	"github.com/holdfast-db/holdfast/bluegreen"
-	"github.com/holdfast-db/holdfast/internal/obs"
-	"github.com/holdfast-db/holdfast/retry"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -95,57 +90,3 @@ func (f *Factory) TracerProvider() trace.TracerProvider {
 	}
 	return f.tracerProvider
 }
-
-// newTelemetry builds the factory's telemetry from c.
-func (f *Factory) newTelemetry(c *config) error {
-	tel, err := obs.New(obs.Config{
-		MeterProvider:       c.meterProvider,
-		TracerProvider:      c.tracerProvider,
-		Logger:              c.logger,
-		Classify:            f.conn.classifier.Classify,
-		NoOperationDuration: c.noOpDuration,
-	})
-	if err != nil {
-		return &ConfigError{Field: "WithMeterProvider", Why: "cannot create the instruments", Err: err}
-	}
-	f.tel = tel
-	f.meterProvider, f.tracerProvider = c.meterProvider, c.tracerProvider
-	// With WithBlueGreen and no Observer of the user's, each pool's
-	// switchover goes to the factory's metrics and traces with the pool's
-	// name (observerFor, at Configure).
-	f.bgObserve = f.blueGreen != nil && f.blueGreen.Observer == nil
-	return nil
-}
-
-// observerFor returns the blue/green config of one pool: the factory's,
-// recording through the factory's telemetry under the pool's name, so that
-// pools to different clusters keep their phases and switchover spans apart.
-func (f *Factory) observerFor(pool string, target *obs.Target) bluegreen.Config {
-	bg := *f.blueGreen                   // a copy: the Option's Config may be shared
-	bg.Logger = target.Logger(bg.Logger) // its lines name the pool's database
-	if f.bgObserve {
-		id := bg.ID
-		if id == "" {
-			id = bluegreen.DefaultID
-		}
-		bg.Observer = f.tel.BlueGreen(id, pool, target)
-	}
-	return bg
-}
-
-// acquireLayer is the retry layer of Factory.acquireAgain.
-func acquireLayer(patient bool) string {
-	if patient {
-		return LayerStartup
-	}
-	return LayerAcquire
-}
-
-// onRetry is the OnRetry hook of the factory's retriers: a log line,
-// holdfast.retries and a span event.
-func (f *Factory) onRetry(ctx context.Context, layer string, e retry.Event) {
-	f.tel.Retried(ctx, layer, e)
-}
-
-// The factory's blue/green recorder is the bluegreen.Observer it installs.
-var _ bluegreen.Observer = (*obs.BlueGreen)(nil)

@@ -8,12 +8,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/holdfast-db/holdfast"
-	"github.com/holdfast-db/holdfast/fakes"
-	"github.com/holdfast-db/holdfast/retry"
 	"github.com/jackc/pgx/v5/pgxpool"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/fakes"
+	"github.com/holdfast-db/holdfast/retry"
 )
 
 // A pool whose database refuses every connection fails its startup; the

@@ -7,19 +7,21 @@ import (
 	"errors"
 	"time"
 
-	"github.com/holdfast-db/holdfast/bluegreen"
-	"github.com/holdfast-db/holdfast/classify"
-	"github.com/holdfast-db/holdfast/failover"
-	"github.com/holdfast-db/holdfast/retry"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/holdfast-db/holdfast/bluegreen"
+	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/failover"
+	"github.com/holdfast-db/holdfast/internal/conn"
+	"github.com/holdfast-db/holdfast/retry"
 )
 
 // LayerTransaction is the retry layer of the transaction runners
 // (Factory.BeginTxFunc, sqldb.BeginTxFunc): a re-run of a whole
 // transaction.
-const LayerTransaction = "transaction"
+const LayerTransaction = conn.LayerTransaction
 
 // Reasons of the transaction runners' verdicts.
 const (
@@ -104,28 +106,29 @@ func (f *Factory) BeginTxFunc(ctx context.Context, pool *pgxpool.Pool, opts pgx.
 // runTx is one run of BeginTxFunc; it reports whether COMMIT was sent.
 // Its failures before COMMIT are tagged with their step (txStepError).
 func (f *Factory) runTx(ctx context.Context, pool *pgxpool.Pool, opts pgx.TxOptions, fn func(pgx.Tx) error) (bool, error) {
-	conn, err := f.Acquire(ctx, pool)
+	c, err := f.Acquire(ctx, pool)
 	if err != nil {
 		return false, &txStepError{step: stepBegin, err: err}
 	}
-	defer conn.Release()
-	tx, err := conn.BeginTx(ctx, opts)
+	defer c.Release()
+	tx, err := c.BeginTx(ctx, opts)
 	if err != nil {
 		return false, &txStepError{step: stepBegin, err: err}
 	}
 	if err := fn(tx); err != nil {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeBound)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackBound)
 		_ = tx.Rollback(rctx)
 		cancel()
 		return false, &txStepError{step: stepWork, err: err, closed: tx.Conn().PgConn().IsClosed()}
 	}
-	s := stateOf(tx.Conn())
-	if s != nil {
-		s.committing.Store(true)
-		defer s.committing.Store(false)
-	}
+	defer conn.MarkCommit(tx.Conn())() // what the connection sends next is the COMMIT
 	return true, tx.Commit(ctx)
 }
+
+// rollbackBound bounds the ROLLBACK after a function's error, whatever
+// the caller's context says (the connection is destroyed if it takes
+// longer).
+const rollbackBound = time.Second
 
 // The steps of a transaction run.
 const (
@@ -201,14 +204,14 @@ func (f *Factory) RunTx(ctx context.Context, run func(ctx context.Context) (comm
 	if err == nil {
 		return nil
 	}
-	return f.conn.redact(f.retryTx(ctx, err, once))
+	return f.e.Redact(f.retryTx(ctx, err, once))
 }
 
 // retryTx re-runs a transaction after its first run failed with firstErr.
 func (f *Factory) retryTx(ctx context.Context, firstErr error, run func(context.Context) error) error {
 	r := f.tx
 	r.Classify = f.txVerdict
-	return f.conn.retryFrom(ctx, &r, LayerTransaction, 0, firstErr, run)
+	return f.e.RetryFrom(ctx, &r, LayerTransaction, firstErr, run)
 }
 
 // txVerdict classifies the failure of a transaction run for a re-run of
@@ -228,7 +231,7 @@ func (f *Factory) txVerdict(err error) classify.Verdict {
 	case errors.Is(err, ErrOutcomeUnknown):
 		return classify.Verdict{Class: classify.Fatal, Reason: ReasonOutcomeUnknown}
 	case waitedBelow(err) && step == nil:
-		return classify.Verdict{Class: classify.Fatal, Reason: reasonRetriedBelow}
+		return classify.Verdict{Class: classify.Fatal, Reason: conn.ReasonRetriedBelow}
 	case errors.As(err, &pe) && pe.Code == "40001":
 		return classify.Verdict{Class: classify.Transient, Reason: ReasonSerialization}
 	case errors.As(err, &pe) && pe.Code == "40P01":

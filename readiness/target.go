@@ -17,6 +17,7 @@ import (
 	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/internal/compose"
+	"github.com/holdfast-db/holdfast/internal/conn"
 	"github.com/holdfast-db/holdfast/internal/obs"
 	"github.com/holdfast-db/holdfast/sqldb"
 )
@@ -220,8 +221,11 @@ func (t *target) blueGreen() *bluegreen.Router {
 	if r := t.factory.BlueGreen(t.pool); r != nil {
 		return r
 	}
-	r, _ := compose.OfPool(t.pool).BlueGreenRouter().(*bluegreen.Router)
-	return r
+	if p := conn.OfPool(t.pool); p != nil {
+		return p.BlueGreen() // another factory's
+	}
+	return compose.OwnerOf[bluegreen.Router](t.pool.Config()) // bluegreen.New's
+
 }
 
 // logAttrs returns the target's attributes followed by attrs.

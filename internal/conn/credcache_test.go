@@ -1,4 +1,4 @@
-package holdfast
+package conn
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 func TestCredCacheSingleFlight(t *testing.T) {
 	release := make(chan struct{})
 	var calls atomic.Int32
-	cc := newCredCache(&connector{}, func(ctx context.Context, host string) (Credentials, error) {
+	cc := newCredCache(testConnector(), func(ctx context.Context, host string) (Credentials, error) {
 		calls.Add(1)
 		select {
 		case <-release:
@@ -32,7 +32,7 @@ func TestCredCacheSingleFlight(t *testing.T) {
 		wg.Go(func() {
 			cr, err := cc.get(ctx, "db")
 			if err == nil && (cr.User != "u" || cr.Password != "pw-1") {
-				err = errors.New("wrong credentials " + cr.String())
+				err = errors.New("wrong credentials for user " + cr.User)
 			}
 			errs <- err
 		})
@@ -70,7 +70,7 @@ func TestCredCacheSingleFlight(t *testing.T) {
 func TestCredCacheWaitBounded(t *testing.T) {
 	release := make(chan struct{})
 	started := make(chan struct{})
-	cc := newCredCache(&connector{}, func(ctx context.Context, host string) (Credentials, error) {
+	cc := newCredCache(testConnector(), func(ctx context.Context, host string) (Credentials, error) {
 		close(started)
 		<-release // ignores ctx: a misbehaving source
 		return Credentials{Password: "pw-1"}, nil
@@ -99,9 +99,9 @@ func TestCredCacheRefused(t *testing.T) {
 	var told []Credentials
 	var mu sync.Mutex
 	ttl := time.Hour
-	cc := newCredCache(&connector{}, func(ctx context.Context, host string) (Credentials, error) {
+	cc := newCredCache(testConnector(), func(ctx context.Context, host string) (Credentials, error) {
 		n := calls.Add(1)
-		if r, ok := RefusedCredentials(ctx); ok {
+		if r, ok := Refused(ctx); ok {
 			mu.Lock()
 			told = append(told, r)
 			mu.Unlock()
@@ -132,7 +132,7 @@ func TestCredCacheRefused(t *testing.T) {
 	}
 
 	ttl = 0
-	cc2 := newCredCache(&connector{}, cc.fn)
+	cc2 := newCredCache(testConnector(), cc.fn)
 	before := calls.Load()
 	for range 3 {
 		_, _ = cc2.get(ctx, "db")
@@ -148,7 +148,7 @@ func TestCredCacheRefused(t *testing.T) {
 func TestCredCacheAbandonedLeader(t *testing.T) {
 	var calls atomic.Int32
 	entered := make(chan struct{}, 2)
-	cc := newCredCache(&connector{}, func(ctx context.Context, host string) (Credentials, error) {
+	cc := newCredCache(testConnector(), func(ctx context.Context, host string) (Credentials, error) {
 		n := calls.Add(1)
 		entered <- struct{}{}
 		if n == 1 {
@@ -177,29 +177,31 @@ func TestCredCacheAbandonedLeader(t *testing.T) {
 	}
 }
 
-// TestCredCachePanic: a panicking function fails its callers with a
-// *PanicError, and the next get calls again.
+// TestCredCachePanic: a panicking function fails its callers with the
+// face's panic error (Errors.Panic), and the next get calls again.
 func TestCredCachePanic(t *testing.T) {
 	var calls atomic.Int32
-	cc := newCredCache(&connector{}, func(ctx context.Context, host string) (Credentials, error) {
+	cc := newCredCache(testConnector(), func(ctx context.Context, host string) (Credentials, error) {
 		if calls.Add(1) == 1 {
 			panic("boom")
 		}
 		return Credentials{Password: "pw-1", TTL: time.Hour}, nil
 	})
 	_, err := cc.get(context.Background(), "db")
-	var pe *PanicError
-	if !errors.As(err, &pe) {
-		t.Fatalf("err = %v, want a *PanicError", err)
+	var pe *panicked
+	if !errors.As(err, &pe) || pe.value != "boom" {
+		t.Fatalf("err = %v, want the panic's error", err)
 	}
 	if cr, err := cc.get(context.Background(), "db"); err != nil || cr.Password != "pw-1" {
 		t.Fatalf("after the panic: %v %v", cr, err)
 	}
 }
 
-func TestCredentialsString(t *testing.T) {
-	s := Credentials{User: "app", Password: "s3cret-pw", TTL: time.Second}.String()
-	if want := `holdfast.Credentials{User: "app", Password: [REDACTED], TTL: 1s}`; s != want {
-		t.Fatalf("String() = %s, want %s", s, want)
-	}
+// testConnector is a connector whose errors are this test's.
+func testConnector() *connector {
+	return &connector{errs: Errors{Panic: func(v any, _ []byte) error { return &panicked{value: v} }}}
 }
+
+type panicked struct{ value any }
+
+func (p *panicked) Error() string { return "panicked" }

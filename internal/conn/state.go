@@ -1,180 +1,37 @@
-package holdfast
+package conn
 
 import (
 	"context"
 	"errors"
-	"fmt"
-	"log/slog"
 	"net"
 	"os"
-	"reflect"
-	"runtime/debug"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/holdfast-db/holdfast/classify"
-	"github.com/holdfast-db/holdfast/internal/obs"
-	"github.com/holdfast-db/holdfast/retry"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/internal/compose"
+	"github.com/holdfast-db/holdfast/internal/obs"
+	"github.com/holdfast-db/holdfast/retry"
 )
-
-// This file builds connections: everything one connection of a pool goes
-// through, from its password to the end of its handshake, whatever path of
-// the pool asked for it (pool.Query, QueryRow, Exec, Begin, SendBatch,
-// CopyFrom, Ping, Acquire, sqlc code, database/sql through sqldb). The
-// pool's layers (failover routing, eviction; hooks.go composes them) learn
-// what happens to its connections through the connObserver interface
-// below, and never reach into this file's state.
-//
-// How a connect is retried without wrapping the pool. pgxpool gives
-// BeforeConnect a per-connection copy of the config, and pgconn's
-// ConnectConfig (pgx v5.13, pinned by TestConnectOrder) works the
-// config's Fallbacks like this:
-//
-//  1. it resolves every entry first — cc.Host, then each Fallbacks entry,
-//     in order — with one LookupFunc call per entry that is not a Unix
-//     socket directory, and builds one dial per address;
-//  2. it then dials those in order through the config's DialFunc, one at a
-//     time, each followed by its handshake; the first handshake that
-//     completes ends the connect;
-//  3. after a failure it goes on to the next dial, unless the failure was
-//     28P01, 3D000 or 42501 (it stops), and its error joins the failure of
-//     every dial, one line each: "address (host): cause".
-//
-// So the connector appends retry rounds to the connection's Fallbacks
-// (copies of the entries there were) and gives it a DialFunc that knows,
-// by counting its calls, which entry of which round it is dialing. At the
-// start of each retry round it looks at why the previous round failed and
-// either backs off and dials again (a transient failure of the handshake:
-// 53300, 57P03, 57P01, a reset mid-handshake) or refuses without dialing
-// (a fatal one). A last entry, on the connection's own host and never
-// dialed, reports the retries' end when the last round's handshake
-// failed, so that Factory.Acquire does not retry the connection again.
-// Each attempt's own failure is one line of the error; the number of
-// attempts is said once, in the line of the retry loop that gave up; the
-// entries after it say only that they were not dialed.
-//
-// Nothing is resent: no statement has been sent on a connection that is
-// still being built.
-
-// connector builds the connections of one factory's pools: one per
-// Factory, shared by its pools, immutable after New but for the budget.
-type connector struct {
-	classifier *classify.Classifier
-	password   func(ctx context.Context, host string) (string, error)
-	creds      *credCache // WithCredentialsFunc: password is creds.password
-	budget     *retry.Budget
-	logger     *slog.Logger
-	tel        *obs.Telemetry
-
-	dial      retry.Retrier // one dial, layer "connect"
-	fetch     retry.Retrier // one password fetch, layer "password"
-	maxDials  int           // the policy's MaxAttempts: one allowance per connection
-	perTry    time.Duration // the policy's AttemptTimeout, for first attempts
-	authRetry bool          // Integration.RetryAuthFailure
-	dialBy    string        // the integration (or option) that set the factory's dial
-	hinted    atomic.Bool   // hintIntegration warned
-}
-
-// connObserver is what a pool's layers learn from the connector about the
-// pool's connections, and where they may steer a dial. Every method is
-// called on the goroutine building the connection (closed: on pgx's, when
-// the socket closes) and must not block beyond the connect's own bounds.
-type connObserver interface {
-	// route returns where a dial of the pool's host goes, addr by default;
-	// it may hold the dial (failover: while no writer is known).
-	route(ctx context.Context, c *connState, host, addr string) (string, error)
-	// dialed: c's current dial reached addr, its handshake follows.
-	dialed(c *connState, addr string, start time.Time)
-	// validate runs when c's handshake completed (ValidateConnect): an
-	// error refuses the connection, and the next round retries it.
-	validate(c *connState, host string, pc *pgconn.PgConn) error
-	// pgError is OnPgError: false closes the connection.
-	pgError(pc *pgconn.PgConn, pe *pgconn.PgError) bool
-	// failed: a dial to addr was refused (established false), or an
-	// established connection to addr met a network error.
-	failed(addr string, established bool)
-	// closed: c's socket was closed.
-	closed(c *connState)
-}
-
-// observers are a pool's connObservers, called in order.
-type observers []connObserver
-
-func (os observers) route(ctx context.Context, c *connState, host, addr string) (string, error) {
-	for _, o := range os {
-		var err error
-		if addr, err = o.route(ctx, c, host, addr); err != nil {
-			return "", err
-		}
-	}
-	return addr, nil
-}
-
-func (os observers) dialed(c *connState, addr string, start time.Time) {
-	for _, o := range os {
-		o.dialed(c, addr, start)
-	}
-}
-
-func (os observers) validate(c *connState, host string, pc *pgconn.PgConn) error {
-	for _, o := range os {
-		if err := o.validate(c, host, pc); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (os observers) pgError(pc *pgconn.PgConn, pe *pgconn.PgError) bool {
-	keep := true
-	for _, o := range os {
-		keep = o.pgError(pc, pe) && keep
-	}
-	return keep
-}
-
-func (os observers) failed(addr string, established bool) {
-	for _, o := range os {
-		o.failed(addr, established)
-	}
-}
-
-func (os observers) closed(c *connState) {
-	for _, o := range os {
-		o.closed(c)
-	}
-}
-
-// noObserver is a connObserver that observes nothing: embed it and
-// override what a layer needs.
-type noObserver struct{}
-
-func (noObserver) route(_ context.Context, _ *connState, _, addr string) (string, error) {
-	return addr, nil
-}
-func (noObserver) dialed(*connState, string, time.Time)              {}
-func (noObserver) validate(*connState, string, *pgconn.PgConn) error { return nil }
-func (noObserver) pgError(*pgconn.PgConn, *pgconn.PgError) bool      { return true }
-func (noObserver) failed(string, bool)                               {}
-func (noObserver) closed(*connState)                                 {}
 
 // connState is one connection of a pool, from its first dial to its close:
 // the attempts it took, its retry rounds, then the established connection
 // (its server, whether a failover cut it). pgconn keeps it in the
-// connection's CustomData under madeKey.
+// connection's CustomData (compose.Keep): it is the layers' handle of the
+// connection (compose.Conn, handle methods below).
 type connState struct {
 	cn     *connector
-	b      *binding // the pool's layers
+	p      *Pool // the pool: its layers' chain, its admission limit
 	base   pgconn.DialFunc
 	cc     *pgx.ConnConfig
 	target *obs.Target // log lines name the pool's database
 
 	rounds     int      // retry rounds, the first included (the policy's MaxAttempts)
-	authHosts  []string // the names the password is issued for, in order, when blue/green routing named them
+	authHosts  []string // the names the password is issued for, in order, when blue/green routing named them (SetAuthHosts)
 	entries    []string // the hosts of one round: cc.Host, then the original fallbacks
 	sockets    []bool   // entries that are Unix sockets (pgconn does not look them up)
 	lookup     pgconn.LookupFunc
@@ -191,8 +48,8 @@ type connState struct {
 	madeAt time.Time // when the connection was made
 
 	clamp      atomic.Int64                // unix nanos: deadlines are clamped to it while the connection closes (0: not closing)
-	inflight   atomic.Int32                // what the connection has in flight (outcome.go, stmtTracer)
-	committing atomic.Bool                 // a transaction runner's COMMIT comes next
+	inflight   atomic.Int32                // what the connection has in flight (outcome.go)
+	committing atomic.Bool                 // a transaction runner's COMMIT comes next (MarkCommit)
 	aborted    atomic.Pointer[abortion]    // set when a layer cut the connection (abort)
 	dialed     atomic.Pointer[string]      // the server of the current dial, from the dial on: a cut reaches a handshake too
 	sock       atomic.Pointer[watchedConn] // the current dial's connection
@@ -215,8 +72,9 @@ type connState struct {
 	tctx context.Context
 	tl   *obs.Loop
 
-	ctx      context.Context // BeforeConnect's, naming the target: for the ERROR line of a failed connect
-	reported bool            // that line was written (or the failure was retryable)
+	ctx         context.Context // BeforeConnect's, naming the target: for the ERROR line of a failed connect
+	failedLayer string          // the layer whose BeforeConnect step failed (LayerPassword), for that line
+	reported    bool            // that line was written (or the failure was retryable)
 
 	admitted  atomic.Bool // holds a slot of the pool's admission limit (admit.go)
 	admitStop func() bool // unregisters the slot's backstop; on the connect's goroutine
@@ -278,21 +136,11 @@ func (c *connState) endRetries(err error) {
 	tl.End(c.tctx, err)
 }
 
-// madeKey keeps, in pgconn's CustomData, the connState of a connection
-// that the connector made.
-const madeKey = "holdfast/made"
-
-// stateOf returns the connState of c, or nil for a connection the
-// connector did not make.
+// stateOf returns the state of c, or nil for a connection this package
+// did not make: the handle compose.Keep recorded is the connector's own.
 func stateOf(c *pgx.Conn) *connState {
-	s, _ := c.PgConn().CustomData()[madeKey].(*connState)
+	s, _ := compose.ConnOf(c).(*connState)
 	return s
-}
-
-// newConnectError is the *ConnectError of layer (LayerConnect or
-// LayerPassword), its deprecated Stage kept equal to Layer.
-func newConnectError(layer string, err error) *ConnectError {
-	return &ConnectError{Layer: layer, Stage: layer, Err: err}
 }
 
 // prepare makes cc, the per-connection copy of the pool's config that
@@ -344,7 +192,7 @@ func (c *connState) prepare() {
 			return conn, nil
 		}
 	}
-	obsv := c.b.observers
+	chain := c.p.chain
 	onPgError := cc.OnPgError
 	cc.OnPgError = func(pc *pgconn.PgConn, pe *pgconn.PgError) bool {
 		if c.cn.creds != nil && !c.connected.Load() && (pe.Code == "28P01" || pe.Code == "28000") {
@@ -363,7 +211,7 @@ func (c *connState) prepare() {
 				c.mu.Unlock()
 			}
 		}
-		keep := obsv.pgError(pc, pe)
+		keep := chain.PgError(pc, pe)
 		if onPgError != nil {
 			keep = onPgError(pc, pe) && keep
 		}
@@ -377,7 +225,7 @@ func (c *connState) prepare() {
 			c.note(err)
 			return err
 		}
-		if err := obsv.validate(c, host, pc); err != nil {
+		if err := chain.Validate(c, host, pc); err != nil {
 			c.note(err) // retried by the next round's dial
 			return err
 		}
@@ -394,8 +242,8 @@ func (c *connState) prepare() {
 		c.addr, c.madeAt = pc.Conn().RemoteAddr().String(), time.Now()
 		c.pc.Store(pc)
 		c.connected.Store(true)
-		pc.CustomData()[madeKey] = c // eviction reads addr and madeAt; Factory.Start checks that the connector ran
-		c.cn.budget.Success()        // a connection that completed its handshake
+		compose.Keep(pc, c)   // the layers find its handle (eviction: Server, MadeAt); Engine.Start checks that the connector ran
+		c.cn.budget.Success() // a connection that completed its handshake
 		c.mu.Lock()
 		c.endRetries(nil) // recovered, if it was retried
 		c.mu.Unlock()
@@ -471,7 +319,7 @@ func (c *connState) lookupRetried(ctx context.Context, host string) ([]string, e
 		return lerr
 	})
 	if err != nil {
-		return nil, c.cn.redact(newConnectError(LayerConnect, err))
+		return nil, c.cn.redact(c.cn.errs.Connect(LayerConnect, err))
 	}
 	return addrs, nil
 }
@@ -607,11 +455,11 @@ func (c *connState) dialAttempt(ctx context.Context, network, addr string) (net.
 		}
 		return nil, c.stopped()
 	}
-	base := c.routedDial()
+	base := c.routedDial(false)
 	start := time.Now()
 	conn, err := c.cn.boundedDial(ctx, c.attemptBound(), base, network, addr)
 	if err != nil {
-		c.b.observers.failed(addr, false) // a refused connect may be a failover
+		c.p.chain.Failed(addr, false) // a refused connect may be a failover
 		if timedOut(err) {
 			c.timeouts++
 		}
@@ -645,21 +493,23 @@ func (c *connState) redial(ctx context.Context, network, addr string, firstErr e
 		return err
 	})
 	if err != nil {
-		return nil, attempts, newConnectError(LayerConnect, err)
+		return nil, attempts, c.cn.errs.Connect(LayerConnect, err)
 	}
 	return conn, attempts, nil
 }
 
 // routedDial returns the dial of each try: the pool's, through its
-// layers' routing (failover: held while the writer is down, to the new
-// writer while DNS lags), so that a retry follows a failover that happens
-// while the connection is retried.
-func (c *connState) routedDial() pgconn.DialFunc {
-	if len(c.b.observers) == 0 {
+// layers' Route (failover: held while the writer is down, to the new
+// writer while DNS lags; blue/green, for a retry: held through
+// IN_PROGRESS), so that a retry follows a failover that happens while the
+// connection is retried. retry is false for the connection's first dial.
+func (c *connState) routedDial(retry bool) pgconn.DialFunc {
+	chain := c.p.chain
+	if !chain.Routes() {
 		return c.base
 	}
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		addr, err := c.b.observers.route(ctx, c, c.cc.Host, addr)
+		addr, err := chain.Route(ctx, c, c.cc.Host, addr, retry)
 		if err != nil {
 			return nil, err
 		}
@@ -673,23 +523,13 @@ func (c *connState) routedDial() pgconn.DialFunc {
 // follow a server that DNS has since moved away from (a writer that
 // failed over and came back as a reader) for as long as the retries last.
 func (c *connState) retryDial() pgconn.DialFunc {
-	routed := c.routedDial()
+	routed := c.routedDial(true)
 	if len(c.entries) != 1 || c.sockets[0] {
 		return routed // several hosts: pgx chooses among them
 	}
 	host := c.entries[0]
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		addr = c.reresolve(ctx, host, addr)
-		if rr := c.b.comp.RetryRoute; rr != nil {
-			// The blue/green layer routed the connection once, in
-			// BeforeConnect: a retry asks it again (held through
-			// IN_PROGRESS).
-			var err error
-			if addr, err = rr(ctx, host, addr); err != nil {
-				return nil, err
-			}
-		}
-		return routed(ctx, network, addr)
+		return routed(ctx, network, c.reresolve(ctx, host, addr))
 	}
 }
 
@@ -789,7 +629,7 @@ func (c *connState) watch(conn net.Conn, dialStart time.Time) net.Conn {
 	}
 	wc := &watchedConn{Conn: conn, c: c}
 	c.sock.Store(wc)
-	c.b.observers.dialed(c, addr, dialStart) // a cut from now on reaches it
+	c.p.chain.Dialed(c, addr, dialStart) // a cut from now on reaches it
 	return wc
 }
 
@@ -854,7 +694,7 @@ func (c *connState) retryRound(ctx context.Context, network, addr string) (net.C
 		return err
 	})
 	if err != nil {
-		c.stop = newConnectError(LayerConnect, err)
+		c.stop = c.cn.errs.Connect(LayerConnect, err)
 		return nil, c.stopped()
 	}
 	return c.watch(conn, start), nil
@@ -884,7 +724,7 @@ func (c *connState) dialCancel(ctx context.Context, network, addr string) (net.C
 	defer cancel()
 	conn, err := c.base(dctx, network, addr)
 	if err != nil {
-		c.b.observers.failed(c.addr, true)
+		c.p.chain.Failed(c.addr, true)
 		return nil, err
 	}
 	_ = conn.SetDeadline(end)
@@ -901,7 +741,7 @@ type cancelConn struct {
 func (cc *cancelConn) Read(b []byte) (int, error) {
 	n, err := cc.Conn.Read(b)
 	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-		cc.c.b.observers.failed(cc.c.addr, true)
+		cc.c.p.chain.Failed(cc.c.addr, true)
 	}
 	return n, err
 }
@@ -913,7 +753,7 @@ func (c *connState) exhausted() error {
 	if last == nil {
 		last = errRefused
 	}
-	return newConnectError(LayerConnect, &retry.Error{Attempts: c.used, Last: last,
+	return c.cn.errs.Connect(LayerConnect, &retry.Error{Attempts: c.used, Last: last,
 		Verdict: c.cn.classifier.Classify(last), Stop: retry.StopExhausted})
 }
 
@@ -935,22 +775,17 @@ func (c *connState) retryHost() string {
 // authenticates (the Cloud SQL connector's IAM login).
 func (c *connState) freshAuth() bool { return c.cn.password != nil || c.cn.authRetry }
 
-// errRefused is what the dials of the remaining retry rounds return after
-// a failure this layer does not retry. It is not a *retry.Error: nothing
-// was retried, so Factory.Acquire still classifies the real cause.
-var errRefused = errors.New("holdfast: not retried: the previous attempt failed with an error that is not retried while connecting")
-
 // abortion is how a layer cut a connection: wrap turns the I/O error the
 // cut caused into the layer's error (a *failover.CutError).
 type abortion struct{ wrap func(cause error) error }
 
-// abort cuts the connection, at any moment from its dial on: its socket's
+// Abort cuts the connection, at any moment from its dial on: its socket's
 // deadlines are set in the past, so a blocked read or write returns at
 // once and every later one fails before sending anything, with wrap(the
 // I/O error) as the cause; a handshake that completes anyway is refused
 // (ValidateConnect). It reports whether this call cut it (not an earlier
 // one).
-func (c *connState) abort(wrap func(cause error) error) bool {
+func (c *connState) Abort(wrap func(cause error) error) bool {
 	if !c.aborted.CompareAndSwap(nil, &abortion{wrap: wrap}) {
 		return false
 	}
@@ -971,14 +806,29 @@ func (c *connState) abortErr(cause error) error {
 	return nil
 }
 
-// server returns the address of the connection's current dial ("" before
+// Server returns the address of the connection's current dial ("" before
 // it).
-func (c *connState) server() string {
+func (c *connState) Server() string {
 	if d := c.dialed.Load(); d != nil {
 		return *d
 	}
 	return ""
 }
+
+// MadeAt returns when the connection's handshake completed (zero before).
+func (c *connState) MadeAt() time.Time { return c.madeAt }
+
+// SetAuthHosts names the hosts the connection's password or token is
+// issued for (blue/green routing, in its BeforeConnect, before the
+// connect layer's).
+func (c *connState) SetAuthHosts(hosts []string) { c.authHosts = hosts }
+
+// MarkCommit tells the connection whether a transaction runner's COMMIT
+// is what it sends next.
+func (c *connState) MarkCommit(next bool) { c.committing.Store(next) }
+
+// connState is the layers' handle of the connection.
+var _ compose.Conn = (*connState)(nil)
 
 // watchedConn records the first network error of a connection's handshake,
 // so that the next retry round knows why it failed. After the handshake it
@@ -996,7 +846,7 @@ func (w *watchedConn) Read(b []byte) (int, error) {
 		if k := w.c.inflight.Load(); mayCommit(k) && w.c.connected.Load() && (w.c.clamp.Load() == 0 || w.c.aborted.Load() != nil) {
 			// A statement that could commit was sent and its answer is
 			// lost (a failed write sends nothing the server runs).
-			err = &OutcomeUnknownError{Statement: inflightNames[k], Err: err}
+			err = w.c.cn.errs.OutcomeUnknown(inflightNames[k], err)
 		}
 	}
 	return n, err
@@ -1023,7 +873,7 @@ func (w *watchedConn) Write(b []byte) (int, error) {
 // replaced this one.
 func (w *watchedConn) Close() error {
 	if w.c.sock.Load() == w {
-		w.c.b.observers.closed(w.c)
+		w.c.p.chain.Closed(w.c)
 	}
 	return w.Conn.Close()
 }
@@ -1075,7 +925,7 @@ func (c *connState) failed(err error) {
 	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, net.ErrClosed) || c.clamp.Load() != 0 {
 		return
 	}
-	c.b.observers.failed(c.addr, true)
+	c.p.chain.Failed(c.addr, true)
 }
 
 // noteNet records a network error of the handshake unless a server error
@@ -1110,226 +960,4 @@ func retryAuthOnce(v classify.Verdict, err error, used *bool) classify.Verdict {
 		return classify.Verdict{Class: classify.Transient, Reason: reasonAuthFreshToken}
 	}
 	return v
-}
-
-// boundedDial is the fast-path dial of an attempt: a plain call of base,
-// bounded by d (the attempt's bound; 0: none): pgxpool gives a connection
-// being built no caller cancellation, so without a bound a hung dial would
-// hold a pool slot until pgx's ConnectTimeout. A failure is left to the
-// caller's retry; it warns when it comes from a dialer that an
-// integration of holdfast should have brought (hintIntegration).
-func (cn *connector) boundedDial(ctx context.Context, d time.Duration, base pgconn.DialFunc, network, addr string) (net.Conn, error) {
-	dctx := ctx
-	if d > 0 && !endsWithin(ctx, d) {
-		var cancel context.CancelFunc
-		dctx, cancel = context.WithTimeout(ctx, d)
-		defer cancel()
-	}
-	conn, err := base(dctx, network, addr)
-	if err != nil {
-		cn.hintIntegration(ctx, err)
-		return nil, err
-	}
-	// No budget refund here: a front end (a proxy, a load balancer) may
-	// accept the dial of a database that is down. The refund comes when
-	// the handshake completes (AfterConnect).
-	cn.tel.FirstTry(ctx, LayerConnect) // no allocation unless a span records
-	return conn, nil
-}
-
-// endsWithin reports whether ctx's deadline is at most d away, so that a
-// bound of d would change nothing (and need not be allocated).
-func endsWithin(ctx context.Context, d time.Duration) bool {
-	dl, ok := ctx.Deadline()
-	return ok && time.Until(dl) <= d
-}
-
-// plainDial dials for a connection that the connector does not build
-// (a blue/green monitor's): the fast path, then the dial policy's retries.
-func (cn *connector) plainDial(ctx context.Context, base pgconn.DialFunc, network, addr string) (net.Conn, error) {
-	conn, err := cn.boundedDial(ctx, cn.perTry, base, network, addr)
-	if err == nil {
-		return conn, nil
-	}
-	r := cn.dial
-	r.Policy.MaxAttempts = cn.maxDials
-	err = cn.retryFrom(ctx, &r, LayerConnect, 0, err, func(ctx context.Context) error {
-		c, err := base(ctx, network, addr)
-		conn = c
-		return err
-	})
-	if err != nil {
-		return nil, cn.redact(newConnectError(LayerConnect, err))
-	}
-	return conn, nil
-}
-
-// issuePassword sets cc's password to a fresh one from the password
-// function, issued for the name the server answers to: the first of the
-// routing's names (authHosts, from bluegreen.AuthHosts), else cc's host.
-func (cn *connector) issuePassword(ctx context.Context, cc *pgx.ConnConfig, authHosts []string) error {
-	host := cc.Host
-	if len(authHosts) > 0 {
-		host = authHosts[0]
-	}
-	cr, err := cn.fetchPassword(ctx, host)
-	if err != nil {
-		return err
-	}
-	cc.Password = cr.Password
-	if cr.User != "" {
-		cc.User = cr.User // WithCredentialsFunc
-	}
-	return nil
-}
-
-// fetchPassword fetches the password or token of a connection to host,
-// under the retry policy, each call bounded by the policy's
-// AttemptTimeout. The user is set only by a credentials function.
-func (cn *connector) fetchPassword(ctx context.Context, host string) (Credentials, error) {
-	pw, err := cn.boundedPassword(ctx, host)
-	if err == nil {
-		// No budget refund: a token fetched while the database is down
-		// says nothing of the database. The refund comes when the
-		// connection's handshake completes.
-		cn.tel.FirstTry(ctx, LayerPassword)
-		return pw, nil
-	}
-	err = cn.retryFrom(ctx, &cn.fetch, LayerPassword, 0, err, func(ctx context.Context) error {
-		p, err := cn.callPassword(ctx, host)
-		pw = p
-		return err
-	})
-	if err != nil {
-		return Credentials{}, newConnectError(LayerPassword, err)
-	}
-	return pw, nil
-}
-
-// boundedPassword is the fast-path first fetch, bounded like boundedDial.
-func (cn *connector) boundedPassword(ctx context.Context, host string) (Credentials, error) {
-	if cn.perTry <= 0 {
-		return cn.callPassword(ctx, host)
-	}
-	ctx, cancel := context.WithTimeout(ctx, cn.perTry)
-	defer cancel()
-	return cn.callPassword(ctx, host)
-}
-
-// callPassword calls the password function, recovering a panic into a
-// Fatal *PanicError (safety.go), or gets the credentials function's
-// answer from the cache (credentials.go).
-func (cn *connector) callPassword(ctx context.Context, host string) (cr Credentials, err error) {
-	if cn.creds != nil {
-		return cn.creds.get(ctx, host)
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			pe := &PanicError{Value: r, Stack: debug.Stack()}
-			cn.tel.Error(ctx, obs.MsgPasswordPanicked, LayerPassword, "panic",
-				slog.String("panic", cn.tel.Redact(fmt.Sprint(r))), slog.String("stack", string(pe.Stack)))
-			cr, err = Credentials{}, pe
-		}
-	}()
-	pw, err := cn.password(ctx, host)
-	return Credentials{Password: pw}, err
-}
-
-// retryFrom is r.Continue with telemetry: the loop's attempts become span
-// events, and its end a recovery, an exhaustion or a budget rejection, each
-// counting prior, the connection's attempts before this loop's first: the
-// log line and the returned *retry.Error say the same number. It runs
-// only after a first failure, off the fast path.
-func (cn *connector) retryFrom(ctx context.Context, r *retry.Retrier, layer string, prior int, firstErr error, op func(context.Context) error) error {
-	ctx, loop := cn.tel.Begin(ctx, layer)
-	loop.Prior(prior)
-	rr := *r
-	onRetry := rr.OnRetry
-	rr.OnRetry = func(ctx context.Context, e retry.Event) {
-		e.Attempt += prior
-		loop.Observe(e)
-		if onRetry != nil {
-			onRetry(ctx, e)
-		}
-	}
-	err := rr.Continue(ctx, firstErr, op)
-	var re *retry.Error
-	if errors.As(err, &re) {
-		re.Attempts += prior // the connection's attempts, not this loop's
-	}
-	loop.End(ctx, err)
-	return err
-}
-
-// redact wraps err so that its text carries no secret; nil stays nil, and
-// an error whose text has none is returned as it is (safety.go).
-func (cn *connector) redact(err error) error {
-	if err == nil {
-		return nil
-	}
-	if _, ok := err.(*redactedError); ok {
-		return err
-	}
-	s := err.Error()
-	r := cn.tel.Redact(s)
-	if r == s {
-		return err
-	}
-	return &redactedError{err: err, text: r}
-}
-
-// unclassifiedDialers are the packages of dialers whose errors only an
-// integration classifies: a dial function of theirs set on the pool config
-// by hand gets none of it. Recognised by the error types' package paths,
-// without importing them.
-var unclassifiedDialers = []struct{ pkg, integration, option string }{
-	{"cloud.google.com/go/cloudsqlconn", "cloudsql", "cloudsql.With(dialer, instance)"},
-}
-
-// hintIntegration warns once per factory when a dial failed with an error
-// of a dialer that an integration of holdfast classifies, used without it
-// (the Cloud SQL connector's Dial set as ConnConfig.DialFunc, as
-// cloudsqlconn's README shows): its token and Admin API failures are then
-// Fatal "unknown", not retried. Called on a dial's failure path only.
-func (cn *connector) hintIntegration(ctx context.Context, err error) {
-	if cn.hinted.Load() {
-		return
-	}
-	for _, d := range unclassifiedDialers {
-		if cn.dialBy == d.integration || !fromPackage(err, d.pkg, 0) {
-			continue
-		}
-		if cn.hinted.CompareAndSwap(false, true) {
-			cn.logger.LogAttrs(ctx, slog.LevelWarn,
-				"holdfast: a dial failed with an error of "+d.pkg+", which this factory does not classify: its transient failures (a token or Admin API 5xx) are not retried; give the dialer to the factory with "+d.option+" instead of setting ConnConfig.DialFunc",
-				slog.String("error", cn.tel.Redact(err.Error())), slog.String("check", d.option))
-		}
-		return
-	}
-}
-
-// fromPackage reports whether err's tree holds an error whose type is
-// declared in pkg or below it.
-func fromPackage(err error, pkg string, depth int) bool {
-	if err == nil || depth > 16 {
-		return false
-	}
-	t := reflect.TypeOf(err)
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if p := t.PkgPath(); p == pkg || strings.HasPrefix(p, pkg+"/") {
-		return true
-	}
-	switch u := err.(type) {
-	case interface{ Unwrap() error }:
-		return fromPackage(u.Unwrap(), pkg, depth+1)
-	case interface{ Unwrap() []error }:
-		for _, e := range u.Unwrap() {
-			if fromPackage(e, pkg, depth+1) {
-				return true
-			}
-		}
-	}
-	return false
 }

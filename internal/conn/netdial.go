@@ -1,4 +1,4 @@
-package holdfast
+package conn
 
 import (
 	"net"

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package holdfast
+package conn
 
 import "syscall"
 

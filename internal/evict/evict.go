@@ -1,23 +1,27 @@
-package holdfast
+// Package evict is the eviction layer of a pool: it presumes dead the
+// pool's connections to a server that just failed one of them, or that
+// another layer left behind, and has them destroyed when next acquired.
+package evict
 
 import (
 	"context"
 	"sync/atomic"
 	"time"
 
-	"github.com/holdfast-db/holdfast/internal/compose"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/holdfast-db/holdfast/internal/compose"
 )
 
-// eviction is the layer that presumes dead a pool's connections to a
+// Eviction is the layer that presumes dead a pool's connections to a
 // server that just failed one of them: a network failure of an
 // established connection (a reset, a broken pipe, TCP_USER_TIMEOUT's
 // ETIMEDOUT, the server closing), a cancel request it does not answer, a
-// failover's cut. The connections made before the failure are destroyed
-// when next acquired (PrepareConn), and new ones are made instead. It is a
-// connObserver of the connector.
-type eviction struct {
-	noObserver
+// server another layer left (a failover's cut, a reader lagging). The
+// connections made before the failure are destroyed when next acquired
+// (PrepareConn), and new ones are made instead. Its zero value is ready;
+// it learns everything through its layer's hooks (Layer).
+type Eviction struct {
 	// cur, when set, is the latest failure and the ones before it still
 	// in force.
 	cur atomic.Pointer[evicted]
@@ -53,21 +57,23 @@ const evictDepth = 4
 // pool's connections against it; then the check costs nothing again.
 const evictWindow = time.Minute
 
-// layer returns the eviction's part of the pool's hooks.
-func (e *eviction) layer() compose.Layer {
-	return compose.Layer{PrepareConn: e.prepareConn}
+// Layer returns the eviction's part of the pool's hooks: PrepareConn,
+// and what it hears of the pool's connections (Failed) and of the other
+// layers (Gone, Retire).
+func (e *Eviction) Layer() compose.Layer {
+	return compose.Layer{PrepareConn: e.prepareConn, Failed: e.failed, Gone: e.evictHost, Retire: e.retireSome}
 }
 
 // failed presumes dead the pool's connections to addr when an established
 // one failed.
-func (e *eviction) failed(addr string, established bool) {
+func (e *Eviction) failed(addr string, established bool) {
 	if established {
 		e.evictHost(addr)
 	}
 }
 
 // evictHost presumes dead every connection to addr made before now.
-func (e *eviction) evictHost(addr string) {
+func (e *Eviction) evictHost(addr string) {
 	if addr == "" {
 		return
 	}
@@ -85,7 +91,7 @@ func (e *eviction) evictHost(addr string) {
 
 // prepareConn is the layer's PrepareConn: two atomic loads when no server
 // failed in the last minute and no rebalance is under way.
-func (e *eviction) prepareConn(_ context.Context, c *pgx.Conn) (bool, error) {
+func (e *Eviction) prepareConn(_ context.Context, c *pgx.Conn) (bool, error) {
 	if cur := e.cur.Load(); cur != nil && e.evicts(cur, c) {
 		return false, nil // pgxpool destroys it and tries another
 	}
@@ -98,7 +104,7 @@ func (e *eviction) prepareConn(_ context.Context, c *pgx.Conn) (bool, error) {
 // retireSome sets a quota: the next n[addr] connections to addr acquired
 // within retireFor are destroyed (a rebalance's surplus that was in use).
 // It replaces the quota before it.
-func (e *eviction) retireSome(n map[string]int) {
+func (e *Eviction) retireSome(n map[string]int) {
 	q := &retiring{left: make(map[string]*atomic.Int32, len(n)), until: time.Now().Add(retireFor)}
 	total := 0
 	for a, k := range n {
@@ -118,16 +124,16 @@ func (e *eviction) retireSome(n map[string]int) {
 }
 
 // retires reports whether c is one of q's quota, and counts it.
-func (e *eviction) retires(q *retiring, c *pgx.Conn) bool {
+func (e *Eviction) retires(q *retiring, c *pgx.Conn) bool {
 	if time.Now().After(q.until) {
 		e.quota.CompareAndSwap(q, nil)
 		return false
 	}
-	s := stateOf(c)
-	if s == nil {
+	h := compose.ConnOf(c)
+	if h == nil {
 		return false
 	}
-	left := q.left[s.addr]
+	left := q.left[h.Server()]
 	if left == nil {
 		return false
 	}
@@ -144,14 +150,18 @@ func (e *eviction) retires(q *retiring, c *pgx.Conn) bool {
 
 // evicts reports whether c was made before one of cur's failures, to its
 // server.
-func (e *eviction) evicts(cur *evicted, c *pgx.Conn) bool {
+func (e *Eviction) evicts(cur *evicted, c *pgx.Conn) bool {
 	if time.Since(cur.at) > evictWindow {
 		e.cur.CompareAndSwap(cur, nil)
 		return false
 	}
-	s := stateOf(c)
-	for ; s != nil && cur != nil; cur = cur.prev {
-		if s.addr == cur.addr && s.madeAt.Before(cur.at) {
+	h := compose.ConnOf(c)
+	if h == nil {
+		return false
+	}
+	addr, made := h.Server(), h.MadeAt()
+	for ; cur != nil; cur = cur.prev {
+		if addr == cur.addr && made.Before(cur.at) {
 			return true
 		}
 	}

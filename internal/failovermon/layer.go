@@ -1,4 +1,4 @@
-package holdfast
+package failovermon
 
 import (
 	"context"
@@ -8,53 +8,52 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/holdfast-db/holdfast/failover"
-	"github.com/holdfast-db/holdfast/internal/compose"
-	"github.com/holdfast-db/holdfast/internal/failovermon"
-	"github.com/holdfast-db/holdfast/internal/obs"
-	"github.com/holdfast-db/holdfast/internal/topology"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/holdfast-db/holdfast/failover"
+	"github.com/holdfast-db/holdfast/internal/compose"
+	"github.com/holdfast-db/holdfast/internal/topology"
 )
 
-// This file is the writer-failover layer (WithFailover): the factory keeps
-// one failover.Monitor per cluster, shared by the pools on it; each pool's
-// layer routes by the monitor's snapshot, learns of the pool's connections
-// from the connector (it is a connObserver) and acts on the monitor's
-// changes. It stands down while the composition says a blue/green
-// switchover routes the pool.
+// This file is the writer-failover layer of a pool (holdfast's
+// WithFailover): the engine keeps one Monitor per cluster, shared by the
+// pools on it; each pool's Layer routes by the monitor's snapshot, learns
+// of the pool's connections through its hooks (compose.Layer) and acts on
+// the monitor's changes. It stands down while a blue/green switchover
+// routes the pool (compose.Precedence).
 //
 //	BeforeConnect  by the writer endpoint: held while the writer is down
-//	               and no other is known (failover.Monitor.Hold)
-//	route          by the writer endpoint, each dial (the connector's
+//	               and no other is known (Monitor.Hold)
+//	Route          by the writer endpoint, each dial (the connector's
 //	               retries too): held while the writer is down, then to
 //	               the new writer's address while its DNS lags (TLS still
 //	               verifies the endpoint name)
-//	validate       by the writer endpoint: a server that is not the writer
+//	Validate       by the writer endpoint: a server that is not the writer
 //	               (in hot standby, or a reader of the topology) is refused,
 //	               and the attempt retried — to the writer
-//	pgError        57P01/57P02/57P03, and 25006 by the writer endpoint, wake
+//	PgError        57P01/57P02/57P03, and 25006 by the writer endpoint, wake
 //	               the monitor; a 25006 from a standby or read-only server
 //	               closes the connection
 //	PrepareConn    a connection to a writer that is down is destroyed
-//	failed         network errors and refused dials wake the monitor (a
+//	Failed         network errors and refused dials wake the monitor (a
 //	               reader pool's too: the probes judge the readers)
-//	dialed/closed  the pool's connections, from their dial on: on a new
+//	Dialed/Closed  the pool's connections, from their dial on: on a new
 //	               writer, every connection to the old one is cut
 //	               (failover.CutError), handshakes included, and idle ones
 //	               closed at once
 
-// foLayer is one pool's failover layer.
-type foLayer struct {
-	ref *monitorRef
-	m   *failovermon.Monitor
+// Layer is one pool's failover layer, on its cluster's Monitor. Build it
+// with NewLayer; Leave ends it with its pool.
+type Layer struct {
+	m *Monitor
 	// writer: the pool is routed as a pool on the writer endpoint — its
 	// host is one, or an instance endpoint with failover.FollowWriter
 	// (follow).
 	writer bool
 	follow bool
-	comp   *compose.Composition
+	comp   *compose.Composition // the pool's: its pool, and the events to the other layers
 
 	// A pool on a name of your own that Config.Aliases does not list:
 	// the first 25006 from a standby by it logs a hint (it may be a name
@@ -67,17 +66,9 @@ type foLayer struct {
 	rd *readerRouting // reader routing: a pool on the reader endpoint (readers.go)
 
 	mu   sync.Mutex
-	live map[*connState]struct{} // the pool's connections, from their dial on
-	cuts []cutRecord             // the latest cuts (at most maxCutRecords), for a dial they crossed
-	left bool                    // the pool closed: changes are ignored
-}
-
-// monitorRef is a factory's monitor of one cluster and how many of its
-// pools use it: the last to close closes it.
-type monitorRef struct {
-	key   string
-	m     *failovermon.Monitor
-	pools int
+	live map[compose.Conn]struct{} // the pool's connections, from their dial on
+	cuts []cutRecord               // the latest cuts (at most maxCutRecords), for a dial they crossed
+	left bool                      // the pool closed: changes are ignored
 }
 
 // cutRecord is one cut of the pool's connections to addr.
@@ -91,43 +82,7 @@ type cutRecord struct {
 // policy's AttemptTimeout, and a failover cuts one or two addresses.
 const maxCutRecords = 8
 
-// failoverMonitor returns the factory's monitor of the cluster of cc's
-// host, creating it, and counts the pool. f.mu is held.
-func (f *Factory) failoverMonitor(cc *pgx.ConnConfig, connHook func(context.Context, *pgx.ConnConfig) error) (*monitorRef, error) {
-	ep := f.failover.Endpoint(cc.Host)
-	tmpl, port, err := failovermon.TemplateFor(ep, cc.Port, f.failover.InstanceTemplate)
-	if err != nil {
-		return nil, err
-	}
-	key := clusterKey(ep, tmpl, port)
-	if ref := f.monitors[key]; ref != nil {
-		ref.pools++
-		return ref, nil
-	}
-	fc := *f.failover
-	if fc.Logger != nil { // the monitor's lines name the cluster it watches
-		fc.Logger = fc.Logger.With(slog.String("server.address", ep), slog.Int("server.port", int(port)), slog.String("db.namespace", cc.Database))
-	}
-	onEvent, tel, events := fc.OnEvent, f.tel, obs.FailoverEvents(ep, int(port))
-	fc.OnEvent = func(e failover.Event) { // counted under the cluster it concerns
-		tel.FailoverEvent(context.Background(), events, e.Name)
-		if onEvent != nil {
-			onEvent(e)
-		}
-	}
-	m, err := failovermon.New(cc, fc, connHook)
-	if err != nil {
-		return nil, err
-	}
-	if f.monitors == nil {
-		f.monitors = map[string]*monitorRef{}
-	}
-	ref := &monitorRef{key: key, m: m, pools: 1}
-	f.monitors[key] = ref
-	return ref, nil
-}
-
-// clusterKey is the identity of the cluster that a pool on endpoint ep
+// ClusterKey is the identity of the cluster that a pool on endpoint ep
 // (an alias already replaced by its endpoint) belongs to, as far as names
 // tell: the pools of one cluster share its monitor, and no two clusters
 // ever share one. The writer and reader endpoints of a cluster name it
@@ -136,7 +91,7 @@ func (f *Factory) failoverMonitor(cc *pgx.ConnConfig, connHook func(context.Cont
 // other host (an instance or custom endpoint, an IP address or a name of
 // your own with InstanceTemplate) names no cluster: its pools get a
 // monitor of their own, keyed by the host itself.
-func clusterKey(ep, tmpl string, port uint16) string {
+func ClusterKey(ep, tmpl string, port uint16) string {
 	p := strconv.Itoa(int(port))
 	if name, domain := topology.ClusterName(ep); name != "" {
 		return "cluster " + name + "." + domain + " " + tmpl + ":" + p
@@ -144,12 +99,12 @@ func clusterKey(ep, tmpl string, port uint16) string {
 	return "host " + topology.NormHost(ep) + " " + tmpl + ":" + p
 }
 
-// routedKind reports whether failover routing applies to a pool on
+// RoutedKind reports whether failover routing applies to a pool on
 // endpoint ep, and why not when it does not: an RDS Proxy follows the
 // writer itself, and an Aurora global database's endpoint is a DNS name
 // of the primary cluster's writer whose instance endpoints it does not
 // name.
-func routedKind(ep string) (bool, string) {
+func RoutedKind(ep string) (bool, string) {
 	switch topology.KindOf(topology.NormHost(ep)) {
 	case topology.KindProxy:
 		return false, "failover: an RDS Proxy endpoint follows the cluster's writer itself; failover routing is off for this pool (holdfast's retries still apply)"
@@ -159,34 +114,21 @@ func routedKind(ep string) (bool, string) {
 	return true, ""
 }
 
-// addFailover adds the failover layer of cc's pool, on its cluster's
-// monitor; mode is what a pool on an instance endpoint does (the pool's
-// PoolInstanceMode, else Config.InstancePools). f.mu is held.
-func (b *binding) addFailover(cc *pgx.ConnConfig, mode failover.InstanceMode) error {
-	f := b.f
-	ep := f.failover.Endpoint(cc.Host)
-	if ok, why := routedKind(ep); !ok {
-		f.logger.LogAttrs(context.Background(), slog.LevelInfo, why,
-			slog.String("server.address", cc.Host), slog.String("holdfast.endpoint.kind", topology.KindOf(topology.NormHost(ep)).String()))
-		return nil
-	}
-	// The monitor dials once per attempt, through the integration's (or
-	// the config's) dial but not the retry loop: a probe of a dead writer
-	// must fail fast, and never spend the pools' retry budget.
-	mc := cc.Copy()
-	mc.DialFunc = b.base
-	ref, err := f.failoverMonitor(mc, b.monitorConnect)
-	if err != nil {
-		return &ConfigError{Field: "WithFailover", Why: "cannot install failover routing", Err: err}
-	}
-	fo := &foLayer{ref: ref, m: ref.m, comp: b.comp, live: map[*connState]struct{}{}, host: cc.Host, log: b.target.Logger(f.logger)}
-	fo.writer = failovermon.IsWriterEndpoint(ep)
+// NewLayer returns the failover layer of a pool of cc on m, its cluster's
+// monitor: ep is cc's host with an alias replaced by its endpoint (what
+// RoutedKind accepted), mode what a pool on an instance endpoint does (the
+// pool's PoolInstanceMode, else Config.InstancePools), readers the
+// factory's reader routing, comp the pool's composition, log the pool's
+// logger. It watches m from now on: Leave ends it with its pool.
+func NewLayer(m *Monitor, comp *compose.Composition, cc *pgx.ConnConfig, ep string, mode failover.InstanceMode, readers failover.ReaderConfig, log *slog.Logger) *Layer {
+	fo := &Layer{m: m, comp: comp, live: map[compose.Conn]struct{}{}, host: cc.Host, log: log}
+	fo.writer = IsWriterEndpoint(ep)
 	fo.custom = ep == cc.Host && !topology.IsIP(cc.Host) && !isSocket(cc.Host) &&
 		topology.InstanceDomain([]string{topology.NormHost(cc.Host)}) == ""
 	// An instance endpoint (or an IP address, or a name of your own) with
 	// FollowWriter is routed as the writer endpoint, but its DNS is not
 	// checked against the writer: it names one instance, never the writer
-	// of the moment, so its dials by a reader's address are what route
+	// of the moment, so its dials by a reader's address are what Route
 	// sends to the writer.
 	fo.follow = !fo.writer && mode == failover.FollowWriter && !isSocket(cc.Host) &&
 		topology.KindOf(topology.NormHost(ep)) == topology.KindInstance
@@ -196,8 +138,8 @@ func (b *binding) addFailover(cc *pgx.ConnConfig, mode failover.InstanceMode) er
 	}
 	fo.writer = fo.writer || fo.follow
 	if !fo.writer && !isSocket(cc.Host) && topology.KindOf(topology.NormHost(ep)) == topology.KindReaderCluster &&
-		f.failover.Readers.Strategy != failover.ByDNS {
-		fo.rd = newReaderRouting(*f.failover)
+		readers.Strategy != failover.ByDNS {
+		fo.rd = newReaderRouting(readers)
 	}
 	for _, fb := range cc.Fallbacks {
 		if fb.Host != cc.Host {
@@ -205,48 +147,58 @@ func (b *binding) addFailover(cc *pgx.ConnConfig, mode failover.InstanceMode) er
 		}
 	}
 	if fo.rd != nil {
-		fo.m.ServeReaders(1) // its readers are pinged each HeartbeatInterval (leave counts it out)
+		fo.m.ServeReaders(1) // its readers are pinged each HeartbeatInterval (Leave counts it out)
 	}
-	b.fo = fo
-	b.observers = append(b.observers, fo)
-	fo.m.Watch(host, func(c failovermon.Change) { fo.onChange(b, c) })
-	if sw := b.comp.Switchover; sw != nil {
-		fo.m.StandDownWhile(sw) // a switchover moves the writer on purpose
+	fo.m.Watch(host, fo.onChange)
+	return fo
+}
+
+// isSocket reports whether host is a Unix socket directory.
+func isSocket(host string) bool { return len(host) > 0 && host[0] == '/' }
+
+// Monitor returns the cluster's monitor the layer routes by.
+func (fo *Layer) Monitor() *Monitor { return fo.m }
+
+// Layer returns the layer's part of the pool's hooks. It stands down
+// while a blue/green switchover routes the pool (compose.Precedence: a
+// switchover moves the writer on purpose), and so does the monitor.
+func (fo *Layer) Layer() compose.Layer {
+	l := compose.Layer{
+		BeforeConnect:  fo.hold,
+		PrepareConn:    fo.prepareConn,
+		Route:          fo.route,
+		Dialed:         fo.dialed,
+		Validate:       fo.validate,
+		PgError:        fo.pgError,
+		Failed:         fo.failed,
+		Closed:         fo.closed,
+		StandDownWhile: fo.m.StandDownWhile,
 	}
-	l := compose.Layer{BeforeConnect: fo.hold, PrepareConn: fo.prepareConn}
 	if fo.rd != nil {
 		// A reader pool's connections to a writer that went down (with
 		// WhenNoReader UseWriter) are cut by the failover that follows;
 		// its Acquire pays for no check of its own.
 		l.PrepareConn = nil
 	}
-	b.comp.Add(compose.Failover, l)
-	return nil
-}
-
-// switchover reports whether a blue/green switchover routes the pool now
-// (the composition's signal): the layer stands down meanwhile.
-func (fo *foLayer) switchover() bool {
-	sw := fo.comp.Switchover
-	return sw != nil && sw()
+	return l
 }
 
 // hold is the layer's BeforeConnect.
-func (fo *foLayer) hold(ctx context.Context, cc *pgx.ConnConfig, next func(context.Context, *pgx.ConnConfig) error) error {
+func (fo *Layer) hold(ctx context.Context, c compose.Conn, cc *pgx.ConnConfig, next compose.ConnectFunc) error {
 	fo.m.Start() // with the pool's first connection (idempotent)
-	if fo.writer && !fo.switchover() {
+	if fo.writer {
 		if err := fo.m.Hold(ctx, cc.Host); err != nil {
 			return err
 		}
 	}
-	return next(ctx, cc)
+	return next(ctx, c, cc)
 }
 
 // prepareConn destroys a connection to a writer that stopped answering: a
 // new connection is held until one is known. One atomic load when nothing
 // is wrong.
-func (fo *foLayer) prepareConn(_ context.Context, c *pgx.Conn) (bool, error) {
-	if s := fo.m.Snapshot(); s.Down && !fo.switchover() && c.PgConn().Conn().RemoteAddr().String() == s.DownAddr {
+func (fo *Layer) prepareConn(_ context.Context, c *pgx.Conn) (bool, error) {
+	if s := fo.m.Snapshot(); s.Down && c.PgConn().Conn().RemoteAddr().String() == s.DownAddr {
 		return false, nil
 	}
 	return true, nil
@@ -260,11 +212,11 @@ func (fo *foLayer) prepareConn(_ context.Context, c *pgx.Conn) (bool, error) {
 // address it gave is one of the topology's readers (a client-side cache
 // older than the monitor's), and always for a pool on an instance endpoint
 // with FollowWriter (once the writer is known); else addr.
-func (fo *foLayer) route(ctx context.Context, c *connState, host, addr string) (string, error) {
-	if fo.rd != nil && !fo.switchover() {
+func (fo *Layer) route(ctx context.Context, c compose.Conn, host, addr string, _ bool) (string, error) {
+	if fo.rd != nil {
 		return fo.routeReader(ctx, c, host, addr)
 	}
-	if !fo.writer || fo.switchover() {
+	if !fo.writer {
 		return addr, nil
 	}
 	if err := fo.m.Hold(ctx, host); err != nil {
@@ -278,13 +230,13 @@ func (fo *foLayer) route(ctx context.Context, c *connState, host, addr string) (
 
 // failed wakes the monitor: a refused connect or a broken connection may
 // be a failover.
-func (fo *foLayer) failed(string, bool) { fo.m.Trouble() }
+func (fo *Layer) failed(string, bool) { fo.m.Trouble() }
 
 // validate refuses a connection by the writer endpoint that reached a
 // server that is not the writer.
-func (fo *foLayer) validate(_ *connState, host string, pc *pgconn.PgConn) error {
-	if !fo.writer || fo.switchover() {
-		return nil // a blue/green switchover routes the pool: its servers change roles on purpose
+func (fo *Layer) validate(_ compose.Conn, host string, pc *pgconn.PgConn) error {
+	if !fo.writer {
+		return nil
 	}
 	addr := pc.Conn().RemoteAddr().String()
 	why := ""
@@ -306,7 +258,7 @@ func (fo *foLayer) validate(_ *connState, host string, pc *pgconn.PgConn) error 
 // a connection by the writer endpoint that answered 25006 from a server in
 // hot standby or read-only by default (not a transaction the application
 // made read-only itself).
-func (fo *foLayer) pgError(pc *pgconn.PgConn, pe *pgconn.PgError) bool {
+func (fo *Layer) pgError(pc *pgconn.PgConn, pe *pgconn.PgError) bool {
 	switch pe.Code {
 	case "57P01", "57P02", "57P03":
 		fo.m.Trouble()
@@ -328,7 +280,7 @@ func (fo *foLayer) pgError(pc *pgconn.PgConn, pe *pgconn.PgError) bool {
 // cut. A cut of addr made after the dial started and before this reaches
 // it here: whatever moment its handshake ends, no connection to a server
 // that a cut left behind survives the cut.
-func (fo *foLayer) dialed(c *connState, addr string, start time.Time) {
+func (fo *Layer) dialed(c compose.Conn, addr string, start time.Time) {
 	fo.mu.Lock()
 	fo.live[c] = struct{}{}
 	if fo.rd != nil {
@@ -342,12 +294,12 @@ func (fo *foLayer) dialed(c *connState, addr string, start time.Time) {
 	}
 	fo.mu.Unlock()
 	if crossed != nil {
-		c.abort(cutWrap(crossed))
+		c.Abort(cutWrap(crossed))
 	}
 }
 
 // closed forgets a connection.
-func (fo *foLayer) closed(c *connState) {
+func (fo *Layer) closed(c compose.Conn) {
 	fo.mu.Lock()
 	delete(fo.live, c)
 	if fo.rd != nil {
@@ -357,27 +309,27 @@ func (fo *foLayer) closed(c *connState) {
 }
 
 // onChange acts on the monitor's changes, on its goroutine.
-func (fo *foLayer) onChange(b *binding, c failovermon.Change) {
+func (fo *Layer) onChange(c Change) {
 	switch c.Kind {
-	case failovermon.WriterChanged:
+	case WriterChanged:
 		if c.OldAddr != "" && c.OldAddr != c.NewAddr {
-			fo.cut(b, c.OldAddr, &failover.CutError{OldWriter: c.OldWriter, NewWriter: c.NewWriter, Addr: c.OldAddr})
+			fo.cut(c.OldAddr, &failover.CutError{OldWriter: c.OldWriter, NewWriter: c.NewWriter, Addr: c.OldAddr})
 		}
-	case failovermon.InstancesLeft:
+	case InstancesLeft:
 		for i, addr := range c.Gone {
-			fo.cut(b, addr, &failover.CutError{Left: c.GoneIDs[i], Addr: addr})
+			fo.cut(addr, &failover.CutError{Left: c.GoneIDs[i], Addr: addr})
 		}
-	case failovermon.ReadersDown:
+	case ReadersDown:
 		for i, addr := range c.Gone {
-			fo.cut(b, addr, &failover.CutError{Down: c.GoneIDs[i], Why: c.Why[i], Addr: addr})
+			fo.cut(addr, &failover.CutError{Down: c.GoneIDs[i], Why: c.Why[i], Addr: addr})
 		}
-	case failovermon.ReadersLagging:
+	case ReadersLagging:
 		if fo.rd != nil {
-			fo.retire(b, c.Gone)
+			fo.retire(c.Gone)
 		}
-	case failovermon.ReadersJoined, failovermon.ReadersBack:
+	case ReadersJoined, ReadersBack:
 		if fo.rd != nil {
-			fo.rebalance(b)
+			fo.rebalance()
 		}
 	}
 }
@@ -385,8 +337,8 @@ func (fo *foLayer) onChange(b *binding, c failovermon.Change) {
 // cut closes every connection of the pool to addr: their next read or
 // write fails at once with err (nothing is sent), idle ones are closed
 // now, and the next Acquire of one destroys it.
-func (fo *foLayer) cut(b *binding, addr string, err *failover.CutError) {
-	b.ev.evictHost(addr)
+func (fo *Layer) cut(addr string, err *failover.CutError) {
+	fo.comp.Gone(addr) // the eviction destroys them when next acquired
 	fo.mu.Lock()
 	if fo.left {
 		fo.mu.Unlock()
@@ -396,18 +348,18 @@ func (fo *foLayer) cut(b *binding, addr string, err *failover.CutError) {
 	if len(fo.cuts) > maxCutRecords {
 		fo.cuts = append(fo.cuts[:0:0], fo.cuts[len(fo.cuts)-maxCutRecords:]...)
 	}
-	var hit []*connState
+	var hit []compose.Conn
 	for c := range fo.live {
-		if c.server() == addr {
+		if c.Server() == addr {
 			hit = append(hit, c)
 		}
 	}
 	fo.mu.Unlock()
 	wrap := cutWrap(err)
 	for _, c := range hit {
-		c.abort(wrap)
+		c.Abort(wrap)
 	}
-	if pool := b.comp.Pool(); pool != nil {
+	if pool := fo.comp.Pool(); pool != nil {
 		closeIdle(pool, func(a string) bool { return a == addr })
 	}
 }
@@ -442,9 +394,9 @@ func closeIdle(pool *pgxpool.Pool, pick func(addr string) bool) int {
 	return closed
 }
 
-// leave ends the layer with its pool: changes are ignored from now on,
-// and the last pool of the cluster closes its monitor.
-func (fo *foLayer) leave() {
+// Leave ends the layer with its pool: changes are ignored from now on
+// (the engine closes the monitor with the last pool of the cluster).
+func (fo *Layer) Leave() {
 	fo.mu.Lock()
 	was := fo.left
 	fo.left = true
@@ -452,16 +404,4 @@ func (fo *foLayer) leave() {
 	if !was && fo.rd != nil {
 		fo.m.ServeReaders(-1)
 	}
-}
-
-// Failover returns the writer-failover monitor of pool's cluster, or nil
-// when WithFailover is off, pool's endpoint gets no failover routing (an
-// RDS Proxy, an Aurora global endpoint) or pool was not built from a
-// config this factory configured. It finds the pool's layers from its
-// config: NewPool, or Configure and pgxpool.NewWithConfig, alike.
-func (f *Factory) Failover(pool *pgxpool.Pool) failover.Monitor {
-	if b := f.bindingOf(pool); b != nil && b.fo != nil {
-		return b.fo.m
-	}
-	return nil
 }

@@ -1,4 +1,4 @@
-package holdfast
+package failovermon
 
 import (
 	"context"
@@ -8,13 +8,13 @@ import (
 	"time"
 
 	"github.com/holdfast-db/holdfast/failover"
-	"github.com/holdfast-db/holdfast/internal/failovermon"
+	"github.com/holdfast-db/holdfast/internal/compose"
 )
 
 // This file is reader routing (failover.Config.Readers), part of the
 // failover layer of a pool on the reader endpoint:
 //
-//	route       each dial goes to a reader of the monitor's topology, by
+//	Route       each dial goes to a reader of the monitor's topology, by
 //	            address (TLS still verifies, and IAM tokens are for, the
 //	            endpoint name): the one with the fewest of the pool's
 //	            connections (dials under way included), or one at random;
@@ -36,7 +36,7 @@ type readerRouting struct {
 	// pending: the reader chosen for a connection's dial, until the dial
 	// reaches it (dialed) or the connection closes; a dial that never
 	// completes is forgotten after pendingFor.
-	pending map[*connState]pick
+	pending map[compose.Conn]pick
 }
 
 type pick struct {
@@ -53,16 +53,15 @@ const pendingFor = 30 * time.Second
 // the pool starts: by DNS they would pile on one reader).
 const firstTopologyWait = 3 * time.Second
 
-func newReaderRouting(c failover.Config) *readerRouting {
-	rc := c.Readers
+func newReaderRouting(rc failover.ReaderConfig) *readerRouting {
 	if rc.HoldTimeout <= 0 {
 		rc.HoldTimeout = failover.DefaultReaderHold
 	}
-	return &readerRouting{cfg: rc, pending: map[*connState]pick{}}
+	return &readerRouting{cfg: rc, pending: map[compose.Conn]pick{}}
 }
 
 // usable returns the readers of s that take new connections, sorted.
-func (r *readerRouting) usable(s *failovermon.Snapshot) []string {
+func (r *readerRouting) usable(s *Snapshot) []string {
 	out := make([]string, 0, len(s.Readers))
 	for a := range s.Readers {
 		if a == s.WriterAddr {
@@ -81,7 +80,7 @@ func (r *readerRouting) usable(s *failovermon.Snapshot) []string {
 }
 
 // routeReader returns the address of c's dial by the reader endpoint.
-func (fo *foLayer) routeReader(ctx context.Context, c *connState, host, addr string) (string, error) {
+func (fo *Layer) routeReader(ctx context.Context, c compose.Conn, host, addr string) (string, error) {
 	r := fo.rd
 	start := time.Now()
 	var first, hold <-chan time.Time
@@ -130,7 +129,7 @@ func (fo *foLayer) routeReader(ctx context.Context, c *connState, host, addr str
 }
 
 // choose picks c's reader among cands and counts it as pending.
-func (fo *foLayer) choose(c *connState, cands []string) string {
+func (fo *Layer) choose(c compose.Conn, cands []string) string {
 	r := fo.rd
 	now := time.Now()
 	fo.mu.Lock()
@@ -160,11 +159,11 @@ func (fo *foLayer) choose(c *connState, cands []string) string {
 // countsLocked returns the pool's connections by server address, the
 // dials under way to a chosen reader included; it forgets stale picks.
 // fo.mu is held.
-func (fo *foLayer) countsLocked(now time.Time) map[string]int {
+func (fo *Layer) countsLocked(now time.Time) map[string]int {
 	counts := make(map[string]int, 8)
 	for c := range fo.live {
 		if _, p := fo.rd.pending[c]; !p { // a redial of a live one: counted by its pick
-			counts[c.server()]++
+			counts[c.Server()]++
 		}
 	}
 	for c, p := range fo.rd.pending {
@@ -184,8 +183,8 @@ func (fo *foLayer) countsLocked(now time.Time) map[string]int {
 // ones in use are destroyed when next acquired, within retireFor (the
 // eviction's quota); pgxpool dials their replacements, which the routing
 // sends to the readers with the fewest.
-func (fo *foLayer) rebalance(b *binding) {
-	pool := b.comp.Pool()
+func (fo *Layer) rebalance() {
+	pool := fo.comp.Pool()
 	if pool == nil {
 		return
 	}
@@ -227,7 +226,7 @@ func (fo *foLayer) rebalance(b *binding) {
 	for _, n := range surplus {
 		later += n
 	}
-	b.ev.retireSome(surplus)
+	fo.comp.Retire(surplus) // the eviction destroys them when next acquired
 	if closed+later > 0 {
 		fo.log.LogAttrs(context.Background(), slog.LevelInfo, "failover: readers joined or came back; surplus connections of the busiest readers retired (idle ones now, the others when next acquired), so that new ones go to the new readers",
 			slog.String("server.address", fo.host), slog.Int("closed", closed), slog.Int("retire_when_acquired", later))
@@ -238,7 +237,7 @@ func (fo *foLayer) rebalance(b *binding) {
 // without failing what runs on them: the idle ones are closed now, the
 // others are destroyed when next acquired (the eviction's PrepareConn),
 // so that no read is served there after they finish.
-func (fo *foLayer) retire(b *binding, addrs []string) {
+func (fo *Layer) retire(addrs []string) {
 	fo.mu.Lock()
 	left := fo.left
 	fo.mu.Unlock()
@@ -246,9 +245,9 @@ func (fo *foLayer) retire(b *binding, addrs []string) {
 		return
 	}
 	for _, a := range addrs {
-		b.ev.evictHost(a)
+		fo.comp.Gone(a) // the eviction destroys the others when next acquired
 	}
-	pool := b.comp.Pool()
+	pool := fo.comp.Pool()
 	if pool == nil {
 		return
 	}
