@@ -1,0 +1,131 @@
+package apicheck
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"text/tabwriter"
+)
+
+var update = flag.Bool("update", false, "write the module's API file (api/NAME.txt) from the code")
+
+// The module's root, from this package's directory.
+var root = filepath.Join("..", "..")
+
+// TestAPI fails when the exported API of the module's packages differs
+// from its API file, api/NAME.txt: a name added, changed or removed is a
+// change of that file, reviewed with the code. -update writes the file.
+// With -v it logs each package's count of exported names.
+func TestAPI(t *testing.T) {
+	api, err := Generate(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := File(api.Module)
+	path := filepath.Join(root, file)
+	counts := countTable(api)
+	t.Logf("%d lines in %s; per package:\n%s", len(api.Features), file, counts)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, api.Format(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %s", file)
+		return
+	}
+	howto := fmt.Sprintf("If the change is meant, run in %s's root\n\tgo test ./internal/apicheck -update\nand commit %s with it.", api.Module, file)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, howto)
+	}
+	want, err := Parse(data)
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", file, err, howto)
+	}
+	added, removed := Diff(api.Features, want)
+	if len(added) > 0 || len(removed) > 0 {
+		var b strings.Builder
+		fmt.Fprintf(&b, "the exported API differs from %s: %d lines added, %d removed\n", file, len(added), len(removed))
+		for _, l := range added {
+			fmt.Fprintf(&b, "+%s\n", l)
+		}
+		for _, l := range removed {
+			fmt.Fprintf(&b, "-%s\n", l)
+		}
+		fmt.Fprintf(&b, "%s\nExported names per package (as shared/tools/exported.go counts them) and API lines:\n%s", howto, counts)
+		t.Fatal(b.String())
+	}
+	if !bytes.Equal(data, api.Format()) {
+		t.Fatalf("%s lists the API but not as generated (order, spacing or header)\n%s", file, howto)
+	}
+}
+
+// countTable is, for each listed package, its count of exported names
+// computed as shared/tools/exported.go does, and its lines in the API
+// file.
+func countTable(api *API) string {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "exported\tAPI lines\t")
+	exported, lines := 0, 0
+	for _, p := range api.Packages {
+		fmt.Fprintf(tw, "%d\t%d\t  %s\n", p.Exported, p.Features, "./"+strings.TrimPrefix(p.Dir, "."))
+		exported += p.Exported
+		lines += p.Features
+	}
+	fmt.Fprintf(tw, "%d\t%d\t  total\n", exported, lines)
+	tw.Flush()
+	return b.String()
+}
+
+// TestFormat lists a module made for the purpose (testdata/mod) and
+// compares it, line by line, with what Go's cmd/api would write (and the
+// few additions documented on the package).
+func TestFormat(t *testing.T) {
+	t.Setenv("GOWORK", "off") // testdata/mod is a module of its own
+	api, err := Generate(filepath.Join("testdata", "mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join("testdata", "mod.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	added, removed := Diff(api.Features, want)
+	for _, l := range added {
+		t.Errorf("unexpected: %s", l)
+	}
+	for _, l := range removed {
+		t.Errorf("missing: %s", l)
+	}
+	var got []string
+	for _, p := range api.Packages {
+		got = append(got, fmt.Sprintf("%s %d %d", p.Dir, p.Exported, p.Features))
+	}
+	if g, w := strings.Join(got, "; "), "a 27 63; a/b 1 1"; g != w {
+		t.Errorf("packages (dir, exported, lines) = %s, want %s", g, w)
+	}
+}
+
+func TestFile(t *testing.T) {
+	for mod, want := range map[string]string{
+		"github.com/holdfast-db/holdfast":    "api/holdfast.txt",
+		"github.com/holdfast-db/holdfast/lb": "api/lb.txt",
+		"example.com/x/v2":                   "api/x.txt",
+		"v2":                                 "api/v2.txt",
+	} {
+		if got := filepath.ToSlash(File(mod)); got != want {
+			t.Errorf("File(%q) = %q, want %q", mod, got, want)
+		}
+	}
+}
