@@ -27,8 +27,7 @@ func TestAPI(t *testing.T) {
 	}
 	file := File(api.Module)
 	path := filepath.Join(root, file)
-	counts := countTable(api)
-	t.Logf("%d lines in %s; per package:\n%s", len(api.Features), file, counts)
+	counts := fmt.Sprintf("%d lines in %s; exported names per package (as shared/tools/exported.go counts them) and API lines:\n%s", len(api.Features), file, countTable(api))
 	if *update {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)
@@ -36,7 +35,7 @@ func TestAPI(t *testing.T) {
 		if err := os.WriteFile(path, api.Format(), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("wrote %s", file)
+		t.Logf("wrote %s\n%s", file, counts)
 		return
 	}
 	howto := fmt.Sprintf("If the change is meant, run in %s's root\n\tgo test ./internal/apicheck -update\nand commit %s with it.", api.Module, file)
@@ -51,19 +50,20 @@ func TestAPI(t *testing.T) {
 	added, removed := Diff(api.Features, want)
 	if len(added) > 0 || len(removed) > 0 {
 		var b strings.Builder
-		fmt.Fprintf(&b, "the exported API differs from %s: %d lines added, %d removed\n", file, len(added), len(removed))
+		fmt.Fprintf(&b, "the exported API differs from %s: %d added (+, in the code only), %d removed (-, in the file only); a changed name is both\n", file, len(added), len(removed))
 		for _, l := range added {
 			fmt.Fprintf(&b, "+%s\n", l)
 		}
 		for _, l := range removed {
 			fmt.Fprintf(&b, "-%s\n", l)
 		}
-		fmt.Fprintf(&b, "%s\nExported names per package (as shared/tools/exported.go counts them) and API lines:\n%s", howto, counts)
+		fmt.Fprintf(&b, "%s\n%s", howto, counts)
 		t.Fatal(b.String())
 	}
 	if !bytes.Equal(data, api.Format()) {
 		t.Fatalf("%s lists the API but not as generated (order, spacing or header)\n%s", file, howto)
 	}
+	t.Log(counts)
 }
 
 // countTable is, for each listed package, its count of exported names
