@@ -147,11 +147,15 @@ func Generate(root string) (*API, error) {
 	if err != nil {
 		return nil, err
 	}
+	resolved, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return nil, err
+	}
 	api := &API{}
 	own := map[string]*listPkg{} // the module's packages
 	var order []*listPkg         // the same, dependencies first
 	for _, p := range all {
-		if p.Module == nil || filepath.Clean(p.Module.Dir) != root {
+		if p.Module == nil || (filepath.Clean(p.Module.Dir) != root && filepath.Clean(p.Module.Dir) != resolved) {
 			continue
 		}
 		if p.Error != nil {
@@ -226,7 +230,7 @@ func Generate(root string) (*API, error) {
 		}
 		checked[p.ImportPath] = tp
 
-		rel, err := filepath.Rel(root, p.Dir)
+		rel, err := filepath.Rel(filepath.Clean(p.Module.Dir), p.Dir)
 		if err != nil {
 			return nil, err
 		}
