@@ -19,7 +19,10 @@
 // from an embedded struct are not listed (its type's own lines have them,
 // when it is exported), nor is a struct type's layout inside a signature
 // ("struct"). Unlike cmd/api, an interface's type terms (~int | ~string)
-// are written in its summary line, and a string constant's value whole.
+// are written in its summary line, a string constant's value whole, and
+// an alias of a type from an internal package (type ConfigError =
+// cfgerr.Error) is followed by that type's fields and methods under the
+// alias's name, since users reach them through it alone.
 //
 // The module's own packages are type-checked from source (the GoFiles
 // that go list selects for this platform); the packages they import from
@@ -203,6 +206,7 @@ func Generate(root string) (*API, error) {
 		return os.Open(f)
 	})
 	checked := map[string]*types.Package{}
+	dep := map[token.Pos]bool{} // the deprecated names of the module's packages
 	for _, p := range order {
 		files := make([]*ast.File, 0, len(p.GoFiles))
 		for _, name := range p.GoFiles {
@@ -224,6 +228,7 @@ func Generate(root string) (*API, error) {
 			}
 			return fromExport.Import(path)
 		})}
+		deprecated(dep, files)
 		tp, err := conf.Check(p.ImportPath, fset, files, nil)
 		if err != nil {
 			return nil, err
@@ -241,7 +246,7 @@ func Generate(root string) (*API, error) {
 		if err := platformFree(fset, p); err != nil {
 			return nil, err
 		}
-		w := &walker{pkg: tp, deprecated: deprecated(files)}
+		w := &walker{pkg: tp, deprecated: dep}
 		w.export()
 		api.Features = append(api.Features, w.features...)
 		api.Packages = append(api.Packages, Package{
@@ -361,9 +366,9 @@ func exportedDecls(f *ast.File) int {
 	return n
 }
 
-// deprecated returns the positions of the names whose doc comment has a
-// paragraph that starts "Deprecated: ".
-func deprecated(files []*ast.File) map[token.Pos]bool {
+// deprecated adds to dep the positions of the names whose doc comment
+// has a paragraph that starts "Deprecated: ".
+func deprecated(dep map[token.Pos]bool, files []*ast.File) {
 	is := func(docs ...*ast.CommentGroup) bool {
 		for _, doc := range docs {
 			if doc == nil {
@@ -377,7 +382,6 @@ func deprecated(files []*ast.File) map[token.Pos]bool {
 		}
 		return false
 	}
-	dep := map[token.Pos]bool{}
 	fields := func(l *ast.FieldList) {
 		if l == nil {
 			return
@@ -441,7 +445,6 @@ func deprecated(files []*ast.File) map[token.Pos]bool {
 			return true
 		})
 	}
-	return dep
 }
 
 // walker writes the features of one package.
@@ -505,12 +508,28 @@ func (w *walker) emitType(obj *types.TypeName) {
 	w.emitDeprecated("type", obj)
 	if obj.IsAlias() {
 		w.emit("type %s = %s", name, w.typeString(obj.Type()))
+		// An alias of a type that users cannot name otherwise (from an
+		// internal package) makes its fields and methods part of this
+		// package's API: list them under the alias's name.
+		if named, ok := types.Unalias(obj.Type()).(*types.Named); ok && named.Obj().Pkg() != nil &&
+			slices.Contains(strings.Split(named.Obj().Pkg().Path(), "/"), "internal") {
+			w.emitNamed(name, name, named)
+		}
 		return
 	}
 	named := obj.Type().(*types.Named)
+	recv := name
 	if tps := named.TypeParams(); tps != nil {
 		name += w.typeParams(tps, true)
+		recv += w.typeParams(tps, false)
 	}
+	w.emitNamed(name, recv, named)
+}
+
+// emitNamed lists a defined type's underlying type and methods, the type
+// being called name (with its type parameters' constraints) and recv in
+// the methods' receivers.
+func (w *walker) emitNamed(name, recv string, named *types.Named) {
 	switch u := named.Underlying().(type) {
 	case *types.Struct:
 		head := "type " + name + " struct"
@@ -549,16 +568,15 @@ func (w *walker) emitType(obj *types.TypeName) {
 				continue
 			}
 			seen[m.Obj().Name()] = true
-			w.emitMethod(m)
+			w.emitMethod(recv, m)
 		}
 	}
 }
 
-func (w *walker) emitMethod(m *types.Selection) {
+func (w *walker) emitMethod(recv string, m *types.Selection) {
 	sig := m.Type().(*types.Signature)
-	recv := w.typeString(sig.Recv().Type())
-	if tps := sig.RecvTypeParams(); tps != nil {
-		recv += w.typeParams(tps, false)
+	if _, ok := m.Recv().(*types.Pointer); ok {
+		recv = "*" + recv
 	}
 	if w.isDeprecated(m.Obj()) {
 		w.emit("method (%s) %s //deprecated", recv, m.Obj().Name())

@@ -108,3 +108,10 @@ func (hidden) Exported() {}
 
 // Fn uses an interface literal and a chan of funcs.
 var Fn func(interface{ Len() int }, chan<- func()) [4]any
+
+// Pub makes an internal type part of the API: its fields and methods are
+// listed under Pub.
+type Pub = c.Promote
+
+// Dur is an alias of a type listed elsewhere.
+type Dur = time.Duration

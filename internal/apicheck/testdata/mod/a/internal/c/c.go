@@ -1,7 +1,10 @@
 package c
 
 // Promote's methods are promoted into a.T.
-type Promote struct{}
+type Promote struct {
+	// Deprecated: a deprecated field of an internal type.
+	Level int
+}
 
 // Promoted is one of them.
 func (Promote) Promoted() {}
