@@ -48,7 +48,8 @@ func ExampleWithMeterProvider() {
 	cfg.ConnConfig.LookupFunc = func(context.Context, string) ([]string, error) { return []string{"192.0.2.1"}, nil }
 	cfg.ConnConfig.DialFunc = fakes.NewConnector("", fakes.Refused().Forever()).Dial
 	_, err = f.NewPool(context.Background(), cfg)
-	fmt.Println("startup failed:", errors.Is(err, holdfast.ErrStartup))
+	var ce *holdfast.ConnectError
+	fmt.Println("startup failed:", errors.As(err, &ce) && ce.Layer == "startup")
 
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(context.Background(), &rm); err != nil {

@@ -270,7 +270,7 @@ func TestAdminAPI503OutlastsHoldfast(t *testing.T) {
 	}
 	var ce *holdfast.ConnectError
 	var ge *googleapi.Error
-	if !errors.As(err, &ce) || ce.Layer != holdfast.LayerConnect || !errors.As(err, &ge) || ge.Code != 503 {
+	if !errors.As(err, &ce) || ce.Layer != "connect" || !errors.As(err, &ge) || ge.Code != 503 {
 		t.Errorf("err = %v; want a holdfast ConnectError at the connect layer wrapping googleapi.Error{503}", err)
 	}
 	if !errors.Is(err, retry.ErrExhausted) {

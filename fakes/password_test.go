@@ -99,7 +99,7 @@ func TestPasswordSourceHang(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		pw, err := p.Password(ctx)
+		pw, err := p.Password(ctx, "")
 		done <- result{pw, err}
 	}()
 	<-ctx.watched
@@ -196,7 +196,7 @@ func TestConcurrentPasswords(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			pw, err := p.Password(ctx)
+			pw, err := p.Password(ctx, "")
 			var se *statusError
 			key := "other"
 			switch {

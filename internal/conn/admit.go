@@ -132,7 +132,7 @@ func (c *connState) queue(ctx context.Context, l *admit.Limiter) error {
 	tctx := obs.WithTarget(ctx, c.target)
 	c.cn.tel.ConnectQueued(tctx, waited, l.InFlight(), err)
 	if err != nil {
-		return c.cn.errs.Queued(waited, l.InFlight(), err)
+		return &queuedError{waited: waited, inFlight: l.InFlight(), err: err}
 	}
 	return nil
 }

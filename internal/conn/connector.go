@@ -157,7 +157,7 @@ func (cn *connector) callPassword(ctx context.Context, host string) (cr Credenti
 			stack := debug.Stack()
 			cn.tel.Error(ctx, obs.MsgPasswordPanicked, LayerPassword, "panic",
 				slog.String("panic", cn.tel.Redact(fmt.Sprint(r))), slog.String("stack", string(stack)))
-			cr, err = Credentials{}, cn.errs.Panic(r, stack)
+			cr, err = Credentials{}, &panicError{value: r}
 		}
 	}()
 	pw, err := cn.password(ctx, host)

@@ -147,7 +147,7 @@ func (cc *credCache) guarded(ctx context.Context, host string) (cr Credentials, 
 			stack := debug.Stack()
 			cc.cn.tel.Error(ctx, obs.MsgPasswordPanicked, LayerPassword, "panic",
 				slog.String("panic", cc.cn.tel.Redact(fmt.Sprint(r))), slog.String("stack", string(stack)))
-			cr, err = Credentials{}, cc.cn.errs.Panic(r, stack)
+			cr, err = Credentials{}, &panicError{value: r}
 		}
 	}()
 	return cc.fn(ctx, host)

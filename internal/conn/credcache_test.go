@@ -177,8 +177,8 @@ func TestCredCacheAbandonedLeader(t *testing.T) {
 	}
 }
 
-// TestCredCachePanic: a panicking function fails its callers with the
-// face's panic error (Errors.Panic), and the next get calls again.
+// TestCredCachePanic: a panicking function fails its callers with a
+// *panicError (Fatal "panic"), and the next get calls again.
 func TestCredCachePanic(t *testing.T) {
 	var calls atomic.Int32
 	cc := newCredCache(testConnector(), func(ctx context.Context, host string) (Credentials, error) {
@@ -188,7 +188,7 @@ func TestCredCachePanic(t *testing.T) {
 		return Credentials{Password: "pw-1", TTL: time.Hour}, nil
 	})
 	_, err := cc.get(context.Background(), "db")
-	var pe *panicked
+	var pe *panicError
 	if !errors.As(err, &pe) || pe.value != "boom" {
 		t.Fatalf("err = %v, want the panic's error", err)
 	}
@@ -197,11 +197,5 @@ func TestCredCachePanic(t *testing.T) {
 	}
 }
 
-// testConnector is a connector whose errors are this test's.
-func testConnector() *connector {
-	return &connector{errs: Errors{Panic: func(v any, _ []byte) error { return &panicked{value: v} }}}
-}
-
-type panicked struct{ value any }
-
-func (p *panicked) Error() string { return "panicked" }
+// testConnector is a connector with no telemetry.
+func testConnector() *connector { return &connector{} }

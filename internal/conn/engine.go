@@ -13,6 +13,7 @@ import (
 	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/failover"
+	"github.com/holdfast-db/holdfast/internal/cfgerr"
 	"github.com/holdfast-db/holdfast/internal/compose"
 	"github.com/holdfast-db/holdfast/internal/failovermon"
 	"github.com/holdfast-db/holdfast/internal/obs"
@@ -41,10 +42,11 @@ type Config struct {
 	Password    func(ctx context.Context, host string) (string, error)
 	Credentials func(ctx context.Context, host string) (Credentials, error)
 
-	Policy    retry.Policy // the connect layer's (each dial, each password fetch)
-	Budget    *retry.Budget
-	Logger    *slog.Logger
-	Telemetry *obs.Telemetry
+	Policy        retry.Policy // the connect layer's (each dial, each password fetch) and Acquire's
+	StartupPolicy retry.Policy // a pool's first connection (Start)
+	Budget        *retry.Budget
+	Logger        *slog.Logger
+	Telemetry     *obs.Telemetry
 	// GlobalProviders: no meter or tracer provider was given (the global
 	// ones): a pool configured before the application installs its SDK
 	// is instrumented from its first connect after that.
@@ -66,9 +68,11 @@ type Config struct {
 // and the failover monitors they share (one per cluster). It is safe for
 // concurrent use.
 type Engine struct {
-	cfg Config
-	cn  *connector
-	tel *obs.Telemetry
+	cfg     Config
+	cn      *connector
+	tel     *obs.Telemetry
+	acquire retry.Retrier // Acquire's, layer "acquire"
+	startup retry.Retrier // Start's, layer "startup"
 
 	// bgObserve: each pool's blue/green router records through the
 	// factory's telemetry (no Observer of the user's).
@@ -114,6 +118,8 @@ func New(c Config) *Engine {
 	e.cn.dial.NoRefund = true
 	e.cn.fetch = e.Retrier(c.Policy, LayerPassword)
 	e.cn.fetch.NoRefund = true
+	e.acquire = e.Retrier(c.Policy, LayerAcquire)
+	e.startup = e.Retrier(c.StartupPolicy, LayerStartup)
 	e.bgObserve = c.BlueGreen != nil && c.BlueGreen.Observer == nil
 	return e
 }
@@ -270,22 +276,94 @@ const ReasonRetriedBelow = "retried-below"
 
 // WaitedBelow reports whether err was already retried at the dial or
 // password layer (it carries a *retry.Error) or already held for its
-// bound (blue/green's suspension, the admission queue: queued reports
-// it): waiting for it again would multiply the bound.
-func WaitedBelow(err error, queued func(error) bool) bool {
+// bound (blue/green's suspension, the admission queue): waiting for it
+// again would multiply the bound.
+func WaitedBelow(err error) bool {
 	var below *retry.Error
-	return errors.As(err, &below) || errors.Is(err, bluegreen.ErrSuspended) || queued(err)
+	return errors.As(err, &below) || errors.Is(err, bluegreen.ErrSuspended) || errors.Is(err, ErrQueued)
 }
 
-// Reacquire retries acquire after a first failure firstErr, under r, as
-// Factory.Acquire retries pool.Acquire: one retry of a 28P01 or 28000
-// with a freshly fetched password or token, and a failure that the
-// connect could not see why it failed. Unless patient (startup), a
-// failure that WaitedBelow is not retried: a first one is returned as it
-// is, a later one ends the loop. pool names the log lines (nil: none).
-// The error is not redacted.
-func (e *Engine) Reacquire(ctx context.Context, pool *pgxpool.Pool, firstErr error, r *retry.Retrier, patient bool, queued func(error) bool, acquire func(context.Context) error) error {
-	if !patient && WaitedBelow(firstErr, queued) {
+// Acquire is pool.Acquire with request-scope retry (the face's
+// Factory.Acquire). Its error carries no secret holdfast knows.
+func (e *Engine) Acquire(ctx context.Context, pool *pgxpool.Pool) (*pgxpool.Conn, error) {
+	if dl, ok := ctx.Deadline(); ok {
+		// The connect that pool.Acquire may make runs without ctx's
+		// deadline (pgxpool keeps building it after the caller gives
+		// up); its retries still do not sleep past it.
+		ctx = retry.WithCallerDeadline(ctx, dl)
+	}
+	c, err := pool.Acquire(ctx)
+	if err == nil {
+		return c, nil
+	}
+	c, err = e.acquireAgain(ctx, pool, err, &e.acquire, false)
+	return c, e.cn.redact(err)
+}
+
+// Reacquire carries Acquire's retry to code that acquires its own way
+// (package sqldb: pgx's stdlib connector calls pool.Acquire): after
+// acquire failed with firstErr, it calls acquire again as Acquire retries
+// pool.Acquire. It returns nil once acquire succeeds, else an error that
+// carries no secret holdfast knows.
+func (e *Engine) Reacquire(ctx context.Context, pool *pgxpool.Pool, firstErr error, acquire func(context.Context) error) error {
+	if firstErr == nil {
+		return nil
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		ctx = retry.WithCallerDeadline(ctx, dl) // as Acquire: for the connects acquire waits on
+	}
+	return e.cn.redact(e.retryAcquire(ctx, pool, firstErr, &e.acquire, false, acquire))
+}
+
+// Start makes pool's first connection under the startup policy and
+// releases it to the pool (the face's Factory.Start); the layers learn
+// their pool. It returns the face's ConnectError of layer "startup", or a
+// *ConfigError when the pool's connection was not made through this
+// engine.
+func (e *Engine) Start(ctx context.Context, pool *pgxpool.Pool) error {
+	ctx, traced := e.tel.BeginStartup(ctx) // holdfast.stage=startup, holdfast.startup span
+	c, err := pool.Acquire(ctx)
+	if err != nil {
+		c, err = e.acquireAgain(ctx, pool, err, &e.startup, true)
+	} else {
+		e.tel.FirstTry(ctx, LayerStartup)
+	}
+	traced(err)
+	if err != nil {
+		return e.cfg.Errors.Connect(LayerStartup, e.cn.redact(err))
+	}
+	s := stateOf(c.Conn())
+	c.Release()
+	if s == nil || s.cn != e.cn {
+		return &cfgerr.Error{Field: "pgxpool.Config.BeforeConnect",
+			Why: "this factory's connect layer did not run for the pool's connection: the pool was not built from a config this factory configured, or BeforeConnect was replaced after Configure (set your hooks before Configure: holdfast chains them)"}
+	}
+	s.p.comp.Attach(pool) // the layers learn their pool (sweeps of idle connections, connection counts)
+	return nil
+}
+
+// acquireAgain retries pool.Acquire after a first failure firstErr.
+func (e *Engine) acquireAgain(ctx context.Context, pool *pgxpool.Pool, firstErr error, r *retry.Retrier, patient bool) (*pgxpool.Conn, error) {
+	var c *pgxpool.Conn
+	err := e.retryAcquire(ctx, pool, firstErr, r, patient, func(ctx context.Context) error {
+		var err error
+		c, err = pool.Acquire(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// retryAcquire retries acquire after a first failure firstErr, under r:
+// one retry of a 28P01 or 28000 with a freshly fetched password or token,
+// and a failure that the connect could not see why it failed. Unless
+// patient (startup), a failure that WaitedBelow is not retried: a first
+// one is returned as it is, a later one ends the loop. pool names the
+// log lines.
+func (e *Engine) retryAcquire(ctx context.Context, pool *pgxpool.Pool, firstErr error, r *retry.Retrier, patient bool, acquire func(context.Context) error) error {
+	if !patient && WaitedBelow(firstErr) {
 		return firstErr
 	}
 	if p := e.PoolOf(pool); p != nil {
@@ -294,7 +372,7 @@ func (e *Engine) Reacquire(ctx context.Context, pool *pgxpool.Pool, firstErr err
 	rr := *r
 	authRetried := false
 	rr.Classify = func(err error) classify.Verdict {
-		if !patient && WaitedBelow(err, queued) {
+		if !patient && WaitedBelow(err) {
 			return classify.Verdict{Class: classify.Fatal, Reason: ReasonRetriedBelow}
 		}
 		v := e.cfg.Classifier.Classify(err)
@@ -317,27 +395,6 @@ func (e *Engine) RetryFrom(ctx context.Context, r *retry.Retrier, layer string, 
 	return e.cn.retryFrom(ctx, r, layer, 0, firstErr, op)
 }
 
-// BeginStartup starts the telemetry of a pool's first connection: the
-// holdfast.startup span and stage; traced ends it.
-func (e *Engine) BeginStartup(ctx context.Context) (context.Context, func(error)) {
-	return e.tel.BeginStartup(ctx)
-}
-
-// FirstTry records an operation of layer that succeeded at once.
-func (e *Engine) FirstTry(ctx context.Context, layer string) { e.tel.FirstTry(ctx, layer) }
-
-// Started checks that c, pool's first connection, was made by this
-// engine's connector, and attaches the pool to its layers. It reports
-// false when the connect layer did not run for it.
-func (e *Engine) Started(pool *pgxpool.Pool, c *pgx.Conn) bool {
-	s := stateOf(c)
-	if s == nil || s.cn != e.cn {
-		return false
-	}
-	s.p.comp.Attach(pool) // the layers learn their pool (sweeps of idle connections, connection counts)
-	return true
-}
-
 // MarkCommit tells c's connection, when the engine made it, that a
 // transaction runner's COMMIT is what it sends next; the returned func
 // ends the mark.
@@ -348,4 +405,18 @@ func MarkCommit(c *pgx.Conn) func() {
 	}
 	h.MarkCommit(true)
 	return func() { h.MarkCommit(false) }
+}
+
+type readYourWritesKey struct{}
+
+// WithReadYourWrites returns ctx marked for read-your-writes (the face's
+// holdfast.ReadYourWrites).
+func WithReadYourWrites(ctx context.Context) context.Context {
+	return context.WithValue(ctx, readYourWritesKey{}, true)
+}
+
+// ReadYourWrites reports whether ctx is marked with WithReadYourWrites.
+func ReadYourWrites(ctx context.Context) bool {
+	v, _ := ctx.Value(readYourWritesKey{}).(bool)
+	return v
 }
