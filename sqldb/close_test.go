@@ -19,7 +19,7 @@ import (
 // A sqldb *sql.DB and, when its constructor gives one, its pool.
 type opened struct {
 	db   *sql.DB
-	pool *pgxpool.Pool    // nil for RegisterDriver
+	pool *pgxpool.Pool    // nil for RegisterDriver (Open's: PoolOf)
 	c    *sqldb.Connector // NewConnector's
 	kind string           // the constructor
 }
@@ -37,7 +37,7 @@ func openBy(t *testing.T, kind string) opened {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return opened{db: db, kind: kind}
+		return opened{db: db, pool: sqldb.PoolOf(db), kind: kind}
 	case "OpenDB", "NewConnector":
 		pool, err := f.NewPool(ctx, cfg)
 		if err != nil {
@@ -160,8 +160,11 @@ func hold(ctx context.Context, t *testing.T, db *sql.DB, what string) held {
 }
 
 // DB.Close returns at once while the application holds a Rows, a Tx or a
-// *sql.Conn (database/sql never waits for them; pgxpool.Close would), the
-// held connection keeps working, and its release closes it and the pool.
+// *sql.Conn (database/sql never waits for them; pgxpool.Close would): the
+// pool's idle connections close, the pool acquires nothing more, the held
+// connection keeps working, and its release closes it and ends the close
+// of the pool (pgxpool.Close returns; the goroutine that ran it is gone
+// when pgtest.Main's goleak check runs).
 func TestCloseWhileHeld(t *testing.T) {
 	t.Parallel()
 	for _, kind := range []string{"Open", "NewConnector", "RegisterDriver"} {
@@ -209,6 +212,17 @@ func TestCloseWhileHeld(t *testing.T) {
 
 				if o.pool != nil {
 					waitFor(t, "the pool's idle connection closed", func() bool { return o.pool.Stat().TotalConns() == 1 })
+					// The pool's close has begun: it makes no connection.
+					waitFor(t, "the pool refusing Acquire", func() bool {
+						c, err := o.pool.Acquire(ctx)
+						if err == nil {
+							c.Release()
+						}
+						return err != nil
+					})
+				}
+				if p := sqldb.PoolOf(o.db); p != nil {
+					t.Errorf("PoolOf after DB.Close = %p, want nil", p)
 				}
 				if o.c != nil {
 					if _, err := o.c.Connect(ctx); !errors.Is(err, sqldb.ErrClosed) {
