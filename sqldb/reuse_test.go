@@ -259,3 +259,31 @@ func TestReuseSeesEviction(t *testing.T) {
 		})
 	}
 }
+
+// On a pool with the deprecated BeforeAcquire and no PrepareConn (one no
+// holdfast factory configured: Configure turns it into PrepareConn), a
+// reuse runs BeforeAcquire, as pgxpool's Acquire does.
+func TestReuseRunsBeforeAcquire(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var reject atomic.Uint32
+	cfg, _ := config(t, "")
+	//lint:ignore SA1019 the deprecated hook is what this tests
+	cfg.BeforeAcquire = func(_ context.Context, c *pgx.Conn) bool { return c.PgConn().PID() != reject.Load() }
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sql.OpenDB(sqldb.NewConnector(pool))
+	defer db.Close()
+	first := pidOf(ctx, t, db)
+	if again := pidOf(ctx, t, db); again != first {
+		t.Fatalf("the connection was not reused: backends %d, %d", first, again)
+	}
+	reject.Store(first)
+	if next := pidOf(ctx, t, db); next == first {
+		t.Errorf("the statement ran on backend %d, which BeforeAcquire rejects", first)
+	}
+	backendGone(t, first)
+}

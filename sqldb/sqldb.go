@@ -51,7 +51,8 @@ var ErrClosed = errors.New("sqldb: connector is closed")
 // opts are pgx stdlib options. stdlib.OptionShouldPing applies (when
 // database/sql reuses a connection); stdlib.OptionResetSession is replaced
 // by sqldb's check of a reused connection, which runs the pool's
-// PrepareConn: reset a session there. pgx's stdlib ignores
+// PrepareConn: reset a session there. In *sql.Conn.Raw the driver
+// connection is pgx's *stdlib.Conn. pgx's stdlib ignores
 // OptionBeforeConnect and OptionAfterConnect for a pool: set the pool's
 // hooks on cfg instead (BeforeConnect, AfterConnect, PrepareConn,
 // AfterRelease, ShouldPing).
@@ -72,8 +73,8 @@ func Open(ctx context.Context, f *holdfast.Factory, cfg *pgxpool.Config, opts ..
 // OpenDB returns a *sql.DB over pool, a pool built from a config that a
 // holdfast.Factory configured (NewPool, or Configure then
 // pgxpool.NewWithConfig), set up as [Open]'s (no idle connection in
-// database/sql, the pool's lifetimes, the same options). Closing the
-// *sql.DB leaves the pool open.
+// database/sql, the same options). Closing the *sql.DB leaves the pool
+// open.
 func OpenDB(pool *pgxpool.Pool, opts ...stdlib.OptionOpenDB) *sql.DB {
 	return open(newConnector(pool, false, nil, opts))
 }
@@ -327,6 +328,11 @@ func (c *Connector) closeWhenReleased() { c.closePool() }
 // a database by driver name and DSN only. Each sql.Open(name, dsn) builds
 // its own pool configured by f, without connecting (connections are made
 // on first use, retried as usual); DB.Close closes it.
+//
+// sqldb cannot set that *sql.DB's SetMaxIdleConns: database/sql keeps its
+// default of 2 idle connections, acquired from the pool and checked when
+// reused (see the package documentation, "Idle connections"). Call
+// db.SetMaxIdleConns(0) to have them go back to the pool, as [Open]'s do.
 //
 // It returns a *ConfigError when name is empty, already registered, or f
 // is nil. Register once, at program start (database/sql cannot unregister
