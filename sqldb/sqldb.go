@@ -263,7 +263,7 @@ const closeTimeout = 100 * time.Millisecond
 type reuseError struct{ err error }
 
 func (e *reuseError) Error() string {
-	return "sqldb: the pool's PrepareConn refused a connection database/sql kept: " + e.err.Error()
+	return "sqldb: the pool's PrepareConn failed on a connection database/sql reused: " + e.err.Error()
 }
 func (e *reuseError) Unwrap() []error { return []error{e.err, driver.ErrBadConn} }
 
@@ -288,10 +288,11 @@ func (c *Connector) Driver() driver.Driver { return c.base.Driver() }
 // at once and leaves the close of the pool to a goroutine of the
 // Connector's, which pgxpool.Close (and with a factory, Factory.ClosePool)
 // keeps until the application releases the last connection it holds, and
-// which ends then. Meanwhile the pool acquires nothing more (pgxpool.Close
-// has begun) and its health checks are stopped; a connection released is
-// closed. Connect then returns [ErrClosed], and [PoolOf] of its *sql.DB
-// returns nil. Closing a Connector a second time does nothing.
+// which ends then. Once that goroutine has begun pgxpool.Close, the pool
+// acquires nothing more and its health check is stopped; a connection
+// released is closed. Connect returns [ErrClosed] from Close on, and
+// [PoolOf] of its *sql.DB returns nil. Closing a Connector a second time
+// does nothing.
 func (c *Connector) Close() error {
 	c.mu.Lock()
 	if c.closing {
@@ -319,8 +320,11 @@ func (c *Connector) Close() error {
 	return nil
 }
 
-// closeWhenReleased is the goroutine of Close while connections are held:
-// it returns when pgxpool.Close does, once the last of them is released.
+// closeWhenReleased is the goroutine that Close starts while connections
+// are held; the Connector owns it, and nothing waits for it. It returns
+// when pgxpool.Close does: once the application has released the last of
+// them and the pool has closed it (and with a factory, once
+// Factory.ClosePool has stopped the pool's monitors).
 func (c *Connector) closeWhenReleased() { c.closePool() }
 
 // RegisterDriver registers name as a database/sql driver whose data source
