@@ -159,7 +159,7 @@ func TestReuseHonoursLifetime(t *testing.T) {
 			defer cancel()
 			var db *sql.DB
 			if kind == "Open" {
-				cfg, _ := config(t, "&pool_max_conn_lifetime=400ms")
+				cfg, _ := config(t, "&pool_max_conn_lifetime=1s")
 				var err error
 				if db, err = sqldb.Open(ctx, newFactory(t), cfg); err != nil {
 					t.Fatal(err)
@@ -171,7 +171,7 @@ func TestReuseHonoursLifetime(t *testing.T) {
 					t.Fatal(err)
 				}
 				var err error
-				if db, err = sql.Open(name, pgtest.DSN(t)+"&sslmode=disable&pool_max_conn_lifetime=400ms"); err != nil {
+				if db, err = sql.Open(name, pgtest.DSN(t)+"&sslmode=disable&pool_max_conn_lifetime=1s"); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -180,7 +180,7 @@ func TestReuseHonoursLifetime(t *testing.T) {
 			if again := pidOf(ctx, t, db); again != first {
 				t.Fatalf("within its lifetime the connection was not reused: backends %d, %d", first, again)
 			}
-			time.Sleep(500 * time.Millisecond)
+			time.Sleep(1200 * time.Millisecond)
 			if next := pidOf(ctx, t, db); next == first {
 				t.Errorf("the statement ran on backend %d past the pool's MaxConnLifetime", first)
 			}
