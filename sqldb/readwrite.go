@@ -46,11 +46,7 @@ func OpenReadWrite(ctx context.Context, f *holdfast.Factory, writer, reader *pgx
 	if err != nil {
 		return nil, err
 	}
-	owned := func(pool *pgxpool.Pool) *sql.DB {
-		c := NewConnector(pool)
-		c.f = f
-		return open(c)
-	}
+	owned := func(pool *pgxpool.Pool) *sql.DB { return open(newConnector(pool, true, f, nil)) }
 	return &ReadWrite{f: f, writer: owned(rw.Writer()), reader: owned(rw.Reader())}, nil
 }
 
