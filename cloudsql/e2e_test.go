@@ -453,9 +453,9 @@ func TestNewPoolStartup(t *testing.T) {
 		start := time.Now()
 		err := e.f.Start(ctxFor(t, 60*time.Second), e.pool)
 		measured(t, start)
-		var se *holdfast.StartupError
-		if !errors.As(err, &se) || se.Verdict.Class != classify.Fatal || se.Verdict.Reason != "permission-denied" {
-			t.Fatalf("Start = %v; want a fatal permission-denied StartupError", err)
+		var ce *holdfast.ConnectError
+		if v := e.f.Classify(err); !errors.As(err, &ce) || ce.Layer != "startup" || v.Class != classify.Fatal || v.Reason != "permission-denied" {
+			t.Fatalf("Start = %v; want a fatal permission-denied ConnectError of layer startup", err)
 		}
 		if got := e.dials.Load(); got != 1 {
 			t.Errorf("dials = %d, want 1", got)

@@ -25,14 +25,14 @@
 //
 // What Factory.Acquire adds — one request-scope retry of a 28P01 with a
 // fresh password or token, which pgx does not try again inside a connect —
-// applies too, to a *sql.DB from [Open] or [RegisterDriver]
-// (Factory.Reacquire); [OpenDB] and [NewConnector], which are given a pool
+// applies too, to a *sql.DB from [Open] or [RegisterDriver]; [OpenDB] and [NewConnector], which are given a pool
 // and no factory, have every other retry.
 //
 // [OpenReadWrite] is holdfast's read/write splitting (holdfast.ReadWrite)
 // for database/sql: a *sql.DB on the cluster's writer endpoint and one on
-// its reader endpoint, with Read, ReadTx and WriteTx, and
-// holdfast.ReadYourWrites for a read that must see the caller's writes.
+// its reader endpoint, with Read, and holdfast.ReadYourWrites for a read
+// that must see the caller's writes. [RunTx] is the factory's transaction
+// runner over a *sql.DB.
 //
 // For tools that only take a driver name and a DSN, [RegisterDriver]
 // registers a driver whose connection strings open holdfast pools.

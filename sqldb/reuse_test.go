@@ -209,7 +209,7 @@ func TestReuseSeesEviction(t *testing.T) {
 			// were read from it, the others stay.
 			dial := fakes.NewConnector(net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))),
 				fakes.Connect(), fakes.ResetAfter(20_000))
-			f := newFactory(t, holdfast.WithDialFunc(dial.Dial))
+			f := newFactory(t, holdfast.WithIntegration(holdfast.Integration{Dial: dial.Dial}))
 			var db *sql.DB
 			if kind == "Open" {
 				cfg.MinConns = 0

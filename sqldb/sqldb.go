@@ -6,10 +6,11 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"github.com/holdfast-db/holdfast/internal/cfgerr"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/holdfast-db/holdfast/internal/cfgerr"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/classify"
+	hfconn "github.com/holdfast-db/holdfast/internal/conn"
 )
 
 // ErrInvalidConfig is matched by every *ConfigError.
@@ -41,7 +43,8 @@ var ErrClosed = errors.New("sqldb: connector is closed")
 // the application still holds a connection (a Rows, Tx or *sql.Conn),
 // when it releases the last one; DB.Close does not wait. It returns a
 // *ConfigError for a nil factory or config and NewPool's errors (a
-// *holdfast.StartupError when the database cannot be reached).
+// *holdfast.ConnectError of Layer "startup" when the database cannot be
+// reached).
 //
 // The *sql.DB keeps no idle connection (SetMaxIdleConns(0), as pgx's
 // stdlib.OpenDBFromPool sets): a connection the application is done with
@@ -98,7 +101,7 @@ var pools sync.Map // *sql.DB → *pgxpool.Pool
 // PoolOf returns the pgxpool under db, a *sql.DB that [Open] or [OpenDB]
 // returned and that is not closed yet, so that code given only the *sql.DB
 // (readiness checks, metrics, a drain) can read the pool's Stat or reach
-// its holdfast name (holdfast.Factory.PoolName). It returns nil for a nil
+// its holdfast name. It returns nil for a nil
 // or closed db and for a *sql.DB that sqldb did not build itself: one of
 // sql.Open with a [RegisterDriver] driver, or of sql.OpenDB over a
 // [Connector] (use [Connector.Pool]). The pool stays the *sql.DB's: do not
@@ -166,8 +169,7 @@ func newConnector(pool *pgxpool.Pool, owned bool, f *holdfast.Factory, opts []st
 // Connect acquires a connection from the pool, bounded by ctx, and returns
 // it as pgx's *stdlib.Conn. Every connect of the pool is retried by the
 // factory that configured it; a Connector from [Open] or [RegisterDriver]
-// also retries a failed acquire as holdfast.Factory.Acquire does
-// (Factory.Reacquire): one retry of a 28P01 with a freshly fetched
+// also retries a failed acquire as holdfast.Factory.Acquire does: one retry of a 28P01 with a freshly fetched
 // password or token, which pgx does not retry inside a connect. After
 // Close it returns [ErrClosed].
 func (c *Connector) Connect(ctx context.Context) (driver.Conn, error) {
@@ -200,7 +202,11 @@ func (c *Connector) connect(ctx context.Context) (driver.Conn, error) {
 	if err == nil || c.f == nil {
 		return conn, err
 	}
-	err = c.f.Reacquire(ctx, c.pool, err, func(ctx context.Context) error {
+	p := hfconn.OfPool(c.pool)
+	if p == nil {
+		return nil, err
+	}
+	err = p.Engine().Reacquire(ctx, c.pool, err, func(ctx context.Context) error {
 		var err error
 		conn, err = c.base.Connect(ctx)
 		return err
@@ -426,19 +432,20 @@ func Rule(err error) (classify.Verdict, bool) {
 	return classify.Verdict{}, false
 }
 
-// BeginTxFunc runs fn in a transaction of db, as holdfast's
-// Factory.BeginTxFunc does for a pgxpool: BEGIN with opts, fn, COMMIT
-// (ROLLBACK when fn returns an error), and the whole of it again only when
-// the failure proves that nothing committed — 40001, 40P01, a connection
-// that failed before COMMIT was sent, nothing sent at all
-// (driver.ErrBadConn), holdfast's own waits and refusals. It never runs fn
-// again when fn returned an error of its own, nor after COMMIT was sent
-// and its answer was lost: that returns a *holdfast.OutcomeUnknownError
-// (errors.Is(err, holdfast.ErrOutcomeUnknown)). The re-runs follow f's
-// transaction policy (holdfast.WithTxPolicy), ctx's deadline and f's retry
-// budget; f is the factory of db's pool. fn should do nothing but the
-// transaction's work: it may run more than once.
-func BeginTxFunc(ctx context.Context, f *holdfast.Factory, db *sql.DB, opts *sql.TxOptions, fn func(*sql.Tx) error) error {
+// RunTx runs fn in a transaction of db, as holdfast's Factory.RunTx does
+// for a pool, with the same runner: BEGIN with opts (nil: the driver's
+// defaults), fn, COMMIT (ROLLBACK when fn returns an error), and the whole
+// of it again only when the failure proves that nothing committed —
+// 40001, 40P01, a connection that failed before COMMIT was sent, nothing
+// sent at all (driver.ErrBadConn), holdfast's own waits and refusals. It
+// never runs fn again when fn returned an error of its own, nor after
+// COMMIT was sent and its answer was lost: that returns a
+// *holdfast.OutcomeUnknownError (errors.Is(err,
+// holdfast.ErrOutcomeUnknown)). The re-runs follow f's transaction policy
+// (holdfast.WithTxPolicy), ctx's deadline and f's retry budget; f is the
+// factory of db's pool. fn should do nothing but the transaction's work:
+// it may run more than once.
+func RunTx(ctx context.Context, f *holdfast.Factory, db *sql.DB, opts *sql.TxOptions, fn func(*sql.Tx) error) error {
 	switch {
 	case f == nil:
 		return &ConfigError{Pkg: "sqldb", Field: "factory", Why: "nil: the factory of db's pool"}
@@ -447,15 +454,34 @@ func BeginTxFunc(ctx context.Context, f *holdfast.Factory, db *sql.DB, opts *sql
 	case fn == nil:
 		return &ConfigError{Pkg: "sqldb", Field: "fn", Why: "nil func"}
 	}
-	return f.RunTx(ctx, func(ctx context.Context) (bool, error) {
-		tx, err := db.BeginTx(ctx, opts)
-		if err != nil {
-			return false, err
-		}
-		if err := fn(tx); err != nil {
-			_ = tx.Rollback()
-			return false, err
-		}
-		return true, tx.Commit()
+	return f.RunTx(ctx, sqlBeginner{db: db, opts: opts}, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		return fn(tx.(*sqlTx).tx)
 	})
 }
+
+// sqlBeginner begins database/sql transactions for holdfast's runner.
+type sqlBeginner struct {
+	db   *sql.DB
+	opts *sql.TxOptions
+}
+
+func (b sqlBeginner) BeginTx(ctx context.Context, _ pgx.TxOptions) (pgx.Tx, error) {
+	tx, err := b.db.BeginTx(ctx, b.opts)
+	if err != nil {
+		return nil, err
+	}
+	return &sqlTx{tx: tx}, nil
+}
+
+// sqlTx carries a *sql.Tx through holdfast's runner, which calls only its
+// Commit, Rollback and Conn (nil: database/sql's connection is not
+// reachable; the runner's own checks of it are skipped), and hands it
+// back to RunTx's fn.
+type sqlTx struct {
+	pgx.Tx
+	tx *sql.Tx
+}
+
+func (t *sqlTx) Commit(context.Context) error   { return t.tx.Commit() }
+func (t *sqlTx) Rollback(context.Context) error { return t.tx.Rollback() }
+func (t *sqlTx) Conn() *pgx.Conn                { return nil }

@@ -296,7 +296,7 @@ func TestTxOwnErrorRunsOnce(t *testing.T) {
 	r := newTxRig(t, "id int")
 	mine := errors.New("insufficient funds")
 	var runs atomic.Int64
-	err := r.f.BeginTxFunc(context.Background(), r.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	err := r.f.RunTx(context.Background(), r.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		runs.Add(1)
 		if _, err := tx.Exec(context.Background(), "INSERT INTO "+r.table+" VALUES (1)"); err != nil {
 			return err
@@ -376,7 +376,7 @@ func TestSQLTxRunner(t *testing.T) {
 		r := newTxRig(t, "id int")
 		db := open(t, r)
 		var runs atomic.Int64
-		err := sqldb.BeginTxFunc(context.Background(), r.f, db, nil, func(tx *sql.Tx) error {
+		err := sqldb.RunTx(context.Background(), r.f, db, nil, func(tx *sql.Tx) error {
 			if _, err := tx.Exec("INSERT INTO " + r.table + " VALUES (1)"); err != nil {
 				return err
 			}
@@ -399,7 +399,7 @@ func TestSQLTxRunner(t *testing.T) {
 		r := newTxRig(t, "id int")
 		db := open(t, r)
 		var runs atomic.Int64
-		err := sqldb.BeginTxFunc(context.Background(), r.f, db, nil, func(tx *sql.Tx) error {
+		err := sqldb.RunTx(context.Background(), r.f, db, nil, func(tx *sql.Tx) error {
 			runs.Add(1)
 			if _, err := tx.Exec("INSERT INTO " + r.table + " VALUES (1)"); err != nil {
 				return err
@@ -419,7 +419,7 @@ func TestSQLTxRunner(t *testing.T) {
 		db := open(t, r)
 		mine := errors.New("mine")
 		var runs atomic.Int64
-		err := sqldb.BeginTxFunc(context.Background(), r.f, db, nil, func(*sql.Tx) error { runs.Add(1); return mine })
+		err := sqldb.RunTx(context.Background(), r.f, db, nil, func(*sql.Tx) error { runs.Add(1); return mine })
 		if !errors.Is(err, mine) || runs.Load() != 1 {
 			t.Errorf("BeginTxFunc = %v after %d runs, want the function's error after one", err, runs.Load())
 		}
