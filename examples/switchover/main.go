@@ -141,7 +141,9 @@ func main() { os.Exit(cmd(os.Args[1:], os.Stdout, os.Stderr)) }
 // cmd runs the command and returns its exit code.
 func cmd(args []string, stdout, stderr io.Writer) int {
 	return harness.Command[options, *Result]{Name: "switchover", Parse: parseFlags, Print: (*Result).print,
-		Run: func(ctx context.Context, o options, progress io.Writer) (*Result, error) { return run(ctx, nil, o, progress) },
+		Run: func(ctx context.Context, o options, progress io.Writer) (*Result, error) {
+			return run(ctx, nil, o, progress)
+		},
 	}.Main(args, stdout, stderr)
 }
 
