@@ -301,7 +301,7 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 	var lastEvent atomic.Value
 	lastEvent.Store("steady")
 	wl := harness.Start(clients, harness.Config{Workers: o.Workers, Think: o.Think, Timeout: o.RequestTimeout,
-		ErrorKey: func(err error) string { return harness.ErrorKey(classifier, err) }})
+		ErrorKey: func(err error) string { return harness.WriteErrorKey(classifier, err) }})
 	begin := wl.Begin
 	wl.Progress(progress, func(b *strings.Builder, counts []harness.Count) {
 		st := mon.Status()

@@ -123,16 +123,22 @@ func (w *Writer) run(ctx context.Context, attempt func(), work func(context.Cont
 	})
 }
 
-// ErrorKey is the key of err in the table: holdfast's reason when its
-// COMMIT's outcome is unknown, its SQLSTATE, else its class and reason by
-// c.
+// ErrorKey is the key of err in a demo's table: its SQLSTATE, else its
+// class and reason by c.
 func ErrorKey(c *classify.Classifier, err error) string {
 	var pe *pgconn.PgError
-	switch {
-	case errors.Is(err, holdfast.ErrOutcomeUnknown):
-		return holdfast.ReasonOutcomeUnknown
-	case errors.As(err, &pe):
+	if errors.As(err, &pe) {
 		return pe.Code
 	}
 	return c.Classify(err).String()
+}
+
+// WriteErrorKey is the key of a write demo's failed request: holdfast's
+// reason when the outcome of its COMMIT is unknown (and could not be
+// resolved), else [ErrorKey].
+func WriteErrorKey(c *classify.Classifier, err error) string {
+	if errors.Is(err, holdfast.ErrOutcomeUnknown) {
+		return holdfast.ReasonOutcomeUnknown
+	}
+	return ErrorKey(c, err)
 }

@@ -52,14 +52,16 @@ func newClient(name string, w *harness.Writer, ids *atomic.Int64) *harness.Clien
 // classifier names errors that carry no SQLSTATE.
 var classifier = classify.New(bluegreen.Rule)
 
-// errorKey is keyCertName for a certificate not valid for the name, else
-// the SQLSTATE of err, else its class and reason.
+// errorKey is keyCertName for a certificate not valid for the name (an
+// error of the TLS handshake: never one with a SQLSTATE or an unknown
+// outcome), else the write demos' key (holdfast's reason for an unknown
+// outcome, the SQLSTATE, the class and reason).
 func errorKey(err error) string {
 	var hn x509.HostnameError
 	if errors.As(err, &hn) {
 		return keyCertName
 	}
-	return harness.ErrorKey(classifier, err)
+	return harness.WriteErrorKey(classifier, err)
 }
 
 // keyCertName is the error key of a server certificate not valid for the
