@@ -79,7 +79,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -92,7 +91,6 @@ import (
 	"github.com/holdfast-db/holdfast/fakes/failovertest"
 	"github.com/holdfast-db/holdfast/readiness"
 	"github.com/holdfast-db/holdfast/retry"
-	"github.com/holdfast-db/holdfast/sqldb"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -128,19 +126,15 @@ func defaultOptions() options {
 	}
 }
 
-func main() { os.Exit(cmd(os.Args[1:], os.Stdout, os.Stderr)) }
+// command is the command: its flags, its run, its table.
+var command = harness.Command[options, *Result]{Name: "failover", Defaults: defaultOptions, Flags: (*options).flags, Run: run, Print: (*Result).print}
 
-// cmd runs the command and returns its exit code.
-func cmd(args []string, stdout, stderr io.Writer) int {
-	return harness.Command[options, *Result]{Name: "failover", Parse: parseFlags, Run: run, Print: (*Result).print}.Main(args, stdout, stderr)
-}
+func main() { command.Exit() }
 
-// parseFlags parses the command line into options; usage and errors go to
-// errOut.
-func parseFlags(args []string, errOut io.Writer) (options, error) {
-	o := defaultOptions()
-	fs := harness.NewFlagSet("failover", errOut, &o.Common)
-	fs.Workload(&o.Common, "concurrent workers per pool", "pause between a worker's requests")
+// flags defines the command's flags into o and returns what checks them
+// once parsed (package harness prints usage and errors).
+func (o *options) flags(fs *harness.FlagSet) (check func() error) {
+	fs.Common(&o.Common, "concurrent workers per pool", "pause between a worker's requests")
 	scenario := fs.String("scenario", string(o.Scenario), "crash | graceful | hang | failback")
 	fs.DurationVar(&o.Warmup, "warmup", o.Warmup, "workload before the failover starts")
 	fs.DurationVar(&o.Settle, "settle", o.Settle, "workload after the failover is done (the old writer back as a reader)")
@@ -151,27 +145,26 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 	engine := fs.String("engine", string(o.Engine), "aurora (aurora_replica_status()) | multi-az (RDS Multi-AZ DB cluster: rds_tools.show_topology())")
 	fs.SQL(&o.SQL)
 	fs.SVG(&o.SVG, "draw the run into this SVG `file`: requests per 100 ms per client, ok and failed, the failover's events, each client's longest pause")
-	if err := fs.Parse(args); err != nil {
-		return o, err
+	return func() error {
+		o.Scenario = failovertest.Kind(*scenario)
+		if !slices.Contains(failovertest.Kinds(), o.Scenario) {
+			return fs.Fail("unknown -scenario %q", *scenario)
+		}
+		o.Engine = failovertest.Engine(*engine)
+		if o.Engine != failovertest.Aurora && o.Engine != failovertest.MultiAZ {
+			return fs.Fail("unknown -engine %q", *engine)
+		}
+		if err := fs.CheckWorkers(o.Common); err != nil {
+			return err
+		}
+		if err := fs.NonNegative("think", "warmup", "settle", "detect", "dns-lag", "hang-for", "dns-ttl"); err != nil {
+			return err
+		}
+		if o.RequestTimeout <= 0 {
+			return fs.Fail("-request-timeout %v: must be positive", o.RequestTimeout)
+		}
+		return nil
 	}
-	o.Scenario = failovertest.Kind(*scenario)
-	if !slices.Contains(failovertest.Kinds(), o.Scenario) {
-		return o, fs.Fail("unknown -scenario %q", *scenario)
-	}
-	o.Engine = failovertest.Engine(*engine)
-	if o.Engine != failovertest.Aurora && o.Engine != failovertest.MultiAZ {
-		return o, fs.Fail("unknown -engine %q", *engine)
-	}
-	if err := fs.CheckWorkers(o.Common); err != nil {
-		return o, err
-	}
-	if err := fs.NonNegative("think", "warmup", "settle", "detect", "dns-lag", "hang-for", "dns-ttl"); err != nil {
-		return o, err
-	}
-	if o.RequestTimeout <= 0 {
-		return o, fs.Fail("-request-timeout %v: must be positive", o.RequestTimeout)
-	}
-	return o, nil
 }
 
 // requestPolicy is the retry around each transaction, the same for every
@@ -225,59 +218,36 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 		return c.PoolConfig(c.ClusterEndpoint, fmt.Sprintf("pool_max_conns=%d", o.Workers+1))
 	}
 
-	// The plain pool.
-	cfg, err := poolCfg()
-	if err != nil {
-		return nil, err
-	}
-	plainPool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	defer plainPool.Close()
-	if err := plainPool.Ping(ctx); err != nil {
-		return nil, err
-	}
-	// The same caller-side retry as the holdfast client (the transaction is
-	// idempotent), classified by the built-in rules: the comparison is
-	// about routing, not about who retries.
-	plain.Acquire = plainPool.Acquire
-	plain.Retrier = &retry.Retrier{Policy: requestPolicy(o.RequestTimeout), Classify: classify.Classify}
-
-	// The holdfast pool: failover routing with every default.
+	// The holdfast factory: failover routing with every default.
 	logger := o.Logger(&slog.HandlerOptions{Level: slog.LevelDebug})
 	f, err := holdfast.New(holdfast.WithFailover(failover.Config{Logger: logger}), holdfast.WithLogger(logger))
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	if cfg, err = poolCfg(); err != nil {
-		return nil, err
-	}
-	hfPool, err := f.NewPool(ctx, cfg)
+	pools, err := harness.OpenPools(ctx, f, o.SQL, func(string) (*pgxpool.Config, error) { return poolCfg() })
 	if err != nil {
 		return nil, err
 	}
-	defer hfPool.Close()
+	defer pools.Close()
+	if err := pools.Plain.Ping(ctx); err != nil {
+		return nil, err
+	}
+	// The same caller-side retry as the holdfast client (the transaction is
+	// idempotent), classified by the built-in rules: the comparison is
+	// about routing, not about who retries.
+	plain.Acquire = pools.Plain.Acquire
+	plain.Retrier = &retry.Retrier{Policy: requestPolicy(o.RequestTimeout), Classify: classify.Classify}
+	hfPool := pools.Holdfast
 	mon := f.Failover(hfPool)
 	if mon == nil {
 		return nil, errors.New("holdfast installed no failover monitor on the pool")
 	}
 	hf.Pool, hf.F = hfPool, f
-	if o.SQL {
-		// database/sql over its own holdfast pool (same factory, so the
-		// same failover monitor), its transactions through
-		// sqldb.BeginTxFunc.
-		if cfg, err = poolCfg(); err != nil {
-			return nil, err
-		}
-		db, err := sqldb.Open(ctx, f, cfg)
-		if err != nil {
-			return nil, err
-		}
-		defer db.Close()
-		sc.DB, sc.F = db, f
-	}
+	// With -sql, database/sql over its own holdfast pool (same factory,
+	// so the same failover monitor), its transactions through
+	// sqldb.BeginTxFunc.
+	sc.DB, sc.F = pools.DB, f
 	if err := waitWriter(ctx, mon); err != nil {
 		return nil, fmt.Errorf("holdfast's monitor did not learn the writer: %w", err)
 	}

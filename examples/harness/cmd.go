@@ -50,14 +50,21 @@ func (c Common) ClusterTTL() time.Duration {
 // Command is a demo's command.
 type Command[O Options, R any] struct {
 	Name string
-	// Parse parses the command line into options, printing usage and
-	// errors on errOut itself ([FlagSet] does).
-	Parse func(args []string, errOut io.Writer) (O, error)
+	// Defaults are the options before the flags.
+	Defaults func() O
+	// Flags defines the demo's flags into o ([FlagSet.Common] among
+	// them) and returns what checks them once parsed: it says what is
+	// wrong with [FlagSet.Fail].
+	Flags func(o *O, fs *FlagSet) (check func() error)
 	// Run runs the demo, writing the progress lines to progress.
 	Run func(ctx context.Context, o O, progress io.Writer) (R, error)
 	// Print writes the result as the table (and what goes with it).
 	Print func(res R, w io.Writer)
 }
+
+// Exit runs the command on the process's command line and exits with its
+// code.
+func (c Command[O, R]) Exit() { os.Exit(c.Main(os.Args[1:], os.Stdout, os.Stderr)) }
 
 // Main runs the command and returns its exit code: 0, 1 when the run
 // failed, 2 for a bad command line.
@@ -90,6 +97,19 @@ func (c Command[O, R]) Main(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// Parse parses the command line into options: usage and errors go to
+// errOut (flag.ErrHelp for -h).
+func (c Command[O, R]) Parse(args []string, errOut io.Writer) (O, error) {
+	o := c.Defaults()
+	fs := &FlagSet{FlagSet: flag.NewFlagSet(c.Name, flag.ContinueOnError), errOut: errOut}
+	fs.SetOutput(errOut)
+	check := c.Flags(&o, fs)
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	return o, check()
+}
+
 // encode writes v as the -json output: indented, one object.
 func encode(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
@@ -104,21 +124,14 @@ type FlagSet struct {
 	errOut io.Writer
 }
 
-// NewFlagSet returns the flag set of the demo name with the flags every
-// demo has, into c: -json, -v, -dns-ttl.
-func NewFlagSet(name string, errOut io.Writer, c *Common) *FlagSet {
-	fs := &FlagSet{FlagSet: flag.NewFlagSet(name, flag.ContinueOnError), errOut: errOut}
-	fs.SetOutput(errOut)
-	fs.BoolVar(&c.JSON, "json", false, "print the result as one JSON object (progress goes to stderr)")
-	fs.BoolVar(&c.Verbose, "v", false, "print holdfast's logs on stderr")
-	fs.DurationVar(&c.DNSTTL, "dns-ttl", c.DNSTTL, "client-side DNS cache TTL (0: no cache)")
-	return fs
-}
-
-// Workload defines -workers and -think into c, with their usage.
-func (fs *FlagSet) Workload(c *Common, workers, think string) {
+// Common defines the flags every demo has into c: -workers and -think
+// (their usage given), -dns-ttl, -json, -v.
+func (fs *FlagSet) Common(c *Common, workers, think string) {
 	fs.IntVar(&c.Workers, "workers", c.Workers, workers)
 	fs.DurationVar(&c.Think, "think", c.Think, think)
+	fs.DurationVar(&c.DNSTTL, "dns-ttl", c.DNSTTL, "client-side DNS cache TTL (0: no cache)")
+	fs.BoolVar(&c.JSON, "json", false, "print the result as one JSON object (progress goes to stderr)")
+	fs.BoolVar(&c.Verbose, "v", false, "print holdfast's logs on stderr")
 }
 
 // SQL defines -sql: a third client, database/sql over a holdfast pool.

@@ -71,7 +71,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -119,19 +118,15 @@ func defaultOptions() options {
 	}
 }
 
-func main() { os.Exit(cmd(os.Args[1:], os.Stdout, os.Stderr)) }
+// command is the command: its flags, its run, its table.
+var command = harness.Command[options, *Result]{Name: "readers", Defaults: defaultOptions, Flags: (*options).flags, Run: run, Print: (*Result).print}
 
-// cmd runs the command and returns its exit code.
-func cmd(args []string, stdout, stderr io.Writer) int {
-	return harness.Command[options, *Result]{Name: "readers", Parse: parseFlags, Run: run, Print: (*Result).print}.Main(args, stdout, stderr)
-}
+func main() { command.Exit() }
 
-// parseFlags parses the command line into options; usage and errors go to
-// errOut.
-func parseFlags(args []string, errOut io.Writer) (options, error) {
-	o := defaultOptions()
-	fs := harness.NewFlagSet("readers", errOut, &o.Common)
-	fs.Workload(&o.Common, "read workers per client", "pause between a worker's reads")
+// flags defines the command's flags into o and returns what checks them
+// once parsed (package harness prints usage and errors).
+func (o *options) flags(fs *harness.FlagSet) (check func() error) {
+	fs.Common(&o.Common, "read workers per client", "pause between a worker's reads")
 	fs.IntVar(&o.Readers, "readers", o.Readers, "readers at the start (one more joins mid-run)")
 	fs.IntVar(&o.Pool, "pool", o.Pool, "connections per pool (MinConns = MaxConns); a multiple of -readers and -readers+1 makes an even spread possible")
 	fs.DurationVar(&o.Steady, "steady", o.Steady, "the steady phase")
@@ -143,31 +138,30 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 	fs.DurationVar(&o.Refresh, "refresh", o.Refresh, "holdfast's failover.Config.RefreshInterval (default there: 30 s, and 5 s while a reader pool is open)")
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout, "bound of each read")
 	fs.Uint64Var(&o.Seed, "seed", 0, "seed of the reader endpoint's random answers (0: random)")
-	if err := fs.Parse(args); err != nil {
-		return o, err
+	return func() error {
+		if fs.NArg() > 0 {
+			return fs.Fail("unexpected arguments %q", fs.Args())
+		}
+		switch {
+		case o.Readers < 2 || o.Readers >= failovertest.MaxReplicas:
+			return fs.Fail("-readers %d: want 2 to %d (one crashes, one lags, one joins)", o.Readers, failovertest.MaxReplicas-1)
+		case o.Pool < o.Readers+1:
+			return fs.Fail("-pool %d: want at least -readers + 1 (%d)", o.Pool, o.Readers+1)
+		}
+		if err := fs.CheckWorkers(o.Common); err != nil {
+			return err
+		}
+		if err := fs.NonNegative("think", "steady", "join-wait", "crash-for", "lag", "max-lag", "lag-for", "dns-ttl"); err != nil {
+			return err
+		}
+		if o.Refresh <= 0 || o.RequestTimeout <= 0 {
+			return fs.Fail("-refresh %v, -request-timeout %v: must be positive", o.Refresh, o.RequestTimeout)
+		}
+		if o.MaxLag == 0 || o.Lag <= o.MaxLag {
+			return fs.Fail("-lag %v, -max-lag %v: want 0 < max-lag < lag", o.Lag, o.MaxLag)
+		}
+		return nil
 	}
-	if fs.NArg() > 0 {
-		return o, fs.Fail("unexpected arguments %q", fs.Args())
-	}
-	switch {
-	case o.Readers < 2 || o.Readers >= failovertest.MaxReplicas:
-		return o, fs.Fail("-readers %d: want 2 to %d (one crashes, one lags, one joins)", o.Readers, failovertest.MaxReplicas-1)
-	case o.Pool < o.Readers+1:
-		return o, fs.Fail("-pool %d: want at least -readers + 1 (%d)", o.Pool, o.Readers+1)
-	}
-	if err := fs.CheckWorkers(o.Common); err != nil {
-		return o, err
-	}
-	if err := fs.NonNegative("think", "steady", "join-wait", "crash-for", "lag", "max-lag", "lag-for", "dns-ttl"); err != nil {
-		return o, err
-	}
-	if o.Refresh <= 0 || o.RequestTimeout <= 0 {
-		return o, fs.Fail("-refresh %v, -request-timeout %v: must be positive", o.Refresh, o.RequestTimeout)
-	}
-	if o.MaxLag == 0 || o.Lag <= o.MaxLag {
-		return o, fs.Fail("-lag %v, -max-lag %v: want 0 < max-lag < lag", o.Lag, o.MaxLag)
-	}
-	return o, nil
 }
 
 // run starts a cluster, plays the phases under the workload and returns
@@ -202,17 +196,6 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 		return cfg, nil
 	}
 
-	cfg, err := poolCfg(clients[0].Name)
-	if err != nil {
-		return nil, err
-	}
-	plainPool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	defer plainPool.Close()
-	clients[0].pool = plainPool
-
 	logger := o.Logger(&slog.HandlerOptions{Level: slog.LevelDebug})
 	f, err := holdfast.New(holdfast.WithFailover(failover.Config{
 		Logger:          logger,
@@ -223,15 +206,13 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 		return nil, err
 	}
 	defer f.Close()
-	if cfg, err = poolCfg(clients[1].Name); err != nil {
-		return nil, err
-	}
-	hfPool, err := f.NewPool(ctx, cfg)
+	pools, err := harness.OpenPools(ctx, f, false, poolCfg) // each under its client's role
 	if err != nil {
 		return nil, err
 	}
-	defer hfPool.Close()
-	clients[1].pool = hfPool
+	defer pools.Close()
+	clients[0].pool, clients[1].pool = pools.Plain, pools.Holdfast
+	hfPool := pools.Holdfast
 	if f.Failover(hfPool) == nil {
 		return nil, errors.New("holdfast installed no failover monitor on the pool")
 	}

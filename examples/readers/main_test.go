@@ -247,20 +247,20 @@ func TestParseFlags(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			var errOut bytes.Buffer
-			o, err := parseFlags(tt.args, &errOut)
+			o, err := command.Parse(tt.args, &errOut)
 			if (err != nil) != tt.wantErr {
-				t.Fatalf("parseFlags(%q) error %v, want error %v", tt.args, err, tt.wantErr)
+				t.Fatalf("command.Parse(%q) error %v, want error %v", tt.args, err, tt.wantErr)
 			}
 			if tt.wantErr && errOut.Len() == 0 {
 				t.Error("no message for the error")
 			}
 			if !tt.wantErr && !tt.check(o) {
-				t.Errorf("parseFlags(%q) = %+v", tt.args, o)
+				t.Errorf("command.Parse(%q) = %+v", tt.args, o)
 			}
 		})
 	}
 	var out, errOut bytes.Buffer
-	if code := cmd([]string{"-readers", "0"}, &out, &errOut); code != 2 {
+	if code := command.Main([]string{"-readers", "0"}, &out, &errOut); code != 2 {
 		t.Errorf("cmd with a bad flag: exit %d, want 2", code)
 	}
 }

@@ -73,7 +73,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -89,7 +88,6 @@ import (
 	"github.com/holdfast-db/holdfast/fakes/bluegreentest"
 	"github.com/holdfast-db/holdfast/rdsiam"
 	"github.com/holdfast-db/holdfast/retry"
-	"github.com/holdfast-db/holdfast/sqldb"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -136,23 +134,19 @@ func defaultOptions() options {
 	}
 }
 
-func main() { os.Exit(cmd(os.Args[1:], os.Stdout, os.Stderr)) }
-
-// cmd runs the command and returns its exit code.
-func cmd(args []string, stdout, stderr io.Writer) int {
-	return harness.Command[options, *Result]{Name: "switchover", Parse: parseFlags, Print: (*Result).print,
-		Run: func(ctx context.Context, o options, progress io.Writer) (*Result, error) {
-			return run(ctx, nil, o, progress)
-		},
-	}.Main(args, stdout, stderr)
+// command is the command: its flags, its run, its table.
+var command = harness.Command[options, *Result]{Name: "switchover", Defaults: defaultOptions, Flags: (*options).flags, Print: (*Result).print,
+	Run: func(ctx context.Context, o options, progress io.Writer) (*Result, error) {
+		return run(ctx, nil, o, progress)
+	},
 }
 
-// parseFlags parses the command line into options; usage and errors go to
-// errOut.
-func parseFlags(args []string, errOut io.Writer) (options, error) {
-	o := defaultOptions()
-	fs := harness.NewFlagSet("switchover", errOut, &o.Common)
-	fs.Workload(&o.Common, "concurrent workers per pool", "pause between a worker's requests")
+func main() { command.Exit() }
+
+// flags defines the command's flags into o and returns what checks them
+// once parsed (package harness prints usage and errors).
+func (o *options) flags(fs *harness.FlagSet) (check func() error) {
+	fs.Common(&o.Common, "concurrent workers per pool", "pause between a worker's requests")
 	scenario := fs.String("scenario", string(o.Scenario), "normal | rollback | dns-before-post | stuck | slow-dns | frozen-blue | frozen-blue-post | iam (RDS IAM tokens checked by host) | node-certs (per-node certificates, renewed after COMPLETED)")
 	fs.DurationVar(&o.Warmup, "warmup", o.Warmup, "workload before the switchover starts")
 	fs.DurationVar(&o.Settle, "settle", o.Settle, "workload after the switchover script ends")
@@ -167,25 +161,24 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 	fs.SQL(&o.SQL)
 	fs.BoolVar(&o.Failover, "failover", false, "the holdfast pool also gets writer-failover routing (holdfast.WithFailover(failover.Config{}))")
 	fs.SVG(&o.SVG, "draw the run into this SVG `file`: requests per 100 ms per client, ok and failed, the phases, each client's longest pause")
-	if err := fs.Parse(args); err != nil {
-		return o, err
+	return func() error {
+		o.Scenario = bluegreentest.Scenario(*scenario)
+		switch *engine {
+		case "aurora":
+			o.Engine = bluegreentest.Aurora
+		case "rds":
+			o.Engine = bluegreentest.RDS
+		default:
+			return fs.Fail("unknown -engine %q", *engine)
+		}
+		if !slices.Contains(bluegreentest.Scenarios(), o.Scenario) {
+			return fs.Fail("unknown -scenario %q", *scenario)
+		}
+		if o.Endpoint != "cluster" && o.Endpoint != "instance" {
+			return fs.Fail("unknown -endpoint %q", o.Endpoint)
+		}
+		return fs.CheckWorkers(o.Common)
 	}
-	o.Scenario = bluegreentest.Scenario(*scenario)
-	switch *engine {
-	case "aurora":
-		o.Engine = bluegreentest.Aurora
-	case "rds":
-		o.Engine = bluegreentest.RDS
-	default:
-		return o, fs.Fail("unknown -engine %q", *engine)
-	}
-	if !slices.Contains(bluegreentest.Scenarios(), o.Scenario) {
-		return o, fs.Fail("unknown -scenario %q", *scenario)
-	}
-	if o.Endpoint != "cluster" && o.Endpoint != "instance" {
-		return o, fs.Fail("unknown -endpoint %q", o.Endpoint)
-	}
-	return o, fs.CheckWorkers(o.Common)
 }
 
 // run starts an Env (unless env is given), plays the switchover under the
@@ -253,36 +246,7 @@ func run(ctx context.Context, env *bluegreentest.Env, o options, progress io.Wri
 	token := rdsiam.Config{Endpoint: net.JoinHostPort(host, strconv.Itoa(env.Blue.Port)), Region: bluegreentest.DefaultRegion,
 		User: "app", Credentials: credentials.NewStaticCredentialsProvider("AKIAEXAMPLEFAKE00000", "fake-secret", "")}
 
-	// The plain pool.
-	cfg, err := poolCfg()
-	if err != nil {
-		return nil, err
-	}
-	if iam {
-		// What a pgxpool user does: a fresh token for the configured
-		// endpoint before each connect.
-		sign, err := rdsiam.PasswordFunc(token)
-		if err != nil {
-			return nil, err
-		}
-		cfg.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) (err error) {
-			cc.Password, err = sign(ctx)
-			return err
-		}
-	}
-	plainPool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	defer plainPool.Close()
-	// The retry loop an application writes by hand around an idempotent
-	// transaction, classified by the built-in rules. The ids are unique
-	// across the clients, which write the same table.
-	var ids atomic.Int64
-	plain := newClient("pgxpool", &harness.Writer{Acquire: plainPool.Acquire,
-		Retrier: &retry.Retrier{Policy: requestPolicy(), Classify: classify.Classify}}, &ids)
-
-	// The holdfast pool: blue/green routing with every default.
+	// The holdfast factory: blue/green routing with every default.
 	logger := o.Logger(nil)
 	hfOpts := []holdfast.Option{holdfast.WithBlueGreen(bluegreen.Config{Logger: logger}), holdfast.WithLogger(logger)}
 	if o.Failover {
@@ -305,14 +269,31 @@ func run(ctx context.Context, env *bluegreentest.Env, o options, progress io.Wri
 		return nil, err
 	}
 	defer f.Close()
-	if cfg, err = poolCfg(); err != nil {
-		return nil, err
-	}
-	hfPool, err := f.NewPool(ctx, cfg)
+	// The pools (with -sql, a *sql.DB too). With IAM, the plain pool does what a pgxpool user does: a
+	// fresh token for the configured endpoint before each connect.
+	pools, err := harness.OpenPools(ctx, f, o.SQL, func(client string) (*pgxpool.Config, error) {
+		cfg, err := poolCfg()
+		if err != nil || !iam || client != "pgxpool" {
+			return cfg, err
+		}
+		sign, err := rdsiam.PasswordFunc(token)
+		cfg.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) (err error) {
+			cc.Password, err = sign(ctx)
+			return err
+		}
+		return cfg, err
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer hfPool.Close()
+	defer pools.Close()
+	// The plain client: the retry loop an application writes by hand
+	// around an idempotent transaction, classified by the built-in rules.
+	// The ids are unique across the clients, which write the same table.
+	var ids atomic.Int64
+	plain := newClient("pgxpool", &harness.Writer{Acquire: pools.Plain.Acquire,
+		Retrier: &retry.Retrier{Policy: requestPolicy(), Classify: classify.Classify}}, &ids)
+	hfPool := pools.Holdfast
 	router := f.BlueGreen(hfPool)
 	hf := newClient("holdfast", &harness.Writer{F: f, Pool: hfPool}, &ids)
 	if err := waitFor(ctx, router, func(s bluegreen.Status) bool {
@@ -337,15 +318,7 @@ func run(ctx context.Context, env *bluegreentest.Env, o options, progress io.Wri
 	if o.SQL {
 		// database/sql over its own holdfast pool (same factory), its
 		// transactions through sqldb.BeginTxFunc.
-		if cfg, err = poolCfg(); err != nil {
-			return nil, err
-		}
-		db, err := sqldb.Open(ctx, f, cfg)
-		if err != nil {
-			return nil, err
-		}
-		defer db.Close()
-		clients = append(clients, newClient("database/sql", &harness.Writer{F: f, DB: db}, &ids))
+		clients = append(clients, newClient("database/sql", &harness.Writer{F: f, DB: pools.DB}, &ids))
 	}
 	var scriptPhase atomic.Value
 	scriptPhase.Store(bluegreentest.StatusAvailable)
