@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/holdfast-db/holdfast/examples/harness"
@@ -11,29 +13,27 @@ import (
 
 // perReader formats connections per reader, in reader order: "4/4/4".
 func perReader(m map[string]int) string {
+	return byReader(m, "/", func(_ string, n int) string { return fmt.Sprint(n) })
+}
+
+// labelled formats a map of server id to count: "orders-2 4, orders-3 4".
+func labelled(m map[string]int) string {
+	return byReader(m, ", ", func(id string, n int) string { return fmt.Sprintf("%s %d", id, n) })
+}
+
+// byReader formats each server's count in m, in order of their ids
+// ("orders-10" after "orders-9"), joined by sep; "-" for none.
+func byReader(m map[string]int, sep string, each func(id string, n int) string) string {
 	if len(m) == 0 {
 		return "-"
 	}
-	ids := make([]string, 0, len(m))
-	for id := range m {
-		ids = append(ids, id)
-	}
-	sortIDs(ids)
+	ids := slices.Collect(maps.Keys(m))
+	slices.SortFunc(ids, func(a, b string) int { return cmp.Or(cmp.Compare(len(a), len(b)), cmp.Compare(a, b)) })
 	parts := make([]string, len(ids))
 	for i, id := range ids {
-		parts[i] = fmt.Sprint(m[id])
+		parts[i] = each(id, m[id])
 	}
-	return strings.Join(parts, "/")
-}
-
-// sortIDs sorts server ids by their number ("orders-10" after "orders-9").
-func sortIDs(ids []string) {
-	sort.Slice(ids, func(i, j int) bool {
-		if len(ids[i]) != len(ids[j]) {
-			return len(ids[i]) < len(ids[j])
-		}
-		return ids[i] < ids[j]
-	})
+	return strings.Join(parts, sep)
 }
 
 // print writes the per-phase view, the side-by-side table, the goals and
@@ -101,23 +101,6 @@ lagging reads: successful reads answered by the lagging reader that started afte
   lag by then; the simulator publishes the lag in the topology at once). The refresh
   interval here is short; holdfast's default is 30 s.
 `)
-}
-
-// labelled formats a map of server id to count: "orders-2 4, orders-3 4".
-func labelled(m map[string]int) string {
-	if len(m) == 0 {
-		return "-"
-	}
-	ids := make([]string, 0, len(m))
-	for id := range m {
-		ids = append(ids, id)
-	}
-	sortIDs(ids)
-	parts := make([]string, len(ids))
-	for i, id := range ids {
-		parts[i] = fmt.Sprintf("%s %d", id, m[id])
-	}
-	return strings.Join(parts, ", ")
 }
 
 func optMS(v *float64) string {
