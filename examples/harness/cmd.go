@@ -85,7 +85,7 @@ func (c Command[O, R]) Main(args []string, stdout, stderr io.Writer) int {
 	}
 	res, err := c.Run(ctx, o, progress)
 	if err == nil && asJSON {
-		err = encode(stdout, res)
+		err = WriteJSON(stdout, res)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", c.Name, err)
@@ -110,8 +110,8 @@ func (c Command[O, R]) Parse(args []string, errOut io.Writer) (O, error) {
 	return o, check()
 }
 
-// encode writes v as the -json output: indented, one object.
-func encode(w io.Writer, v any) error {
+// WriteJSON writes v as the -json output does: one object, indented.
+func WriteJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
