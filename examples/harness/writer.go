@@ -108,9 +108,9 @@ func (w *Writer) Do(ctx context.Context, r *Record, work func(context.Context, T
 func (w *Writer) run(ctx context.Context, attempt func(), work func(context.Context, Tx) error) error {
 	switch {
 	case w.F != nil && w.DB != nil:
-		return sqldb.BeginTxFunc(ctx, w.F, w.DB, nil, func(tx *sql.Tx) error { attempt(); return work(ctx, sqlTx{tx}) })
+		return sqldb.RunTx(ctx, w.F, w.DB, nil, func(tx *sql.Tx) error { attempt(); return work(ctx, sqlTx{tx}) })
 	case w.F != nil:
-		return w.F.BeginTxFunc(ctx, w.Pool, pgx.TxOptions{}, func(tx pgx.Tx) error { attempt(); return work(ctx, pgxTx{tx}) })
+		return w.F.RunTx(ctx, w.Pool, pgx.TxOptions{}, func(tx pgx.Tx) error { attempt(); return work(ctx, pgxTx{tx}) })
 	}
 	return w.Retrier.Do(ctx, func(ctx context.Context) error {
 		attempt()
@@ -138,7 +138,7 @@ func ErrorKey(c *classify.Classifier, err error) string {
 // resolved), else [ErrorKey].
 func WriteErrorKey(c *classify.Classifier, err error) string {
 	if errors.Is(err, holdfast.ErrOutcomeUnknown) {
-		return holdfast.ReasonOutcomeUnknown
+		return classify.ReasonOutcomeUnknown
 	}
 	return ErrorKey(c, err)
 }

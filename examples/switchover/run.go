@@ -104,7 +104,9 @@ func run(ctx context.Context, env *bluegreentest.Env, o options, progress io.Wri
 		if err != nil {
 			return nil, err
 		}
-		hfOpts = append(hfOpts, holdfast.WithPasswordFunc(sign), holdfast.WithClassifier(rdsiam.Rules()...))
+		// Signed for the configured host whatever host holdfast says.
+		hfOpts = append(hfOpts, holdfast.WithPasswordFunc(func(ctx context.Context, _ string) (string, error) { return sign(ctx) }),
+			holdfast.WithClassifier(rdsiam.Rules()...))
 	case iam:
 		hfOpts = append(hfOpts, rdsiam.With(token)) // signs for the server each connection reaches
 	}
