@@ -11,9 +11,9 @@ import (
 	"github.com/holdfast-db/holdfast/bluegreen"
 )
 
-// OwnerHeader is the request header that names the owner of a drain at the
+// ownerHeader is the request header that names the owner of a drain at the
 // drain endpoint; the "owner" query parameter works too.
-const OwnerHeader = "X-Drain-Owner"
+const ownerHeader = "X-Drain-Owner"
 
 // healthJSON is the media type of the JSON bodies.
 const healthJSON = "application/health+json"
@@ -158,7 +158,7 @@ func (c *Checker) serveDrain(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, "application/json", drainResultBody{
 		Result:  "drained",
 		Owner:   res.Owner,
-		State:   c.State().String(),
+		State:   c.drainStateNow().String(),
 		Elapsed: res.Elapsed.String(),
 		Polls:   res.Polls,
 	})
@@ -169,13 +169,14 @@ func writeDrainError(w http.ResponseWriter, err error) {
 	code := http.StatusInternalServerError
 	var le *LockedError
 	var te *DrainTimeoutError
+	var ce *ConfigError
 	switch {
 	case errors.As(err, &le):
 		code, body.Holder, body.State = http.StatusConflict, le.Holder, le.State.String()
 	case errors.As(err, &te):
 		code, body.State = http.StatusServiceUnavailable, te.State.String()
 		body.InUse = &inUseJSON{AcquiredConns: te.InUse.AcquiredConns, InFlight: te.InUse.InFlight, ByTarget: byTargetJSON(te.ByTarget)}
-	case errors.Is(err, ErrInvalidConfig):
+	case errors.As(err, &ce):
 		code = http.StatusBadRequest
 	case errors.Is(err, ErrClosed):
 		code = http.StatusServiceUnavailable
@@ -185,16 +186,16 @@ func writeDrainError(w http.ResponseWriter, err error) {
 
 // ownerOf returns the owner named by the request, checked.
 func ownerOf(r *http.Request) (string, error) {
-	h, q := r.Header.Get(OwnerHeader), r.URL.Query().Get("owner")
+	h, q := r.Header.Get(ownerHeader), r.URL.Query().Get("owner")
 	if h != "" && q != "" && h != q {
-		return "", &ConfigError{Pkg: "readiness", Field: "owner", Why: "the " + OwnerHeader + " header and the owner parameter differ"}
+		return "", &ConfigError{Pkg: "readiness", Field: "owner", Why: "the " + ownerHeader + " header and the owner parameter differ"}
 	}
 	owner := h
 	if owner == "" {
 		owner = q
 	}
 	if owner == "" {
-		return "", &ConfigError{Pkg: "readiness", Field: "owner", Why: "missing: set the " + OwnerHeader + " header or the owner query parameter"}
+		return "", &ConfigError{Pkg: "readiness", Field: "owner", Why: "missing: set the " + ownerHeader + " header or the owner query parameter"}
 	}
 	return owner, checkOwner(owner)
 }
@@ -411,11 +412,11 @@ func startupBody(t TargetStatus) startupJSON {
 	case t.Startup.Done:
 		st.Status = string(Pass)
 	case t.Startup.Running:
-		st.Reason = ReasonStarting
+		st.Reason = reasonStarting
 	case !t.Startup.At.IsZero():
 		st.Reason = t.Startup.Cause.String()
 	default:
-		st.Reason = ReasonStarting
+		st.Reason = reasonStarting
 	}
 	return st
 }

@@ -13,16 +13,18 @@ import (
 	"time"
 )
 
-// Defaults of [ServeConfig].
-const (
-	DefaultServeDrainTimeout = 20 * time.Second
-	DefaultShutdownTimeout   = 5 * time.Second
-)
-
-// ShutdownOwner is the drain owner [Checker.Serve] uses.
-const ShutdownOwner = "shutdown"
-
-// ServeConfig configures [Checker.Serve]. The zero value is valid.
+// ServeConfig configures [Checker.Serve]. The zero value is valid and
+// means the defaults; Serve rejects a negative duration. The defaults:
+//
+//	field            default
+//	Listener         net.Listen("tcp", Server.Addr), ":http" when empty
+//	Signals          SIGTERM, os.Interrupt (SIGINT)
+//	DrainTimeout     20s
+//	ShutdownDelay    0
+//	ShutdownTimeout  5s
+//
+// The drain and shutdown bounds (20s + 5s) fit in Kubernetes' default
+// terminationGracePeriodSeconds of 30.
 type ServeConfig struct {
 	// Listener is served instead of a new listener on Server.Addr
 	// (":http" when empty). Serve closes it.
@@ -47,15 +49,20 @@ type ServeConfig struct {
 	ShutdownTimeout time.Duration
 }
 
+// shutdownOwner is the drain owner of [Checker.Serve]: a drain it makes is
+// held by "shutdown" in the probe's JSON, [LockedError].Holder and
+// [DrainTimeoutError].Owner.
+const shutdownOwner = "shutdown"
+
 func (sc ServeConfig) validate() (ServeConfig, error) {
 	for _, d := range []struct {
 		name string
 		v    *time.Duration
 		def  time.Duration
 	}{
-		{"ServeConfig.DrainTimeout", &sc.DrainTimeout, DefaultServeDrainTimeout},
+		{"ServeConfig.DrainTimeout", &sc.DrainTimeout, 20 * time.Second},
 		{"ServeConfig.ShutdownDelay", &sc.ShutdownDelay, 0},
-		{"ServeConfig.ShutdownTimeout", &sc.ShutdownTimeout, DefaultShutdownTimeout},
+		{"ServeConfig.ShutdownTimeout", &sc.ShutdownTimeout, 5 * time.Second},
 	} {
 		if *d.v < 0 {
 			return sc, &ConfigError{Pkg: "readiness", Field: d.name, Why: "must not be negative (got " + d.v.String() + ")"}
@@ -82,7 +89,7 @@ func (sc ServeConfig) validate() (ServeConfig, error) {
 //     ([Checker.Start]) in the background unless it is open: probes answer
 //     503 "starting" until then, instead of refusing connections.
 //  2. On a signal (SIGTERM by default) or when ctx ends, it drains with
-//     owner [ShutdownOwner] and [TakeOver], bounded by DrainTimeout:
+//     owner "shutdown" and [TakeOver], bounded by DrainTimeout:
 //     readiness answers 503 at once and Serve waits until the connections
 //     acquired from every target's pool (for a *sql.DB, the pool under it)
 //     and the in-flight requests are gone, serving requests that still
@@ -168,7 +175,7 @@ func (c *Checker) Serve(ctx context.Context, srv *http.Server, cfg ServeConfig) 
 	var errs []error
 	if serveErr == nil {
 		t0 := time.Now()
-		if _, err := c.Drain(hurry, ShutdownOwner, TakeOver(), WithDrainTimeout(cfg.DrainTimeout)); err != nil {
+		if _, err := c.Drain(hurry, shutdownOwner, TakeOver(), WithDrainTimeout(cfg.DrainTimeout)); err != nil {
 			errs = append(errs, err)
 		}
 		if rest := cfg.ShutdownDelay - time.Since(t0); rest > 0 && hurry.Err() == nil {

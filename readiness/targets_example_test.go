@@ -16,7 +16,7 @@ import (
 // *sql.DB (package sqldb) for reports that the service can do without for a
 // while. Each check is named after its pool (holdfast.PoolName). No
 // database is contacted here: nothing is started.
-func ExampleNewChecker() {
+func ExampleNew() {
 	ctx := context.Background()
 	f, err := holdfast.New()
 	if err != nil {
@@ -43,7 +43,7 @@ func ExampleNewChecker() {
 	reports := sqldb.OpenDB(reportsPool) // sqldb.PoolOf(reports) is reportsPool
 	defer reports.Close()
 
-	c, err := readiness.NewChecker(readiness.Config{Factory: f},
+	c, err := readiness.New(readiness.Config{Factory: f},
 		readiness.Pool(orders),
 		readiness.Target{DB: reports, Optional: true}, // fails only warn
 	)
@@ -58,7 +58,7 @@ func ExampleNewChecker() {
 	fmt.Println(s)
 
 	// Two checks of one name are a configuration error.
-	_, err = readiness.NewChecker(readiness.Config{Factory: f},
+	_, err = readiness.New(readiness.Config{Factory: f},
 		readiness.Pool(orders), readiness.Target{DB: reports, Name: "orders"})
 	fmt.Println(err)
 	// Output:
