@@ -147,6 +147,33 @@ const (
 // running database check, one per target while it runs, which Close stops
 // and joins. It does not own the targets: Close leaves them open
 // ([Checker.Serve] closes them).
+//
+// # Telemetry
+//
+// A Checker records through the meter provider of the factory that
+// configured its targets' pools (holdfast.WithMeterProvider; the
+// service's own series through that of the first target of
+// Config.Factory), as the OpenTelemetry Prometheus exporter names them:
+//
+//	instrument                            Prometheus                                  attributes
+//	holdfast.readiness.ready              holdfast_readiness_ready_ratio              — (the whole service: 1 while /readyz answers 200)
+//	holdfast.readiness.transitions        holdfast_readiness_transitions_total        holdfast.readiness.health, holdfast.readiness.reason
+//	holdfast.readiness.drain.duration     holdfast_readiness_drain_duration_seconds   holdfast.outcome
+//	holdfast.readiness.check.ready        holdfast_readiness_check_ready_ratio        per target: holdfast.readiness.check,
+//	                                                                                  db.client.connection.pool.name, server.address,
+//	                                                                                  server.port, db.namespace (1 unless its check fails)
+//	holdfast.readiness.check.transitions  holdfast_readiness_check_transitions_total  the target's, holdfast.readiness.health and .reason
+//	holdfast.readiness.check.duration     holdfast_readiness_check_duration_seconds   the target's, holdfast.outcome (success|failure)
+//
+// The per-target series carry the target's name, its pool's name (as the
+// pool's own db.client.connection.* series do) and its configured host,
+// so that a dashboard can tell which database fails: for example
+// min by (db_client_connection_pool_name) (holdfast_readiness_check_ready_ratio).
+// An optional target's check.ready reads 0 while it fails, though the
+// service stays ready. Log lines about a target carry
+// holdfast.readiness.check, holdfast.pool, server.address, server.port and
+// db.namespace. A pool that no holdfast factory configured records no
+// series.
 type Checker struct {
 	targets []*target
 	cfg     Config
@@ -340,8 +367,17 @@ func (c *Checker) openLocked(t *target, now time.Time) {
 // when their cached result is older than CheckInterval. Concurrent callers
 // share one running check (of every target, concurrently); each waits for
 // it at most ProbeTimeout (or until ctx ends), then answers from the last
-// known result. No check of a target runs while its Start runs, and none
-// while the service is not Enabled or after Close.
+// known result, so that a fleet of probers can neither stampede the
+// database nor wait on a hanging one. No check of a target runs while its
+// Start runs, and none while the service is not Enabled or after Close.
+//
+// The check of a pgxpool acquires a connection from the pool (never one
+// of its own, so that it sees pool exhaustion) and runs one query on it,
+// within CheckTimeout; that of a *sql.DB runs the query through
+// database/sql, as the application's code reaches the database. Once the
+// gate is open, transient failures of new connections are retried by the
+// pool's holdfast layers; a persistent failure shows in readiness after
+// FailureThreshold consecutive failed checks.
 func (c *Checker) Check(ctx context.Context) Status {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.ProbeTimeout)
 	defer cancel()

@@ -49,7 +49,8 @@ const healthJSON = "application/health+json"
 // Each target has one entry in "startup", "postgres:responseTime" and
 // "postgres:connections" (and "bluegreen" and "failover" when its pool
 // has them), in the order of the targets, its "componentId" the target's
-// name; an optional target's entries say "optional": true. A target's
+// name (Target.Name: by default its pool's given name, else "database",
+// never its address); an optional target's entries say "optional": true. A target's
 // entries give its own status: "fail" for an optional target whose check
 // fails, while the overall "status" only warns. With several targets the
 // drain's "inUse" has "byTarget", the acquired connections of each.
@@ -110,7 +111,11 @@ func (c *Checker) serveReady(w http.ResponseWriter, r *http.Request) {
 //     drain (409 otherwise); 200 with the state.
 //   - GET and HEAD return the drain state as JSON, without side effects.
 //
-// Other methods get 405. Every answer is JSON.
+// Other methods get 405. Every answer is JSON. From a deploy pipeline:
+//
+//	curl -fsS -X POST -H 'X-Drain-Owner: deploy-1234' 'http://node:8080/drain?timeout=2m'  # 200 drained | 409 locked | 503 not drained: abort
+//	# ... deploy ...
+//	curl -fsS -X DELETE -H 'X-Drain-Owner: deploy-1234' http://node:8080/drain
 func (c *Checker) DrainHandler() http.Handler {
 	return &endpoint{c: c, serve: c.serveDrain}
 }

@@ -108,6 +108,44 @@ func (sc ServeConfig) validate() (ServeConfig, error) {
 // returns a [*ConfigError] for a nil srv or a negative duration, or the
 // error of net.Listen, without serving and without closing anything. Serve
 // owns the goroutines it starts and joins them before it returns.
+//
+// # Kubernetes
+//
+// Settings that fit Serve's defaults:
+//
+//	spec:
+//	  terminationGracePeriodSeconds: 40   # >= preStop + DrainTimeout + ShutdownTimeout, with a margin
+//	  containers:
+//	    - name: app
+//	      readinessProbe:
+//	        httpGet: {path: /readyz, port: 8080}
+//	        periodSeconds: 5
+//	        timeoutSeconds: 1        # ProbeTimeout (800ms) answers before this
+//	        failureThreshold: 1      # the checker already waits for 3 consecutive failed checks
+//	      livenessProbe:
+//	        httpGet: {path: /livez, port: 8080}   # never depends on the database
+//	        periodSeconds: 10
+//	        timeoutSeconds: 1
+//	        failureThreshold: 3
+//	      lifecycle:
+//	        preStop:
+//	          sleep: {seconds: 5}    # Kubernetes >= 1.30; older: exec: {command: ["sleep", "5"]}
+//
+//	  - Never point the liveness probe at the database: an outage would
+//	    become a restart storm. No startupProbe is needed (readiness covers
+//	    startup); if you add one, point it at /livez.
+//	  - Damp flapping in one place: the checker's FailureThreshold (3) with
+//	    failureThreshold: 1, or FailureThreshold 1 and Kubernetes counting.
+//	  - Kubernetes runs preStop, then sends SIGTERM; it removes the pod
+//	    from its endpoints meanwhile, asynchronously, and the preStop sleep
+//	    covers the requests that still arrive. Keep preStop + ShutdownDelay
+//	    + DrainTimeout + ShutdownTimeout below terminationGracePeriodSeconds
+//	    (default 30s, preStop included), or the kubelet sends SIGKILL in
+//	    mid-drain.
+//	  - Load balancers that probe pods themselves (F5 or A10 monitors,
+//	    cloud NEG or ALB target groups) need longer to see the 503: set
+//	    ShutdownDelay to at least their health-check interval times their
+//	    unhealthy threshold, and raise the grace period to match.
 func (c *Checker) Serve(ctx context.Context, srv *http.Server, cfg ServeConfig) error {
 	if srv == nil {
 		return &ConfigError{Pkg: "readiness", Field: "srv", Why: "must not be nil"}

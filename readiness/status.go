@@ -136,7 +136,7 @@ type Status struct {
 	Drain    DrainStatus
 
 	// Targets is the status of every target, in the order given to
-	// NewChecker.
+	// New.
 	Targets []TargetStatus
 }
 

@@ -2,8 +2,11 @@ package readiness_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log"
+	"net/http/httptest"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -66,4 +69,64 @@ func ExampleNew() {
 	// reports database/sql optional: true fail starting
 	// not ready: starting (orders)
 	// readiness: invalid targets[1].Name: "orders" is also the name of targets[0]: give one of them a Name of its own
+}
+
+// The names a Checker serves: a target's Name, else its pool's given name
+// (holdfast.PoolName, holdfast.WithPoolName), else "database",
+// "database-2", ...; never the database's address, which only its log
+// lines carry. No database is contacted here.
+func ExampleTarget() {
+	ctx := context.Background()
+	f, err := holdfast.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	newPool := func(url string, opts ...holdfast.PoolOption) *pgxpool.Pool {
+		cfg, err := pgxpool.ParseConfig(url)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := f.Configure(cfg, opts...); err != nil {
+			log.Fatal(err)
+		}
+		pool, err := pgxpool.NewWithConfig(ctx, cfg) // connects on first use
+		if err != nil {
+			log.Fatal(err)
+		}
+		return pool
+	}
+	orders := newPool("postgres://app@127.0.0.1:1/orders", holdfast.PoolName("orders"))
+	defer orders.Close()
+	cache := newPool("postgres://app@127.0.0.1:1/cache")
+	defer cache.Close()
+	audit := newPool("postgres://app@127.0.0.1:1/audit")
+	defer audit.Close()
+
+	c, err := readiness.New(readiness.Config{Factory: f},
+		readiness.Pool(orders), readiness.Pool(cache), readiness.Pool(audit))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	rec := httptest.NewRecorder()
+	c.ReadyHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/readyz?verbose", nil))
+	var body struct {
+		Checks map[string][]struct {
+			ComponentID string `json:"componentId"`
+			Status      string `json:"status"`
+		} `json:"checks"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+		log.Fatal(err)
+	}
+	for _, check := range body.Checks["startup"] {
+		fmt.Println(check.ComponentID, check.Status)
+	}
+	fmt.Println(strings.Contains(rec.Body.String(), "127.0.0.1"))
+	// Output:
+	// orders fail
+	// database fail
+	// database-2 fail
+	// false
 }
