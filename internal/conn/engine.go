@@ -168,6 +168,7 @@ func (e *Engine) Configure(cfg *pgxpool.Config, name string, instance *failover.
 	if err != nil {
 		return err
 	}
+	p.named = name != ""
 	e.pools = append(e.pools, p)
 	return nil
 }

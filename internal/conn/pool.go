@@ -61,6 +61,7 @@ type Pool struct {
 
 	static string      // the config's own password, registered with the redactor
 	name   string      // the pool's name (unique in the engine)
+	named  bool        // name was given (PoolName, WithPoolName), not "host:port/database"
 	target *obs.Target // what log lines name
 
 	// dialOK: 0 until the first connect checked that the config's DialFunc
@@ -70,8 +71,13 @@ type Pool struct {
 	closed atomic.Bool
 }
 
-// Name returns the pool's name in telemetry, log lines and readiness.
+// Name returns the pool's name in telemetry and log lines.
 func (p *Pool) Name() string { return p.name }
+
+// Named reports whether the pool's name was given (holdfast.PoolName,
+// WithPoolName) rather than the default "host:port/database", which
+// readiness does not serve.
+func (p *Pool) Named() bool { return p.named }
 
 // BlueGreen returns the pool's blue/green router, or nil.
 func (p *Pool) BlueGreen() *bluegreen.Router { return p.bg }
