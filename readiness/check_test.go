@@ -64,8 +64,9 @@ func TestStartupGate(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || f.factory.Classify(err).String() != tt.wantStartErr {
-				t.Fatalf("Start = %v, want an error the factory classifies %s", err, tt.wantStartErr)
+			var ce *holdfast.ConnectError
+			if !errors.As(err, &ce) || ce.Layer != "startup" || f.factory.Classify(err).String() != tt.wantStartErr {
+				t.Fatalf("Start = %v, want a startup *holdfast.ConnectError the factory classifies %s", err, tt.wantStartErr)
 			}
 
 			// Not ready, with the classified cause; the probe checks the

@@ -72,8 +72,6 @@ func TestTargetNames(t *testing.T) {
 		{"unnamed pool", []target{{}}, []string{"database"}},
 		{"a pool no factory configured", []target{{pool: pool{noConfig: true}}}, []string{"database"}},
 		{"holdfast.PoolName", []target{{pool: pool{name: "orders"}}}, []string{"orders"}},
-		{"the factory's WithPoolName", []target{{pool: pool{factory: []holdfast.Option{holdfast.WithPoolName("svc")}}}}, []string{"svc"}},
-		{"PoolName over WithPoolName", []target{{pool: pool{factory: []holdfast.Option{holdfast.WithPoolName("svc")}, name: "orders"}}}, []string{"orders"}},
 		{"Target.Name over PoolName", []target{{pool: pool{name: "orders"}, name: "main"}}, []string{"main"}},
 		{"a pool named like its address", []target{{pool: pool{name: "127.0.0.1:1/app"}}}, []string{"127.0.0.1:1/app"}},
 		{"two unnamed", []target{{}, {db: true}}, []string{"database", "database-2"}},

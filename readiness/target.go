@@ -30,8 +30,8 @@ type Target struct {
 	// the plain-text answer, log lines (holdfast.readiness.check) and
 	// metrics (holdfast.readiness.check). It is served to whoever can reach
 	// the probe: never put an address in it. Default: the name the pool
-	// was given (the holdfast.PoolName option, else the factory's
-	// WithPoolName), else "database", and "database-2", "database-3", ...
+	// was given (the holdfast.PoolName option), else "database", and
+	// "database-2", "database-3", ...
 	// for the second and later targets without one, so that the body
 	// names no host, port or IP. (The address of a target is in its log
 	// lines: server.address, server.port, db.namespace.) Two targets of one

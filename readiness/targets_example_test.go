@@ -72,7 +72,7 @@ func ExampleNew() {
 }
 
 // The names a Checker serves: a target's Name, else its pool's given name
-// (holdfast.PoolName, holdfast.WithPoolName), else "database",
+// (holdfast.PoolName), else "database",
 // "database-2", ...; never the database's address, which only its log
 // lines carry. No database is contacted here.
 func ExampleTarget() {

@@ -108,7 +108,7 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 	}
 
 	// Readiness of the holdfast pool, as a service would serve it.
-	checker, err := readiness.New(hfPool, readiness.Config{Factory: f})
+	checker, err := readiness.New(readiness.Config{Factory: f}, readiness.Pool(hfPool))
 	if err != nil {
 		return nil, err
 	}

@@ -59,7 +59,6 @@ type Config struct {
 
 	Limit Limit // the admission limit of each pool's connects
 
-	PoolName  string            // the default name of the pools (else host:port/database)
 	BlueGreen *bluegreen.Config // nil: off
 	Failover  *failover.Config  // nil: off
 }
@@ -160,9 +159,6 @@ func (e *Engine) Configure(cfg *pgxpool.Config, name string, instance *failover.
 	}
 	if p := e.configOf(cfg); p != nil {
 		return configError("pgxpool.Config", "already configured by this factory: configure a config once")
-	}
-	if name == "" {
-		name = e.cfg.PoolName
 	}
 	p, err := e.bind(cfg, e.uniqueName(obs.PoolName(cfg.ConnConfig, name)), instance)
 	if err != nil {

@@ -61,7 +61,7 @@ type Pool struct {
 
 	static string      // the config's own password, registered with the redactor
 	name   string      // the pool's name (unique in the engine)
-	named  bool        // name was given (PoolName, WithPoolName), not "host:port/database"
+	named  bool        // name was given (PoolName), not "host:port/database"
 	target *obs.Target // what log lines name
 
 	// dialOK: 0 until the first connect checked that the config's DialFunc
@@ -74,8 +74,8 @@ type Pool struct {
 // Name returns the pool's name in telemetry and log lines.
 func (p *Pool) Name() string { return p.name }
 
-// Named reports whether the pool's name was given (holdfast.PoolName,
-// WithPoolName) rather than the default "host:port/database", which
+// Named reports whether the pool's name was given (holdfast.PoolName)
+// rather than the default "host:port/database", which
 // readiness does not serve.
 func (p *Pool) Named() bool { return p.named }
 
