@@ -15,6 +15,7 @@ import (
 	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/failover"
+	"github.com/holdfast-db/holdfast/internal/bgroute"
 	"github.com/holdfast-db/holdfast/retry"
 )
 
@@ -132,7 +133,7 @@ func WithPasswordFunc(fn func(ctx context.Context) (string, error)) Option {
 // for. host is the connection's host (the pool config's Host, or the
 // fallback host pgx dials), except when blue/green routing (WithBlueGreen)
 // sends the connection to a server that answers to another name: then it
-// is that name (bluegreen.AuthHosts). During a switchover's POST phase a
+// is that name (bluegreen.Name.Auth). During a switchover's POST phase a
 // blue name leads to green, which answers to its green name until green
 // takes the blue names; host is then the green name, or the blue name once
 // the metadata shows the rename, and the one retry with a fresh token
@@ -234,13 +235,13 @@ func WithLogger(l *slog.Logger) Option {
 // Each pool then gets two monitor goroutines, each with its own connection
 // outside the pool, started when the pool first connects: call
 // Factory.Close when the pools are closed to stop them
-// (Factory.BlueGreen(pool).Close stops one pool's). The
+// (Factory.ClosePool stops one pool's). The
 // factory's classifier also learns the package's errors (bluegreen.Rule): a
 // wait that reached its bound is Transient, a rejected green host name
 // Fatal.
 func WithBlueGreen(c bluegreen.Config) Option {
 	return func(cfg *config) {
-		if err := c.Validate(); err != nil {
+		if err := bgroute.Validate(c); err != nil {
 			cfg.fail(&ConfigError{Field: "WithBlueGreen", Why: "invalid bluegreen.Config", Err: err})
 			return
 		}

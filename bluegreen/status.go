@@ -1,15 +1,6 @@
 package bluegreen
 
-import (
-	"net"
-	"slices"
-	"sort"
-	"strconv"
-	"time"
-
-	"github.com/holdfast-db/holdfast/bluegreen/internal/meta"
-	"github.com/holdfast-db/holdfast/bluegreen/internal/switchover"
-)
+import "time"
 
 // Status is a point-in-time view of a Router, for readiness endpoints and
 // dashboards. It is a value: later changes do not show in it. Its JSON
@@ -51,7 +42,7 @@ type Status struct {
 	Monitors []MonitorStatus `json:"monitors"`
 	// Waiting is the number of connects, Acquires and statements held now.
 	Waiting int64 `json:"waiting"`
-	// Counters since New: connections dropped (to the old blue instance),
+	// Counters since the pool was configured: connections dropped (to the old blue instance),
 	// connects rejected, waits that reached Config.ConnectTimeout.
 	Dropped  int64 `json:"dropped"`
 	Rejected int64 `json:"rejected"`
@@ -115,28 +106,6 @@ type Route struct {
 	Addr   string `json:"addr,omitempty"` // for "substitute": "ip" or "ip:port"
 }
 
-// describe returns the public form of a snapshot.
-func describe(s *switchover.Snapshot) Routing {
-	r := Routing{Normal: s.Normal, Phase: Phase(s.Phase), SuspendQueries: s.SuspendQueries, NamesUntil: s.NamesUntil}
-	for h, rt := range s.Routes {
-		addr := rt.Addr
-		if addr != "" && rt.Port != 0 {
-			addr = net.JoinHostPort(addr, strconv.Itoa(rt.Port))
-		}
-		r.Routes = append(r.Routes, Route{Host: h, Action: rt.Action.String(), Addr: addr})
-	}
-	sort.Slice(r.Routes, func(i, j int) bool { return r.Routes[i].Host < r.Routes[j].Host })
-	for ip := range s.Drop {
-		r.DropAddrs = append(r.DropAddrs, ip)
-	}
-	sort.Strings(r.DropAddrs)
-	for h, id := range s.Names {
-		r.Names = append(r.Names, Name{Host: h, Auth: slices.Clone(id.Auth), Cert: slices.Clone(id.Cert)})
-	}
-	sort.Slice(r.Names, func(i, j int) bool { return r.Names[i].Host < r.Names[j].Host })
-	return r
-}
-
 // Mapping pairs a blue host with its green counterpart.
 type Mapping struct {
 	Blue      string `json:"blue"`
@@ -147,7 +116,9 @@ type Mapping struct {
 
 // MonitorStatus describes one monitor after its last poll.
 type MonitorStatus struct {
-	Role Role `json:"role"`
+	// Role is "SOURCE" (blue, Status.Monitors[0]) or "TARGET" (green,
+	// Status.Monitors[1]).
+	Role string `json:"role"`
 	// Host is the host it reads from, Addr the address it is connected to.
 	Host      string `json:"host"`
 	Addr      string `json:"addr,omitempty"`
@@ -167,46 +138,6 @@ type MonitorStatus struct {
 	Status   string    `json:"status,omitempty"`
 	LastPoll time.Time `json:"last_poll,omitzero"`
 	Error    string    `json:"error,omitempty"`
-	// Connects counts the connections the monitor has opened since New.
+	// Connects counts the connections the monitor has opened.
 	Connects int `json:"connects"`
-}
-
-// Status returns the Router's current state. It takes the Router's lock
-// briefly; it is not meant for the hot path.
-func (r *Router) Status() Status {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	st := r.st
-	s := Status{
-		ID:                   r.cfg.ID,
-		Phase:                Phase(st.Phase),
-		Generation:           st.Gen,
-		Engine:               Engine(st.Engine),
-		Stale:                st.Stale,
-		Routing:              describe(r.snap.Load()),
-		BlueDNSUpdated:       st.BlueDNSUpdated,
-		GreenDNSRemoved:      st.GreenDNSRemoved,
-		GreenTopologyChanged: st.GreenTopologyChanged,
-		Monitors:             []MonitorStatus{r.mons[meta.RoleSource], r.mons[meta.RoleTarget]},
-		Waiting:              r.waiting.Load(),
-		Dropped:              r.dropped.Load(),
-		Rejected:             r.rejected.Load(),
-		TimedOut:             r.timedOut.Load(),
-		AliasedCerts:         r.aliasedCerts.Load(),
-		Closed:               r.closed,
-	}
-	for _, m := range st.Mappings() {
-		s.Mapping = append(s.Mapping, Mapping(m))
-	}
-	for _, e := range st.Timeline {
-		s.Timeline = append(s.Timeline, Event(e))
-	}
-	if st.Frozen {
-		s.SwitchoverDeadline = st.Deadline
-	}
-	if r.last != nil {
-		l := *r.last
-		s.LastSummary = &l
-	}
-	return s
 }

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
-
-	"github.com/holdfast-db/holdfast/bluegreen/internal/switchover"
 )
 
 // Event is one entry of a switchover timeline. Name is a phase name
@@ -32,25 +30,21 @@ type Event struct {
 	Name string    `json:"event"`
 }
 
-// Outcome says how a switchover ended.
-type Outcome int
+// Outcome says how a switchover ended. Its values are their own JSON and
+// log form.
+type Outcome string
 
 const (
-	// OutcomeCompleted: the metadata reported COMPLETED and DNS caught up (or the
-	// timer expired after COMPLETED).
-	OutcomeCompleted Outcome = iota + 1
-	// OutcomeRolledBack: green went back to an earlier phase before COMPLETED.
-	OutcomeRolledBack
-	// OutcomeTimedOut: SwitchoverTimeout passed before COMPLETED; the metadata
-	// may be stuck.
-	OutcomeTimedOut
+	// OutcomeCompleted: the metadata reported COMPLETED and DNS caught up
+	// (or the timer expired after COMPLETED).
+	OutcomeCompleted Outcome = "COMPLETED"
+	// OutcomeRolledBack: green went back to an earlier phase before
+	// COMPLETED.
+	OutcomeRolledBack Outcome = "ROLLED BACK"
+	// OutcomeTimedOut: SwitchoverTimeout passed before COMPLETED; the
+	// metadata may be stuck.
+	OutcomeTimedOut Outcome = "TIMED OUT"
 )
-
-// String returns "COMPLETED", "ROLLED BACK" or "TIMED OUT".
-func (o Outcome) String() string { return switchover.Outcome(o).String() }
-
-// MarshalText encodes the outcome as its name, for JSON.
-func (o Outcome) MarshalText() ([]byte, error) { return []byte(o.String()), nil }
 
 // Summary is the timeline of one finished switchover. It is a value: the
 // Router never changes a Summary it has handed out.
@@ -109,13 +103,4 @@ func (s Summary) String() string {
 	}
 	b.WriteString(divider)
 	return b.String()
-}
-
-// summaryOf converts the phase machine's summary.
-func summaryOf(s *switchover.Summary) *Summary {
-	ev := make([]Event, len(s.Events))
-	for i, e := range s.Events {
-		ev[i] = Event(e)
-	}
-	return &Summary{ID: s.ID, Outcome: Outcome(s.Outcome), Anchor: s.Anchor, Events: ev}
 }

@@ -70,10 +70,6 @@ type Engine struct {
 	cn  *connector
 	tel *obs.Telemetry
 
-	// bgObserve: each pool's blue/green router records through the
-	// factory's telemetry (no Observer of the user's).
-	bgObserve bool
-
 	mu       sync.Mutex             // guards the fields below
 	pools    []*Pool                // every pool config the engine configured (pool.go)
 	monitors map[string]*monitorRef // with failover: one per cluster
@@ -114,7 +110,6 @@ func New(c Config) *Engine {
 	e.cn.dial.NoRefund = true
 	e.cn.fetch = e.Retrier(c.Policy, LayerPassword)
 	e.cn.fetch.NoRefund = true
-	e.bgObserve = c.BlueGreen != nil && c.BlueGreen.Observer == nil
 	return e
 }
 
@@ -274,7 +269,8 @@ const ReasonRetriedBelow = "retried-below"
 // it): waiting for it again would multiply the bound.
 func WaitedBelow(err error, queued func(error) bool) bool {
 	var below *retry.Error
-	return errors.As(err, &below) || errors.Is(err, bluegreen.ErrSuspended) || queued(err)
+	var held *bluegreen.SuspendError
+	return errors.As(err, &below) || errors.As(err, &held) || queued(err)
 }
 
 // Reacquire retries acquire after a first failure firstErr, under r, as

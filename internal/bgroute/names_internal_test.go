@@ -1,4 +1,4 @@
-package bluegreen
+package bgroute
 
 import (
 	"context"
@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/holdfast-db/holdfast/bluegreen/internal/meta"
-	"github.com/holdfast-db/holdfast/bluegreen/internal/switchover"
+	"github.com/holdfast-db/holdfast/internal/bgroute/meta"
+	"github.com/holdfast-db/holdfast/internal/bgroute/switchover"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )

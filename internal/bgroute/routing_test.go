@@ -1,4 +1,4 @@
-package bluegreen
+package bgroute
 
 import (
 	"bytes"
@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/holdfast-db/holdfast/bluegreen/internal/meta"
-	"github.com/holdfast-db/holdfast/bluegreen/internal/switchover"
+	"github.com/holdfast-db/holdfast/internal/bgroute/meta"
+	"github.com/holdfast-db/holdfast/internal/bgroute/switchover"
 	"github.com/holdfast-db/holdfast/internal/topology"
 	"github.com/jackc/pgx/v5"
 )
