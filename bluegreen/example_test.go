@@ -72,8 +72,10 @@ func ExampleRule() {
 	held := &bluegreen.SuspendError{Op: "connect", Host: "orders.cluster-abcdefghijkl.us-east-1.rds.amazonaws.com",
 		Phase: bluegreen.InProgress, Waited: 30 * time.Second, Err: context.DeadlineExceeded}
 	rejected := &bluegreen.RejectError{Host: "orders-green-abc123.cluster-abcdefghijkl.us-east-1.rds.amazonaws.com", Phase: bluegreen.Post}
-	fmt.Println(c.Classify(held), errors.Is(held, bluegreen.ErrSuspended))
-	fmt.Println(c.Classify(rejected), errors.Is(rejected, bluegreen.ErrRejected))
+	var se *bluegreen.SuspendError // what errors.As finds in an Acquire's or a query's error
+	var re *bluegreen.RejectError
+	fmt.Println(c.Classify(held), errors.As(held, &se))
+	fmt.Println(c.Classify(rejected), errors.As(rejected, &re))
 	fmt.Println(held)
 	// Output:
 	// transient/bluegreen-suspended true
