@@ -37,7 +37,7 @@
 //
 //	layer      BeforeConnect                    PrepareConn (every Acquire)       where
 //	telemetry  connect span and metrics         —                                 telemetry.go, internal/obs
-//	bluegreen  hold, refuse, substitute names   hold during IN_PROGRESS, drop     package bluegreen
+//	bluegreen  hold, refuse, substitute names   hold during IN_PROGRESS, drop     internal/bgroute
 //	failover   hold by the writer endpoint      drop a connection to a dead       failover.go, package failover
 //	                                            writer
 //	eviction   —                                drop connections to a server      evict.go
@@ -55,8 +55,8 @@
 // wrapping the integration's (WithDialFunc, cloudsql.With), else the
 // config's DialFunc, else pgx's; the failover and eviction layers learn of
 // the connection's dials, handshake and failures from it, and may route
-// its dials (failover). internal/compose is the one composer: bluegreen.New
-// uses it too. A pool finds its layers again from its config
+// its dials (failover). internal/compose is the one composer. A pool
+// finds its layers again from its config
 // ([Factory.BlueGreen], [Factory.Failover]), however it was built.
 //
 // pgxpool builds every connection through these hooks, whatever asked for

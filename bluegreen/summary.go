@@ -48,6 +48,26 @@ const (
 
 // Summary is the timeline of one finished switchover. It is a value: the
 // Router never changes a Summary it has handed out.
+//
+// When COMPLETED is seen and DNS has caught up, or on a rollback, or when
+// the switchover timer expires, the Router logs the timeline (Info,
+// through Config.Logger) in the AWS wrappers' table form ([Summary.String])
+// with the message "bluegreen: switchover COMPLETED" (or ROLLED BACK,
+// TIMED OUT) and the table in its summary attribute, keeps it
+// ([Router.LastSummary], [Status].LastSummary), clears its routing and its
+// inventory, and its monitors start over for the next deployment. Until
+// both monitors have read a phase outside PREPARATION to POST, such phases
+// are ignored ([Status].Stale), so that a stuck status or a server whose
+// metadata lags does not start the same switchover again.
+//
+// The timeline's phase events carry the times the metadata reported them;
+// its last event, "Routing normal", is when the Router went back to plain
+// host names. The two differ: COMPLETED is often reported before DNS has
+// caught up, and until it has, routing stays as in POST. Before a
+// switchover, once the green side is mapped, the Router logs a one-time
+// line with the blue → green mapping and addresses:
+//
+//	level=INFO msg="bluegreen: target topology recognized" bgd_id=1 mapping="orders.cluster-abcdefghijkl.us-east-1.rds.amazonaws.com (10.0.1.17) -> orders-green-abc123.cluster-abcdefghijkl.us-east-1.rds.amazonaws.com (10.0.2.41), ..."
 type Summary struct {
 	ID      string    `json:"id"`
 	Outcome Outcome   `json:"outcome"`
