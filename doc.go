@@ -38,7 +38,7 @@
 //
 //	layer      BeforeConnect                    PrepareConn (every Acquire)       where
 //	telemetry  connect span and metrics         —                                 internal/conn, internal/obs
-//	bluegreen  hold, refuse, substitute names   hold during IN_PROGRESS, drop     internal/bluegreen
+//	bluegreen  hold, refuse, substitute names   hold during IN_PROGRESS, drop     internal/bgroute
 //	failover   hold by the writer endpoint      drop a connection to a dead       internal/failovermon
 //	                                            writer
 //	eviction   —                                drop connections to a server      internal/evict
@@ -58,7 +58,7 @@
 //	holdfast                  the face: Factory, options, errors, RunTx, DBTX, ReadWrite
 //	└─ internal/conn          the engine: a factory's pools, their bindings, the connector
 //	   └─ internal/compose    the one composer: the layer contract, the order, the precedence
-//	      ├─ internal/bluegreen    the blue/green router and monitors  (public: package bluegreen)
+//	      ├─ internal/bgroute      the blue/green router and monitors  (public: package bluegreen)
 //	      ├─ internal/failovermon  the failover monitor, writer and reader routing  (public: package failover)
 //	      └─ internal/evict        the eviction
 //	classify, retry           the ground floor: verdicts from types and codes, bounded retry

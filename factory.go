@@ -265,7 +265,7 @@ func (f *Factory) ClosePool(pool *pgxpool.Pool) {
 // BlueGreen returns the blue/green router of pool (WithBlueGreen), or nil:
 // for its Status, Changed and LastSummary. It finds the pool's layers from
 // its config: NewPool, or Configure and pgxpool.NewWithConfig, alike.
-func (f *Factory) BlueGreen(pool *pgxpool.Pool) *bluegreen.Router {
+func (f *Factory) BlueGreen(pool *pgxpool.Pool) bluegreen.Router {
 	if p := f.e.PoolOf(pool); p != nil {
 		return p.BlueGreen()
 	}

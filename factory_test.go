@@ -717,7 +717,7 @@ func TestAcquireDoesNotRewaitASuspension(t *testing.T) {
 	defer f.Close()
 	pool := newPool(t, f, cfg)
 	_, err := f.Acquire(context.Background(), pool)
-	if !errors.Is(err, bluegreen.ErrSuspended) {
+	if !errors.As(err, new(*bluegreen.SuspendError)) {
 		t.Fatalf("Acquire = %v, want the suspension", err)
 	}
 	if v := f.Classify(err); v.Class != classify.Transient {

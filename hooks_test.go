@@ -102,7 +102,7 @@ func monitorGoroutines() int {
 		}
 		buf = make([]byte, 2*len(buf))
 	}
-	return strings.Count(string(buf), "bluegreen.(*monitor).run(")
+	return strings.Count(string(buf), "bgroute.(*monitor).run(")
 }
 
 // The factory owns what it starts: blue/green monitors start when the pool

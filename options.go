@@ -14,6 +14,7 @@ import (
 	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/failover"
+	"github.com/holdfast-db/holdfast/internal/bgroute"
 	"github.com/holdfast-db/holdfast/retry"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -397,7 +398,7 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 // Transient, a rejected green host name Fatal.
 func WithBlueGreen(c bluegreen.Config) Option {
 	return func(cfg *config) {
-		if err := c.Validate(); err != nil {
+		if err := bgroute.Validate(c); err != nil {
 			cfg.fail(&ConfigError{Field: "WithBlueGreen", Why: "invalid bluegreen.Config", Err: err})
 			return
 		}

@@ -5,13 +5,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/holdfast-db/holdfast/bluegreen"
+	"github.com/holdfast-db/holdfast"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// The benchmarks compare a plain pgxpool with a pool with blue/green
-// routing and no switchover under way (the shared test server has no
-// metadata: NOT_CREATED), on the same PostgreSQL, in the same run:
+// The benchmarks compare a plain pgxpool with a pool of a holdfast factory
+// with blue/green routing and no switchover under way (the shared test
+// server has no metadata: NOT_CREATED), on the same PostgreSQL, in the same
+// run:
 //
 //	go test -run '^$' -bench . -benchmem -count 5 ./bluegreen/
 //
@@ -22,24 +23,30 @@ func benchPools(b *testing.B) (plain, bg *pgxpool.Pool) {
 	ctx := context.Background()
 	mk := func(route bool) *pgxpool.Pool {
 		cfg := plainConfig(b)
-		if route {
-			c := quietConfig()
-			c.BaselineInterval = time.Hour // no poll during the measurement
-			r, err := bluegreen.New(cfg, c)
+		if !route {
+			p, err := pgxpool.NewWithConfig(ctx, cfg)
 			if err != nil {
 				b.Fatal(err)
 			}
-			b.Cleanup(r.Close)
-			waitAbsent(b, r)
+			b.Cleanup(p.Close)
+			if err := p.Ping(ctx); err != nil {
+				b.Fatal(err)
+			}
+			return p
 		}
-		p, err := pgxpool.NewWithConfig(ctx, cfg)
+		c := quietConfig()
+		c.BaselineInterval = time.Hour // no poll during the measurement
+		f, err := holdfast.New(holdfast.WithBlueGreen(c))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(f.Close)
+		p, err := f.NewPool(ctx, cfg) // makes the first connection
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(p.Close)
-		if err := p.Ping(ctx); err != nil {
-			b.Fatal(err)
-		}
+		waitAbsent(b, f.BlueGreen(p))
 		return p
 	}
 	return mk(false), mk(true)

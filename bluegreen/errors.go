@@ -4,30 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/holdfast-db/holdfast/internal/cfgerr"
 	"time"
 
 	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/internal/cfgerr"
 )
 
-// Sentinels matched through errors.Is by the error types of this package.
-var (
-	// ErrInvalidConfig is matched by every *ConfigError.
-	ErrInvalidConfig = cfgerr.ErrInvalid
-	// ErrSuspended is matched by every *SuspendError.
-	ErrSuspended = errors.New("bluegreen: suspended by a switchover")
-	// ErrRejected is matched by every *RejectError.
-	ErrRejected = errors.New("bluegreen: connection rejected during a switchover")
-	// ErrDropped is matched by every *DroppedError.
-	ErrDropped = errors.New("bluegreen: connection to the old blue instance dropped")
-)
-
-// Classification reasons given by [Rule].
-const (
-	ReasonSuspended = "bluegreen-suspended" // *SuspendError whose bound was reached (Transient)
-	ReasonRejected  = "bluegreen-rejected"  // *RejectError (Fatal)
-	ReasonDropped   = "bluegreen-dropped"   // *DroppedError (Transient)
-)
+// ErrInvalidConfig is matched by every *ConfigError.
+var ErrInvalidConfig = cfgerr.ErrInvalid
 
 // ConfigError reports a nil or nonsense option, argument or configuration
 // field. It is not retryable: fix the configuration. Every package of
@@ -67,9 +51,6 @@ func (e *SuspendError) Error() string {
 // Unwrap returns Err.
 func (e *SuspendError) Unwrap() error { return e.Err }
 
-// Is matches ErrSuspended.
-func (e *SuspendError) Is(target error) bool { return target == ErrSuspended }
-
 // SafeToRetry reports true: nothing was sent (see pgconn.SafeToRetry).
 func (e *SuspendError) SafeToRetry() bool { return true }
 
@@ -86,9 +67,6 @@ func (e *RejectError) Error() string {
 	return fmt.Sprintf("bluegreen: new connection to green host %s rejected: the blue/green switchover (%v) moved production to the blue names; connect with those", e.Host, e.Phase)
 }
 
-// Is matches ErrRejected.
-func (e *RejectError) Is(target error) bool { return target == ErrRejected }
-
 // DroppedError says that a connection to the old blue instance was taken
 // out of service because the switchover started (IN_PROGRESS): its next
 // statement is refused before anything is sent, and the pool destroys it.
@@ -103,33 +81,30 @@ func (e *DroppedError) Error() string {
 	return fmt.Sprintf("bluegreen: connection to blue instance %s dropped at the blue/green switchover (%v); nothing was sent, retry the transaction on a new connection", e.Addr, e.Phase)
 }
 
-// Is matches ErrDropped.
-func (e *DroppedError) Is(target error) bool { return target == ErrDropped }
-
 // SafeToRetry reports true: the refused statement was not sent.
 func (e *DroppedError) SafeToRetry() bool { return true }
 
 // Rule is a classify.Rule for this package's errors: *SuspendError is
-// Transient "bluegreen-suspended" (unless the caller canceled, which is left
-// to the built-in rules: Fatal "canceled"), *DroppedError Transient
-// "bluegreen-dropped", *RejectError Fatal "bluegreen-rejected".
-// holdfast.WithBlueGreen registers it; add it with classify.New when you use
-// this package without holdfast.Factory.
+// Transient with reason "bluegreen-suspended" (unless the caller canceled,
+// which is left to the built-in rules: Fatal "canceled"), *DroppedError
+// Transient "bluegreen-dropped", *RejectError Fatal "bluegreen-rejected".
+// holdfast.WithBlueGreen registers it with the factory's classifier; add
+// it with classify.New to classify the errors elsewhere.
 func Rule(err error) (classify.Verdict, bool) {
 	var se *SuspendError
 	if errors.As(err, &se) {
 		if errors.Is(err, context.Canceled) {
 			return classify.Verdict{}, false
 		}
-		return classify.Verdict{Class: classify.Transient, Reason: ReasonSuspended}, true
+		return classify.Verdict{Class: classify.Transient, Reason: "bluegreen-suspended"}, true
 	}
 	var re *RejectError
 	if errors.As(err, &re) {
-		return classify.Verdict{Class: classify.Fatal, Reason: ReasonRejected}, true
+		return classify.Verdict{Class: classify.Fatal, Reason: "bluegreen-rejected"}, true
 	}
 	var de *DroppedError
 	if errors.As(err, &de) {
-		return classify.Verdict{Class: classify.Transient, Reason: ReasonDropped}, true
+		return classify.Verdict{Class: classify.Transient, Reason: "bluegreen-dropped"}, true
 	}
 	return classify.Verdict{}, false
 }

@@ -2,6 +2,7 @@ package bluegreen_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
@@ -72,11 +73,81 @@ func ExampleRule() {
 	held := &bluegreen.SuspendError{Op: "connect", Host: "orders.cluster-abcdefghijkl.us-east-1.rds.amazonaws.com",
 		Phase: bluegreen.InProgress, Waited: 30 * time.Second, Err: context.DeadlineExceeded}
 	rejected := &bluegreen.RejectError{Host: "orders-green-abc123.cluster-abcdefghijkl.us-east-1.rds.amazonaws.com", Phase: bluegreen.Post}
-	fmt.Println(c.Classify(held), errors.Is(held, bluegreen.ErrSuspended))
-	fmt.Println(c.Classify(rejected), errors.Is(rejected, bluegreen.ErrRejected))
+	var se *bluegreen.SuspendError // what errors.As finds in an Acquire's or a query's error
+	var re *bluegreen.RejectError
+	fmt.Println(c.Classify(held), errors.As(held, &se))
+	fmt.Println(c.Classify(rejected), errors.As(rejected, &re))
 	fmt.Println(held)
 	// Output:
 	// transient/bluegreen-suspended true
 	// fatal/bluegreen-rejected true
 	// bluegreen: connect to orders.cluster-abcdefghijkl.us-east-1.rds.amazonaws.com held for 30s by the blue/green switchover (IN_PROGRESS) and not released: context deadline exceeded
+}
+
+// A Status is served as JSON (package readiness does): phases, engines,
+// roles and outcomes by name.
+func ExampleStatus() {
+	at := time.Date(2026, 2, 15, 14, 31, 24, 7_000_000, time.UTC)
+	st := bluegreen.Status{
+		ID: "1", Phase: bluegreen.Created, Generation: 1, Engine: bluegreen.EngineAurora,
+		Routing: bluegreen.Routing{Normal: true, Phase: bluegreen.Created},
+		Monitors: []bluegreen.MonitorStatus{
+			{Role: "SOURCE", Host: "orders.cluster-abcdefghijkl.us-east-1.rds.amazonaws.com", Connected: true, Observation: "rows", Phase: bluegreen.Created, Status: "AVAILABLE", Connects: 1},
+			{Role: "TARGET", Host: "orders-green-abc123.cluster-abcdefghijkl.us-east-1.rds.amazonaws.com", Connected: true, Observation: "rows", Phase: bluegreen.Created, Status: "AVAILABLE", Connects: 2},
+		},
+		LastSummary: &bluegreen.Summary{ID: "1", Outcome: bluegreen.OutcomeCompleted, Anchor: at, Events: []bluegreen.Event{{Time: at, Name: "Routing normal"}}},
+	}
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(string(b))
+	// Output:
+	// {
+	//   "id": "1",
+	//   "phase": "CREATED",
+	//   "generation": 1,
+	//   "engine": "aurora",
+	//   "routing": {
+	//     "normal": true,
+	//     "phase": "CREATED",
+	//     "suspend_queries": false
+	//   },
+	//   "last_summary": {
+	//     "id": "1",
+	//     "outcome": "COMPLETED",
+	//     "anchor": "2026-02-15T14:31:24.007Z",
+	//     "events": [
+	//       {
+	//         "time": "2026-02-15T14:31:24.007Z",
+	//         "event": "Routing normal"
+	//       }
+	//     ]
+	//   },
+	//   "monitors": [
+	//     {
+	//       "role": "SOURCE",
+	//       "host": "orders.cluster-abcdefghijkl.us-east-1.rds.amazonaws.com",
+	//       "connected": true,
+	//       "observation": "rows",
+	//       "phase": "CREATED",
+	//       "status": "AVAILABLE",
+	//       "connects": 1
+	//     },
+	//     {
+	//       "role": "TARGET",
+	//       "host": "orders-green-abc123.cluster-abcdefghijkl.us-east-1.rds.amazonaws.com",
+	//       "connected": true,
+	//       "observation": "rows",
+	//       "phase": "CREATED",
+	//       "status": "AVAILABLE",
+	//       "connects": 2
+	//     }
+	//   ],
+	//   "waiting": 0,
+	//   "dropped": 0,
+	//   "rejected": 0,
+	//   "timed_out": 0,
+	//   "aliased_certs": 0
+	// }
 }

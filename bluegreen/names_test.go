@@ -16,7 +16,6 @@ import (
 	fake "github.com/holdfast-db/holdfast/fakes/bluegreentest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/retry"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -50,13 +49,13 @@ func (s *signer) mark() int {
 
 // TestNamesThroughSwitchover plays a switchover step by step on servers
 // that check IAM tokens by host and present per-node certificates, with
-// a holdfast pool (WithHostPasswordFunc) and a pool of bluegreen.New whose
-// own BeforeConnect signs for bluegreen.AuthHosts, both with
-// sslmode=verify-full by the blue cluster name: the token is issued for the
-// name the server answers to (the green name in POST until the rename, then
-// the blue name; the retry after a 28000 for the other one), and green's
-// certificate is accepted for the green counterpart until it carries the
-// blue names.
+// two holdfast pools (WithHostPasswordFunc), one of Factory.NewPool and
+// one of Factory.Configure and pgxpool.NewWithConfig, each of its own
+// factory, both with sslmode=verify-full by the blue cluster name: the
+// token is issued for the name the server answers to (the green name in
+// POST until the rename, then the blue name; the retry after a 28000 for
+// the other one), and green's certificate is accepted for the green
+// counterpart until it carries the blue names.
 func TestNamesThroughSwitchover(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -88,7 +87,7 @@ func TestNamesThroughSwitchover(t *testing.T) {
 	hs := &signer{port: env.Blue.Port}
 	p := retry.Default()
 	p.InitialInterval, p.MaxInterval = time.Millisecond, 5*time.Millisecond
-	f, err := holdfast.New(holdfast.WithBlueGreen(fastConfig()), holdfast.WithHostPasswordFunc(hs.sign),
+	f, err := holdfast.New(holdfast.WithBlueGreen(fastConfig()), holdfast.WithPasswordFunc(hs.sign),
 		holdfast.WithRetryPolicy(p), holdfast.WithStartupPolicy(p), holdfast.WithRetryBudget(nil))
 	if err != nil {
 		t.Fatal(err)
@@ -105,32 +104,31 @@ func TestNamesThroughSwitchover(t *testing.T) {
 	defer pool.Close()
 	r := f.BlueGreen(pool)
 
-	// The pool of bluegreen.New: its BeforeConnect signs for AuthHosts,
-	// else the connection's host (and so do its monitors).
+	// The pool of Configure and pgxpool.NewWithConfig, on a factory of
+	// its own (and a signer of its own, which its monitors use too).
 	ns := &signer{port: env.Blue.Port}
+	nf, err := holdfast.New(holdfast.WithBlueGreen(fastConfig()), holdfast.WithPasswordFunc(ns.sign),
+		holdfast.WithRetryPolicy(p), holdfast.WithStartupPolicy(p), holdfast.WithRetryBudget(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nf.Close()
 	ncfg, err := d.RolePoolConfig(n.Cluster, "app")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ncfg.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) error {
-		host := cc.Host
-		if hosts := bluegreen.AuthHosts(ctx); len(hosts) > 0 {
-			host = hosts[0]
-		}
-		var err error
-		cc.Password, err = ns.sign(ctx, host)
-		return err
-	}
-	nr, err := bluegreen.New(ncfg, fastConfig())
-	if err != nil {
+	if err := nf.Configure(ncfg); err != nil {
 		t.Fatal(err)
 	}
-	defer nr.Close()
 	npool, err := pgxpool.NewWithConfig(ctx, ncfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer npool.Close()
+	if err := npool.Ping(ctx); err != nil { // its first connection starts its monitors
+		t.Fatal(err)
+	}
+	nr := nf.BlueGreen(npool)
 
 	// connect opens a new connection of pool and returns the server it
 	// reached.
@@ -158,30 +156,25 @@ func TestNamesThroughSwitchover(t *testing.T) {
 	}
 	step := func(what, server string, want []string) {
 		t.Helper()
-		holdfastOnly := len(want) > 1 // a refused token: only holdfast retries it
-		m := hs.mark()
-		if got := connect(what+" (holdfast)", pool); got != server {
-			t.Errorf("%s (holdfast): reached %s, want %s", what, got, server)
-		}
-		// Compact: a monitor that reconnects meanwhile signs for the same
-		// name.
-		if got := slices.Compact(hs.since(m)); !slices.Equal(got, want) {
-			t.Errorf("%s (holdfast): tokens for %q, want %q", what, got, want)
-		}
-		if holdfastOnly {
-			return
-		}
-		m = ns.mark()
-		if got := connect(what+" (bluegreen.New)", npool); got != server {
-			t.Errorf("%s (bluegreen.New): reached %s, want %s", what, got, server)
-		}
-		if got := ns.since(m); len(got) == 0 || got[0] != want[0] {
-			t.Errorf("%s (bluegreen.New): tokens for %q, want %q first", what, got, want[0])
+		for _, p := range []struct {
+			name string
+			pool *pgxpool.Pool
+			s    *signer
+		}{{"NewPool", pool, hs}, {"Configure", npool, ns}} {
+			m := p.s.mark()
+			if got := connect(what+" ("+p.name+")", p.pool); got != server {
+				t.Errorf("%s (%s): reached %s, want %s", what, p.name, got, server)
+			}
+			// Compact: a monitor that reconnects meanwhile signs for the
+			// same name.
+			if got := slices.Compact(p.s.since(m)); !slices.Equal(got, want) {
+				t.Errorf("%s (%s): tokens for %q, want %q", what, p.name, got, want)
+			}
 		}
 	}
 	waitFor := func(what string, cond func(bluegreen.Status) bool) {
 		t.Helper()
-		for _, r := range []*bluegreen.Router{r, nr} {
+		for _, r := range []bluegreen.Router{r, nr} {
 			c := &client{t: t, r: r}
 			c.waitFor(what, cond)
 		}

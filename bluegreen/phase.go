@@ -1,6 +1,6 @@
 package bluegreen
 
-import "github.com/holdfast-db/holdfast/bluegreen/internal/meta"
+import "github.com/holdfast-db/holdfast/internal/bgroute/meta"
 
 // Phase is where a blue/green deployment is in its life, as the metadata
 // reports it. Phases are ordered: a switchover moves from NotCreated to
@@ -40,20 +40,3 @@ func (p Phase) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
 // Active reports whether a switchover is under way or just finished
 // (Preparation through Completed).
 func (p Phase) Active() bool { return p >= Preparation && p <= Completed }
-
-// Role says which side of a deployment a monitor reads. The zero value is
-// RoleUnknown.
-type Role int
-
-// The roles.
-const (
-	RoleUnknown Role = iota // a role this package does not know
-	RoleSource              // blue: the deployment's current production side
-	RoleTarget              // green: the side that takes over
-)
-
-// String returns "SOURCE", "TARGET" or "UNKNOWN".
-func (r Role) String() string { return meta.Role(r).String() }
-
-// MarshalText encodes the role as its name, for JSON.
-func (r Role) MarshalText() ([]byte, error) { return []byte(r.String()), nil }

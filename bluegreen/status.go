@@ -1,19 +1,11 @@
 package bluegreen
 
-import (
-	"net"
-	"slices"
-	"sort"
-	"strconv"
-	"time"
+import "time"
 
-	"github.com/holdfast-db/holdfast/bluegreen/internal/meta"
-	"github.com/holdfast-db/holdfast/bluegreen/internal/switchover"
-)
-
-// Status is a point-in-time view of a Router, for readiness endpoints and
-// dashboards. It is a value: later changes do not show in it. Its JSON
-// form uses the tags below.
+// Status is a point-in-time view of a [Router], for readiness endpoints and
+// dashboards: the phase, the routing, the mapping, the timeline and the
+// monitors. It is a value: later changes do not show in it
+// ([Router.Changed] signals them). Its JSON form uses the tags below.
 type Status struct {
 	// ID is Config.ID.
 	ID string `json:"id"`
@@ -51,21 +43,66 @@ type Status struct {
 	Monitors []MonitorStatus `json:"monitors"`
 	// Waiting is the number of connects, Acquires and statements held now.
 	Waiting int64 `json:"waiting"`
-	// Counters since New: connections dropped (to the old blue instance),
+	// Counters since the pool was configured: connections dropped (to the old blue instance),
 	// connects rejected, waits that reached Config.ConnectTimeout.
 	Dropped  int64 `json:"dropped"`
 	Rejected int64 `json:"rejected"`
 	TimedOut int64 `json:"timed_out"`
 	// AliasedCerts counts the TLS handshakes, of the pool's connections and
 	// the monitors', whose server certificate was valid not for the name
-	// asked for but for its counterpart (see the package documentation,
-	// "Names").
+	// asked for but for its counterpart (see [Name]).
 	AliasedCerts int64 `json:"aliased_certs"`
-	// Closed is true after Close.
+	// Closed is true once the factory stopped the Router (Factory.Close,
+	// Factory.ClosePool): the routing is then back to plain host names.
 	Closed bool `json:"closed,omitempty"`
 }
 
-// Routing describes the routing in force.
+// Routing describes the routing in force. It is an immutable snapshot
+// swapped atomically when the state changes; the pool's hooks read it with
+// one atomic load, and do nothing else while no switchover is under way.
+// Phase by phase:
+//
+//	| phase                  | new connection to a blue name           | to a green name                      | Acquire, statements        |
+//	|------------------------|-----------------------------------------|--------------------------------------|----------------------------|
+//	| NOT_CREATED, CREATED   | as asked                                | as asked                             | as asked                   |
+//	| PREPARATION            | blue start address                      | as asked                             | as asked                   |
+//	| IN_PROGRESS            | held                                    | held                                 | held; blue conns dropped   |
+//	| POST                   | green address of the corresponding node | green address, then rejected once    | as asked; blue conns       |
+//	|                        | (held until it is known), as asked once | green took the blue names, as asked  | dropped                    |
+//	|                        | blue DNS points at green                | once green DNS is removed             |                            |
+//	| COMPLETED              | as POST until blue DNS is updated and green DNS removed, then as asked                                             |
+//
+// Addresses are pinned through the connection's LookupFunc only: the host
+// name stays the one asked for, and TLS with sslmode=verify-full verifies
+// the certificate against it, or against the names of the server it was
+// routed to ([Name]). The corresponding node is chosen by role and sorted
+// name: writer cluster endpoint to writer cluster endpoint, reader to
+// reader, blue writer instance to green writer instance (the writer is the
+// topology's, else the instance at the cluster endpoint's address), blue
+// readers to green readers round robin.
+//
+// New connections are held in the pool's BeforeConnect (which pgxpool runs
+// without the caller's cancellation), Acquire in PrepareConn, statements
+// on acquired connections in the query tracer (also batches, CopyFrom and
+// Prepare). Connections to the old blue instance are dropped when
+// IN_PROGRESS begins: idle ones are closed at once (the Router learns its
+// pool at the pool's first Acquire), others are destroyed when next
+// acquired, and a statement on one in use fails with a [*DroppedError]. A
+// held caller wakes when the routing changes, never on a poll, and waits
+// at most Config.ConnectTimeout (30 s) and its context: then it fails with
+// a [*SuspendError]. Nothing was sent, so it is Transient, but
+// holdfast.Factory.Acquire does not wait it out a second time: the bound
+// is the caller's whole wait. A rejected connection fails at once with a
+// [*RejectError].
+//
+// IN_PROGRESS is released early when blue DNS already points at green. A
+// switchover timer (SwitchoverTimeout, 180 s from PREPARATION) ends the
+// switchover whatever the metadata says, from a timer of its own rather
+// than on the next change; after it a status stuck in IN_PROGRESS routes
+// nothing. A rollback is recognised only when the green monitor reads an
+// earlier phase than before, before COMPLETED, in two reads in a row (one
+// server whose copy of the metadata trails the others' is not a rollback),
+// never from an absent, empty or failed read.
 type Routing struct {
 	// Normal is true when nothing is intercepted: every Acquire and
 	// connect costs one atomic load.
@@ -90,9 +127,53 @@ type Routing struct {
 }
 
 // Name says how a new connection by Host authenticates the server it
-// reaches: Auth are the names its password or token is issued for, in
-// order ([AuthHosts]), Cert the names the server's certificate may be
-// valid for, the name asked for first.
+// reaches when that server answers to other names than Host.
+//
+// In POST a blue name leads to green, by the routing's substitution or,
+// once blue DNS is updated, by DNS; but green answers to its green names
+// until it takes the blue names, and RDS renews its node certificate for
+// the blue names only some time after that rename, sometimes after
+// SWITCHOVER_COMPLETED. So a connection by a blue name that reaches green
+// would present an IAM token green refuses (SQLSTATE 28000), and fail
+// sslmode=verify-full. For each host name that leads to green, the
+// routing knows the server's names: green node g (the counterpart of blue
+// name b) answers to g until the metadata shows the rename ("Green
+// topology changed"), then to g without "-green-xxxxxx" (normally b), as
+// the AWS JDBC wrapper assumes (its PR #1642).
+//
+// Tokens. Auth are the names the connection's password or token is issued
+// for, in order: in POST the green name, then the blue name (the blue
+// name first once the metadata shows the rename). The factory's password
+// function for a host (holdfast.WithHostPasswordFunc, rdsiam.With) is told
+// the first; after a 28000 its one retry with a fresh token is issued for
+// the second, which covers the moment between the rename and the next
+// poll. The green monitor's connection gets a token for its green name,
+// then for the blue name after the rename; a monitor whose connection was
+// refused with 28000 tries the other name at its next connect, and a
+// monitor that reads old blue by a blue name after the rename issues its
+// token for the -old1 name. Before POST (and with no switchover) there are
+// no names: the token is for the connection's host.
+//
+// Certificates. Cert are the names the server's certificate may be valid
+// for, the name asked for first. For sslmode=verify-full, a connection by
+// a name that leads to green accepts the server's certificate when it is
+// valid for the name asked for, or for the green name the routing
+// substituted, or for that green name's blue name; never for any other
+// name, and always with the whole chain verified. It is done on the
+// connection's own tls.Config (pgxpool's per-connection copy, changed in
+// place so that pgx still finds the client certificate of sslcert), with
+// InsecureSkipVerify set and the verification crypto/tls would do (chain
+// to RootCAs, time, server authentication) done in VerifyConnection
+// followed by the name check, then the config's own VerifyConnection. A
+// config that verifies no host name (verify-ca, require) is left alone.
+// It applies in POST, to the pool's connections and the monitors', and for
+// SwitchoverTimeout (180 s) after a completed switchover to the blue names,
+// which DNS then sends to green whose certificate may still lack them
+// (Routing.NamesUntil). [Status].AliasedCerts counts the handshakes it
+// accepted for a counterpart name. The counterpart is learned from the
+// metadata read over the same verified TLS from the deployment's own
+// servers: a server that can present a valid certificate for the green
+// name is the green instance.
 type Name struct {
 	Host string   `json:"host"`
 	Auth []string `json:"auth"`
@@ -115,28 +196,6 @@ type Route struct {
 	Addr   string `json:"addr,omitempty"` // for "substitute": "ip" or "ip:port"
 }
 
-// describe returns the public form of a snapshot.
-func describe(s *switchover.Snapshot) Routing {
-	r := Routing{Normal: s.Normal, Phase: Phase(s.Phase), SuspendQueries: s.SuspendQueries, NamesUntil: s.NamesUntil}
-	for h, rt := range s.Routes {
-		addr := rt.Addr
-		if addr != "" && rt.Port != 0 {
-			addr = net.JoinHostPort(addr, strconv.Itoa(rt.Port))
-		}
-		r.Routes = append(r.Routes, Route{Host: h, Action: rt.Action.String(), Addr: addr})
-	}
-	sort.Slice(r.Routes, func(i, j int) bool { return r.Routes[i].Host < r.Routes[j].Host })
-	for ip := range s.Drop {
-		r.DropAddrs = append(r.DropAddrs, ip)
-	}
-	sort.Strings(r.DropAddrs)
-	for h, id := range s.Names {
-		r.Names = append(r.Names, Name{Host: h, Auth: slices.Clone(id.Auth), Cert: slices.Clone(id.Cert)})
-	}
-	sort.Slice(r.Names, func(i, j int) bool { return r.Names[i].Host < r.Names[j].Host })
-	return r
-}
-
 // Mapping pairs a blue host with its green counterpart.
 type Mapping struct {
 	Blue      string `json:"blue"`
@@ -147,7 +206,9 @@ type Mapping struct {
 
 // MonitorStatus describes one monitor after its last poll.
 type MonitorStatus struct {
-	Role Role `json:"role"`
+	// Role is "SOURCE" (blue, Status.Monitors[0]) or "TARGET" (green,
+	// Status.Monitors[1]).
+	Role string `json:"role"`
 	// Host is the host it reads from, Addr the address it is connected to.
 	Host      string `json:"host"`
 	Addr      string `json:"addr,omitempty"`
@@ -167,46 +228,6 @@ type MonitorStatus struct {
 	Status   string    `json:"status,omitempty"`
 	LastPoll time.Time `json:"last_poll,omitzero"`
 	Error    string    `json:"error,omitempty"`
-	// Connects counts the connections the monitor has opened since New.
+	// Connects counts the connections the monitor has opened.
 	Connects int `json:"connects"`
-}
-
-// Status returns the Router's current state. It takes the Router's lock
-// briefly; it is not meant for the hot path.
-func (r *Router) Status() Status {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	st := r.st
-	s := Status{
-		ID:                   r.cfg.ID,
-		Phase:                Phase(st.Phase),
-		Generation:           st.Gen,
-		Engine:               Engine(st.Engine),
-		Stale:                st.Stale,
-		Routing:              describe(r.snap.Load()),
-		BlueDNSUpdated:       st.BlueDNSUpdated,
-		GreenDNSRemoved:      st.GreenDNSRemoved,
-		GreenTopologyChanged: st.GreenTopologyChanged,
-		Monitors:             []MonitorStatus{r.mons[meta.RoleSource], r.mons[meta.RoleTarget]},
-		Waiting:              r.waiting.Load(),
-		Dropped:              r.dropped.Load(),
-		Rejected:             r.rejected.Load(),
-		TimedOut:             r.timedOut.Load(),
-		AliasedCerts:         r.aliasedCerts.Load(),
-		Closed:               r.closed,
-	}
-	for _, m := range st.Mappings() {
-		s.Mapping = append(s.Mapping, Mapping(m))
-	}
-	for _, e := range st.Timeline {
-		s.Timeline = append(s.Timeline, Event(e))
-	}
-	if st.Frozen {
-		s.SwitchoverDeadline = st.Deadline
-	}
-	if r.last != nil {
-		l := *r.last
-		s.LastSummary = &l
-	}
-	return s
 }

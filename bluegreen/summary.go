@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
-
-	"github.com/holdfast-db/holdfast/bluegreen/internal/switchover"
 )
 
 // Event is one entry of a switchover timeline. Name is a phase name
@@ -32,28 +30,44 @@ type Event struct {
 	Name string    `json:"event"`
 }
 
-// Outcome says how a switchover ended.
-type Outcome int
+// Outcome says how a switchover ended. Its values are their own JSON and
+// log form.
+type Outcome string
 
 const (
-	// OutcomeCompleted: the metadata reported COMPLETED and DNS caught up (or the
-	// timer expired after COMPLETED).
-	OutcomeCompleted Outcome = iota + 1
-	// OutcomeRolledBack: green went back to an earlier phase before COMPLETED.
-	OutcomeRolledBack
-	// OutcomeTimedOut: SwitchoverTimeout passed before COMPLETED; the metadata
-	// may be stuck.
-	OutcomeTimedOut
+	// OutcomeCompleted: the metadata reported COMPLETED and DNS caught up
+	// (or the timer expired after COMPLETED).
+	OutcomeCompleted Outcome = "COMPLETED"
+	// OutcomeRolledBack: green went back to an earlier phase before
+	// COMPLETED.
+	OutcomeRolledBack Outcome = "ROLLED BACK"
+	// OutcomeTimedOut: SwitchoverTimeout passed before COMPLETED; the
+	// metadata may be stuck.
+	OutcomeTimedOut Outcome = "TIMED OUT"
 )
-
-// String returns "COMPLETED", "ROLLED BACK" or "TIMED OUT".
-func (o Outcome) String() string { return switchover.Outcome(o).String() }
-
-// MarshalText encodes the outcome as its name, for JSON.
-func (o Outcome) MarshalText() ([]byte, error) { return []byte(o.String()), nil }
 
 // Summary is the timeline of one finished switchover. It is a value: the
 // Router never changes a Summary it has handed out.
+//
+// When COMPLETED is seen and DNS has caught up, or on a rollback, or when
+// the switchover timer expires, the Router logs the timeline (Info,
+// through Config.Logger) in the AWS wrappers' table form ([Summary.String])
+// with the message "bluegreen: switchover COMPLETED" (or ROLLED BACK,
+// TIMED OUT) and the table in its summary attribute, keeps it
+// ([Router.LastSummary], [Status].LastSummary), clears its routing and its
+// inventory, and its monitors start over for the next deployment. Until
+// both monitors have read a phase outside PREPARATION to POST, such phases
+// are ignored ([Status].Stale), so that a stuck status or a server whose
+// metadata lags does not start the same switchover again.
+//
+// The timeline's phase events carry the times the metadata reported them;
+// its last event, "Routing normal", is when the Router went back to plain
+// host names. The two differ: COMPLETED is often reported before DNS has
+// caught up, and until it has, routing stays as in POST. Before a
+// switchover, once the green side is mapped, the Router logs a one-time
+// line with the blue → green mapping and addresses:
+//
+//	level=INFO msg="bluegreen: target topology recognized" bgd_id=1 mapping="orders.cluster-abcdefghijkl.us-east-1.rds.amazonaws.com (10.0.1.17) -> orders-green-abc123.cluster-abcdefghijkl.us-east-1.rds.amazonaws.com (10.0.2.41), ..."
 type Summary struct {
 	ID      string    `json:"id"`
 	Outcome Outcome   `json:"outcome"`
@@ -109,13 +123,4 @@ func (s Summary) String() string {
 	}
 	b.WriteString(divider)
 	return b.String()
-}
-
-// summaryOf converts the phase machine's summary.
-func summaryOf(s *switchover.Summary) *Summary {
-	ev := make([]Event, len(s.Events))
-	for i, e := range s.Events {
-		ev[i] = Event(e)
-	}
-	return &Summary{ID: s.ID, Outcome: Outcome(s.Outcome), Anchor: s.Anchor, Events: ev}
 }

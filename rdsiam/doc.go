@@ -28,7 +28,7 @@
 // green name until it takes the blue names; the green monitor of
 // holdfast.WithBlueGreen reads green by its green name. [With] signs for
 // the server each connection reaches ([HostPasswordFunc]): holdfast tells
-// it the name (bluegreen.AuthHosts), the green name first until the
+// it the name (bluegreen.Name.Auth), the green name first until the
 // metadata shows the rename, and the one retry after a 28000 is signed for
 // the other name. [PasswordFunc] signs every token for Config.Endpoint: a
 // pool that uses it through a switchover sees 28000 in POST, and its green

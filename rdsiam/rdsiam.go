@@ -108,7 +108,7 @@ func PasswordFunc(cfg Config) (func(ctx context.Context) (string, error), error)
 // cfg.Endpoint. RDS checks a token against the name the server answers to,
 // which changes during a blue/green switchover: green answers to its green
 // name until it takes the blue names, and holdfast passes the name it
-// must be signed for (bluegreen.AuthHosts).
+// must be signed for (bluegreen.Name.Auth).
 //
 // host is used when it is an RDS endpoint name in cfg.Region (it contains
 // "."+Region+".rds."); for any other host (a DNS name of your own that

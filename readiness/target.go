@@ -16,7 +16,6 @@ import (
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/classify"
-	"github.com/holdfast-db/holdfast/internal/compose"
 	"github.com/holdfast-db/holdfast/internal/conn"
 	"github.com/holdfast-db/holdfast/internal/obs"
 	"github.com/holdfast-db/holdfast/sqldb"
@@ -259,17 +258,17 @@ func (t *target) check(ctx context.Context) error {
 	return err
 }
 
-// blueGreen returns the target pool's blue/green router, or nil: holdfast's
-// (WithBlueGreen) or one of bluegreen.New, found from the pool's config.
-func (t *target) blueGreen() *bluegreen.Router {
+// blueGreen returns the target pool's blue/green router (WithBlueGreen),
+// or nil, found from the pool's config: the checker's factory's, or
+// another's.
+func (t *target) blueGreen() bluegreen.Router {
 	if r := t.factory.BlueGreen(t.pool); r != nil {
 		return r
 	}
 	if p := conn.OfPool(t.pool); p != nil {
 		return p.BlueGreen() // another factory's
 	}
-	return compose.OwnerOf[bluegreen.Router](t.pool.Config()) // bluegreen.New's
-
+	return nil
 }
 
 // logAttrs returns the target's attributes followed by attrs.

@@ -75,7 +75,7 @@ var ms = harness.MS
 // measure computes the figures and checks every write against both
 // servers.
 func measure(ctx context.Context, d *bluegreentest.Deployment, sres bluegreentest.SwitchoverResult, scriptEnd time.Time,
-	r *bluegreen.Router, clients []*harness.Client) (*Result, error) {
+	r bluegreen.Router, clients []*harness.Client) (*Result, error) {
 	res := &Result{Scenario: sres.Scenario, Workers: len(clients[0].Recs), Primary: "blue"}
 	primary, other := d.Env.Blue, d.Env.Green
 	if sres.Switched {
@@ -99,7 +99,7 @@ func measure(ctx context.Context, d *bluegreentest.Deployment, sres bluegreentes
 	}
 	res.AliasedCerts = st.AliasedCerts
 	if s, ok := r.LastSummary(); ok {
-		res.Outcome = s.Outcome.String()
+		res.Outcome = string(s.Outcome)
 		res.summary = s.String()
 		for _, e := range s.Events {
 			res.Timeline = append(res.Timeline, TimelineEvent{Event: e.Name, OffsetMS: ms(s.Offset(e))})

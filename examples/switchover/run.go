@@ -243,7 +243,7 @@ func requestPolicy() retry.Policy {
 
 // waitFor waits until cond holds on the router's status, or ctx ends, or
 // 30 s pass.
-func waitFor(ctx context.Context, r *bluegreen.Router, cond func(bluegreen.Status) bool) error {
+func waitFor(ctx context.Context, r bluegreen.Router, cond func(bluegreen.Status) bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	tick := time.NewTicker(100 * time.Millisecond) // for conditions on time

@@ -51,8 +51,8 @@ const (
 const Version = "1.0"
 
 // Values of the role column ([Row].Role), as RDS writes them. They are the
-// text holdfast's bluegreen package parses into its bluegreen.Role values
-// (bluegreen.RoleSource, bluegreen.RoleTarget).
+// text holdfast's blue/green monitors parse into their roles
+// (bluegreen.MonitorStatus.Role "SOURCE", "TARGET").
 const (
 	RowRoleSource = "BLUE_GREEN_DEPLOYMENT_SOURCE"
 	RowRoleTarget = "BLUE_GREEN_DEPLOYMENT_TARGET"

@@ -73,10 +73,6 @@ type Engine struct {
 	acquire retry.Retrier // Acquire's, layer "acquire"
 	startup retry.Retrier // Start's, layer "startup"
 
-	// bgObserve: each pool's blue/green router records through the
-	// factory's telemetry (no Observer of the user's).
-	bgObserve bool
-
 	mu       sync.Mutex             // guards the fields below
 	pools    []*Pool                // every pool config the engine configured (pool.go)
 	monitors map[string]*monitorRef // with failover: one per cluster
@@ -119,7 +115,6 @@ func New(c Config) *Engine {
 	e.cn.fetch.NoRefund = true
 	e.acquire = e.Retrier(c.Policy, LayerAcquire)
 	e.startup = e.Retrier(c.StartupPolicy, LayerStartup)
-	e.bgObserve = c.BlueGreen != nil && c.BlueGreen.Observer == nil
 	return e
 }
 
@@ -277,7 +272,8 @@ const ReasonRetriedBelow = "retried-below"
 // again would multiply the bound.
 func WaitedBelow(err error) bool {
 	var below *retry.Error
-	return errors.As(err, &below) || errors.Is(err, bluegreen.ErrSuspended) || errors.Is(err, ErrQueued)
+	var held *bluegreen.SuspendError
+	return errors.As(err, &below) || errors.As(err, &held) || errors.Is(err, ErrQueued)
 }
 
 // Acquire is pool.Acquire with request-scope retry (the face's

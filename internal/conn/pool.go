@@ -17,6 +17,7 @@ import (
 	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/failover"
 	"github.com/holdfast-db/holdfast/internal/admit"
+	"github.com/holdfast-db/holdfast/internal/bgroute"
 	"github.com/holdfast-db/holdfast/internal/cfgerr"
 	"github.com/holdfast-db/holdfast/internal/compose"
 	"github.com/holdfast-db/holdfast/internal/evict"
@@ -46,7 +47,7 @@ type Pool struct {
 	chain *compose.Chain  // the layers' connection hooks, in order (after Install)
 	base  pgconn.DialFunc // the dial the connector wraps
 
-	bg    *bluegreen.Router  // blue/green routing; nil when off
+	bg    *bgroute.Router    // blue/green routing; nil when off
 	fo    *failovermon.Layer // failover routing; nil when off or not routed
 	foRef *monitorRef        // fo's cluster monitor
 	adm   *admit.Limiter     // the admission limit of the pool's connects; nil when off
@@ -80,7 +81,12 @@ func (p *Pool) Name() string { return p.name }
 func (p *Pool) Named() bool { return p.named }
 
 // BlueGreen returns the pool's blue/green router, or nil.
-func (p *Pool) BlueGreen() *bluegreen.Router { return p.bg }
+func (p *Pool) BlueGreen() bluegreen.Router {
+	if p.bg == nil {
+		return nil // not a nil *bgroute.Router in the interface
+	}
+	return p.bg
+}
 
 // Failover returns the failover monitor of the pool's cluster, or nil.
 func (p *Pool) Failover() *failovermon.Monitor {
@@ -143,7 +149,8 @@ func (e *Engine) bind(cfg *pgxpool.Config, name string, instance *failover.Insta
 	if e.cfg.BlueGreen != nil {
 		mcc := mc.Copy()
 		mcc.DialFunc = p.poolDial
-		r, err := bluegreen.NewRouter(mcc, e.blueGreenConfig(name, p.target), p.monitorConnect)
+		bg, o := e.blueGreenConfig(name, p.target)
+		r, err := bgroute.New(mcc, bg, p.monitorConnect, o)
 		if err != nil {
 			return nil, &cfgerr.Error{Field: "WithBlueGreen", Why: "cannot install blue/green routing", Err: err}
 		}
@@ -172,21 +179,18 @@ func (p *Pool) newConn(_ context.Context, cc *pgx.ConnConfig) compose.Conn {
 	return &connState{cn: p.e.cn, p: p, base: p.base, cc: cc, target: p.target, rounds: p.e.cn.maxDials}
 }
 
-// blueGreenConfig returns the blue/green config of one pool: the
-// engine's, its lines naming the pool's database, recording through the
-// engine's telemetry under the pool's name, so that pools to different
-// clusters keep their phases and switchover spans apart.
-func (e *Engine) blueGreenConfig(pool string, target *obs.Target) bluegreen.Config {
+// blueGreenConfig returns the blue/green config of one pool, the
+// engine's, its lines naming the pool's database, and its observer, which
+// records through the engine's telemetry under the pool's name, so that
+// pools to different clusters keep their phases and switchover spans
+// apart.
+func (e *Engine) blueGreenConfig(pool string, target *obs.Target) (bluegreen.Config, bgroute.Observer) {
 	bg := *e.cfg.BlueGreen               // a copy: the option's Config may be shared
 	bg.Logger = target.Logger(bg.Logger) // its lines name the pool's database
-	if e.bgObserve {
-		id := bg.ID
-		if id == "" {
-			id = bluegreen.DefaultID
-		}
-		bg.Observer = e.tel.BlueGreen(id, pool, target)
+	if o := e.tel.BlueGreen(bgroute.ID(bg), pool, target); o != nil {
+		return bg, o
 	}
-	return bg
+	return bg, nil
 }
 
 // addFailover adds the failover layer of the pool of cc (a copy of its

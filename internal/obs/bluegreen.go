@@ -128,7 +128,7 @@ func (b *BlueGreen) Finished(ctx context.Context, outcome string) {
 // Suspended records that work at point waited for waited because of reason
 // (a short stable word, for example "IN_PROGRESS"), and ended with err
 // (nil: it resumed). point is the value of holdfast.bluegreen.suspend.point,
-// as bluegreen.Observer passes it: "connect" (a new connection waited in
+// as the blue/green router passes it (bgroute.Observer): "connect" (a new connection waited in
 // BeforeConnect), "acquire" (an Acquire waited in PrepareConn) or "query"
 // (a statement on an acquired connection waited in the query tracer). It records
 // holdfast.bluegreen.suspended.duration; sets

@@ -79,8 +79,8 @@ func ParseStatus(s string) (p Phase, ok bool) {
 	return NotCreated, false
 }
 
-// Role says which side of a deployment a row or a monitor is about. The
-// values are those of bluegreen.Role.
+// Role says which side of a deployment a row or a monitor is about. Its
+// String is bluegreen.MonitorStatus.Role.
 type Role int
 
 // The roles.
@@ -127,7 +127,7 @@ func ParseRole(s string) Role {
 	return RoleUnknown
 }
 
-// Engine selects the metadata function. The values are those of
+// Engine selects the metadata function. Its String is the value of
 // bluegreen.Engine.
 type Engine int
 

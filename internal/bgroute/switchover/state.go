@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/holdfast-db/holdfast/bluegreen/internal/meta"
+	"github.com/holdfast-db/holdfast/internal/bgroute/meta"
 	"github.com/holdfast-db/holdfast/internal/topology"
 )
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/holdfast-db/holdfast/bluegreen/internal/meta"
+	"github.com/holdfast-db/holdfast/internal/bgroute/meta"
 	"github.com/holdfast-db/holdfast/internal/topology"
 	"github.com/jackc/pgx/v5"
 )

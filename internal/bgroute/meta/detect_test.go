@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/holdfast-db/holdfast/bluegreen/internal/meta"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
+	"github.com/holdfast-db/holdfast/internal/bgroute/meta"
 	"github.com/holdfast-db/holdfast/internal/topology"
 )
 

@@ -1,4 +1,4 @@
-package bluegreen
+package bgroute
 
 import (
 	"context"
@@ -7,8 +7,9 @@ import (
 	"net"
 	"time"
 
-	"github.com/holdfast-db/holdfast/bluegreen/internal/meta"
-	"github.com/holdfast-db/holdfast/bluegreen/internal/switchover"
+	"github.com/holdfast-db/holdfast/bluegreen"
+	"github.com/holdfast-db/holdfast/internal/bgroute/meta"
+	"github.com/holdfast-db/holdfast/internal/bgroute/switchover"
 	"github.com/holdfast-db/holdfast/internal/topology"
 	"github.com/jackc/pgx/v5"
 )
@@ -107,9 +108,9 @@ func (m *monitor) disconnect() {
 }
 
 // poll makes one observation.
-func (m *monitor) poll(ctx context.Context) (switchover.Observation, MonitorStatus) {
+func (m *monitor) poll(ctx context.Context) (switchover.Observation, bluegreen.MonitorStatus) {
 	o := switchover.Observation{Role: m.role, Gen: m.gen}
-	ms := MonitorStatus{Role: Role(m.role), Host: m.host()}
+	ms := bluegreen.MonitorStatus{Role: m.role.String(), Host: m.host()}
 	m.readWatching(ctx, &o, ms)
 	ms.Connects = m.connects
 	if m.conn != nil {
@@ -138,7 +139,7 @@ func (m *monitor) poll(ctx context.Context) (switchover.Observation, MonitorStat
 // the role's hosts at the polling interval (HighInterval during a
 // switchover) and reports them: a DNS change, "Blue DNS updated" above
 // all, is seen on time even when the server no longer answers.
-func (m *monitor) readWatching(ctx context.Context, o *switchover.Observation, ms MonitorStatus) {
+func (m *monitor) readWatching(ctx context.Context, o *switchover.Observation, ms bluegreen.MonitorStatus) {
 	// What the reports say while waiting, read before the read starts:
 	// the read changes the connection and its counters.
 	ms.Connects, ms.Connected = m.connects, m.conn != nil
@@ -192,7 +193,7 @@ func (m *monitor) read(ctx context.Context, o *switchover.Observation) {
 	qctx, cancel := context.WithTimeout(ctx, m.r.cfg.MonitorQueryTimeout)
 	defer cancel()
 	if m.engine == meta.EngineAuto {
-		src, err := meta.Detect(qctx, m.conn, meta.Engine(m.r.cfg.Engine))
+		src, err := meta.Detect(qctx, m.conn, m.r.engine)
 		if err != nil {
 			o.Kind, o.Err = switchover.KindFailed, err
 			m.dropBroken(err)

@@ -1,4 +1,4 @@
-package bluegreen
+package bgroute
 
 import (
 	"bytes"
@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/holdfast-db/holdfast/bluegreen/internal/meta"
-	"github.com/holdfast-db/holdfast/bluegreen/internal/switchover"
+	"github.com/holdfast-db/holdfast/bluegreen"
+	"github.com/holdfast-db/holdfast/internal/bgroute/meta"
+	"github.com/holdfast-db/holdfast/internal/bgroute/switchover"
 	"github.com/holdfast-db/holdfast/internal/topology"
 	"github.com/jackc/pgx/v5"
 )
@@ -49,13 +50,13 @@ type harness struct {
 	topology map[meta.Role][]topology.Instance
 }
 
-func newHarness(t *testing.T, c Config) *harness {
+func newHarness(t *testing.T, c bluegreen.Config) *harness {
 	t.Helper()
 	return newHarnessOn(t, c, blueC)
 }
 
 // newHarnessOn is newHarness for a pool on host.
-func newHarnessOn(t *testing.T, c Config, host string) *harness {
+func newHarnessOn(t *testing.T, c bluegreen.Config, host string) *harness {
 	t.Helper()
 	h := &harness{t: t, now: t0, logs: &bytes.Buffer{},
 		status: map[meta.Role]string{},
@@ -64,15 +65,12 @@ func newHarnessOn(t *testing.T, c Config, host string) *harness {
 			greenC: greenIP, greenR: greenIP, greenI: greenIP},
 	}
 	c.Logger = slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	c, err := c.withDefaults()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, engine := mustDefaults(t, c)
 	cc, err := pgx.ParseConfig("postgres://u@" + host + ":5432/db")
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.r = newRouter(c, cc, func() time.Time { return h.now })
+	h.r = newRouter(c, engine, cc, func() time.Time { return h.now })
 	return h
 }
 
@@ -103,7 +101,7 @@ func (h *harness) poll(role meta.Role) {
 			o.DNS[host] = switchover.DNSResult{Gone: true}
 		}
 	}
-	h.r.report(o, MonitorStatus{Role: Role(role)})
+	h.r.report(o, bluegreen.MonitorStatus{Role: role.String()})
 }
 
 func (h *harness) pollBoth() { h.poll(meta.RoleSource); h.poll(meta.RoleTarget) }
@@ -145,14 +143,14 @@ func (h *harness) route(host string) (switchover.Action, string) {
 }
 
 type want struct {
-	phase          Phase
+	phase          bluegreen.Phase
 	normal         bool
 	routes         map[string]switchover.Action // hosts not listed must Pass
 	addrs          map[string]string            // Substitute addresses
 	suspendQueries bool
 	drop           []string
 	gen            uint64
-	outcome        Outcome // of LastSummary; 0: none
+	outcome        bluegreen.Outcome // of LastSummary; "": none
 	stale          bool
 	events         []string // must appear in the timeline or last summary, in order
 	logs           []string // substrings of the log
@@ -188,11 +186,11 @@ func (h *harness) check(w want) {
 		t.Errorf("drop = %v, want %v", drop, w.drop)
 	}
 	sum, ok := h.r.LastSummary()
-	if w.outcome == 0 && ok || w.outcome != 0 && (!ok || sum.Outcome != w.outcome) {
+	if w.outcome == "" && ok || w.outcome != "" && (!ok || sum.Outcome != w.outcome) {
 		t.Errorf("last summary = %v (%v), want outcome %v", sum.Outcome, ok, w.outcome)
 	}
 	events := st.Timeline
-	if w.outcome != 0 {
+	if w.outcome != "" {
 		events = sum.Events
 	}
 	var names []string
@@ -244,25 +242,25 @@ func TestRoutingPerPhase(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name   string
-		cfg    Config
+		cfg    bluegreen.Config
 		script func(h *harness)
 		want   want
 	}{
 		{
 			name:   "no metadata: NOT_CREATED routes nothing",
 			script: func(h *harness) { h.pollBoth() },
-			want:   want{phase: NotCreated, normal: true, events: []string{"NOT_CREATED"}},
+			want:   want{phase: bluegreen.NotCreated, normal: true, events: []string{"NOT_CREATED"}},
 		},
 		{
 			name:   "CREATED routes nothing and logs the readiness line once",
 			script: func(h *harness) { h.set(meta.StatusAvailable); h.set(meta.StatusAvailable) },
-			want: want{phase: Created, normal: true, events: []string{"CREATED"},
+			want: want{phase: bluegreen.Created, normal: true, events: []string{"CREATED"},
 				logs: []string{"target topology recognized", blueC + " (10.0.0.1) -> " + greenC + " (10.0.0.2)"}},
 		},
 		{
 			name:   "PREPARATION substitutes blue names with the blue start addresses",
 			script: func(h *harness) { h.set(meta.StatusAvailable); h.set(meta.StatusSwitchoverInitiated) },
-			want:   want{phase: Preparation, routes: prep, addrs: toBlue, events: []string{"CREATED", "PREPARATION"}},
+			want:   want{phase: bluegreen.Preparation, routes: prep, addrs: toBlue, events: []string{"CREATED", "PREPARATION"}},
 		},
 		{
 			name: "PREPARATION keeps the start address when blue DNS changes",
@@ -272,12 +270,12 @@ func TestRoutingPerPhase(t *testing.T) {
 				h.dns[blueC] = otherIP
 				h.pollBoth()
 			},
-			want: want{phase: Preparation, routes: prep, addrs: toBlue},
+			want: want{phase: bluegreen.Preparation, routes: prep, addrs: toBlue},
 		},
 		{
 			name:   "IN_PROGRESS suspends every host, address and query, and drops blue",
 			script: inProgress,
-			want: want{phase: InProgress, routes: suspended, suspendQueries: true, drop: []string{blueIP},
+			want: want{phase: bluegreen.InProgress, routes: suspended, suspendQueries: true, drop: []string{blueIP},
 				events: []string{"PREPARATION", "IN_PROGRESS", switchover.EventBlueConnsDropped}},
 		},
 		{
@@ -287,7 +285,7 @@ func TestRoutingPerPhase(t *testing.T) {
 				h.dns[blueC] = greenIP
 				h.pollBoth()
 			},
-			want: want{phase: InProgress, routes: suspended, suspendQueries: true, drop: []string{blueIP}},
+			want: want{phase: bluegreen.InProgress, routes: suspended, suspendQueries: true, drop: []string{blueIP}},
 		},
 		{
 			name: "IN_PROGRESS is released when blue DNS points at green",
@@ -297,14 +295,14 @@ func TestRoutingPerPhase(t *testing.T) {
 				h.swapDNS()
 				h.pollBoth()
 			},
-			want: want{phase: InProgress, drop: []string{blueIP},
+			want: want{phase: bluegreen.InProgress, drop: []string{blueIP},
 				routes: map[string]switchover.Action{greenC: switchover.Substitute, greenR: switchover.Substitute, greenI: switchover.Substitute}, addrs: toGreen,
 				events: []string{"IN_PROGRESS", switchover.EventBlueDNSUpdated, switchover.EventReleasedOnBlueDNS}},
 		},
 		{
 			name:   "POST substitutes blue and green names with the green addresses",
 			script: inPost,
-			want:   want{phase: Post, routes: post, addrs: toGreen, drop: []string{blueIP}, events: []string{"IN_PROGRESS", "POST"}},
+			want:   want{phase: bluegreen.Post, routes: post, addrs: toGreen, drop: []string{blueIP}, events: []string{"IN_PROGRESS", "POST"}},
 		},
 		{
 			name: "POST suspends a blue name until its green counterpart has an address",
@@ -312,7 +310,7 @@ func TestRoutingPerPhase(t *testing.T) {
 				h.dns[greenC], h.dns[greenR], h.dns[greenI] = "", "", ""
 				inPost(h)
 			},
-			want: want{phase: Post, drop: []string{blueIP},
+			want: want{phase: bluegreen.Post, drop: []string{blueIP},
 				routes: map[string]switchover.Action{blueC: switchover.SuspendUntilFound, blueR: switchover.SuspendUntilFound, blueI: switchover.SuspendUntilFound}},
 		},
 		{
@@ -321,7 +319,7 @@ func TestRoutingPerPhase(t *testing.T) {
 				h.hosts[meta.RoleTarget] = []string{greenC} // green has no instance endpoint
 				inPost(h)
 			},
-			want: want{phase: Post, drop: []string{blueIP},
+			want: want{phase: bluegreen.Post, drop: []string{blueIP},
 				routes: map[string]switchover.Action{blueC: switchover.Substitute, blueR: switchover.Substitute, greenC: switchover.Substitute, greenR: switchover.Substitute},
 				addrs:  toGreen},
 		},
@@ -333,7 +331,7 @@ func TestRoutingPerPhase(t *testing.T) {
 				h.dns[greenC], h.dns[greenR], h.dns[greenI] = greenIP, greenIP, greenIP
 				h.pollBoth()
 			},
-			want: want{phase: Post, routes: post, addrs: toGreen, drop: []string{blueIP}},
+			want: want{phase: bluegreen.Post, routes: post, addrs: toGreen, drop: []string{blueIP}},
 		},
 		{
 			name: "POST rejects green names once green took the blue names",
@@ -342,7 +340,7 @@ func TestRoutingPerPhase(t *testing.T) {
 				h.rename()
 				h.pollBoth()
 			},
-			want: want{phase: Post, drop: []string{blueIP},
+			want: want{phase: bluegreen.Post, drop: []string{blueIP},
 				routes: map[string]switchover.Action{blueC: switchover.Substitute, blueR: switchover.Substitute, blueI: switchover.Substitute, greenC: switchover.Reject, greenR: switchover.Reject, greenI: switchover.Reject},
 				addrs:  toGreen, events: []string{"POST", switchover.EventGreenTopologyChanged}},
 		},
@@ -354,7 +352,7 @@ func TestRoutingPerPhase(t *testing.T) {
 				h.removeGreenDNS()
 				h.pollBoth()
 			},
-			want: want{phase: Post, drop: []string{blueIP}, routes: prep, addrs: toGreen,
+			want: want{phase: bluegreen.Post, drop: []string{blueIP}, routes: prep, addrs: toGreen,
 				events: []string{"POST", switchover.EventGreenTopologyChanged, switchover.EventGreenDNSRemoved}},
 		},
 		{
@@ -364,7 +362,7 @@ func TestRoutingPerPhase(t *testing.T) {
 				h.swapDNS()
 				h.pollBoth()
 			},
-			want: want{phase: Post, drop: []string{blueIP},
+			want: want{phase: bluegreen.Post, drop: []string{blueIP},
 				routes: map[string]switchover.Action{greenC: switchover.Substitute, greenR: switchover.Substitute, greenI: switchover.Substitute}, addrs: toGreen,
 				events: []string{"POST", switchover.EventBlueDNSUpdated}},
 		},
@@ -374,7 +372,7 @@ func TestRoutingPerPhase(t *testing.T) {
 				inPost(h)
 				h.set(meta.StatusSwitchoverCompleted)
 			},
-			want: want{phase: Completed, routes: post, addrs: toGreen, drop: []string{blueIP}, events: []string{"POST", "COMPLETED"}},
+			want: want{phase: bluegreen.Completed, routes: post, addrs: toGreen, drop: []string{blueIP}, events: []string{"POST", "COMPLETED"}},
 		},
 		{
 			name: "COMPLETED with DNS caught up ends the switchover and restarts monitoring",
@@ -392,7 +390,7 @@ func TestRoutingPerPhase(t *testing.T) {
 			},
 			// The TARGET row still says COMPLETED to the restarted monitors: a
 			// deployment that exists, not a switchover.
-			want: want{phase: Created, normal: true, gen: 1, stale: true, outcome: OutcomeCompleted,
+			want: want{phase: bluegreen.Created, normal: true, gen: 1, stale: true, outcome: bluegreen.OutcomeCompleted,
 				events: []string{"CREATED", "PREPARATION", "IN_PROGRESS", "POST", switchover.EventGreenTopologyChanged,
 					switchover.EventBlueDNSUpdated, switchover.EventGreenDNSRemoved, "COMPLETED", switchover.EventRoutingNormal},
 				logs: []string{"Blue/Green Deployment switchover COMPLETED"}},
@@ -411,46 +409,46 @@ func TestRoutingPerPhase(t *testing.T) {
 				}
 				h.poll(meta.RoleTarget) // green still says POST
 			},
-			want: want{phase: Created, normal: true, gen: 1, stale: true, outcome: OutcomeCompleted},
+			want: want{phase: bluegreen.Created, normal: true, gen: 1, stale: true, outcome: bluegreen.OutcomeCompleted},
 		},
 		{
 			name: "a COMPLETED deployment seen fresh is not a switchover",
 			script: func(h *harness) {
 				h.set(meta.StatusSwitchoverCompleted)
 			},
-			want: want{phase: Created, normal: true, events: []string{"CREATED"}},
+			want: want{phase: bluegreen.Created, normal: true, events: []string{"CREATED"}},
 		},
 		{
 			name: "the timer fires without any metadata change",
-			cfg:  Config{SwitchoverTimeout: time.Minute},
+			cfg:  bluegreen.Config{SwitchoverTimeout: time.Minute},
 			script: func(h *harness) {
 				inProgress(h)
 				h.advance(54 * time.Second) // 59 s after PREPARATION
 				h.tick()
-				if h.r.Status().Phase != InProgress {
+				if h.r.Status().Phase != bluegreen.InProgress {
 					h.t.Error("timer fired early")
 				}
 				h.advance(time.Second)
 				h.tick()
 			},
-			want: want{phase: NotCreated, normal: true, gen: 1, stale: true, outcome: OutcomeTimedOut,
+			want: want{phase: bluegreen.NotCreated, normal: true, gen: 1, stale: true, outcome: bluegreen.OutcomeTimedOut,
 				events: []string{"PREPARATION", "IN_PROGRESS", switchover.EventTimerExpired},
 				logs:   []string{"Blue/Green Deployment switchover TIMED OUT"}},
 		},
 		{
 			name: "after the timer a stuck IN_PROGRESS routes nothing",
-			cfg:  Config{SwitchoverTimeout: time.Minute},
+			cfg:  bluegreen.Config{SwitchoverTimeout: time.Minute},
 			script: func(h *harness) {
 				inProgress(h)
 				h.advance(time.Minute)
 				h.tick()
 				h.pollBoth() // still IN_PROGRESS
 			},
-			want: want{phase: Created, normal: true, gen: 1, stale: true, outcome: OutcomeTimedOut},
+			want: want{phase: bluegreen.Created, normal: true, gen: 1, stale: true, outcome: bluegreen.OutcomeTimedOut},
 		},
 		{
 			name: "the metadata leaving the stuck phase clears the stale flag",
-			cfg:  Config{SwitchoverTimeout: time.Minute},
+			cfg:  bluegreen.Config{SwitchoverTimeout: time.Minute},
 			script: func(h *harness) {
 				inProgress(h)
 				h.advance(time.Minute)
@@ -459,11 +457,11 @@ func TestRoutingPerPhase(t *testing.T) {
 				h.set(meta.StatusAvailable)
 				h.set(meta.StatusSwitchoverInitiated) // a new switchover is seen again
 			},
-			want: want{phase: Preparation, routes: prep, addrs: toBlue, gen: 1, outcome: OutcomeTimedOut},
+			want: want{phase: bluegreen.Preparation, routes: prep, addrs: toBlue, gen: 1, outcome: bluegreen.OutcomeTimedOut},
 		},
 		{
 			name: "the timer after COMPLETED ends as COMPLETED",
-			cfg:  Config{SwitchoverTimeout: time.Minute},
+			cfg:  bluegreen.Config{SwitchoverTimeout: time.Minute},
 			script: func(h *harness) {
 				inPost(h)
 				h.set(meta.StatusSwitchoverCompleted)
@@ -471,7 +469,7 @@ func TestRoutingPerPhase(t *testing.T) {
 				h.tick()
 				h.pollBoth()
 			},
-			want: want{phase: Created, normal: true, gen: 1, outcome: OutcomeCompleted, events: []string{"COMPLETED", switchover.EventTimerExpired}},
+			want: want{phase: bluegreen.Created, normal: true, gen: 1, outcome: bluegreen.OutcomeCompleted, events: []string{"COMPLETED", switchover.EventTimerExpired}},
 		},
 		{
 			name: "green going back before COMPLETED is a rollback",
@@ -481,7 +479,7 @@ func TestRoutingPerPhase(t *testing.T) {
 				h.set(meta.StatusAvailable)
 				h.poll(meta.RoleTarget) // the second read going back confirms it
 			},
-			want: want{phase: NotCreated, normal: true, gen: 1, stale: true, outcome: OutcomeRolledBack,
+			want: want{phase: bluegreen.NotCreated, normal: true, gen: 1, stale: true, outcome: bluegreen.OutcomeRolledBack,
 				events: []string{"PREPARATION", "IN_PROGRESS", "CREATED (rollback)", switchover.EventRolledBack},
 				logs:   []string{"Blue/Green Deployment switchover ROLLED BACK"}},
 		},
@@ -494,7 +492,7 @@ func TestRoutingPerPhase(t *testing.T) {
 				h.status[meta.RoleTarget] = meta.StatusSwitchoverInProgress
 				h.poll(meta.RoleTarget)
 			},
-			want: want{phase: InProgress, routes: suspended, suspendQueries: true, drop: []string{blueIP}},
+			want: want{phase: bluegreen.InProgress, routes: suspended, suspendQueries: true, drop: []string{blueIP}},
 		},
 		{
 			name: "blue going back is not a rollback",
@@ -503,7 +501,7 @@ func TestRoutingPerPhase(t *testing.T) {
 				h.status[meta.RoleSource] = meta.StatusAvailable
 				h.poll(meta.RoleSource)
 			},
-			want: want{phase: InProgress, routes: suspended, suspendQueries: true, drop: []string{blueIP}},
+			want: want{phase: bluegreen.InProgress, routes: suspended, suspendQueries: true, drop: []string{blueIP}},
 		},
 		{
 			name: "green metadata gone is not a rollback",
@@ -513,7 +511,7 @@ func TestRoutingPerPhase(t *testing.T) {
 				h.status[meta.RoleSource] = ""
 				h.poll(meta.RoleTarget)
 			},
-			want: want{phase: InProgress, routes: suspended, suspendQueries: true, drop: []string{blueIP}},
+			want: want{phase: bluegreen.InProgress, routes: suspended, suspendQueries: true, drop: []string{blueIP}},
 		},
 		{
 			name: "green going back after COMPLETED is not a rollback",
@@ -523,7 +521,7 @@ func TestRoutingPerPhase(t *testing.T) {
 				h.status[meta.RoleTarget] = meta.StatusSwitchoverPostProcess
 				h.poll(meta.RoleTarget)
 			},
-			want: want{phase: Completed, routes: post, addrs: toGreen, drop: []string{blueIP}},
+			want: want{phase: bluegreen.Completed, routes: post, addrs: toGreen, drop: []string{blueIP}},
 		},
 		{
 			name: "monitoring after a switchover sees the next deployment",
@@ -535,7 +533,7 @@ func TestRoutingPerPhase(t *testing.T) {
 				h.pollBoth() // both monitors read CREATED: the next switchover counts
 				h.set(meta.StatusSwitchoverInitiated)
 			},
-			want: want{phase: Preparation, routes: prep, addrs: toBlue, gen: 1, outcome: OutcomeRolledBack, events: []string{"PREPARATION"}},
+			want: want{phase: bluegreen.Preparation, routes: prep, addrs: toBlue, gen: 1, outcome: bluegreen.OutcomeRolledBack, events: []string{"PREPARATION"}},
 		},
 		{
 			name: "an unknown status changes nothing",
@@ -543,7 +541,7 @@ func TestRoutingPerPhase(t *testing.T) {
 				h.set(meta.StatusAvailable)
 				h.set("SWITCHOVER_SOMETHING_NEW")
 			},
-			want: want{phase: Created, normal: true},
+			want: want{phase: bluegreen.Created, normal: true},
 		},
 	}
 	for _, tt := range tests {
@@ -572,7 +570,7 @@ func TestTopologyRoutesInstances(t *testing.T) {
 		blueR3IP, greenR3IP = "10.0.0.5", "10.0.0.6"
 	)
 	setup := func(t *testing.T, withTopology bool) *harness {
-		h := newHarnessOn(t, Config{}, blueI)
+		h := newHarnessOn(t, bluegreen.Config{}, blueI)
 		h.hosts = map[meta.Role][]string{meta.RoleSource: {blueC}, meta.RoleTarget: {greenC}} // cluster endpoints only
 		h.dns[blueI2], h.dns[greenI2], h.dns[blueI3], h.dns[greenI3] = blueR2IP, greenR2IP, blueR3IP, greenR3IP
 		h.dns[blueR], h.dns[greenR] = blueR2IP, greenR2IP // the reader endpoints lead to one reader each
@@ -638,7 +636,7 @@ func TestTopologyRoutesInstances(t *testing.T) {
 // mapping keeps the blue start address and "Blue DNS updated" is seen.
 func TestStartSnapshotIsFrozen(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, Config{})
+	h := newHarness(t, bluegreen.Config{})
 	inProgress(h)
 	h.swapDNS()
 	h.pollBoth()
@@ -664,7 +662,7 @@ func TestStartSnapshotIsFrozen(t *testing.T) {
 // still fills in its side's start addresses, even after PREPARATION.
 func TestLateMonitorFillsTheSnapshot(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, Config{})
+	h := newHarness(t, bluegreen.Config{})
 	h.status[meta.RoleSource], h.status[meta.RoleTarget] = meta.StatusSwitchoverInitiated, meta.StatusSwitchoverInitiated
 	h.poll(meta.RoleTarget) // the blue monitor has not reported yet
 	h.status[meta.RoleSource], h.status[meta.RoleTarget] = meta.StatusSwitchoverInProgress, meta.StatusSwitchoverInProgress
@@ -689,7 +687,7 @@ func TestLateMonitorFillsTheSnapshot(t *testing.T) {
 // green hosts before the green monitor reports.
 func TestPeerHostsLearned(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, Config{})
+	h := newHarness(t, bluegreen.Config{})
 	h.status[meta.RoleSource], h.status[meta.RoleTarget] = meta.StatusAvailable, meta.StatusAvailable
 	h.poll(meta.RoleSource)
 	st := h.r.Status()
@@ -708,7 +706,7 @@ func TestPeerHostsLearned(t *testing.T) {
 // went back to plain host names.
 func TestSummaryMarksRoutingNormal(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, Config{})
+	h := newHarness(t, bluegreen.Config{})
 	inPost(h)
 	h.advance(time.Second)
 	h.set(meta.StatusSwitchoverCompleted)
@@ -718,7 +716,7 @@ func TestSummaryMarksRoutingNormal(t *testing.T) {
 	h.removeGreenDNS()
 	h.pollBoth()
 	sum, ok := h.r.LastSummary()
-	if !ok || sum.Outcome != OutcomeCompleted {
+	if !ok || sum.Outcome != bluegreen.OutcomeCompleted {
 		t.Fatalf("summary %v, %v; want COMPLETED", sum, ok)
 	}
 	var completed, normal time.Time
@@ -742,83 +740,12 @@ func TestSummaryMarksRoutingNormal(t *testing.T) {
 	}
 }
 
-// Each summary row has the wrappers' layout: timestamp, offset from
-// IN_PROGRESS in ms, event; columns are the wrappers' widths at least, and
-// wider for a longer cell, so that every row lines up.
-func TestSummaryString(t *testing.T) {
-	t.Parallel()
-	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	tests := []struct {
-		name   string
-		events []Event
-		want   []string
-	}{
-		{
-			name:   "the wrappers' widths",
-			events: []Event{{at(-4050), "PREPARATION"}, {at(0), "IN_PROGRESS"}, {at(4053), "POST"}, {at(11988), "COMPLETED"}},
-			want: []string{
-				"[bgdId: '1'] Blue/Green Deployment switchover COMPLETED",
-				"timestamp                         time offset (ms)                           event",
-				strings.Repeat("-", 82),
-				"    2026-02-15T14:29:55.950Z              -4050 ms                     PREPARATION",
-				"    2026-02-15T14:30:00.000Z                  0 ms                     IN_PROGRESS",
-				"    2026-02-15T14:30:04.053Z               4053 ms                            POST",
-				"    2026-02-15T14:30:11.988Z              11988 ms                       COMPLETED",
-				strings.Repeat("-", 82),
-			},
-		},
-		{
-			name: "longer cells widen their column",
-			events: []Event{{at(0), "IN_PROGRESS"}, {at(700), "Traffic released on blue DNS update"},
-				{at(30000), "Routing normal"}},
-			want: []string{
-				"[bgdId: '1'] Blue/Green Deployment switchover COMPLETED",
-				"timestamp                         time offset (ms)                               event",
-				strings.Repeat("-", 86),
-				"    2026-02-15T14:30:00.000Z                  0 ms                         IN_PROGRESS",
-				"    2026-02-15T14:30:00.700Z                700 ms Traffic released on blue DNS update",
-				"    2026-02-15T14:30:30.000Z              30000 ms                      Routing normal",
-				strings.Repeat("-", 86),
-			},
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			got := Summary{ID: "1", Outcome: OutcomeCompleted, Anchor: at(0), Events: tt.events}.String()
-			if got != strings.Join(tt.want, "\n") {
-				t.Errorf("summary:\n%s\nwant:\n%s", got, strings.Join(tt.want, "\n"))
-			}
-			// Every row is as wide as the rule.
-			lines := strings.Split(got, "\n")
-			for _, l := range lines[1:] {
-				if len(l) != len(lines[2]) {
-					t.Errorf("row %q is %d wide, the rule %d", l, len(l), len(lines[2]))
-				}
-			}
-		})
-	}
-	// Every event name this package emits fits its column.
-	var events []Event
-	for _, name := range []string{switchover.EventBlueDNSUpdated, switchover.EventGreenDNSRemoved, switchover.EventGreenTopologyChanged,
-		switchover.EventBlueConnsDropped, switchover.EventReleasedOnBlueDNS, switchover.EventTimerExpired, switchover.EventRolledBack,
-		switchover.EventRoutingNormal, "CREATED (rollback)", "NOT_CREATED"} {
-		events = append(events, Event{at(len(events)), name})
-	}
-	lines := strings.Split(Summary{ID: "1", Outcome: OutcomeCompleted, Anchor: at(0), Events: events}.String(), "\n")
-	for _, l := range lines[1:] {
-		if len(l) != len(lines[2]) {
-			t.Errorf("row %q overflows the table (rule %d wide)", l, len(lines[2]))
-		}
-	}
-}
-
 // Waits are bounded: by Config.ConnectTimeout and by the caller's context,
 // and end at once when the routing moves on or the Router is closed.
 func TestWaitBounds(t *testing.T) {
 	t.Parallel()
 	newSuspended := func(t *testing.T, bound time.Duration) *harness {
-		h := newHarness(t, Config{ConnectTimeout: bound})
+		h := newHarness(t, bluegreen.Config{ConnectTimeout: bound})
 		inProgress(h)
 		return h
 	}
@@ -835,15 +762,15 @@ func TestWaitBounds(t *testing.T) {
 		h := newSuspended(t, bound)
 		start := time.Now()
 		err := connect(h, context.Background())
-		var se *SuspendError
-		if !errors.As(err, &se) || se.Op != "connect" || se.Phase != InProgress || se.Err != context.DeadlineExceeded {
+		var se *bluegreen.SuspendError
+		if !errors.As(err, &se) || se.Op != "connect" || se.Phase != bluegreen.InProgress || se.Err != context.DeadlineExceeded {
 			t.Fatalf("err = %v, want a *SuspendError with DeadlineExceeded", err)
 		}
 		if el := time.Since(start); el < bound {
 			t.Errorf("returned after %v, before the bound %v", el, bound)
 		}
-		if v, ok := Rule(err); !ok || v.Reason != ReasonSuspended || !v.Retryable() {
-			t.Errorf("Rule = %v %v, want transient %s", v, ok, ReasonSuspended)
+		if v, ok := bluegreen.Rule(err); !ok || v.Reason != "bluegreen-suspended" || !v.Retryable() {
+			t.Errorf("Rule = %v %v, want transient %s", v, ok, "bluegreen-suspended")
 		}
 		if h.r.Status().TimedOut != 1 {
 			t.Errorf("TimedOut = %d, want 1", h.r.Status().TimedOut)
@@ -855,11 +782,11 @@ func TestWaitBounds(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		err := connect(h, ctx)
-		var se *SuspendError
+		var se *bluegreen.SuspendError
 		if !errors.As(err, &se) || se.Err != context.Canceled {
 			t.Fatalf("err = %v, want a *SuspendError with Canceled", err)
 		}
-		if _, ok := Rule(err); ok {
+		if _, ok := bluegreen.Rule(err); ok {
 			t.Error("Rule decided a canceled wait; the built-in rules must (Fatal canceled)")
 		}
 	})
@@ -894,7 +821,7 @@ func TestWaitBounds(t *testing.T) {
 	})
 	t.Run("reject fails at once", func(t *testing.T) {
 		t.Parallel()
-		h := newHarness(t, Config{ConnectTimeout: time.Hour})
+		h := newHarness(t, bluegreen.Config{ConnectTimeout: time.Hour})
 		inPost(h)
 		h.rename()
 		h.pollBoth()
@@ -903,17 +830,17 @@ func TestWaitBounds(t *testing.T) {
 			t.Fatal(err)
 		}
 		err = routeErr(h.r.route(context.Background(), cc))
-		var re *RejectError
+		var re *bluegreen.RejectError
 		if !errors.As(err, &re) || re.Host != greenC {
 			t.Fatalf("err = %v, want a *RejectError for %s", err, greenC)
 		}
-		if v, ok := Rule(err); !ok || v.Retryable() || v.Reason != ReasonRejected {
-			t.Errorf("Rule = %v, want fatal %s", v, ReasonRejected)
+		if v, ok := bluegreen.Rule(err); !ok || v.Retryable() || v.Reason != "bluegreen-rejected" {
+			t.Errorf("Rule = %v, want fatal %s", v, "bluegreen-rejected")
 		}
 	})
 	t.Run("substitution keeps the host name and pins the address", func(t *testing.T) {
 		t.Parallel()
-		h := newHarness(t, Config{})
+		h := newHarness(t, bluegreen.Config{})
 		inPost(h)
 		cc, err := pgx.ParseConfig("postgres://u@" + blueC + ":5432/db?sslmode=verify-full")
 		if err != nil {
@@ -962,7 +889,8 @@ func (r *recorder) Finished(_ context.Context, outcome string) {
 func TestObserver(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{}
-	h := newHarness(t, Config{Observer: rec, ConnectTimeout: time.Millisecond})
+	h := newHarness(t, bluegreen.Config{ConnectTimeout: time.Millisecond})
+	h.r.observer = rec // as New's o
 	inProgress(h)
 	cc, err := pgx.ParseConfig("postgres://u@" + blueC + ":5432/db")
 	if err != nil {
@@ -986,34 +914,42 @@ func TestObserver(t *testing.T) {
 	}
 }
 
-// The public enums convert to and from the internal ones by value: they
-// must agree, constant by constant.
+// The public enums convert to and from the internal ones: Phase by value
+// and name, the others by name (their values are their names); the Config's
+// Engine selects the metadata it names.
 func TestEnumsMatchInternal(t *testing.T) {
 	t.Parallel()
-	phases := map[Phase]meta.Phase{NotCreated: meta.NotCreated, Created: meta.Created, Preparation: meta.Preparation,
-		InProgress: meta.InProgress, Post: meta.Post, Completed: meta.Completed}
+	phases := map[bluegreen.Phase]meta.Phase{bluegreen.NotCreated: meta.NotCreated, bluegreen.Created: meta.Created, bluegreen.Preparation: meta.Preparation,
+		bluegreen.InProgress: meta.InProgress, bluegreen.Post: meta.Post, bluegreen.Completed: meta.Completed}
 	for p, m := range phases {
 		if int(p) != int(m) || p.String() != m.String() {
 			t.Errorf("Phase %v (%d) != meta %v (%d)", p, p, m, m)
 		}
 	}
-	roles := map[Role]meta.Role{RoleUnknown: meta.RoleUnknown, RoleSource: meta.RoleSource, RoleTarget: meta.RoleTarget}
+	// MonitorStatus.Role, documented as "SOURCE" (blue) or "TARGET" (green).
+	roles := map[string]meta.Role{"SOURCE": meta.RoleSource, "TARGET": meta.RoleTarget}
 	for r, m := range roles {
-		if int(r) != int(m) {
-			t.Errorf("Role %v (%d) != meta %v (%d)", r, r, m, m)
+		if r != m.String() {
+			t.Errorf("Role %q != meta %v (%d)", r, m, m)
 		}
 	}
-	engines := map[Engine]meta.Engine{EngineAuto: meta.EngineAuto, EngineAurora: meta.EngineAurora, EngineRDS: meta.EngineRDS}
+	engines := map[bluegreen.Engine]meta.Engine{bluegreen.EngineAuto: meta.EngineAuto, bluegreen.EngineAurora: meta.EngineAurora, bluegreen.EngineRDS: meta.EngineRDS}
 	for e, m := range engines {
-		if int(e) != int(m) {
-			t.Errorf("Engine %v (%d) != meta %v (%d)", e, e, m, m)
+		if engineOf(m) != e {
+			t.Errorf("Engine %q != meta %v (%d)", e, m, m)
+		}
+		if c, got, err := withDefaults(bluegreen.Config{Engine: e}); err != nil || got != m || c.Engine != e {
+			t.Errorf("Config.Engine %q selects %v (%q, %v), want %v", e, got, c.Engine, err, m)
 		}
 	}
-	outcomes := map[Outcome]switchover.Outcome{OutcomeCompleted: switchover.OutcomeCompleted,
-		OutcomeRolledBack: switchover.OutcomeRolledBack, OutcomeTimedOut: switchover.OutcomeTimedOut}
+	if c, got, err := withDefaults(bluegreen.Config{}); err != nil || got != meta.EngineAuto || c.Engine != bluegreen.EngineAuto {
+		t.Errorf("the zero Config.Engine selects %v (%q, %v), want auto", got, c.Engine, err)
+	}
+	outcomes := map[bluegreen.Outcome]switchover.Outcome{bluegreen.OutcomeCompleted: switchover.OutcomeCompleted,
+		bluegreen.OutcomeRolledBack: switchover.OutcomeRolledBack, bluegreen.OutcomeTimedOut: switchover.OutcomeTimedOut}
 	for o, s := range outcomes {
-		if int(o) != int(s) {
-			t.Errorf("Outcome %v (%d) != switchover %v (%d)", o, o, s, s)
+		if string(o) != s.String() {
+			t.Errorf("Outcome %q != switchover %v (%d)", o, s, s)
 		}
 	}
 }
@@ -1030,7 +966,7 @@ func routeErr(_ []string, err error) error { return err }
 // budget.
 func TestRetryRoute(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, Config{})
+	h := newHarness(t, bluegreen.Config{})
 	ctx := context.Background()
 	const blueAddr = blueIP + ":5432"
 	h.set(meta.StatusAvailable)
@@ -1046,7 +982,7 @@ func TestRetryRoute(t *testing.T) {
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	addr, err := h.r.retryRoute(short, blueC, blueAddr)
 	cancel()
-	var se *SuspendError
+	var se *bluegreen.SuspendError
 	if !errors.As(err, &se) && !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("IN_PROGRESS: retryRoute = %q, %v; want it held until its context ended", addr, err)
 	}

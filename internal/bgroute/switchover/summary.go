@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/holdfast-db/holdfast/bluegreen/internal/meta"
+	"github.com/holdfast-db/holdfast/internal/bgroute/meta"
 )
 
 // Timeline event names besides the phase names ("NOT_CREATED" …
@@ -27,7 +27,7 @@ type Event struct {
 	Name string // a phase name or one of the Event* names
 }
 
-// Outcome says how a switchover ended. The values are those of
+// Outcome says how a switchover ended. Its String is the value of
 // bluegreen.Outcome.
 type Outcome int
 

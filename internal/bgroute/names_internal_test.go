@@ -1,4 +1,4 @@
-package bluegreen
+package bgroute
 
 import (
 	"context"
@@ -14,8 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/holdfast-db/holdfast/bluegreen/internal/meta"
-	"github.com/holdfast-db/holdfast/bluegreen/internal/switchover"
+	"github.com/holdfast-db/holdfast/bluegreen"
+	"github.com/holdfast-db/holdfast/internal/bgroute/meta"
+	"github.com/holdfast-db/holdfast/internal/bgroute/switchover"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -28,9 +29,9 @@ import (
 // SwitchoverTimeout; a rollback keeps nothing.
 func TestNamesPerPhase(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, Config{})
-	names := func() map[string]Name {
-		out := map[string]Name{}
+	h := newHarness(t, bluegreen.Config{})
+	names := func() map[string]bluegreen.Name {
+		out := map[string]bluegreen.Name{}
 		for _, n := range h.r.Status().Routing.Names {
 			out[n.Host] = n
 		}
@@ -43,7 +44,7 @@ func TestNamesPerPhase(t *testing.T) {
 	h.advance(2 * time.Second)
 	h.set(meta.StatusSwitchoverPostProcess)
 	got := names()
-	for host, want := range map[string]Name{
+	for host, want := range map[string]bluegreen.Name{
 		blueC:  {Auth: []string{greenC, blueC}, Cert: []string{blueC, greenC}},
 		blueI:  {Auth: []string{greenI, blueI}, Cert: []string{blueI, greenI}},
 		greenC: {Auth: []string{greenC, blueC}, Cert: []string{greenC, blueC}},
@@ -92,14 +93,14 @@ func TestNamesPerPhase(t *testing.T) {
 
 func TestNamesRollbackKeepsNothing(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, Config{})
+	h := newHarness(t, bluegreen.Config{})
 	inProgress(h)
 	h.advance(time.Second)
 	h.status[meta.RoleTarget] = meta.StatusAvailable // green reports an earlier phase: a rollback
 	h.pollBoth()
 	h.poll(meta.RoleTarget) // the second read confirms it
 	st := h.r.Status()
-	if st.LastSummary == nil || st.LastSummary.Outcome != OutcomeRolledBack || len(st.Routing.Names) != 0 {
+	if st.LastSummary == nil || st.LastSummary.Outcome != bluegreen.OutcomeRolledBack || len(st.Routing.Names) != 0 {
 		t.Errorf("after a rollback: summary %+v, names %+v; want rolled back and no names", st.LastSummary, st.Routing.Names)
 	}
 }
@@ -108,7 +109,7 @@ func TestNamesRollbackKeepsNothing(t *testing.T) {
 // at its start address, and the other name first after a refused token.
 func TestMonitorIdentity(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, Config{})
+	h := newHarness(t, bluegreen.Config{})
 	var got []string
 	connect := h.r.identifyMonitor(func(_ context.Context, _ *pgx.ConnConfig, auth []string) error {
 		got = auth
@@ -128,7 +129,7 @@ func TestMonitorIdentity(t *testing.T) {
 	}
 	// The green monitor's token was refused: its next connect tries the
 	// blue name first.
-	h.r.report(failedPoll(h, meta.RoleTarget), MonitorStatus{Role: Role(meta.RoleTarget), Host: greenC})
+	h.r.report(failedPoll(h, meta.RoleTarget), bluegreen.MonitorStatus{Role: meta.RoleTarget.String(), Host: greenC})
 	if _ = connect(context.Background(), verifyFullConfig(t, greenC)); !slices.Equal(got, []string{blueC, greenC}) {
 		t.Errorf("green monitor after a refused token: auth %q, want the blue name first", got)
 	}
@@ -164,7 +165,8 @@ func TestAcceptNames(t *testing.T) {
 	roots.AddCert(ca)
 	now := time.Now()
 	base := &tls.Config{RootCAs: roots, ServerName: blueC}
-	r := newRouter(Config{}.mustDefaults(t), verifyFullConfig(t, blueC), time.Now)
+	rc, engine := mustDefaults(t, bluegreen.Config{})
+	r := newRouter(rc, engine, verifyFullConfig(t, blueC), time.Now)
 	tests := []struct {
 		name    string
 		leaf    *x509.Certificate
@@ -218,13 +220,14 @@ func TestAcceptNames(t *testing.T) {
 	}
 }
 
-func (c Config) mustDefaults(t *testing.T) Config {
+// mustDefaults returns c with its defaults, and the metadata it selects.
+func mustDefaults(t *testing.T, c bluegreen.Config) (bluegreen.Config, meta.Engine) {
 	t.Helper()
-	c, err := c.withDefaults()
+	c, engine, err := withDefaults(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c
+	return c, engine
 }
 
 func newCA(t *testing.T) (*x509.Certificate, *ecdsa.PrivateKey) {

@@ -1,4 +1,4 @@
-package bluegreen
+package bgroute
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/holdfast-db/holdfast/bluegreen/internal/switchover"
+	"github.com/holdfast-db/holdfast/internal/bgroute/switchover"
 	"github.com/holdfast-db/holdfast/internal/topology"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -17,29 +17,7 @@ import (
 // This file is the routing's answer to "who is the server I reach": the
 // names to issue an IAM token for, and the names its certificate may
 // carry, when they are not the name the connection asked for (see the
-// package documentation, "Names").
-
-type authHostsKey struct{}
-
-// AuthHosts returns the host names the password or token of the connection
-// being built must be issued for, in order of preference (the second after
-// the server rejected a token for the first), when blue/green routing sends
-// the connection to a server that answers to another name than the one it
-// asked for; nil otherwise: issue it for the connection's own host. ctx is
-// the context of the hooks that run after the Router's: the pool's
-// BeforeConnect chained by [New] (holdfast's password step with
-// WithBlueGreen), and the context of a monitor's connect hook.
-//
-// RDS and Aurora check an IAM token against the name the server answers
-// to. During POST a blue name leads to green, which answers to its green
-// name until green takes the blue names: AuthHosts is then the green name
-// and the blue name, in the order the metadata suggests (the green name
-// first until it shows the rename), as the AWS JDBC wrapper does (PR
-// #1642). holdfast (WithHostPasswordFunc, rdsiam.With) uses it.
-func AuthHosts(ctx context.Context) []string {
-	hosts, _ := ctx.Value(authHostsKey{}).([]string)
-	return slices.Clone(hosts) // the snapshot's slice stays immutable
-}
+// documentation of bluegreen.Name).
 
 // identify applies the identities of names to cc, a per-connection copy
 // (pgxpool and the monitors copy the config for each connection, TLS
