@@ -287,7 +287,8 @@ func connectionFailure(reason string) bool {
 	switch reason {
 	case classify.ReasonConnReset, classify.ReasonConnClosed, ReasonOutcomeUnknown, classify.ReasonEOF,
 		classify.ReasonTimeout, classify.ReasonConnRefused, classify.ReasonBrokenPipe,
-		failover.ReasonCut, "sqlstate-57P01", "sqlstate-57P02", "sqlstate-57P03":
+		"failover-cut", // failover.Rule's reason for a *failover.CutError
+		"sqlstate-57P01", "sqlstate-57P02", "sqlstate-57P03":
 		return true
 	}
 	return false

@@ -2,25 +2,36 @@ package failover
 
 import "time"
 
-// The events of a Monitor's timeline.
-const (
-	EventSuspect        = "suspect"          // a sign of trouble: probing every FastInterval
-	EventWriterDown     = "writer down"      // the writer neither answers nor writes; connects by the writer endpoint held
-	EventWriterBack     = "writer back"      // the same writer answers again
-	EventNewWriter      = "new writer"       // another instance confirmed as the writer: routed there
-	EventDNSAgrees      = "DNS agrees"       // the writer endpoint resolves to the writer: routing normal
-	EventLeft           = "instance left"    // an instance left the topology: connections to it cut
-	EventReaderDown     = "reader down"      // a reader stopped answering: no new connection goes there, its connections are cut
-	EventReaderBack     = "reader back"      // a reader down answers again: new connections go there again
-	EventReaderLagging  = "reader lagging"   // a reader's replica lag exceeds Readers.MaxLag: no new connection goes there, the reader pools retire theirs
-	EventReaderCaughtUp = "reader caught up" // a lagging reader is back within MaxLag: new connections go there again
-)
-
-// Event is one step of a Monitor's timeline.
+// Event is one step of a Monitor's timeline (Status.Events), as
+// Config.OnEvent receives it.
 type Event struct {
-	At     time.Time `json:"at"`
-	Name   string    `json:"event"`
-	Server string    `json:"server,omitempty"` // the server id it concerns
+	At time.Time `json:"at"`
+	// Name is one of:
+	//
+	//	suspect           a sign of trouble: probing every FastInterval
+	//	writer down       the writer neither answers nor writes: connects by
+	//	                  the writer endpoint are held
+	//	writer back       the same writer answers again
+	//	new writer        another instance confirmed as the writer: routed
+	//	                  there, connections to the old one cut
+	//	DNS agrees        the writer endpoint resolves to the writer:
+	//	                  routing normal
+	//	instance left     an instance left the topology: connections to it
+	//	                  cut
+	//	reader down       a reader stopped answering: no new connection goes
+	//	                  there, its connections are cut
+	//	reader back       a reader down answers again: new connections go
+	//	                  there again
+	//	reader lagging    a reader's replica lag exceeds Readers.MaxLag: no
+	//	                  new connection goes there, the reader pools retire
+	//	                  theirs
+	//	reader caught up  a lagging reader is back within MaxLag: new
+	//	                  connections go there again
+	//
+	// Each event but "suspect" and the reader events keeps Monitor.Active
+	// true for FastFor.
+	Name   string `json:"event"`
+	Server string `json:"server,omitempty"` // the server id it concerns
 }
 
 // Status is a Monitor's state, for logs, readiness endpoints and
@@ -41,16 +52,12 @@ type Status struct {
 	Error           string `json:"error,omitempty"` // the last monitor error
 	// Off says why failover routing is off, "" while it is on:
 	// "no-topology" (the server has no topology function) or "unreadable"
-	// (the monitor's role may not read it: Error names the grant). The
-	// monitor looks again every RefreshInterval.
+	// (the monitor's role may not read it: Error names the grant), and
+	// the monitor looks again every RefreshInterval; "switchover" while a
+	// blue/green switchover routes the cluster's pools (the monitor stands
+	// down until it ends).
 	Off    string  `json:"off,omitempty"`
 	Events []Event `json:"events,omitempty"`
-}
-
-// Healthy reports whether a writer is known and reachable as far as the
-// monitor knows (routing normal or redirecting to it).
-func (s Status) Healthy() bool {
-	return s.Writer != "" && s.Routing != "held" && s.Routing != "held+redirect"
 }
 
 // Monitor is the writer-failover monitor of one cluster, as
