@@ -388,7 +388,7 @@ func TestCutDuringHandshake(t *testing.T) {
 	// The reader leaves the topology (it stays up): the monitor cuts the
 	// pool's connections to it — the one in its handshake too.
 	leaveTopology(ctx, t, c, reader)
-	if !waitFor(ctx, func() bool { return !lastMonitorEvent(m.Status(), failover.EventLeft).IsZero() }) {
+	if !waitFor(ctx, func() bool { return !lastMonitorEvent(m.Status(), "instance left").IsZero() }) {
 		t.Fatalf("the monitor never saw the reader leave: %+v", m.Status())
 	}
 	close(gate) // the handshake ends, after the cut

@@ -97,10 +97,14 @@ type Config struct {
 
 	// HeartbeatInterval is how often the monitor pings the writer on its
 	// own connection; FailureTimeout bounds each ping and each probe
-	// connection during trouble. A writer is presumed down when a ping and
-	// then a fresh connection to it both fail or time out: at most
-	// HeartbeatInterval + 2×FailureTimeout after it stops answering, at
-	// once when it refuses or resets. Defaults 200 ms and 400 ms (1 s).
+	// connection during trouble. A writer that stops answering (a hang, a
+	// black hole) is suspected when a ping times out, at most
+	// HeartbeatInterval + FailureTimeout after it stops (600 ms with the
+	// defaults), and presumed down when a fresh connection to it fails or
+	// times out too: at most HeartbeatInterval + 2×FailureTimeout (1 s). A
+	// writer that refuses or resets connections (a crash, a restart) is
+	// seen at once, with the next ping or the pool's own error. Defaults
+	// 200 ms and 400 ms.
 	HeartbeatInterval time.Duration
 	FailureTimeout    time.Duration
 
@@ -161,6 +165,8 @@ const (
 	// after the promotion, the longest pause 0.57–0.63 s, 1–4 of
 	// 24,000–32,000 failed (in flight on the old writer: outcome unknown
 	// or EOF), none with 25006, none lost, every row written after the
-	// promotion on the new writer.
+	// promotion on the new writer, and new connections after a Reset on
+	// it too while the instance endpoint names the old writer, back as a
+	// reader.
 	FollowWriter
 )

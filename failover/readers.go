@@ -23,9 +23,11 @@ import (
 // When readers join the topology (or one comes back, or catches up), each
 // reader pool closes its surplus idle connections beyond the fair share
 // (rounded up) of the busiest readers, once, and retires the surplus in
-// use when next acquired: the pool's new ones go to the new readers,
-// without waiting for MaxConnLifetime. pgxpool dials them when the load
-// needs one or at its next health check, which restores MinConns. A
+// use when next acquired (within 30 s): the pool's new ones go to the new
+// readers, without waiting for MaxConnLifetime. pgxpool dials them when
+// the load needs one or at its next health check, which restores MinConns
+// (HealthCheckPeriod, 1 min by default): a pool whose load fits in fewer
+// connections than MinConns may run on fewer until then. A
 // reader that leaves has its connections cut at once, as every instance
 // that leaves. Both are seen at the monitor's next topology read, every
 // RefreshInterval while a reader pool is open. Connections are not reads:
@@ -36,7 +38,9 @@ import (
 // the reader endpoint until Aurora detects it. While the monitor serves a
 // pool with reader routing (Strategy not ByDNS), it pings every reader
 // each Config.HeartbeatInterval on a connection of its own per reader (as
-// the pool's user), each ping bounded by Config.FailureTimeout. A reader
+// the pool's user), each ping bounded by Config.FailureTimeout; while
+// probing a failover, its probes read every reader instead, each
+// FastInterval. A reader
 // whose ping fails is dialed again at once: it is down when that fresh
 // connection is refused, reset or times out, or fails with SQLSTATE class
 // 57 — not for an authentication error. A crashed reader is so found down
@@ -63,7 +67,9 @@ import (
 // with MaxLag 1 s gets none of 6 new connections; with both lagging, the
 // pool connects to the writer, and with Hold fails with a *NoReaderError.
 // TestReaderHealth (3 readers, a pool of 9, 4 workers reading, each read
-// tried once with a 5 s timeout, default timings, -race, three runs): a
+// tried once with a 5 s timeout, default timings, -race, three runs, times
+// from the call of the simulator's crash or hang;
+// HOLDFAST_REQUIRE_PG=1 go test -race -run TestReaderHealth -v ./failover/): a
 // crashed reader found down 51–217 ms after the crash, no worker paused
 // more than 60–209 ms, 1 of 5,000–29,000 reads failed (in flight on it:
 // EOF); a hung reader found down 0.90–1.05 s after the hang, its 1–2 reads
