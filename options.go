@@ -15,6 +15,7 @@ import (
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/failover"
 	"github.com/holdfast-db/holdfast/internal/bgroute"
+	"github.com/holdfast-db/holdfast/internal/failovermon"
 	"github.com/holdfast-db/holdfast/retry"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -419,7 +420,7 @@ func WithBlueGreen(c bluegreen.Config) Option {
 // failover.Config.Aliases names it.
 func WithFailover(c failover.Config) Option {
 	return func(cfg *config) {
-		if err := c.Validate(); err != nil {
+		if err := failovermon.Validate(c); err != nil {
 			cfg.fail(&ConfigError{Field: "WithFailover", Why: "invalid failover.Config", Err: err})
 			return
 		}
@@ -464,7 +465,7 @@ func PoolName(name string) PoolOption {
 // *ConfigError.
 func PoolInstanceMode(mode failover.InstanceMode) PoolOption {
 	return func(o *poolOptions) {
-		if err := mode.Validate("PoolInstanceMode"); err != nil {
+		if err := failovermon.ValidateMode(mode, "PoolInstanceMode"); err != nil {
 			o.err = err
 			return
 		}

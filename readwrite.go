@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdfast-db/holdfast/internal/conn"
+	"github.com/holdfast-db/holdfast/internal/failovermon"
 	"github.com/holdfast-db/holdfast/internal/topology"
 )
 
@@ -125,7 +126,7 @@ func (f *Factory) readerConfig(writer *pgxpool.Config) (*pgxpool.Config, error) 
 	}
 	ep := host
 	if f != nil && f.failover != nil {
-		ep = f.failover.Endpoint(host)
+		ep = failovermon.Endpoint(f.failover.Aliases, host)
 	}
 	peer := topology.PeerEndpoint(ep)
 	if topology.KindOf(topology.NormHost(ep)) != topology.KindWriterCluster || peer == "" {
@@ -141,7 +142,7 @@ func (f *Factory) readerConfig(writer *pgxpool.Config) (*pgxpool.Config, error) 
 		}
 		slices.Sort(aliases) // one answer, whatever the map's order
 		for _, a := range aliases {
-			if topology.NormHost(f.failover.Endpoint(a)) == peer {
+			if topology.NormHost(failovermon.Endpoint(f.failover.Aliases, a)) == peer {
 				readerHost = a
 				break
 			}

@@ -233,7 +233,7 @@ func scrapeRun(t *testing.T) (scrape, string) {
 	}
 	if !waitFor(ctx, func() bool {
 		for _, e := range m.Status().Events {
-			if e.Name == failover.EventLeft {
+			if e.Name == "instance left" {
 				return true
 			}
 		}

@@ -278,7 +278,7 @@ func TestTopologyUnreadable(t *testing.T) {
 			var logs fakes.LogBuffer
 			var fetches atomic.Int64
 			f := newFactory(t, holdfast.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))),
-				holdfast.WithPasswordFunc(func(context.Context) (string, error) { fetches.Add(1); return "token", nil }))
+				holdfast.WithPasswordFunc(func(context.Context, string) (string, error) { fetches.Add(1); return "token", nil }))
 			cfg, err := c.PoolConfig(c.ClusterEndpoint)
 			if err != nil {
 				t.Fatal(err)
@@ -360,7 +360,7 @@ func TestCutDuringHandshake(t *testing.T) {
 		}
 		return conn, nil
 	}
-	f := newFactory(t, holdfast.WithFailover(failover.Config{RefreshInterval: 100 * time.Millisecond}), holdfast.WithDialFunc(dial))
+	f := newFactory(t, holdfast.WithFailover(failover.Config{RefreshInterval: 100 * time.Millisecond}), holdfast.WithIntegration(holdfast.Integration{Dial: dial}))
 	pool := poolOn(ctx, t, f, c, c.ReaderEndpoint)
 	m := f.Failover(pool)
 	if !waitFor(ctx, func() bool { return m.Status().Writer != "" }) {
@@ -388,7 +388,7 @@ func TestCutDuringHandshake(t *testing.T) {
 	// The reader leaves the topology (it stays up): the monitor cuts the
 	// pool's connections to it — the one in its handshake too.
 	leaveTopology(ctx, t, c, reader)
-	if !waitFor(ctx, func() bool { return !lastMonitorEvent(m.Status(), failover.EventLeft).IsZero() }) {
+	if !waitFor(ctx, func() bool { return !lastMonitorEvent(m.Status(), "instance left").IsZero() }) {
 		t.Fatalf("the monitor never saw the reader leave: %+v", m.Status())
 	}
 	close(gate) // the handshake ends, after the cut

@@ -9,17 +9,11 @@ import (
 	"github.com/holdfast-db/holdfast/classify"
 )
 
-// Reasons of the verdicts of Rule.
-const (
-	ReasonHeld      = "failover-held"       // *HoldError
-	ReasonNotWriter = "failover-not-writer" // *NotWriterError
-	ReasonCut       = "failover-cut"        // *CutError
-)
-
 // HoldError says that a new connection by the writer endpoint was held
 // while the writer was down and no new writer was known, and that none
 // appeared within Config.HoldTimeout or the caller's context. Nothing was
-// sent: it is retryable.
+// sent: it is retryable (Rule: Transient), unless the caller's context
+// ended it.
 type HoldError struct {
 	Host   string
 	Waited time.Duration
@@ -34,13 +28,12 @@ func (e *HoldError) Error() string {
 // Unwrap returns Err.
 func (e *HoldError) Unwrap() error { return e.Err }
 
-// SafeToRetry reports true: nothing was sent (see pgconn.SafeToRetry).
-func (e *HoldError) SafeToRetry() bool { return true }
-
 // NotWriterError says that a new connection by the writer endpoint reached
 // a server that is not the writer (stale DNS after a failover: the old
 // writer, back as a reader, or a reader): holdfast refused it before any
-// statement, and its retry goes to the writer. Retryable.
+// statement, and its retry goes to the writer. The factory's connect
+// layer retries it itself, under its retry policy: a caller sees it when
+// those retries are spent. Retryable (Rule: Transient).
 type NotWriterError struct {
 	Host string // the endpoint asked for
 	Addr string // the server reached
@@ -51,15 +44,13 @@ func (e *NotWriterError) Error() string {
 	return fmt.Sprintf("failover: connection by the writer endpoint %s reached %s, which is not the writer (%s): refused", e.Host, e.Addr, e.Why)
 }
 
-// SafeToRetry reports true: no statement was sent.
-func (e *NotWriterError) SafeToRetry() bool { return true }
-
 // CutError says that a connection to the old writer was closed because
 // the cluster failed over: a statement or transaction on it did not
-// complete. A transaction open on it was rolled back: it is Transient, and
-// running the whole transaction again (holdfast's Factory.BeginTxFunc
-// does) goes to the new writer. When what was in flight could commit by
-// itself — a COMMIT, an autocommit statement — its outcome is unknown: the
+// complete. Nothing is resent. A transaction open on it was rolled back:
+// it is Transient, and running the whole transaction again (holdfast's
+// Factory.BeginTxFunc and sqldb.BeginTxFunc do) goes to the new writer.
+// When what was in flight could commit by itself — a COMMIT, an autocommit
+// statement — its outcome is unknown, as with any broken connection: the
 // caller gets a *holdfast.OutcomeUnknownError wrapping the CutError, Fatal
 // "outcome-unknown", never to be resent blindly.
 //
@@ -97,25 +88,34 @@ func (e *CutError) Error() string {
 // Unwrap returns Err.
 func (e *CutError) Unwrap() error { return e.Err }
 
-// Rule classifies this package's errors for package classify: *HoldError,
-// *NotWriterError and *CutError are Transient (a caller's own cancellation
-// of a hold is left to the other rules). holdfast's factory installs it
-// with WithFailover.
+// Rule classifies this package's errors for package classify; holdfast's
+// factory installs it with WithFailover. Its verdicts (the reasons are
+// what metrics, logs and retry errors show):
+//
+//	error            class      reason
+//	---------------  ---------  -------------------
+//	*HoldError       Transient  failover-held
+//	*NotWriterError  Transient  failover-not-writer
+//	*CutError        Transient  failover-cut
+//
+// A hold the caller's own context canceled is left to the other rules
+// (classify: Fatal "canceled"), and so is a *NoReaderError (its Err:
+// Transient "timeout", or the caller's cancellation).
 func Rule(err error) (classify.Verdict, bool) {
 	var he *HoldError
 	if errors.As(err, &he) {
 		if errors.Is(err, context.Canceled) {
 			return classify.Verdict{}, false
 		}
-		return classify.Verdict{Class: classify.Transient, Reason: ReasonHeld}, true
+		return classify.Verdict{Class: classify.Transient, Reason: "failover-held"}, true
 	}
 	var ne *NotWriterError
 	if errors.As(err, &ne) {
-		return classify.Verdict{Class: classify.Transient, Reason: ReasonNotWriter}, true
+		return classify.Verdict{Class: classify.Transient, Reason: "failover-not-writer"}, true
 	}
 	var ce *CutError
 	if errors.As(err, &ce) {
-		return classify.Verdict{Class: classify.Transient, Reason: ReasonCut}, true
+		return classify.Verdict{Class: classify.Transient, Reason: "failover-cut"}, true
 	}
 	return classify.Verdict{}, false
 }

@@ -291,7 +291,7 @@ func TestFailover(t *testing.T) {
 			if st.Writer != c.Writer() {
 				t.Errorf("monitor's writer %q, the cluster's %q", st.Writer, c.Writer())
 			}
-			newWriter := lastMonitorEvent(st, failover.EventNewWriter)
+			newWriter := lastMonitorEvent(st, "new writer")
 			if newWriter.IsZero() {
 				t.Fatalf("the monitor never saw the new writer: %+v", st.Events)
 			}
@@ -311,8 +311,8 @@ func TestFailover(t *testing.T) {
 				down, _ := res.At(failovertest.EventWriterDown)
 				// Down, or already replaced by the new writer found in
 				// the same round of probes.
-				seen := firstMonitorEvent(st, failover.EventWriterDown)
-				if nw := firstMonitorEvent(st, failover.EventNewWriter); seen.IsZero() || (!nw.IsZero() && nw.Before(seen)) {
+				seen := firstMonitorEvent(st, "writer down")
+				if nw := firstMonitorEvent(st, "new writer"); seen.IsZero() || (!nw.IsZero() && nw.Before(seen)) {
 					seen = nw
 				}
 				if seen.IsZero() || seen.Sub(down) > 1500*time.Millisecond {
@@ -669,7 +669,7 @@ func TestNoFalseFailover(t *testing.T) {
 		t.Errorf("%d writes failed without a fault: %v", w.failed, w.errs)
 	}
 	for _, e := range st.Events {
-		if e.Name != failover.EventSuspect {
+		if e.Name != "suspect" {
 			t.Errorf("event %q without a fault: %+v", e.Name, st.Events)
 		}
 	}
@@ -822,7 +822,7 @@ func TestInstanceLeft(t *testing.T) {
 		t.Fatal("the monitor never read the topology")
 	}
 	leaveTopology(ctx, t, c, gone)
-	if !waitFor(ctx, func() bool { return !lastMonitorEvent(m.Status(), failover.EventLeft).IsZero() }) {
+	if !waitFor(ctx, func() bool { return !lastMonitorEvent(m.Status(), "instance left").IsZero() }) {
 		t.Fatalf("the monitor never saw %s leave: %+v", gone, m.Status())
 	}
 	_, err = conn.Exec(ctx, "SELECT 1")
@@ -830,8 +830,8 @@ func TestInstanceLeft(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Left != gone {
 		t.Fatalf("statement on a connection to %s, which left: %v, want a *failover.CutError naming it", gone, err)
 	}
-	if v := f.Classify(err); !v.Retryable() || v.Reason != failover.ReasonCut {
-		t.Errorf("Classify(%v) = %v, want transient %s", err, v, failover.ReasonCut)
+	if v := f.Classify(err); !v.Retryable() || v.Reason != "failover-cut" {
+		t.Errorf("Classify(%v) = %v, want transient failover-cut", err, v)
 	}
 }
 
@@ -930,19 +930,19 @@ func TestUnconfirmedWriter(t *testing.T) {
 	name(standby)
 	// The named writer does not take writes, and the writer that does is
 	// not named: no writer is confirmed, so connects are held.
-	if !waitFor(ctx, func() bool { return !lastMonitorEvent(m.Status(), failover.EventWriterDown).IsZero() }) {
+	if !waitFor(ctx, func() bool { return !lastMonitorEvent(m.Status(), "writer down").IsZero() }) {
 		t.Fatalf("the monitor did not hold while the topology named %s: %+v", standby, m.Status())
 	}
 	name(writer)
 	if !waitFor(ctx, func() bool {
 		st := m.Status()
-		return engine(m).Snapshot().Normal() && st.Writer == writer && !lastMonitorEvent(st, failover.EventWriterBack).IsZero()
+		return engine(m).Snapshot().Normal() && st.Writer == writer && !lastMonitorEvent(st, "writer back").IsZero()
 	}) {
 		t.Fatalf("the routing did not return to normal on %s: %+v", writer, m.Status())
 	}
 	st := m.Status()
 	t.Logf("%+v", st)
-	if st.Failovers != 0 || lastMonitorEvent(st, failover.EventNewWriter) != (time.Time{}) {
+	if st.Failovers != 0 || lastMonitorEvent(st, "new writer") != (time.Time{}) {
 		t.Errorf("routed to the unconfirmed writer %s: %+v", standby, st)
 	}
 	if _, err := conn.Exec(ctx, "SELECT 1"); err != nil {
@@ -1045,7 +1045,7 @@ func TestMonitorErrorsRedacted(t *testing.T) {
 		}
 		return "", fmt.Errorf("token endpoint: %s revoked for %s", token, host) // echoes the secret
 	}
-	f, pool := newPool(ctx, t, c, holdfast.WithHostPasswordFunc(passwords),
+	f, pool := newPool(ctx, t, c, holdfast.WithPasswordFunc(passwords),
 		holdfast.WithRetryPolicy(retry.Policy{MaxAttempts: 1, Multiplier: 2, InitialInterval: time.Millisecond, MaxInterval: time.Millisecond}))
 	m := f.Failover(pool)
 	if !waitFor(ctx, func() bool { return m.Status().Writer != "" }) {

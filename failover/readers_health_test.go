@@ -213,10 +213,10 @@ func testReaderFault(t *testing.T, hang bool) {
 		t.Fatal(err)
 	}
 	t.Logf("%s: the simulator's %s of %s returned after %v (the times below are from its call)", kind, kind, victim, time.Since(at).Round(time.Millisecond))
-	if !waitFor(ctx, func() bool { return !lastMonitorEvent(m.Status(), failover.EventReaderDown).IsZero() }) {
+	if !waitFor(ctx, func() bool { return !lastMonitorEvent(m.Status(), "reader down").IsZero() }) {
 		t.Fatalf("the monitor never found %s down", victim)
 	}
-	downAt := lastMonitorEvent(m.Status(), failover.EventReaderDown)
+	downAt := lastMonitorEvent(m.Status(), "reader down")
 	if s := engine(m).Snapshot(); !s.ReadersDown[victimAddr] {
 		t.Errorf("snapshot ReadersDown %v, want %s", s.ReadersDown, victimAddr)
 	}
@@ -315,10 +315,10 @@ func testReaderFault(t *testing.T, hang bool) {
 		t.Fatal(err)
 	}
 	t.Logf("%s: RecoverReader(%s) took %v", kind, victim, time.Since(recovered).Round(time.Millisecond))
-	if !waitFor(ctx, func() bool { return lastMonitorEvent(m.Status(), failover.EventReaderBack).After(recovered) }) {
+	if !waitFor(ctx, func() bool { return lastMonitorEvent(m.Status(), "reader back").After(recovered) }) {
 		t.Fatalf("the monitor never found %s back", victim)
 	}
-	backAt := lastMonitorEvent(m.Status(), failover.EventReaderBack)
+	backAt := lastMonitorEvent(m.Status(), "reader back")
 	// Its share of the pool's connections (9 over 3 readers: 3) comes
 	// back. (Reads follow connections loosely: pgxpool reuses the
 	// connection released last, so 4 workers on 9 connections keep to a

@@ -218,7 +218,7 @@ func TestReaderRouting(t *testing.T) {
 	}
 	removed := time.Now()
 	m := f.Failover(pool)
-	if !waitFor(ctx, func() bool { return !lastMonitorEvent(m.Status(), failover.EventLeft).IsZero() }) {
+	if !waitFor(ctx, func() bool { return !lastMonitorEvent(m.Status(), "instance left").IsZero() }) {
 		t.Fatalf("the monitor never saw %s leave", gone)
 	}
 	// Reads carry on, on the readers left.
@@ -274,7 +274,7 @@ func serversAtOnce(ctx context.Context, t *testing.T, pool *pgxpool.Pool, n int)
 
 // TestReaderMaxLag: a reader lagging beyond MaxLag gets no new
 // connections once the monitor has read its lag; with every reader
-// lagging, UseWriter connects to the writer and Hold fails, after its
+// lagging, a pool connects to the writer and with Hold fails, after its
 // bound, with a *failover.NoReaderError.
 func TestReaderMaxLag(t *testing.T) {
 	c := failovertest.StartTest(t, failovertest.Config{Replicas: 2})
@@ -312,7 +312,7 @@ func TestReaderMaxLag(t *testing.T) {
 		t.Errorf("connections per server %v, want all 6 on %s, none on the lagging %s", got, fresh, lagging)
 	}
 
-	// Every reader lags: UseWriter connects to the writer.
+	// Every reader lags: without Hold, the pool connects to the writer.
 	if err := c.SetLag(ctx, fresh, 3*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -323,11 +323,11 @@ func TestReaderMaxLag(t *testing.T) {
 	pool.Reset()
 	got = serversAtOnce(ctx, t, pool, 2)
 	if got[c.Writer()] != 2 {
-		t.Errorf("every reader lagging, UseWriter: connections per server %v, want both on the writer %s", got, c.Writer())
+		t.Errorf("every reader lagging, no Hold: connections per server %v, want both on the writer %s", got, c.Writer())
 	}
 
 	// Hold: the connect fails after HoldTimeout with a *NoReaderError.
-	rc.WhenNoReader, rc.HoldTimeout = failover.Hold, 300*time.Millisecond
+	rc.Hold, rc.HoldTimeout = true, 300*time.Millisecond
 	fh := newFactory(t, holdfast.WithFailover(failover.Config{RefreshInterval: 200 * time.Millisecond, Readers: rc}),
 		holdfast.WithRetryPolicy(retry.Policy{MaxAttempts: 1, InitialInterval: 50 * time.Millisecond, Multiplier: 2, MaxInterval: time.Second}))
 	hcfg, err := c.PoolConfig(c.ReaderEndpoint)

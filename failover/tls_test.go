@@ -106,7 +106,7 @@ func TestFailoverTLSAndPasswordHosts(t *testing.T) {
 	defer cancel()
 	log := &passwordLog{pool: map[string]string{}}
 	f, err := holdfast.New(holdfast.WithFailover(failover.Config{}), holdfast.WithRetryPolicy(policy),
-		holdfast.WithHostPasswordFunc(log.password))
+		holdfast.WithPasswordFunc(log.password))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 // Package cfgerr is the one configuration error of holdfast's packages:
-// holdfast.ConfigError, bluegreen.ConfigError, failover.ConfigError and
-// the others are this type, and their ErrInvalidConfig is ErrInvalid.
+// holdfast.ConfigError, bluegreen.ConfigError and the others are this
+// type (package failover reports its own through holdfast.New), and their
+// ErrInvalidConfig is ErrInvalid.
 package cfgerr
 
 import "errors"

@@ -198,7 +198,7 @@ func (e *Engine) blueGreenConfig(pool string, target *obs.Target) (bluegreen.Con
 // a pool on an instance endpoint does. e.mu is held.
 func (p *Pool) addFailover(cc *pgx.ConnConfig, mode failover.InstanceMode) error {
 	e := p.e
-	ep := e.cfg.Failover.Endpoint(cc.Host)
+	ep := failovermon.Endpoint(e.cfg.Failover.Aliases, cc.Host)
 	if ok, why := failovermon.RoutedKind(ep); !ok {
 		e.cfg.Logger.LogAttrs(context.Background(), slog.LevelInfo, why,
 			slog.String("server.address", cc.Host), slog.String("holdfast.endpoint.kind", topology.KindOf(topology.NormHost(ep)).String()))
@@ -221,7 +221,7 @@ func (p *Pool) addFailover(cc *pgx.ConnConfig, mode failover.InstanceMode) error
 // failoverMonitor returns the engine's monitor of the cluster of cc's
 // host, creating it, and counts the pool. e.mu is held.
 func (e *Engine) failoverMonitor(cc *pgx.ConnConfig, connHook func(context.Context, *pgx.ConnConfig, []string) error) (*monitorRef, error) {
-	ep := e.cfg.Failover.Endpoint(cc.Host)
+	ep := failovermon.Endpoint(e.cfg.Failover.Aliases, cc.Host)
 	tmpl, port, err := failovermon.TemplateFor(ep, cc.Port, e.cfg.Failover.InstanceTemplate)
 	if err != nil {
 		return nil, err

@@ -176,7 +176,7 @@ func (fo *Layer) Layer() compose.Layer {
 	}
 	if fo.rd != nil {
 		// A reader pool's connections to a writer that went down (with
-		// WhenNoReader UseWriter) are cut by the failover that follows;
+		// ReaderConfig.Hold false) are cut by the failover that follows;
 		// its Acquire pays for no check of its own.
 		l.PrepareConn = nil
 	}

@@ -1,8 +1,10 @@
 // Package failovermon is the engine of package failover: the monitor of
-// one cluster's topology and writer, which holdfast's factory shares
-// between the pools on the cluster and routes them by (failover.go of
-// package holdfast). Package failover holds what users touch: Config,
-// Status, the events, the errors, Rule.
+// one cluster's topology and writer (monitor.go), which the engine
+// (internal/conn) shares between the pools on the cluster; the failover
+// and reader layer of each pool, which routes it by the monitor
+// (layer.go, readers.go); and failover.Config's validation, defaults and
+// aliases (config.go). Package failover holds what users touch: Config,
+// Status, Event, the errors, Rule and the Monitor interface.
 package failovermon
 
 import (
@@ -24,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/holdfast-db/holdfast/failover"
+	"github.com/holdfast-db/holdfast/internal/cfgerr"
 	"github.com/holdfast-db/holdfast/internal/topology"
 )
 
@@ -145,13 +148,13 @@ type Change struct {
 // cc.LookupFunc (the system resolver when nil).
 func New(cc *pgx.ConnConfig, c failover.Config, connHook func(context.Context, *pgx.ConnConfig) error) (*Monitor, error) {
 	if cc == nil {
-		return nil, &failover.ConfigError{Pkg: "failover", Field: "pgx.ConnConfig", Why: "nil: build the config with pgxpool.ParseConfig"}
+		return nil, &cfgerr.Error{Pkg: "failover", Field: "pgx.ConnConfig", Why: "nil: build the config with pgxpool.ParseConfig"}
 	}
-	c, err := c.WithDefaults()
+	c, err := WithDefaults(c)
 	if err != nil {
 		return nil, err
 	}
-	ep := c.Endpoint(cc.Host)
+	ep := Endpoint(c.Aliases, cc.Host)
 	tmpl, port, err := TemplateFor(ep, cc.Port, c.InstanceTemplate)
 	if err != nil {
 		return nil, err
@@ -184,7 +187,7 @@ func TemplateFor(host string, port uint16, template string) (string, uint16, err
 	if template != "" {
 		h, p, why := topology.ParseTemplate(template)
 		if why != "" {
-			return "", 0, &failover.ConfigError{Pkg: "failover", Field: "Config.InstanceTemplate", Why: why}
+			return "", 0, &cfgerr.Error{Pkg: "failover", Field: "Config.InstanceTemplate", Why: why}
 		}
 		if p == 0 {
 			p = port
@@ -193,7 +196,7 @@ func TemplateFor(host string, port uint16, template string) (string, uint16, err
 	}
 	d := topology.InstanceDomain([]string{topology.NormHost(host)})
 	if d == "" {
-		return "", 0, &failover.ConfigError{Pkg: "failover", Field: "Config.InstanceTemplate",
+		return "", 0, &cfgerr.Error{Pkg: "failover", Field: "Config.InstanceTemplate",
 			Why: "the pool's host " + strconv.Quote(host) + " is not an RDS endpoint: set the instance endpoints' template, e.g. \"?.abc123.us-east-1.rds.amazonaws.com\""}
 	}
 	return "?." + d, port, nil
@@ -371,7 +374,7 @@ func (m *Monitor) run(ctx context.Context) {
 func (m *Monitor) goFast(why string) {
 	now := time.Now()
 	if !now.Before(m.fastUntil) {
-		m.event(failover.EventSuspect, m.writer)
+		m.event(EventSuspect, m.writer)
 		m.cfg.Logger.Debug("failover: trouble; probing the cluster", slog.String("why", why), slog.String("writer", m.writer))
 	}
 	m.fastUntil = now.Add(m.cfg.FastFor)
@@ -766,7 +769,7 @@ func (m *Monitor) learn(ctx context.Context, rows []topology.Row) {
 	for id, old := range m.instances {
 		if _, ok := next[id]; !ok && old.addr != "" {
 			gone, goneIDs = append(gone, old.addr), append(goneIDs, id)
-			m.event(failover.EventLeft, id)
+			m.event(EventLeft, id)
 		}
 	}
 	m.instances = next
@@ -891,7 +894,7 @@ func (m *Monitor) probeAll(ctx context.Context) {
 	switch {
 	case cur != nil && cur.res.confirmsWriter():
 		if m.Snapshot().Down {
-			m.event(failover.EventWriterBack, m.writer)
+			m.event(EventWriterBack, m.writer)
 			m.publish(func(s *Snapshot) { s.Down, s.DownAddr = false, "" })
 		}
 	case next != nil:
@@ -924,7 +927,7 @@ func (m *Monitor) writerDown() {
 		return
 	}
 	addr := m.instances[m.writer].addr
-	m.event(failover.EventWriterDown, m.writer)
+	m.event(EventWriterDown, m.writer)
 	m.cfg.Logger.Info("failover: writer down; holding connections by the writer endpoint until a writer is known",
 		slog.String("writer", m.writer), slog.String("addr", addr))
 	m.publish(func(s *Snapshot) { s.Down, s.DownAddr = true, addr })
@@ -947,7 +950,7 @@ func (m *Monitor) adopt(id string) {
 		m.setStatus(func(s *failover.Status) { s.Writer, s.WriterAddr = id, in.addr })
 		return
 	}
-	m.event(failover.EventNewWriter, id)
+	m.event(EventNewWriter, id)
 	m.cfg.Logger.Info("failover: new writer", slog.String("old", old), slog.String("new", id), slog.String("addr", in.addr))
 	redirect := len(m.writerHosts()) > 0 // until checkDNS sees the endpoint agree
 	m.publish(func(s *Snapshot) {
@@ -986,7 +989,7 @@ func (m *Monitor) checkDNS(ctx context.Context) {
 		return
 	}
 	if agree {
-		m.event(failover.EventDNSAgrees, s.Writer)
+		m.event(EventDNSAgrees, s.Writer)
 	}
 	m.publish(func(s *Snapshot) { s.Redirect = !agree })
 }
@@ -1065,7 +1068,7 @@ func (m *Monitor) publishReaders() {
 		m.notify(Change{Kind: ReadersJoined, Joined: joined})
 	}
 	for i, a := range late {
-		m.event(failover.EventReaderLagging, lateIDs[i])
+		m.event(EventReaderLagging, lateIDs[i])
 		m.cfg.Logger.Info("failover: reader lagging beyond MaxLag; reader pools give it no new connection and retire theirs",
 			slog.String("instance", lateIDs[i]), slog.String("addr", a),
 			slog.Float64("lag_s", lags[a].Seconds()), slog.Float64("max_lag_s", m.cfg.Readers.MaxLag.Seconds()))
@@ -1074,7 +1077,7 @@ func (m *Monitor) publishReaders() {
 		m.notify(Change{Kind: ReadersLagging, Gone: late, GoneIDs: lateIDs})
 	}
 	for _, a := range caught {
-		m.event(failover.EventReaderCaughtUp, ids[a])
+		m.event(EventReaderCaughtUp, ids[a])
 		m.cfg.Logger.Info("failover: reader caught up; new connections go there again",
 			slog.String("instance", ids[a]), slog.String("addr", a), slog.Float64("lag_s", lags[a].Seconds()))
 	}
@@ -1364,12 +1367,12 @@ func (m *Monitor) judgeReaders(vs []readerVerdict) {
 		case v.up && was:
 			delete(m.down, in.id)
 			back = append(back, in.addr)
-			m.event(failover.EventReaderBack, in.id)
+			m.event(EventReaderBack, in.id)
 			m.cfg.Logger.Info("failover: reader back", slog.String("instance", in.id), slog.String("addr", in.addr))
 		case !v.up && !was:
 			m.down[in.id] = v.why
 			gone, goneIDs, whys = append(gone, in.addr), append(goneIDs, in.id), append(whys, v.why)
-			m.event(failover.EventReaderDown, in.id)
+			m.event(EventReaderDown, in.id)
 			m.cfg.Logger.Info("failover: reader down; its connections are cut",
 				slog.String("instance", in.id), slog.String("addr", in.addr), slog.String("reason", v.why))
 		}

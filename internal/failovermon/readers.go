@@ -19,7 +19,7 @@ import (
 //	            endpoint name): the one with the fewest of the pool's
 //	            connections (dials under way included), or one at random;
 //	            a reader lagging beyond MaxLag is left out; with none, the
-//	            writer or a bounded hold (WhenNoReader)
+//	            writer or a bounded hold (ReaderConfig.Hold)
 //	onChange    a reader that leaves: its connections are cut (as every
 //	            pool's, InstancesLeft); a reader that joins: the surplus
 //	            idle connections of the busiest readers are closed, and the
@@ -55,7 +55,7 @@ const firstTopologyWait = 3 * time.Second
 
 func newReaderRouting(rc failover.ReaderConfig) *readerRouting {
 	if rc.HoldTimeout <= 0 {
-		rc.HoldTimeout = failover.DefaultReaderHold
+		rc.HoldTimeout = defaultReaderHold
 	}
 	return &readerRouting{cfg: rc, pending: map[compose.Conn]pick{}}
 }
@@ -107,7 +107,7 @@ func (fo *Layer) routeReader(ctx context.Context, c compose.Conn, host, addr str
 		if cands := r.usable(s); len(cands) > 0 {
 			return fo.choose(c, cands), nil
 		}
-		if r.cfg.WhenNoReader == failover.UseWriter {
+		if !r.cfg.Hold {
 			if s.WriterAddr != "" && !s.Down {
 				return s.WriterAddr, nil
 			}

@@ -67,8 +67,8 @@ func (m *Monitor) Active() bool {
 func (m *Monitor) event(name, server string) {
 	e := failover.Event{At: time.Now(), Name: name, Server: server}
 	switch name {
-	case failover.EventSuspect, failover.EventReaderDown, failover.EventReaderBack,
-		failover.EventReaderLagging, failover.EventReaderCaughtUp:
+	case EventSuspect, EventReaderDown, EventReaderBack,
+		EventReaderLagging, EventReaderCaughtUp:
 		// not a change of the writer's routing: Active stays as it was
 	default:
 		m.lastChange.Store(e.At.UnixNano())
