@@ -177,6 +177,16 @@ func (c *Cluster) failover(ctx context.Context, s Scenario, emit func(name, serv
 	if err != nil {
 		return old.id, "", err
 	}
+	if s.Target != "" {
+		// Aurora's storage is shared: whichever reader is promoted has
+		// every acknowledged commit. Here a commit waits for any one
+		// standby (ANY 1), so a chosen target may lack what another
+		// acknowledged: it first streams the rest from the most
+		// advanced one.
+		if err := catchUp(ctx, nw, others); err != nil {
+			return old.id, nw.id, fmt.Errorf("catching %s up: %w", nw.id, err)
+		}
+	}
 	if len(others) > 0 {
 		// Synchronous from its first commit: the setting is read by a
 		// standby but takes effect at the promotion.
@@ -289,6 +299,28 @@ func pick(ctx context.Context, standbys []*node, target string) (*node, []*node,
 	}
 	others := append(append([]*node(nil), standbys[:best]...), standbys[best+1:]...)
 	return standbys[best], others, nil
+}
+
+// catchUp makes target receive the WAL that the most advanced of others
+// received (a cascade from it) when it has less.
+func catchUp(ctx context.Context, target *node, others []*node) error {
+	var best *node
+	var bestLSN uint64
+	for _, o := range others {
+		if lsn, err := o.received(ctx); err == nil && lsn > bestLSN {
+			best, bestLSN = o, lsn
+		}
+	}
+	if have, err := target.received(ctx); best == nil || err == nil && have >= bestLSN {
+		return err
+	}
+	if err := target.follow(ctx, best); err != nil {
+		return err
+	}
+	return poll(ctx, func() (bool, error) {
+		have, err := target.received(ctx)
+		return err == nil && have >= bestLSN, nil
+	})
 }
 
 func waitWritable(ctx context.Context, n *node) error {

@@ -58,3 +58,46 @@ func TestCommitWaitsForReplica(t *testing.T) {
 		t.Fatalf("row on the replica: %d, %v", n, err)
 	}
 }
+
+// TestTargetCatchesUp: a crash that promotes a chosen standby which
+// missed commits (they waited for the other standby only, ANY 1) keeps
+// every acknowledged commit: the target streams the rest from the other
+// standby before its promotion, as Aurora's shared storage would have it.
+func TestTargetCatchesUp(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	c, err := Start(ctx, Config{Replicas: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := c.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	w, target := c.writer, c.standbys[0]
+	if err := w.exec(ctx, "CREATE TABLE t (id bigint PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	// The target stops streaming (its primary is a closed port): the next
+	// commits wait for the other standby.
+	if err := target.follow(ctx, &node{host: "127.0.0.1", port: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if err := w.exec(ctx, "INSERT INTO t VALUES ($1)", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := c.Failover(ctx, Scenario{Kind: Crash, Target: target.id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := c.CommittedIDs(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.NewWriter != target.id || len(ids) != 20 {
+		t.Fatalf("new writer %s with %d of the 20 acknowledged rows; want %s with all", res.NewWriter, len(ids), target.id)
+	}
+}
