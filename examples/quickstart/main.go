@@ -28,7 +28,7 @@ func main() {
 	}
 	pool, err := f.NewPool(ctx, cfg) // was: pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		log.Fatal(err) // a *holdfast.StartupError says whether it is transient
+		log.Fatal(err) // a *holdfast.ConnectError (Layer "startup"); f.Classify(err) says whether it is transient
 	}
 	defer pool.Close()
 	var n int
