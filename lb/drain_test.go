@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/holdfast-db/holdfast/fakes/pgtest"
+	"github.com/holdfast-db/holdfast/lb/internal/pgtest"
 	"github.com/holdfast-db/holdfast/lb"
 	"github.com/holdfast-db/holdfast/lb/a10"
 	"github.com/holdfast-db/holdfast/lb/a10/a10test"

@@ -2,11 +2,12 @@ module github.com/holdfast-db/holdfast/lb
 
 go 1.26.0
 
-// lb imports the root module's vendor-neutral internal/drain (and its
-// tests fakes/pgtest). In this repository the workspace (../go.work)
-// serves the root module; a release of lb requires a release of it.
+// lb does not depend on the root module (github.com/holdfast-db/holdfast):
+// it has its own copy of the drain algorithm (internal/drain) and of the
+// test PostgreSQL servers (internal/pgtest), so that
+// go install github.com/holdfast-db/holdfast/lb/cmd/holdfast-lb@VERSION
+// resolves lb alone. See RELEASING.md.
 require (
-	github.com/holdfast-db/holdfast v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgx/v5 v5.13.0
 	go.uber.org/goleak v1.3.0
 )

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/holdfast-db/holdfast/fakes/pgtest"
+	"github.com/holdfast-db/holdfast/lb/internal/pgtest"
 	"github.com/holdfast-db/holdfast/lb"
 )
 
