@@ -17,6 +17,7 @@
 //	                      left, printing a progress line; exit 1 if some
 //	                      remain at the timeout
 //	check-config          validate the configuration file
+//	serve                 the web console, its JSON API and /metrics
 //
 // Command flags: -node NAME (repeatable) acts on some nodes of the group;
 // -interval, -timeout and -concurrency override the configuration's drain
@@ -91,6 +92,40 @@
 // pgxpool a MaxConnLifetime and MaxConnIdleTime shorter than the drain
 // timeout, or drain the service from the inside first (package readiness
 // of github.com/holdfast-db/holdfast).
+//
+// # Console
+//
+// serve runs the web console (package
+// [github.com/holdfast-db/holdfast/lb/console]): every group with each
+// member's phase, admin state and connections, the lock holder and since
+// when, the request in progress and the last audited requests, and the
+// controls for the groups the operator may control. Put it behind the
+// organisation's authenticating proxy and name the header the proxy sets
+// to the signed-in user:
+//
+//	holdfast-lb serve -listen 127.0.0.1:8080 -operator-header X-Forwarded-User
+//
+// The header is trusted only from -trusted-proxy addresses (default
+// loopback: a proxy on the same machine), and the proxy must overwrite
+// any copy the client sends. For example, with oauth2-proxy in front
+// (--upstream=http://127.0.0.1:8080 --pass-user-headers, which sets
+// X-Forwarded-User), or nginx:
+//
+//	location / {
+//	    auth_request /oauth2/auth;
+//	    auth_request_set $user $upstream_http_x_auth_request_user;
+//	    proxy_set_header X-Forwarded-User $user;   # overwrites the client's
+//	    proxy_pass http://127.0.0.1:8080;
+//	}
+//
+// serve -operator NAME makes every request NAME, for a console on your own
+// machine; with neither flag the console is read-only. The members are
+// read every -poll (2s) by one poller for every viewer; locks and
+// requests come from PostgreSQL on every page. /metrics serves the
+// controller's metrics (members by phase, drain durations, timeouts, lock
+// waits, API errors by vendor) in the Prometheus exposition format. On
+// SIGINT or SIGTERM serve stops taking requests and waits up to 30s for
+// the drains it started before it cancels them.
 //
 // Exit codes:
 //

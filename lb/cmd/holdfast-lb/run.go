@@ -48,6 +48,7 @@ Commands:
   drain GROUP           forced-offline, then wait until no connection is
                         left; exit 1 if some remain at the timeout
   check-config          validate the configuration file and exit
+  serve                 the web console (and its JSON API, /metrics)
 
 Global flags:
   -config FILE     configuration (default $HOLDFAST_LB_CONFIG)
@@ -60,6 +61,17 @@ Command flags:
   -timeout D             drain: give up after D (default from config, 2m)
   -concurrency N         members driven at once (default from config, 8)
   -restore-on-failure    drain: put members back as they were if it fails
+
+Serve flags:
+  -listen ADDR           address to listen on (default 127.0.0.1:8080)
+  -operator-header H     the header the authenticating proxy sets to the
+                         signed-in user, e.g. X-Forwarded-User
+  -trusted-proxy CIDR    addresses whose -operator-header is trusted
+                         (repeatable; default loopback)
+  -poll D                how often the members are read (default 2s)
+  -refresh D             how often the page reloads (default -poll)
+  With -operator NAME instead of -operator-header, every request is NAME
+  (a console on your own machine); with neither, the console is read-only.
 
 Exit codes:
   0  done
@@ -119,6 +131,13 @@ type cmdFlags struct {
 	timeout     time.Duration
 	concurrency int
 	restore     bool
+
+	// serve
+	listen         string
+	operatorHeader string
+	trustedProxies []string
+	poll           time.Duration
+	refresh        time.Duration
 }
 
 func (r *runner) main(ctx context.Context, args []string) int {
@@ -145,7 +164,7 @@ func (r *runner) main(ctx context.Context, args []string) int {
 	}
 	var action lb.Action
 	switch command {
-	case "status", "check-config":
+	case "status", "check-config", "serve":
 	case "enable":
 		action = lb.ActionEnable
 	case "disable":
@@ -161,16 +180,24 @@ func (r *runner) main(ctx context.Context, args []string) int {
 	var cf cmdFlags
 	fs := flag.NewFlagSet(command, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.Func("node", "", func(s string) error { cf.nodes = append(cf.nodes, s); return nil })
+	if command == "serve" {
+		fs.StringVar(&cf.listen, "listen", "127.0.0.1:8080", "")
+		fs.StringVar(&cf.operatorHeader, "operator-header", "", "")
+		fs.Func("trusted-proxy", "", func(s string) error { cf.trustedProxies = append(cf.trustedProxies, s); return nil })
+		fs.DurationVar(&cf.poll, "poll", 0, "")
+		fs.DurationVar(&cf.refresh, "refresh", 0, "")
+	} else {
+		fs.Func("node", "", func(s string) error { cf.nodes = append(cf.nodes, s); return nil })
+		fs.BoolVar(&cf.restore, "restore-on-failure", false, "")
+	}
 	fs.DurationVar(&cf.interval, "interval", 0, "")
 	fs.DurationVar(&cf.timeout, "timeout", 0, "")
 	fs.IntVar(&cf.concurrency, "concurrency", 0, "")
-	fs.BoolVar(&cf.restore, "restore-on-failure", false, "")
 	if err := fs.Parse(gfs.Args()[1:]); err != nil {
 		return r.errorf(exitUsage, "%s: %v", command, err)
 	}
-	if cf.interval < 0 || cf.timeout < 0 || cf.concurrency < 0 {
-		return r.errorf(exitUsage, "%s: -interval, -timeout and -concurrency must not be negative", command)
+	if cf.interval < 0 || cf.timeout < 0 || cf.concurrency < 0 || cf.poll < 0 || cf.refresh < 0 {
+		return r.errorf(exitUsage, "%s: durations and -concurrency must not be negative", command)
 	}
 
 	if *configPath == "" {
@@ -186,6 +213,12 @@ func (r *runner) main(ctx context.Context, args []string) int {
 		}
 		fmt.Fprintf(r.stdout, "%s: ok: %d balancers, %d groups, %d operators\n", *configPath, len(cfg.Balancers), len(cfg.Groups), len(cfg.Operators))
 		return exitOK
+	}
+	if command == "serve" {
+		if fs.NArg() != 0 {
+			return r.errorf(exitUsage, "serve takes no argument")
+		}
+		return r.serve(ctx, cfg, cf, *operator)
 	}
 	if fs.NArg() != 1 {
 		return r.errorf(exitUsage, "%s: want exactly one GROUP (got %d arguments)", command, fs.NArg())
@@ -206,30 +239,59 @@ func (r *runner) main(ctx context.Context, args []string) int {
 		return r.errorf(exitUsage, "no operator: use -operator NAME or set HOLDFAST_LB_OPERATOR")
 	}
 
-	ctrl, cleanup, code := r.controller(ctx, cfg, cf)
-	if ctrl == nil {
+	su, code := r.prepare(ctx, cfg, cf)
+	if su == nil {
 		return code
 	}
-	defer cleanup()
+	defer su.close()
+	ctrl, err := su.controller()
+	if err != nil {
+		return r.errorf(exitUsage, "%v", err)
+	}
 	if command == "status" {
 		return r.status(ctx, ctrl, group, cf.nodes)
 	}
 	return r.control(ctx, ctrl, lb.Request{Operator: op, Action: action, Group: group, Nodes: cf.nodes, RestoreOnFailure: cf.restore})
 }
 
-// controller builds the balancers, the database store and the controller.
-func (r *runner) controller(ctx context.Context, cfg *lb.Config, cf cmdFlags) (*lb.Controller, func(), int) {
-	balancers := map[string]lb.Balancer{}
+// setup is what every command but check-config builds from the
+// configuration: the database store, one HTTP client per balancer, and
+// the drain settings.
+type setup struct {
+	cfg       *lb.Config
+	pool      *pgxpool.Pool
+	store     *lb.PGStore
+	clients   map[string]*http.Client
+	passwords map[string]lb.Secret
+	drain     lb.DrainConfig
+	conc      int
+	logger    *slog.Logger
+	notifier  lb.Notifier
+	metrics   *lb.Metrics
+}
+
+// prepare builds the setup; its cleanup closes the pool.
+func (r *runner) prepare(ctx context.Context, cfg *lb.Config, cf cmdFlags) (*setup, int) {
+	s := &setup{cfg: cfg, clients: map[string]*http.Client{}, passwords: map[string]lb.Secret{}, logger: slog.New(slog.NewJSONHandler(r.stderr, nil))}
 	for _, name := range sortedKeys(cfg.Balancers) {
-		b, err := r.balancer(cfg.Balancers[name])
+		bc := cfg.Balancers[name]
+		pw, err := bc.ResolvePassword(r.getenv)
 		if err != nil {
-			return nil, nil, r.errorf(exitUsage, "balancer %s: %v", name, err)
+			return nil, r.errorf(exitUsage, "balancer %s: %v", name, err)
 		}
-		balancers[name] = b
+		r.addSecret(pw.Reveal())
+		hc, err := r.httpClient(bc)
+		if err != nil {
+			return nil, r.errorf(exitUsage, "balancer %s: %v", name, err)
+		}
+		s.clients[name], s.passwords[name] = hc, pw
+	}
+	if _, err := s.balancers(); err != nil {
+		return nil, r.errorf(exitUsage, "%v", err)
 	}
 	dsn, err := cfg.Database.ResolveDSN(r.getenv)
 	if err != nil {
-		return nil, nil, r.errorf(exitUsage, "%v", err)
+		return nil, r.errorf(exitUsage, "%v", err)
 	}
 	r.addSecret(dsn.Reveal())
 	if pc, err := pgx.ParseConfig(dsn.Reveal()); err == nil {
@@ -237,48 +299,82 @@ func (r *runner) controller(ctx context.Context, cfg *lb.Config, cf cmdFlags) (*
 	}
 	pool, err := pgxpool.New(ctx, dsn.Reveal())
 	if err != nil {
-		return nil, nil, r.errorf(exitUsage, "database: %v", err)
+		return nil, r.errorf(exitUsage, "database: %v", err)
 	}
-	store, err := lb.NewPGStore(ctx, pool)
+	s.store, err = lb.NewPGStore(ctx, pool)
 	if err != nil {
 		pool.Close()
-		return nil, nil, r.errorf(exitFailed, "%v", err)
+		return nil, r.errorf(exitFailed, "%v", err)
 	}
-	d := lb.DrainConfig{Interval: time.Duration(cfg.Drain.Interval), Timeout: time.Duration(cfg.Drain.Timeout)}
+	s.pool = pool
+	s.drain = lb.DrainConfig{Interval: time.Duration(cfg.Drain.Interval), Timeout: time.Duration(cfg.Drain.Timeout)}
 	if cf.interval > 0 {
-		d.Interval = cf.interval
+		s.drain.Interval = cf.interval
 	}
 	if cf.timeout > 0 {
-		d.Timeout = cf.timeout
+		s.drain.Timeout = cf.timeout
 	}
-	conc := cfg.Drain.Concurrency
+	s.conc = cfg.Drain.Concurrency
 	if cf.concurrency > 0 {
-		conc = cf.concurrency
+		s.conc = cf.concurrency
 	}
-	ctrl, err := lb.NewController(lb.ControllerConfig{
-		Balancers:   balancers,
-		Groups:      cfg.Groups,
-		Permissions: cfg.Operators,
-		Locker:      store,
-		Audit:       store,
-		Logger:      slog.New(slog.NewJSONHandler(r.stderr, nil)),
-		Drain:       d,
-		Concurrency: conc,
-	})
-	if err != nil {
-		pool.Close()
-		return nil, nil, r.errorf(exitUsage, "%v", err)
-	}
-	return ctrl, pool.Close, exitOK
+	return s, exitOK
 }
 
-// balancer builds one adapter.
-func (r *runner) balancer(bc lb.BalancerConfig) (lb.Balancer, error) {
-	pw, err := bc.ResolvePassword(r.getenv)
+func (s *setup) close() {
+	if s.pool != nil {
+		s.pool.Close()
+	}
+}
+
+// balancers builds a fresh adapter for every balancer (each with its own
+// session), on the balancer's shared HTTP client.
+func (s *setup) balancers() (map[string]lb.Balancer, error) {
+	out := map[string]lb.Balancer{}
+	for _, name := range sortedKeys(s.cfg.Balancers) {
+		bc := s.cfg.Balancers[name]
+		var (
+			b   lb.Balancer
+			err error
+		)
+		switch bc.Vendor {
+		case lb.VendorF5:
+			b, err = f5.New(f5.Config{Endpoint: bc.Endpoint, Username: bc.Username, Password: s.passwords[name], Partition: bc.Partition, TokenTimeout: time.Duration(bc.TokenTimeout), HTTPClient: s.clients[name]})
+		case lb.VendorA10:
+			b, err = a10.New(a10.Config{Endpoint: bc.Endpoint, Username: bc.Username, Password: s.passwords[name], Partition: bc.Partition, HTTPClient: s.clients[name]})
+		default:
+			err = errors.New("unknown vendor " + strconv.Quote(bc.Vendor))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("balancer %s: %w", name, err)
+		}
+		out[name] = b
+	}
+	return out, nil
+}
+
+// controller builds a Controller with adapters of its own.
+func (s *setup) controller() (*lb.Controller, error) {
+	bs, err := s.balancers()
 	if err != nil {
 		return nil, err
 	}
-	r.addSecret(pw.Reveal())
+	return lb.NewController(lb.ControllerConfig{
+		Balancers:   bs,
+		Groups:      s.cfg.Groups,
+		Permissions: s.cfg.Operators,
+		Locker:      s.store,
+		Audit:       s.store,
+		Logger:      s.logger,
+		Drain:       s.drain,
+		Concurrency: s.conc,
+		Notifier:    s.notifier,
+		Metrics:     s.metrics,
+	})
+}
+
+// httpClient builds one balancer's HTTP client.
+func (r *runner) httpClient(bc lb.BalancerConfig) (*http.Client, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: bc.InsecureSkipVerify}
 	if bc.CAFile != "" {
@@ -300,14 +396,7 @@ func (r *runner) balancer(bc lb.BalancerConfig) (lb.Balancer, error) {
 	if timeout == 0 {
 		timeout = 30 * time.Second
 	}
-	hc := &http.Client{Transport: tr, Timeout: timeout}
-	switch bc.Vendor {
-	case lb.VendorF5:
-		return f5.New(f5.Config{Endpoint: bc.Endpoint, Username: bc.Username, Password: pw, Partition: bc.Partition, TokenTimeout: time.Duration(bc.TokenTimeout), HTTPClient: hc})
-	case lb.VendorA10:
-		return a10.New(a10.Config{Endpoint: bc.Endpoint, Username: bc.Username, Password: pw, Partition: bc.Partition, HTTPClient: hc})
-	}
-	return nil, errors.New("unknown vendor " + strconv.Quote(bc.Vendor))
+	return &http.Client{Transport: tr, Timeout: timeout}, nil
 }
 
 func (r *runner) status(ctx context.Context, ctrl *lb.Controller, group string, nodes []string) int {
@@ -504,4 +593,8 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(k)
 	return k
+}
+
+func (r *runner) printf(format string, a ...any) {
+	fmt.Fprintf(r.stderr, format, a...)
 }

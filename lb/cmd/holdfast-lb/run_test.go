@@ -13,10 +13,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/holdfast-db/holdfast/lb/internal/pgtest"
 	"github.com/holdfast-db/holdfast/lb"
 	"github.com/holdfast-db/holdfast/lb/a10/a10test"
 	"github.com/holdfast-db/holdfast/lb/f5/f5test"
+	"github.com/holdfast-db/holdfast/lb/internal/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
