@@ -22,6 +22,14 @@ const (
 	EventDeployFailed  EventKind = "deploy-failed"  // a deploy's command failed (Event.Error); the members are left as Event.Note says
 )
 
+func (k EventKind) known() bool {
+	switch k {
+	case EventDrainStarted, EventDrained, EventTimedOut, EventEnabled, EventDisabled, EventForcedOffline, EventLockRefused, EventFailed, EventDeployFailed:
+		return true
+	}
+	return false
+}
+
 // BusyMember is a member that still had connections when a drain ended.
 type BusyMember struct {
 	Member string `json:"member"` // the Target string, "f5-prod web/web-1:80"
@@ -42,7 +50,7 @@ type Event struct {
 	Members  []string      `json:"members"`            // the members concerned, as Target strings
 	Busy     []BusyMember  `json:"busy,omitempty"`     // EventTimedOut: the members still holding connections
 	Holder   *Holder       `json:"holder,omitempty"`   // EventLockRefused: who holds the lock
-	Duration time.Duration `json:"duration_ns,omitempty"`
+	Duration time.Duration `json:"-"`                // how long the request took
 	Error    string        `json:"error,omitempty"` // EventFailed, EventDeployFailed: what failed
 	Note     string        `json:"note,omitempty"`  // a sentence for people, such as "left forced offline"
 }
