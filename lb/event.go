@@ -50,9 +50,9 @@ type Event struct {
 	Members  []string      `json:"members"`            // the members concerned, as Target strings
 	Busy     []BusyMember  `json:"busy,omitempty"`     // EventTimedOut: the members still holding connections
 	Holder   *Holder       `json:"holder,omitempty"`   // EventLockRefused: who holds the lock
-	Duration time.Duration `json:"-"`                // how long the request took
-	Error    string        `json:"error,omitempty"` // EventFailed, EventDeployFailed: what failed
-	Note     string        `json:"note,omitempty"`  // a sentence for people, such as "left forced offline"
+	Duration time.Duration `json:"-"`                  // how long the request took
+	Error    string        `json:"error,omitempty"`    // EventFailed, EventDeployFailed: what failed
+	Note     string        `json:"note,omitempty"`     // a sentence for people, such as "left forced offline"
 }
 
 // Title returns a one-line summary, such as
