@@ -226,27 +226,48 @@ type Outcome struct {
 // balancer. Do always returns an Outcome; the error is nil only when every
 // member reached the wanted state (and, for a drain, zero connections).
 func (c *Controller) Do(ctx context.Context, req Request) (*Outcome, error) {
-	out, err := c.do(ctx, req)
+	out, _, err := c.do(ctx, req, false)
 	c.notify(out, err)
 	return out, err
 }
 
-func (c *Controller) do(ctx context.Context, req Request) (*Outcome, error) {
+// Acquire runs steps 1-3 of [Controller.Do] for req (its permission,
+// members and lock, with req.LockWait) and returns the group's lease
+// without doing anything under it: a caller that runs several requests
+// under one lock (a deploy: silence, drain, the deploy itself, enable)
+// passes it as their Request.Lease and releases it at the end. A refusal
+// is audited, logged and notified like Do's, and returned with its
+// Outcome and a nil lease.
+func (c *Controller) Acquire(ctx context.Context, req Request) (Lease, *Outcome, error) {
+	if req.Lease != nil {
+		return nil, nil, &ConfigError{Pkg: "lb", Field: "Acquire", Why: "the request already holds a lease"}
+	}
+	out, lease, err := c.do(ctx, req, true)
+	if lease == nil {
+		c.notify(out, err)
+		return nil, out, err
+	}
+	return lease, nil, nil
+}
+
+// do runs req; with acquireOnly it stops once the lock is held and
+// returns the lease (and no outcome).
+func (c *Controller) do(ctx context.Context, req Request, acquireOnly bool) (*Outcome, Lease, error) {
 	start := time.Now()
 	out := &Outcome{Entry: Entry{Started: start, Operator: req.Operator, Host: c.cfg.Host, Action: req.Action, Group: req.Group}}
 	want, ok := req.Action.State()
 	if !ok {
-		return c.finish(ctx, out, ResultInvalid, &ConfigError{Pkg: "lb", Field: "action", Why: "unknown action " + strconv.Quote(string(req.Action))})
+		return c.finished(ctx, out, ResultInvalid, &ConfigError{Pkg: "lb", Field: "action", Why: "unknown action " + strconv.Quote(string(req.Action))})
 	}
 	if err := c.cfg.Permissions.Check(req.Operator, req.Group); err != nil {
-		return c.finish(ctx, out, ResultRefused, err)
+		return c.finished(ctx, out, ResultRefused, err)
 	}
 	targets, err := selectMembers(c.cfg.Groups, req.Group, req.Nodes)
 	if err != nil {
-		return c.finish(ctx, out, ResultInvalid, err)
+		return c.finished(ctx, out, ResultInvalid, err)
 	}
 	if req.LockWait < 0 {
-		return c.finish(ctx, out, ResultInvalid, &ConfigError{Pkg: "lb", Field: "LockWait", Why: "must not be negative"})
+		return c.finished(ctx, out, ResultInvalid, &ConfigError{Pkg: "lb", Field: "LockWait", Why: "must not be negative"})
 	}
 	out.Members = make([]MemberOutcome, len(targets))
 	for i, t := range targets {
@@ -256,15 +277,18 @@ func (c *Controller) do(ctx context.Context, req Request) (*Outcome, error) {
 	lease := req.Lease
 	if lease != nil {
 		if h := lease.Holder(); h.Group != req.Group || h.Owner != req.Operator {
-			return c.finish(ctx, out, ResultInvalid, &ConfigError{Pkg: "lb", Field: "Lease", Why: "holds group " + strconv.Quote(h.Group) + " for " + strconv.Quote(h.Owner) + ", not group " + strconv.Quote(req.Group) + " for " + strconv.Quote(req.Operator)})
+			return c.finished(ctx, out, ResultInvalid, &ConfigError{Pkg: "lb", Field: "Lease", Why: "holds group " + strconv.Quote(h.Group) + " for " + strconv.Quote(h.Owner) + ", not group " + strconv.Quote(req.Group) + " for " + strconv.Quote(req.Operator)})
 		}
 	} else {
 		lease, err = c.lock(ctx, req)
 		if err != nil {
 			if errors.Is(err, ErrLocked) {
-				return c.finish(ctx, out, ResultLocked, err)
+				return c.finished(ctx, out, ResultLocked, err)
 			}
-			return c.finish(ctx, out, resultOf(ctx, err), err)
+			return c.finished(ctx, out, resultOf(ctx, err), err)
+		}
+		if acquireOnly {
+			return nil, lease, nil
 		}
 	}
 	result, err := c.locked(ctx, req, want, lease, out)
@@ -278,7 +302,13 @@ func (c *Controller) do(ctx context.Context, req Request) (*Outcome, error) {
 			}
 		}
 	}
-	return c.finish(ctx, out, result, err)
+	return c.finished(ctx, out, result, err)
+}
+
+// finished is finish for do.
+func (c *Controller) finished(ctx context.Context, out *Outcome, result Result, err error) (*Outcome, Lease, error) {
+	out, err = c.finish(ctx, out, result, err)
+	return out, nil, err
 }
 
 // Lock backoff while waiting for a group (Request.LockWait).

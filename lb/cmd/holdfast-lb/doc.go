@@ -18,6 +18,10 @@
 //	                      remain at the timeout
 //	check-config          validate the configuration file
 //	serve                 the web console, its JSON API and /metrics
+//	deploy GROUP -- COMMAND [ARGS]
+//	                      the whole deploy, under the group's lock:
+//	                      silence, drain, COMMAND, enable, expire
+//	version               the module version this program was built from
 //
 // Command flags: -node NAME (repeatable) acts on some nodes of the group;
 // -interval, -timeout and -concurrency override the configuration's drain
@@ -127,15 +131,62 @@
 // SIGINT or SIGTERM serve stops taking requests and waits up to 30s for
 // the drains it started before it cancels them.
 //
+// # Deploy
+//
+// deploy runs the whole workflow with the group's lock held from the
+// first step to the last, so that no one else drives the group meanwhile
+// and a failed drain cannot be followed by a deploy:
+//
+//	holdfast-lb -operator "$BUILD_USER" deploy -lock-wait 10m payments -- ./deploy.sh payments
+//
+//  1. check the permission and take the lock (-lock-wait waits for it);
+//  2. silence the group's alerts in Alertmanager (the configuration's
+//     alertmanager section: its matchers for the group), for at most
+//     max_duration (default 1h): a silence ends by itself then;
+//  3. drain: forced offline, then wait for zero connections; if some
+//     remain at the timeout, stop with exit 1: COMMAND never runs;
+//  4. run COMMAND, with HOLDFAST_LB_GROUP, HOLDFAST_LB_OPERATOR,
+//     HOLDFAST_LB_NODES, HOLDFAST_LB_AUDIT_ID and HOLDFAST_LB_SILENCE_ID in
+//     its environment;
+//  5. enable the members; if COMMAND failed (exit 5), enable them too,
+//     unless -leave-offline-on-failure leaves them forced offline, which
+//     the command says;
+//  6. expire the silence (on every path once it is made), release the
+//     lock, and send the notifications.
+//
+// Example pipelines: lb/examples/Jenkinsfile and
+// lb/examples/github-actions-deploy.yml.
+//
+// # Notifications
+//
+// Every command that changes a group notifies the configuration's
+// webhooks (Microsoft Teams, Slack, JSON; package
+// [github.com/holdfast-db/holdfast/lb/notify]): drain started, drained,
+// timed out (with the members still holding connections), enabled,
+// disabled, forced offline, lock refused, failed, deploy failed. Delivery
+// is retried with backoff and never blocks a drain; a command waits up to
+// 30s at its end for its notifications to go out. Webhook URLs are
+// secrets: give them through url_env.
+//
+//	"notify": {"webhooks": [
+//	  {"name": "ops-teams", "format": "teams", "url_env": "TEAMS_WEBHOOK_URL"},
+//	  {"name": "ops-slack", "format": "slack", "url_env": "SLACK_WEBHOOK_URL",
+//	   "events": ["timed-out", "failed", "deploy-failed", "lock-refused"]}
+//	]},
+//	"alertmanager": {"url": "http://alertmanager:9093", "max_duration": "1h",
+//	  "matchers": {"payments": [{"name": "service", "value": "payments"}]}}
+//
 // Exit codes:
 //
 //	0  done
 //	1  not drained: connections remained at the timeout; abort the deploy
+//	   (deploy: COMMAND was not run)
 //	2  usage or configuration error
 //	3  refused: not permitted, or the group is locked by someone else
-//	4  failed: balancer, database or state error, or interrupted
+//	4  failed: balancer, database, Alertmanager or state error, or interrupted
+//	5  deploy: COMMAND failed
 //
-// A pipeline:
+// A pipeline without deploy:
 //
 //	holdfast-lb -operator "$BUILD_USER" drain payments || exit 1
 //	./deploy.sh payments

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	"github.com/holdfast-db/holdfast/lb"
 	"github.com/holdfast-db/holdfast/lb/a10"
 	"github.com/holdfast-db/holdfast/lb/f5"
+	"github.com/holdfast-db/holdfast/lb/notify"
 )
 
 // Exit codes.
@@ -33,6 +35,7 @@ const (
 	exitUsage      = 2 // bad command line, configuration or request
 	exitRefused    = 3 // not permitted, or the group is locked by someone else
 	exitFailed     = 4 // balancer, database or state error, or interrupted
+	exitCommand    = 5 // deploy: the deploy command failed
 )
 
 const usageText = `Usage: holdfast-lb [-config FILE] [-operator NAME] COMMAND [flags] GROUP
@@ -49,6 +52,11 @@ Commands:
                         left; exit 1 if some remain at the timeout
   check-config          validate the configuration file and exit
   serve                 the web console (and its JSON API, /metrics)
+  deploy GROUP -- COMMAND [ARGS]
+                        silence the group's alerts, drain it to zero
+                        connections, run COMMAND, enable it again, expire
+                        the silence; the group's lock held throughout
+  version               the version of this program
 
 Global flags:
   -config FILE     configuration (default $HOLDFAST_LB_CONFIG)
@@ -61,6 +69,15 @@ Command flags:
   -timeout D             drain: give up after D (default from config, 2m)
   -concurrency N         members driven at once (default from config, 8)
   -restore-on-failure    drain: put members back as they were if it fails
+
+Deploy flags (and -node, -interval, -timeout, -concurrency,
+-restore-on-failure):
+  -lock-wait D                wait up to D for a group someone else holds
+  -silence D                  silence for at most D (default and bound:
+                              alertmanager.max_duration, 1h)
+  -silence-optional           go on without a silence if Alertmanager fails
+  -leave-offline-on-failure   if COMMAND fails, leave the members forced
+                              offline instead of enabling them again
 
 Serve flags:
   -listen ADDR           address to listen on (default 127.0.0.1:8080)
@@ -78,7 +95,9 @@ Exit codes:
   1  not drained: connections remained at the timeout; abort the deploy
   2  usage or configuration error
   3  refused: not permitted, or the group is locked by someone else
-  4  failed: balancer, database or state error, or interrupted
+  4  failed: balancer, database, Alertmanager or state error, or interrupted
+  5  deploy: COMMAND failed (the group is enabled again, or left forced
+     offline with -leave-offline-on-failure)
 `
 
 // run is the whole program, callable from tests.
@@ -138,6 +157,13 @@ type cmdFlags struct {
 	trustedProxies []string
 	poll           time.Duration
 	refresh        time.Duration
+
+	// deploy
+	leaveOffline    bool
+	lockWait        time.Duration
+	silenceFor      time.Duration
+	silenceOptional bool
+	command         []string
 }
 
 func (r *runner) main(ctx context.Context, args []string) int {
@@ -164,7 +190,7 @@ func (r *runner) main(ctx context.Context, args []string) int {
 	}
 	var action lb.Action
 	switch command {
-	case "status", "check-config", "serve":
+	case "status", "check-config", "serve", "deploy", "version":
 	case "enable":
 		action = lb.ActionEnable
 	case "disable":
@@ -190,13 +216,32 @@ func (r *runner) main(ctx context.Context, args []string) int {
 		fs.Func("node", "", func(s string) error { cf.nodes = append(cf.nodes, s); return nil })
 		fs.BoolVar(&cf.restore, "restore-on-failure", false, "")
 	}
+	rest := gfs.Args()[1:]
+	if command == "deploy" {
+		fs.BoolVar(&cf.leaveOffline, "leave-offline-on-failure", false, "")
+		fs.DurationVar(&cf.lockWait, "lock-wait", 0, "")
+		fs.DurationVar(&cf.silenceFor, "silence", 0, "")
+		fs.BoolVar(&cf.silenceOptional, "silence-optional", false, "")
+		i := slices.Index(rest, "--")
+		if i < 0 {
+			return r.errorf(exitUsage, "deploy: want GROUP -- COMMAND [ARGS]")
+		}
+		rest, cf.command = rest[:i], rest[i+1:]
+		if len(cf.command) == 0 {
+			return r.errorf(exitUsage, "deploy: no command after --")
+		}
+	}
 	fs.DurationVar(&cf.interval, "interval", 0, "")
 	fs.DurationVar(&cf.timeout, "timeout", 0, "")
 	fs.IntVar(&cf.concurrency, "concurrency", 0, "")
-	if err := fs.Parse(gfs.Args()[1:]); err != nil {
+	if command == "version" {
+		fmt.Fprintln(r.stdout, versionText())
+		return exitOK
+	}
+	if err := fs.Parse(rest); err != nil {
 		return r.errorf(exitUsage, "%s: %v", command, err)
 	}
-	if cf.interval < 0 || cf.timeout < 0 || cf.concurrency < 0 || cf.poll < 0 || cf.refresh < 0 {
+	if cf.interval < 0 || cf.timeout < 0 || cf.concurrency < 0 || cf.poll < 0 || cf.refresh < 0 || cf.lockWait < 0 || cf.silenceFor < 0 {
 		return r.errorf(exitUsage, "%s: durations and -concurrency must not be negative", command)
 	}
 
@@ -251,6 +296,9 @@ func (r *runner) main(ctx context.Context, args []string) int {
 	if command == "status" {
 		return r.status(ctx, ctrl, group, cf.nodes)
 	}
+	if command == "deploy" {
+		return r.deploy(ctx, su, ctrl, op, group, cf)
+	}
 	return r.control(ctx, ctrl, lb.Request{Operator: op, Action: action, Group: group, Nodes: cf.nodes, RestoreOnFailure: cf.restore})
 }
 
@@ -258,17 +306,22 @@ func (r *runner) main(ctx context.Context, args []string) int {
 // configuration: the database store, one HTTP client per balancer, and
 // the drain settings.
 type setup struct {
-	cfg       *lb.Config
-	pool      *pgxpool.Pool
-	store     *lb.PGStore
-	clients   map[string]*http.Client
-	passwords map[string]lb.Secret
-	drain     lb.DrainConfig
-	conc      int
-	logger    *slog.Logger
-	notifier  lb.Notifier
-	metrics   *lb.Metrics
+	cfg        *lb.Config
+	pool       *pgxpool.Pool
+	store      *lb.PGStore
+	clients    map[string]*http.Client
+	passwords  map[string]lb.Secret
+	drain      lb.DrainConfig
+	conc       int
+	logger     *slog.Logger
+	notifier   lb.Notifier
+	dispatcher *notify.Dispatcher
+	metrics    *lb.Metrics
 }
+
+// notifyFlush bounds how long a command waits, at its end, for its
+// notifications to be delivered.
+const notifyFlush = 30 * time.Second
 
 // prepare builds the setup; its cleanup closes the pool.
 func (r *runner) prepare(ctx context.Context, cfg *lb.Config, cf cmdFlags) (*setup, int) {
@@ -307,6 +360,22 @@ func (r *runner) prepare(ctx context.Context, cfg *lb.Config, cf cmdFlags) (*set
 		return nil, r.errorf(exitFailed, "%v", err)
 	}
 	s.pool = pool
+	if len(cfg.Notify.Webhooks) > 0 {
+		hooks, err := notify.FromSettings(cfg.Notify, r.getenv)
+		if err != nil {
+			s.close()
+			return nil, r.errorf(exitUsage, "%v", err)
+		}
+		for _, h := range hooks {
+			r.addSecret(h.URL.Reveal())
+		}
+		d, err := notify.New(notify.Config{Webhooks: hooks, Logger: s.logger})
+		if err != nil {
+			s.close()
+			return nil, r.errorf(exitUsage, "%v", err)
+		}
+		s.notifier, s.dispatcher = d, d
+	}
 	s.drain = lb.DrainConfig{Interval: time.Duration(cfg.Drain.Interval), Timeout: time.Duration(cfg.Drain.Timeout)}
 	if cf.interval > 0 {
 		s.drain.Interval = cf.interval
@@ -322,6 +391,11 @@ func (r *runner) prepare(ctx context.Context, cfg *lb.Config, cf cmdFlags) (*set
 }
 
 func (s *setup) close() {
+	if s.dispatcher != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), notifyFlush)
+		_ = s.dispatcher.Close(ctx)
+		cancel()
+	}
 	if s.pool != nil {
 		s.pool.Close()
 	}

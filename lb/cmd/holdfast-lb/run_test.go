@@ -19,8 +19,6 @@ import (
 	"github.com/holdfast-db/holdfast/lb/internal/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
-
 type cli struct {
 	group   string
 	fakeF5  *f5test.Server
