@@ -139,6 +139,8 @@
 //
 //	holdfast-lb -operator "$BUILD_USER" deploy -lock-wait 10m payments -- ./deploy.sh payments
 //
+// In order:
+//
 //  1. check the permission and take the lock (-lock-wait waits for it);
 //  2. silence the group's alerts in Alertmanager (the configuration's
 //     alertmanager section: its matchers for the group), for at most
