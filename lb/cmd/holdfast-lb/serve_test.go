@@ -91,11 +91,27 @@ func TestServe(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Errorf("disable = %d", resp.StatusCode)
 	}
+	// A drain, waited for, with one transient F5 error on the way.
+	c.fakeF5.Inject(f5test.Fault{Kind: f5test.Busy, Path: "/stats"})
+	req, _ = http.NewRequest(http.MethodPost, base+"groups/"+c.group+"/drain", strings.NewReader(`{"wait": true}`))
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("drain = %d", resp.StatusCode)
+	}
 	code, body = getText("/metrics", "")
 	for _, want := range []string{
 		`holdfast_lb_members{group="` + c.group + `",phase="enabled"}`,
 		`holdfast_lb_requests_total{action="disable",group="` + c.group + `",result="ok"} 1`,
-		`holdfast_lb_lock_wait_seconds_count{group="` + c.group + `",result="acquired"} 1`,
+		`holdfast_lb_lock_wait_seconds_count{group="` + c.group + `",result="acquired"} 2`,
+		`holdfast_lb_drain_duration_seconds_count{group="` + c.group + `",result="drained"} 1`,
+		`holdfast_lb_api_errors_total{kind="busy",op="`,
+		`holdfast_lb_requests_total{action="drain",group="` + c.group + `",result="ok"} 1`,
 		`go_goroutines`,
 	} {
 		if code != 200 || !strings.Contains(body, want) {
