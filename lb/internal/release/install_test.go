@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -36,10 +35,31 @@ func lbDir(t *testing.T) string {
 	return d
 }
 
+// goTool is the go command: the one running the tests ($GOROOT/bin/go,
+// which go test puts first on PATH), else go on PATH.
+func goTool(t *testing.T) string {
+	t.Helper()
+	if root := os.Getenv("GOROOT"); root != "" {
+		if p := filepath.Join(root, "bin", "go"); fileExists(p) {
+			return p
+		}
+	}
+	p, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH")
+	}
+	return p
+}
+
+func fileExists(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && !fi.IsDir()
+}
+
 // goCmd runs the go command in dir with env added to the environment.
 func goCmd(t *testing.T, ctx context.Context, dir string, env []string, args ...string) string {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, filepath.Join(runtime.GOROOT(), "bin", "go"), args...)
+	cmd := exec.CommandContext(ctx, goTool(t), args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	var out bytes.Buffer
