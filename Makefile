@@ -1,5 +1,5 @@
 # The Makefile mirrors CI: .ci/run calls "make test".
-.PHONY: help demo test fmt vet lint unit pgxsuite stdlibsuite bench fuzz lb-screenshots
+.PHONY: help demo test fmt vet lint unit apicheck api pgxsuite stdlibsuite bench fuzz lb-screenshots
 
 # Every Go module of the repository; vet, lint and unit run in each. lb is
 # its own module (the load-balancer drain and its CLI), nested in this one.
@@ -28,6 +28,12 @@ lint: ## staticcheck, pinned, in every module
 
 unit: ## all tests with the race detector, against real PostgreSQL servers, in every module
 	@$(call in_modules,go test -race -count=1 ./...)
+
+apicheck: ## only the API check (in unit too): fail if an exported name differs from api/holdfast.txt, lb/api/lb.txt
+	@$(call in_modules,go test -count=1 ./internal/apicheck)
+
+api: ## rewrite api/holdfast.txt and lb/api/lb.txt from the code, after a reviewed API change
+	@$(call in_modules,go test -count=1 -run '^TestAPI$$' ./internal/apicheck -update)
 
 pgxsuite: ## pgx's own pgxpool tests with every pool configured by holdfast, in each mode
 	scripts/pgxpool-suite

@@ -10,13 +10,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/holdfast-db/holdfast"
-	"github.com/holdfast-db/holdfast/classify"
-	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/jackc/pgx/v5/pgconn"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/fakes/pgtest"
+	"github.com/holdfast-db/holdfast/internal/conn"
 )
 
 func TestConnectLimitValidation(t *testing.T) {
@@ -46,7 +47,7 @@ func TestConnectLimitValidation(t *testing.T) {
 				return
 			}
 			var ce *holdfast.ConfigError
-			if !errors.As(err, &ce) || ce.Field != "WithConnectLimit" || !errors.Is(err, holdfast.ErrInvalidConfig) {
+			if !errors.As(err, &ce) || ce.Field != "WithConnectLimit" || !errors.Is(err, errInvalidConfig) {
 				t.Fatalf("New = %v; want a *ConfigError of WithConnectLimit", err)
 			}
 			var inner *holdfast.ConfigError
@@ -59,27 +60,9 @@ func TestConnectLimitValidation(t *testing.T) {
 		maxConns int32
 		want     int
 	}{{1, 2}, {4, 2}, {8, 2}, {12, 3}, {20, 5}, {100, 25}} {
-		if got := holdfast.DefaultConnectInFlight(tc.maxConns); got != tc.want {
-			t.Errorf("DefaultConnectInFlight(%d) = %d, want %d", tc.maxConns, got, tc.want)
+		if got := conn.DefaultInFlight(tc.maxConns); got != tc.want {
+			t.Errorf("DefaultInFlight(%d) = %d, want %d", tc.maxConns, got, tc.want)
 		}
-	}
-}
-
-func TestQueuedErrorIsTransientAndNotRetriedByAcquire(t *testing.T) {
-	f := newFactory(t)
-	err := error(&pgconn.ConnectError{})
-	qe := &holdfast.QueuedError{Waited: time.Second, InFlight: 2, Err: holdfast.ErrQueueTimeout}
-	err = errors.Join(err, qe)
-	v := f.Classify(err)
-	if v.Class != classify.Transient || v.Reason != holdfast.ReasonQueued {
-		t.Errorf("Classify = %v; want Transient %s", v, holdfast.ReasonQueued)
-	}
-	if !errors.Is(err, holdfast.ErrQueued) || !errors.Is(err, holdfast.ErrQueueTimeout) {
-		t.Errorf("errors.Is fails on %v", err)
-	}
-	canceled := &holdfast.QueuedError{Err: context.Canceled}
-	if v := f.Classify(canceled); v.Reason != holdfast.ReasonQueued || !errors.Is(canceled, context.Canceled) {
-		t.Errorf("a canceled wait: %v, %v", v, canceled)
 	}
 }
 
@@ -211,7 +194,7 @@ func TestAdmissionQueuedConnectRespectsTheCallersDeadline(t *testing.T) {
 	hold := make(chan struct{})
 	var dials atomic.Int64
 	f := newFactory(t, holdfast.WithConnectLimit(holdfast.ConnectLimit{InFlight: 1}),
-		holdfast.WithMeterProvider(mp), holdfast.WithPoolName("admit"))
+		holdfast.WithMeterProvider(mp))
 	cfg, _ := poolConfig(t, dsn, "sslmode=disable")
 	cfg.MaxConns = 4
 	base := cfg.ConnConfig.DialFunc
@@ -224,7 +207,7 @@ func TestAdmissionQueuedConnectRespectsTheCallersDeadline(t *testing.T) {
 		}
 		return base(ctx, network, addr)
 	}
-	pool := newPool(t, f, cfg)
+	pool := newPool(t, f, cfg, holdfast.PoolName("admit"))
 	first := make(chan error, 1)
 	go func() {
 		c, err := f.Acquire(context.Background(), pool)

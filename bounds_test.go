@@ -148,7 +148,7 @@ func TestHungPasswordFetchIsBounded(t *testing.T) {
 	hung.Store(true)
 	var calls atomic.Int64
 	f := newFactory(t, holdfast.WithRetryPolicy(boundedPolicy()),
-		holdfast.WithPasswordFunc(func(ctx context.Context) (string, error) {
+		holdfast.WithPasswordFunc(func(ctx context.Context, _ string) (string, error) {
 			calls.Add(1)
 			if hung.Load() {
 				<-ctx.Done() // never answers; only the bound ends it

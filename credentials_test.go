@@ -9,16 +9,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 func TestCredentialsFuncExclusive(t *testing.T) {
-	creds := holdfast.WithCredentialsFunc(func(context.Context, string) (holdfast.Credentials, error) {
+	creds := holdfast.WithIntegration(holdfast.Integration{Name: "rdssecrets", Credentials: func(context.Context, string) (holdfast.Credentials, error) {
 		return holdfast.Credentials{}, nil
-	})
-	pw := holdfast.WithPasswordFunc(func(context.Context) (string, error) { return "", nil })
+	}})
+	pw := holdfast.WithPasswordFunc(func(context.Context, string) (string, error) { return "", nil })
 	in := holdfast.WithIntegration(holdfast.Integration{Name: "x", Credentials: func(context.Context, string) (holdfast.Credentials, error) {
 		return holdfast.Credentials{}, nil
 	}})
@@ -27,9 +28,9 @@ func TestCredentialsFuncExclusive(t *testing.T) {
 		"password then credentials":    {pw, creds},
 		"credentials twice":            {creds, creds},
 		"integration then credentials": {in, creds},
-		"nil":                          {holdfast.WithCredentialsFunc(nil)},
+		"nil password":                 {holdfast.WithPasswordFunc(nil)},
 		"integration with both": {holdfast.WithIntegration(holdfast.Integration{
-			Password:    func(context.Context) (string, error) { return "", nil },
+			Password:    func(context.Context, string) (string, error) { return "", nil },
 			Credentials: func(context.Context, string) (holdfast.Credentials, error) { return holdfast.Credentials{}, nil },
 		})},
 	} {
@@ -66,7 +67,7 @@ func TestCredentialsFuncRealPostgres(t *testing.T) {
 	var mu sync.Mutex
 	calls := 0
 	var refused []holdfast.Credentials
-	f, err := holdfast.New(holdfast.WithRetryPolicy(fastPolicy()), holdfast.WithCredentialsFunc(func(ctx context.Context, host string) (holdfast.Credentials, error) {
+	f, err := holdfast.New(holdfast.WithRetryPolicy(fastPolicy()), holdfast.WithIntegration(holdfast.Integration{Credentials: func(ctx context.Context, host string) (holdfast.Credentials, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		calls++
@@ -78,7 +79,7 @@ func TestCredentialsFuncRealPostgres(t *testing.T) {
 			pw = password
 		}
 		return holdfast.Credentials{User: user, Password: pw, TTL: time.Hour}, nil
-	}))
+	}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,10 +106,24 @@ func TestCredentialsFuncRealPostgres(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if calls != 2 || f.CredentialsCalls() != 2 {
-		t.Fatalf("%d calls (%d counted), want 2: one refused, one fresh, then cached", calls, f.CredentialsCalls())
+	if calls != 2 {
+		t.Fatalf("%d calls, want 2: one refused, one fresh, then cached", calls)
 	}
 	if len(refused) != 1 || refused[0].User != user || refused[0].Password != "stale-password" {
 		t.Fatalf("RefusedCredentials: %v", refused)
+	}
+}
+
+// TestCredentialsFormat: whatever the verb, the password never prints.
+func TestCredentialsFormat(t *testing.T) {
+	cr := holdfast.Credentials{User: "app", Password: "s3cret-pw", TTL: time.Second}
+	want := `holdfast.Credentials{User: "app", Password: [REDACTED], TTL: 1s}`
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x"} {
+		if got := fmt.Sprintf(verb, cr); got != want {
+			t.Errorf("Sprintf(%s) = %s, want %s", verb, got, want)
+		}
+	}
+	if got := fmt.Sprint(&cr); got != want {
+		t.Errorf("Sprint(&cr) = %s, want %s", got, want)
 	}
 }

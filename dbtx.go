@@ -15,8 +15,8 @@ import (
 // fetched password, and a transient connect failure that the connect
 // layer gave up on is retried under the factory's policy and budget. It
 // has the methods of sqlc's DBTX interface (Exec, Query, QueryRow,
-// CopyFrom, SendBatch) and Begin, so generated code takes it in place of
-// the pool:
+// CopyFrom, SendBatch), so generated code takes it in place of the pool,
+// and BeginTx, so that [Factory.RunTx] runs transactions on it:
 //
 //	q := db.New(f.DBTX(pool)) // sqlc's db.New(DBTX)
 //
@@ -33,9 +33,6 @@ type DBTX struct {
 // one this factory configured; another pool's connections are acquired
 // with Factory.Acquire's retry all the same.
 func (f *Factory) DBTX(pool *pgxpool.Pool) *DBTX { return &DBTX{f: f, pool: pool} }
-
-// Pool returns the pool d runs on.
-func (d *DBTX) Pool() *pgxpool.Pool { return d.pool }
 
 // Exec acquires a connection, runs sql on it and releases it.
 func (d *DBTX) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
@@ -98,15 +95,10 @@ func (d *DBTX) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	return &releasingBatch{BatchResults: br, c: c}
 }
 
-// Begin acquires a connection and begins a transaction on it; the
-// connection is released when the transaction commits or rolls back. For
-// a transaction re-run when it provably did not commit, use
-// [Factory.BeginTxFunc].
-func (d *DBTX) Begin(ctx context.Context) (pgx.Tx, error) {
-	return d.BeginTx(ctx, pgx.TxOptions{})
-}
-
-// BeginTx is Begin with options.
+// BeginTx acquires a connection and begins a transaction on it; the
+// connection is released when the transaction commits or rolls back.
+// For a transaction re-run when it provably did not commit, pass d to
+// [Factory.RunTx].
 func (d *DBTX) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) {
 	c, err := d.f.Acquire(ctx, d.pool)
 	if err != nil {

@@ -25,8 +25,9 @@
 //
 // [Factory.NewPool] configures cfg ([Factory.Configure]), builds the pool
 // and makes its first connection under the startup policy. If that fails it
-// returns a [*StartupError]. Code that builds its pools itself calls
-// Configure before pgxpool.NewWithConfig and [Factory.Start] after it.
+// returns a [*ConnectError] of Layer "startup". Code that builds its pools
+// itself calls Configure before pgxpool.NewWithConfig and [Factory.Start]
+// after it.
 //
 // # What happens on every pool path
 //
@@ -36,13 +37,13 @@
 // A layer that is off adds nothing:
 //
 //	layer      BeforeConnect                    PrepareConn (every Acquire)       where
-//	telemetry  connect span and metrics         —                                 telemetry.go, internal/obs
-//	bluegreen  hold, refuse, substitute names   hold during IN_PROGRESS, drop     package bluegreen
-//	failover   hold by the writer endpoint      drop a connection to a dead       failover.go, package failover
+//	telemetry  connect span and metrics         —                                 internal/conn, internal/obs
+//	bluegreen  hold, refuse, substitute names   hold during IN_PROGRESS, drop     internal/bluegreen
+//	failover   hold by the writer endpoint      drop a connection to a dead       internal/failovermon
 //	                                            writer
-//	eviction   —                                drop connections to a server      evict.go
-//	                                            that just failed
-//	connect    a fresh password; the connector  —                                 connect.go
+//	eviction   —                                drop connections to a server      internal/evict
+//	                                            that just failed or was left
+//	connect    a fresh password; the connector  —                                 internal/conn
 //	           builds every dial of the
 //	           connection
 //	user       your BeforeConnect               your PrepareConn (or the          your config
@@ -51,13 +52,24 @@
 // The tracers nest in the same order (telemetry's around blue/green's
 // around yours); AfterRelease gets blue/green's check before yours, and
 // only when you set one (pgxpool starts a goroutine per Release when one
-// is set). The connector (connect.go) gives each connection its dial,
-// wrapping the integration's (WithDialFunc, cloudsql.With), else the
-// config's DialFunc, else pgx's; the failover and eviction layers learn of
-// the connection's dials, handshake and failures from it, and may route
-// its dials (failover). internal/compose is the one composer: bluegreen.New
-// uses it too. A pool finds its layers again from its config
-// ([Factory.BlueGreen], [Factory.Failover]), however it was built.
+// is set). Blue/green outranks failover: while a switchover routes the
+// pool, failover routing stands down. Where each part lives:
+//
+//	holdfast                  the face: Factory, options, errors, RunTx, DBTX, ReadWrite
+//	└─ internal/conn          the engine: a factory's pools, their bindings, the connector
+//	   └─ internal/compose    the one composer: the layer contract, the order, the precedence
+//	      ├─ internal/bluegreen    the blue/green router and monitors  (public: package bluegreen)
+//	      ├─ internal/failovermon  the failover monitor, writer and reader routing  (public: package failover)
+//	      └─ internal/evict        the eviction
+//	classify, retry           the ground floor: verdicts from types and codes, bounded retry
+//
+// The connector gives each connection its dial, wrapping the
+// integration's (Integration.Dial, cloudsql.With), else the config's
+// DialFunc, else pgx's; the layers learn of the connection's dials,
+// handshake and failures through their hooks, and act on it through a
+// narrow handle (its server, when it was made, abort it), never its state.
+// A pool finds its layers again from its config ([Factory.BlueGreen],
+// [Factory.Failover]), however it was built.
 //
 // pgxpool builds every connection through these hooks, whatever asked for
 // it, so a new connection is protected on every path:
@@ -70,10 +82,9 @@
 //     answer from the server (53300 too many connections, 57P03 starting
 //     up, 57P01 and 57P02 shutdown, 08xxx) or a reset in mid-handshake;
 //   - an authentication failure (28000) gets one more attempt, with a fresh
-//     token (WithPasswordFunc, rdsiam.With; with WithHostPasswordFunc
-//     during a blue/green switchover, signed for the other of the green and
-//     blue names) or on a fresh dial (cloudsql.With). A second failure is
-//     Fatal;
+//     token (WithPasswordFunc, rdsiam.With; during a blue/green
+//     switchover, signed for the other of the green and blue names) or on a
+//     fresh dial (cloudsql.With). A second failure is Fatal;
 //   - a host name whose lookup fails transiently (a DNS timeout) is looked
 //     up again;
 //   - a Fatal failure (a missing role, 3D000, 42501, a TLS verification
@@ -99,12 +110,12 @@
 // connection whose own retries ran out. A *sql.DB from package sqldb
 // acquires its connections from the pool, so it has the same protection,
 // and one from sqldb.Open or sqldb.RegisterDriver retries a failed acquire
-// as Factory.Acquire does ([Factory.Reacquire]). Code that runs
+// as Factory.Acquire does. Code that runs
 // statements on the pool itself (sqlc's generated code through its DBTX
 // interface, pool.Query) gets the connect layer's retries but not that
 // request-scope one: give it [Factory.DBTX] instead of the pool
 // (db.New(f.DBTX(pool))), whose Exec, Query, QueryRow, CopyFrom,
-// SendBatch and Begin take their connection through Factory.Acquire.
+// SendBatch and BeginTx take their connection through Factory.Acquire.
 // database/sql also runs a statement again after driver.ErrBadConn, which
 // pgx's stdlib returns only when nothing was sent.
 //
@@ -179,18 +190,18 @@
 // is lost and returns pgconn's ErrConnClosed; Classify says Fatal
 // "outcome-unknown" for it, but errors.Is(err, ErrOutcomeUnknown) is false.
 //
-// [Factory.BeginTxFunc] (and sqldb.BeginTxFunc over a *sql.DB) runs a
-// transaction as pgx.BeginTxFunc does and runs the whole of it again only
+// [Factory.RunTx] (over a pool, a DBTX, ReadWrite.Write() or Read(ctx), a
+// connection; sqldb.RunTx over a *sql.DB) runs a transaction as
+// pgx.BeginTxFunc does and runs the whole of it again only
 // when its failure proves that nothing committed: the rows marked "the
 // whole transaction" above, a BEGIN that could not connect, 25006 from a
 // server holdfast's routing has since left, and holdfast's own holds and
 // refusals. It never runs it again after the function's own error, nor
 // after COMMIT was sent without an answer. Its re-runs follow
-// WithTxPolicy (DefaultTxPolicy: 3 runs, 20 ms doubling to 200 ms with 50 %
+// WithTxPolicy (default: 3 runs, 20 ms doubling to 200 ms with 50 %
 // jitter, 10 s), the caller's deadline and the retry budget, and are
 // counted like the connect retries, with holdfast.layer "transaction".
-// [Factory.RunTx] does the same for code that begins and commits its own
-// way. What to do with ErrOutcomeUnknown: look the transaction's own key
+// What to do with ErrOutcomeUnknown: look the transaction's own key
 // up on a new connection (an idempotency key under a unique constraint),
 // done if it is there, run again if it is not; examples/failover does that.
 //
@@ -198,19 +209,19 @@
 //
 // [Factory.NewReadWrite] builds a [ReadWrite] from the cluster (writer)
 // endpoint's config: a pool on it and one on the cluster's reader
-// endpoint (derived, NAME.cluster-ID… → NAME.cluster-ro-ID…, see
-// [Factory.ReaderConfig], or given), both of one factory, so that with
-// WithFailover they share the cluster's monitor. Writes go to the writer
-// (rw.Write(), a [DBTX]; rw.WriteTx, the transaction runner), reads that
-// may trail by the replica lag to the readers (rw.Read(ctx); rw.ReadTx, a
-// read-only transaction whose writes fail with a [*ReadOnlyError]).
+// endpoint (derived, NAME.cluster-ID… → NAME.cluster-ro-ID…, or given),
+// both of one factory, so that with WithFailover they share the cluster's
+// monitor. Writes go to the writer (rw.Write(), a [DBTX]; RunTx on it, the
+// transaction runner), reads that may trail by the replica lag to the
+// readers (rw.Read(ctx); RunTx on it with pgx.ReadOnly, a read-only
+// transaction whose writes fail with 25006, never re-run).
 // sqldb.OpenReadWrite does the same with two *sql.DB.
 //
 // Read-your-writes: a reader applies a commit after the writer made it (on
 // Aurora usually under 100 ms behind, more under load), so a read
 // right after a write may not see it on a reader. A read that must see the
 // caller's own writes goes to the writer: mark its context with
-// [ReadYourWrites] and Read and ReadTx use the writer pool
+// [ReadYourWrites] and Read returns the writer pool's runner
 // (TestReadWrite/read-your-writes: readers lagging 2 s, a read a few ms
 // after the write misses the row on a reader and sees it under
 // ReadYourWrites).
@@ -239,31 +250,26 @@
 //	WithRetryPolicy(p)           retry.Default(): 3 attempts, 100ms doubling    each connection's dials, password
 //	                             to 1s, ±20% jitter, 3s per attempt, 10s        fetches and handshakes;
 //	                             overall                                        Factory.Acquire
-//	WithStartupPolicy(p)         DefaultStartupPolicy(): 5 attempts, 200ms      the first connection (NewPool,
-//	                             doubling to 2s, ±20%, 30s overall              Start, sqldb.Open)
-//	WithTxPolicy(p)              DefaultTxPolicy(): 3 runs, 20ms doubling to    the transaction runners'
-//	                             200ms, ±50%, 10s overall                       re-runs (BeginTxFunc, RunTx)
+//	WithStartupPolicy(p)         5 attempts, 200ms doubling to 2s, ±20%,        the first connection (NewPool,
+//	                             30s overall                                    Start, sqldb.Open)
+//	WithTxPolicy(p)              3 runs, 20ms doubling to 200ms, ±50%, 10s      the transaction runner's re-runs
+//	                             overall                                        (RunTx, sqldb.RunTx)
 //	WithRetryBudget(b)           a budget of the factory's own,                 every retry of the factory's
 //	                             retry.DefaultBudget()                          pools; nil: no budget
 //	WithPasswordFunc(fn)         none: the connection string's password         a fresh password or IAM token
-//	                                                                            per new connection
-//	WithHostPasswordFunc(fn)     none                                           the same, issued for the name of
-//	                                                                            the server reached (rdsiam.With)
-//	WithCredentialsFunc(fn)      none                                           user and password per new connection,
-//	                                                                            cached for their TTL, one fetch in
-//	                                                                            flight (rdssecrets.With)
-//	WithIntegration(in)          none (cloudsql.With and rdsiam.With build one) dial, password, rules, policies
-//	WithDialFunc(fn)             the config's DialFunc, else pgx's dialer       the dial holdfast wraps
+//	                                                                            per new connection, issued for the
+//	                                                                            name of the server reached
+//	WithIntegration(in)          none (cloudsql.With, rdsiam.With and           the dial holdfast wraps (else the
+//	                             rdssecrets.With build one)                     config's DialFunc, else pgx's), a
+//	                                                                            password or credentials function,
+//	                                                                            rules, policies
 //	WithClassifier(rules...)     none                                           rules tried before the
 //	                                                                            integration's and the built-in ones
 //	WithBlueGreen(c)             off                                            RDS/Aurora switchover routing
 //	WithFailover(c)              off                                            Aurora/RDS writer failover routing (package failover)
 //	WithLogger(l)                discard                                        the log lines below
-//	WithPoolName(name)           none; pool.name is "host:port/database"        holdfast.pool, pool.name (PoolName
-//	                                                                            names one pool, ahead of it)
 //	WithMeterProvider(mp)        the global provider                            metrics
 //	WithTracerProvider(tp)       the global provider                            spans
-//	WithOperationDuration(b)     true                                           db.client.operation.duration
 //	WithConnectLimit(l)          max(2, MaxConns/4) connects in flight per      new connections of each pool
 //	                             pool, no rate; InFlight < 0: off               (see Admission)
 //
@@ -272,7 +278,11 @@
 // takes one dial function and one password function. Two options that
 // both set one make New return a *ConfigError.
 //
-// WithCredentialsFunc is the password function for secrets that rotate:
+// Each pool is named with the pool option [PoolName] (holdfast.pool in log
+// lines, pool.name in metrics, componentId in readiness); without one, log
+// lines and metrics say "host:port/database".
+//
+// Integration.Credentials is the password function for secrets that rotate:
 // one call returns the user and the password, so that an
 // alternating-users rotation works, and the factory caches the answer for
 // the TTL it carries, with one call in flight at a time (concurrent
@@ -297,8 +307,8 @@
 // in holdfast.connect.queued and holdfast.connect.queue.duration
 // (target, holdfast.outcome admitted|refused) and recorded as a
 // holdfast.connect.queued event of its connect span. One not admitted
-// fails with a [*QueuedError]: Transient "connect-queued", returned by
-// Factory.Acquire as it is. When a slot is free, admission costs one
+// fails with an error that matches [ErrQueued]: Transient
+// "connect-queued", returned by Factory.Acquire as it is. When a slot is free, admission costs one
 // compare-and-swap. pgxpool makes the Acquire that started a connect wait
 // for that connect, so a connect queued behind another one's slot waits
 // for its own even when the other's connection comes first: keep
@@ -372,8 +382,8 @@
 // By default each Factory has its own budget. gRPC's retry throttling
 // belongs to a client connection in the same way: a dead database spends
 // its factory's budget and no other. Build one factory per database. For
-// one cap on the whole process, pass [ProcessBudget]() to WithRetryBudget
-// in every factory.
+// one cap on the whole process, build one budget with retry.NewBudget and
+// pass it to WithRetryBudget in every factory.
 //
 // A retry loop that gives up returns a *retry.Error. It holds the Attempts,
 // the Verdict of the last failure and why the loop stopped, and errors.Is
@@ -390,21 +400,21 @@
 // *InvalidPolicyError instead): a *ConfigError of that package. Its Field
 // is what is wrong, Why says how, and Err is the error of a lower check,
 // when there is one. Its message reads "<package>: invalid <Field>:
-// <Why>[: <Err>]", Unwrap returns Err, and it matches its package's
-// ErrInvalidConfig. A ConfigError that wraps another matches both
-// sentinels:
+// <Why>[: <Err>]", and Unwrap returns Err. It is one type in every
+// package, so one errors.As finds the outermost, whose Err holds the
+// package's own:
 //
 //	_, err := holdfast.New(holdfast.WithBlueGreen(bluegreen.Config{HighInterval: -1}))
 //	// holdfast: invalid WithBlueGreen: invalid bluegreen.Config: bluegreen: invalid HighInterval: must not be negative (zero means the default 100ms)
-//	errors.Is(err, holdfast.ErrInvalidConfig)  // true
-//	errors.Is(err, bluegreen.ErrInvalidConfig) // true
+//	var ce *holdfast.ConfigError
+//	errors.As(err, &ce) // true: ce.Field "WithBlueGreen", ce.Err the bluegreen one
 //
 // A ConfigError is never retryable: fix the configuration.
 //
 // A password function that panics would end the process, because it runs
 // on pgxpool's connect goroutine. holdfast recovers the panic into a Fatal
-// [*PanicError] (reason "panic"), which is not retried, and logs the stack
-// at ERROR.
+// error (reason "panic"), which is not retried, and logs the stack at
+// ERROR.
 //
 // # Telemetry
 //
@@ -414,7 +424,8 @@
 //
 //	otel.SetMeterProvider(mp) // the application's SDK
 //	otel.SetTracerProvider(tp)
-//	f, err := holdfast.New(holdfast.WithLogger(logger), holdfast.WithPoolName("orders"))
+//	f, err := holdfast.New(holdfast.WithLogger(logger))
+//	pool, err := f.NewPool(ctx, cfg, holdfast.PoolName("orders"))
 //
 // With no-op providers holdfast installs nothing on the pool, and Acquire
 // costs exactly what it costs in pgxpool. The global providers are
@@ -427,8 +438,8 @@
 //
 // Metrics use the OpenTelemetry database semantic conventions (v1.43.0).
 // pool.name is db.client.connection.pool.name: the pool's own name
-// ([PoolName], an option of Configure and NewPool), else the factory's
-// [WithPoolName], else "host:port/database" of the configured host; two
+// ([PoolName], an option of Configure and NewPool), else
+// "host:port/database" of the configured host; two
 // pools of one factory never share one (the second is "name-2"). Every
 // holdfast.* metric of a pool carries its target: pool.name,
 // server.address, server.port and db.namespace (the configured host, never
@@ -446,8 +457,8 @@
 //	db.client.connection.use_time         s             pool.name                               from Acquire to Release
 //	db.client.connection.timeouts         {timeout}     pool.name                               Acquires ended by DeadlineExceeded
 //	db.client.operation.duration          s             db.system.name, db.namespace,           each statement, batch and COPY FROM
-//	                                                    server.address, server.port [,          (WithOperationDuration(false) leaves
-//	                                                    error.type, db.response.status_code]    it to another tracer, such as otelpgx)
+//	                                                    server.address, server.port [,          (with another tracer recording it,
+//	                                                    error.type, db.response.status_code]    such as otelpgx, drop one with a view)
 //	holdfast.connect.attempts             {attempt}     target, holdfast.stage,                 connections a pool tried to open, one
 //	                                                    holdfast.outcome [, error.type,         per connection however many dials
 //	                                                    holdfast.error.class]
@@ -486,8 +497,9 @@
 // holdfast.stage is the service stage: "startup" (the first connection,
 // made by Start or NewPool), "pool-growth" (a connection opened while the
 // service runs) or "request" (Factory.Acquire's retry). holdfast.layer is
-// the retry layer: [LayerConnect] (one connection's dials and handshakes),
-// [LayerPassword] (a password fetch), [LayerAcquire] or [LayerStartup].
+// the retry layer: "connect" (one connection's dials and handshakes),
+// "password" (a password fetch), "acquire" (Factory.Acquire), "startup" or
+// "transaction" (the transaction runner's re-runs).
 // error.type is always a classified reason (classify.Verdict.Reason, such
 // as "token-fetch-503" or "sqlstate-53300"), or a SQLSTATE for
 // db.client.operation.duration: never error text.

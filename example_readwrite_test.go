@@ -2,44 +2,38 @@ package holdfast_test
 
 import (
 	"context"
-	"fmt"
 	"log"
 	"os"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/failover"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// The reader endpoint's config is derived from the cluster (writer)
-// endpoint's: same user, database and hooks, the reader endpoint's host.
-// Readers often want a pool of another size: change it on the copy and
-// pass both configs to NewReadWrite.
-func ExampleFactory_ReaderConfig() {
+// The reader config NewReadWrite derives from a writer's, and the error
+// for a writer host that is no cluster endpoint.
+func TestReaderConfigDerived(t *testing.T) {
 	f, err := holdfast.New()
 	if err != nil {
-		log.Fatal(err)
+		t.Fatal(err)
 	}
 	defer f.Close()
-	cfg, err := pgxpool.ParseConfig("postgres://app@orders.cluster-abc123.us-east-1.rds.amazonaws.com:5432/app?sslmode=verify-full")
+	cfg := mustParse("postgres://app@orders.cluster-abc123.us-east-1.rds.amazonaws.com:5432/app?sslmode=verify-full")
+	rc, err := f.ReaderConfigForTest(cfg)
 	if err != nil {
-		log.Fatal(err)
+		t.Fatal(err)
 	}
-	rc, err := f.ReaderConfig(cfg)
-	if err != nil {
-		log.Fatal(err)
+	const reader = "orders.cluster-ro-abc123.us-east-1.rds.amazonaws.com"
+	if rc.ConnConfig.Host != reader || rc.ConnConfig.TLSConfig.ServerName != reader {
+		t.Errorf("host %s, TLS name %s; want %s", rc.ConnConfig.Host, rc.ConnConfig.TLSConfig.ServerName, reader)
 	}
-	rc.MaxConns = 2 * cfg.MaxConns
-	fmt.Println(rc.ConnConfig.Host)
-	fmt.Println(rc.ConnConfig.TLSConfig.ServerName)
-
-	_, err = f.ReaderConfig(mustParse("postgres://app@orders-1.abc123.us-east-1.rds.amazonaws.com:5432/app"))
-	fmt.Println(err)
-	// Output:
-	// orders.cluster-ro-abc123.us-east-1.rds.amazonaws.com
-	// orders.cluster-ro-abc123.us-east-1.rds.amazonaws.com
-	// holdfast: invalid writer: host "orders-1.abc123.us-east-1.rds.amazonaws.com" is not an RDS cluster (writer) endpoint NAME.cluster-ID.REGION.rds.amazonaws.com, nor a failover.Config.Aliases name of one: its reader endpoint cannot be derived; pass the reader endpoint's config to NewReadWrite
+	_, err = f.ReaderConfigForTest(mustParse("postgres://app@orders-1.abc123.us-east-1.rds.amazonaws.com:5432/app"))
+	if want := `holdfast: invalid writer: host "orders-1.abc123.us-east-1.rds.amazonaws.com" is not an RDS cluster (writer) endpoint NAME.cluster-ID.REGION.rds.amazonaws.com, nor a failover.Config.Aliases name of one: its reader endpoint cannot be derived; pass the reader endpoint's config to NewReadWrite`; err == nil || err.Error() != want {
+		t.Errorf("err = %v, want %s", err, want)
+	}
 }
 
 func mustParse(dsn string) *pgxpool.Config {
@@ -70,7 +64,7 @@ func ExampleFactory_NewReadWrite() {
 	}
 	defer rw.Close()
 
-	err = rw.WriteTx(ctx, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	err = f.RunTx(ctx, rw.Write(), pgx.TxOptions{}, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, "INSERT INTO orders (id, total) VALUES ($1, $2)", 42, 100)
 		return err
 	})
@@ -86,7 +80,8 @@ func ExampleFactory_NewReadWrite() {
 	}
 	// Reports that may trail by the replica lag: a read-only transaction
 	// on the readers.
-	err = rw.ReadTx(context.Background(), pgx.TxOptions{}, func(tx pgx.Tx) error {
+	rctx := context.Background()
+	err = f.RunTx(rctx, rw.Read(rctx), pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		return tx.QueryRow(ctx, "SELECT sum(total) FROM orders").Scan(&total)
 	})
 	if err != nil {

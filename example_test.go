@@ -10,13 +10,14 @@ import (
 	"os"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/fakes"
 	"github.com/holdfast-db/holdfast/retry"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // A Factory configures a pool: dials and token fetches are classified and
@@ -50,27 +51,26 @@ func ExampleNew_invalid() {
 	p.MaxAttempts = 0
 	_, err := holdfast.New(holdfast.WithRetryPolicy(p))
 	fmt.Println(err)
-	fmt.Println(errors.Is(err, holdfast.ErrInvalidConfig))
+	var ce *holdfast.ConfigError
+	fmt.Println(errors.As(err, &ce), ce.Field)
 	// Output:
 	// holdfast: invalid WithRetryPolicy: invalid policy: retry: invalid MaxAttempts 0: must be at least 1
-	// true
+	// true WithRetryPolicy
 }
 
-// Every package reports a configuration mistake as its own *ConfigError;
-// one that wraps another matches both packages' ErrInvalidConfig.
+// Every package reports a configuration mistake as its own *ConfigError,
+// one type for all.
 func ExampleConfigError() {
 	_, err := holdfast.New(holdfast.WithBlueGreen(bluegreen.Config{HighInterval: -1}))
 	fmt.Println(err)
-	fmt.Println(errors.Is(err, holdfast.ErrInvalidConfig), errors.Is(err, bluegreen.ErrInvalidConfig))
 	// One type for every package's configuration errors: errors.As finds
 	// the outermost, whose Err holds the package's own.
 	var ce *holdfast.ConfigError
 	fmt.Println(errors.As(err, &ce), ce.Field)
-	var inner *bluegreen.ConfigError
+	var inner *holdfast.ConfigError
 	fmt.Println(errors.As(ce.Err, &inner), inner.Pkg, inner.Field)
 	// Output:
 	// holdfast: invalid WithBlueGreen: invalid bluegreen.Config: bluegreen: invalid HighInterval: must not be negative (zero means the default 100ms)
-	// true true
 	// true WithBlueGreen
 	// true bluegreen HighInterval
 }
@@ -103,7 +103,6 @@ func ExampleFactory_Classify() {
 func ExampleNew() {
 	f, err := holdfast.New(
 		holdfast.WithLogger(slog.New(slog.NewJSONHandler(os.Stderr, nil))),
-		holdfast.WithPoolName("orders"),
 	)
 	if err != nil {
 		log.Fatal(err)
@@ -137,10 +136,9 @@ func ExampleFactory_NewPool() {
 		log.Fatal(err)
 	}
 	cfg.MaxConns = 20 // your settings and hooks, as before: holdfast chains them
-	pool, err := f.NewPool(ctx, cfg)
+	pool, err := f.NewPool(ctx, cfg, holdfast.PoolName("orders"))
 	if err != nil {
-		var se *holdfast.StartupError
-		if errors.As(err, &se) && se.Verdict.Retryable() {
+		if f.Classify(err).Retryable() {
 			log.Fatalf("database unreachable for now: %v", err) // report not-ready, try again later
 		}
 		log.Fatal(err) // a mistake to fix: permission, database name, TLS
@@ -154,8 +152,9 @@ func ExampleFactory_NewPool() {
 }
 
 // When the database cannot be reached, NewPool fails within the startup
-// policy with a *holdfast.StartupError whose Verdict says whether to try
-// again later. Here every dial is refused, with 1ns backoffs.
+// policy with a *holdfast.ConnectError of Layer "startup"; Classify says
+// whether to try again later. Here every dial is refused, with 1ns
+// backoffs.
 func ExampleFactory_NewPool_unreachable() {
 	fast := retry.Default()
 	fast.InitialInterval, fast.MaxInterval = time.Nanosecond, time.Nanosecond
@@ -172,11 +171,11 @@ func ExampleFactory_NewPool_unreachable() {
 	cfg.ConnConfig.LookupFunc = func(context.Context, string) ([]string, error) { return []string{"192.0.2.1"}, nil }
 
 	_, err = f.NewPool(context.Background(), cfg)
-	var se *holdfast.StartupError
-	fmt.Println(errors.As(err, &se), se.Verdict, errors.Is(err, holdfast.ErrStartup))
+	var ce *holdfast.ConnectError
+	fmt.Println(errors.As(err, &ce), ce.Layer, f.Classify(err))
 	fmt.Println("dials:", refused.Attempts()) // 3 startup attempts, each a connection of 3 dials
 	// Output:
-	// true transient/conn-refused true
+	// true startup transient/conn-refused
 	// dials: 9
 }
 
@@ -188,7 +187,7 @@ func ExampleFactory_NewPool_unreachable() {
 // example is compiled, not run.)
 func ExampleFactory_Acquire() {
 	ctx := context.Background()
-	tokens := func(ctx context.Context) (string, error) { return os.Getenv("DB_TOKEN"), nil } // an IAM token source
+	tokens := func(ctx context.Context, host string) (string, error) { return os.Getenv("DB_TOKEN"), nil } // an IAM token source, for host
 	f, err := holdfast.New(holdfast.WithPasswordFunc(tokens))
 	if err != nil {
 		log.Fatal(err)
@@ -214,12 +213,12 @@ func ExampleFactory_Acquire() {
 	}
 }
 
-// BeginTxFunc runs a transaction as pgx.BeginTxFunc does, and runs the
-// whole of it again only when nothing of it committed (a serialization
-// failure, a connection lost before COMMIT). A COMMIT whose answer was
-// lost is ErrOutcomeUnknown: it may have committed, and it is not run
-// again. (It needs a database, so this example is compiled, not run.)
-func ExampleFactory_BeginTxFunc() {
+// RunTx runs a transaction as pgx.BeginTxFunc does, and runs the whole of
+// it again only when nothing of it committed (a serialization failure, a
+// connection lost before COMMIT). A COMMIT whose answer was lost is
+// ErrOutcomeUnknown: it may have committed, and it is not run again. (It
+// needs a database, so this example is compiled, not run.)
+func ExampleFactory_RunTx() {
 	ctx := context.Background()
 	f, err := holdfast.New()
 	if err != nil {
@@ -237,7 +236,7 @@ func ExampleFactory_BeginTxFunc() {
 	defer pool.Close()
 
 	orderID := "9f1c…" // the request's idempotency key
-	err = f.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.Serializable}, func(tx pgx.Tx) error {
+	err = f.RunTx(ctx, pool, pgx.TxOptions{IsoLevel: pgx.Serializable}, func(tx pgx.Tx) error {
 		// With sqlc: queries.WithTx(tx). This may run more than once.
 		_, err := tx.Exec(ctx, "INSERT INTO charges (order_id, cents) VALUES ($1, $2)", orderID, 1299)
 		return err
@@ -250,11 +249,11 @@ func ExampleFactory_BeginTxFunc() {
 	}
 }
 
-// RunTx is the runner for code that begins and commits its own way: run
-// is one whole transaction, and says whether its COMMIT was sent. Here a
-// first run meets a serialization failure before COMMIT (run again), and
-// a COMMIT's answer is lost (never run again).
-func ExampleFactory_RunTx() {
+// RunTx takes anything that begins a pgx transaction: a pool, a DBTX, a
+// connection, or here one whose COMMITs are scripted. A first run meets a
+// serialization failure at COMMIT (the server rolled back: run again); a
+// second transaction's COMMIT loses its answer (never run again).
+func ExampleFactory_RunTx_verdicts() {
 	f, err := holdfast.New()
 	if err != nil {
 		log.Fatal(err)
@@ -262,22 +261,36 @@ func ExampleFactory_RunTx() {
 	defer f.Close()
 	ctx := context.Background()
 
-	runs := 0
-	err = f.RunTx(ctx, func(ctx context.Context) (commitSent bool, err error) {
-		if runs++; runs == 1 {
-			return false, &pgconn.PgError{Code: "40001", Message: "could not serialize access"}
-		}
-		return true, nil // committed
-	})
-	fmt.Println("serialization failure:", runs, "runs, err", err)
+	db := &scripted{commits: []error{&pgconn.PgError{Code: "40001", Message: "could not serialize access"}, nil}}
+	err = f.RunTx(ctx, db, pgx.TxOptions{}, func(pgx.Tx) error { return nil })
+	fmt.Println("serialization failure:", db.runs, "runs, err", err)
 
-	runs = 0
-	err = f.RunTx(ctx, func(ctx context.Context) (bool, error) {
-		runs++
-		return true, io.ErrUnexpectedEOF // COMMIT sent, the connection lost
-	})
-	fmt.Println("COMMIT answer lost:", runs, "run,", errors.Is(err, holdfast.ErrOutcomeUnknown), f.Classify(err))
+	db = &scripted{commits: []error{io.ErrUnexpectedEOF}} // COMMIT sent, the connection lost
+	err = f.RunTx(ctx, db, pgx.TxOptions{}, func(pgx.Tx) error { return nil })
+	fmt.Println("COMMIT answer lost:", db.runs, "run,", errors.Is(err, holdfast.ErrOutcomeUnknown), f.Classify(err))
 	// Output:
 	// serialization failure: 2 runs, err <nil>
 	// COMMIT answer lost: 1 run, true fatal/outcome-unknown
 }
+
+// scripted begins transactions whose COMMITs return commits in turn.
+type scripted struct {
+	commits []error
+	runs    int
+}
+
+func (s *scripted) BeginTx(context.Context, pgx.TxOptions) (pgx.Tx, error) {
+	err := s.commits[s.runs]
+	s.runs++
+	return &scriptedTx{commit: err}, nil
+}
+
+// scriptedTx is a transaction of scripted: only what the runner calls.
+type scriptedTx struct {
+	pgx.Tx
+	commit error
+}
+
+func (t *scriptedTx) Commit(context.Context) error   { return t.commit }
+func (t *scriptedTx) Rollback(context.Context) error { return nil }
+func (t *scriptedTx) Conn() *pgx.Conn                { return nil }

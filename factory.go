@@ -2,80 +2,32 @@ package holdfast
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"github.com/holdfast-db/holdfast/internal/cfgerr"
 	"log/slog"
-	"sync"
-
-	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/failover"
-	"github.com/holdfast-db/holdfast/internal/failovermon"
+	"github.com/holdfast-db/holdfast/internal/conn"
 	"github.com/holdfast-db/holdfast/internal/obs"
 	"github.com/holdfast-db/holdfast/retry"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Factory plugs classification and bounded retry into pgxpool. Build one
-// with New, then call Configure on each *pgxpool.Config (or use NewPool).
-// It holds the configuration and the pools it configured; its connector
-// (connect.go) builds their connections. A Factory is safe for concurrent
-// use; one Factory may configure many pools, which then share its retry
-// budget. With WithBlueGreen or WithFailover, the pools' monitors run
-// until Factory.Close (or ClosePool).
+// with New, then build pools with NewPool (or call Configure on a
+// *pgxpool.Config and build the pool yourself). It holds the
+// configuration and the pools it configured; its engine (internal/conn)
+// builds their connections. A Factory is safe for concurrent use; one
+// Factory may configure many pools, which then share its retry budget.
+// With WithBlueGreen or WithFailover, the pools' monitors run until
+// Factory.Close (or ClosePool).
 type Factory struct {
-	conn    *connector // builds every connection of the factory's pools
-	logger  *slog.Logger
-	tel     *obs.Telemetry // metrics, spans and log lines (telemetry.go)
-	acquire retry.Retrier  // Factory.Acquire, layer "acquire"
-	startup retry.Retrier  // NewPool's first connection, layer "startup"
-	tx      retry.Retrier  // the transaction runners, layer "transaction" (tx.go)
-
-	meterProvider  metric.MeterProvider // WithMeterProvider; nil: the global one
-	tracerProvider trace.TracerProvider // WithTracerProvider; nil: the global one
-
-	poolName  string          // WithPoolName
-	dialFn    pgconn.DialFunc // Integration.Dial; nil: the config's or pgx's
-	encrypted bool            // Integration.Encrypted
-
-	blueGreen *bluegreen.Config // WithBlueGreen, nil when off
-	failover  *failover.Config  // WithFailover, nil when off
-	bgObserve bool              // give each pool's router an observer of the factory's telemetry
-
-	connectLimit ConnectLimit // WithConnectLimit: each pool's admission limiter (admit.go)
-
-	mu       sync.Mutex             // guards the fields below
-	pools    []*binding             // every pool config the factory configured (hooks.go)
-	monitors map[string]*monitorRef // WithFailover: one per cluster (failover.go)
-	closed   bool
+	e          *conn.Engine // builds every connection of the factory's pools
+	classifier *classify.Classifier
+	txVerdict  *classify.Classifier // the transaction runner's verdict (tx.go)
+	tx         retry.Retrier        // the transaction runner's, layer "transaction"
+	failover   *failover.Config     // WithFailover, nil when off (NewReadWrite reads its aliases)
 }
-
-// Retry layers: where a failure happened and was retried. They are the
-// values of ConnectError.Layer and of the holdfast.layer attribute of
-// metrics, span events and log lines.
-const (
-	LayerConnect  = "connect"  // a dial, inside pgx's DialFunc
-	LayerPassword = "password" // a password or token fetch, inside BeforeConnect
-	LayerAcquire  = "acquire"  // Factory.Acquire, around pool.Acquire
-	LayerStartup  = "startup"  // NewPool's and Factory.Start's first connection
-)
-
-// The retry layers' former names.
-const (
-	// Deprecated: use LayerConnect.
-	StageConnect = LayerConnect
-	// Deprecated: use LayerPassword.
-	StagePassword = LayerPassword
-	// Deprecated: use LayerAcquire.
-	StageAcquire = LayerAcquire
-	// Deprecated: use LayerStartup.
-	StageStartup = LayerStartup
-)
 
 // New returns a Factory built from opts, or a *ConfigError if an option is
 // nil or a policy or budget makes no sense.
@@ -112,7 +64,8 @@ func New(opts ...Option) (*Factory, error) {
 	// could commit is never retried, whatever broke the connection.
 	rules := append([]classify.Rule{outcomeRule}, c.rules...)
 	rules = append(rules, c.integrationRules...)
-	rules = append(rules, panicRule, queuedRule)
+	rules = append(rules, conn.Rules()...)
+	rules = append(rules, functionRule)
 	if c.blueGreen != nil {
 		rules = append(rules, bluegreen.Rule)
 		if c.blueGreen.Logger == nil && c.logger.Handler() != slog.DiscardHandler {
@@ -125,68 +78,162 @@ func New(opts ...Option) (*Factory, error) {
 			c.failover.Logger = c.logger
 		}
 	}
-	f := &Factory{
-		failover:  c.failover,
-		blueGreen: c.blueGreen,
-		dialFn:    c.dial,
-		poolName:  c.poolName,
-		encrypted: c.dialEncrypted,
-		logger:    c.logger,
+	classifier := classify.New(rules...).WithTypes(c.typeRules...)
+	tel, err := obs.New(obs.Config{
+		MeterProvider:  c.meterProvider,
+		TracerProvider: c.tracerProvider,
+		Logger:         c.logger,
+		Classify:       classifier.Classify,
+	})
+	if err != nil {
+		return nil, &ConfigError{Field: "WithMeterProvider", Why: "cannot create the instruments", Err: err}
 	}
-	f.connectLimit = c.connectLimit
-	f.conn = &connector{
-		classifier: classify.New(rules...).WithTypes(c.typeRules...),
-		password:   c.password,
-		budget:     c.budget,
-		logger:     c.logger,
-		maxDials:   c.policy.MaxAttempts,
-		perTry:     c.policy.AttemptTimeout,
-		authRetry:  c.authRetry,
-		dialBy:     c.dialBy,
+	if c.failover != nil && c.failover.Redact == nil {
+		c.failover.Redact = tel.Redact // the monitors' log lines and Status carry no secret holdfast knows
 	}
-	if c.credentials != nil {
-		f.conn.creds = newCredCache(f.conn, c.credentials)
-		f.conn.password = f.conn.creds.password
-	}
-	if err := f.newTelemetry(&c); err != nil {
-		return nil, err
-	}
-	f.conn.tel = f.tel
-	f.conn.dial = f.retrier(c.policy, LayerConnect)
-	// A dial that connects may reach a front end whose database is down,
-	// and a token may be fetched for a database that is down: the budget
-	// is refilled only when a handshake completes (connect.go).
-	f.conn.dial.NoRefund = true
-	f.conn.fetch = f.retrier(c.policy, LayerPassword)
-	f.conn.fetch.NoRefund = true
-	f.acquire = f.retrier(c.policy, LayerAcquire)
-	f.startup = f.retrier(c.startup, LayerStartup)
-	f.tx = f.retrier(c.txPolicy, LayerTransaction)
-	if f.failover != nil {
-		if f.failover.Redact == nil {
-			f.failover.Redact = f.tel.Redact // the monitors' log lines and Status carry no secret holdfast knows
+	var creds func(ctx context.Context, host string) (conn.Credentials, error)
+	if fn := c.credentials; fn != nil {
+		creds = func(ctx context.Context, host string) (conn.Credentials, error) {
+			cr, err := fn(ctx, host)
+			return conn.Credentials{User: cr.User, Password: cr.Password, TTL: cr.TTL}, err
 		}
 	}
+	f := &Factory{classifier: classifier, failover: c.failover}
+	f.txVerdict = classify.New(txRules(f)...)
+	f.e = conn.New(conn.Config{
+		Classifier:      classifier,
+		Errors:          engineErrors,
+		Password:        c.password,
+		Credentials:     creds,
+		Policy:          c.policy,
+		StartupPolicy:   c.startup,
+		Budget:          c.budget,
+		Logger:          c.logger,
+		Telemetry:       tel,
+		GlobalProviders: c.meterProvider == nil && c.tracerProvider == nil,
+		Dial:            c.dial,
+		DialBy:          c.dialBy,
+		Encrypted:       c.dialEncrypted,
+		AuthRetry:       c.authRetry,
+		Limit:           conn.Limit(c.connectLimit),
+		BlueGreen:       c.blueGreen,
+		Failover:        c.failover,
+	})
+	f.tx = f.e.Retrier(c.txPolicy, conn.LayerTransaction)
 	return f, nil
 }
 
-func (f *Factory) retrier(p retry.Policy, layer string) retry.Retrier {
-	return retry.Retrier{
-		Policy:   p,
-		Classify: f.conn.classifier.Classify,
-		Budget:   f.conn.budget,
-		OnRetry: func(ctx context.Context, e retry.Event) {
-			// One WARN line (holdfast.layer, attempt, delay, error.class,
-			// error.reason, holdfast.stage, redacted error), a metric and
-			// a span event: see telemetry.go.
-			f.onRetry(ctx, layer, e)
-		},
+// Configure installs the factory into cfg, which must come from
+// pgxpool.ParseConfig, for a pool you build yourself with
+// pgxpool.NewWithConfig (NewPool does both, and makes the first
+// connection): classification and bounded retry around every dial (of an
+// integration's dial, such as cloudsql.With's, else of
+// cfg.ConnConfig.DialFunc, else pgx's), a fresh password per connection
+// (WithPasswordFunc, rdsiam.With), blue/green routing (WithBlueGreen),
+// writer-failover routing (WithFailover) and telemetry, composed in one
+// declared order with the hooks already on cfg, which keep running after
+// holdfast's (see the package documentation). Set your own hooks before
+// Configure.
+//
+// Retries are counted per connection, not per dial: with sslmode=prefer pgx
+// dials twice for one connection (TLS, then plain), and both dials draw on
+// the same MaxAttempts.
+//
+// With WithBlueGreen or WithFailover, the pool's monitors start when the
+// pool first connects, on goroutines that Factory.Close (or ClosePool)
+// joins. They dial through the factory's dial path and fetch the
+// factory's password, and never run the pool's own BeforeConnect.
+//
+// Configure returns a *ConfigError for a nil factory or config, for a
+// config this factory already configured (configure a config once;
+// NewPool accepts one that was), and after Close.
+func (f *Factory) Configure(cfg *pgxpool.Config, opts ...PoolOption) error {
+	switch {
+	case f == nil:
+		return &ConfigError{Field: "Factory", Why: "nil factory: use holdfast.New"}
+	case cfg == nil:
+		return &ConfigError{Field: "pgxpool.Config", Why: "nil config"}
+	case cfg.ConnConfig == nil:
+		return &ConfigError{Field: "pgxpool.Config.ConnConfig", Why: "nil: build the config with pgxpool.ParseConfig"}
 	}
+	po, err := poolOptionsOf(opts)
+	if err != nil {
+		return err
+	}
+	return f.e.Configure(cfg, po.name, po.instance)
 }
 
-// Classify classifies err with the factory's rules (WithClassifier) and the
-// built-in ones.
-func (f *Factory) Classify(err error) classify.Verdict { return f.conn.classifier.Classify(err) }
+// NewPool configures cfg (unless this factory already did), builds the
+// pool with pgxpool.NewWithConfig and makes the first connection under the
+// startup policy (Start), so that a pool that is returned has reached the
+// database. When the first connection cannot be made, NewPool closes the
+// pool (and its monitors) and returns Start's *ConnectError.
+func (f *Factory) NewPool(ctx context.Context, cfg *pgxpool.Config, opts ...PoolOption) (*pgxpool.Pool, error) {
+	if f == nil {
+		return nil, &ConfigError{Field: "Factory", Why: "nil factory: use holdfast.New"}
+	}
+	p := f.e.ConfigOf(cfg)
+	if p == nil {
+		if err := f.Configure(cfg, opts...); err != nil {
+			return nil, err
+		}
+		p = f.e.ConfigOf(cfg)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		f.e.Forget(p)
+		return nil, err
+	}
+	if err := f.Start(ctx, pool); err != nil {
+		f.e.Forget(p)
+		pool.Close()
+		return nil, err
+	}
+	return pool, nil
+}
+
+// Start makes pool's first connection under the startup policy and
+// releases it to the pool, for a pool built from a config Configure
+// installed (NewPool calls it). It starts nothing else: a pool's monitors
+// start with its first connection, whatever makes it. It returns nil, or
+// a *ConnectError of Layer "startup" wrapping the last failure (classify
+// it with Factory.Classify: Transient, the database may come back;
+// Fatal, a mistake to fix). Failures already retried at the dial layer are
+// retried again here: startup is more patient than a request, and still
+// bounded. It returns a *ConfigError when the pool's connection was not
+// made through this factory (a pool built from a config it did not
+// configure, or whose BeforeConnect was replaced after Configure).
+func (f *Factory) Start(ctx context.Context, pool *pgxpool.Pool) error {
+	if pool == nil {
+		return &ConfigError{Field: "pool", Why: "nil pool"}
+	}
+	return f.e.Start(ctx, pool)
+}
+
+// Acquire is pool.Acquire with request-scope retry; most code needs only
+// the pool's own paths (pool.Query, Exec, Begin, ...), which retry a
+// connect's transient failures inside the connect (the dial, the password
+// fetch and the startup handshake: 57P03, 53300, 57P01, a reset, a 28000
+// with a fresh token). Acquire adds what only a new connect config can
+// do: one retry of a 28P01 with a freshly fetched token (pgx stops a
+// connect at 28P01), and a retry of a failure that the connect could not
+// see why it failed. Use it, or [Factory.DBTX] which takes every
+// connection through it, with a password or token function. Failures
+// already retried below are returned as they are, so retries do not
+// multiply. It is safe: no statement has been sent. Its error carries no
+// secret holdfast knows.
+//
+// When nothing fails, Acquire costs what pool.Acquire costs.
+func (f *Factory) Acquire(ctx context.Context, pool *pgxpool.Pool) (*pgxpool.Conn, error) {
+	if pool == nil {
+		return nil, &ConfigError{Field: "pool", Why: "nil pool"}
+	}
+	return f.e.Acquire(ctx, pool)
+}
+
+// Classify classifies err with the factory's rules (WithClassifier, the
+// integrations', the packages' it uses) and the built-in ones.
+func (f *Factory) Classify(err error) classify.Verdict { return f.classifier.Classify(err) }
 
 // Close stops and joins the monitors of every pool the factory configured
 // (the blue/green monitors of WithBlueGreen, the failover monitors of
@@ -197,16 +244,7 @@ func (f *Factory) Close() {
 	if f == nil {
 		return
 	}
-	f.mu.Lock()
-	pools, monitors := f.pools, f.monitors
-	f.pools, f.monitors, f.closed = nil, nil, true
-	f.mu.Unlock()
-	for _, b := range pools {
-		b.close()
-	}
-	for _, ref := range monitors {
-		ref.m.Close()
-	}
+	f.e.Close()
 }
 
 // ClosePool closes pool and stops what the factory runs for it: its
@@ -219,272 +257,31 @@ func (f *Factory) ClosePool(pool *pgxpool.Pool) {
 	if pool == nil {
 		return
 	}
-	b := f.bindingOf(pool)
+	p := f.e.PoolOf(pool)
 	pool.Close()
-	f.forget(b)
-}
-
-// forget closes b, and removes it from the factory's pools; the last pool
-// of a cluster closes its failover monitor.
-func (f *Factory) forget(b *binding) {
-	if b == nil {
-		return
-	}
-	var done *failovermon.Monitor
-	f.mu.Lock()
-	for i, p := range f.pools {
-		if p == b {
-			f.pools = append(f.pools[:i:i], f.pools[i+1:]...)
-			break
-		}
-	}
-	if b.fo != nil && !b.closed.Load() {
-		if ref := b.fo.ref; f.monitors[ref.key] == ref {
-			if ref.pools--; ref.pools == 0 {
-				delete(f.monitors, ref.key)
-				done = ref.m
-			}
-		}
-	}
-	f.mu.Unlock()
-	b.close()
-	if done != nil {
-		done.Close()
-	}
-}
-
-// Acquire is pool.Acquire with request-scope retry. Every path of a
-// configured pool already retries a connect's transient failures (the
-// dial, the password fetch and the startup handshake: 57P03, 53300, 57P01,
-// a reset, a 28000 with a fresh token), inside the connect; Acquire adds
-// what only a new connect config can do: one retry of a 28P01 with a
-// freshly fetched token (pgx stops a connect at 28P01), and a retry of a
-// failure that the connect could not see why it failed. Failures already
-// retried below are returned as they are, so retries do not multiply. It
-// is safe: no statement has been sent. Its error carries no secret
-// holdfast knows.
-//
-// When nothing fails, Acquire costs what pool.Acquire costs.
-func (f *Factory) Acquire(ctx context.Context, pool *pgxpool.Pool) (*pgxpool.Conn, error) {
-	if pool == nil {
-		return nil, &ConfigError{Field: "pool", Why: "nil pool"}
-	}
-	if dl, ok := ctx.Deadline(); ok {
-		// The connect that pool.Acquire may make runs without ctx's
-		// deadline (pgxpool keeps building it after the caller gives
-		// up); its retries still do not sleep past it.
-		ctx = retry.WithCallerDeadline(ctx, dl)
-	}
-	c, err := pool.Acquire(ctx)
-	if err == nil {
-		return c, nil
-	}
-	c, err = f.acquireAgain(ctx, pool, err, &f.acquire, false)
-	return c, f.conn.redact(err)
-}
-
-// Reacquire carries Acquire's retry to code that acquires its own way
-// (package sqldb: pgx's stdlib connector calls pool.Acquire): after
-// acquire failed with firstErr, it calls acquire again as Acquire retries
-// pool.Acquire — one retry of a 28P01 or 28000 with a freshly fetched
-// password or token, and a failure that the connect could not see why it
-// failed; a failure the connect already retried is returned as it is. It
-// returns nil once acquire succeeds, else an error that carries no secret
-// holdfast knows. pool is the pool acquire takes from (its name is in the
-// log lines).
-func (f *Factory) Reacquire(ctx context.Context, pool *pgxpool.Pool, firstErr error, acquire func(context.Context) error) error {
-	switch {
-	case pool == nil:
-		return &ConfigError{Field: "pool", Why: "nil pool"}
-	case acquire == nil:
-		return &ConfigError{Field: "acquire", Why: "nil func"}
-	case firstErr == nil:
-		return nil
-	}
-	if dl, ok := ctx.Deadline(); ok {
-		ctx = retry.WithCallerDeadline(ctx, dl) // as Acquire: for the connects acquire waits on
-	}
-	return f.conn.redact(f.retryAcquire(ctx, pool, firstErr, &f.acquire, false, acquire))
-}
-
-// reasonRetriedBelow marks a failure that a lower layer already retried.
-const reasonRetriedBelow = "retried-below"
-
-// waitedBelow reports whether err was already retried at the dial or
-// password layer (it carries a *retry.Error) or already held for the
-// blue/green bound: waiting for it again would multiply the bound.
-func waitedBelow(err error) bool {
-	var below *retry.Error
-	return errors.As(err, &below) || errors.Is(err, bluegreen.ErrSuspended) || errors.Is(err, ErrQueued)
-}
-
-// acquireAgain retries pool.Acquire after a first failure firstErr. Unless
-// patient, a failure that waitedBelow is not retried: a first one is
-// returned as it is, a later one ends the loop.
-func (f *Factory) acquireAgain(ctx context.Context, pool *pgxpool.Pool, firstErr error, r *retry.Retrier, patient bool) (*pgxpool.Conn, error) {
-	var conn *pgxpool.Conn
-	err := f.retryAcquire(ctx, pool, firstErr, r, patient, func(ctx context.Context) error {
-		c, err := pool.Acquire(ctx)
-		conn = c
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return conn, nil
-}
-
-// retryAcquire is acquireAgain's loop over any acquire.
-func (f *Factory) retryAcquire(ctx context.Context, pool *pgxpool.Pool, firstErr error, r *retry.Retrier, patient bool, acquire func(context.Context) error) error {
-	if !patient && waitedBelow(firstErr) {
-		return firstErr
-	}
-	if b := f.bindingOf(pool); b != nil {
-		ctx = obs.WithTarget(ctx, b.target)
-	}
-	rr := *r
-	authRetried := false
-	rr.Classify = func(err error) classify.Verdict {
-		if !patient && waitedBelow(err) {
-			return classify.Verdict{Class: classify.Fatal, Reason: reasonRetriedBelow}
-		}
-		v := f.conn.classifier.Classify(err)
-		if f.conn.password == nil {
-			return v
-		}
-		return retryAuthOnce(v, err, &authRetried) // a freshly fetched token
-	}
-	return f.conn.retryFrom(ctx, &rr, acquireLayer(patient), 0, firstErr, acquire)
-}
-
-// NewPool configures cfg (unless this factory already did), builds the
-// pool with pgxpool.NewWithConfig and makes the first connection under the
-// startup policy, so that a pool that is returned has reached the
-// database. When the first connection cannot be made, NewPool closes the
-// pool (and its monitors) and returns a *StartupError.
-func (f *Factory) NewPool(ctx context.Context, cfg *pgxpool.Config, opts ...PoolOption) (*pgxpool.Pool, error) {
-	b := f.configured(cfg)
-	if b == nil {
-		if err := f.Configure(cfg, opts...); err != nil {
-			return nil, err
-		}
-		b = f.configured(cfg)
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		f.forget(b)
-		return nil, err
-	}
-	if err := f.Start(ctx, pool); err != nil {
-		f.forget(b)
-		pool.Close()
-		return nil, err
-	}
-	return pool, nil
-}
-
-// configured returns this factory's binding of cfg, or nil.
-func (f *Factory) configured(cfg *pgxpool.Config) *binding {
-	if f == nil || cfg == nil {
-		return nil
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.bindingOfConfig(cfg)
-}
-
-// Start makes pool's first connection under the startup policy and
-// releases it to the pool (it starts nothing else: a pool's monitors
-// start with its first connection, whatever makes it). It returns nil or
-// a *StartupError wrapping the last failure. Failures already retried at
-// the dial layer are retried again here: startup is more patient than a
-// request, and still bounded. It returns a *ConfigError when the pool's
-// connection was not made through this factory (a pool built from a
-// config it did not configure, or whose BeforeConnect was replaced after
-// Configure).
-func (f *Factory) Start(ctx context.Context, pool *pgxpool.Pool) error {
-	if pool == nil {
-		return &ConfigError{Field: "pool", Why: "nil pool"}
-	}
-	ctx, traced := f.tel.BeginStartup(ctx) // holdfast.stage=startup, holdfast.startup span
-	c, err := pool.Acquire(ctx)
-	if err != nil {
-		c, err = f.acquireAgain(ctx, pool, err, &f.startup, true)
-	} else {
-		f.tel.FirstTry(ctx, LayerStartup)
-	}
-	traced(err)
-	if err != nil {
-		return &StartupError{Verdict: f.conn.classifier.Classify(err), Err: f.conn.redact(err)}
-	}
-	s := stateOf(c.Conn())
-	c.Release()
-	if s == nil || s.cn != f.conn {
-		return &ConfigError{Field: "pgxpool.Config.BeforeConnect",
-			Why: "this factory's connect layer did not run for the pool's connection: the pool was not built from a config this factory configured, or BeforeConnect was replaced after Configure (set your hooks before Configure: holdfast chains them)"}
-	}
-	s.b.comp.Attach(pool) // the layers learn their pool (sweeps of idle connections, connection counts)
-	return nil
+	f.e.Forget(p)
 }
 
 // BlueGreen returns the blue/green router of pool (WithBlueGreen), or nil:
 // for its Status, Changed and LastSummary. It finds the pool's layers from
 // its config: NewPool, or Configure and pgxpool.NewWithConfig, alike.
 func (f *Factory) BlueGreen(pool *pgxpool.Pool) *bluegreen.Router {
-	if b := f.bindingOf(pool); b != nil {
-		return b.bg
+	if p := f.e.PoolOf(pool); p != nil {
+		return p.BlueGreen()
 	}
 	return nil
 }
 
-// ErrInvalidConfig is matched by every *ConfigError.
-var ErrInvalidConfig = cfgerr.ErrInvalid
-
-// ConfigError reports a nil or nonsense option, argument or configuration
-// field. It is not retryable: fix the configuration. Every package of
-// holdfast reports its configuration errors with this one type
-// (holdfast.ConfigError, bluegreen.ConfigError, failover.ConfigError, ...
-// are the same), so one errors.As finds any of them; Error reads
-// "holdfast: invalid <Field>: <Why>", and Unwrap returns Err.
-type ConfigError = cfgerr.Error
-
-// ConnectError is a failed dial or password fetch of one connection, after
-// the factory's retries. Err is a *retry.Error that says how many attempts
-// were made and wraps the last failure. Whether it is worth trying again
-// later is Err's Retryable.
-type ConnectError struct {
-	Layer string // LayerConnect or LayerPassword
-	Err   error
-
-	// Deprecated: use Layer, which has the same value.
-	Stage string
+// Failover returns the writer-failover monitor of pool's cluster, or nil
+// when WithFailover is off, pool's endpoint gets no failover routing (an
+// RDS Proxy, an Aurora global endpoint) or pool was not built from a
+// config this factory configured. It finds the pool's layers from its
+// config: NewPool, or Configure and pgxpool.NewWithConfig, alike.
+func (f *Factory) Failover(pool *pgxpool.Pool) failover.Monitor {
+	if p := f.e.PoolOf(pool); p != nil {
+		if m := p.Failover(); m != nil {
+			return m
+		}
+	}
+	return nil
 }
-
-func (e *ConnectError) Error() string {
-	return "holdfast: " + e.Layer + ": " + e.Err.Error()
-}
-
-// Unwrap returns the *retry.Error.
-func (e *ConnectError) Unwrap() error { return e.Err }
-
-// ErrStartup is matched by every *StartupError.
-var ErrStartup = errors.New("holdfast: first connection failed")
-
-// StartupError says that a pool's first connection could not be made within
-// the startup policy. Verdict classifies the cause: a Transient cause means
-// the database may come back (report not-ready and try again later); a Fatal
-// one is a mistake to fix (permission, database name, TLS).
-type StartupError struct {
-	Verdict classify.Verdict
-	Err     error
-}
-
-func (e *StartupError) Error() string {
-	return fmt.Sprintf("holdfast: first connection failed (%s %s): %v", e.Verdict.Class, e.Verdict.Reason, e.Err)
-}
-
-// Unwrap returns the last failure.
-func (e *StartupError) Unwrap() error { return e.Err }
-
-// Is matches ErrStartup.
-func (e *StartupError) Is(target error) bool { return target == ErrStartup }

@@ -16,15 +16,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/fakes"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
+	"github.com/holdfast-db/holdfast/internal/cfgerr"
 	"github.com/holdfast-db/holdfast/retry"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -87,9 +89,9 @@ func newFactory(t *testing.T, opts ...holdfast.Option) *holdfast.Factory {
 	return f
 }
 
-func newPool(t *testing.T, f *holdfast.Factory, cfg *pgxpool.Config) *pgxpool.Pool {
+func newPool(t *testing.T, f *holdfast.Factory, cfg *pgxpool.Config, opts ...holdfast.PoolOption) *pgxpool.Pool {
 	t.Helper()
-	if err := f.Configure(cfg); err != nil {
+	if err := f.Configure(cfg, opts...); err != nil {
 		t.Fatal(err)
 	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
@@ -489,13 +491,14 @@ func TestNewPool(t *testing.T) {
 		cfg, addr := poolConfig(t, dsn, "sslmode=disable")
 		conn := fakes.NewConnector(addr, fakes.Fail(deniedErr()).Forever())
 		cfg.ConnConfig.DialFunc = conn.Dial
-		pool, err := newFactory(t).NewPool(context.Background(), cfg)
-		var se *holdfast.StartupError
-		if !errors.As(err, &se) || pool != nil || !errors.Is(err, holdfast.ErrStartup) {
-			t.Fatalf("NewPool = %v, %v; want a *StartupError", pool, err)
+		f := newFactory(t)
+		pool, err := f.NewPool(context.Background(), cfg)
+		var ce *holdfast.ConnectError
+		if !errors.As(err, &ce) || pool != nil || ce.Layer != "startup" {
+			t.Fatalf("NewPool = %v, %v; want a *ConnectError of layer startup", pool, err)
 		}
-		if se.Verdict.Class != classify.Fatal || conn.Attempts() != 1 {
-			t.Errorf("verdict = %+v, dials = %d; want Fatal after 1 dial", se.Verdict, conn.Attempts())
+		if v := f.Classify(err); v.Class != classify.Fatal || conn.Attempts() != 1 {
+			t.Errorf("verdict = %+v, dials = %d; want Fatal after 1 dial", v, conn.Attempts())
 		}
 	})
 	t.Run("transient cause is bounded", func(t *testing.T) {
@@ -503,13 +506,14 @@ func TestNewPool(t *testing.T) {
 		cfg, addr := poolConfig(t, dsn, "sslmode=disable")
 		conn := fakes.NewConnector(addr, fakes.Refused().Forever())
 		cfg.ConnConfig.DialFunc = conn.Dial
-		pool, err := newFactory(t).NewPool(context.Background(), cfg)
-		var se *holdfast.StartupError
-		if !errors.As(err, &se) || pool != nil {
-			t.Fatalf("NewPool = %v, %v; want a *StartupError", pool, err)
+		f := newFactory(t)
+		pool, err := f.NewPool(context.Background(), cfg)
+		var ce *holdfast.ConnectError
+		if !errors.As(err, &ce) || pool != nil || ce.Layer != "startup" {
+			t.Fatalf("NewPool = %v, %v; want a *ConnectError of layer startup", pool, err)
 		}
-		if se.Verdict.Class != classify.Transient || se.Verdict.Reason != "conn-refused" {
-			t.Errorf("verdict = %+v, want Transient conn-refused", se.Verdict)
+		if v := f.Classify(err); v.Class != classify.Transient || v.Reason != "conn-refused" {
+			t.Errorf("verdict = %+v, want Transient conn-refused", v)
 		}
 		// 2 startup attempts × 3 dials each.
 		if conn.Attempts() != 6 {
@@ -566,19 +570,18 @@ func TestBadConfiguration(t *testing.T) {
 		{"zero interval", []holdfast.Option{holdfast.WithRetryPolicy(zeroInterval)}},
 		{"bad startup policy", []holdfast.Option{holdfast.WithRetryPolicy(okPolicy), holdfast.WithStartupPolicy(badPolicy)}},
 		{"nil password func", []holdfast.Option{holdfast.WithPasswordFunc(nil)}},
-		{"nil host password func", []holdfast.Option{holdfast.WithHostPasswordFunc(nil)}},
-		{"two password funcs", []holdfast.Option{holdfast.WithPasswordFunc(func(context.Context) (string, error) { return "", nil }),
-			holdfast.WithHostPasswordFunc(func(context.Context, string) (string, error) { return "", nil })}},
-		{"integration with both password funcs", []holdfast.Option{holdfast.WithIntegration(holdfast.Integration{
-			Password:     func(context.Context) (string, error) { return "", nil },
-			HostPassword: func(context.Context, string) (string, error) { return "", nil }})}},
+		{"two password funcs", []holdfast.Option{holdfast.WithPasswordFunc(func(context.Context, string) (string, error) { return "", nil }),
+			holdfast.WithPasswordFunc(func(context.Context, string) (string, error) { return "", nil })}},
+		{"an integration's password func and the option's", []holdfast.Option{holdfast.WithIntegration(holdfast.Integration{
+			Password: func(context.Context, string) (string, error) { return "", nil }}),
+			holdfast.WithPasswordFunc(func(context.Context, string) (string, error) { return "", nil })}},
 		{"nil logger", []holdfast.Option{holdfast.WithLogger(nil)}},
 		{"nil rule", []holdfast.Option{holdfast.WithClassifier(nil)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f, err := holdfast.New(tt.opts...)
-			if f != nil || !errors.Is(err, holdfast.ErrInvalidConfig) || !strings.HasPrefix(err.Error(), "holdfast: ") {
+			if f != nil || !errors.Is(err, errInvalidConfig) || !strings.HasPrefix(err.Error(), "holdfast: ") {
 				t.Fatalf("New = %v, %v; want a holdfast ConfigError", f, err)
 			}
 		})
@@ -587,36 +590,24 @@ func TestBadConfiguration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Configure(nil); !errors.Is(err, holdfast.ErrInvalidConfig) {
+	if err := f.Configure(nil); !errors.Is(err, errInvalidConfig) {
 		t.Errorf("Configure(nil) = %v", err)
 	}
-	if err := f.Configure(&pgxpool.Config{}); !errors.Is(err, holdfast.ErrInvalidConfig) {
+	if err := f.Configure(&pgxpool.Config{}); !errors.Is(err, errInvalidConfig) {
 		t.Errorf("Configure(zero config) = %v", err)
 	}
 	var nilF *holdfast.Factory
-	if err := nilF.Configure(&pgxpool.Config{}); !errors.Is(err, holdfast.ErrInvalidConfig) {
+	if err := nilF.Configure(&pgxpool.Config{}); !errors.Is(err, errInvalidConfig) {
 		t.Errorf("nil Factory Configure = %v", err)
 	}
-	if _, err := f.Acquire(context.Background(), nil); !errors.Is(err, holdfast.ErrInvalidConfig) {
+	if _, err := f.Acquire(context.Background(), nil); !errors.Is(err, errInvalidConfig) {
 		t.Errorf("Acquire(nil pool) = %v", err)
 	}
-	if _, err := f.NewPool(context.Background(), nil); !errors.Is(err, holdfast.ErrInvalidConfig) {
+	if _, err := f.NewPool(context.Background(), nil); !errors.Is(err, errInvalidConfig) {
 		t.Errorf("NewPool(nil) = %v", err)
 	}
-	noop := func(context.Context) error { return nil }
-	if err := f.Reacquire(context.Background(), nil, errors.New("x"), noop); !errors.Is(err, holdfast.ErrInvalidConfig) {
-		t.Errorf("Reacquire(nil pool) = %v", err)
-	}
-	lazy, err := pgxpool.New(context.Background(), "postgres://u@127.0.0.1:1/db")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lazy.Close()
-	if err := f.Reacquire(context.Background(), lazy, errors.New("x"), nil); !errors.Is(err, holdfast.ErrInvalidConfig) {
-		t.Errorf("Reacquire(nil acquire) = %v", err)
-	}
-	if err := f.Reacquire(context.Background(), lazy, nil, noop); err != nil {
-		t.Errorf("Reacquire(no first error) = %v, want nil", err)
+	if err := f.Start(context.Background(), nil); !errors.Is(err, errInvalidConfig) {
+		t.Errorf("Start(nil pool) = %v", err)
 	}
 }
 
@@ -736,3 +727,6 @@ func TestAcquireDoesNotRewaitASuspension(t *testing.T) {
 		t.Errorf("PrepareConn calls = %d, want 1: the suspension was waited out again", calls.Load())
 	}
 }
+
+// errInvalidConfig is matched (errors.Is) by every *holdfast.ConfigError.
+var errInvalidConfig = cfgerr.ErrInvalid

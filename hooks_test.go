@@ -39,7 +39,7 @@ func TestConfigureOnce(t *testing.T) {
 		}
 		err := f.Configure(cfg)
 		var ce *holdfast.ConfigError
-		if !errors.As(err, &ce) || !errors.Is(err, holdfast.ErrInvalidConfig) {
+		if !errors.As(err, &ce) || !errors.Is(err, errInvalidConfig) {
 			t.Fatalf("second Configure = %v, want a *ConfigError", err)
 		}
 		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
@@ -68,9 +68,9 @@ func TestConfigureOnce(t *testing.T) {
 			pool.Close()
 			t.Fatal("NewPool succeeded through refused dials")
 		}
-		var se *holdfast.StartupError
-		if !errors.As(err, &se) {
-			t.Fatalf("NewPool = %v, want a *StartupError", err)
+		var ce *holdfast.ConnectError
+		if !errors.As(err, &ce) || ce.Layer != "startup" {
+			t.Fatalf("NewPool = %v, want a *ConnectError of layer startup", err)
 		}
 		// 2 startup attempts × 3 dials each, as for a config NewPool
 		// configures itself.
@@ -83,7 +83,7 @@ func TestConfigureOnce(t *testing.T) {
 		cfg, _ := poolConfig(t, dsn, "sslmode=disable")
 		f := newFactory(t)
 		f.Close()
-		if err := f.Configure(cfg); !errors.Is(err, holdfast.ErrInvalidConfig) {
+		if err := f.Configure(cfg); !errors.Is(err, errInvalidConfig) {
 			t.Errorf("Configure after Close = %v, want a *ConfigError", err)
 		}
 	})

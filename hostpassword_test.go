@@ -19,7 +19,7 @@ func TestHostPasswordFunc(t *testing.T) {
 	cfg, _ := poolConfig(t, pgtest.DSN(t), "sslmode=disable")
 	var mu sync.Mutex
 	var hosts []string
-	f := newFactory(t, holdfast.WithHostPasswordFunc(func(_ context.Context, host string) (string, error) {
+	f := newFactory(t, holdfast.WithPasswordFunc(func(_ context.Context, host string) (string, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		hosts = append(hosts, host)

@@ -3,9 +3,10 @@ package holdfast
 import (
 	"context"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/retry"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Integration describes how a factory's pools reach a managed database
@@ -42,17 +43,26 @@ type Integration struct {
 	RetryAuthFailure bool
 
 	// Password, when set, is the per-connection password or token
-	// function, as [WithPasswordFunc] (which cannot be combined with it).
-	Password func(ctx context.Context) (string, error)
+	// function, as [WithPasswordFunc] (which cannot be combined with it):
+	// host is the name of the server the connection reaches, to issue a
+	// token for.
+	Password func(ctx context.Context, host string) (string, error)
 
-	// HostPassword is Password for a token issued for a host name, as
-	// [WithHostPasswordFunc]: it is told the name of the server the
-	// connection reaches. Set at most one of Password and HostPassword.
-	HostPassword func(ctx context.Context, host string) (string, error)
-
-	// Credentials is the credentials function, as [WithCredentialsFunc]
-	// (a user and a password, cached for their TTL). Set at most one of
-	// Password, HostPassword and Credentials.
+	// Credentials, when set, is the credentials function: every new
+	// connection logs in with the user and password it returns (a secret
+	// of a secrets manager that rotates, an IAM token with its user), so
+	// that a rotation that alternates between two users works (the
+	// connection's user is set from Credentials.User unless it is empty);
+	// host is as for Password. The factory caches the answer for
+	// Credentials.TTL and shares it between its pools' new connections,
+	// and it never has more than one call in flight: concurrent connects
+	// wait for the one call (each wait bounded by its own context). When
+	// the server refuses the credentials (SQLSTATE 28P01 or 28000), the
+	// cached answer is dropped and the one retry that such a failure gets
+	// calls the function again, never served from the cache, and
+	// [RefusedCredentials] tells the function which credentials were
+	// refused. Failures are classified and retried like a password
+	// function's. Set at most one of Password and Credentials.
 	Credentials func(ctx context.Context, host string) (Credentials, error)
 
 	// Rules and TypeRules extend the factory's classifier, after the rules
@@ -69,78 +79,4 @@ type Integration struct {
 	// Err, when set, makes New return a *ConfigError wrapping it: how a
 	// constructor such as cloudsql.With reports bad arguments.
 	Err error
-}
-
-// WithIntegration applies in to the factory (see [Integration]). A factory
-// takes at most one Dial and one password function: two integrations that
-// both set one, or an Integration.Password or HostPassword together with
-// WithPasswordFunc or WithHostPasswordFunc, make New return a *ConfigError.
-func WithIntegration(in Integration) Option {
-	return func(c *config) {
-		name := in.Name
-		if name == "" {
-			name = "WithIntegration"
-		}
-		if in.Err != nil {
-			c.fail(&ConfigError{Field: name, Why: "invalid arguments", Err: in.Err})
-			return
-		}
-		for _, r := range in.Rules {
-			if r == nil {
-				c.fail(&ConfigError{Field: name, Why: "a classification rule is nil"})
-				return
-			}
-		}
-		if in.Dial != nil {
-			if c.dial != nil {
-				c.fail(&ConfigError{Field: name, Why: "a dial function is already set by " + c.dialBy})
-				return
-			}
-			c.dial, c.dialBy, c.dialEncrypted = in.Dial, name, in.Encrypted
-		}
-		if in.Password != nil && in.HostPassword != nil {
-			c.fail(&ConfigError{Field: name, Why: "both Password and HostPassword are set"})
-			return
-		}
-		if in.Credentials != nil {
-			if in.Password != nil || in.HostPassword != nil {
-				c.fail(&ConfigError{Field: name, Why: "both Credentials and a password function are set"})
-				return
-			}
-			withCredentials(name, in.Credentials)(c)
-		}
-		pw := in.HostPassword
-		if fn := in.Password; fn != nil {
-			pw = func(ctx context.Context, _ string) (string, error) { return fn(ctx) }
-		}
-		if pw != nil {
-			if c.password != nil || c.credentials != nil {
-				c.fail(&ConfigError{Field: name, Why: "a password function is already set by " + c.passwordBy})
-				return
-			}
-			c.password, c.passwordBy = pw, name
-		}
-		c.authRetry = c.authRetry || in.RetryAuthFailure
-		c.integrationRules = append(c.integrationRules, in.Rules...)
-		c.typeRules = append(c.typeRules, in.TypeRules...)
-		if in.RetryPolicy != nil {
-			c.integrationPolicy = in.RetryPolicy
-		}
-		if in.StartupPolicy != nil {
-			c.integrationStartup = in.StartupPolicy
-		}
-	}
-}
-
-// WithDialFunc makes every connection of the factory's pools dial through
-// fn (an SSH tunnel, a sidecar's socket, a custom dialer) instead of pgx's
-// default dialer or a DialFunc on the pool config; holdfast wraps it with
-// classification and bounded retry. It is WithIntegration(Integration{Name:
-// "WithDialFunc", Dial: fn}). For a dialer that encrypts the connection
-// itself, use WithIntegration with Encrypted set.
-func WithDialFunc(fn pgconn.DialFunc) Option {
-	if fn == nil {
-		return func(c *config) { c.fail(&ConfigError{Field: "WithDialFunc", Why: "the function is nil"}) }
-	}
-	return WithIntegration(Integration{Name: "WithDialFunc", Dial: fn})
 }

@@ -11,10 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/fakes"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // The faults an on-call engineer meets, each played on a real server, and
@@ -44,7 +45,7 @@ func TestLogLinesForOnCall(t *testing.T) {
 	dsn := func(user, db string) string {
 		return fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable&pool_max_conns=2", user, s.Addr(), db)
 	}
-	wrongPassword := holdfast.WithPasswordFunc(func(context.Context) (string, error) { return "wrong-password", nil })
+	wrongPassword := holdfast.WithPasswordFunc(func(context.Context, string) (string, error) { return "wrong-password", nil })
 
 	type want struct {
 		msg, level, reason string
@@ -91,13 +92,13 @@ func TestLogLinesForOnCall(t *testing.T) {
 				}
 			}},
 		{name: "password function panics", dsn: dsn("oncall_pw", "postgres"), act: "ping",
-			opts: []holdfast.Option{holdfast.WithPasswordFunc(func(context.Context) (string, error) {
+			opts: []holdfast.Option{holdfast.WithPasswordFunc(func(context.Context, string) (string, error) {
 				panic("the secrets client is nil")
 			})},
 			want: []want{{obsPanicked, "ERROR", "", 1, 1}, {obsCannotConnect, "ERROR", "panic", 1, 1}},
 			none: []string{obsRecovered}},
 		{name: "password function fails for good", dsn: dsn("oncall_pw", "postgres"), act: "ping",
-			opts: []holdfast.Option{holdfast.WithPasswordFunc(func(context.Context) (string, error) {
+			opts: []holdfast.Option{holdfast.WithPasswordFunc(func(context.Context, string) (string, error) {
 				return "", errors.New("secrets store: access denied")
 			})},
 			want: []want{{obsCannotConnect, "ERROR", "", 1, 1}},

@@ -6,6 +6,9 @@ import (
 	"sync"
 	"testing"
 
+	"go.opentelemetry.io/otel/sdk/instrumentation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/fakes"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
@@ -23,8 +26,8 @@ func TestLogsNameTheTargetAndAreSampled(t *testing.T) {
 		rig := newRig(t)
 		cfg, addr, port := otelPoolConfig(t, dsn)
 		cfg.ConnConfig.DialFunc = fakes.NewConnector(addr, fakes.Refused()).Dial
-		f := newFactory(t, append(rig.options(), holdfast.WithPoolName("orders"))...)
-		pool := newPool(t, f, cfg)
+		f := newFactory(t, rig.options()...)
+		pool := newPool(t, f, cfg, holdfast.PoolName("orders"))
 		if err := pool.Ping(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -71,14 +74,22 @@ func TestLogsNameTheTargetAndAreSampled(t *testing.T) {
 	})
 }
 
-// WithOperationDuration(false) leaves db.client.operation.duration to
-// another tracer (otelpgx); the connection metrics stay.
-func TestWithoutOperationDuration(t *testing.T) {
+// An application that records db.client.operation.duration with another
+// tracer (otelpgx) drops holdfast's with an OpenTelemetry view, as
+// WithMeterProvider's doc says; the connection metrics stay.
+func TestOperationDurationDroppedByAView(t *testing.T) {
 	t.Parallel()
-	for _, record := range []bool{true, false} {
+	for _, drop := range []bool{false, true} {
 		rig := newRig(t)
+		if drop {
+			rig.reader = sdkmetric.NewManualReader()
+			rig.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(rig.reader), sdkmetric.WithView(sdkmetric.NewView(
+				sdkmetric.Instrument{Name: "db.client.operation.duration", Scope: instrumentation.Scope{Name: "github.com/holdfast-db/holdfast"}},
+				sdkmetric.Stream{Aggregation: sdkmetric.AggregationDrop{}})))
+			t.Cleanup(func() { _ = rig.mp.Shutdown(context.Background()) })
+		}
 		cfg, _, _ := otelPoolConfig(t, pgtest.DSN(t))
-		f := newFactory(t, append(rig.options(), holdfast.WithOperationDuration(record))...)
+		f := newFactory(t, rig.options()...)
 		pool := newPool(t, f, cfg)
 		if _, err := pool.Exec(context.Background(), "SELECT 1"); err != nil {
 			t.Fatal(err)
@@ -86,8 +97,8 @@ func TestWithoutOperationDuration(t *testing.T) {
 		got := rig.collect(t)
 		_, hasOp := got["db.client.operation.duration"]
 		_, hasCreate := got["db.client.connection.create_time"]
-		if hasOp != record || !hasCreate {
-			t.Errorf("WithOperationDuration(%v): operation.duration recorded %v, create_time %v", record, hasOp, hasCreate)
+		if hasOp == drop || !hasCreate {
+			t.Errorf("view dropping it %v: operation.duration recorded %v, create_time %v", drop, hasOp, hasCreate)
 		}
 	}
 }

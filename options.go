@@ -2,29 +2,30 @@ package holdfast
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"maps"
-	"strconv"
-	"sync"
+	"math"
 	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/failover"
 	"github.com/holdfast-db/holdfast/retry"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
-	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/trace"
 )
 
-// An Option configures a Factory. Options are checked by New.
+// An Option configures a Factory. Options are checked by New, in any
+// order; the first invalid one makes New return its *ConfigError.
 type Option func(*config)
 
 // config holds every setting; defaults lives in one place, below.
 type config struct {
 	password    func(ctx context.Context, host string) (string, error)
-	credentials func(ctx context.Context, host string) (Credentials, error) // WithCredentialsFunc (credentials.go)
+	credentials func(ctx context.Context, host string) (Credentials, error) // Integration.Credentials
 	passwordBy  string                                                      // the option that set password or credentials
 	rules       []classify.Rule
 	policy      retry.Policy
@@ -32,14 +33,11 @@ type config struct {
 	startup     retry.Policy
 	startupSet  bool // WithStartupPolicy was given
 	txPolicy    retry.Policy
-	txPolicySet bool // WithTxPolicy was given
 
 	dial          pgconn.DialFunc // Integration.Dial
 	dialBy        string
 	dialEncrypted bool
 	authRetry     bool // Integration.RetryAuthFailure
-	poolName      string
-	noOpDuration  bool // WithOperationDuration(false)
 
 	integrationRules   []classify.Rule
 	typeRules          []classify.TypeRule
@@ -51,54 +49,41 @@ type config struct {
 	logger        *slog.Logger
 	blueGreen     *bluegreen.Config
 	failover      *failover.Config
-	connectLimit  ConnectLimit // WithConnectLimit (admit.go)
+	connectLimit  ConnectLimit
 	invalidOption error
 
-	meterProvider  metric.MeterProvider // WithMeterProvider (telemetry.go); nil: global
-	tracerProvider trace.TracerProvider // WithTracerProvider (telemetry.go); nil: global
+	meterProvider  metric.MeterProvider // nil: the global one
+	tracerProvider trace.TracerProvider // nil: the global one
 }
 
 // defaults returns the configuration New starts from.
 func defaults() config {
 	return config{
-		policy:   retry.Default(),
-		startup:  DefaultStartupPolicy(),
-		txPolicy: DefaultTxPolicy(),
-		logger:   slog.New(slog.DiscardHandler),
+		policy: retry.Default(),
+		startup: retry.Policy{
+			MaxAttempts:     5,
+			InitialInterval: 200 * time.Millisecond,
+			Multiplier:      2,
+			Jitter:          0.2,
+			MaxInterval:     2 * time.Second,
+			MaxElapsed:      30 * time.Second,
+		},
+		txPolicy: retry.Policy{
+			MaxAttempts:     3,
+			InitialInterval: 20 * time.Millisecond,
+			Multiplier:      2,
+			Jitter:          0.5,
+			MaxInterval:     200 * time.Millisecond,
+			MaxElapsed:      10 * time.Second,
+		},
+		logger: slog.New(slog.DiscardHandler),
 	}
 }
 
-// DefaultStartupPolicy is the policy NewPool uses for the first connection
-// unless WithStartupPolicy says otherwise: 5 attempts, 200ms doubling to at
-// most 2s with 20% jitter, 30s overall. It is more patient than the
-// request-scope default because nothing is waiting on a user request yet,
-// and still bounded, so that a dead database fails startup instead of
-// looping.
-func DefaultStartupPolicy() retry.Policy {
-	return retry.Policy{
-		MaxAttempts:     5,
-		InitialInterval: 200 * time.Millisecond,
-		Multiplier:      2,
-		Jitter:          0.2,
-		MaxInterval:     2 * time.Second,
-		MaxElapsed:      30 * time.Second,
+func (c *config) fail(err error) {
+	if c.invalidOption == nil {
+		c.invalidOption = err
 	}
-}
-
-var (
-	processBudgetOnce sync.Once
-	processBudget     *retry.Budget
-)
-
-// ProcessBudget returns one retry budget for the whole process, built on
-// first use from retry.DefaultBudget, for a process that wants a shared
-// cap: pass it to WithRetryBudget in every factory. By default each Factory
-// has its own budget (see WithRetryBudget).
-func ProcessBudget() *retry.Budget {
-	processBudgetOnce.Do(func() {
-		processBudget, _ = retry.NewBudget(retry.DefaultBudget()) // the default config is valid
-	})
-	return processBudget
 }
 
 // WithPasswordFunc makes every new connection fetch a fresh password or IAM
@@ -106,53 +91,95 @@ func ProcessBudget() *retry.Budget {
 // secret that rotates). fn is called from pgxpool's BeforeConnect, on the
 // goroutine building the connection, with a context that carries the
 // Acquire caller's values but not its cancellation; it must honour ctx.
+//
+// host is the name of the server the connection reaches, to issue a token
+// for (an RDS IAM token is signed for a host name): the connection's host
+// (the pool config's Host, or the fallback host pgx dials), except when
+// blue/green routing (WithBlueGreen) sends the connection to a server
+// that answers to another name. During a switchover's POST phase a blue
+// name leads to green, which answers to its green name until green takes
+// the blue names; host is then the green name, or the blue name once the
+// metadata shows the rename, and the one retry with a fresh token after a
+// 28000 is issued for the other of the two names, as the AWS JDBC wrapper
+// does. The blue/green monitors' connections get a token for their own
+// server's name. A function that needs no host ignores it.
+//
 // Transient failures of fn (a token endpoint returning 503) are retried
 // under the retry policy; fatal ones fail the connect at once; each call is
 // bounded by the policy's AttemptTimeout; a panic is recovered into a
-// Fatal *PanicError. When fn is set, a connection refused with SQLSTATE
-// 28000 (an expired or rejected token) gets one more attempt with a freshly
-// fetched token, on every path of the pool; a 28P01, after which pgx
-// tries nothing more within the connect, gets it from Factory.Acquire and
-// Factory.Start. The value returned by fn is never logged, and is removed
-// from the errors holdfast returns.
+// Fatal error ("panic", logged at ERROR with its stack). When fn is set, a
+// connection refused with SQLSTATE 28000 (an expired or rejected token)
+// gets one more attempt with a freshly fetched token, on every path of the
+// pool; a 28P01, after which pgx tries nothing more within the connect,
+// gets it from Factory.Acquire and Factory.Start. The value returned by fn
+// is never logged, and is removed from the errors holdfast returns.
 //
-// fn is not told which server the connection reaches; a token that is
-// signed for a host name (an RDS IAM token) should come from
-// WithHostPasswordFunc instead.
-func WithPasswordFunc(fn func(ctx context.Context) (string, error)) Option {
-	if fn == nil {
-		return func(c *config) { c.fail(&ConfigError{Field: "WithPasswordFunc", Why: "the function is nil"}) }
-	}
-	return withPassword("WithPasswordFunc", func(ctx context.Context, _ string) (string, error) { return fn(ctx) })
-}
-
-// WithHostPasswordFunc is WithPasswordFunc for a token issued for a host
-// name, such as an RDS IAM token (rdsiam.With uses it): fn is also told
-// host, the name of the server the connection reaches, to issue the token
-// for. host is the connection's host (the pool config's Host, or the
-// fallback host pgx dials), except when blue/green routing (WithBlueGreen)
-// sends the connection to a server that answers to another name: then it
-// is that name (bluegreen.AuthHosts). During a switchover's POST phase a
-// blue name leads to green, which answers to its green name until green
-// takes the blue names; host is then the green name, or the blue name once
-// the metadata shows the rename, and the one retry with a fresh token
-// after a 28000 is issued for the other of the two names, as the AWS JDBC
-// wrapper does. The blue/green monitors' connections get a token for
-// their own server's name: the green monitor's for the green name.
-func WithHostPasswordFunc(fn func(ctx context.Context, host string) (string, error)) Option {
-	if fn == nil {
-		return func(c *config) { c.fail(&ConfigError{Field: "WithHostPasswordFunc", Why: "the function is nil"}) }
-	}
-	return withPassword("WithHostPasswordFunc", fn)
-}
-
-func withPassword(by string, fn func(ctx context.Context, host string) (string, error)) Option {
+// For a user and a password that come together and may be cached (a
+// secrets manager's secret), give an Integration with Credentials
+// instead (package rdssecrets does).
+func WithPasswordFunc(fn func(ctx context.Context, host string) (string, error)) Option {
 	return func(c *config) {
-		if c.password != nil || c.credentials != nil {
-			c.fail(&ConfigError{Field: by, Why: "a password function is already set by " + c.passwordBy})
+		if fn == nil {
+			c.fail(&ConfigError{Field: "WithPasswordFunc", Why: "the function is nil"})
 			return
 		}
-		c.password, c.passwordBy = fn, by
+		c.setPassword("WithPasswordFunc", fn, nil)
+	}
+}
+
+// setPassword sets the factory's password or credentials function (one
+// of them), set by the option or integration by.
+func (c *config) setPassword(by string, pw func(context.Context, string) (string, error), cr func(context.Context, string) (Credentials, error)) {
+	if c.password != nil || c.credentials != nil {
+		c.fail(&ConfigError{Field: by, Why: "a password function is already set by " + c.passwordBy})
+		return
+	}
+	c.password, c.credentials, c.passwordBy = pw, cr, by
+}
+
+// WithIntegration applies in to the factory (see [Integration]). A factory
+// takes at most one Dial and one password or credentials function: two
+// integrations that both set one, or an Integration's together with
+// WithPasswordFunc, make New return a *ConfigError.
+func WithIntegration(in Integration) Option {
+	return func(c *config) {
+		name := in.Name
+		if name == "" {
+			name = "WithIntegration"
+		}
+		if in.Err != nil {
+			c.fail(&ConfigError{Field: name, Why: "invalid arguments", Err: in.Err})
+			return
+		}
+		for _, r := range in.Rules {
+			if r == nil {
+				c.fail(&ConfigError{Field: name, Why: "a classification rule is nil"})
+				return
+			}
+		}
+		if in.Dial != nil {
+			if c.dial != nil {
+				c.fail(&ConfigError{Field: name, Why: "a dial function is already set by " + c.dialBy})
+				return
+			}
+			c.dial, c.dialBy, c.dialEncrypted = in.Dial, name, in.Encrypted
+		}
+		switch {
+		case in.Password != nil && in.Credentials != nil:
+			c.fail(&ConfigError{Field: name, Why: "both Credentials and a password function are set"})
+			return
+		case in.Password != nil, in.Credentials != nil:
+			c.setPassword(name, in.Password, in.Credentials)
+		}
+		c.authRetry = c.authRetry || in.RetryAuthFailure
+		c.integrationRules = append(c.integrationRules, in.Rules...)
+		c.typeRules = append(c.typeRules, in.TypeRules...)
+		if in.RetryPolicy != nil {
+			c.integrationPolicy = in.RetryPolicy
+		}
+		if in.StartupPolicy != nil {
+			c.integrationStartup = in.StartupPolicy
+		}
 	}
 }
 
@@ -179,10 +206,23 @@ func WithRetryPolicy(p retry.Policy) Option {
 	return func(c *config) { c.policy, c.policySet = p, true }
 }
 
-// WithStartupPolicy sets the policy NewPool uses to make the first
-// connection. Default: DefaultStartupPolicy().
+// WithStartupPolicy sets the policy of a pool's first connection (NewPool,
+// Factory.Start). Default: 5 attempts, 200ms doubling to at most 2s with
+// 20% jitter, 30s overall: more patient than the request-scope default
+// because nothing is waiting on a user request yet, and still bounded, so
+// that a dead database fails startup instead of looping.
 func WithStartupPolicy(p retry.Policy) Option {
 	return func(c *config) { c.startup, c.startupSet = p, true }
+}
+
+// WithTxPolicy sets the policy of the transaction runner (Factory.RunTx,
+// sqldb.RunTx). Default: 3 runs in all, 20 ms doubling to at most 200 ms
+// between them with 50 % jitter (two transactions that conflicted should
+// not meet again), 10 s overall; the caller's deadline bounds it too, and
+// a run is not bounded (a transaction takes what it takes) unless the
+// policy's AttemptTimeout is set.
+func WithTxPolicy(p retry.Policy) Option {
+	return func(c *config) { c.txPolicy = p }
 }
 
 // WithRetryBudget sets the retry budget: a token bucket that every retry
@@ -194,27 +234,83 @@ func WithStartupPolicy(p retry.Policy) Option {
 // It belongs to the factory, as gRPC's retry throttling belongs to a client
 // connection (one target) and the AWS SDK's retry quota to a client: one
 // dead database spends its factory's budget and no other's. Build one
-// factory per database (per target); pass ProcessBudget() to every factory
-// for one cap on the whole process, or a budget of your own to share it
-// between some. nil retries without a budget (not recommended outside
-// tests).
+// factory per database (per target); for one cap on the whole process,
+// build one budget with retry.NewBudget and pass it to every factory. nil
+// retries without a budget (not recommended outside tests).
 func WithRetryBudget(b *retry.Budget) Option {
 	return func(c *config) { c.budget, c.budgetSet = b, true }
 }
 
+// ConnectLimit is the admission limit of a pool's new connections, given
+// to [WithConnectLimit]; every pool of the factory gets a limiter of its
+// own. The zero value is the default.
+type ConnectLimit struct {
+	// InFlight is how many connects of one pool may be in flight at once
+	// (from the first dial to the end of the handshake, retries
+	// included). 0: the default, max(2, MaxConns/4) of the pool's config
+	// (a quarter of the pool refills an empty pool in four connect
+	// latencies while a wave of reconnects is a quarter of what pgxpool
+	// alone would send; at least two, so that a connect stuck on a hung
+	// server does not stop every other); negative: no limit.
+	InFlight int
+	// PerSecond is how many new connects one pool may start per second
+	// (a token bucket); 0: no rate limit. It must not be negative.
+	PerSecond float64
+	// Burst is how many connects the rate lets through at once; 0: 1.
+	// Only with PerSecond.
+	Burst int
+}
+
+// WithConnectLimit sets the admission limit of new connections of the
+// factory's pools (see [ConnectLimit]; the default is ConnectLimit{}:
+// max(2, MaxConns/4) connects in flight per pool, no rate). A connect that
+// finds no slot waits, bounded by the earliest of the caller's deadline
+// (Factory.Acquire passes it), the retry policy's MaxElapsed (else its
+// AttemptTimeout) and pgx's ConnectTimeout; one that waited is counted
+// (holdfast.connect.queued) and its wait recorded on its connect span.
+// One whose wait ended unadmitted fails with an error that matches
+// [ErrQueued]. ConnectLimit{InFlight: -1} turns the limit off.
+func WithConnectLimit(l ConnectLimit) Option {
+	return func(c *config) {
+		if err := l.validate(); err != nil {
+			c.fail(err)
+			return
+		}
+		c.connectLimit = l
+	}
+}
+
+func (l ConnectLimit) validate() error {
+	bad := func(field, why string) error {
+		return &ConfigError{Field: "WithConnectLimit", Why: "invalid ConnectLimit",
+			Err: &ConfigError{Field: field, Why: why}}
+	}
+	switch {
+	case math.IsNaN(l.PerSecond) || math.IsInf(l.PerSecond, 0) || l.PerSecond < 0:
+		return bad("PerSecond", fmt.Sprintf("%v: must be a finite number, zero or more (zero: no rate)", l.PerSecond))
+	case l.Burst < 0:
+		return bad("Burst", "must not be negative (zero means 1)")
+	case l.Burst > 0 && l.PerSecond == 0:
+		return bad("Burst", "a burst without a rate: set PerSecond too")
+	case l.PerSecond > 0 && l.PerSecond < 1e-3:
+		return bad("PerSecond", "below one connect in 1,000 s: a pool could not replace a connection")
+	}
+	return nil
+}
+
 // WithLogger sets the logger. Default: discard (holdfast writes nothing
 // unless given a logger). A WARN line per retried failure, with the retry
-// layer ("holdfast.layer": connect, password, acquire, startup), attempt,
-// delay, error.class, error.reason, the service stage ("holdfast.stage":
-// startup, pool-growth, request) and the error text, from which passwords,
-// tokens and connection-string secrets are removed; a WARN line when a loop
-// gives up on a transient failure; an INFO "holdfast: recovered" line when
-// a retried operation succeeds (attempts, took). Every line names the
-// database (server.address, server.port, db.namespace, and holdfast.pool
-// with WithPoolName). Lines of one kind (message, layer, stage, reason,
-// database) are written at most once a second; the next one says how many
-// were suppressed. A panicking password function is logged at ERROR with
-// its stack.
+// layer ("holdfast.layer": connect, password, acquire, startup,
+// transaction), attempt, delay, error.class, error.reason, the service
+// stage ("holdfast.stage": startup, pool-growth, request) and the error
+// text, from which passwords, tokens and connection-string secrets are
+// removed; a WARN line when a loop gives up on a transient failure; an
+// INFO "holdfast: recovered" line when a retried operation succeeds
+// (attempts, took). Every line names the database (server.address,
+// server.port, db.namespace, and holdfast.pool with PoolName). Lines of
+// one kind (message, layer, stage, reason, database) are written at most
+// once a second; the next one says how many were suppressed. A panicking
+// password function is logged at ERROR with its stack.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) {
 		if l == nil {
@@ -222,6 +318,68 @@ func WithLogger(l *slog.Logger) Option {
 			return
 		}
 		c.logger = l
+	}
+}
+
+// WithMeterProvider sets the OpenTelemetry meter provider of the factory's
+// metrics. Default: the global provider (otel.GetMeterProvider()), so an
+// application that installed its SDK gets holdfast's metrics for free.
+//
+// Pools are instrumented when, at Configure, the meter or the tracer
+// provider is real; with no-op providers Configure installs no tracer and
+// Acquire costs exactly what it costs in pgxpool. With the global providers
+// before the application installs its SDK, connections made after the SDK
+// is installed are instrumented (connect spans and metrics, statement
+// durations, connection counts once the pool is attached by Start); the
+// acquire and release metrics need the SDK at Configure. With the SDK,
+// Acquire costs one small allocation and three histogram records per
+// Acquire, statement and Release.
+//
+// The instruments and their attributes are listed in the package
+// documentation. An application that also records
+// db.client.operation.duration with another tracer (otelpgx) keeps one of
+// the two with an OpenTelemetry view: drop the instrument of one scope
+// (sdkmetric.NewView with sdkmetric.Instrument{Name:
+// "db.client.operation.duration", Scope: instrumentation.Scope{Name:
+// "github.com/holdfast-db/holdfast"}} and sdkmetric.AggregationDrop{}).
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(c *config) {
+		if mp == nil {
+			c.fail(&ConfigError{Field: "WithMeterProvider", Why: "the provider is nil"})
+			return
+		}
+		c.meterProvider = mp
+	}
+}
+
+// WithTracerProvider sets the OpenTelemetry tracer provider of the
+// factory's spans. Default: the global provider (otel.GetTracerProvider()).
+// See WithMeterProvider for when pools are instrumented.
+//
+//	holdfast.connect    one per connection a pool opens (kind client), from
+//	                    BeforeConnect to the end of pgx's connect; one
+//	                    holdfast.attempt event per password fetch and dial
+//	                    attempt (holdfast.layer, holdfast.attempt,
+//	                    holdfast.outcome, error.type, holdfast.error.class,
+//	                    holdfast.retry.delay in seconds); status Error with
+//	                    the classified verdict on failure
+//	holdfast.acquire    Factory.Acquire's request-scope retry, from the
+//	                    first failure, with one event per attempt
+//	holdfast.startup    Factory.Start (and NewPool), with one event per attempt
+//	holdfast.bluegreen.switchover  a switchover (WithBlueGreen), from
+//	                    PREPARATION to its end, one event per phase; a held
+//	                    connect, Acquire or statement gets
+//	                    holdfast.bluegreen.suspended.duration (seconds) and
+//	                    .reason on its span, and a link to this span
+//
+// Spans never carry error text, passwords or tokens.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(c *config) {
+		if tp == nil {
+			c.fail(&ConfigError{Field: "WithTracerProvider", Why: "the provider is nil"})
+			return
+		}
+		c.tracerProvider = tp
 	}
 }
 
@@ -233,11 +391,10 @@ func WithLogger(l *slog.Logger) Option {
 //
 // Each pool then gets two monitor goroutines, each with its own connection
 // outside the pool, started when the pool first connects: call
-// Factory.Close when the pools are closed to stop them
-// (Factory.BlueGreen(pool).Close stops one pool's). The
-// factory's classifier also learns the package's errors (bluegreen.Rule): a
-// wait that reached its bound is Transient, a rejected green host name
-// Fatal.
+// Factory.Close when the pools are closed to stop them (or
+// Factory.ClosePool for one pool). The factory's classifier also learns
+// the package's errors (bluegreen.Rule): a wait that reached its bound is
+// Transient, a rejected green host name Fatal.
 func WithBlueGreen(c bluegreen.Config) Option {
 	return func(cfg *config) {
 		if err := c.Validate(); err != nil {
@@ -270,34 +427,32 @@ func WithFailover(c failover.Config) Option {
 	}
 }
 
-// WithPoolName names the factory's pools in log lines (holdfast.pool) and
-// metrics (db.client.connection.pool.name, which is otherwise
-// "host:port/database"). [PoolName] names one pool and takes precedence;
-// two pools of one factory never share a name (the second is "name-2").
-func WithPoolName(name string) Option {
-	return func(c *config) {
-		if name == "" {
-			c.fail(&ConfigError{Field: "WithPoolName", Why: "empty name"})
-			return
-		}
-		c.poolName = name
-	}
-}
-
-func (c *config) fail(err error) {
-	if c.invalidOption == nil {
-		c.invalidOption = err
-	}
-}
-
-// A PoolOption configures one pool in [Factory.Configure] or
-// [Factory.NewPool].
+// A PoolOption configures one pool in [Factory.Configure],
+// [Factory.NewPool] or [Factory.NewReadWrite].
 type PoolOption func(*poolOptions)
 
 type poolOptions struct {
 	name     string
 	instance *failover.InstanceMode // PoolInstanceMode; nil: failover.Config.InstancePools
 	err      error
+}
+
+// PoolName names one pool in log lines (holdfast.pool), metrics
+// (db.client.connection.pool.name) and readiness checks (their
+// componentId). Default: "host:port/database" in log lines and metrics,
+// which readiness never serves. Give each pool of a service its own name,
+// such as "orders" and "orders-replica": the name is a label of every
+// holdfast metric, so keep it one per pool, never per connection or
+// request. A name already used by another pool of the factory gets a
+// suffix ("orders-2").
+func PoolName(name string) PoolOption {
+	return func(o *poolOptions) {
+		if name == "" {
+			o.err = &ConfigError{Field: "PoolName", Why: "empty name"}
+			return
+		}
+		o.name = name
+	}
 }
 
 // PoolInstanceMode chooses, for one pool on an instance endpoint, what
@@ -316,49 +471,13 @@ func PoolInstanceMode(mode failover.InstanceMode) PoolOption {
 	}
 }
 
-// PoolName names one pool in log lines (holdfast.pool), metrics
-// (db.client.connection.pool.name) and readiness checks, ahead of the
-// factory's [WithPoolName] and of the default "host:port/database". Give
-// each pool of a service its own name, such as "orders" and
-// "orders-replica": the name is a label of every holdfast metric, so keep
-// it one per pool, never per connection or request. A name already used
-// by another pool of the factory gets a suffix ("orders-2").
-func PoolName(name string) PoolOption {
-	return func(o *poolOptions) {
-		if name == "" {
-			o.err = &ConfigError{Field: "PoolName", Why: "empty name"}
-			return
-		}
-		o.name = name
-	}
-}
-
-// PoolName returns the name pool has in telemetry, log lines and readiness
-// (see [PoolName]), or "" for a pool this factory did not configure.
-func (f *Factory) PoolName(pool *pgxpool.Pool) string {
-	if b := f.bindingOf(pool); b != nil {
-		return b.name
-	}
-	return ""
-}
-
-// uniqueName returns name, or name with the first free suffix "-2", "-3"…
-// when another live pool of the factory has it. f.mu is held.
-func (f *Factory) uniqueName(name string) string {
-	taken := func(n string) bool {
-		for _, b := range f.pools {
-			if b.name == n {
-				return true
-			}
-		}
-		return false
-	}
-	if !taken(name) {
-		return name
-	}
-	for i := 2; ; i++ {
-		if n := name + "-" + strconv.Itoa(i); !taken(n) {
-			return n
+// poolOptionsOf applies opts.
+func poolOptionsOf(opts []PoolOption) (poolOptions, error) {
+	var po poolOptions
+	for _, o := range opts {
+		if o != nil {
+			o(&po)
 		}
 	}
+	return po, po.err
 }

@@ -303,7 +303,7 @@ func TestFreshTokenReachesTheServer(t *testing.T) {
 	}()
 	t.Cleanup(func() { ln.Close(); <-done })
 	var calls atomic.Int64
-	f := newFactory(t, holdfast.WithPasswordFunc(func(context.Context) (string, error) {
+	f := newFactory(t, holdfast.WithPasswordFunc(func(context.Context, string) (string, error) {
 		if calls.Add(1) == 1 {
 			return "stale", nil
 		}

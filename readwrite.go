@@ -1,17 +1,14 @@
 package holdfast
 
 import (
-	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 
-	"github.com/holdfast-db/holdfast/internal/compose"
-	"github.com/holdfast-db/holdfast/internal/topology"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/holdfast-db/holdfast/internal/conn"
+	"github.com/holdfast-db/holdfast/internal/topology"
 )
 
 // ReadWrite is read/write splitting over one cluster: a pool on its
@@ -26,19 +23,19 @@ import (
 //
 //	rw, err := f.NewReadWrite(ctx, cfg, nil, holdfast.PoolName("orders")) // cfg: the cluster endpoint's
 //	defer rw.Close()
-//	_, err = rw.Write().Exec(ctx, "INSERT INTO orders VALUES ($1)", id)  // the writer
-//	err = rw.WriteTx(ctx, pgx.TxOptions{}, func(tx pgx.Tx) error { ... }) // the writer, re-run when it provably did not commit
-//	rows, err := rw.Read(ctx).Query(ctx, "SELECT ... FROM orders")       // a reader
-//	err = rw.ReadTx(ctx, pgx.TxOptions{}, func(tx pgx.Tx) error { ... })  // a read-only transaction on a reader
-//	q := db.New(rw.Read(ctx))                                           // sqlc: queries on a reader
+//	_, err = rw.Write().Exec(ctx, "INSERT INTO orders VALUES ($1)", id) // the writer
+//	err = f.RunTx(ctx, rw.Write(), pgx.TxOptions{}, func(tx pgx.Tx) error { ... }) // the writer, re-run when it provably did not commit
+//	rows, err := rw.Read(ctx).Query(ctx, "SELECT ... FROM orders") // a reader
+//	err = f.RunTx(ctx, rw.Read(ctx), pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error { ... }) // a read-only transaction on a reader
+//	q := db.New(rw.Read(ctx)) // sqlc: queries on a reader
 //
 // Read-your-writes: a reader trails the writer by its replica lag (on
 // Aurora usually under 100 ms, seconds under heavy write load; on an RDS
 // Multi-AZ DB cluster, whatever replay lags behind the semisynchronous
 // commit), so a read right after a write may not see it there. A read that
 // must see the caller's own writes goes to the writer: mark its context
-// with [ReadYourWrites] (Read and ReadTx then use the writer pool), or use
-// Write or WriteTx. holdfast does not track writes per caller: the context
+// with [ReadYourWrites] (Read then returns the writer's runner), or use
+// Write. holdfast does not track writes per caller: the context
 // is the caller's statement of what it needs.
 //
 // A pool on the reader endpoint gets reader routing only with WithFailover;
@@ -53,18 +50,28 @@ type ReadWrite struct {
 
 // NewReadWrite builds the pools of read/write splitting ([ReadWrite])
 // from one factory: writer is the config of the cluster (writer) endpoint,
-// reader the reader endpoint's; with reader nil it is derived from writer
-// ([Factory.ReaderConfig]: NAME.cluster-ID... → NAME.cluster-ro-ID...).
+// reader the reader endpoint's; with reader nil it is derived from writer:
+// a copy of writer whose host (in the fallbacks of the same host too, and
+// the TLS ServerName, so that verify-full verifies the reader endpoint's
+// name) NAME.cluster-ID.REGION.rds.amazonaws.com becomes
+// NAME.cluster-ro-ID.REGION.rds.amazonaws.com, or, with WithFailover, an
+// alias (failover.Config.Aliases) of the reader endpoint when the writer
+// host is an alias of the cluster endpoint; everything else is writer's
+// (pass the reader's config to change its pool sizes).
 // Each pool is built as NewPool builds it (configured, its first
 // connection made under the startup policy); when the reader pool cannot
 // start, the writer pool is closed and the *StartupError returned.
 //
-// opts apply to both pools. With a name (PoolName, else WithPoolName) the
-// writer pool is called name and the reader pool name+"-ro"; without one,
-// each is called by its host, port and database as usual.
+// opts apply to both pools. With PoolName the writer pool is called name
+// and the reader pool name+"-ro"; without one, each is called by its
+// host, port and database as usual.
 //
 // It returns a *ConfigError for a nil config, for a writer config that is
-// no cluster endpoint when reader is nil, and for the same config twice.
+// no cluster endpoint when reader is nil (an instance, custom or reader
+// endpoint, an IP address, a name of your own that Aliases does not list,
+// several hosts: pass the reader endpoint's config then), for a writer
+// config already configured when reader is nil, and for the same config
+// twice.
 func (f *Factory) NewReadWrite(ctx context.Context, writer, reader *pgxpool.Config, opts ...PoolOption) (*ReadWrite, error) {
 	switch {
 	case f == nil:
@@ -76,21 +83,16 @@ func (f *Factory) NewReadWrite(ctx context.Context, writer, reader *pgxpool.Conf
 	}
 	if reader == nil {
 		var err error
-		if reader, err = f.ReaderConfig(writer); err != nil {
+		if reader, err = f.readerConfig(writer); err != nil {
 			return nil, err
 		}
 	}
-	var po poolOptions
-	for _, o := range opts {
-		if o != nil {
-			o(&po)
-		}
-	}
-	if po.err != nil {
-		return nil, po.err
+	po, err := poolOptionsOf(opts)
+	if err != nil {
+		return nil, err
 	}
 	wopts, ropts := opts, opts
-	if name := cmp.Or(po.name, f.poolName); name != "" {
+	if name := po.name; name != "" {
 		wopts = append(slices.Clip(opts), PoolName(name))
 		ropts = append(slices.Clip(opts), PoolName(name+"-ro"))
 	}
@@ -106,31 +108,13 @@ func (f *Factory) NewReadWrite(ctx context.Context, writer, reader *pgxpool.Conf
 	return &ReadWrite{f: f, writer: w, reader: r, w: f.DBTX(w), r: f.DBTX(r)}, nil
 }
 
-// ReaderConfig returns a copy of writer, a config (not yet configured) of
-// a cluster (writer) endpoint, for the cluster's reader endpoint:
-// NAME.cluster-ID.REGION.rds.amazonaws.com becomes
-// NAME.cluster-ro-ID.REGION.rds.amazonaws.com, in the host, the fallbacks
-// of the same host (sslmode=prefer) and the TLS ServerName (verify-full
-// verifies the reader endpoint's name). Everything else is writer's: the
-// user, the database, the hooks, the pool sizes (change them on the copy:
-// readers often want a pool of another size). ConnString still returns
-// writer's string.
-//
-// With WithFailover, a writer host that is an alias (failover.Config.Aliases)
-// of a cluster endpoint is resolved first; the reader host is then an
-// alias of the reader endpoint when Aliases has one, else the reader
-// endpoint itself.
-//
-// It returns a *ConfigError for a host that is no cluster endpoint (an
-// instance, custom or reader endpoint, an IP address, a name of your own
-// that Aliases does not list, several hosts), and for a config a factory
-// already configured: pass the reader endpoint's config to
-// [Factory.NewReadWrite] then.
-func (f *Factory) ReaderConfig(writer *pgxpool.Config) (*pgxpool.Config, error) {
+// readerConfig derives the reader endpoint's config from writer's (see
+// NewReadWrite).
+func (f *Factory) readerConfig(writer *pgxpool.Config) (*pgxpool.Config, error) {
 	if writer == nil || writer.ConnConfig == nil {
 		return nil, &ConfigError{Field: "writer", Why: "nil config: build it with pgxpool.ParseConfig"}
 	}
-	if compose.Of(writer) != nil {
+	if conn.OfConfig(writer) != nil {
 		return nil, &ConfigError{Field: "writer", Why: "already configured: derive the reader's config before Configure or NewPool"}
 	}
 	host := writer.ConnConfig.Host
@@ -190,36 +174,12 @@ func (rw *ReadWrite) Write() *DBTX { return rw.w }
 
 // Read returns the statement runner of the reader pool, or of the writer
 // pool when ctx is marked with [ReadYourWrites]. A write through it on a
-// reader fails with the server's 25006 (read-only).
+// reader fails with the server's 25006 (read-only), never re-run.
 func (rw *ReadWrite) Read(ctx context.Context) *DBTX {
-	if IsReadYourWrites(ctx) {
+	if conn.ReadYourWrites(ctx) {
 		return rw.w
 	}
 	return rw.r
-}
-
-// WriteTx runs fn in a transaction on the writer pool with
-// [Factory.BeginTxFunc]: re-run whole only when its failure proves that
-// nothing committed (a failover's cut before COMMIT, 40001, ...), never
-// after COMMIT was sent without an answer.
-func (rw *ReadWrite) WriteTx(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
-	return rw.f.BeginTxFunc(ctx, rw.writer, opts, fn)
-}
-
-// ReadTx runs fn in a read-only transaction (opts with AccessMode
-// pgx.ReadOnly, whatever opts says) with [Factory.BeginTxFunc] on the
-// reader pool, or on the writer pool when ctx is marked with
-// [ReadYourWrites]. A write in it fails with 25006 on either: ReadTx
-// returns a *[ReadOnlyError] then (errors.As still reaches the
-// *pgconn.PgError), never re-run.
-func (rw *ReadWrite) ReadTx(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
-	opts.AccessMode = pgx.ReadOnly
-	pool := rw.Read(ctx).pool
-	err := rw.f.BeginTxFunc(ctx, pool, opts, fn)
-	if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "25006" {
-		return &ReadOnlyError{Pool: rw.f.PoolName(pool), Err: err}
-	}
-	return err
 }
 
 // Close closes both pools and what the factory runs for them
@@ -234,38 +194,9 @@ func (rw *ReadWrite) Close() {
 	rw.f.ClosePool(rw.writer)
 }
 
-// ReadOnlyError is the error of [ReadWrite.ReadTx] when its function
-// wrote: the server refused the write in a read-only transaction (25006).
-// Run writes with ReadWrite.Write or WriteTx. Err is the transaction
-// runner's error (errors.As reaches the *pgconn.PgError). It is not
-// retryable (classify: Fatal, sqlstate-25006): the transaction was rolled
-// back, and running it again would be refused again.
-type ReadOnlyError struct {
-	Pool string // the pool's holdfast name (Factory.PoolName)
-	Err  error
-}
-
-func (e *ReadOnlyError) Error() string {
-	return "holdfast: a write in a read-only transaction (ReadWrite.ReadTx, pool " + e.Pool + "): run writes with ReadWrite.Write or WriteTx: " + e.Err.Error()
-}
-
-// Unwrap returns Err.
-func (e *ReadOnlyError) Unwrap() error { return e.Err }
-
-type readYourWritesKey struct{}
-
-// ReadYourWrites returns ctx marked so that [ReadWrite.Read] and
-// [ReadWrite.ReadTx] (and sqldb's ReadWrite.Read and ReadTx) under it use
-// the writer pool: a read that must see the caller's own writes, which a
-// reader may not have replayed yet. Mark the context once the caller has
-// written (for a request, for a session's next requests, as the
-// application decides).
-func ReadYourWrites(ctx context.Context) context.Context {
-	return context.WithValue(ctx, readYourWritesKey{}, true)
-}
-
-// IsReadYourWrites reports whether ctx is marked with [ReadYourWrites].
-func IsReadYourWrites(ctx context.Context) bool {
-	v, _ := ctx.Value(readYourWritesKey{}).(bool)
-	return v
-}
+// ReadYourWrites returns ctx marked so that [ReadWrite.Read] (and
+// sqldb's ReadWrite.Read) under it returns the writer's: a read that must
+// see the caller's own writes, which a reader may not have replayed yet.
+// Mark the context once the caller has written (for a request, for a
+// session's next requests, as the application decides).
+func ReadYourWrites(ctx context.Context) context.Context { return conn.WithReadYourWrites(ctx) }

@@ -9,13 +9,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/holdfast-db/holdfast"
-	"github.com/holdfast-db/holdfast/failover"
-	"github.com/holdfast-db/holdfast/fakes/failovertest"
-	"github.com/holdfast-db/holdfast/retry"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/failover"
+	"github.com/holdfast-db/holdfast/fakes/failovertest"
+	"github.com/holdfast-db/holdfast/internal/conn"
+	"github.com/holdfast-db/holdfast/retry"
 )
 
 // rwPolicy is the retry policy of the read/write tests' factories:
@@ -54,7 +56,7 @@ func TestReadWriteConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.ConnConfig.TLSConfig.ServerName = writer // as verify-full sets it
-	rc, err := f.ReaderConfig(cfg)
+	rc, err := f.ReaderConfigForTest(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +84,7 @@ func TestReadWriteConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rc, err := fa.ReaderConfig(acfg); err != nil || rc.ConnConfig.Host != "ro.db.orders.internal" {
+	if rc, err := fa.ReaderConfigForTest(acfg); err != nil || rc.ConnConfig.Host != "ro.db.orders.internal" {
 		t.Errorf("alias: ReaderConfig = %v, %v, want host ro.db.orders.internal", rc, err)
 	}
 
@@ -92,9 +94,9 @@ func TestReadWriteConfig(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = f.ReaderConfig(c)
+		_, err = f.ReaderConfigForTest(c)
 		var ce *holdfast.ConfigError
-		if !errors.As(err, &ce) || !errors.Is(err, holdfast.ErrInvalidConfig) {
+		if !errors.As(err, &ce) || !errors.Is(err, errInvalidConfig) {
 			t.Errorf("ReaderConfig(%s) = %v, want a *ConfigError", host, err)
 		} else {
 			t.Logf("%s: %v", host, err)
@@ -103,18 +105,18 @@ func TestReadWriteConfig(t *testing.T) {
 	if err := f.Configure(cfg); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.ReaderConfig(cfg); !errors.Is(err, holdfast.ErrInvalidConfig) {
+	if _, err := f.ReaderConfigForTest(cfg); !errors.Is(err, errInvalidConfig) {
 		t.Errorf("ReaderConfig of a configured config = %v, want a *ConfigError", err)
 	}
 	ctx := context.Background()
-	if _, err := f.NewReadWrite(ctx, nil, nil); !errors.Is(err, holdfast.ErrInvalidConfig) {
+	if _, err := f.NewReadWrite(ctx, nil, nil); !errors.Is(err, errInvalidConfig) {
 		t.Errorf("NewReadWrite(nil) = %v, want a *ConfigError", err)
 	}
-	if _, err := f.NewReadWrite(ctx, rc, rc); !errors.Is(err, holdfast.ErrInvalidConfig) {
+	if _, err := f.NewReadWrite(ctx, rc, rc); !errors.Is(err, errInvalidConfig) {
 		t.Errorf("NewReadWrite(cfg, cfg) = %v, want a *ConfigError", err)
 	}
-	if holdfast.IsReadYourWrites(ctx) || !holdfast.IsReadYourWrites(holdfast.ReadYourWrites(ctx)) {
-		t.Error("IsReadYourWrites does not report ReadYourWrites")
+	if conn.ReadYourWrites(ctx) || !conn.ReadYourWrites(holdfast.ReadYourWrites(ctx)) {
+		t.Error("the engine does not see ReadYourWrites")
 	}
 }
 
@@ -175,7 +177,7 @@ func TestReadWrite(t *testing.T) {
 		if got := rw.Reader().Config().ConnConfig.Host; got != c.ReaderEndpoint {
 			t.Errorf("reader pool host %q, want %q", got, c.ReaderEndpoint)
 		}
-		if w, r := f.PoolName(rw.Writer()), f.PoolName(rw.Reader()); w != "orders" || r != "orders-ro" {
+		if w, r := conn.OfPool(rw.Writer()).Name(), conn.OfPool(rw.Reader()).Name(); w != "orders" || r != "orders-ro" {
 			t.Errorf("pool names %q, %q, want orders, orders-ro", w, r)
 		}
 		mw, mr := f.Failover(rw.Writer()), f.Failover(rw.Reader())
@@ -203,12 +205,12 @@ func TestReadWrite(t *testing.T) {
 		}
 		t.Logf("8 reads by Read: per server %v", seen)
 		var rec bool
-		if err := rw.ReadTx(ctx, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		if err := f.RunTx(ctx, rw.Read(ctx), pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 			return tx.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&rec)
 		}); err != nil || !rec {
 			t.Errorf("ReadTx: in recovery %v, %v; want a reader", rec, err)
 		}
-		if err := rw.WriteTx(ctx, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		if err := f.RunTx(ctx, rw.Write(), pgx.TxOptions{}, func(tx pgx.Tx) error {
 			return tx.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&rec)
 		}); err != nil || rec {
 			t.Errorf("WriteTx: in recovery %v, %v; want the writer", rec, err)
@@ -236,20 +238,19 @@ func TestReadWrite(t *testing.T) {
 
 	t.Run("read-only", func(t *testing.T) {
 		runs := 0
-		err := rw.ReadTx(ctx, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		err := f.RunTx(ctx, rw.Read(ctx), pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 			runs++
 			_, err := tx.Exec(ctx, "INSERT INTO rw VALUES (1)")
 			return err
 		})
-		var roe *holdfast.ReadOnlyError
 		var pe *pgconn.PgError
-		if !errors.As(err, &roe) || !errors.As(err, &pe) || pe.Code != "25006" || roe.Pool != "orders-ro" {
-			t.Fatalf("a write in ReadTx: %v, want a *holdfast.ReadOnlyError of pool orders-ro wrapping 25006", err)
+		if !errors.As(err, &pe) || pe.Code != "25006" || f.Classify(err).Retryable() {
+			t.Fatalf("a write in a read-only transaction: %v, want 25006, not retryable", err)
 		}
 		if runs != 1 {
 			t.Errorf("the function ran %d times, want once", runs)
 		}
-		t.Logf("a write in ReadTx: %v", err)
+		t.Logf("a write in a read-only transaction: %v", err)
 		var n int
 		if err := rw.Write().QueryRow(ctx, "SELECT count(*) FROM rw").Scan(&n); err != nil || n != 0 {
 			t.Errorf("rows on the writer: %d, %v; want none", n, err)
@@ -270,7 +271,7 @@ func TestReadWrite(t *testing.T) {
 				}
 			}
 		}()
-		if err := rw.WriteTx(ctx, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		if err := f.RunTx(ctx, rw.Write(), pgx.TxOptions{}, func(tx pgx.Tx) error {
 			_, err := tx.Exec(ctx, "INSERT INTO rw VALUES (2)")
 			return err
 		}); err != nil {
@@ -289,7 +290,7 @@ func TestReadWrite(t *testing.T) {
 		ryw := holdfast.ReadYourWrites(ctx)
 		m, mrec := count(rw.Read(ryw))
 		var k int
-		if err := rw.ReadTx(ryw, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		if err := f.RunTx(ryw, rw.Read(ryw), pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 			return tx.QueryRow(ctx, "SELECT count(*) FROM rw WHERE id = 2").Scan(&k)
 		}); err != nil {
 			t.Fatal(err)
@@ -376,7 +377,7 @@ func TestReadWrite(t *testing.T) {
 			wg.Go(func() { // reads, each tried once
 				for wctx.Err() == nil {
 					octx, ocancel := context.WithTimeout(wctx, 5*time.Second)
-					err := rw.ReadTx(octx, pgx.TxOptions{}, func(tx pgx.Tx) error {
+					err := f.RunTx(octx, rw.Read(octx), pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 						var one int
 						return tx.QueryRow(octx, "SELECT 1").Scan(&one)
 					})

@@ -6,14 +6,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/holdfast-db/holdfast"
-	"github.com/holdfast-db/holdfast/fakes/pgtest"
-	"github.com/holdfast-db/holdfast/retry"
 	"github.com/jackc/pgx/v5/pgxpool"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/fakes/pgtest"
+	"github.com/holdfast-db/holdfast/retry"
 )
 
 // The telemetry benchmarks compare, in one run, a plain pgxpool with pools

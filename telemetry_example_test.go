@@ -8,12 +8,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/holdfast-db/holdfast"
-	"github.com/holdfast-db/holdfast/fakes"
-	"github.com/holdfast-db/holdfast/retry"
 	"github.com/jackc/pgx/v5/pgxpool"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/fakes"
+	"github.com/holdfast-db/holdfast/retry"
 )
 
 // A pool whose database refuses every connection fails its startup; the
@@ -47,7 +48,8 @@ func ExampleWithMeterProvider() {
 	cfg.ConnConfig.LookupFunc = func(context.Context, string) ([]string, error) { return []string{"192.0.2.1"}, nil }
 	cfg.ConnConfig.DialFunc = fakes.NewConnector("", fakes.Refused().Forever()).Dial
 	_, err = f.NewPool(context.Background(), cfg)
-	fmt.Println("startup failed:", errors.Is(err, holdfast.ErrStartup))
+	var ce *holdfast.ConnectError
+	fmt.Println("startup failed:", errors.As(err, &ce) && ce.Layer == "startup")
 
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(context.Background(), &rm); err != nil {

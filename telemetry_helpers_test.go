@@ -9,13 +9,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/holdfast-db/holdfast"
-	"github.com/holdfast-db/holdfast/fakes"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/fakes"
 )
 
 // otelRig is an OpenTelemetry SDK that records into memory: a ManualReader,

@@ -10,54 +10,18 @@ import (
 	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/failover"
+	"github.com/holdfast-db/holdfast/internal/conn"
 	"github.com/holdfast-db/holdfast/retry"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// LayerTransaction is the retry layer of the transaction runners
-// (Factory.BeginTxFunc, sqldb.BeginTxFunc): a re-run of a whole
-// transaction.
-const LayerTransaction = "transaction"
-
-// Reasons of the transaction runners' verdicts.
-const (
-	ReasonSerialization = "serialization-failure" // 40001: re-run the whole transaction
-	ReasonDeadlock      = "deadlock"              // 40P01: re-run the whole transaction
-	ReasonNotCommitted  = "not-committed"         // the connection failed before COMMIT was sent: the server rolled back
-	ReasonReadOnlyMoved = "read-only-moved"       // 25006 from a server holdfast's routing has since left
-	ReasonYourError     = "function-error"        // the function's own error: never re-run
-)
-
-// DefaultTxPolicy is the policy of the transaction runners unless
-// WithTxPolicy says otherwise: 3 runs in all, 20 ms doubling to at most
-// 200 ms between them with 50 % jitter (two transactions that conflicted
-// should not meet again), 10 s overall; the caller's deadline bounds it
-// too, and a run is not bounded (a transaction takes what it takes).
-func DefaultTxPolicy() retry.Policy {
-	return retry.Policy{
-		MaxAttempts:     3,
-		InitialInterval: 20 * time.Millisecond,
-		Multiplier:      2,
-		Jitter:          0.5,
-		MaxInterval:     200 * time.Millisecond,
-		MaxElapsed:      10 * time.Second,
-	}
-}
-
-// WithTxPolicy sets the policy of the transaction runners
-// (Factory.BeginTxFunc, sqldb.BeginTxFunc). Default: DefaultTxPolicy().
-// Its AttemptTimeout, when set, bounds each run.
-func WithTxPolicy(p retry.Policy) Option {
-	return func(c *config) { c.txPolicy, c.txPolicySet = p, true }
-}
-
-// BeginTxFunc runs fn in a transaction on a connection of pool (taken by
-// Factory.Acquire, with its retry), as pgx.BeginTxFunc does (BEGIN with opts, fn, COMMIT; ROLLBACK when fn
-// returns an error), and runs the whole of it again — a new transaction,
-// on a connection the pool's routing chooses — only when the failure
-// proves that nothing committed:
+// RunTx runs fn in a transaction begun on db with opts, as
+// pgx.BeginTxFunc does (BEGIN, fn, COMMIT; ROLLBACK when fn returns an
+// error), and runs the whole of it again — a new transaction, on a
+// connection the pool's routing chooses — only when the failure proves
+// that nothing committed:
 //
 //   - 40001 serialization_failure or 40P01 deadlock_detected, at any
 //     statement or at COMMIT (the server rolled the transaction back);
@@ -70,62 +34,97 @@ func WithTxPolicy(p retry.Policy) Option {
 //     *failover.NotWriterError, *bluegreen.SuspendError,
 //     *bluegreen.DroppedError.
 //
-// It never runs fn again when fn returned an error of its own (one that
-// wraps none of those), nor after COMMIT was sent and its answer was lost:
-// that returns an *OutcomeUnknownError (errors.Is(err, ErrOutcomeUnknown);
-// Classify says Fatal "outcome-unknown"). fn must not keep tx beyond its
-// return, and should do nothing but the transaction's work: it may run
-// more than once. With sqlc, pass queries.WithTx(tx) to your code.
+// db is anything that begins a pgx transaction: a *pgxpool.Pool (its
+// connection is taken through [Factory.Acquire], with its retry), a
+// [DBTX] (ReadWrite.Write() for the writer, ReadWrite.Read(ctx) for a
+// read-only transaction on a reader: set opts.AccessMode to pgx.ReadOnly),
+// a *pgx.Conn, a pgx.Tx (a savepoint); a *sql.DB through sqldb.RunTx.
 //
-// The re-runs follow the factory's transaction policy (WithTxPolicy;
-// DefaultTxPolicy: 3 runs, a short jittered backoff), ctx's deadline (no
-// backoff is slept past it) and the retry budget, and are counted like the
-// connect retries (holdfast.layer "transaction": holdfast.retries, a WARN
-// line per re-run, the span events). The runner is the request's retry: a
-// BEGIN (or, through database/sql, any statement before COMMIT) whose
+// It never runs fn again when fn returned an error of its own (one that
+// wraps none of those: Classify says Fatal "function-error"), nor after
+// COMMIT was sent and its answer was lost: that returns an
+// *OutcomeUnknownError (errors.Is(err, ErrOutcomeUnknown); Classify says
+// Fatal "outcome-unknown"). fn must not keep tx beyond its return, and
+// should do nothing but the transaction's work: it may run more than
+// once. With sqlc, pass queries.WithTx(tx) to your code.
+//
+// The re-runs follow the factory's transaction policy (WithTxPolicy: 3
+// runs, a short jittered backoff), ctx's deadline (no backoff is slept
+// past it) and the retry budget, and are counted like the connect retries
+// (holdfast.layer "transaction": holdfast.retries, a WARN line per re-run,
+// the span events). The runner is the request's retry: a BEGIN whose
 // connect the connect layer gave up on (its *retry.Error, a transient
 // cause) is run again, a little later, as a request-level loop would; the
-// budget keeps a long outage from multiplying connects. The error
-// returned carries no secret holdfast knows; errors.As reaches the last
-// failure.
-func (f *Factory) BeginTxFunc(ctx context.Context, pool *pgxpool.Pool, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
+// budget keeps a long outage from multiplying connects. RunTx returns nil
+// once a run succeeds, else the last failure in a *retry.Error
+// (errors.Is and errors.As reach it); the error carries no secret
+// holdfast knows.
+func (f *Factory) RunTx(ctx context.Context, db interface {
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+}, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
 	switch {
-	case pool == nil:
-		return &ConfigError{Field: "pool", Why: "nil pool"}
+	case f == nil:
+		return &ConfigError{Field: "Factory", Why: "nil factory: use holdfast.New"}
+	case db == nil:
+		return &ConfigError{Field: "db", Why: "nil: a pool, a DBTX, a connection or a transaction"}
 	case fn == nil:
 		return &ConfigError{Field: "fn", Why: "nil func"}
+	}
+	if pool, ok := db.(*pgxpool.Pool); ok {
+		if pool == nil {
+			return &ConfigError{Field: "db", Why: "nil pool"}
+		}
+		db = f.DBTX(pool) // its connections through Acquire
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		ctx = retry.WithCallerDeadline(ctx, dl) // for the connects BEGIN waits on
 	}
-	return f.RunTx(ctx, func(ctx context.Context) (bool, error) { return f.runTx(ctx, pool, opts, fn) })
+	run := func(ctx context.Context) error { return runTx(ctx, db, opts, fn) }
+	err := run(ctx)
+	if err == nil {
+		return nil
+	}
+	r := f.tx
+	r.Classify = f.txVerdict.Classify
+	err = f.e.RetryFrom(ctx, &r, conn.LayerTransaction, err, run)
+	if re := (*retry.Error)(nil); errors.As(err, &re) && re.Verdict.Reason == classify.ReasonFunctionError {
+		re.Last = &functionError{err: re.Last} // Classify says so too
+	}
+	return f.e.Redact(err)
 }
 
-// runTx is one run of BeginTxFunc; it reports whether COMMIT was sent.
-// Its failures before COMMIT are tagged with their step (txStepError).
-func (f *Factory) runTx(ctx context.Context, pool *pgxpool.Pool, opts pgx.TxOptions, fn func(pgx.Tx) error) (bool, error) {
-	conn, err := f.Acquire(ctx, pool)
+// runTx is one run of RunTx. Its failures before COMMIT are tagged with
+// their step (txStepError); COMMIT's go through commitError.
+func runTx(ctx context.Context, db interface {
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+}, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
+	tx, err := db.BeginTx(ctx, opts)
 	if err != nil {
-		return false, &txStepError{step: stepBegin, err: err}
-	}
-	defer conn.Release()
-	tx, err := conn.BeginTx(ctx, opts)
-	if err != nil {
-		return false, &txStepError{step: stepBegin, err: err}
+		return &txStepError{step: stepBegin, err: err}
 	}
 	if err := fn(tx); err != nil {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeBound)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackBound)
 		_ = tx.Rollback(rctx)
 		cancel()
-		return false, &txStepError{step: stepWork, err: err, closed: tx.Conn().PgConn().IsClosed()}
+		closed := false
+		if c := tx.Conn(); c != nil {
+			closed = c.PgConn().IsClosed()
+		}
+		return &txStepError{step: stepWork, err: err, closed: closed}
 	}
-	s := stateOf(tx.Conn())
-	if s != nil {
-		s.committing.Store(true)
-		defer s.committing.Store(false)
+	if c := tx.Conn(); c != nil {
+		defer conn.MarkCommit(c)() // what the connection sends next is the COMMIT
 	}
-	return true, tx.Commit(ctx)
+	if err := tx.Commit(ctx); err != nil {
+		return commitError(err)
+	}
+	return nil
 }
+
+// rollbackBound bounds the ROLLBACK after a function's error, whatever
+// the caller's context says (the connection is destroyed if it takes
+// longer).
+const rollbackBound = time.Second
 
 // The steps of a transaction run.
 const (
@@ -166,126 +165,144 @@ func commitError(err error) error {
 	return &OutcomeUnknownError{Statement: "COMMIT", Err: err}
 }
 
-// RunTx runs a transaction as the runners do (Factory.BeginTxFunc,
-// sqldb.BeginTxFunc), for code that begins and commits its own way: run
-// is one whole run — BEGIN, the work, COMMIT — that reports whether COMMIT
-// was sent when it fails (commitSent: its error is COMMIT's). RunTx runs
-// it again only when the failure proves that nothing committed: a failure
-// before COMMIT was sent on a connection that broke, or one of the
-// failures Factory.BeginTxFunc lists. A COMMIT that failed without a
-// server's answer is an *OutcomeUnknownError, never run again. RunTx
-// returns nil once a run succeeds, else the last failure in a
-// *retry.Error (errors.Is and errors.As reach it; a function's own error,
-// never re-run, comes back the same way: "gave up after 1 attempt (not
-// retryable; fatal function-error)"). The error carries no secret
-// holdfast knows.
-func (f *Factory) RunTx(ctx context.Context, run func(ctx context.Context) (commitSent bool, err error)) error {
-	if run == nil {
-		return &ConfigError{Field: "run", Why: "nil func"}
+// functionError is a transaction function's own error, as the runner
+// returns it once it gave up: Classify says Fatal "function-error" of it
+// (functionRule), errors.Is and errors.As reach the function's error, and
+// its text is that error's.
+type functionError struct{ err error }
+
+func (e *functionError) Error() string { return e.err.Error() }
+func (e *functionError) Unwrap() error { return e.err }
+
+// functionRule classifies a transaction function's own error, never
+// re-run, as Fatal "function-error".
+func functionRule(err error) (classify.Verdict, bool) {
+	var fe *functionError
+	if errors.As(err, &fe) {
+		return classify.Verdict{Class: classify.Fatal, Reason: classify.ReasonFunctionError}, true
 	}
-	once := func(ctx context.Context) error {
-		sent, err := run(ctx)
-		switch {
-		case err == nil:
-			return nil
-		case sent:
-			return commitError(err)
-		}
-		var step *txStepError
-		if errors.As(err, &step) {
-			return err
-		}
-		return &txStepError{step: stepWork, err: err}
-	}
-	err := once(ctx)
-	if err == nil {
-		return nil
-	}
-	return f.conn.redact(f.retryTx(ctx, err, once))
+	return classify.Verdict{}, false
 }
 
-// retryTx re-runs a transaction after its first run failed with firstErr.
-func (f *Factory) retryTx(ctx context.Context, firstErr error, run func(context.Context) error) error {
-	r := f.tx
-	r.Classify = f.txVerdict
-	return f.conn.retryFrom(ctx, &r, LayerTransaction, 0, firstErr, run)
-}
-
-// txVerdict classifies the failure of a transaction run for a re-run of
-// the whole transaction: Transient only when it proves that nothing
-// committed (see Factory.BeginTxFunc); Fatal otherwise ("outcome-unknown"
-// for a COMMIT whose answer was lost, ReasonYourError for the function's
-// own error).
-func (f *Factory) txVerdict(err error) classify.Verdict {
-	var step *txStepError
-	errors.As(err, &step)
-	var pe *pgconn.PgError
-	var he *failover.HoldError
-	var ne *failover.NotWriterError
-	var se *bluegreen.SuspendError
-	var de *bluegreen.DroppedError
-	switch {
-	case errors.Is(err, ErrOutcomeUnknown):
-		return classify.Verdict{Class: classify.Fatal, Reason: ReasonOutcomeUnknown}
-	case waitedBelow(err) && step == nil:
-		return classify.Verdict{Class: classify.Fatal, Reason: reasonRetriedBelow}
-	case errors.As(err, &pe) && pe.Code == "40001":
-		return classify.Verdict{Class: classify.Transient, Reason: ReasonSerialization}
-	case errors.As(err, &pe) && pe.Code == "40P01":
-		return classify.Verdict{Class: classify.Transient, Reason: ReasonDeadlock}
-	case errors.As(err, &pe) && pe.Code == "25006":
-		if step != nil && step.closed {
-			// holdfast's failover layer closed the connection: it
-			// reached a standby or a read-only server by the writer
-			// endpoint, and a new connection goes to the writer.
-			return classify.Verdict{Class: classify.Transient, Reason: ReasonReadOnlyMoved}
+// txRules are the transaction runner's verdict on a failed run, in
+// order: Transient only when the failure proves that nothing committed
+// (see Factory.RunTx); Fatal otherwise ("outcome-unknown" for a COMMIT
+// whose answer was lost, "function-error" for the function's own error).
+// They decide from types and SQLSTATE codes; the last always decides.
+func txRules(f *Factory) []classify.Rule {
+	fatal := func(reason string) (classify.Verdict, bool) {
+		return classify.Verdict{Class: classify.Fatal, Reason: reason}, true
+	}
+	transient := func(reason string) (classify.Verdict, bool) {
+		return classify.Verdict{Class: classify.Transient, Reason: reason}, true
+	}
+	code := func(err error) string {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) {
+			return pe.Code
 		}
-		return classify.Verdict{Class: classify.Fatal, Reason: "sqlstate-25006"}
-	case errors.As(err, &he), errors.As(err, &ne), errors.As(err, &se), errors.As(err, &de):
-		return f.Classify(err)
-	case pgconn.SafeToRetry(err), errors.Is(err, driver.ErrBadConn):
+		return ""
+	}
+	return []classify.Rule{
+		// A COMMIT, or a statement that commits on its own, whose answer
+		// was lost.
+		func(err error) (classify.Verdict, bool) {
+			if errors.Is(err, ErrOutcomeUnknown) {
+				return fatal(classify.ReasonOutcomeUnknown)
+			}
+			return classify.Verdict{}, false
+		},
+		// A COMMIT that a lower layer already held or retried.
+		func(err error) (classify.Verdict, bool) {
+			if stepOf(err) == nil && conn.WaitedBelow(err) {
+				return fatal(conn.ReasonRetriedBelow)
+			}
+			return classify.Verdict{}, false
+		},
+		// The server rolled the transaction back.
+		func(err error) (classify.Verdict, bool) {
+			switch code(err) {
+			case "40001":
+				return transient(classify.ReasonSerialization)
+			case "40P01":
+				return transient(classify.ReasonDeadlock)
+			case "25006":
+				if s := stepOf(err); s != nil && s.closed {
+					// holdfast's failover layer closed the connection: it
+					// reached a standby or a read-only server by the
+					// writer endpoint, and a new connection goes to the
+					// writer.
+					return transient(classify.ReasonReadOnlyMoved)
+				}
+				return fatal(classify.ReasonPrefixSQLState + "25006")
+			}
+			return classify.Verdict{}, false
+		},
+		// holdfast's own waits and refusals: as the factory classifies them.
+		func(err error) (classify.Verdict, bool) {
+			var he *failover.HoldError
+			var ne *failover.NotWriterError
+			var se *bluegreen.SuspendError
+			var de *bluegreen.DroppedError
+			if errors.As(err, &he) || errors.As(err, &ne) || errors.As(err, &se) || errors.As(err, &de) {
+				return f.Classify(err), true
+			}
+			return classify.Verdict{}, false
+		},
 		// Nothing was sent (database/sql's ErrBadConn says the same: pgx's
 		// stdlib returns it only then).
-		return classify.Verdict{Class: classify.Transient, Reason: ReasonNotCommitted}
-	case step == nil:
+		func(err error) (classify.Verdict, bool) {
+			if pgconn.SafeToRetry(err) || errors.Is(err, driver.ErrBadConn) {
+				return transient(classify.ReasonNotCommitted)
+			}
+			return classify.Verdict{}, false
+		},
 		// COMMIT's failure, a lost answer made unknown by commitError: what
 		// is left is the server's answer. A session the server ended
-		// instead of committing (FATAL 57P01 as COMMIT's answer: a
-		// backend terminated before its commit began; one terminated
-		// while it waits for a synchronous standby after committing
-		// sends a WARNING and no FATAL, and reads as a lost answer)
-		// committed nothing.
-		v := f.Classify(err)
-		if errors.As(err, &pe) && connectionFailure(v.Reason) {
-			return classify.Verdict{Class: classify.Transient, Reason: ReasonNotCommitted}
-		}
-		return classify.Verdict{Class: classify.Fatal, Reason: v.Reason}
+		// instead of committing (FATAL 57P01 as COMMIT's answer: a backend
+		// terminated before its commit began; one terminated while it
+		// waits for a synchronous standby after committing sends a WARNING
+		// and no FATAL, and reads as a lost answer) committed nothing.
+		func(err error) (classify.Verdict, bool) {
+			if stepOf(err) != nil {
+				return classify.Verdict{}, false
+			}
+			if code(err) != "" && classify.ConnectionLost(err) {
+				return transient(classify.ReasonNotCommitted)
+			}
+			return fatal(f.Classify(err).Reason)
+		},
+		// BEGIN, or a statement of the open transaction, on a connection
+		// that broke: the server rolls the transaction back (pgx reports
+		// the loss as ErrConnClosed after a simple-protocol statement,
+		// which the factory calls outcome-unknown: inside a transaction it
+		// is not). BEGIN, or a connect that failed (database/sql connects
+		// inside the run): nothing of this run reached a server. Anything
+		// else is the function's own error.
+		func(err error) (classify.Verdict, bool) {
+			if brokenConn(err) {
+				return transient(classify.ReasonNotCommitted)
+			}
+			var ce *pgconn.ConnectError
+			if v := f.Classify(err); v.Retryable() && (stepOf(err).step == stepBegin || conn.WaitedBelow(err) || errors.As(err, &ce)) {
+				return v, true
+			}
+			return fatal(classify.ReasonFunctionError)
+		},
 	}
-	// BEGIN, or a statement of the open transaction, on a connection that
-	// broke: the server rolls the transaction back (pgx reports the loss
-	// as ErrConnClosed after a simple-protocol statement, which the
-	// classifier calls outcome-unknown: inside a transaction it is not).
-	v := f.Classify(err)
-	if connectionFailure(v.Reason) {
-		return classify.Verdict{Class: classify.Transient, Reason: ReasonNotCommitted}
-	}
-	var ce *pgconn.ConnectError
-	if v.Retryable() && (step.step == stepBegin || waitedBelow(err) || errors.As(err, &ce)) {
-		// BEGIN, or a connect that failed (database/sql connects inside
-		// the run): nothing of this run reached a server.
-		return v
-	}
-	return classify.Verdict{Class: classify.Fatal, Reason: ReasonYourError}
 }
 
-// connectionFailure reports whether a Transient reason is a broken
-// connection (not a server's answer that a new attempt might change).
-func connectionFailure(reason string) bool {
-	switch reason {
-	case classify.ReasonConnReset, classify.ReasonConnClosed, ReasonOutcomeUnknown, classify.ReasonEOF,
-		classify.ReasonTimeout, classify.ReasonConnRefused, classify.ReasonBrokenPipe,
-		failover.ReasonCut, "sqlstate-57P01", "sqlstate-57P02", "sqlstate-57P03":
-		return true
-	}
-	return false
+// stepOf returns the step of a failed run, nil for COMMIT's failure.
+func stepOf(err error) *txStepError {
+	var s *txStepError
+	errors.As(err, &s)
+	return s
+}
+
+// brokenConn reports whether err shows that the connection broke rather
+// than that a server answered: a failover's cut, pgx's ErrConnClosed
+// after a statement was sent, or what classify.ConnectionLost recognises.
+func brokenConn(err error) bool {
+	var cut *failover.CutError
+	return errors.As(err, &cut) || closedInFlight(err) || classify.ConnectionLost(err)
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
+	"github.com/holdfast-db/holdfast/internal/compose"
+	"github.com/holdfast-db/holdfast/internal/conn"
 	"github.com/holdfast-db/holdfast/internal/obs"
 	"github.com/holdfast-db/holdfast/retry"
 	"github.com/jackc/pgx/v5"
@@ -109,8 +111,8 @@ func TestHooksAreChained(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer pool.Close()
-			if bluegreen.FromPool(pool) != r {
-				t.Error("FromPool does not find the router behind a combined tracer")
+			if compose.OwnerOf[bluegreen.Router](pool.Config()) != r {
+				t.Error("the pool's config does not lead to the router behind a combined tracer")
 			}
 			conn, err := pool.Acquire(ctx)
 			if err != nil {
@@ -254,8 +256,8 @@ func TestFactoryLifecycle(t *testing.T) {
 		t.Fatal("NewPool succeeded against a closed port")
 	}
 	// The failed pool was never built, so the factory has no handle on its
-	// router: the deprecated FromConfig finds it in the config.
-	if r := bluegreen.FromConfig(bad); r == nil || !r.Status().Closed {
+	// router: the engine's binding in the config leads to it.
+	if p := conn.OfConfig(bad); p == nil || p.BlueGreen() == nil || !p.BlueGreen().Status().Closed {
 		t.Error("NewPool left the router of a failed pool running")
 	}
 }

@@ -44,32 +44,31 @@ func AuthHosts(ctx context.Context) []string {
 // identify applies the identities of names to cc, a per-connection copy
 // (pgxpool and the monitors copy the config for each connection, TLS
 // configurations included): every TLS configuration of a host with an
-// identity accepts the certificate for its names, and the returned context
-// carries the Auth names of cc.Host. flip, when set, reverses them.
-func (r *Router) identify(ctx context.Context, cc *pgx.ConnConfig, names map[string]switchover.Identity, flip map[string]bool) context.Context {
+// identity accepts the certificate for its names; it returns the Auth
+// names of cc.Host (nil: none). flip, when set, reverses them.
+func (r *Router) identify(cc *pgx.ConnConfig, names map[string]switchover.Identity, flip map[string]bool) (auth []string) {
 	host := topology.NormHost(cc.Host)
 	if id, ok := names[host]; ok {
 		r.acceptNames(cc.TLSConfig, id.Cert)
-		auth := id.Auth
+		auth = id.Auth
 		if flip[host] && len(auth) > 1 {
 			auth = slices.Clone(auth)
 			slices.Reverse(auth)
 		}
-		ctx = context.WithValue(ctx, authHostsKey{}, auth)
 	}
 	for _, fb := range cc.Fallbacks {
 		if id, ok := names[topology.NormHost(fb.Host)]; ok {
 			r.acceptNames(fb.TLSConfig, id.Cert)
 		}
 	}
-	return ctx
+	return auth
 }
 
 // identifyMonitor wraps a monitor's connect hook: the monitor's connection
 // gets the identity of the server it reaches (its start address during a
 // switchover; after a completed one, the lingering names) before next
-// runs.
-func (r *Router) identifyMonitor(next func(context.Context, *pgx.ConnConfig) error) func(context.Context, *pgx.ConnConfig) error {
+// runs, told the names to issue the connection's token for.
+func (r *Router) identifyMonitor(next func(context.Context, *pgx.ConnConfig, []string) error) func(context.Context, *pgx.ConnConfig) error {
 	return func(ctx context.Context, cc *pgx.ConnConfig) error {
 		host := topology.NormHost(cc.Host)
 		r.mu.Lock()
@@ -85,11 +84,12 @@ func (r *Router) identifyMonitor(next func(context.Context, *pgx.ConnConfig) err
 		} else if s := r.snap.Load(); len(s.Names) > 0 && (s.NamesUntil.IsZero() || r.now().Before(s.NamesUntil)) {
 			names = s.Names
 		}
+		var auth []string
 		if names != nil {
-			ctx = r.identify(ctx, cc, names, flip)
+			auth = r.identify(cc, names, flip)
 		}
 		if next != nil {
-			return next(ctx, cc)
+			return next(ctx, cc, auth)
 		}
 		return nil
 	}

@@ -76,17 +76,17 @@ func TestNamesPerPhase(t *testing.T) {
 	// no token names (as asked); after NamesUntil, nothing.
 	cc := verifyFullConfig(t, blueC)
 	own := cc.TLSConfig // pgx keys the client certificate by it: changed in place, never replaced
-	ctx, err := h.r.route(context.Background(), cc)
+	auth, err := h.r.route(context.Background(), cc)
 	if cc.TLSConfig != own {
 		t.Error("Route replaced the connection's tls.Config")
 	}
-	if err != nil || AuthHosts(ctx) == nil || cc.TLSConfig.VerifyConnection == nil {
-		t.Errorf("Route after COMPLETED: err %v, auth hosts %q, VerifyConnection set %v; want the lingering names", err, AuthHosts(ctx), cc.TLSConfig.VerifyConnection != nil)
+	if err != nil || auth == nil || cc.TLSConfig.VerifyConnection == nil {
+		t.Errorf("Route after COMPLETED: err %v, auth hosts %q, VerifyConnection set %v; want the lingering names", err, auth, cc.TLSConfig.VerifyConnection != nil)
 	}
 	h.advance(h.r.cfg.SwitchoverTimeout)
 	cc = verifyFullConfig(t, blueC)
-	if ctx, err = h.r.route(context.Background(), cc); err != nil || AuthHosts(ctx) != nil || cc.TLSConfig.VerifyConnection != nil {
-		t.Errorf("Route after NamesUntil: err %v, auth hosts %q; want plain", err, AuthHosts(ctx))
+	if auth, err = h.r.route(context.Background(), cc); err != nil || auth != nil || cc.TLSConfig.VerifyConnection != nil {
+		t.Errorf("Route after NamesUntil: err %v, auth hosts %q; want plain", err, auth)
 	}
 }
 
@@ -110,8 +110,8 @@ func TestMonitorIdentity(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, Config{})
 	var got []string
-	connect := h.r.identifyMonitor(func(ctx context.Context, cc *pgx.ConnConfig) error {
-		got = AuthHosts(ctx)
+	connect := h.r.identifyMonitor(func(_ context.Context, _ *pgx.ConnConfig, auth []string) error {
+		got = auth
 		return nil
 	})
 	inPost(h)

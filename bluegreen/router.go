@@ -30,6 +30,7 @@ type Router struct {
 	base      pgconn.LookupFunc // the pool's own resolver
 
 	monitorConnect func(context.Context, *pgx.ConnConfig) error // run before each monitor connect
+	standalone     bool                                         // New composed the pool itself: the names ride on the context (AuthHosts)
 	monConfig      *pgx.ConnConfig                              // template for monitor connections
 	now            func() time.Time
 
@@ -104,44 +105,56 @@ func New(cfg *pgxpool.Config, c Config) (*Router, error) {
 	if cfg == nil || cfg.ConnConfig == nil {
 		return nil, &ConfigError{Pkg: "bluegreen", Field: "pgxpool.Config", Why: "nil: build the config with pgxpool.ParseConfig"}
 	}
-	comp := compose.Pending(cfg) // a holdfast factory composing cfg
-	standalone := comp == nil
-	var monitorConnect func(context.Context, *pgx.ConnConfig) error
-	if standalone {
-		monitorConnect = cfg.BeforeConnect
-	} else {
-		monitorConnect = comp.MonitorConnect
+	user := cfg.BeforeConnect
+	monitorConnect := func(ctx context.Context, cc *pgx.ConnConfig, auth []string) error {
+		if user == nil {
+			return nil
+		}
+		if auth != nil {
+			ctx = context.WithValue(ctx, authHostsKey{}, auth)
+		}
+		return user(ctx, cc)
 	}
-	cc := cfg.ConnConfig.Copy() // the monitors' template: the pool's settings, not its composed hooks
-	cc.Tracer = nil
-	r, err := newRouterFor(cc, c, monitorConnect)
+	r, err := NewRouter(cfg.ConnConfig, c, monitorConnect)
 	if err != nil {
 		return nil, err
 	}
-	if standalone {
-		comp = compose.Begin(cfg)
-		comp.Owner = r
-	}
-	comp.BlueGreen = r
-	comp.Switchover = r.routing
-	comp.RetryRoute = r.retryRoute
-	comp.Add(compose.BlueGreen, r.layer())
-	if standalone {
-		comp.Install(cfg)
-		r.startMonitors()
-	}
+	r.standalone = true
+	comp := compose.Begin(cfg, r)
+	comp.Add(compose.BlueGreen, r.Layer())
+	comp.Install(cfg, func(context.Context, *pgx.ConnConfig) compose.Conn { return noConn{} })
+	r.startMonitors()
 	return r, nil
 }
 
-// newRouterFor builds a Router for pools built from cc, its monitors not
-// started: they connect with a copy of cc as it is now, without
-// target_session_attrs, without its tracer, with application_name
-// "holdfast-bluegreen-monitor" and Config.MonitorConnectTimeout; before
-// each monitor connect they call monitorConnect when it is not nil (to set
-// a fresh password or token, say), with a context that carries the names
-// to issue it for during a switchover ([AuthHosts]). They never run the
-// pool's hooks.
-func newRouterFor(cc *pgx.ConnConfig, c Config, monitorConnect func(context.Context, *pgx.ConnConfig) error) (*Router, error) {
+// noConn is the handle of a connection of a pool that New composed alone:
+// no connector makes it, and no other layer needs it.
+type noConn struct{}
+
+func (noConn) Server() string               { return "" }
+func (noConn) MadeAt() time.Time            { return time.Time{} }
+func (noConn) Abort(func(error) error) bool { return false }
+func (noConn) SetAuthHosts([]string)        {}
+func (noConn) MarkCommit(bool)              {}
+
+// NewRouter builds a Router for the pools built from cc, for holdfast's
+// engine, which composes its Layer with the others; its monitors start
+// with the pool's first connection. They connect with a copy of cc as it
+// is now, without target_session_attrs, without its tracer, with
+// application_name "holdfast-bluegreen-monitor" and
+// Config.MonitorConnectTimeout; before each monitor connect they call
+// monitorConnect when it is not nil (to set a fresh password or token),
+// told the names to issue it for during a switchover (nil: the
+// connection's host). They never run the pool's hooks.
+func NewRouter(cc *pgx.ConnConfig, c Config, monitorConnect func(context.Context, *pgx.ConnConfig, []string) error) (*Router, error) {
+	cc = cc.Copy() // the monitors' template: the pool's settings, not its composed hooks
+	cc.Tracer = nil
+	return newRouterFor(cc, c, monitorConnect)
+}
+
+// newRouterFor builds a Router for pools built from cc (see NewRouter),
+// its monitors not started.
+func newRouterFor(cc *pgx.ConnConfig, c Config, monitorConnect func(context.Context, *pgx.ConnConfig, []string) error) (*Router, error) {
 	c, err := c.withDefaults()
 	if err != nil {
 		return nil, err
@@ -179,18 +192,34 @@ func newRouter(c Config, cc *pgx.ConnConfig, now func() time.Time) *Router {
 	return r
 }
 
-// layer is the Router's part of the pool's hooks (internal/compose).
-// Outside a switchover each hook costs one atomic load.
-func (r *Router) layer() compose.Layer {
+// Layer is the Router's part of the pool's hooks (internal/compose),
+// for holdfast's engine. Outside a switchover each hook costs one atomic
+// load. Its Route asks the routing again for each retry of a connection's
+// dial (BeforeConnect routed its first), and its Routing is the signal
+// that failover routing yields to (compose.Precedence).
+func (r *Router) Layer() compose.Layer {
 	return compose.Layer{
-		BeforeConnect: func(ctx context.Context, cc *pgx.ConnConfig, next func(context.Context, *pgx.ConnConfig) error) error {
+		BeforeConnect: func(ctx context.Context, c compose.Conn, cc *pgx.ConnConfig, next compose.ConnectFunc) error {
 			r.startMonitors() // with the pool's first connection (idempotent)
-			ctx, err := r.route(ctx, cc)
+			auth, err := r.route(ctx, cc)
 			if err != nil {
 				return err
 			}
-			return next(ctx, cc)
+			if auth != nil {
+				c.SetAuthHosts(auth) // the connect layer issues the token for them
+				if r.standalone {
+					ctx = context.WithValue(ctx, authHostsKey{}, auth) // for the pool's own BeforeConnect (AuthHosts)
+				}
+			}
+			return next(ctx, c, cc)
 		},
+		Route: func(ctx context.Context, _ compose.Conn, host, addr string, retry bool) (string, error) {
+			if !retry {
+				return addr, nil
+			}
+			return r.retryRoute(ctx, host, addr)
+		},
+		Routing: r.routing,
 		PrepareConn: func(ctx context.Context, c *pgx.Conn) (bool, error) {
 			if s := r.snap.Load(); !s.Normal {
 				return r.prepareSlow(ctx, c, s)
@@ -208,25 +237,6 @@ func (r *Router) layer() compose.Layer {
 		Attach:          r.attach,
 		AttachOnAcquire: true, // idle connections to old blue are closed at once at IN_PROGRESS
 	}
-}
-
-// FromPool returns the Router installed in pool's config by [New] (or by
-// holdfast.WithBlueGreen), or nil.
-//
-// Deprecated: with holdfast, use Factory.BlueGreen(pool); with New, keep the *Router New returns.
-func FromPool(pool *pgxpool.Pool) *Router {
-	if pool == nil {
-		return nil
-	}
-	return FromConfig(pool.Config())
-}
-
-// FromConfig returns the Router installed in cfg by [New], or nil.
-//
-// Deprecated: with holdfast, use Factory.BlueGreen(pool); with New, keep the *Router New returns.
-func FromConfig(cfg *pgxpool.Config) *Router {
-	r, _ := compose.Of(cfg).BlueGreenRouter().(*Router)
-	return r
 }
 
 // attach tells the Router which pool it serves, so that it can close idle
@@ -547,29 +557,28 @@ func (r *Router) hostsToResolve(role meta.Role, extra []string) []string {
 // names than the one asked for, it gives cc a TLS configuration that
 // accepts the server's certificate for them (see the package
 // documentation, "Names"), and returns a context that carries the names
-// to issue the connection's password or token for ([AuthHosts]).
-func (r *Router) route(ctx context.Context, cc *pgx.ConnConfig) (context.Context, error) {
+// to issue the connection's password or token for (nil: its own host).
+func (r *Router) route(ctx context.Context, cc *pgx.ConnConfig) ([]string, error) {
 	if s := r.snap.Load(); !s.Normal || s.Names != nil {
 		return r.routeSlow(ctx, cc, s)
 	}
-	return ctx, nil
+	return nil, nil
 }
 
-func (r *Router) routeSlow(ctx context.Context, cc *pgx.ConnConfig, s *switchover.Snapshot) (context.Context, error) {
+func (r *Router) routeSlow(ctx context.Context, cc *pgx.ConnConfig, s *switchover.Snapshot) ([]string, error) {
 	if !s.Normal {
 		var err error
 		if s, err = r.connectSlow(ctx, cc, s); err != nil {
-			return ctx, err
+			return nil, err
 		}
 	}
 	if len(s.Names) == 0 || !s.NamesUntil.IsZero() && !r.now().Before(s.NamesUntil) {
-		return ctx, nil
+		return nil, nil
 	}
-	return r.identify(ctx, cc, s.Names, nil), nil
+	return r.identify(cc, s.Names, nil), nil
 }
 
-// retryRoute is the Router's part of a retry's dial (the composition's
-// RetryRoute): a connection that BeforeConnect routed is retried by the
+// retryRoute is the Router's part of a retry's dial (its Route): a connection that BeforeConnect routed is retried by the
 // connect layer without passing through BeforeConnect again, so each
 // retry dial asks again. It is held while connects to host are suspended
 // (a retry would otherwise redial blue through IN_PROGRESS, refused:
@@ -589,8 +598,7 @@ func (r *Router) retryRoute(ctx context.Context, host, addr string) (string, err
 
 // routing reports whether the Router routes anything now (a switchover
 // from PREPARATION until routing is normal again): one atomic load. It is
-// the composition's Switchover signal: holdfast's failover layer stands
-// down meanwhile.
+// the layer's Routing: holdfast's failover layer stands down meanwhile.
 func (r *Router) routing() bool {
 	return r != nil && !r.snap.Load().Normal
 }

@@ -1019,11 +1019,10 @@ func TestEnumsMatchInternal(t *testing.T) {
 }
 
 // routeErr returns the error of Router.route.
-func routeErr(_ context.Context, err error) error { return err }
+func routeErr(_ []string, err error) error { return err }
 
 // TestRetryRoute: the connect layer's retry of a connection routed once in
-// BeforeConnect asks the Router again at each dial (the composition's
-// RetryRoute): unchanged outside a switchover, held through IN_PROGRESS
+// BeforeConnect asks the Router again at each dial (its layer's Route): unchanged outside a switchover, held through IN_PROGRESS
 // (bounded by ctx), released in POST with its address, which the drop
 // list then covers (the pool drops a connection to old blue when it is
 // acquired, and connects anew through BeforeConnect). Without it, a retry

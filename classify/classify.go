@@ -245,3 +245,21 @@ func Classify(err error) Verdict {
 	}
 	return builtin(err, nil)
 }
+
+// ConnectionLost reports whether err shows that a connection broke, as
+// opposed to a server's answer that a new attempt might change: a reset,
+// a broken pipe, a refused dial, EOF, a closed connection, a timeout, or
+// a server ending the session (SQLSTATE 57P01, 57P02, 57P03). A
+// transaction whose connection broke before its COMMIT was sent did not
+// commit: the server rolled it back.
+func ConnectionLost(err error) bool {
+	if err == nil {
+		return false
+	}
+	switch builtin(err, nil).Reason {
+	case ReasonConnReset, ReasonConnClosed, ReasonEOF, ReasonTimeout, ReasonConnRefused, ReasonBrokenPipe,
+		ReasonPrefixSQLState + "57P01", ReasonPrefixSQLState + "57P02", ReasonPrefixSQLState + "57P03":
+		return true
+	}
+	return false
+}

@@ -43,3 +43,18 @@ const (
 	ReasonPrefixAdminAPI   = "admin-api-"   // + HTTP status, e.g. "admin-api-503"
 	ReasonPrefixTokenFetch = "token-fetch-" // + HTTP status, e.g. "token-fetch-503"
 )
+
+// Reasons of holdfast's own verdicts: its factory's rules (a lost answer,
+// the admission queue, a panicking password function) and its
+// transaction runner (Factory.RunTx), which re-runs a whole transaction
+// only when the failure proves that nothing committed.
+const (
+	ReasonOutcomeUnknown = "outcome-unknown"       // a statement or COMMIT that may have committed lost its answer (Fatal)
+	ReasonQueued         = "connect-queued"        // a connect the pool's admission limit did not admit in time (Transient)
+	ReasonPanic          = "panic"                 // the password or credentials function panicked (Fatal)
+	ReasonSerialization  = "serialization-failure" // 40001 in a transaction: re-run it whole (Transient)
+	ReasonDeadlock       = "deadlock"              // 40P01 in a transaction: re-run it whole (Transient)
+	ReasonNotCommitted   = "not-committed"         // the connection failed before COMMIT was sent: the server rolled back (Transient)
+	ReasonReadOnlyMoved  = "read-only-moved"       // 25006 from a server holdfast's routing has since left (Transient)
+	ReasonFunctionError  = "function-error"        // the transaction function's own error: never re-run (Fatal)
+)

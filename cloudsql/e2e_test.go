@@ -270,7 +270,7 @@ func TestAdminAPI503OutlastsHoldfast(t *testing.T) {
 	}
 	var ce *holdfast.ConnectError
 	var ge *googleapi.Error
-	if !errors.As(err, &ce) || ce.Layer != holdfast.LayerConnect || !errors.As(err, &ge) || ge.Code != 503 {
+	if !errors.As(err, &ce) || ce.Layer != "connect" || !errors.As(err, &ge) || ge.Code != 503 {
 		t.Errorf("err = %v; want a holdfast ConnectError at the connect layer wrapping googleapi.Error{503}", err)
 	}
 	if !errors.Is(err, retry.ErrExhausted) {
@@ -453,9 +453,9 @@ func TestNewPoolStartup(t *testing.T) {
 		start := time.Now()
 		err := e.f.Start(ctxFor(t, 60*time.Second), e.pool)
 		measured(t, start)
-		var se *holdfast.StartupError
-		if !errors.As(err, &se) || se.Verdict.Class != classify.Fatal || se.Verdict.Reason != "permission-denied" {
-			t.Fatalf("Start = %v; want a fatal permission-denied StartupError", err)
+		var ce *holdfast.ConnectError
+		if v := e.f.Classify(err); !errors.As(err, &ce) || ce.Layer != "startup" || v.Class != classify.Fatal || v.Reason != "permission-denied" {
+			t.Fatalf("Start = %v; want a fatal permission-denied ConnectError of layer startup", err)
 		}
 		if got := e.dials.Load(); got != 1 {
 			t.Errorf("dials = %d, want 1", got)

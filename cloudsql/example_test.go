@@ -80,7 +80,8 @@ func ExampleWith() {
 	fmt.Println("pgx TLS:", cfg.ConnConfig.TLSConfig != nil, "fallbacks:", len(cfg.ConnConfig.Fallbacks))
 
 	_, err = holdfast.New(cloudsql.With(nil, "my-project:europe-west1:my-instance"))
-	fmt.Println(errors.Is(err, cloudsql.ErrInvalidConfig), errors.Is(err, holdfast.ErrInvalidConfig))
+	var ce *holdfast.ConfigError
+	fmt.Println(errors.Is(err, cloudsql.ErrInvalidConfig), errors.As(err, &ce))
 	// Output:
 	// pgx TLS: false fallbacks: 0
 	// true true

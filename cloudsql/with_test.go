@@ -73,7 +73,7 @@ func TestWithBadArguments(t *testing.T) {
 		}
 	}
 	// Two integrations that both dial are a mistake.
-	if _, err := holdfast.New(cloudsql.With(d, "p:r:i"), holdfast.WithDialFunc(new(net.Dialer).DialContext)); err == nil {
+	if _, err := holdfast.New(cloudsql.With(d, "p:r:i"), holdfast.WithIntegration(holdfast.Integration{Dial: new(net.Dialer).DialContext})); err == nil {
 		t.Error("two dial functions accepted")
 	}
 }

@@ -188,7 +188,7 @@ func scrapeRun(t *testing.T) (scrape, string) {
 	if _, err := reports.ExecContext(ctx, "SELECT 1"); err != nil {
 		t.Fatal(err)
 	}
-	chk, err := readiness.NewChecker(readiness.Config{Factory: f, DrainInterval: 10 * time.Millisecond, CheckInterval: time.Nanosecond},
+	chk, err := readiness.New(readiness.Config{Factory: f, DrainInterval: 10 * time.Millisecond, CheckInterval: time.Nanosecond},
 		readiness.Pool(orders), readiness.DB(reports))
 	if err != nil {
 		t.Fatal(err)

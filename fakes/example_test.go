@@ -73,7 +73,7 @@ func ExamplePasswordSource() {
 	src := fakes.NewPasswordSource("s3cret", fakes.Fail(reset))
 	ctx := context.Background()
 	for range 2 {
-		pw, err := src.Password(ctx)
+		pw, err := src.Password(ctx, "")
 		if err != nil {
 			fmt.Println("token fetch failed, reset:", errors.Is(err, syscall.ECONNRESET))
 			continue
@@ -122,7 +122,7 @@ func ExampleCustom() {
 	_, err := c.Dial(ctx, "tcp", "")
 	fmt.Println(err)
 	p := fakes.NewPasswordSource("s3cret", quota)
-	_, err = p.Password(ctx)
+	_, err = p.Password(ctx, "")
 	fmt.Println(err)
 	fmt.Println(quota.Times(3))
 	// Output:

@@ -37,10 +37,10 @@ func NewPasswordSource(password string, steps ...Step) *PasswordSource {
 	return p
 }
 
-// Password plays the next step of the script. Its signature fits password
-// and token function options, such as pgconn.Config.OAuthTokenProvider.
-// It is safe for concurrent use.
-func (p *PasswordSource) Password(ctx context.Context) (string, error) {
+// Password plays the next step of the script, whatever host: its
+// signature fits holdfast.WithPasswordFunc and Integration.Password. It
+// is safe for concurrent use.
+func (p *PasswordSource) Password(ctx context.Context, _ string) (string, error) {
 	pw, err := p.play(ctx, p.s.next())
 	p.s.done(err)
 	return pw, err

@@ -67,13 +67,13 @@ func TestPasswordSource(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			p := fakes.NewPasswordSource(secret, tt.step)
-			pw, err := p.Password(testCtx(t))
+			pw, err := p.Password(testCtx(t), "")
 			if err != nil && pw != "" {
 				t.Errorf("Password returned %q with an error", pw)
 			}
 			tt.check(t, pw, err)
 			// The script is used up: the password comes back.
-			if pw, err := p.Password(testCtx(t)); err != nil || pw != secret {
+			if pw, err := p.Password(testCtx(t), ""); err != nil || pw != secret {
 				t.Errorf("second Password = %q, %v; want the password", pw, err)
 			}
 			wantFail := 0
@@ -99,7 +99,7 @@ func TestPasswordSourceHang(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		pw, err := p.Password(ctx)
+		pw, err := p.Password(ctx, "")
 		done <- result{pw, err}
 	}()
 	<-ctx.watched
@@ -120,7 +120,7 @@ func TestPasswordSourceThenSet(t *testing.T) {
 	p.Then(status(403))
 	var got []string
 	for range 3 {
-		_, err := p.Password(testCtx(t))
+		_, err := p.Password(testCtx(t), "")
 		var se *statusError
 		switch {
 		case err == nil:
@@ -141,7 +141,7 @@ func TestPasswordSourceThenSet(t *testing.T) {
 func TestPasswordSourceZero(t *testing.T) {
 	t.Parallel()
 	var p fakes.PasswordSource
-	if pw, err := p.Password(testCtx(t)); pw != "" || err != nil {
+	if pw, err := p.Password(testCtx(t), ""); pw != "" || err != nil {
 		t.Errorf("zero PasswordSource: %q, %v; want \"\", nil", pw, err)
 	}
 	if p.Attempts() != 1 || p.Successes() != 1 {
@@ -158,7 +158,7 @@ func TestPasswordNotLeaked(t *testing.T) {
 		fakes.Refused(), fakes.Reset(), fakes.Fail(nil))
 	var outputs []string
 	for range 6 {
-		_, err := p.Password(testCtx(t))
+		_, err := p.Password(testCtx(t), "")
 		if err == nil {
 			t.Fatal("a failing step returned no error")
 		}
@@ -196,7 +196,7 @@ func TestConcurrentPasswords(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			pw, err := p.Password(ctx)
+			pw, err := p.Password(ctx, "")
 			var se *statusError
 			key := "other"
 			switch {

@@ -77,7 +77,8 @@ func ExamplePasswordFunc() {
 // A Config with a missing field is an error from holdfast.New.
 func ExampleWith() {
 	_, err := holdfast.New(rdsiam.With(rdsiam.Config{Endpoint: "mydb.abc123.eu-west-1.rds.amazonaws.com:5432", Region: "eu-west-1"}))
-	fmt.Println(errors.Is(err, rdsiam.ErrInvalidConfig), errors.Is(err, holdfast.ErrInvalidConfig))
+	var ce *holdfast.ConfigError
+	fmt.Println(errors.Is(err, rdsiam.ErrInvalidConfig), errors.As(err, &ce))
 	fmt.Println(err)
 	// Output:
 	// true true

@@ -169,7 +169,7 @@ func newPool(t *testing.T, s *pgtest.Server, user string, pw func(context.Contex
 		t.Fatal(err)
 	}
 	f, err := holdfast.New(
-		holdfast.WithPasswordFunc(pw),
+		holdfast.WithPasswordFunc(func(ctx context.Context, _ string) (string, error) { return pw(ctx) }),
 		holdfast.WithClassifier(rdsiam.Rules()...),
 		holdfast.WithRetryBudget(budget),
 		holdfast.WithLogger(slog.New(slog.NewTextHandler(logs, nil))),

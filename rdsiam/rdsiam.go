@@ -153,10 +153,10 @@ func (cfg Config) sign(ctx context.Context, endpoint string) (string, error) {
 func With(cfg Config) holdfast.Option {
 	fn, err := HostPasswordFunc(cfg)
 	return holdfast.WithIntegration(holdfast.Integration{
-		Name:         "rdsiam",
-		HostPassword: fn,
-		Rules:        Rules(),
-		Err:          err,
+		Name:     "rdsiam",
+		Password: fn,
+		Rules:    Rules(),
+		Err:      err,
 	})
 }
 

@@ -334,7 +334,7 @@ func TestWith(t *testing.T) {
 	if !errors.As(err, &hce) || !errors.As(hce.Err, &rce) || rce.Pkg != "rdsiam" || rce.Field != "Region" {
 		t.Errorf("New(With(no region)) = %v, want a *holdfast.ConfigError wrapping *rdsiam.ConfigError{Field: Region}", err)
 	}
-	pw := func(context.Context) (string, error) { return "x", nil }
+	pw := func(context.Context, string) (string, error) { return "x", nil }
 	if _, err := holdfast.New(rdsiam.With(good), holdfast.WithPasswordFunc(pw)); !errors.As(err, &hce) {
 		t.Errorf("New(With, WithPasswordFunc) = %v, want a *holdfast.ConfigError", err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/holdfast-db/holdfast/fakes"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/fakes/secretsmanagertest"
+	"github.com/holdfast-db/holdfast/internal/conn"
 	"github.com/holdfast-db/holdfast/rdssecrets"
 	"github.com/holdfast-db/holdfast/retry"
 )
@@ -272,15 +273,15 @@ func rotationRun(t *testing.T, strategy secretsmanagertest.Strategy, rotations i
 	want, _ := secretsmanagertest.ParseRDSSecret(cur)
 	t.Logf("%s, %d rotation(s): holdfast %d ok, %d failed; control (pgxpool, secret read once) %d ok, %d failed (first: %v); GetSecretValue calls %d, credentials calls %d; the pool now logs in as %s",
 		strategy, rotations, hf.ok.Load(), hf.failed.Load(), ctl.ok.Load(), ctl.failed.Load(), ctl.firstErr,
-		sm.Calls("GetSecretValue"), f.CredentialsCalls(), user)
+		sm.Calls("GetSecretValue"), credentialsCalls(pool), user)
 	if n := hf.failed.Load(); n != 0 {
 		t.Errorf("holdfast lost %d requests through the rotation (first: %v)", n, hf.firstErr)
 	}
 	// A loaded machine (-race, two cores) runs fewer requests in the
 	// window; the rotation is exercised when the refused credentials were
 	// fetched again (credentials calls ≥ 2) and requests ran at all.
-	if hf.ok.Load() < 20 || f.CredentialsCalls() < 2 {
-		t.Errorf("holdfast ran %d requests and %d credentials calls: the load or the rotation did not run", hf.ok.Load(), f.CredentialsCalls())
+	if hf.ok.Load() < 20 || credentialsCalls(pool) < 2 {
+		t.Errorf("holdfast ran %d requests and %d credentials calls: the load or the rotation did not run", hf.ok.Load(), credentialsCalls(pool))
 	}
 	if ctl.failed.Load() == 0 {
 		t.Errorf("the control lost no request: the rotation did not refuse the old credentials")
@@ -417,11 +418,11 @@ func testDeletedFailsFast(t *testing.T, s *pgtest.Server) {
 	start := time.Now()
 	err := fx.f.Start(ctx, fx.pool)
 	took := time.Since(start)
-	if !errors.Is(err, rdssecrets.ErrNotFound) || !errors.Is(err, holdfast.ErrStartup) {
-		t.Fatalf("err = %v, want a StartupError matching rdssecrets.ErrNotFound", err)
+	var ce *holdfast.ConnectError
+	if !errors.Is(err, rdssecrets.ErrNotFound) || !errors.As(err, &ce) || ce.Layer != "startup" {
+		t.Fatalf("err = %v, want a startup ConnectError matching rdssecrets.ErrNotFound", err)
 	}
-	var st *holdfast.StartupError
-	if !errors.As(err, &st) || st.Verdict.Class != classify.Fatal || st.Verdict.Reason != rdssecrets.ReasonNotFound {
+	if v := fx.f.Classify(err); v.Class != classify.Fatal || v.Reason != rdssecrets.ReasonNotFound {
 		t.Fatalf("err = %v, want Fatal %s", err, rdssecrets.ReasonNotFound)
 	}
 	if n := fx.sm.Calls("GetSecretValue"); n != 1 {
@@ -483,7 +484,7 @@ func testSingleFlight(t *testing.T, s *pgtest.Server) {
 	if got := fx.sm.Calls("GetSecretValue"); got != 1 {
 		t.Fatalf("%d concurrent connects made %d GetSecretValue calls, want 1", n, got)
 	}
-	if got := fx.f.CredentialsCalls(); got != 1 {
+	if got := credentialsCalls(fx.pool); got != 1 {
 		t.Fatalf("credentials calls = %d, want 1", got)
 	}
 }
@@ -539,3 +540,7 @@ func testWrongSecret(t *testing.T, s *pgtest.Server) {
 	}
 	t.Logf("a secret the database refuses: %d GetSecretValue calls, failed in %s: %v", sm.Calls("GetSecretValue"), took.Round(time.Millisecond), err)
 }
+
+// credentialsCalls is how many times the factory of pool called its
+// credentials function.
+func credentialsCalls(pool *pgxpool.Pool) int64 { return conn.OfPool(pool).Engine().CredentialsCalls() }

@@ -38,7 +38,7 @@ func TestReadinessJSONShowsBlueGreen(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer pool.Close()
-			c, err := readiness.New(pool, readiness.Config{Factory: f})
+			c, err := readiness.New(readiness.Config{Factory: f}, readiness.Pool(pool))
 			if err != nil {
 				t.Fatal(err)
 			}

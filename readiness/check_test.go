@@ -35,7 +35,7 @@ func TestStartupGate(t *testing.T) {
 	tests := []struct {
 		name         string
 		steps        []fakes.Step
-		wantStartErr string // classified verdict of the StartupError; "" for success
+		wantStartErr string // the factory's verdict of Start's error; "" for success
 		wantDials    int    // dials made by Start
 	}{
 		{name: "fails 3 times then recovers", steps: []fakes.Step{fakes.Refused().Forever()}, wantStartErr: "transient/conn-refused", wantDials: 3},
@@ -64,15 +64,15 @@ func TestStartupGate(t *testing.T) {
 				}
 				return
 			}
-			var se *holdfast.StartupError
-			if !errors.As(err, &se) || se.Verdict.String() != tt.wantStartErr {
-				t.Fatalf("Start = %v, want a *holdfast.StartupError %s", err, tt.wantStartErr)
+			var ce *holdfast.ConnectError
+			if !errors.As(err, &ce) || ce.Layer != "startup" || f.factory.Classify(err).String() != tt.wantStartErr {
+				t.Fatalf("Start = %v, want a startup *holdfast.ConnectError the factory classifies %s", err, tt.wantStartErr)
 			}
 
 			// Not ready, with the classified cause; the probe checks the
 			// database once (still failing) and caches the result.
 			code, h := f.healthz(t)
-			if code != 503 || h.Status != "fail" || h.Reason != readiness.ReasonStartupFailed {
+			if code != 503 || h.Status != "fail" || h.Reason != "startup-failed" {
 				t.Fatalf("after a failed Start: %d %s %s, want 503 fail startup-failed", code, h.Status, h.Reason)
 			}
 			if h.Checks.Startup[0].Status != "fail" || h.Checks.Startup[0].Reason != tt.wantStartErr {
@@ -89,7 +89,7 @@ func TestStartupGate(t *testing.T) {
 
 			// The database comes back: the next check opens the gate.
 			f.conn.Set()
-			f.clock.Advance(readiness.DefaultCheckInterval)
+			f.clock.Advance(time.Second)
 			if r := f.do(t, "GET", "/readyz"); r.code != 200 || r.body != "ok" {
 				t.Fatalf("after recovery: %d %q, want 200 ok", r.code, r.body)
 			}
@@ -206,7 +206,7 @@ func TestCacheAndThreshold(t *testing.T) {
 		}
 		code, h := f.healthz(t)
 		db := h.Checks.Database[0]
-		if code != want.code || h.Status != want.status || h.Reason != readiness.ReasonDatabase ||
+		if code != want.code || h.Status != want.status || h.Reason != "database" ||
 			db.ConsecutiveFailures != i+1 || db.Reason != "transient/conn-refused" || db.LastSuccess == "" {
 			t.Fatalf("failure %d: %d %+v, want %d %s database with transient/conn-refused", i+1, code, h, want.code, want.status)
 		}
@@ -297,7 +297,7 @@ func TestSaturatedPoolWarns(t *testing.T) {
 	f.start(t)
 	f.hold(t)
 	code, h := f.healthz(t)
-	if code != 200 || h.Status != "warn" || h.Reason != readiness.ReasonSaturated || h.Checks.Connections[0].Acquired != 1 {
+	if code != 200 || h.Status != "warn" || h.Reason != "pool-saturated" || h.Checks.Connections[0].Acquired != 1 {
 		t.Errorf("saturated: %d %+v, want 200 warn pool-saturated", code, h)
 	}
 }
@@ -333,7 +333,7 @@ func TestNewValidates(t *testing.T) {
 		cfg  readiness.Config
 		want string
 	}{
-		{"nil pool", nil, readiness.Config{}, "readiness: invalid pool: must not be nil"},
+		{"nil pool", nil, readiness.Config{}, "readiness: invalid targets[0]: neither Pool nor DB is set"},
 		{"negative check interval", pool, readiness.Config{CheckInterval: -time.Second}, "readiness: invalid Config.CheckInterval: must not be negative (got -1s)"},
 		{"negative check timeout", pool, readiness.Config{CheckTimeout: -1}, "readiness: invalid Config.CheckTimeout: must not be negative (got -1ns)"},
 		{"negative probe timeout", pool, readiness.Config{ProbeTimeout: -time.Millisecond}, "readiness: invalid Config.ProbeTimeout: must not be negative (got -1ms)"},
@@ -345,21 +345,21 @@ func TestNewValidates(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			c, err := readiness.New(tt.pool, tt.cfg)
-			if c != nil || !errors.Is(err, readiness.ErrInvalidConfig) || err.Error() != tt.want {
-				t.Fatalf("New = %v, %v; want %q matching ErrInvalidConfig", c, err, tt.want)
+			c, err := readiness.New(tt.cfg, readiness.Pool(tt.pool))
+			if c != nil || !errors.As(err, new(*readiness.ConfigError)) || err.Error() != tt.want {
+				t.Fatalf("New = %v, %v; want a *ConfigError %q", c, err, tt.want)
 			}
 		})
 	}
 	t.Run("zero config means defaults", func(t *testing.T) {
 		t.Parallel()
-		c, err := readiness.New(pool, readiness.Config{})
+		c, err := readiness.New(readiness.Config{}, readiness.Pool(pool))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
 		s := c.Status()
-		if s.Database.Threshold != readiness.DefaultFailureThreshold || s.Ready() || s.Reason != readiness.ReasonStarting || s.Drain.State != readiness.Enabled {
+		if s.Database.Threshold != 3 || s.Ready() || s.Reason != "starting" || s.Drain.State != readiness.Enabled {
 			t.Errorf("zero config status = %+v, want threshold 3, not ready, starting, Enabled", s)
 		}
 	})
@@ -392,7 +392,7 @@ func TestCheckUsesFactoryClassifier(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := readiness.New(f.pool, readiness.Config{Factory: factory})
+	c, err := readiness.New(readiness.Config{Factory: factory}, readiness.Pool(f.pool))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,21 +13,21 @@ import (
 
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/classify"
-	"github.com/jackc/pgx/v5/pgxpool"
-)
-
-// Defaults of [Config].
-const (
-	DefaultCheckInterval    = time.Second
-	DefaultCheckTimeout     = time.Second
-	DefaultProbeTimeout     = 800 * time.Millisecond
-	DefaultFailureThreshold = 3
-	DefaultDrainInterval    = time.Second
-	DefaultDrainTimeout     = 2 * time.Minute
 )
 
 // Config configures a [Checker]. The zero value is valid and means the
-// defaults; negative durations and thresholds are rejected by [New].
+// defaults; [New] rejects negative durations and thresholds, and a
+// DrainInterval above DrainTimeout. The defaults:
+//
+//	field             default  what it bounds
+//	CheckInterval     1s       how long a check's result is reused
+//	CheckTimeout      1s       one check of one target
+//	ProbeTimeout      800ms    a probe's wait for a running check
+//	FailureThreshold  3        consecutive failed checks before 503
+//	DrainInterval     1s       the time between two drain polls
+//	DrainTimeout      2m       a drain (WithDrainTimeout overrides it)
+//	Factory           holdfast.New() with no options
+//	Logger            discard
 type Config struct {
 	// Factory makes the first connection in [Checker.Start] (under its
 	// startup retry policy) and classifies failures, for every target
@@ -66,9 +66,21 @@ type Config struct {
 	RefuseWhileDraining bool
 
 	// Logger receives startup results, readiness transitions and every
-	// drain and enable with its owner. Default: discard.
+	// drain and enable with its owner, naming each target with its
+	// address (server.address, server.port, db.namespace). Default:
+	// discard.
 	Logger *slog.Logger
 }
+
+// The defaults of [Config], as its doc lists them.
+const (
+	defaultCheckInterval    = time.Second
+	defaultCheckTimeout     = time.Second
+	defaultProbeTimeout     = 800 * time.Millisecond
+	defaultFailureThreshold = 3
+	defaultDrainInterval    = time.Second
+	defaultDrainTimeout     = 2 * time.Minute
+)
 
 // validate checks c and returns it with defaults filled in.
 func (c Config) validate() (Config, error) {
@@ -77,11 +89,11 @@ func (c Config) validate() (Config, error) {
 		v    *time.Duration
 		def  time.Duration
 	}{
-		{"CheckInterval", &c.CheckInterval, DefaultCheckInterval},
-		{"CheckTimeout", &c.CheckTimeout, DefaultCheckTimeout},
-		{"ProbeTimeout", &c.ProbeTimeout, DefaultProbeTimeout},
-		{"DrainInterval", &c.DrainInterval, DefaultDrainInterval},
-		{"DrainTimeout", &c.DrainTimeout, DefaultDrainTimeout},
+		{"CheckInterval", &c.CheckInterval, defaultCheckInterval},
+		{"CheckTimeout", &c.CheckTimeout, defaultCheckTimeout},
+		{"ProbeTimeout", &c.ProbeTimeout, defaultProbeTimeout},
+		{"DrainInterval", &c.DrainInterval, defaultDrainInterval},
+		{"DrainTimeout", &c.DrainTimeout, defaultDrainTimeout},
 	}
 	for _, d := range durations {
 		if *d.v < 0 {
@@ -95,7 +107,7 @@ func (c Config) validate() (Config, error) {
 		return c, &ConfigError{Pkg: "readiness", Field: "Config.FailureThreshold", Why: "must not be negative"}
 	}
 	if c.FailureThreshold == 0 {
-		c.FailureThreshold = DefaultFailureThreshold
+		c.FailureThreshold = defaultFailureThreshold
 	}
 	if c.DrainInterval > c.DrainTimeout {
 		return c, &ConfigError{Pkg: "readiness", Field: "Config.DrainInterval", Why: "must not exceed DrainTimeout (" + c.DrainInterval.String() + " > " + c.DrainTimeout.String() + ")"}
@@ -125,8 +137,8 @@ const (
 
 // Checker reports the readiness of a service that uses one or more
 // databases — pgxpools and *sql.DBs of package sqldb, its targets — and
-// drains it. Create one with [New] (one pgxpool) or [NewChecker] (several
-// targets); call [Checker.Start] to open the startup gate, mount
+// drains it. Create one with [New]; call [Checker.Start] to open the
+// startup gate (or let [Checker.Serve] do it), mount
 // [Checker.ReadyHandler], [Checker.LiveHandler] and [Checker.DrainHandler],
 // wrap the service's handlers with [Checker.Middleware], and call
 // [Checker.Close] (or let [Checker.Serve] do it) when done.
@@ -135,6 +147,33 @@ const (
 // running database check, one per target while it runs, which Close stops
 // and joins. It does not own the targets: Close leaves them open
 // ([Checker.Serve] closes them).
+//
+// # Telemetry
+//
+// A Checker records through the meter provider of the factory that
+// configured its targets' pools (holdfast.WithMeterProvider; the
+// service's own series through that of the first target of
+// Config.Factory), as the OpenTelemetry Prometheus exporter names them:
+//
+//	instrument                            Prometheus                                  attributes
+//	holdfast.readiness.ready              holdfast_readiness_ready_ratio              — (the whole service: 1 while /readyz answers 200)
+//	holdfast.readiness.transitions        holdfast_readiness_transitions_total        holdfast.readiness.health, holdfast.readiness.reason
+//	holdfast.readiness.drain.duration     holdfast_readiness_drain_duration_seconds   holdfast.outcome
+//	holdfast.readiness.check.ready        holdfast_readiness_check_ready_ratio        per target: holdfast.readiness.check,
+//	                                                                                  db.client.connection.pool.name, server.address,
+//	                                                                                  server.port, db.namespace (1 unless its check fails)
+//	holdfast.readiness.check.transitions  holdfast_readiness_check_transitions_total  the target's, holdfast.readiness.health and .reason
+//	holdfast.readiness.check.duration     holdfast_readiness_check_duration_seconds   the target's, holdfast.outcome (success|failure)
+//
+// The per-target series carry the target's name, its pool's name (as the
+// pool's own db.client.connection.* series do) and its configured host,
+// so that a dashboard can tell which database fails: for example
+// min by (db_client_connection_pool_name) (holdfast_readiness_check_ready_ratio).
+// An optional target's check.ready reads 0 while it fails, though the
+// service stays ready. Log lines about a target carry
+// holdfast.readiness.check, holdfast.pool, server.address, server.port and
+// db.namespace. A pool that no holdfast factory configured records no
+// series.
 type Checker struct {
 	targets []*target
 	cfg     Config
@@ -174,30 +213,22 @@ type dbState struct {
 
 type checkCall struct{ done chan struct{} }
 
-// New returns a Checker for pool, or a [*ConfigError] when pool is nil or
-// cfg has a nonsense field. The Checker starts not ready ("starting"). It
-// is NewChecker(cfg, Pool(pool)).
-func New(pool *pgxpool.Pool, cfg Config) (*Checker, error) {
-	if pool == nil {
-		return nil, &ConfigError{Pkg: "readiness", Field: "pool", Why: "must not be nil"}
-	}
-	return NewChecker(cfg, Pool(pool))
-}
-
-// NewChecker returns a Checker over targets: pgxpools ([Pool]) and *sql.DBs
-// of package sqldb ([DB]), each checked on its own and named in the JSON
-// body, log lines and metrics. Readiness fails when a required target
-// fails, and warns when a target that is not required
+// New returns a Checker over targets: one pgxpool for most services
+// (New(cfg, Pool(pool))), or several pgxpools ([Pool]) and *sql.DBs of
+// package sqldb ([DB]), each checked on its own and named in the JSON
+// body, log lines and metrics (see Target.Name). Readiness fails when a
+// required target fails, and warns when a target that is not required
 // (Target.Optional) fails; [Checker.Start] opens the startup gate of every
 // target, and a drain waits for the connections acquired from every
 // target's pool. The Checker starts not ready ("starting").
 //
 // It returns a [*ConfigError] when no target is given, a target has
-// neither Pool nor DB, a DB's pool cannot be found (see Target.Pool), two
-// targets have the same name, or cfg has a nonsense field. Two targets may
-// share a pool (a pgxpool and a *sql.DB of sqldb.OpenDB over it, named
-// apart): its connections are counted once in a drain.
-func NewChecker(cfg Config, targets ...Target) (*Checker, error) {
+// neither Pool nor DB (Pool(nil) included), a DB's pool cannot be found
+// (see Target.Pool), two targets have the same name, or cfg has a
+// nonsense field. Two targets may share a pool (a pgxpool and a *sql.DB
+// of sqldb.OpenDB over it, named apart): its connections are counted once
+// in a drain.
+func New(cfg Config, targets ...Target) (*Checker, error) {
 	cfg, err := cfg.validate()
 	if err != nil {
 		return nil, err
@@ -208,14 +239,17 @@ func NewChecker(cfg Config, targets ...Target) (*Checker, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Checker{targets: ts, cfg: cfg, log: cfg.Logger, now: time.Now, ctx: ctx, cancel: cancel,
-		tel: readinessTelemetry(cfg.Factory)}
+		tel: serviceTelemetry(ts)}
 	c.drain.since = c.now()
 	return c, nil
 }
 
 // TargetError is the failure of one target of a Checker with several: its
 // name and what failed. [Checker.Start] joins one per required target
-// whose startup failed. Unwrap returns Err (a *holdfast.StartupError).
+// whose startup failed, with the error of holdfast.Factory.Start as Err
+// (whose Classify says whether to retry: a Transient cause may come back,
+// a Fatal one is a mistake to fix); [Checker.Serve] returns one for a
+// *sql.DB whose Close failed. Unwrap returns Err.
 type TargetError struct {
 	Target string // the target's name
 	Err    error
@@ -233,11 +267,13 @@ func (e *TargetError) Unwrap() error { return e.Err }
 // target whose gate is not open yet, concurrently, each with its factory's
 // bounded startup retry (holdfast.Factory.Start; for a *sql.DB, on the
 // pool under it), and records the outcomes. For a Checker of one target
-// it returns nil, a *holdfast.StartupError whose Verdict classifies the
-// cause, or [ErrClosed]; of several, nil when every required target's
-// gate is open, else the joined [*TargetError]s of the required targets
-// that failed (errors.As finds the *holdfast.StartupError). A target that
-// is not required and fails to start is logged, not returned.
+// it returns nil, the error of holdfast.Factory.Start, or [ErrClosed]; of
+// several, nil when every required target's gate is open, else the joined
+// [*TargetError]s of the required targets that failed. The factory's
+// Classify says whether a failure may pass (Transient: the database may
+// come back) or is a mistake to fix (Fatal: permission, database name,
+// TLS); [Status] carries that verdict as Startup.Cause. A target that is
+// not required and fails to start is logged, not returned.
 //
 // Until a target's gate opens, its check fails with reason "starting"
 // (while Start runs, or before it is called), or "startup-failed" with the
@@ -307,10 +343,6 @@ func (c *Checker) startTarget(ctx context.Context, t *target) error {
 		return nil
 	}
 	v := t.factory.Classify(err)
-	var se *holdfast.StartupError
-	if errors.As(err, &se) {
-		v = se.Verdict
-	}
 	t.st.gate, t.st.started, t.st.startV, t.st.startErr = gateFailed, now, v, err
 	level, msg := slog.LevelError, "readiness: startup: first connection failed; not ready until the database answers"
 	if t.optional {
@@ -335,8 +367,17 @@ func (c *Checker) openLocked(t *target, now time.Time) {
 // when their cached result is older than CheckInterval. Concurrent callers
 // share one running check (of every target, concurrently); each waits for
 // it at most ProbeTimeout (or until ctx ends), then answers from the last
-// known result. No check of a target runs while its Start runs, and none
-// while the service is not Enabled or after Close.
+// known result, so that a fleet of probers can neither stampede the
+// database nor wait on a hanging one. No check of a target runs while its
+// Start runs, and none while the service is not Enabled or after Close.
+//
+// The check of a pgxpool acquires a connection from the pool (never one
+// of its own, so that it sees pool exhaustion) and runs one query on it,
+// within CheckTimeout; that of a *sql.DB runs the query through
+// database/sql, as the application's code reaches the database. Once the
+// gate is open, transient failures of new connections are retried by the
+// pool's holdfast layers; a persistent failure shows in readiness after
+// FailureThreshold consecutive failed checks.
 func (c *Checker) Check(ctx context.Context) Status {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.ProbeTimeout)
 	defer cancel()
@@ -471,12 +512,21 @@ func (c *Checker) Close() {
 	c.wg.Wait()
 }
 
-// readinessTelemetry records through the factory's meter and tracer
-// providers.
-func readinessTelemetry(f *holdfast.Factory) *obs.Readiness {
-	tel, err := obs.New(obs.Config{MeterProvider: f.MeterProvider(), TracerProvider: f.TracerProvider(), Classify: f.Classify})
-	if err != nil {
-		return nil // a provider that refuses instruments: record nothing
+// serviceTelemetry records the service's own series (ready, transitions,
+// drain.duration) through the telemetry of the factory that configured a
+// target's pool: the first target of Config.Factory (no Target.Factory of
+// its own) whose pool a holdfast factory configured, else the first such
+// target; nil (record nothing) when no factory configured any of them.
+func serviceTelemetry(ts []*target) *obs.Readiness {
+	var first *obs.Readiness
+	for _, t := range ts {
+		switch {
+		case t.rtel == nil:
+		case !t.ownFactory:
+			return t.rtel
+		case first == nil:
+			first = t.rtel
+		}
 	}
-	return tel.Readiness()
+	return first
 }

@@ -248,8 +248,8 @@ func (c *Checker) targetNamed(name string) *target {
 	return c.targets[0] // not reached
 }
 
-// State returns the drain state.
-func (c *Checker) State() State { return State(c.state.Load()) }
+// drainStateNow returns the drain state, without the lock.
+func (c *Checker) drainStateNow() State { return State(c.state.Load()) }
 
 // Enable returns the service to Enabled and releases the drain lock,
 // whoever holds it: readiness follows the startup gate and the database

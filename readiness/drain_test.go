@@ -29,7 +29,7 @@ func TestDrainWaitsForHeldConnection(t *testing.T) {
 		}
 	}
 	// It is blocked in its fourth poll: observe it through the state API.
-	if got := f.c.State(); got != readiness.Disabling {
+	if got := f.c.Status().Drain.State; got != readiness.Disabling {
 		t.Fatalf("State = %v while draining, want Disabling", got)
 	}
 	select {
@@ -41,7 +41,7 @@ func TestDrainWaitsForHeldConnection(t *testing.T) {
 	f.clock.Advance(time.Hour)
 	code, h := f.healthz(t)
 	d := h.Checks.Drain[0]
-	if code != 503 || h.Reason != readiness.ReasonDraining || d.State != "Disabling" || d.Owner != "deploy-42" ||
+	if code != 503 || h.Reason != "draining" || d.State != "Disabling" || d.Owner != "deploy-42" ||
 		d.Since == "" || d.LockedAt == "" || d.InUse == nil || d.InUse.AcquiredConns != 1 {
 		t.Fatalf("readiness while draining: %d %+v, drain %+v", code, h, d)
 	}
@@ -62,7 +62,7 @@ func TestDrainWaitsForHeldConnection(t *testing.T) {
 	if o.res.Owner != "deploy-42" || o.res.Polls < 4 || o.res.Elapsed <= 0 {
 		t.Errorf("DrainResult = %+v", o.res)
 	}
-	if got := f.c.State(); got != readiness.Disabled {
+	if got := f.c.Status().Drain.State; got != readiness.Disabled {
 		t.Errorf("State = %v after the drain, want Disabled", got)
 	}
 	code, h = f.healthz(t)
@@ -71,8 +71,8 @@ func TestDrainWaitsForHeldConnection(t *testing.T) {
 	}
 
 	f.c.Enable()
-	if r := f.do(t, "GET", "/readyz"); r.code != 200 || f.c.State() != readiness.Enabled {
-		t.Errorf("after Enable: %d %q, state %v; want 200 Enabled", r.code, r.body, f.c.State())
+	if r := f.do(t, "GET", "/readyz"); r.code != 200 || f.c.Status().Drain.State != readiness.Enabled {
+		t.Errorf("after Enable: %d %q, state %v; want 200 Enabled", r.code, r.body, f.c.Status().Drain.State)
 	}
 }
 
@@ -92,7 +92,7 @@ func TestDrainTimesOut(t *testing.T) {
 		t.Errorf("Drain gave up after %v, before its 200ms bound", elapsed)
 	}
 	var te *readiness.DrainTimeoutError
-	if !errors.As(err, &te) || !errors.Is(err, readiness.ErrDrainTimeout) {
+	if !errors.As(err, &te) {
 		t.Fatalf("Drain = %v, want a *DrainTimeoutError", err)
 	}
 	want := `readiness: drain by "deploy-42" timed out after 200ms: still in use: 1 acquired connection, 1 in-flight request; service stays Disabling`
@@ -102,7 +102,7 @@ func TestDrainTimesOut(t *testing.T) {
 	if te.Cause != nil || te.InUse != (readiness.InUse{AcquiredConns: 1, InFlight: 1}) || te.State != readiness.Disabling {
 		t.Errorf("error fields = %+v", te)
 	}
-	if got := f.c.State(); got != readiness.Disabling {
+	if got := f.c.Status().Drain.State; got != readiness.Disabling {
 		t.Errorf("State = %v after a timed-out drain, want Disabling", got)
 	}
 	if r := f.do(t, "GET", "/readyz"); r.code != 503 {
@@ -123,13 +123,13 @@ func TestDrainLock(t *testing.T) {
 
 	_, err := drainNow(t, f.c, "bob")
 	var le *readiness.LockedError
-	if !errors.As(err, &le) || !errors.Is(err, readiness.ErrLocked) || le.Holder != "alice" || le.Requester != "bob" || le.State != readiness.Disabling {
+	if !errors.As(err, &le) || le.Holder != "alice" || le.Requester != "bob" || le.State != readiness.Disabling {
 		t.Fatalf("Drain by bob = %v, want a *LockedError held by alice", err)
 	}
 	if !strings.HasPrefix(err.Error(), `readiness: drain refused to "bob": held by "alice" since `) {
 		t.Errorf("error = %q", err)
 	}
-	r := f.do(t, "POST", "/drain", readiness.OwnerHeader, "bob")
+	r := f.do(t, "POST", "/drain", "X-Drain-Owner", "bob")
 	var body struct{ Error, Holder, State string }
 	if err := json.Unmarshal([]byte(r.body), &body); err != nil || r.code != http.StatusConflict || body.Holder != "alice" || body.State != "Disabling" {
 		t.Errorf("POST /drain by bob: %d %s, want 409 naming alice", r.code, r.body)
@@ -145,13 +145,13 @@ func TestDrainLock(t *testing.T) {
 			t.Fatalf("alice's drain = %v", o.err)
 		}
 	}
-	if got := f.c.State(); got != readiness.Disabled {
+	if got := f.c.Status().Drain.State; got != readiness.Disabled {
 		t.Fatalf("State = %v, want Disabled", got)
 	}
 
 	// The lock outlives the drain: it is held until Enable.
-	if _, err := drainNow(t, f.c, "bob"); !errors.Is(err, readiness.ErrLocked) {
-		t.Errorf("Drain by bob after alice's drain = %v, want ErrLocked", err)
+	if _, err := drainNow(t, f.c, "bob"); !errors.As(err, new(*readiness.LockedError)) {
+		t.Errorf("Drain by bob after alice's drain = %v, want a *LockedError", err)
 	}
 	if r := f.do(t, "DELETE", "/drain?owner=bob"); r.code != http.StatusConflict {
 		t.Errorf("DELETE /drain by bob = %d %s, want 409", r.code, r.body)
@@ -222,8 +222,8 @@ func TestDrainHonoursContext(t *testing.T) {
 	p.next(t)
 	cancel()
 	err := <-out
-	if !errors.Is(err, readiness.ErrDrainTimeout) || !errors.Is(err, context.Canceled) {
-		t.Fatalf("Drain = %v, want ErrDrainTimeout caused by context.Canceled", err)
+	if !errors.As(err, new(*readiness.DrainTimeoutError)) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Drain = %v, want a *DrainTimeoutError caused by context.Canceled", err)
 	}
 	if !strings.Contains(err.Error(), "1 in-flight request; service stays Disabling") {
 		t.Errorf("error = %q", err)
@@ -240,7 +240,7 @@ func TestDrainHonoursContext(t *testing.T) {
 
 func TestDrainArguments(t *testing.T) {
 	t.Parallel()
-	c, err := readiness.New(lazyPool(t), readiness.Config{})
+	c, err := readiness.New(readiness.Config{}, readiness.Pool(lazyPool(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,11 +261,11 @@ func TestDrainArguments(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := c.Drain(context.Background(), tt.owner, tt.opts...)
-			if !errors.Is(err, readiness.ErrInvalidConfig) || err.Error() != tt.want {
+			if !errors.As(err, new(*readiness.ConfigError)) || err.Error() != tt.want {
 				t.Fatalf("Drain = %v, want %q", err, tt.want)
 			}
-			if c.State() != readiness.Enabled {
-				t.Fatalf("a refused drain changed the state to %v", c.State())
+			if c.Status().Drain.State != readiness.Enabled {
+				t.Fatalf("a refused drain changed the state to %v", c.Status().Drain.State)
 			}
 		})
 	}

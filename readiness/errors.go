@@ -8,16 +8,10 @@ import (
 	"time"
 )
 
-// Sentinels matched with errors.Is.
+// Sentinels matched with errors.Is. The other errors of the package are
+// types, found with errors.As: [*ConfigError], [*DrainTimeoutError],
+// [*LockedError], [*TargetError].
 var (
-	// ErrInvalidConfig is matched by every [*ConfigError].
-	ErrInvalidConfig = cfgerr.ErrInvalid
-	// ErrDrainTimeout is matched by every [*DrainTimeoutError]: a drain
-	// ended before the traffic was gone.
-	ErrDrainTimeout = errors.New("readiness: drain did not complete")
-	// ErrLocked is matched by every [*LockedError]: another owner holds the
-	// drain.
-	ErrLocked = errors.New("readiness: drain held by another owner")
 	// ErrClosed is returned by [Checker.Drain] and [Checker.Start] after
 	// [Checker.Close], and is the Cause of a drain that Close interrupted.
 	// It is not retryable.
@@ -96,9 +90,6 @@ func (e *DrainTimeoutError) Error() string {
 // Unwrap returns Cause.
 func (e *DrainTimeoutError) Unwrap() error { return e.Cause }
 
-// Is matches [ErrDrainTimeout].
-func (e *DrainTimeoutError) Is(target error) bool { return target == ErrDrainTimeout }
-
 // LockedError refuses a drain (or an enable through the drain endpoint)
 // because another owner holds the drain: the lock of the L4 procedure, so
 // that two operators cannot drive the same node at once. The lock is taken
@@ -119,6 +110,3 @@ func (e *LockedError) Error() string {
 	return fmt.Sprintf("readiness: drain refused to %q: held by %q since %s (%s)",
 		e.Requester, e.Holder, e.Since.UTC().Format(time.RFC3339), e.State)
 }
-
-// Is matches [ErrLocked].
-func (e *LockedError) Is(target error) bool { return target == ErrLocked }

@@ -25,7 +25,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	c, err := readiness.New(pool, readiness.Config{DrainInterval: time.Millisecond})
+	c, err := readiness.New(readiness.Config{DrainInterval: time.Millisecond}, readiness.Pool(pool))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -45,13 +45,13 @@ func Example() {
 	// The request ends; Alice drains again and the traffic is proven gone.
 	end()
 	res, err := c.Drain(ctx, "alice")
-	fmt.Println(res.Owner, err, c.State())
+	fmt.Println(res.Owner, err, c.Status().Drain.State)
 	fmt.Println(c.Status())
 
 	// The deploy is done: back in service (still "starting": this example
 	// never opens the startup gate).
 	c.Enable()
-	fmt.Println(c.State(), c.Status())
+	fmt.Println(c.Status().Drain.State, c.Status())
 	// Output:
 	// readiness: drain by "alice" timed out after 20ms: still in use: 1 in-flight request; service stays Disabling
 	// true alice
@@ -68,7 +68,7 @@ func ExampleChecker_ReadyHandler() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	c, err := readiness.New(pool, readiness.Config{})
+	c, err := readiness.New(readiness.Config{}, readiness.Pool(pool))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func ExampleChecker_Serve() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	c, err := readiness.New(pool, readiness.Config{Factory: f})
+	c, err := readiness.New(readiness.Config{Factory: f}, readiness.Pool(pool))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -67,7 +67,7 @@ func TestReadinessThroughFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	rc, err := readiness.New(pool, readiness.Config{Factory: f, CheckInterval: 50 * time.Millisecond})
+	rc, err := readiness.New(readiness.Config{Factory: f, CheckInterval: 50 * time.Millisecond}, readiness.Pool(pool))
 	if err != nil {
 		t.Fatal(err)
 	}

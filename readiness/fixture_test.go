@@ -61,6 +61,7 @@ func (q *queryCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryE
 // on it and an httptest.Server serving its handlers.
 type fixture struct {
 	pool    *pgxpool.Pool
+	factory *holdfast.Factory // that configured pool
 	conn    *fakes.Connector
 	queries *queryCounter
 	clock   *fakeClock
@@ -119,8 +120,8 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(f.pool.Close)
-	o.cfg.Factory = factory
-	f.c, err = readiness.New(f.pool, o.cfg)
+	o.cfg.Factory, f.factory = factory, factory
+	f.c, err = readiness.New(o.cfg, readiness.Pool(f.pool))
 	if err != nil {
 		t.Fatal(err)
 	}

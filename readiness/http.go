@@ -11,9 +11,9 @@ import (
 	"github.com/holdfast-db/holdfast/bluegreen"
 )
 
-// OwnerHeader is the request header that names the owner of a drain at the
+// ownerHeader is the request header that names the owner of a drain at the
 // drain endpoint; the "owner" query parameter works too.
-const OwnerHeader = "X-Drain-Owner"
+const ownerHeader = "X-Drain-Owner"
 
 // healthJSON is the media type of the JSON bodies.
 const healthJSON = "application/health+json"
@@ -49,7 +49,8 @@ const healthJSON = "application/health+json"
 // Each target has one entry in "startup", "postgres:responseTime" and
 // "postgres:connections" (and "bluegreen" and "failover" when its pool
 // has them), in the order of the targets, its "componentId" the target's
-// name; an optional target's entries say "optional": true. A target's
+// name (Target.Name: by default its pool's given name, else "database",
+// never its address); an optional target's entries say "optional": true. A target's
 // entries give its own status: "fail" for an optional target whose check
 // fails, while the overall "status" only warns. With several targets the
 // drain's "inUse" has "byTarget", the acquired connections of each.
@@ -110,7 +111,11 @@ func (c *Checker) serveReady(w http.ResponseWriter, r *http.Request) {
 //     drain (409 otherwise); 200 with the state.
 //   - GET and HEAD return the drain state as JSON, without side effects.
 //
-// Other methods get 405. Every answer is JSON.
+// Other methods get 405. Every answer is JSON. From a deploy pipeline:
+//
+//	curl -fsS -X POST -H 'X-Drain-Owner: deploy-1234' 'http://node:8080/drain?timeout=2m'  # 200 drained | 409 locked | 503 not drained: abort
+//	# ... deploy ...
+//	curl -fsS -X DELETE -H 'X-Drain-Owner: deploy-1234' http://node:8080/drain
 func (c *Checker) DrainHandler() http.Handler {
 	return &endpoint{c: c, serve: c.serveDrain}
 }
@@ -158,7 +163,7 @@ func (c *Checker) serveDrain(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, "application/json", drainResultBody{
 		Result:  "drained",
 		Owner:   res.Owner,
-		State:   c.State().String(),
+		State:   c.drainStateNow().String(),
 		Elapsed: res.Elapsed.String(),
 		Polls:   res.Polls,
 	})
@@ -169,13 +174,14 @@ func writeDrainError(w http.ResponseWriter, err error) {
 	code := http.StatusInternalServerError
 	var le *LockedError
 	var te *DrainTimeoutError
+	var ce *ConfigError
 	switch {
 	case errors.As(err, &le):
 		code, body.Holder, body.State = http.StatusConflict, le.Holder, le.State.String()
 	case errors.As(err, &te):
 		code, body.State = http.StatusServiceUnavailable, te.State.String()
 		body.InUse = &inUseJSON{AcquiredConns: te.InUse.AcquiredConns, InFlight: te.InUse.InFlight, ByTarget: byTargetJSON(te.ByTarget)}
-	case errors.Is(err, ErrInvalidConfig):
+	case errors.As(err, &ce):
 		code = http.StatusBadRequest
 	case errors.Is(err, ErrClosed):
 		code = http.StatusServiceUnavailable
@@ -185,16 +191,16 @@ func writeDrainError(w http.ResponseWriter, err error) {
 
 // ownerOf returns the owner named by the request, checked.
 func ownerOf(r *http.Request) (string, error) {
-	h, q := r.Header.Get(OwnerHeader), r.URL.Query().Get("owner")
+	h, q := r.Header.Get(ownerHeader), r.URL.Query().Get("owner")
 	if h != "" && q != "" && h != q {
-		return "", &ConfigError{Pkg: "readiness", Field: "owner", Why: "the " + OwnerHeader + " header and the owner parameter differ"}
+		return "", &ConfigError{Pkg: "readiness", Field: "owner", Why: "the " + ownerHeader + " header and the owner parameter differ"}
 	}
 	owner := h
 	if owner == "" {
 		owner = q
 	}
 	if owner == "" {
-		return "", &ConfigError{Pkg: "readiness", Field: "owner", Why: "missing: set the " + OwnerHeader + " header or the owner query parameter"}
+		return "", &ConfigError{Pkg: "readiness", Field: "owner", Why: "missing: set the " + ownerHeader + " header or the owner query parameter"}
 	}
 	return owner, checkOwner(owner)
 }
@@ -411,11 +417,11 @@ func startupBody(t TargetStatus) startupJSON {
 	case t.Startup.Done:
 		st.Status = string(Pass)
 	case t.Startup.Running:
-		st.Reason = ReasonStarting
+		st.Reason = reasonStarting
 	case !t.Startup.At.IsZero():
 		st.Reason = t.Startup.Cause.String()
 	default:
-		st.Reason = ReasonStarting
+		st.Reason = reasonStarting
 	}
 	return st
 }

@@ -37,7 +37,7 @@ func TestProbeHTTPConventions(t *testing.T) {
 		{name: "live POST", method: "POST", path: "/livez", code: 405, ctype: "text/plain; charset=utf-8", body: "method not allowed", allowHdr: "GET, HEAD"},
 		{name: "drain PUT", method: "PUT", path: "/drain", code: 405, ctype: "application/json", body: `{"error":"readiness: method PUT not allowed"}`, allowHdr: "GET, HEAD, POST, DELETE"},
 		{name: "drain without owner", method: "POST", path: "/drain", code: 400, ctype: "application/json", body: `{"error":"readiness: invalid owner: missing: set the X-Drain-Owner header or the owner query parameter"}`},
-		{name: "drain owners differ", method: "POST", path: "/drain?owner=a", header: []string{readiness.OwnerHeader, "b"}, code: 400, ctype: "application/json", body: `{"error":"readiness: invalid owner: the X-Drain-Owner header and the owner parameter differ"}`},
+		{name: "drain owners differ", method: "POST", path: "/drain?owner=a", header: []string{"X-Drain-Owner", "b"}, code: 400, ctype: "application/json", body: `{"error":"readiness: invalid owner: the X-Drain-Owner header and the owner parameter differ"}`},
 		{name: "drain bad timeout", method: "POST", path: "/drain?owner=a&timeout=soon", code: 400, ctype: "application/json", body: `{"error":"readiness: invalid timeout \"soon\": want a positive Go duration such as 30s"}`},
 		{name: "drain negative timeout", method: "POST", path: "/drain?owner=a&timeout=-1s", code: 400, ctype: "application/json", body: `{"error":"readiness: invalid timeout \"-1s\": want a positive Go duration such as 30s"}`},
 		{name: "drain status", method: "GET", path: "/drain", code: 200, ctype: "application/json", body: `{"componentType":"system","status":"pass","state":"Enabled",...`},
@@ -66,8 +66,8 @@ func TestProbeHTTPConventions(t *testing.T) {
 			}
 		})
 	}
-	if f.c.State() != readiness.Enabled {
-		t.Errorf("refused drain requests changed the state to %v", f.c.State())
+	if f.c.Status().Drain.State != readiness.Enabled {
+		t.Errorf("refused drain requests changed the state to %v", f.c.Status().Drain.State)
 	}
 }
 
@@ -98,12 +98,12 @@ func TestDrainEndpoint(t *testing.T) {
 	work := make(chan response, 1)
 	go func() { work <- f.do(t, "GET", "/work") }()
 	<-entered
-	if got := f.c.InFlight(); got != 1 {
+	if got := f.c.Status().Drain.InFlight; got != 1 {
 		t.Fatalf("InFlight = %d with one request in its handler, want 1", got)
 	}
 	p := newPoller(t, f.c)
 	drained := make(chan response, 1)
-	go func() { drained <- f.do(t, "POST", "/drain?timeout=1m", readiness.OwnerHeader, "ci-job-7") }()
+	go func() { drained <- f.do(t, "POST", "/drain?timeout=1m", "X-Drain-Owner", "ci-job-7") }()
 	if u := p.next(t); u.InFlight != 1 {
 		t.Fatalf("drain poll found %v, want exactly the /work request in flight (not the drain request)", u)
 	}
@@ -123,8 +123,8 @@ func TestDrainEndpoint(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.body), &res); err != nil || r.code != 200 || res.Result != "drained" || res.Owner != "ci-job-7" || res.State != "Disabled" {
 		t.Fatalf("POST /drain = %d %s, want 200 drained by ci-job-7", r.code, r.body)
 	}
-	if f.c.InFlight() != 0 {
-		t.Errorf("InFlight = %d after every request ended", f.c.InFlight())
+	if f.c.Status().Drain.InFlight != 0 {
+		t.Errorf("InFlight = %d after every request ended", f.c.Status().Drain.InFlight)
 	}
 
 	// A drain that times out answers 503 with what was in use.
@@ -187,29 +187,29 @@ func TestRefuseWhileDraining(t *testing.T) {
 	if served != 2 {
 		t.Errorf("the handler ran %d times, want 2 (the refused request must not reach it)", served)
 	}
-	if f.c.InFlight() != 0 {
-		t.Errorf("InFlight = %d after every request ended", f.c.InFlight())
+	if f.c.Status().Drain.InFlight != 0 {
+		t.Errorf("InFlight = %d after every request ended", f.c.Status().Drain.InFlight)
 	}
 }
 
 func TestBeginIsIdempotent(t *testing.T) {
 	t.Parallel()
-	c, err := readiness.New(lazyPool(t), readiness.Config{})
+	c, err := readiness.New(readiness.Config{}, readiness.Pool(lazyPool(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	end1, end2 := c.Begin(), c.Begin()
-	if c.InFlight() != 2 {
-		t.Fatalf("InFlight = %d, want 2", c.InFlight())
+	if c.Status().Drain.InFlight != 2 {
+		t.Fatalf("InFlight = %d, want 2", c.Status().Drain.InFlight)
 	}
 	end1()
 	end1()
-	if c.InFlight() != 1 {
-		t.Fatalf("InFlight = %d after ending one twice, want 1", c.InFlight())
+	if c.Status().Drain.InFlight != 1 {
+		t.Fatalf("InFlight = %d after ending one twice, want 1", c.Status().Drain.InFlight)
 	}
 	end2()
-	if c.InFlight() != 0 {
-		t.Fatalf("InFlight = %d, want 0", c.InFlight())
+	if c.Status().Drain.InFlight != 0 {
+		t.Fatalf("InFlight = %d, want 0", c.Status().Drain.InFlight)
 	}
 }

@@ -15,10 +15,6 @@ func (c *Checker) Begin() (end func()) {
 	return t.end
 }
 
-// InFlight returns the number of requests and units of work in flight, as
-// counted by [Checker.Middleware] and [Checker.Begin].
-func (c *Checker) InFlight() int64 { return c.inflight.Load() }
-
 // token is one counted unit of in-flight work.
 type token struct {
 	c     *Checker
@@ -57,7 +53,7 @@ func (c *Checker) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := c.begin() // count first, then look at the state: a drain sees one or the other
 		defer t.end()
-		if c.cfg.RefuseWhileDraining && c.State() != Enabled && !c.own(next, r) {
+		if c.cfg.RefuseWhileDraining && c.drainStateNow() != Enabled && !c.own(next, r) {
 			t.end()
 			w.Header().Set("Connection", "close")
 			w.Header().Set("Retry-After", "1")

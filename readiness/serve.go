@@ -13,16 +13,18 @@ import (
 	"time"
 )
 
-// Defaults of [ServeConfig].
-const (
-	DefaultServeDrainTimeout = 20 * time.Second
-	DefaultShutdownTimeout   = 5 * time.Second
-)
-
-// ShutdownOwner is the drain owner [Checker.Serve] uses.
-const ShutdownOwner = "shutdown"
-
-// ServeConfig configures [Checker.Serve]. The zero value is valid.
+// ServeConfig configures [Checker.Serve]. The zero value is valid and
+// means the defaults; Serve rejects a negative duration. The defaults:
+//
+//	field            default
+//	Listener         net.Listen("tcp", Server.Addr), ":http" when empty
+//	Signals          SIGTERM, os.Interrupt (SIGINT)
+//	DrainTimeout     20s
+//	ShutdownDelay    0
+//	ShutdownTimeout  5s
+//
+// The drain and shutdown bounds (20s + 5s) fit in Kubernetes' default
+// terminationGracePeriodSeconds of 30.
 type ServeConfig struct {
 	// Listener is served instead of a new listener on Server.Addr
 	// (":http" when empty). Serve closes it.
@@ -47,15 +49,20 @@ type ServeConfig struct {
 	ShutdownTimeout time.Duration
 }
 
+// shutdownOwner is the drain owner of [Checker.Serve]: a drain it makes is
+// held by "shutdown" in the probe's JSON, [LockedError].Holder and
+// [DrainTimeoutError].Owner.
+const shutdownOwner = "shutdown"
+
 func (sc ServeConfig) validate() (ServeConfig, error) {
 	for _, d := range []struct {
 		name string
 		v    *time.Duration
 		def  time.Duration
 	}{
-		{"ServeConfig.DrainTimeout", &sc.DrainTimeout, DefaultServeDrainTimeout},
+		{"ServeConfig.DrainTimeout", &sc.DrainTimeout, 20 * time.Second},
 		{"ServeConfig.ShutdownDelay", &sc.ShutdownDelay, 0},
-		{"ServeConfig.ShutdownTimeout", &sc.ShutdownTimeout, DefaultShutdownTimeout},
+		{"ServeConfig.ShutdownTimeout", &sc.ShutdownTimeout, 5 * time.Second},
 	} {
 		if *d.v < 0 {
 			return sc, &ConfigError{Pkg: "readiness", Field: d.name, Why: "must not be negative (got " + d.v.String() + ")"}
@@ -82,7 +89,7 @@ func (sc ServeConfig) validate() (ServeConfig, error) {
 //     ([Checker.Start]) in the background unless it is open: probes answer
 //     503 "starting" until then, instead of refusing connections.
 //  2. On a signal (SIGTERM by default) or when ctx ends, it drains with
-//     owner [ShutdownOwner] and [TakeOver], bounded by DrainTimeout:
+//     owner "shutdown" and [TakeOver], bounded by DrainTimeout:
 //     readiness answers 503 at once and Serve waits until the connections
 //     acquired from every target's pool (for a *sql.DB, the pool under it)
 //     and the in-flight requests are gone, serving requests that still
@@ -101,6 +108,44 @@ func (sc ServeConfig) validate() (ServeConfig, error) {
 // returns a [*ConfigError] for a nil srv or a negative duration, or the
 // error of net.Listen, without serving and without closing anything. Serve
 // owns the goroutines it starts and joins them before it returns.
+//
+// # Kubernetes
+//
+// Settings that fit Serve's defaults:
+//
+//	spec:
+//	  terminationGracePeriodSeconds: 40   # >= preStop + DrainTimeout + ShutdownTimeout, with a margin
+//	  containers:
+//	    - name: app
+//	      readinessProbe:
+//	        httpGet: {path: /readyz, port: 8080}
+//	        periodSeconds: 5
+//	        timeoutSeconds: 1        # ProbeTimeout (800ms) answers before this
+//	        failureThreshold: 1      # the checker already waits for 3 consecutive failed checks
+//	      livenessProbe:
+//	        httpGet: {path: /livez, port: 8080}   # never depends on the database
+//	        periodSeconds: 10
+//	        timeoutSeconds: 1
+//	        failureThreshold: 3
+//	      lifecycle:
+//	        preStop:
+//	          sleep: {seconds: 5}    # Kubernetes >= 1.30; older: exec: {command: ["sleep", "5"]}
+//
+//	  - Never point the liveness probe at the database: an outage would
+//	    become a restart storm. No startupProbe is needed (readiness covers
+//	    startup); if you add one, point it at /livez.
+//	  - Damp flapping in one place: the checker's FailureThreshold (3) with
+//	    failureThreshold: 1, or FailureThreshold 1 and Kubernetes counting.
+//	  - Kubernetes runs preStop, then sends SIGTERM; it removes the pod
+//	    from its endpoints meanwhile, asynchronously, and the preStop sleep
+//	    covers the requests that still arrive. Keep preStop + ShutdownDelay
+//	    + DrainTimeout + ShutdownTimeout below terminationGracePeriodSeconds
+//	    (default 30s, preStop included), or the kubelet sends SIGKILL in
+//	    mid-drain.
+//	  - Load balancers that probe pods themselves (F5 or A10 monitors,
+//	    cloud NEG or ALB target groups) need longer to see the 503: set
+//	    ShutdownDelay to at least their health-check interval times their
+//	    unhealthy threshold, and raise the grace period to match.
 func (c *Checker) Serve(ctx context.Context, srv *http.Server, cfg ServeConfig) error {
 	if srv == nil {
 		return &ConfigError{Pkg: "readiness", Field: "srv", Why: "must not be nil"}
@@ -168,7 +213,7 @@ func (c *Checker) Serve(ctx context.Context, srv *http.Server, cfg ServeConfig) 
 	var errs []error
 	if serveErr == nil {
 		t0 := time.Now()
-		if _, err := c.Drain(hurry, ShutdownOwner, TakeOver(), WithDrainTimeout(cfg.DrainTimeout)); err != nil {
+		if _, err := c.Drain(hurry, shutdownOwner, TakeOver(), WithDrainTimeout(cfg.DrainTimeout)); err != nil {
 			errs = append(errs, err)
 		}
 		if rest := cfg.ShutdownDelay - time.Since(t0); rest > 0 && hurry.Err() == nil {

@@ -131,7 +131,7 @@ func TestServeDrainsThenShutsDown(t *testing.T) {
 	if _, err := f.pool.Acquire(context.Background()); err == nil || !strings.Contains(err.Error(), "closed pool") {
 		t.Errorf("pool.Acquire after Serve = %v, want a closed pool", err)
 	}
-	if got := f.c.Status().Reason; got != readiness.ReasonClosed {
+	if got := f.c.Status().Reason; got != "closed" {
 		t.Errorf("Checker reason after Serve = %q, want closed", got)
 	}
 }
@@ -161,14 +161,14 @@ func TestServeDrainTimeout(t *testing.T) {
 	var te *readiness.DrainTimeoutError
 	// The held connection, and perhaps a probe of the checker's own in
 	// use at the last poll.
-	if !errors.As(err, &te) || te.Owner != readiness.ShutdownOwner || te.InUse.AcquiredConns < 1 {
+	if !errors.As(err, &te) || te.Owner != "shutdown" || te.InUse.AcquiredConns < 1 {
 		t.Fatalf("Serve = %v, want the drain's *DrainTimeoutError naming the acquired connection", err)
 	}
 }
 
 func TestServeValidates(t *testing.T) {
 	t.Parallel()
-	c, err := readiness.New(lazyPool(t), readiness.Config{})
+	c, err := readiness.New(readiness.Config{}, readiness.Pool(lazyPool(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,7 @@ func TestServeValidates(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			err := c.Serve(context.Background(), tt.srv, tt.cfg)
-			if !errors.Is(err, readiness.ErrInvalidConfig) || err.Error() != tt.want {
+			if !errors.As(err, new(*readiness.ConfigError)) || err.Error() != tt.want {
 				t.Fatalf("Serve = %v, want %q", err, tt.want)
 			}
 		})

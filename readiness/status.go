@@ -53,20 +53,15 @@ const (
 	Fail Health = "fail"
 )
 
-// Reasons of a [Status] that is not Pass, most important first: only the
-// first that applies is reported.
+// The reasons of a Status that is not Pass (see [Status].Reason).
 const (
-	ReasonClosed        = "closed"         // Close was called
-	ReasonDraining      = "draining"       // the state is Disabling or Disabled
-	ReasonStarting      = "starting"       // the startup gate has not opened yet
-	ReasonStartupFailed = "startup-failed" // Start failed and no check has succeeded since
-	ReasonDatabase      = "database"       // the database check failed (Fail at the threshold, Warn below it)
-	ReasonSaturated     = "pool-saturated" // every pool connection is acquired (Warn)
-	// ReasonFailover: database checks failed while the cluster was failing
-	// over (holdfast.WithFailover): Warn, not Fail — holdfast holds and
-	// reroutes the pool's traffic, and failing readiness would only take
-	// the service out of its load balancer for a second.
-	ReasonFailover = "failover"
+	reasonClosed        = "closed"
+	reasonDraining      = "draining"
+	reasonStarting      = "starting"
+	reasonStartupFailed = "startup-failed"
+	reasonDatabase      = "database"
+	reasonSaturated     = "pool-saturated"
+	reasonFailover      = "failover"
 )
 
 // InUse is what a drain waits for.
@@ -117,7 +112,22 @@ type Status struct {
 	Failover *failover.Status
 
 	Health Health // Pass, Warn or Fail
-	Reason string // "" for Pass; else one of the Reason constants
+	// Reason is why Health is not Pass, "" for Pass: the first of these
+	// that applies, as the probe's body says it ("reason"):
+	//
+	//	reason          health      when
+	//	closed          fail        Checker.Close was called
+	//	draining        fail        the drain state is Disabling or Disabled
+	//	starting        fail        the startup gate has not opened yet
+	//	startup-failed  fail        Start failed and no check has succeeded since
+	//	failover        warn        checks failed while the cluster fails over (holdfast.WithFailover):
+	//	                            holdfast holds and reroutes the traffic, so readiness does not fail
+	//	database        warn, fail  the database check failed: warn below FailureThreshold, fail at it
+	//	pool-saturated  warn        every connection of the pool is acquired
+	//
+	// A failing target that is not required (Target.Optional) makes the
+	// service answer warn with its reason.
+	Reason string
 
 	Target   string // the name of the target described by the fields below
 	Startup  StartupStatus
@@ -126,14 +136,14 @@ type Status struct {
 	Drain    DrainStatus
 
 	// Targets is the status of every target, in the order given to
-	// NewChecker.
+	// New.
 	Targets []TargetStatus
 }
 
 // TargetStatus is the status of one target of a Checker.
 type TargetStatus struct {
 	Name     string // Target.Name, or its default
-	Kind     string // KindPool or KindDB
+	Kind     string // "pgxpool", or "database/sql" for a Target.DB
 	Optional bool   // Target.Optional: its failure only makes the Checker warn
 
 	// Health and Reason are the target's own: Fail when its check fails,
@@ -211,7 +221,7 @@ func (s Status) String() string {
 
 func (s Status) detail() string {
 	d := s.targetDetail()
-	if len(s.Targets) > 1 && s.Reason != ReasonDraining && s.Reason != ReasonClosed {
+	if len(s.Targets) > 1 && s.Reason != reasonDraining && s.Reason != reasonClosed {
 		if d == "" {
 			return s.Target
 		}
@@ -224,18 +234,18 @@ func (s Status) detail() string {
 // that decided it.
 func (s Status) targetDetail() string {
 	switch s.Reason {
-	case ReasonDraining:
+	case reasonDraining:
 		return fmt.Sprintf("%s by %q", s.Drain.State, s.Drain.Owner)
-	case ReasonStartupFailed:
+	case reasonStartupFailed:
 		return s.Startup.Cause.String()
-	case ReasonDatabase:
+	case reasonDatabase:
 		n := s.Database.ConsecutiveFailures
 		noun := "consecutive failures"
 		if n == 1 {
 			noun = "consecutive failure"
 		}
 		return fmt.Sprintf("%s, %d %s", s.Database.Cause, n, noun)
-	case ReasonSaturated:
+	case reasonSaturated:
 		return fmt.Sprintf("%d of %d connections acquired", s.Pool.Acquired, s.Pool.Max)
 	}
 	return ""
@@ -294,9 +304,9 @@ func (c *Checker) statusLocked(stats []*pgxpool.Stat) Status {
 	s.Target, s.Startup, s.Database, s.Pool, s.BlueGreen, s.Failover = d.Name, d.Startup, d.Database, d.Pool, d.BlueGreen, d.Failover
 	switch {
 	case c.closed:
-		s.Health, s.Reason = Fail, ReasonClosed
+		s.Health, s.Reason = Fail, reasonClosed
 	case c.drain.state != Enabled:
-		s.Health, s.Reason = Fail, ReasonDraining
+		s.Health, s.Reason = Fail, reasonDraining
 	}
 	c.noteLocked(s)
 	return s
@@ -342,17 +352,17 @@ func (c *Checker) targetStatusLocked(t *target, st *pgxpool.Stat) TargetStatus {
 	s.Health, s.Reason = Fail, ""
 	switch {
 	case g.gate == gateFailed:
-		s.Reason = ReasonStartupFailed
+		s.Reason = reasonStartupFailed
 	case g.gate != gateOpen:
-		s.Reason = ReasonStarting
+		s.Reason = reasonStarting
 	case db.failures > 0 && failingOver:
-		s.Health, s.Reason = Warn, ReasonFailover
+		s.Health, s.Reason = Warn, reasonFailover
 	case db.failures >= c.cfg.FailureThreshold:
-		s.Reason = ReasonDatabase
+		s.Reason = reasonDatabase
 	case db.failures > 0:
-		s.Health, s.Reason = Warn, ReasonDatabase
+		s.Health, s.Reason = Warn, reasonDatabase
 	case s.Pool.Max > 0 && s.Pool.Acquired >= s.Pool.Max:
-		s.Health, s.Reason = Warn, ReasonSaturated
+		s.Health, s.Reason = Warn, reasonSaturated
 	default:
 		s.Health = Pass
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/internal/compose"
+	"github.com/holdfast-db/holdfast/internal/conn"
 	"github.com/holdfast-db/holdfast/internal/obs"
 	"github.com/holdfast-db/holdfast/sqldb"
 )
@@ -26,13 +27,15 @@ import (
 // or as a literal; a Target is plain data.
 type Target struct {
 	// Name names the target's checks in the JSON body ("componentId"),
-	// log lines (readiness.check) and metrics (holdfast.readiness.check).
-	// Default: the pool's holdfast name (holdfast.Factory.PoolName: the
-	// holdfast.PoolName option, else the factory's WithPoolName, else
-	// "host:port/database"), or "host:port/database" of the pool's
-	// configured host for a pool the target's factory did not configure.
-	// Two targets of one Checker must not share a name. At most 128
-	// printable bytes.
+	// the plain-text answer, log lines (holdfast.readiness.check) and
+	// metrics (holdfast.readiness.check). It is served to whoever can reach
+	// the probe: never put an address in it. Default: the name the pool
+	// was given (the holdfast.PoolName option), else "database", and
+	// "database-2", "database-3", ...
+	// for the second and later targets without one, so that the body
+	// names no host, port or IP. (The address of a target is in its log
+	// lines: server.address, server.port, db.namespace.) Two targets of one
+	// Checker must not share a name. At most 128 printable bytes.
 	Name string
 
 	// Pool is the pgxpool of the target. With DB, it is the pool under DB,
@@ -76,22 +79,29 @@ type TargetInUse struct {
 
 // Kinds of a target, in [TargetStatus].Kind.
 const (
-	KindPool = "pgxpool"
-	KindDB   = "database/sql"
+	kindPool = "pgxpool"
+	kindDB   = "database/sql"
 )
+
+// defaultName is the name of a target whose pool was given no name; the
+// second and later are defaultName-2, defaultName-3, ...
+const defaultName = "database"
 
 // target is a Target with its defaults and its state.
 type target struct {
-	name     string
-	kind     string
-	pool     *pgxpool.Pool
-	db       *sql.DB
-	optional bool
-	factory  *holdfast.Factory
-	attrs    []slog.Attr         // of its log lines
-	tel      *obs.ReadinessCheck // its series; nil records nothing
-	shared   bool                // another target before it has the same pool
-	st       targetState         // guarded by Checker.mu
+	name       string
+	kind       string
+	pool       *pgxpool.Pool
+	db         *sql.DB
+	optional   bool
+	factory    *holdfast.Factory
+	ownFactory bool                // Target.Factory was given
+	poolName   string              // its pool's holdfast name (maybe "host:port/database"), for logs and metrics
+	attrs      []slog.Attr         // of its log lines
+	rtel       *obs.Readiness      // of the factory that configured its pool; nil records nothing
+	tel        *obs.ReadinessCheck // its series; nil records nothing
+	shared     bool                // another target before it has the same pool
+	st         targetState         // guarded by Checker.mu
 }
 
 // targetState is what a Checker knows of one target; guarded by its mu.
@@ -112,11 +122,10 @@ func newTargets(cfg Config, targets []Target) ([]*target, error) {
 		return nil, &ConfigError{Pkg: "readiness", Field: "targets", Why: "none given: pass at least one Target (readiness.Pool(pool), readiness.DB(db))"}
 	}
 	out := make([]*target, 0, len(targets))
-	names := map[string]int{}
 	pools := map[*pgxpool.Pool]bool{}
 	for i, tg := range targets {
 		field := "targets[" + strconv.Itoa(i) + "]"
-		t := &target{db: tg.DB, pool: tg.Pool, optional: tg.Optional, factory: tg.Factory, kind: KindPool}
+		t := &target{db: tg.DB, pool: tg.Pool, optional: tg.Optional, factory: tg.Factory, ownFactory: tg.Factory != nil, kind: kindPool}
 		if t.factory == nil {
 			t.factory = cfg.Factory
 		}
@@ -124,7 +133,7 @@ func newTargets(cfg Config, targets []Target) ([]*target, error) {
 		case tg.DB == nil && tg.Pool == nil:
 			return nil, &ConfigError{Pkg: "readiness", Field: field, Why: "neither Pool nor DB is set"}
 		case tg.DB != nil:
-			t.kind = KindDB
+			t.kind = kindDB
 			under := sqldb.PoolOf(tg.DB)
 			switch {
 			case under == nil && tg.Pool == nil:
@@ -135,37 +144,73 @@ func newTargets(cfg Config, targets []Target) ([]*target, error) {
 				t.pool = under
 			}
 		}
-		cc := t.pool.Config().ConnConfig
-		poolName := t.factory.PoolName(t.pool)
-		if poolName == "" {
-			poolName = obs.PoolName(cc, "")
+		t.poolName = obs.PoolName(t.pool.Config().ConnConfig, "")
+		if b := conn.OfPool(t.pool); b != nil {
+			t.poolName = b.Name()
+			if b.Named() {
+				t.name = t.poolName
+			}
+			t.rtel = b.Telemetry().Readiness()
 		}
-		t.name = tg.Name
-		if t.name == "" {
-			t.name = poolName
+		if tg.Name != "" {
+			t.name = tg.Name
 		}
-		if err := checkName(t.name); err != nil {
-			return nil, &ConfigError{Pkg: "readiness", Field: field + ".Name", Why: err.Error()}
+		if t.name != "" {
+			if err := checkName(t.name); err != nil {
+				return nil, &ConfigError{Pkg: "readiness", Field: field + ".Name", Why: err.Error()}
+			}
 		}
-		if j, dup := names[t.name]; dup {
-			return nil, &ConfigError{Pkg: "readiness", Field: field + ".Name",
-				Why: fmt.Sprintf("%q is also the name of targets[%d]: give one of them a Name of its own", t.name, j)}
-		}
-		names[t.name] = i
 		t.shared = pools[t.pool]
 		pools[t.pool] = true
+		out = append(out, t)
+	}
+	if err := nameTargets(out); err != nil {
+		return nil, err
+	}
+	for _, t := range out {
+		cc := t.pool.Config().ConnConfig
 		t.attrs = []slog.Attr{
 			slog.String(string(obs.KeyReadyCheck), t.name),
-			slog.String(obs.KeyPool, poolName),
+			slog.String(obs.KeyPool, t.poolName),
 			slog.String(string(semconv.ServerAddressKey), cc.Host),
 			slog.Int(string(semconv.ServerPortKey), int(cc.Port)),
 			slog.String(string(semconv.DBNamespaceKey), cc.Database),
 		}
-		t.tel = readinessTelemetry(t.factory).Check(obs.CheckTarget{
-			Check: t.name, Pool: poolName, Host: cc.Host, Port: int(cc.Port), Database: cc.Database})
-		out = append(out, t)
+		t.tel = t.rtel.Check(obs.CheckTarget{
+			Check: t.name, Pool: t.poolName, Host: cc.Host, Port: int(cc.Port), Database: cc.Database})
 	}
 	return out, nil
+}
+
+// nameTargets rejects two targets of one name, and names the targets
+// without one: "database", then "database-2", "database-3", ..., skipping
+// the names of the others.
+func nameTargets(ts []*target) error {
+	names := map[string]int{}
+	for i, t := range ts {
+		if t.name == "" {
+			continue
+		}
+		if j, dup := names[t.name]; dup {
+			return &ConfigError{Pkg: "readiness", Field: "targets[" + strconv.Itoa(i) + "].Name",
+				Why: fmt.Sprintf("%q is also the name of targets[%d]: give one of them a Name of its own", t.name, j)}
+		}
+		names[t.name] = i
+	}
+	n := 1
+	for i, t := range ts {
+		for t.name == "" {
+			name := defaultName
+			if n > 1 {
+				name += "-" + strconv.Itoa(n)
+			}
+			n++
+			if _, taken := names[name]; !taken {
+				t.name, names[name] = name, i
+			}
+		}
+	}
+	return nil
 }
 
 // checkName rejects an empty, overlong or unprintable name.
@@ -220,8 +265,11 @@ func (t *target) blueGreen() *bluegreen.Router {
 	if r := t.factory.BlueGreen(t.pool); r != nil {
 		return r
 	}
-	r, _ := compose.OfPool(t.pool).BlueGreenRouter().(*bluegreen.Router)
-	return r
+	if p := conn.OfPool(t.pool); p != nil {
+		return p.BlueGreen() // another factory's
+	}
+	return compose.OwnerOf[bluegreen.Router](t.pool.Config()) // bluegreen.New's
+
 }
 
 // logAttrs returns the target's attributes followed by attrs.

@@ -178,7 +178,7 @@ func TestTargetsOneDown(t *testing.T) {
 			d := newTwoDBs(t)
 			reports := readiness.DB(d.db)
 			reports.Optional = tt.optional
-			c, err := readiness.NewChecker(readiness.Config{Factory: d.f, FailureThreshold: 1}, readiness.Pool(d.pool), reports)
+			c, err := readiness.New(readiness.Config{Factory: d.f, FailureThreshold: 1}, readiness.Pool(d.pool), reports)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -207,7 +207,7 @@ func TestTargetsOneDown(t *testing.T) {
 			d.down(t)
 			clock.Advance(time.Hour)
 			code, h, body = probe(t, c)
-			if code != tt.code || h.Status != tt.status || h.Reason != readiness.ReasonDatabase || h.Output != tt.output {
+			if code != tt.code || h.Status != tt.status || h.Reason != "database" || h.Output != tt.output {
 				t.Fatalf("reports down: %d %s\nwant %d status %q output %q", code, body, tt.code, tt.status, tt.output)
 			}
 			db = byName(t, "postgres:responseTime", h.Checks.Database)
@@ -218,7 +218,7 @@ func TestTargetsOneDown(t *testing.T) {
 				t.Errorf("reports down: reports = %+v, want fail fatal/sqlstate-42501", c)
 			}
 			s := c.Status()
-			if s.Target != "reports" || len(s.Targets) != 2 || s.Targets[1].Kind != readiness.KindDB || s.Targets[0].Kind != readiness.KindPool {
+			if s.Target != "reports" || len(s.Targets) != 2 || s.Targets[1].Kind != "database/sql" || s.Targets[0].Kind != "pgxpool" {
 				t.Errorf("Status: Target %q, Targets %+v", s.Target, s.Targets)
 			}
 			if s.Targets[1].Health != readiness.Fail || s.Targets[0].Health != readiness.Pass {
@@ -252,7 +252,7 @@ func TestTargetsStart(t *testing.T) {
 			t.Parallel()
 			d := newTwoDBs(t)
 			d.down(t)
-			c, err := readiness.NewChecker(readiness.Config{Factory: d.f},
+			c, err := readiness.New(readiness.Config{Factory: d.f},
 				readiness.Pool(d.pool), readiness.Target{DB: d.db, Optional: tt.optional})
 			if err != nil {
 				t.Fatal(err)
@@ -260,14 +260,13 @@ func TestTargetsStart(t *testing.T) {
 			defer c.Close()
 			err = c.Start(context.Background())
 			var te *readiness.TargetError
-			var se *holdfast.StartupError
 			switch {
 			case tt.optional && err != nil:
 				t.Fatalf("Start = %v, want nil: the failing target is optional", err)
-			case !tt.optional && (!errors.As(err, &te) || te.Target != "reports" || !errors.As(err, &se)):
-				t.Fatalf("Start = %v, want a *TargetError for reports wrapping a *holdfast.StartupError", err)
-			case !tt.optional && se.Verdict.String() != "fatal/sqlstate-42501":
-				t.Errorf("Start's verdict = %s", se.Verdict)
+			case !tt.optional && (!errors.As(err, &te) || te.Target != "reports" || te.Err == nil):
+				t.Fatalf("Start = %v, want a *TargetError for reports wrapping Factory.Start's error", err)
+			case !tt.optional && (!errors.As(te.Err, new(*holdfast.ConnectError)) || d.f.Classify(te.Err).String() != "fatal/sqlstate-42501"):
+				t.Errorf("Start's verdict = %s", d.f.Classify(te.Err))
 			}
 			code, h, body := probe(t, c)
 			if code != tt.code || h.Output != tt.output {
@@ -288,7 +287,7 @@ func TestTargetsStart(t *testing.T) {
 func TestServeDrainsEveryTarget(t *testing.T) {
 	t.Parallel()
 	d := newTwoDBs(t)
-	c, err := readiness.NewChecker(readiness.Config{Factory: d.f, DrainInterval: time.Millisecond},
+	c, err := readiness.New(readiness.Config{Factory: d.f, DrainInterval: time.Millisecond},
 		readiness.Pool(d.pool), readiness.DB(d.db))
 	if err != nil {
 		t.Fatal(err)
@@ -367,7 +366,7 @@ func TestServeDrainsEveryTarget(t *testing.T) {
 func TestDrainTimeoutNamesTarget(t *testing.T) {
 	t.Parallel()
 	d := newTwoDBs(t)
-	c, err := readiness.NewChecker(readiness.Config{Factory: d.f, DrainInterval: time.Millisecond},
+	c, err := readiness.New(readiness.Config{Factory: d.f, DrainInterval: time.Millisecond},
 		readiness.Pool(d.pool), readiness.DB(d.db))
 	if err != nil {
 		t.Fatal(err)
@@ -436,9 +435,9 @@ func TestNewCheckerConfigErrors(t *testing.T) {
 		{"an unprintable name", []readiness.Target{{Pool: orders, Name: "a\nb"}}, "readiness: invalid targets[0].Name: contains an unprintable character"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := readiness.NewChecker(readiness.Config{Factory: f}, tt.targets...)
+			c, err := readiness.New(readiness.Config{Factory: f}, tt.targets...)
 			var ce *readiness.ConfigError
-			if c != nil || !errors.As(err, &ce) || !errors.Is(err, readiness.ErrInvalidConfig) || !strings.HasPrefix(err.Error(), tt.want) {
+			if c != nil || !errors.As(err, &ce) || !errors.As(err, new(*readiness.ConfigError)) || !strings.HasPrefix(err.Error(), tt.want) {
 				t.Fatalf("NewChecker = %v, %v; want a *ConfigError starting %q", c, err, tt.want)
 			}
 		})
@@ -446,16 +445,16 @@ func TestNewCheckerConfigErrors(t *testing.T) {
 
 	// Named apart, a pool and a DB over it are one Checker, and a DB of a
 	// Connector is one with its pool given.
-	c, err := readiness.NewChecker(readiness.Config{Factory: f}, readiness.Pool(reports), readiness.Target{DB: overReports, Name: "reports-sql"})
+	c, err := readiness.New(readiness.Config{Factory: f}, readiness.Pool(reports), readiness.Target{DB: overReports, Name: "reports-sql"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.Close()
-	c, err = readiness.NewChecker(readiness.Config{Factory: f}, readiness.Target{DB: foreign, Pool: foreignPool})
+	c, err = readiness.New(readiness.Config{Factory: f}, readiness.Target{DB: foreign, Pool: foreignPool})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := c.Status(); s.Target != "foreign" || s.Targets[0].Kind != readiness.KindDB {
+	if s := c.Status(); s.Target != "foreign" || s.Targets[0].Kind != "database/sql" {
 		t.Errorf("a DB given with its pool: target %q, kind %q", s.Target, s.Targets[0].Kind)
 	}
 	c.Close()
@@ -469,7 +468,7 @@ func TestTargetsTelemetry(t *testing.T) {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer mp.Shutdown(context.Background())
 	d := newTwoDBs(t, holdfast.WithMeterProvider(mp))
-	c, err := readiness.NewChecker(readiness.Config{Factory: d.f, FailureThreshold: 1},
+	c, err := readiness.New(readiness.Config{Factory: d.f, FailureThreshold: 1},
 		readiness.Pool(d.pool), readiness.Target{DB: d.db, Optional: true})
 	if err != nil {
 		t.Fatal(err)

@@ -34,7 +34,7 @@ func TestReadinessTelemetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	c, err := readiness.New(pool, readiness.Config{Factory: f})
+	c, err := readiness.New(readiness.Config{Factory: f}, readiness.Pool(pool))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/sqldb"
@@ -18,7 +19,7 @@ import (
 // A sqldb *sql.DB and, when its constructor gives one, its pool.
 type opened struct {
 	db   *sql.DB
-	pool *pgxpool.Pool    // nil for RegisterDriver
+	pool *pgxpool.Pool    // nil for RegisterDriver (Open's: PoolOf)
 	c    *sqldb.Connector // NewConnector's
 	kind string           // the constructor
 }
@@ -36,7 +37,7 @@ func openBy(t *testing.T, kind string) opened {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return opened{db: db, kind: kind}
+		return opened{db: db, pool: sqldb.PoolOf(db), kind: kind}
 	case "OpenDB", "NewConnector":
 		pool, err := f.NewPool(ctx, cfg)
 		if err != nil {
@@ -159,8 +160,11 @@ func hold(ctx context.Context, t *testing.T, db *sql.DB, what string) held {
 }
 
 // DB.Close returns at once while the application holds a Rows, a Tx or a
-// *sql.Conn (database/sql never waits for them; pgxpool.Close would), the
-// held connection keeps working, and its release closes it and the pool.
+// *sql.Conn (database/sql never waits for them; pgxpool.Close would): the
+// pool's idle connections close, the pool acquires nothing more, the held
+// connection keeps working, and its release closes it and ends the close
+// of the pool (pgxpool.Close returns; the goroutine that ran it is gone
+// when pgtest.Main's goleak check runs).
 func TestCloseWhileHeld(t *testing.T) {
 	t.Parallel()
 	for _, kind := range []string{"Open", "NewConnector", "RegisterDriver"} {
@@ -208,6 +212,17 @@ func TestCloseWhileHeld(t *testing.T) {
 
 				if o.pool != nil {
 					waitFor(t, "the pool's idle connection closed", func() bool { return o.pool.Stat().TotalConns() == 1 })
+					// The pool's close has begun: it makes no connection.
+					waitFor(t, "the pool refusing Acquire", func() bool {
+						c, err := o.pool.Acquire(ctx)
+						if err == nil {
+							c.Release()
+						}
+						return err != nil
+					})
+				}
+				if p := sqldb.PoolOf(o.db); p != nil {
+					t.Errorf("PoolOf after DB.Close = %p, want nil", p)
 				}
 				if o.c != nil {
 					if _, err := o.c.Connect(ctx); !errors.Is(err, sqldb.ErrClosed) {
@@ -236,27 +251,35 @@ func TestCloseWhileHeld(t *testing.T) {
 }
 
 // DB.Close with nothing held closes the pool at once, the pool's idle
-// connections too.
+// connections and the ones database/sql kept idle too.
 func TestCloseIdle(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	o := openBy(t, "NewConnector")
-	var pid uint32
-	if err := o.db.QueryRowContext(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
-		t.Fatal(err)
-	}
-	if n := o.pool.Stat().IdleConns(); n != 1 {
-		t.Fatalf("the pool has %d idle connections, want 1", n)
-	}
-	if err := o.db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.pool.Ping(ctx); err == nil {
-		t.Error("DB.Close left the Connector's pool open")
-	}
-	backendGone(t, pid)
-	if err := o.c.Close(); err != nil { // a second Close does nothing
-		t.Error(err)
+	for _, maxIdle := range []int{-1, 0} { // -1: database/sql's default (2), kept acquired from the pool
+		t.Run(fmt.Sprintf("maxIdle=%d", maxIdle), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			o := openBy(t, "NewConnector")
+			if maxIdle >= 0 {
+				o.db.SetMaxIdleConns(maxIdle)
+			}
+			var pid uint32
+			if err := o.db.QueryRowContext(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+				t.Fatal(err)
+			}
+			if st := o.pool.Stat(); st.TotalConns() != 1 || (st.IdleConns() == 1) != (maxIdle == 0) {
+				t.Fatalf("the pool has %d connections, %d idle; want 1, idle only with SetMaxIdleConns(0)", st.TotalConns(), st.IdleConns())
+			}
+			if err := o.db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := o.pool.Ping(ctx); err == nil {
+				t.Error("DB.Close left the Connector's pool open")
+			}
+			backendGone(t, pid)
+			if err := o.c.Close(); err != nil { // a second Close does nothing
+				t.Error(err)
+			}
+		})
 	}
 }
 
@@ -271,14 +294,17 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// database/sql keeps no idle connection of a sqldb *sql.DB, whatever its
-// constructor and SetMaxIdleConns (database/sql's default is 2, and
-// RegisterDriver's sql.Open cannot be told otherwise): the pool keeps it,
-// and the next statement runs on the same backend.
-func TestNoIdleInDatabaseSQL(t *testing.T) {
+// Which connections database/sql keeps idle: none for Open and OpenDB
+// (SetMaxIdleConns(0), as pgx's stdlib.OpenDBFromPool) unless the
+// application raises SetMaxIdleConns; database/sql's default (2) for
+// RegisterDriver's sql.Open and NewConnector's sql.OpenDB, which sqldb
+// cannot set, unless the application sets SetMaxIdleConns(0). Either way
+// the next statement runs on the same backend: the pool's connection, or
+// the one database/sql kept, reused.
+func TestIdleConnections(t *testing.T) {
 	t.Parallel()
 	for _, kind := range []string{"Open", "OpenDB", "NewConnector", "RegisterDriver"} {
-		for _, maxIdle := range []int{-1, 5} { // -1: database/sql's default, not set
+		for _, maxIdle := range []int{-1, 0, 2} { // -1: not set
 			t.Run(fmt.Sprintf("%s/maxIdle=%d", kind, maxIdle), func(t *testing.T) {
 				t.Parallel()
 				ctx := context.Background()
@@ -287,31 +313,35 @@ func TestNoIdleInDatabaseSQL(t *testing.T) {
 				if maxIdle >= 0 {
 					o.db.SetMaxIdleConns(maxIdle)
 				}
+				kept := 0 // idle connections database/sql keeps after a query
+				if maxIdle > 0 || maxIdle < 0 && (kind == "NewConnector" || kind == "RegisterDriver") {
+					kept = 1
+				}
 				var pids [2]uint32
 				for i := range pids {
 					if err := o.db.QueryRowContext(ctx, "SELECT pg_backend_pid()").Scan(&pids[i]); err != nil {
 						t.Fatal(err)
 					}
-					if st := o.db.Stats(); st.Idle != 0 || st.OpenConnections != 0 {
-						t.Errorf("after a query database/sql holds %d connections, %d idle; want none", st.OpenConnections, st.Idle)
+					if st := o.db.Stats(); st.Idle != kept || st.OpenConnections != kept {
+						t.Errorf("after a query database/sql holds %d connections, %d idle; want %d idle", st.OpenConnections, st.Idle, kept)
 					}
 					if o.pool != nil {
-						if st := o.pool.Stat(); st.IdleConns() != 1 || st.AcquiredConns() != 0 {
-							t.Errorf("after a query the pool has %d idle, %d acquired connections; want 1 idle", st.IdleConns(), st.AcquiredConns())
+						if st := o.pool.Stat(); st.IdleConns() != int32(1-kept) || st.AcquiredConns() != int32(kept) {
+							t.Errorf("after a query the pool has %d idle, %d acquired connections; want %d, %d", st.IdleConns(), st.AcquiredConns(), 1-kept, kept)
 						}
 					}
 				}
 				if pids[0] != pids[1] {
-					t.Errorf("the second query ran on backend %d, the first on %d: the pool did not keep the connection", pids[1], pids[0])
+					t.Errorf("the second query ran on backend %d, the first on %d: the connection was not reused", pids[1], pids[0])
 				}
 			})
 		}
 	}
 }
 
-// What database/sql does on a connection it never keeps idle: prepared
+// What database/sql does on a connection it does not keep idle: prepared
 // statements (re-prepared on each connection), transactions, a *sql.Conn
-// and its Raw driver connection, a *sqldb.Conn with the *pgx.Conn.
+// and its Raw driver connection, pgx's *stdlib.Conn with the *pgx.Conn.
 func TestConnUses(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -365,12 +395,9 @@ func TestConnUses(t *testing.T) {
 	}
 	defer conn.Close()
 	err = conn.Raw(func(driverConn any) error {
-		sc, ok := driverConn.(*sqldb.Conn)
+		sc, ok := driverConn.(*stdlib.Conn)
 		if !ok {
-			return fmt.Errorf("Raw's driver connection is a %T, want a *sqldb.Conn", driverConn)
-		}
-		if _, ok := driverConn.(interface{ Conn() *pgx.Conn }); !ok {
-			return errors.New("Raw's driver connection has no Conn() *pgx.Conn")
+			return fmt.Errorf("Raw's driver connection is a %T, want pgx's *stdlib.Conn", driverConn)
 		}
 		return sc.Conn().Ping(ctx)
 	})

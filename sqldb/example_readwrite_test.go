@@ -42,7 +42,7 @@ func ExampleOpenReadWrite() {
 		log.Fatal(err)
 	}
 	// Reads that may trail by the replica lag go to the readers.
-	err = rw.ReadTx(ctx, nil, func(tx *sql.Tx) error {
+	err = sqldb.RunTx(ctx, f, rw.Read(ctx), &sql.TxOptions{ReadOnly: true}, func(tx *sql.Tx) error {
 		return tx.QueryRowContext(ctx, "SELECT count(*) FROM orders").Scan(&n)
 	})
 	if err != nil {

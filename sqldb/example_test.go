@@ -32,7 +32,7 @@ func ExampleOpen() {
 	}
 	db, err := sqldb.Open(ctx, f, cfg) // was: sql.Open("pgx", dsn)
 	if err != nil {
-		log.Fatal(err) // a *holdfast.StartupError when the database cannot be reached
+		log.Fatal(err) // a *holdfast.ConnectError (Layer "startup") when the database cannot be reached
 	}
 	defer db.Close() // closes the pool too
 
@@ -84,11 +84,11 @@ func ExampleRule() {
 	// fatal/unknown
 }
 
-// BeginTxFunc is the factory's transaction runner over a *sql.DB: the
+// RunTx is the factory's transaction runner over a *sql.DB: the
 // whole transaction runs again only when nothing of it committed, and a
 // COMMIT whose answer was lost is holdfast.ErrOutcomeUnknown, never run
 // again. (It needs a database, so this example is compiled, not run.)
-func ExampleBeginTxFunc() {
+func ExampleRunTx() {
 	ctx := context.Background()
 	f, err := holdfast.New()
 	if err != nil {
@@ -104,7 +104,7 @@ func ExampleBeginTxFunc() {
 	}
 	defer db.Close()
 
-	err = sqldb.BeginTxFunc(ctx, f, db, &sql.TxOptions{Isolation: sql.LevelSerializable}, func(tx *sql.Tx) error {
+	err = sqldb.RunTx(ctx, f, db, &sql.TxOptions{Isolation: sql.LevelSerializable}, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, "UPDATE stock SET n = n - 1 WHERE sku = $1 AND n > 0", "A-17")
 		return err // this function may run more than once
 	})

@@ -25,7 +25,7 @@ func TestWrongPasswordIsLoggedWhenItGivesUp(t *testing.T) {
 	s := startScram(ctx, t)
 	var logs fakes.LogBuffer
 	f := newFactory(t, holdfast.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))),
-		holdfast.WithPasswordFunc(func(context.Context) (string, error) { return "not-the-password", nil }))
+		holdfast.WithPasswordFunc(func(context.Context, string) (string, error) { return "not-the-password", nil }))
 	name := fmt.Sprintf("holdfast-sqldb-logs-%d", registered.Add(1))
 	if err := sqldb.RegisterDriver(name, f); err != nil {
 		t.Fatal(err)

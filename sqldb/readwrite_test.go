@@ -8,17 +8,19 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/failover"
 	"github.com/holdfast-db/holdfast/fakes/failovertest"
+	"github.com/holdfast-db/holdfast/internal/conn"
 	"github.com/holdfast-db/holdfast/sqldb"
 )
 
 // TestReadWriteSQL: OpenReadWrite on a cluster endpoint gives a *sql.DB on
 // the writer and one on the readers, over pools of one factory that share
-// the cluster's monitor; ReadTx refuses a write with a
-// *holdfast.ReadOnlyError, a read under holdfast.ReadYourWrites goes to
+// the cluster's monitor; a read-only transaction on the reader refuses a
+// write (25006, run once), a read under holdfast.ReadYourWrites goes to
 // the writer, and Close closes both pools.
 func TestReadWriteSQL(t *testing.T) {
 	c := failovertest.StartTest(t, failovertest.Config{Replicas: 1})
@@ -35,9 +37,10 @@ func TestReadWriteSQL(t *testing.T) {
 	}
 	defer rw.Close()
 	wp, rp := sqldb.PoolOf(rw.Writer()), sqldb.PoolOf(rw.Reader())
-	if f.PoolName(wp) != "orders" || f.PoolName(rp) != "orders-ro" || rp.Config().ConnConfig.Host != c.ReaderEndpoint {
-		t.Errorf("pools %q on %s, %q on %s; want orders, orders-ro on %s", f.PoolName(wp), wp.Config().ConnConfig.Host,
-			f.PoolName(rp), rp.Config().ConnConfig.Host, c.ReaderEndpoint)
+	name := func(p *pgxpool.Pool) string { return conn.OfPool(p).Name() }
+	if name(wp) != "orders" || name(rp) != "orders-ro" || rp.Config().ConnConfig.Host != c.ReaderEndpoint {
+		t.Errorf("pools %q on %s, %q on %s; want orders, orders-ro on %s", name(wp), wp.Config().ConnConfig.Host,
+			name(rp), rp.Config().ConnConfig.Host, c.ReaderEndpoint)
 	}
 	if m := f.Failover(wp); m == nil || m != f.Failover(rp) {
 		t.Error("the pools do not share one monitor")
@@ -54,7 +57,7 @@ func TestReadWriteSQL(t *testing.T) {
 		t.Error("Writer, Read, Read(ReadYourWrites): want the writer, a reader, the writer")
 	}
 
-	if err := rw.WriteTx(ctx, nil, func(tx *sql.Tx) error {
+	if err := sqldb.RunTx(ctx, f, rw.Writer(), nil, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, "CREATE TABLE rws (id bigint PRIMARY KEY)")
 		return err
 	}); err != nil {
@@ -66,27 +69,28 @@ func TestReadWriteSQL(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond) // a poll of the reader's replay; ctx bounds the loop's queries
 	}
-	err = rw.ReadTx(ctx, nil, func(tx *sql.Tx) error {
+	runs := 0
+	err = sqldb.RunTx(ctx, f, rw.Read(ctx), &sql.TxOptions{ReadOnly: true}, func(tx *sql.Tx) error {
+		runs++
 		_, err := tx.ExecContext(ctx, "INSERT INTO rws VALUES (1)")
 		return err
 	})
-	var roe *holdfast.ReadOnlyError
 	var pe *pgconn.PgError
-	if !errors.As(err, &roe) || !errors.As(err, &pe) || pe.Code != "25006" {
-		t.Errorf("a write in ReadTx: %v, want a *holdfast.ReadOnlyError wrapping 25006", err)
+	if !errors.As(err, &pe) || pe.Code != "25006" || runs != 1 || f.Classify(err).Retryable() {
+		t.Errorf("a write in a read-only transaction: %v after %d runs, want 25006 once, not retryable", err, runs)
 	}
 	if _, err := rw.Writer().ExecContext(ctx, "INSERT INTO rws VALUES (2)"); err != nil {
 		t.Fatal(err)
 	}
 	var n int
-	if err := rw.ReadTx(ryw, &sql.TxOptions{Isolation: sql.LevelRepeatableRead}, func(tx *sql.Tx) error {
+	if err := sqldb.RunTx(ryw, f, rw.Read(ryw), &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead}, func(tx *sql.Tx) error {
 		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM rws").Scan(&n); err != nil {
 			return err
 		}
 		_, err := tx.ExecContext(ctx, "INSERT INTO rws VALUES (3)") // read-only on the writer too
 		return err
-	}); !errors.As(err, &roe) || n != 1 {
-		t.Errorf("ReadTx(ReadYourWrites): %d rows, %v; want 1 and a *holdfast.ReadOnlyError", n, err)
+	}); !errors.As(err, &pe) || pe.Code != "25006" || n != 1 {
+		t.Errorf("a read-only transaction under ReadYourWrites: %d rows, %v; want 1 and 25006", n, err)
 	}
 
 	if err := rw.Close(); err != nil {

@@ -6,11 +6,11 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"github.com/holdfast-db/holdfast/internal/cfgerr"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/holdfast-db/holdfast/internal/cfgerr"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/classify"
+	hfconn "github.com/holdfast-db/holdfast/internal/conn"
 )
 
 // ErrInvalidConfig is matched by every *ConfigError.
@@ -42,14 +43,22 @@ var ErrClosed = errors.New("sqldb: connector is closed")
 // the application still holds a connection (a Rows, Tx or *sql.Conn),
 // when it releases the last one; DB.Close does not wait. It returns a
 // *ConfigError for a nil factory or config and NewPool's errors (a
-// *holdfast.StartupError when the database cannot be reached).
+// *holdfast.ConnectError of Layer "startup" when the database cannot be
+// reached).
 //
-// opts are pgx stdlib options. database/sql never reuses a connection of a
-// sqldb *sql.DB (see [Conn]), so stdlib's reuse hooks,
-// stdlib.OptionResetSession and stdlib.OptionShouldPing, are not called,
-// and stdlib ignores OptionBeforeConnect and OptionAfterConnect for a
-// pool: set the pool's hooks on cfg instead (PrepareConn, AfterRelease,
-// ShouldPing, AfterConnect).
+// The *sql.DB keeps no idle connection (SetMaxIdleConns(0), as pgx's
+// stdlib.OpenDBFromPool sets): a connection the application is done with
+// goes back to the pool at once. See the package documentation, "Idle
+// connections".
+//
+// opts are pgx stdlib options. stdlib.OptionShouldPing applies (when
+// database/sql reuses a connection); stdlib.OptionResetSession is replaced
+// by sqldb's check of a reused connection, which runs the pool's
+// PrepareConn: reset a session there. In *sql.Conn.Raw the driver
+// connection is pgx's *stdlib.Conn. pgx's stdlib ignores
+// OptionBeforeConnect and OptionAfterConnect for a pool: set the pool's
+// hooks on cfg instead (BeforeConnect, AfterConnect, PrepareConn,
+// AfterRelease, ShouldPing).
 func Open(ctx context.Context, f *holdfast.Factory, cfg *pgxpool.Config, opts ...stdlib.OptionOpenDB) (*sql.DB, error) {
 	switch {
 	case f == nil:
@@ -61,21 +70,21 @@ func Open(ctx context.Context, f *holdfast.Factory, cfg *pgxpool.Config, opts ..
 	if err != nil {
 		return nil, err
 	}
-	c := NewConnector(pool, opts...)
-	c.f = f
-	return open(c), nil
+	return open(newConnector(pool, true, f, opts)), nil
 }
 
 // OpenDB returns a *sql.DB over pool, a pool built from a config that a
 // holdfast.Factory configured (NewPool, or Configure then
-// pgxpool.NewWithConfig). Closing the *sql.DB leaves the pool open.
+// pgxpool.NewWithConfig), set up as [Open]'s (no idle connection in
+// database/sql, the same options). Closing the *sql.DB leaves the pool
+// open.
 func OpenDB(pool *pgxpool.Pool, opts ...stdlib.OptionOpenDB) *sql.DB {
-	return open(&Connector{base: stdlib.GetPoolConnector(pool, opts...), pool: pool})
+	return open(newConnector(pool, false, nil, opts))
 }
 
 func open(c *Connector) *sql.DB {
 	db := sql.OpenDB(c)
-	db.SetMaxIdleConns(0) // the pool keeps the idle connections (Conn.IsValid says so too)
+	db.SetMaxIdleConns(0) // the pool keeps the idle connections, as stdlib.OpenDBFromPool has it
 	c.mu.Lock()
 	c.db = db
 	c.mu.Unlock()
@@ -92,7 +101,7 @@ var pools sync.Map // *sql.DB → *pgxpool.Pool
 // PoolOf returns the pgxpool under db, a *sql.DB that [Open] or [OpenDB]
 // returned and that is not closed yet, so that code given only the *sql.DB
 // (readiness checks, metrics, a drain) can read the pool's Stat or reach
-// its holdfast name (holdfast.Factory.PoolName). It returns nil for a nil
+// its holdfast name. It returns nil for a nil
 // or closed db and for a *sql.DB that sqldb did not build itself: one of
 // sql.Open with a [RegisterDriver] driver, or of sql.OpenDB over a
 // [Connector] (use [Connector.Pool]). The pool stays the *sql.DB's: do not
@@ -110,58 +119,82 @@ func PoolOf(db *sql.DB) *pgxpool.Pool {
 // holdfast-configured pool; it owns the pool (Close closes it). Build one
 // with [NewConnector]; sql.OpenDB(c) calls its Close on DB.Close.
 //
-// database/sql keeps no idle connection of a Connector's *sql.DB, whatever
-// its SetMaxIdleConns: every connection it returns goes back to the pool,
-// which keeps the idle ones (see [Conn]).
+// Its connections are pgx's own: Connect returns the *stdlib.Conn of pgx's
+// stdlib.GetPoolConnector, so that in *sql.Conn.Raw
+// driverConn.(*stdlib.Conn).Conn() is the *pgx.Conn, as with pgx's driver.
+//
+// A *sql.DB of sql.OpenDB(c) keeps database/sql's defaults: up to 2 idle
+// connections (SetMaxIdleConns), which stay acquired from the pool while
+// database/sql keeps them; each is checked as the pool checks an Acquire
+// when database/sql reuses it (see the package documentation, "Idle
+// connections"). Call db.SetMaxIdleConns(0), as [OpenDB] does, to have
+// every connection go back to the pool when the application is done with
+// it (and a readiness drain of the pool not wait for idle ones).
 type Connector struct {
 	base  driver.Connector
 	pool  *pgxpool.Pool
 	owned bool              // Close closes pool
 	f     *holdfast.Factory // Open's and RegisterDriver's: Connect retries as Factory.Acquire does
+	// The pool's checks of an Acquire, which reuse runs too.
+	prepare  func(context.Context, *pgx.Conn) (bool, error)
+	lifetime time.Duration
 
-	mu      sync.Mutex
-	held    int     // connections acquired (or being acquired) and not yet closed
-	closing bool    // Close was called: the release of the last held connection closes the pool
-	db      *sql.DB // the *sql.DB of Open or OpenDB over it, registered for PoolOf; else nil
+	mu         sync.Mutex
+	connecting int     // Connect calls under way
+	closing    bool    // Close was called: Connect returns ErrClosed
+	db         *sql.DB // the *sql.DB of Open or OpenDB over it, registered for PoolOf; else nil
 }
 
 // Pool returns the pool the Connector acquires its connections from.
 func (c *Connector) Pool() *pgxpool.Pool { return c.pool }
 
 // NewConnector returns a Connector over pool that closes pool when closed.
+// opts are pgx stdlib options, as for [Open].
 func NewConnector(pool *pgxpool.Pool, opts ...stdlib.OptionOpenDB) *Connector {
-	return &Connector{base: stdlib.GetPoolConnector(pool, opts...), pool: pool, owned: true}
+	return newConnector(pool, true, nil, opts)
+}
+
+func newConnector(pool *pgxpool.Pool, owned bool, f *holdfast.Factory, opts []stdlib.OptionOpenDB) *Connector {
+	cfg := pool.Config()
+	c := &Connector{pool: pool, owned: owned, f: f, prepare: cfg.PrepareConn, lifetime: cfg.MaxConnLifetime}
+	//lint:ignore SA1019 pgxpool runs the deprecated BeforeAcquire when PrepareConn is not set; so does a reuse
+	if before := cfg.BeforeAcquire; c.prepare == nil && before != nil {
+		c.prepare = func(ctx context.Context, conn *pgx.Conn) (bool, error) { return before(ctx, conn), nil }
+	}
+	// sqldb's check comes last: it replaces an OptionResetSession of opts.
+	c.base = stdlib.GetPoolConnector(pool, append(slices.Clip(opts), stdlib.OptionResetSession(c.reuse))...)
+	return c
 }
 
 // Connect acquires a connection from the pool, bounded by ctx, and returns
-// it as a *[Conn]. Every connect of the pool is retried by the factory
-// that configured it; a Connector from [Open] or [RegisterDriver] also
-// retries a failed acquire as holdfast.Factory.Acquire does
-// (Factory.Reacquire): one retry of a 28P01 with a freshly fetched
+// it as pgx's *stdlib.Conn. Every connect of the pool is retried by the
+// factory that configured it; a Connector from [Open] or [RegisterDriver]
+// also retries a failed acquire as holdfast.Factory.Acquire does: one retry of a 28P01 with a freshly fetched
 // password or token, which pgx does not retry inside a connect. After
 // Close it returns [ErrClosed].
 func (c *Connector) Connect(ctx context.Context) (driver.Conn, error) {
-	// Count the connection before acquiring it, so that a Close meanwhile
-	// leaves the pool to its release.
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
 		return nil, ErrClosed
 	}
-	c.held++
+	c.connecting++ // a Close meanwhile leaves the pool to the release of this connection
 	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.connecting--
+		c.mu.Unlock()
+	}()
 	conn, err := c.connect(ctx)
 	if err != nil {
-		c.release()
 		return nil, err
 	}
-	sc, ok := conn.(*stdlib.Conn)
-	if !ok { // pgx's pool connector returns a *stdlib.Conn
-		conn.Close()
-		c.release()
-		return nil, fmt.Errorf("sqldb: pgx's stdlib returned a %T, want a *stdlib.Conn", conn)
+	if sc, ok := conn.(*stdlib.Conn); ok && c.lifetime > 0 {
+		if data := sc.Conn().PgConn().CustomData(); data[firstAcquired] == nil {
+			data[firstAcquired] = time.Now()
+		}
 	}
-	return &Conn{stdConn: sc, c: c}, nil
+	return conn, nil
 }
 
 func (c *Connector) connect(ctx context.Context) (driver.Conn, error) {
@@ -169,7 +202,11 @@ func (c *Connector) connect(ctx context.Context) (driver.Conn, error) {
 	if err == nil || c.f == nil {
 		return conn, err
 	}
-	err = c.f.Reacquire(ctx, c.pool, err, func(ctx context.Context) error {
+	p := hfconn.OfPool(c.pool)
+	if p == nil {
+		return nil, err
+	}
+	err = p.Engine().Reacquire(ctx, c.pool, err, func(ctx context.Context) error {
 		var err error
 		conn, err = c.base.Connect(ctx)
 		return err
@@ -180,17 +217,61 @@ func (c *Connector) connect(ctx context.Context) (driver.Conn, error) {
 	return conn, nil
 }
 
-// release ends the count of one connection; the last one after Close
-// closes the pool.
-func (c *Connector) release() {
-	c.mu.Lock()
-	c.held--
-	last := c.closing && c.held == 0
-	c.mu.Unlock()
-	if last && c.owned {
-		c.closePool() // nothing of ours is acquired: it does not wait
+// reuse is the ResetSession of the Connector's connections: pgx's stdlib
+// calls it when database/sql reuses a connection it kept, after its own
+// checks (the connection is open, in no transaction, and answered a ping
+// if it was idle over a second or OptionShouldPing says so). It checks
+// the connection as pgxpool's Acquire does: a connection older than the
+// pool's MaxConnLifetime (counted from sqldb's first acquire of it) is
+// destroyed, and the pool's PrepareConn runs, so that holdfast's eviction
+// (a failed server, a failover, a reader to retire, the old blue
+// instance) and the application's own PrepareConn see every reuse. A
+// connection destroyed is closed, so that its release destroys it in the
+// pool, and database/sql takes another (driver.ErrBadConn). When
+// PrepareConn fails, the connection goes back to the pool and database/sql
+// takes another (an error that is driver.ErrBadConn and wraps
+// PrepareConn's): if the pool's Acquire fails so too, the operation fails
+// with PrepareConn's error, as on a pgxpool.
+func (c *Connector) reuse(ctx context.Context, conn *pgx.Conn) error {
+	keep, err := true, error(nil)
+	if c.lifetime > 0 {
+		if at, ok := conn.PgConn().CustomData()[firstAcquired].(time.Time); ok && time.Since(at) > c.lifetime {
+			keep = false
+		}
 	}
+	if keep && c.prepare != nil {
+		keep, err = c.prepare(ctx, conn)
+	}
+	if !keep {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+		_ = conn.Close(cctx)
+		cancel()
+	}
+	switch {
+	case err != nil:
+		return &reuseError{err: err}
+	case !keep:
+		return driver.ErrBadConn
+	}
+	return nil
 }
+
+// firstAcquired is the key, in a connection's pgconn.CustomData, of when
+// a Connector first acquired it: the connection is at least that old.
+const firstAcquired = "github.com/holdfast-db/holdfast/sqldb.firstAcquired"
+
+// closeTimeout bounds the close of a connection the pool's PrepareConn
+// rejected on reuse (a Terminate, then the socket closes).
+const closeTimeout = 100 * time.Millisecond
+
+// reuseError is the pool's PrepareConn's error on a reuse: database/sql
+// gives the connection back and takes another (it is driver.ErrBadConn).
+type reuseError struct{ err error }
+
+func (e *reuseError) Error() string {
+	return "sqldb: the pool's PrepareConn failed on a connection database/sql reused: " + e.err.Error()
+}
+func (e *reuseError) Unwrap() []error { return []error{e.err, driver.ErrBadConn} }
 
 // closePool closes the pool the Connector owns, and with a factory the
 // monitors the factory runs for it (Factory.ClosePool).
@@ -206,12 +287,18 @@ func (c *Connector) closePool() {
 func (c *Connector) Driver() driver.Driver { return c.base.Driver() }
 
 // Close closes the pool the Connector owns; database/sql calls it from
-// DB.Close. It never waits for a connection the application still holds
-// (a Rows, a Tx or a *sql.Conn, which DB.Close leaves open as database/sql
-// does): it closes the pool's idle connections at once, and the release
-// of the last held connection closes the pool. Connect then returns
-// [ErrClosed], and [PoolOf] of its *sql.DB returns nil. Closing a
-// Connector a second time does nothing.
+// DB.Close, after closing its idle connections. It never waits for a
+// connection the application still holds (a Rows, a Tx or a *sql.Conn,
+// which DB.Close leaves open as database/sql does): with none, it closes
+// the pool before it returns; else it closes the pool's idle connections
+// at once and leaves the close of the pool to a goroutine of the
+// Connector's, which pgxpool.Close (and with a factory, Factory.ClosePool)
+// keeps until the application releases the last connection it holds, and
+// which ends then. Once that goroutine has begun pgxpool.Close, the pool
+// acquires nothing more and its health check is stopped; a connection
+// released is closed. Connect returns [ErrClosed] from Close on, and
+// [PoolOf] of its *sql.DB returns nil. Closing a Connector a second time
+// does nothing.
 func (c *Connector) Close() error {
 	c.mu.Lock()
 	if c.closing {
@@ -223,63 +310,39 @@ func (c *Connector) Close() error {
 		pools.Delete(c.db) // PoolOf(db) is nil from now on
 		c.db = nil
 	}
-	now := c.held == 0
-	if c.owned && !now {
-		// Under mu, so that it comes before the last release's Close.
-		c.pool.Reset()
-	}
+	connecting := c.connecting > 0
 	c.mu.Unlock()
-	if c.owned && now {
-		c.closePool()
+	if !c.owned {
+		return nil
 	}
+	// No Connect can start now: with none under way and nothing acquired,
+	// pgxpool.Close does not wait.
+	if !connecting && c.pool.Stat().AcquiredConns() == 0 {
+		c.closePool()
+		return nil
+	}
+	c.pool.Reset() // the idle connections, now
+	go c.closeWhenReleased()
 	return nil
 }
 
-// stdConn names pgx's connection as Conn's embedded field, so that Conn
-// has every method of *stdlib.Conn, Conn() *pgx.Conn included.
-type stdConn = stdlib.Conn
-
-// Conn is the driver.Conn of every sqldb *sql.DB: pgx's *stdlib.Conn, with
-// every method of it, over a connection acquired from the pool. database/sql
-// never keeps it idle: IsValid reports false, so database/sql closes it
-// when the application is done with it (after a statement, Rows.Close,
-// Tx.Commit or Rollback, *sql.Conn.Close), which returns the connection to
-// the pool; the pool keeps the idle connections and checks their health.
-// A *sql.DB of sqldb therefore behaves as SetMaxIdleConns(0), also one
-// from [RegisterDriver] and sql.Open, on which sqldb cannot call it.
-//
-// In *sql.Conn.Raw the driver connection is a *Conn, not a *stdlib.Conn:
-// get the *pgx.Conn with driverConn.(*sqldb.Conn).Conn(), or, for code
-// that also runs on plain pgx stdlib, driverConn.(interface{ Conn() *pgx.Conn }).
-type Conn struct {
-	*stdConn
-	c      *Connector
-	closed atomic.Bool // the Connector's count of it has ended
-}
-
-// Conn returns the underlying *pgx.Conn.
-func (c *Conn) Conn() *pgx.Conn { return c.stdConn.Conn() }
-
-// IsValid implements driver.Validator: false, so that database/sql
-// closes the connection (returns it to the pool) instead of keeping it
-// idle.
-func (c *Conn) IsValid() bool { return false }
-
-// Close returns the connection to the pool. It is the release of the
-// last held connection after the Connector's Close that closes the pool.
-func (c *Conn) Close() error {
-	err := c.stdConn.Close()
-	if c.closed.CompareAndSwap(false, true) {
-		c.c.release()
-	}
-	return err
-}
+// closeWhenReleased is the goroutine that Close starts while connections
+// are held; the Connector owns it, and nothing waits for it. It returns
+// when pgxpool.Close does: once the application has released the last of
+// them and the pool has closed it (and with a factory, once
+// Factory.ClosePool has stopped the pool's monitors).
+func (c *Connector) closeWhenReleased() { c.closePool() }
 
 // RegisterDriver registers name as a database/sql driver whose data source
 // names are pgx connection strings (URLs or key=value), for tools that open
 // a database by driver name and DSN only. Each sql.Open(name, dsn) builds
 // its own pool configured by f, without connecting (connections are made
 // on first use, retried as usual); DB.Close closes it.
+//
+// sqldb cannot set that *sql.DB's SetMaxIdleConns: database/sql keeps its
+// default of 2 idle connections, acquired from the pool and checked when
+// reused (see the package documentation, "Idle connections"). Call
+// db.SetMaxIdleConns(0) to have them go back to the pool, as [Open]'s do.
 //
 // It returns a *ConfigError when name is empty, already registered, or f
 // is nil. Register once, at program start (database/sql cannot unregister
@@ -322,9 +385,7 @@ func (d *Driver) OpenConnector(dsn string) (driver.Connector, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := NewConnector(pool)
-	c.f = d.f
-	return c, nil
+	return newConnector(pool, true, d.f, nil), nil
 }
 
 // Open returns a connection from the pool for dsn, made on first use.
@@ -371,19 +432,20 @@ func Rule(err error) (classify.Verdict, bool) {
 	return classify.Verdict{}, false
 }
 
-// BeginTxFunc runs fn in a transaction of db, as holdfast's
-// Factory.BeginTxFunc does for a pgxpool: BEGIN with opts, fn, COMMIT
-// (ROLLBACK when fn returns an error), and the whole of it again only when
-// the failure proves that nothing committed — 40001, 40P01, a connection
-// that failed before COMMIT was sent, nothing sent at all
-// (driver.ErrBadConn), holdfast's own waits and refusals. It never runs fn
-// again when fn returned an error of its own, nor after COMMIT was sent
-// and its answer was lost: that returns a *holdfast.OutcomeUnknownError
-// (errors.Is(err, holdfast.ErrOutcomeUnknown)). The re-runs follow f's
-// transaction policy (holdfast.WithTxPolicy), ctx's deadline and f's retry
-// budget; f is the factory of db's pool. fn should do nothing but the
-// transaction's work: it may run more than once.
-func BeginTxFunc(ctx context.Context, f *holdfast.Factory, db *sql.DB, opts *sql.TxOptions, fn func(*sql.Tx) error) error {
+// RunTx runs fn in a transaction of db, as holdfast's Factory.RunTx does
+// for a pool, with the same runner: BEGIN with opts (nil: the driver's
+// defaults), fn, COMMIT (ROLLBACK when fn returns an error), and the whole
+// of it again only when the failure proves that nothing committed —
+// 40001, 40P01, a connection that failed before COMMIT was sent, nothing
+// sent at all (driver.ErrBadConn), holdfast's own waits and refusals. It
+// never runs fn again when fn returned an error of its own, nor after
+// COMMIT was sent and its answer was lost: that returns a
+// *holdfast.OutcomeUnknownError (errors.Is(err,
+// holdfast.ErrOutcomeUnknown)). The re-runs follow f's transaction policy
+// (holdfast.WithTxPolicy), ctx's deadline and f's retry budget; f is the
+// factory of db's pool. fn should do nothing but the transaction's work:
+// it may run more than once.
+func RunTx(ctx context.Context, f *holdfast.Factory, db *sql.DB, opts *sql.TxOptions, fn func(*sql.Tx) error) error {
 	switch {
 	case f == nil:
 		return &ConfigError{Pkg: "sqldb", Field: "factory", Why: "nil: the factory of db's pool"}
@@ -392,15 +454,34 @@ func BeginTxFunc(ctx context.Context, f *holdfast.Factory, db *sql.DB, opts *sql
 	case fn == nil:
 		return &ConfigError{Pkg: "sqldb", Field: "fn", Why: "nil func"}
 	}
-	return f.RunTx(ctx, func(ctx context.Context) (bool, error) {
-		tx, err := db.BeginTx(ctx, opts)
-		if err != nil {
-			return false, err
-		}
-		if err := fn(tx); err != nil {
-			_ = tx.Rollback()
-			return false, err
-		}
-		return true, tx.Commit()
+	return f.RunTx(ctx, sqlBeginner{db: db, opts: opts}, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		return fn(tx.(*sqlTx).tx)
 	})
 }
+
+// sqlBeginner begins database/sql transactions for holdfast's runner.
+type sqlBeginner struct {
+	db   *sql.DB
+	opts *sql.TxOptions
+}
+
+func (b sqlBeginner) BeginTx(ctx context.Context, _ pgx.TxOptions) (pgx.Tx, error) {
+	tx, err := b.db.BeginTx(ctx, b.opts)
+	if err != nil {
+		return nil, err
+	}
+	return &sqlTx{tx: tx}, nil
+}
+
+// sqlTx carries a *sql.Tx through holdfast's runner, which calls only its
+// Commit, Rollback and Conn (nil: database/sql's connection is not
+// reachable; the runner's own checks of it are skipped), and hands it
+// back to RunTx's fn.
+type sqlTx struct {
+	pgx.Tx
+	tx *sql.Tx
+}
+
+func (t *sqlTx) Commit(context.Context) error   { return t.tx.Commit() }
+func (t *sqlTx) Rollback(context.Context) error { return t.tx.Rollback() }
+func (t *sqlTx) Conn() *pgx.Conn                { return nil }

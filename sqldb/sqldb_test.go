@@ -316,7 +316,7 @@ func TestFreshPasswordAfter28P01(t *testing.T) {
 	dsn := fmt.Sprintf("postgres://%s@%s/postgres?sslmode=disable", scramUser, s.Addr())
 	for _, viaDriver := range []bool{true, false} {
 		var calls atomic.Int32
-		f := newFactory(t, holdfast.WithPasswordFunc(func(context.Context) (string, error) {
+		f := newFactory(t, holdfast.WithPasswordFunc(func(context.Context, string) (string, error) {
 			if calls.Add(1) == 1 {
 				return "stale-token", nil
 			}

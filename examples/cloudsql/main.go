@@ -60,11 +60,10 @@ func run() error {
 		return err
 	}
 	pool, err := f.NewPool(ctx, cfg) // the first connection, under cloudsql.StartupPolicy
-	var se *holdfast.StartupError
-	if errors.As(err, &se) {
+	if ce := (*holdfast.ConnectError)(nil); errors.As(err, &ce) && ce.Layer == "startup" {
 		// Transient: the instance or Google's APIs may come back; report
 		// not ready and try later. Fatal: fix the configuration.
-		return fmt.Errorf("database not reachable (%s/%s): %w", se.Verdict.Class, se.Verdict.Reason, err)
+		return fmt.Errorf("database not reachable (%s): %w", f.Classify(err), err)
 	}
 	if err != nil {
 		return err

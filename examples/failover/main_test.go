@@ -1,18 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
+	"io"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/holdfast-db/holdfast/examples/harness/harnesstest"
 	"github.com/holdfast-db/holdfast/examples/timeline"
 	"github.com/holdfast-db/holdfast/fakes/failovertest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
@@ -100,17 +99,7 @@ func (tt scenarioTest) check(t *testing.T) {
 	if tt.svg {
 		o.SVG = filepath.Join(t.TempDir(), "failover.svg")
 	}
-	var progress bytes.Buffer
-	res, err := run(ctx, o, &progress)
-	if errors.Is(err, failovertest.ErrNotFound) && os.Getenv(pgtest.EnvRequire) != "1" {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatalf("run: %v\n%s", err, progress.String())
-	}
-	var out bytes.Buffer
-	res.print(&out)
-	t.Logf("\n%s%s", progress.String(), out.String())
+	res, progress, out := harnesstest.Run(t, func(progress io.Writer) (*Result, error) { return run(ctx, o, progress) }, (*Result).print)
 
 	wantClients := 2
 	if o.SQL {
@@ -194,25 +183,25 @@ func (tt scenarioTest) check(t *testing.T) {
 	for _, want := range []string{"timeline (ms from the writer going down)", "failed requests", "acknowledged writes", "lost writes",
 		"misplaced writes", "longest pause", "resume after promotion", "readiness answers seen", "goals:", "legend:",
 		"application retries", "application retries: runs of a whole transaction"} {
-		if !strings.Contains(out.String(), want) {
+		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
 		}
 	}
 	for _, want := range []string{"holdfast=", "pgxpool  ok", "mode: "} {
-		if !strings.Contains(progress.String(), want) {
-			t.Errorf("no progress line with %q:\n%s", want, progress.String())
+		if !strings.Contains(progress, want) {
+			t.Errorf("no progress line with %q:\n%s", want, progress)
 		}
 	}
-	if strings.Contains(out.String(), "re-run transactions") {
+	if strings.Contains(out, "re-run transactions") {
 		t.Error(`the table still has the row "re-run transactions" (now "application retries")`)
 	}
 	if tt.svg {
 		checkSVG(t, o.SVG, res, promotions)
 	}
 	if o.SQL {
-		checkSQL(t, res, out.String(), progress.String())
-	} else if res.Goals.DatabaseSQL != nil || strings.Contains(out.String(), "database/sql") ||
-		strings.Contains(progress.String(), "database/sql") {
+		checkSQL(t, res, out, progress)
+	} else if res.Goals.DatabaseSQL != nil || strings.Contains(out, "database/sql") ||
+		strings.Contains(progress, "database/sql") {
 		t.Error("database/sql in the output without -sql")
 	}
 	checkJSON(t, res)
@@ -262,17 +251,11 @@ func checkSQL(t *testing.T, res *Result, out, progress string) {
 // promotion, and holdfast's routing to the new writer as a mark.
 func checkSVG(t *testing.T, path string, res *Result, promotions int) {
 	t.Helper()
-	got, err := timeline.ReadFile(path)
-	if err != nil {
-		t.Fatalf("-svg: %v", err)
-	}
 	var clients []timeline.Figures
 	for _, c := range res.Clients {
 		clients = append(clients, timeline.Figures{Name: c.Name, Failed: c.Failed, MaxPauseMS: c.MaxPauseMS})
 	}
-	for _, p := range got.CheckClients(clients, "client-database-sql") {
-		t.Errorf("picture: %s", p)
-	}
+	got := harnesstest.CheckSVG(t, path, clients)
 	var want []string
 	for range promotions {
 		want = append(want, "writer down", "new writer, DNS lags")
@@ -312,25 +295,14 @@ func hasEvent(tl []TimelineEvent, source, name string) bool {
 // checkJSON checks that the -json output has the shape a script reads.
 func checkJSON(t *testing.T, res *Result) {
 	t.Helper()
-	b, err := json.Marshal(res)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var got struct {
 		Scenario *string `json:"scenario"`
 		Workers  *int    `json:"workers"`
 		Engine   *string `json:"engine"`
 		Clients  []struct {
-			Name            *string         `json:"name"`
-			Requests        *int            `json:"requests"`
-			Failed          *int            `json:"failed"`
-			LostWrites      *int            `json:"lost_writes"`
-			MisplacedWrites *int            `json:"misplaced_writes"`
-			MaxPauseMS      *float64        `json:"max_pause_ms"`
-			ResumeMS        json.RawMessage `json:"resume_ms"`
-			Acknowledged    *int            `json:"acknowledged_writes"`
-			Errors          *map[string]int `json:"errors"`
-			OutcomeUnknown  *int            `json:"outcome_unknown"`
+			harnesstest.WritesJSON
+			MaxPauseMS *float64        `json:"max_pause_ms"`
+			ResumeMS   json.RawMessage `json:"resume_ms"`
 		} `json:"clients"`
 		Timeline []struct {
 			Event    *string  `json:"event"`
@@ -353,16 +325,13 @@ func checkJSON(t *testing.T, res *Result) {
 			} `json:"database_sql"`
 		} `json:"goals"`
 	}
-	if err := json.Unmarshal(b, &got); err != nil {
-		t.Fatal(err)
-	}
+	b := harnesstest.DecodeJSON(t, res, &got)
 	if got.Scenario == nil || got.Workers == nil || got.Engine == nil || len(got.Clients) != len(res.Clients) || len(got.Timeline) == 0 ||
 		len(got.Readiness) == 0 || got.Goals == nil {
 		t.Fatalf("JSON lacks scenario, workers, engine, clients, timeline, readiness or goals: %s", b)
 	}
 	for _, c := range got.Clients {
-		if c.Name == nil || c.Requests == nil || c.Failed == nil || c.LostWrites == nil || c.MisplacedWrites == nil ||
-			c.MaxPauseMS == nil || c.ResumeMS == nil || c.Acknowledged == nil || c.Errors == nil || c.OutcomeUnknown == nil {
+		if c.Missing() || c.MaxPauseMS == nil || c.ResumeMS == nil {
 			t.Errorf("JSON client lacks a field: %s", b)
 		}
 	}
@@ -387,55 +356,29 @@ func checkJSON(t *testing.T, res *Result) {
 }
 
 func TestParseFlags(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name    string
-		args    []string
-		wantErr bool
-		check   func(options) bool
-	}{
-		{name: "defaults", args: nil, check: func(o options) bool {
+	harnesstest.Flags(t, command, []string{"-scenario", "nope"}, []harnesstest.FlagCase[options]{
+		{Name: "defaults", Args: nil, Check: func(o options) bool {
 			d := failovertest.DemoScenario(failovertest.Crash)
 			return o.Scenario == failovertest.Crash && o.Engine == failovertest.Aurora && o.Workers == 4 && !o.JSON && !o.SQL &&
 				o.Detect == d.Detect && o.DNSLag == d.DNSLag && o.HangFor == d.HangFor && o.DNSTTL == failovertest.DefaultTTL
 		}},
-		{name: "everything", args: []string{"-scenario", "hang", "-workers", "8", "-json", "-detect", "1s", "-dns-lag", "20s",
+		{Name: "everything", Args: []string{"-scenario", "hang", "-workers", "8", "-json", "-detect", "1s", "-dns-lag", "20s",
 			"-hang-for", "30s", "-dns-ttl", "0", "-engine", "multi-az", "-settle", "1s", "-warmup", "3s", "-sql"},
-			check: func(o options) bool {
+			Check: func(o options) bool {
 				return o.Scenario == failovertest.Hang && o.Workers == 8 && o.JSON && o.SQL && o.Detect == time.Second &&
 					o.DNSLag == 20*time.Second && o.HangFor == 30*time.Second && o.DNSTTL == 0 &&
 					o.Engine == failovertest.MultiAZ && o.Settle == time.Second && o.Warmup == 3*time.Second
 			}},
-		{name: "sql", args: []string{"-sql"}, check: func(o options) bool {
+		{Name: "sql", Args: []string{"-sql"}, Check: func(o options) bool {
 			return o.SQL && o.Scenario == failovertest.Crash && !o.JSON
 		}},
-		{name: "sql=false", args: []string{"-sql=false", "-json"}, check: func(o options) bool { return !o.SQL && o.JSON }},
-		{name: "svg", args: []string{"-svg", "run.svg"}, check: func(o options) bool { return o.SVG == "run.svg" && !o.JSON }},
-		{name: "sql not a bool", args: []string{"-sql=maybe"}, wantErr: true},
-		{name: "unknown engine", args: []string{"-engine", "mysql"}, wantErr: true},
-		{name: "unknown scenario", args: []string{"-scenario", "switchover"}, wantErr: true},
-		{name: "no workers", args: []string{"-workers", "0"}, wantErr: true},
-		{name: "negative lag", args: []string{"-dns-lag", "-1s"}, wantErr: true},
-		{name: "unknown flag", args: []string{"-nope"}, wantErr: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			var errOut bytes.Buffer
-			o, err := parseFlags(tt.args, &errOut)
-			if (err != nil) != tt.wantErr {
-				t.Fatalf("parseFlags(%q) error %v, want error %v", tt.args, err, tt.wantErr)
-			}
-			if tt.wantErr && errOut.Len() == 0 {
-				t.Error("no message for the error")
-			}
-			if !tt.wantErr && !tt.check(o) {
-				t.Errorf("parseFlags(%q) = %+v", tt.args, o)
-			}
-		})
-	}
-	var out, errOut bytes.Buffer
-	if code := cmd([]string{"-scenario", "nope"}, &out, &errOut); code != 2 {
-		t.Errorf("cmd with a bad flag: exit %d, want 2", code)
-	}
+		{Name: "sql=false", Args: []string{"-sql=false", "-json"}, Check: func(o options) bool { return !o.SQL && o.JSON }},
+		{Name: "svg", Args: []string{"-svg", "run.svg"}, Check: func(o options) bool { return o.SVG == "run.svg" && !o.JSON }},
+		{Name: "sql not a bool", Args: []string{"-sql=maybe"}, WantErr: true},
+		{Name: "unknown engine", Args: []string{"-engine", "mysql"}, WantErr: true},
+		{Name: "unknown scenario", Args: []string{"-scenario", "switchover"}, WantErr: true},
+		{Name: "no workers", Args: []string{"-workers", "0"}, WantErr: true},
+		{Name: "negative lag", Args: []string{"-dns-lag", "-1s"}, WantErr: true},
+		{Name: "unknown flag", Args: []string{"-nope"}, WantErr: true},
+	})
 }

@@ -40,7 +40,7 @@ func main() {
 		log.Fatal(err)
 	}
 	// A transaction (sqlc: queries.WithTx(tx)), run again only when nothing of it committed:
-	err = f.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	err = f.RunTx(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		return tx.QueryRow(ctx, "SELECT count(*) FROM pg_class").Scan(&n)
 	}) // errors.Is(err, holdfast.ErrOutcomeUnknown): its COMMIT was sent and the answer lost
 	if err != nil {

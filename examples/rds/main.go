@@ -67,7 +67,7 @@ func run() error {
 	}
 	pool, err := f.NewPool(ctx, cfg)
 	if err != nil {
-		return err // a *holdfast.StartupError; a rejected token (28000) was retried once
+		return err // a *holdfast.ConnectError of Layer "startup"; a rejected token (28000) was retried once
 	}
 	defer pool.Close()
 

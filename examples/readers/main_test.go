@@ -1,16 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
+	"io"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/holdfast-db/holdfast/examples/harness/harnesstest"
 	"github.com/holdfast-db/holdfast/fakes/failovertest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 )
@@ -50,17 +49,7 @@ func TestReaders(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	o := smallOptions()
-	var progress bytes.Buffer
-	res, err := run(ctx, o, &progress)
-	if errors.Is(err, failovertest.ErrNotFound) && os.Getenv(pgtest.EnvRequire) != "1" {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatalf("run: %v\n%s", err, progress.String())
-	}
-	var out bytes.Buffer
-	res.print(&out)
-	t.Logf("\n%s%s", progress.String(), out.String())
+	res, progress, out := harnesstest.Run(t, func(progress io.Writer) (*Result, error) { return run(ctx, o, progress) }, (*Result).print)
 
 	if len(res.Clients) != 2 || res.Clients[0].Name != "pgxpool" || res.Clients[1].Name != "holdfast" {
 		t.Fatalf("clients %+v, want pgxpool and holdfast", res.Clients)
@@ -133,12 +122,12 @@ func TestReaders(t *testing.T) {
 
 	for _, want := range []string{"reader connections max/min", "new reader share", "resume after crash", "lagging reads",
 		"per phase", "goals (holdfast):", "legend:"} {
-		if !strings.Contains(out.String(), want) {
+		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
 		}
 	}
 	for _, want := range []string{"steady", "pgxpool  ok", "holdfast ok", "conns "} {
-		if !strings.Contains(progress.String(), want) {
+		if !strings.Contains(progress, want) {
 			t.Errorf("no progress line with %q", want)
 		}
 	}
@@ -149,10 +138,6 @@ func TestReaders(t *testing.T) {
 // the clients array with the figures under their names.
 func checkJSON(t *testing.T, res *Result) {
 	t.Helper()
-	b, err := json.Marshal(res)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var got struct {
 		Clients []map[string]json.RawMessage `json:"clients"`
 		Phases  []struct {
@@ -167,9 +152,7 @@ func checkJSON(t *testing.T, res *Result) {
 		} `json:"samples"`
 		Goals map[string]bool `json:"goals"`
 	}
-	if err := json.Unmarshal(b, &got); err != nil {
-		t.Fatal(err)
-	}
+	b := harnesstest.DecodeJSON(t, res, &got)
 	if len(got.Clients) != 2 || len(got.Phases) != 4 || len(got.Samples) == 0 || len(got.Goals) == 0 {
 		t.Fatalf("JSON: %d clients, %d phases, %d samples, goals %v; want 2, 4, some, some: %s",
 			len(got.Clients), len(got.Phases), len(got.Samples), got.Goals, b)
@@ -215,52 +198,26 @@ func checkJSON(t *testing.T, res *Result) {
 }
 
 func TestParseFlags(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name    string
-		args    []string
-		wantErr bool
-		check   func(options) bool
-	}{
-		{name: "defaults", args: nil, check: func(o options) bool {
+	harnesstest.Flags(t, command, []string{"-readers", "0"}, []harnesstest.FlagCase[options]{
+		{Name: "defaults", Args: nil, Check: func(o options) bool {
 			return o.Readers == 3 && o.Pool == 12 && o.Workers == 4 && o.MaxLag == time.Second && o.Refresh == time.Second &&
 				o.Lag == 3*time.Second && o.JoinWait == 10*time.Second && o.DNSTTL == failovertest.DefaultTTL && !o.JSON
 		}},
-		{name: "everything", args: []string{"-readers", "2", "-pool", "6", "-workers", "2", "-json", "-steady", "1s", "-join-wait", "3s",
+		{Name: "everything", Args: []string{"-readers", "2", "-pool", "6", "-workers", "2", "-json", "-steady", "1s", "-join-wait", "3s",
 			"-crash-for", "2s", "-lag", "5s", "-max-lag", "2s", "-lag-for", "1s", "-refresh", "500ms", "-dns-ttl", "0", "-seed", "7", "-v"},
-			check: func(o options) bool {
+			Check: func(o options) bool {
 				return o.Readers == 2 && o.Pool == 6 && o.Workers == 2 && o.JSON && o.Verbose && o.Steady == time.Second &&
 					o.JoinWait == 3*time.Second && o.CrashFor == 2*time.Second && o.Lag == 5*time.Second && o.MaxLag == 2*time.Second &&
 					o.LagFor == time.Second && o.Refresh == 500*time.Millisecond && o.DNSTTL == 0 && o.Seed == 7
 			}},
-		{name: "one reader", args: []string{"-readers", "1"}, wantErr: true},
-		{name: "too many readers", args: []string{"-readers", "8"}, wantErr: true},
-		{name: "pool too small", args: []string{"-pool", "3"}, wantErr: true},
-		{name: "no workers", args: []string{"-workers", "0"}, wantErr: true},
-		{name: "lag below max-lag", args: []string{"-lag", "1s", "-max-lag", "2s"}, wantErr: true},
-		{name: "no refresh", args: []string{"-refresh", "0"}, wantErr: true},
-		{name: "negative steady", args: []string{"-steady", "-1s"}, wantErr: true},
-		{name: "unknown flag", args: []string{"-nope"}, wantErr: true},
-		{name: "argument", args: []string{"extra"}, wantErr: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			var errOut bytes.Buffer
-			o, err := parseFlags(tt.args, &errOut)
-			if (err != nil) != tt.wantErr {
-				t.Fatalf("parseFlags(%q) error %v, want error %v", tt.args, err, tt.wantErr)
-			}
-			if tt.wantErr && errOut.Len() == 0 {
-				t.Error("no message for the error")
-			}
-			if !tt.wantErr && !tt.check(o) {
-				t.Errorf("parseFlags(%q) = %+v", tt.args, o)
-			}
-		})
-	}
-	var out, errOut bytes.Buffer
-	if code := cmd([]string{"-readers", "0"}, &out, &errOut); code != 2 {
-		t.Errorf("cmd with a bad flag: exit %d, want 2", code)
-	}
+		{Name: "one reader", Args: []string{"-readers", "1"}, WantErr: true},
+		{Name: "too many readers", Args: []string{"-readers", "8"}, WantErr: true},
+		{Name: "pool too small", Args: []string{"-pool", "3"}, WantErr: true},
+		{Name: "no workers", Args: []string{"-workers", "0"}, WantErr: true},
+		{Name: "lag below max-lag", Args: []string{"-lag", "1s", "-max-lag", "2s"}, WantErr: true},
+		{Name: "no refresh", Args: []string{"-refresh", "0"}, WantErr: true},
+		{Name: "negative steady", Args: []string{"-steady", "-1s"}, WantErr: true},
+		{Name: "unknown flag", Args: []string{"-nope"}, WantErr: true},
+		{Name: "argument", Args: []string{"extra"}, WantErr: true},
+	})
 }

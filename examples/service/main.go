@@ -113,7 +113,7 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 
 	// One Checker over both: readiness fails when orders fails, and only
 	// warns when reports does; Serve drains and closes both.
-	checker, err := readiness.NewChecker(readiness.Config{Factory: f, Logger: logger},
+	checker, err := readiness.New(readiness.Config{Factory: f, Logger: logger},
 		readiness.Pool(pool),
 		readiness.Target{DB: reports, Optional: true},
 	)

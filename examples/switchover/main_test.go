@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/holdfast-db/holdfast/examples/harness/harnesstest"
 	"github.com/holdfast-db/holdfast/examples/timeline"
 	"github.com/holdfast-db/holdfast/fakes/bluegreentest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
@@ -188,14 +187,8 @@ func TestSwitchoverFailover(t *testing.T) {
 	var res *Result
 	for i := range 2 {
 		o.Name = fmt.Sprintf("t-failover%d", i)
-		var progress bytes.Buffer
-		var err error
-		if res, err = run(ctx, env, o, &progress); err != nil {
-			t.Fatalf("run: %v\n%s", err, progress.String())
-		}
-		var out bytes.Buffer
-		res.print(&out)
-		t.Logf("run %d:\n%s%s", i+1, progress.String(), out.String())
+		t.Logf("run %d:", i+1)
+		res, _, _ = harnesstest.Run(t, func(progress io.Writer) (*Result, error) { return run(ctx, env, o, progress) }, (*Result).print)
 		if hf := res.Clients[1]; hf.Failed != 0 || hf.MaxPauseMS <= res.InProgressMS+150 {
 			break
 		}
@@ -272,14 +265,7 @@ func (tt scenarioTest) check(ctx context.Context, t *testing.T, env *bluegreente
 	if tt.svg {
 		o.SVG = filepath.Join(t.TempDir(), "switchover.svg")
 	}
-	var progress bytes.Buffer
-	res, err := run(ctx, env, o, &progress)
-	if err != nil {
-		t.Fatalf("run: %v\n%s", err, progress.String())
-	}
-	var out bytes.Buffer
-	res.print(&out)
-	t.Logf("\n%s%s", progress.String(), out.String())
+	res, progress, out := harnesstest.Run(t, func(progress io.Writer) (*Result, error) { return run(ctx, env, o, progress) }, (*Result).print)
 
 	if res.Primary != tt.primary {
 		t.Errorf("primary %s, want %s", res.Primary, tt.primary)
@@ -376,11 +362,11 @@ func (tt scenarioTest) check(ctx context.Context, t *testing.T, env *bluegreente
 
 	for _, want := range []string{"holdfast timeline summary", "failed requests", "lost writes", "misplaced writes", "longest pause",
 		"held (in the progress lines)", "Plain pgxpool does not wait", "application retries", "application retries: runs of a whole transaction"} {
-		if !strings.Contains(out.String(), want) {
+		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q", want)
 		}
 	}
-	if strings.Contains(out.String(), "re-run transactions") {
+	if strings.Contains(out, "re-run transactions") {
 		t.Error(`the table still has the row "re-run transactions" (now "application retries")`)
 	}
 	// After COMPLETED: a row per client, and the reason why the plain
@@ -389,11 +375,11 @@ func (tt scenarioTest) check(ctx context.Context, t *testing.T, env *bluegreente
 		if plain.OKAfterCompleted == nil || hf.OKAfterCompleted == nil || *hf.OKAfterCompleted == 0 {
 			t.Errorf("ok after COMPLETED: pgxpool %v, holdfast %v; want figures, holdfast's above 0", plain.OKAfterCompleted, hf.OKAfterCompleted)
 		}
-		if !strings.Contains(out.String(), "ok after COMPLETED") {
+		if !strings.Contains(out, "ok after COMPLETED") {
 			t.Error(`the table lacks the row "ok after COMPLETED"`)
 		}
 		line := "pgxpool: 0 ok after COMPLETED: " + stuckOnOldBlue
-		if got := strings.Contains(out.String(), line); got != (res.stuckOnOldBlue() == "pgxpool") {
+		if got := strings.Contains(out, line); got != (res.stuckOnOldBlue() == "pgxpool") {
 			t.Errorf("the table has the line %q: %v; pgxpool ok after COMPLETED %v, 25006 after it %d", line, got, *plain.OKAfterCompleted, plain.readOnlyAfterCompleted)
 		}
 		t.Logf("MEASURED ok after COMPLETED: pgxpool %d (25006 after it: %d), holdfast %d", *plain.OKAfterCompleted, plain.readOnlyAfterCompleted, *hf.OKAfterCompleted)
@@ -407,8 +393,8 @@ func (tt scenarioTest) check(ctx context.Context, t *testing.T, env *bluegreente
 	// than that may fall between two lines: the timeline (above) is
 	// where IN_PROGRESS must show; the lines only report a phase.
 	for _, want := range []string{"holdfast=", "mode: ", tt.progress} {
-		if !strings.Contains(progress.String(), want) {
-			t.Errorf("no progress line with %q:\n%s", want, progress.String())
+		if !strings.Contains(progress, want) {
+			t.Errorf("no progress line with %q:\n%s", want, progress)
 		}
 	}
 	checkJSON(t, res)
@@ -421,17 +407,11 @@ func (tt scenarioTest) check(ctx context.Context, t *testing.T, env *bluegreente
 // as a mark.
 func checkSVG(t *testing.T, path string, res *Result) {
 	t.Helper()
-	got, err := timeline.ReadFile(path)
-	if err != nil {
-		t.Fatalf("-svg: %v", err)
-	}
 	var clients []timeline.Figures
 	for _, c := range res.Clients {
 		clients = append(clients, timeline.Figures{Name: c.Name, Failed: c.Failed, MaxPauseMS: c.MaxPauseMS})
 	}
-	for _, p := range got.CheckClients(clients, "client-database-sql") {
-		t.Errorf("picture: %s", p)
-	}
+	got := harnesstest.CheckSVG(t, path, clients)
 	if want := []string{"PREPARATION", "IN_PROGRESS", "POST", "COMPLETED"}; !slices.Equal(got.Bands, want) {
 		t.Errorf("picture: phases %v, want %v", got.Bands, want)
 	}
@@ -454,37 +434,24 @@ func hasEvent(tl []TimelineEvent, name string) bool {
 // timeline.
 func checkJSON(t *testing.T, res *Result) {
 	t.Helper()
-	b, err := json.Marshal(res)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var got struct {
 		Scenario *string `json:"scenario"`
 		Clients  []struct {
-			Name            *string         `json:"name"`
-			Requests        *int            `json:"requests"`
-			Failed          *int            `json:"failed"`
-			MaxPauseMS      *float64        `json:"max_pause_ms"`
-			P99MS           *float64        `json:"p99_ms"`
-			LostWrites      *int            `json:"lost_writes"`
-			MisplacedWrites *int            `json:"misplaced_writes"`
-			Errors          *map[string]int `json:"errors"`
-			OutcomeUnknown  *int            `json:"outcome_unknown"`
+			harnesstest.WritesJSON
+			MaxPauseMS *float64 `json:"max_pause_ms"`
+			P99MS      *float64 `json:"p99_ms"`
 		} `json:"clients"`
 		Timeline []struct {
 			Event    *string  `json:"event"`
 			OffsetMS *float64 `json:"offset_ms"`
 		} `json:"timeline"`
 	}
-	if err := json.Unmarshal(b, &got); err != nil {
-		t.Fatal(err)
-	}
+	b := harnesstest.DecodeJSON(t, res, &got)
 	if got.Scenario == nil || len(got.Clients) != len(res.Clients) || len(got.Clients) < 2 || len(got.Timeline) == 0 {
 		t.Fatalf("JSON lacks scenario, clients or timeline: %s", b)
 	}
 	for _, c := range got.Clients {
-		if c.Name == nil || c.Requests == nil || c.Failed == nil || c.MaxPauseMS == nil || c.P99MS == nil ||
-			c.LostWrites == nil || c.MisplacedWrites == nil || c.Errors == nil || c.OutcomeUnknown == nil {
+		if c.Missing() || c.MaxPauseMS == nil || c.P99MS == nil {
 			t.Errorf("JSON client lacks a field: %s", b)
 		}
 	}
@@ -496,55 +463,29 @@ func checkJSON(t *testing.T, res *Result) {
 }
 
 func TestParseFlags(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name    string
-		args    []string
-		wantErr bool
-		check   func(options) bool
-	}{
-		{name: "defaults", args: nil, check: func(o options) bool {
+	harnesstest.Flags(t, command, []string{"-scenario", "nope"}, []harnesstest.FlagCase[options]{
+		{Name: "defaults", Args: nil, Check: func(o options) bool {
 			return o.Scenario == bluegreentest.ScenarioNormal && o.Engine == bluegreentest.Aurora && o.Workers == 4 && !o.JSON && !o.Failover &&
 				o.Timings == (bluegreentest.Timings{})
 		}},
-		{name: "everything", args: []string{"-scenario", "slow-dns", "-workers", "8", "-json", "-in-progress", "3s",
+		{Name: "everything", Args: []string{"-scenario", "slow-dns", "-workers", "8", "-json", "-in-progress", "3s",
 			"-preparation", "2s", "-blue-dns", "30s", "-completed", "5s", "-duration", "40s", "-dns-ttl", "5s"},
-			check: func(o options) bool {
+			Check: func(o options) bool {
 				return o.Scenario == bluegreentest.ScenarioSlowDNS && o.Workers == 8 && o.JSON && o.Timings.InProgress == 3*time.Second &&
 					o.Timings.Preparation == 2*time.Second && o.Timings.BlueDNS == 30*time.Second &&
 					o.Timings.Completed == 5*time.Second && o.Duration == 40*time.Second && o.DNSTTL == 5*time.Second
 			}},
-		{name: "rds", args: []string{"-engine", "rds"}, check: func(o options) bool { return o.Engine == bluegreentest.RDS }},
-		{name: "instance endpoint", args: []string{"-endpoint", "instance", "-cluster-only"},
-			check: func(o options) bool { return o.Endpoint == "instance" && o.ClusterOnly }},
-		{name: "failover", args: []string{"-failover"}, check: func(o options) bool { return o.Failover }},
-		{name: "svg", args: []string{"-svg", "run.svg"}, check: func(o options) bool { return o.SVG == "run.svg" && !o.JSON }},
-		{name: "unknown endpoint", args: []string{"-endpoint", "reader"}, wantErr: true},
-		{name: "unknown engine", args: []string{"-engine", "mysql"}, wantErr: true},
-		{name: "unknown scenario", args: []string{"-scenario", "failover"}, wantErr: true},
-		{name: "no workers", args: []string{"-workers", "0"}, wantErr: true},
-		{name: "unknown flag", args: []string{"-nope"}, wantErr: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			var errOut bytes.Buffer
-			o, err := parseFlags(tt.args, &errOut)
-			if (err != nil) != tt.wantErr {
-				t.Fatalf("parseFlags(%q) error %v, want error %v", tt.args, err, tt.wantErr)
-			}
-			if tt.wantErr && errOut.Len() == 0 {
-				t.Error("no message for the error")
-			}
-			if !tt.wantErr && !tt.check(o) {
-				t.Errorf("parseFlags(%q) = %+v", tt.args, o)
-			}
-		})
-	}
-	var out, errOut bytes.Buffer
-	if code := cmd([]string{"-scenario", "nope"}, &out, &errOut); code != 2 {
-		t.Errorf("cmd with a bad flag: exit %d, want 2", code)
-	}
+		{Name: "rds", Args: []string{"-engine", "rds"}, Check: func(o options) bool { return o.Engine == bluegreentest.RDS }},
+		{Name: "instance endpoint", Args: []string{"-endpoint", "instance", "-cluster-only"},
+			Check: func(o options) bool { return o.Endpoint == "instance" && o.ClusterOnly }},
+		{Name: "failover", Args: []string{"-failover"}, Check: func(o options) bool { return o.Failover }},
+		{Name: "svg", Args: []string{"-svg", "run.svg"}, Check: func(o options) bool { return o.SVG == "run.svg" && !o.JSON }},
+		{Name: "unknown endpoint", Args: []string{"-endpoint", "reader"}, WantErr: true},
+		{Name: "unknown engine", Args: []string{"-engine", "mysql"}, WantErr: true},
+		{Name: "unknown scenario", Args: []string{"-scenario", "failover"}, WantErr: true},
+		{Name: "no workers", Args: []string{"-workers", "0"}, WantErr: true},
+		{Name: "unknown flag", Args: []string{"-nope"}, WantErr: true},
+	})
 }
 
 // BenchmarkSwitchover records the side-by-side figures of the default

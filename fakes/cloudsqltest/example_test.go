@@ -78,7 +78,7 @@ func ExampleAdminAPI() {
 func ExampleTokenFetch503() {
 	src := fakes.NewPasswordSource("s3cret", cloudsqltest.TokenFetch503())
 	for range 2 {
-		pw, err := src.Password(context.Background())
+		pw, err := src.Password(context.Background(), "")
 		var ae *auth.Error
 		if errors.As(err, &ae) {
 			fmt.Println("token fetch failed, status", ae.Response.StatusCode, "temporary", ae.Temporary())

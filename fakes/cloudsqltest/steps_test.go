@@ -182,7 +182,7 @@ func TestStepPasswordErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			p := fakes.NewPasswordSource(secret, tt.step)
-			pw, err := p.Password(testCtx(t))
+			pw, err := p.Password(testCtx(t), "")
 			if err == nil || pw != "" {
 				t.Fatalf("Password = %q, %v; want an error and no password", pw, err)
 			}
@@ -192,7 +192,7 @@ func TestStepPasswordErrors(t *testing.T) {
 				}
 			}
 			tt.check(t, err)
-			if pw, err := p.Password(testCtx(t)); err != nil || pw != secret {
+			if pw, err := p.Password(testCtx(t), ""); err != nil || pw != secret {
 				t.Errorf("second Password = %q, %v; want the password", pw, err)
 			}
 		})

@@ -7,14 +7,15 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// carrier is the pool config's tracer: it carries the composition (Of
-// finds it by a type switch) and forwards to the composed tracers. pgx's
+// carrier is the pool config's tracer: it carries the composition and
+// its owner (OwnerOf finds it by a type switch) and forwards to the composed tracers. pgx's
 // connections never call it (BeforeConnect gives each the composed
 // tracers themselves); pgxpool calls the pool-level methods of
 // poolCarrier, installed only when a composed tracer has them, so that a
 // pool without one pays nothing on Acquire and Release.
-type carrier struct {
+type carrier[O any] struct {
 	c       *Composition
+	owner   *O
 	query   pgx.QueryTracer
 	batch   pgx.BatchTracer
 	copy    pgx.CopyFromTracer
@@ -24,8 +25,8 @@ type carrier struct {
 
 // poolCarrier is a carrier whose composed tracers trace acquires or
 // releases.
-type poolCarrier struct {
-	carrier
+type poolCarrier[O any] struct {
+	carrier[O]
 	attach  bool // learn the pool at its first Acquire
 	acquire pgxpool.AcquireTracer
 	release pgxpool.ReleaseTracer
@@ -33,8 +34,8 @@ type poolCarrier struct {
 
 // newCarrier returns the carrier of c whose composed tracer is t; attach:
 // it learns the pool at its first Acquire.
-func newCarrier(c *Composition, t pgx.QueryTracer, attach bool) pgx.QueryTracer {
-	base := carrier{c: c, query: t}
+func newCarrier[O any](c *Composition, owner *O, t pgx.QueryTracer, attach bool) pgx.QueryTracer {
+	base := carrier[O]{c: c, owner: owner, query: t}
 	var acquire pgxpool.AcquireTracer
 	var release pgxpool.ReleaseTracer
 	if t != nil {
@@ -46,83 +47,83 @@ func newCarrier(c *Composition, t pgx.QueryTracer, attach bool) pgx.QueryTracer 
 		release, _ = t.(pgxpool.ReleaseTracer)
 	}
 	if attach || acquire != nil || release != nil {
-		return &poolCarrier{carrier: base, attach: attach, acquire: acquire, release: release}
+		return &poolCarrier[O]{carrier: base, attach: attach, acquire: acquire, release: release}
 	}
 	return &base
 }
 
-func (t *carrier) TraceQueryStart(ctx context.Context, c *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+func (t *carrier[O]) TraceQueryStart(ctx context.Context, c *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
 	if t.query != nil {
 		return t.query.TraceQueryStart(ctx, c, d)
 	}
 	return ctx
 }
 
-func (t *carrier) TraceQueryEnd(ctx context.Context, c *pgx.Conn, d pgx.TraceQueryEndData) {
+func (t *carrier[O]) TraceQueryEnd(ctx context.Context, c *pgx.Conn, d pgx.TraceQueryEndData) {
 	if t.query != nil {
 		t.query.TraceQueryEnd(ctx, c, d)
 	}
 }
 
-func (t *carrier) TraceBatchStart(ctx context.Context, c *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+func (t *carrier[O]) TraceBatchStart(ctx context.Context, c *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
 	if t.batch != nil {
 		return t.batch.TraceBatchStart(ctx, c, d)
 	}
 	return ctx
 }
 
-func (t *carrier) TraceBatchQuery(ctx context.Context, c *pgx.Conn, d pgx.TraceBatchQueryData) {
+func (t *carrier[O]) TraceBatchQuery(ctx context.Context, c *pgx.Conn, d pgx.TraceBatchQueryData) {
 	if t.batch != nil {
 		t.batch.TraceBatchQuery(ctx, c, d)
 	}
 }
 
-func (t *carrier) TraceBatchEnd(ctx context.Context, c *pgx.Conn, d pgx.TraceBatchEndData) {
+func (t *carrier[O]) TraceBatchEnd(ctx context.Context, c *pgx.Conn, d pgx.TraceBatchEndData) {
 	if t.batch != nil {
 		t.batch.TraceBatchEnd(ctx, c, d)
 	}
 }
 
-func (t *carrier) TraceCopyFromStart(ctx context.Context, c *pgx.Conn, d pgx.TraceCopyFromStartData) context.Context {
+func (t *carrier[O]) TraceCopyFromStart(ctx context.Context, c *pgx.Conn, d pgx.TraceCopyFromStartData) context.Context {
 	if t.copy != nil {
 		return t.copy.TraceCopyFromStart(ctx, c, d)
 	}
 	return ctx
 }
 
-func (t *carrier) TraceCopyFromEnd(ctx context.Context, c *pgx.Conn, d pgx.TraceCopyFromEndData) {
+func (t *carrier[O]) TraceCopyFromEnd(ctx context.Context, c *pgx.Conn, d pgx.TraceCopyFromEndData) {
 	if t.copy != nil {
 		t.copy.TraceCopyFromEnd(ctx, c, d)
 	}
 }
 
-func (t *carrier) TracePrepareStart(ctx context.Context, c *pgx.Conn, d pgx.TracePrepareStartData) context.Context {
+func (t *carrier[O]) TracePrepareStart(ctx context.Context, c *pgx.Conn, d pgx.TracePrepareStartData) context.Context {
 	if t.prepare != nil {
 		return t.prepare.TracePrepareStart(ctx, c, d)
 	}
 	return ctx
 }
 
-func (t *carrier) TracePrepareEnd(ctx context.Context, c *pgx.Conn, d pgx.TracePrepareEndData) {
+func (t *carrier[O]) TracePrepareEnd(ctx context.Context, c *pgx.Conn, d pgx.TracePrepareEndData) {
 	if t.prepare != nil {
 		t.prepare.TracePrepareEnd(ctx, c, d)
 	}
 }
 
-func (t *carrier) TraceConnectStart(ctx context.Context, d pgx.TraceConnectStartData) context.Context {
+func (t *carrier[O]) TraceConnectStart(ctx context.Context, d pgx.TraceConnectStartData) context.Context {
 	if t.connect != nil {
 		return t.connect.TraceConnectStart(ctx, d)
 	}
 	return ctx
 }
 
-func (t *carrier) TraceConnectEnd(ctx context.Context, d pgx.TraceConnectEndData) {
+func (t *carrier[O]) TraceConnectEnd(ctx context.Context, d pgx.TraceConnectEndData) {
 	if t.connect != nil {
 		t.connect.TraceConnectEnd(ctx, d)
 	}
 }
 
-func (t *poolCarrier) TraceAcquireStart(ctx context.Context, pool *pgxpool.Pool, d pgxpool.TraceAcquireStartData) context.Context {
+func (t *poolCarrier[O]) TraceAcquireStart(ctx context.Context, pool *pgxpool.Pool, d pgxpool.TraceAcquireStartData) context.Context {
 	if t.attach && t.c.pool.Load() == nil {
 		t.c.Attach(pool)
 	}
@@ -132,13 +133,13 @@ func (t *poolCarrier) TraceAcquireStart(ctx context.Context, pool *pgxpool.Pool,
 	return ctx
 }
 
-func (t *poolCarrier) TraceAcquireEnd(ctx context.Context, pool *pgxpool.Pool, d pgxpool.TraceAcquireEndData) {
+func (t *poolCarrier[O]) TraceAcquireEnd(ctx context.Context, pool *pgxpool.Pool, d pgxpool.TraceAcquireEndData) {
 	if t.acquire != nil {
 		t.acquire.TraceAcquireEnd(ctx, pool, d)
 	}
 }
 
-func (t *poolCarrier) TraceRelease(pool *pgxpool.Pool, d pgxpool.TraceReleaseData) {
+func (t *poolCarrier[O]) TraceRelease(pool *pgxpool.Pool, d pgxpool.TraceReleaseData) {
 	if t.release != nil {
 		t.release.TraceRelease(pool, d)
 	}

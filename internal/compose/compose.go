@@ -1,17 +1,33 @@
-// Package compose is the one composer of pgxpool's hooks: holdfast's
-// factory (Configure) and bluegreen.New both describe their layers as
-// data ([Layer]) and let [Composition.Install] build the config's hooks
-// from them, in the one declared order ([Order]), with the hooks the
-// config had (the user's) last. The pool config keeps its composition in
-// its tracer, so that a pool finds its layers again from
-// pool.Config() ([Of]) without any other index.
+// Package compose is the one composer of a pool's hooks, and the one
+// contract between the layers that make them. Each concern of holdfast (the
+// telemetry, blue/green routing, failover routing, eviction, the connector)
+// describes its part as data, a [Layer]: what it adds to pgxpool's hooks
+// (BeforeConnect, PrepareConn, AfterRelease, the tracer) and what it does
+// with each connection the connector builds (route a dial, a dial made, a
+// handshake to validate, a server error, a failure, a close). Install
+// builds the config's hooks and the connections' hook chain ([Chain]) from
+// the layers in the one declared order ([Order]), with the config's own
+// hooks (the user's) last, and applies the one declared precedence
+// ([Precedence]).
+//
+// Layers meet only here: a layer holds a narrow handle of a connection
+// ([Conn]), never the connector's state; it learns of another layer's
+// decisions through the composition's events ([Composition.Gone],
+// [Composition.Retire]), never by calling it.
+//
+// The pool config keeps its composition in its tracer, so that the
+// composition's owner (the engine's binding of the pool) is found again
+// from the config or from pool.Config() ([OwnerOf]) without any other
+// index.
 package compose
 
 import (
 	"context"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -19,28 +35,85 @@ import (
 const (
 	Telemetry = "telemetry" // times and counts every connect, even one a later layer holds or refuses
 	BlueGreen = "bluegreen" // switchover routing: holds, refuses, substitutes addresses and names
-	Failover  = "failover"  // writer failover: holds by the writer endpoint, routes to the new writer, cuts the old
-	Eviction  = "eviction"  // destroys connections to a server that just failed
+	Failover  = "failover"  // writer failover and reader routing: holds, routes, cuts the old writer
+	Eviction  = "eviction"  // destroys connections to a server that just failed or was left
 	Connect   = "connect"   // the connector: fresh password, retried dials and handshakes
 	User      = "user"      // the hooks the config had before it was composed
 )
 
 // Order is the order in which the layers compose, outermost first: a
-// layer's BeforeConnect runs before the next ones' (around them, for the
-// telemetry), its PrepareConn before theirs, its tracer wraps theirs. It
-// is declared here only; the package documentation of holdfast shows it
-// (a test compares the two).
+// layer's BeforeConnect runs around the next ones', its PrepareConn
+// before theirs, its tracer wraps theirs, and its connection hooks
+// ([Chain]) run before theirs. It is declared here only; the package
+// documentation of holdfast shows it (a test compares the two).
 var Order = [...]string{Telemetry, BlueGreen, Failover, Eviction, Connect, User}
 
-// Layer is one concern's part of a pool's hooks. Every field is optional.
+// Precedence is the one rule of which layer yields to which: while the
+// first layer of a pair routes the pool (its Routing reports true), the
+// second stands down — its BeforeConnect, PrepareConn, Route and Validate
+// are passed over, and its StandDownWhile learns the signal. A blue/green
+// switchover moves the writer on purpose (blue turns read-only, green
+// takes its names), which failover routing would otherwise take for a
+// failover.
+var Precedence = [...][2]string{{BlueGreen, Failover}}
+
+// Conn is a layer's handle of one connection of the pool, from the start
+// of its connect to its close: the connector makes it, and every hook of
+// a connection gets it. Its methods are safe for concurrent use.
+type Conn interface {
+	// Server returns the address ("ip:port") of the connection's current
+	// dial, "" before its first.
+	Server() string
+	// MadeAt returns when the connection's handshake completed (zero
+	// before).
+	MadeAt() time.Time
+	// Abort cuts the connection at any moment from its dial on: a blocked
+	// read or write returns at once, every later one fails before sending
+	// anything, with wrap(the I/O error) as its error, and a handshake
+	// that completes anyway is refused. It reports whether this call cut
+	// it (not an earlier one).
+	Abort(wrap func(cause error) error) bool
+	// SetAuthHosts names the hosts the connection's password or token is
+	// issued for, in order (the second after a refusal of the first):
+	// blue/green routing's names for a server that answers to another
+	// name than the one asked for. Only a BeforeConnect calls it.
+	SetAuthHosts(hosts []string)
+	// MarkCommit tells the connection that what it sends next is a
+	// transaction's COMMIT (true), until it is told false: a failure that
+	// loses its answer leaves the outcome unknown.
+	MarkCommit(next bool)
+}
+
+// connKey keeps, in pgconn's CustomData, the handle of a connection that
+// the connector made.
+const connKey = "holdfast/conn"
+
+// Keep records c as the handle of pc, once its handshake completed.
+func Keep(pc *pgconn.PgConn, c Conn) { pc.CustomData()[connKey] = c }
+
+// ConnOf returns the handle of c, or nil for a connection that no
+// connector of a composition made.
+func ConnOf(c *pgx.Conn) Conn {
+	h, _ := c.PgConn().CustomData()[connKey].(Conn)
+	return h
+}
+
+// ConnectFunc is the rest of a BeforeConnect chain: the next layers',
+// then the config's own.
+type ConnectFunc func(ctx context.Context, c Conn, cc *pgx.ConnConfig) error
+
+// Layer is one concern's part of a pool's hooks. Every field is optional;
+// a layer without a hook costs nothing on it.
 type Layer struct {
+	// Pool hooks.
+
 	// BeforeConnect runs around the next layers' BeforeConnect (next,
-	// never nil), and may change the context they get.
-	BeforeConnect func(ctx context.Context, cc *pgx.ConnConfig, next func(context.Context, *pgx.ConnConfig) error) error
+	// never nil, given the same c), and may change the context they get.
+	BeforeConnect func(ctx context.Context, c Conn, cc *pgx.ConnConfig, next ConnectFunc) error
 	// PrepareConn runs before the next layers'; false or an error ends
 	// the chain (pgxpool destroys the connection, or fails the Acquire).
 	// It runs on every Acquire: it must cost an atomic load when nothing
-	// is wrong.
+	// is wrong, and have no effect when it says no.
 	PrepareConn func(ctx context.Context, c *pgx.Conn) (bool, error)
 	// AfterRelease runs before the next layers'; false destroys the
 	// connection. It is installed only when the config had one of its
@@ -55,14 +128,58 @@ type Layer struct {
 	// AttachOnAcquire makes the composition learn its pool at the pool's
 	// first Acquire (a pool-level tracer: one atomic load per Acquire
 	// from then on), for a layer that must act on the pool's idle
-	// connections as soon as it can. Otherwise the pool is learnt at
-	// Factory.Start or when a layer of it is looked up from the pool.
+	// connections as soon as it can.
 	AttachOnAcquire bool
+
+	// Connection hooks: the connector calls them, on the goroutine that
+	// builds the connection (Closed: on pgx's, when the socket closes),
+	// in Order; none may block beyond the connect's own bounds.
+
+	// Route returns where one dial of a connection by host goes, addr by
+	// default; it may hold the dial. retry is false for the first dial of
+	// the connection (BeforeConnect routed it just before) and true for
+	// the connector's retries.
+	Route func(ctx context.Context, c Conn, host, addr string, retry bool) (string, error)
+	// Dialed: c's current dial reached addr (started at start); its
+	// handshake follows.
+	Dialed func(c Conn, addr string, start time.Time)
+	// Validate runs when c's handshake completed (pgconn's
+	// ValidateConnect): an error refuses the connection, and the
+	// connector's next round retries it.
+	Validate func(c Conn, host string, pc *pgconn.PgConn) error
+	// PgError is pgconn's OnPgError: false closes the connection. Every
+	// layer's runs.
+	PgError func(pc *pgconn.PgConn, pe *pgconn.PgError) bool
+	// Failed: a dial to addr was refused (established false), or an
+	// established connection to addr met a network error.
+	Failed func(addr string, established bool)
+	// Closed: c's socket was closed.
+	Closed func(c Conn)
+
+	// Events from other layers, through the composition.
+
+	// Gone: another layer left addr behind (a failover's cut, a reader
+	// lagging): the pool's connections to it made before now are not to
+	// be used again.
+	Gone func(addr string)
+	// Retire: another layer wants quota[addr] more of the pool's
+	// connections to addr retired when next acquired (a reader
+	// rebalance's surplus that was in use).
+	Retire func(quota map[string]int)
+
+	// Precedence ([Precedence]).
+
+	// Routing reports whether the layer routes the pool's connections
+	// now (one atomic load): the layers it outranks stand down meanwhile.
+	Routing func() bool
+	// StandDownWhile is told, at Install, the Routing of the layer that
+	// outranks this one, when there is one.
+	StandDownWhile func(routing func() bool)
 }
 
 // Composition is one pool config's layers, from [Begin] to [Install],
-// then the pool's: what its layers share. Its fields are set before
-// Install and read-only after it.
+// then the pool's: what its layers share. It is read-only after Install
+// but for the pool it learns.
 type Composition struct {
 	layers [len(Order)]*Layer
 
@@ -72,39 +189,19 @@ type Composition struct {
 	userRelease func(*pgx.Conn) bool
 	userTracer  pgx.QueryTracer
 
-	// Owner is what composed the config (holdfast's factory keeps its
-	// binding of the pool here; bluegreen.New alone, its Router).
-	Owner any
-	// BlueGreen is the pool's *bluegreen.Router, set by bluegreen.New.
-	BlueGreen any
-
-	// Coordination between layers, through the composition only.
-	//
-	// Switchover, set by the blue/green layer, reports whether a
-	// switchover routes the pool now (one atomic load): the failover
-	// layer stands down meanwhile.
-	Switchover func() bool
-	// RetryRoute, set by the blue/green layer, routes a retry of a
-	// connection's dial to host, which was routed once in BeforeConnect:
-	// it holds the retry while the switchover suspends connects to host
-	// (bounded, as BeforeConnect's hold is), and returns the address to
-	// dial, or an error (*bluegreen.SuspendError, *bluegreen.RejectError).
-	// One atomic load outside a switchover.
-	RetryRoute func(ctx context.Context, host, addr string) (string, error)
-	// MonitorConnect, set by the factory before the blue/green layer is
-	// added, prepares the connection of a monitor of the pool (a fresh
-	// token for the monitor's server); nil: the config's own BeforeConnect.
-	MonitorConnect func(context.Context, *pgx.ConnConfig) error
-
-	installed bool
-	chain     pgx.QueryTracer // the composed tracer of the pool's connections
-	pool      atomic.Pointer[pgxpool.Pool]
+	installed  bool
+	chain      pgx.QueryTracer // the composed tracer of the pool's connections
+	conns      Chain
+	gone       []func(string)
+	retire     []func(map[string]int)
+	pool       atomic.Pointer[pgxpool.Pool]
+	setCarrier func(tracer pgx.QueryTracer, attach bool)
 }
 
-// Begin starts composing cfg: it takes the hooks cfg has (they run last,
-// as layer User), and marks cfg so that [Pending] finds the composition
-// until [Composition.Install]. cfg.ConnConfig must be set.
-func Begin(cfg *pgxpool.Config) *Composition {
+// Begin starts composing cfg for owner (the engine's binding of the pool,
+// found again with [OwnerOf]): it takes the hooks cfg has (they run last,
+// as layer User). cfg.ConnConfig must be set.
+func Begin[O any](cfg *pgxpool.Config, owner *O) *Composition {
 	c := &Composition{
 		userBefore:  cfg.BeforeConnect,
 		userPrepare: cfg.PrepareConn,
@@ -117,59 +214,31 @@ func Begin(cfg *pgxpool.Config) *Composition {
 		// from the chain, as pgxpool would have.
 		c.userPrepare = func(ctx context.Context, pc *pgx.Conn) (bool, error) { return ba(ctx, pc), nil }
 	}
-	cfg.ConnConfig.Tracer = &carrier{c: c}
+	cfg.ConnConfig.Tracer = &carrier[O]{c: c, owner: owner}
+	cc := cfg.ConnConfig
+	c.setCarrier = func(t pgx.QueryTracer, attach bool) { cc.Tracer = newCarrier(c, owner, t, attach) }
 	return c
 }
 
-// Pending returns the composition that Begin started on cfg and that is
-// not installed yet, or nil.
-func Pending(cfg *pgxpool.Config) *Composition {
-	if c := Of(cfg); c != nil && !c.installed {
-		return c
-	}
-	return nil
-}
-
-// Of returns the composition of cfg (from Begin on), or nil for a config
-// that was not composed.
-func Of(cfg *pgxpool.Config) *Composition {
+// OwnerOf returns the owner that [Begin] composed cfg for, or nil for a
+// config that was not composed for an owner of type O.
+func OwnerOf[O any](cfg *pgxpool.Config) *O {
 	if cfg == nil || cfg.ConnConfig == nil {
 		return nil
 	}
 	switch t := cfg.ConnConfig.Tracer.(type) {
-	case *carrier:
-		return t.c
-	case *poolCarrier:
-		return t.c
+	case *carrier[O]:
+		return t.owner
+	case *poolCarrier[O]:
+		return t.owner
 	}
 	return nil
-}
-
-// OfPool returns the composition of pool's config, or nil. It copies the
-// pool's config (pool.Config): not for a hot path.
-func OfPool(pool *pgxpool.Pool) *Composition {
-	if pool == nil {
-		return nil
-	}
-	c := Of(pool.Config())
-	if c != nil {
-		c.Attach(pool)
-	}
-	return c
-}
-
-// BlueGreenRouter returns c's BlueGreen, or nil for a nil c.
-func (c *Composition) BlueGreenRouter() any {
-	if c == nil {
-		return nil
-	}
-	return c.BlueGreen
 }
 
 // Add sets the layer named name (one of Order, not User).
 func (c *Composition) Add(name string, l Layer) {
 	for i, n := range Order {
-		if n == name {
+		if n == name && n != User {
 			c.layers[i] = &l
 			return
 		}
@@ -187,23 +256,29 @@ func (c *Composition) Has(name string) bool {
 	return false
 }
 
-// Install builds cfg's hooks from the layers, in Order, the config's own
-// last: BeforeConnect, PrepareConn (the deprecated BeforeAcquire is
-// cleared: PrepareConn runs it), AfterRelease (only when the config had
-// one) and the tracer. Layers without a hook cost nothing on it.
-func (c *Composition) Install(cfg *pgxpool.Config) {
+// Install builds cfg's hooks and the connections' chain from the layers,
+// in Order, the config's own last, under Precedence: BeforeConnect (each
+// connection gets its handle from newConn first, before any layer's),
+// PrepareConn (the deprecated BeforeAcquire is cleared: PrepareConn runs
+// it), AfterRelease (only when the config had one), the tracer, and the
+// connection hooks ([Composition.Chain]).
+func (c *Composition) Install(cfg *pgxpool.Config, newConn func(ctx context.Context, cc *pgx.ConnConfig) Conn) {
 	c.installed = true
+	c.applyPrecedence()
 	layers := c.ordered()
 
 	// BeforeConnect: each layer around the next, the user's innermost.
-	before := c.userBefore
-	if before == nil {
-		before = func(context.Context, *pgx.ConnConfig) error { return nil }
+	user := c.userBefore
+	var before ConnectFunc = func(ctx context.Context, _ Conn, cc *pgx.ConnConfig) error {
+		if user != nil {
+			return user(ctx, cc)
+		}
+		return nil
 	}
 	for i := len(layers) - 1; i >= 0; i-- {
 		if h := layers[i].BeforeConnect; h != nil {
 			next := before
-			before = func(ctx context.Context, cc *pgx.ConnConfig) error { return h(ctx, cc, next) }
+			before = func(ctx context.Context, hc Conn, cc *pgx.ConnConfig) error { return h(ctx, hc, cc, next) }
 		}
 	}
 	chainBefore := before
@@ -211,7 +286,7 @@ func (c *Composition) Install(cfg *pgxpool.Config) {
 		// A connection gets the composed tracer, not the pool's carrier:
 		// its statements pay for the layers' tracers only.
 		cc.Tracer = c.chain
-		return chainBefore(ctx, cc)
+		return chainBefore(ctx, newConn(ctx, cc), cc)
 	}
 
 	// PrepareConn: each layer before the next; the first that says no
@@ -255,11 +330,83 @@ func (c *Composition) Install(cfg *pgxpool.Config) {
 		}
 	}
 	c.chain = tracer
+
+	// The connection hooks and the events, in Order.
+	for _, l := range layers {
+		c.conns.add(l)
+		if l.Gone != nil {
+			c.gone = append(c.gone, l.Gone)
+		}
+		if l.Retire != nil {
+			c.retire = append(c.retire, l.Retire)
+		}
+	}
+
 	attach := false
 	for _, l := range layers {
 		attach = attach || (l.Attach != nil && l.AttachOnAcquire)
 	}
-	cfg.ConnConfig.Tracer = newCarrier(c, tracer, attach)
+	c.setCarrier(tracer, attach)
+}
+
+// applyPrecedence makes the outranked layers stand down while the layer
+// that outranks them routes (Precedence).
+func (c *Composition) applyPrecedence() {
+	for _, p := range Precedence {
+		high, low := c.layer(p[0]), c.layer(p[1])
+		if high == nil || low == nil || high.Routing == nil {
+			continue
+		}
+		routing := high.Routing
+		if h := low.BeforeConnect; h != nil {
+			low.BeforeConnect = func(ctx context.Context, hc Conn, cc *pgx.ConnConfig, next ConnectFunc) error {
+				if routing() {
+					return next(ctx, hc, cc)
+				}
+				return h(ctx, hc, cc, next)
+			}
+		}
+		if h := low.PrepareConn; h != nil {
+			low.PrepareConn = func(ctx context.Context, pc *pgx.Conn) (bool, error) {
+				// The layer's own check first: one atomic load when
+				// nothing is wrong; it has no effect when it says no.
+				keep, err := h(ctx, pc)
+				if keep && err == nil || routing() {
+					return true, nil
+				}
+				return keep, err
+			}
+		}
+		if h := low.Route; h != nil {
+			low.Route = func(ctx context.Context, hc Conn, host, addr string, retry bool) (string, error) {
+				if routing() {
+					return addr, nil
+				}
+				return h(ctx, hc, host, addr, retry)
+			}
+		}
+		if h := low.Validate; h != nil {
+			low.Validate = func(hc Conn, host string, pc *pgconn.PgConn) error {
+				if routing() {
+					return nil
+				}
+				return h(hc, host, pc)
+			}
+		}
+		if low.StandDownWhile != nil {
+			low.StandDownWhile(routing)
+		}
+	}
+}
+
+// layer returns the layer named name, or nil.
+func (c *Composition) layer(name string) *Layer {
+	for i, n := range Order {
+		if n == name {
+			return c.layers[i]
+		}
+	}
+	return nil
 }
 
 // ordered returns the layers that were added, in Order.
@@ -271,6 +418,26 @@ func (c *Composition) ordered() []*Layer {
 		}
 	}
 	return out
+}
+
+// Chain returns the connection hooks of the layers, in Order (after
+// Install).
+func (c *Composition) Chain() *Chain { return &c.conns }
+
+// Gone tells the layers that addr was left behind (Layer.Gone): called by
+// the layer that left it.
+func (c *Composition) Gone(addr string) {
+	for _, h := range c.gone {
+		h(addr)
+	}
+}
+
+// Retire asks the layers to retire quota[addr] more of the pool's
+// connections to addr when next acquired (Layer.Retire).
+func (c *Composition) Retire(quota map[string]int) {
+	for _, h := range c.retire {
+		h(quota)
+	}
 }
 
 // Attach tells the layers which pool the composition serves: the first
@@ -288,3 +455,96 @@ func (c *Composition) Attach(pool *pgxpool.Pool) {
 
 // Pool returns the pool attached, or nil.
 func (c *Composition) Pool() *pgxpool.Pool { return c.pool.Load() }
+
+// Installed reports whether Install ran.
+func (c *Composition) Installed() bool { return c.installed }
+
+// Chain is the connection hooks of a composition's layers, in Order. Its
+// zero value has none.
+type Chain struct {
+	route    []func(context.Context, Conn, string, string, bool) (string, error)
+	dialed   []func(Conn, string, time.Time)
+	validate []func(Conn, string, *pgconn.PgConn) error
+	pgError  []func(*pgconn.PgConn, *pgconn.PgError) bool
+	failed   []func(string, bool)
+	closed   []func(Conn)
+}
+
+func (ch *Chain) add(l *Layer) {
+	if l.Route != nil {
+		ch.route = append(ch.route, l.Route)
+	}
+	if l.Dialed != nil {
+		ch.dialed = append(ch.dialed, l.Dialed)
+	}
+	if l.Validate != nil {
+		ch.validate = append(ch.validate, l.Validate)
+	}
+	if l.PgError != nil {
+		ch.pgError = append(ch.pgError, l.PgError)
+	}
+	if l.Failed != nil {
+		ch.failed = append(ch.failed, l.Failed)
+	}
+	if l.Closed != nil {
+		ch.closed = append(ch.closed, l.Closed)
+	}
+}
+
+// Routes reports whether a layer routes dials (a dial then goes through
+// Route).
+func (ch *Chain) Routes() bool { return len(ch.route) > 0 }
+
+// Route runs the layers' Route in order, each given the address the one
+// before chose; the first error ends it.
+func (ch *Chain) Route(ctx context.Context, c Conn, host, addr string, retry bool) (string, error) {
+	for _, h := range ch.route {
+		var err error
+		if addr, err = h(ctx, c, host, addr, retry); err != nil {
+			return "", err
+		}
+	}
+	return addr, nil
+}
+
+// Dialed runs the layers' Dialed.
+func (ch *Chain) Dialed(c Conn, addr string, start time.Time) {
+	for _, h := range ch.dialed {
+		h(c, addr, start)
+	}
+}
+
+// Validate runs the layers' Validate; the first error refuses the
+// connection.
+func (ch *Chain) Validate(c Conn, host string, pc *pgconn.PgConn) error {
+	for _, h := range ch.validate {
+		if err := h(c, host, pc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PgError runs every layer's PgError; false from any closes the
+// connection.
+func (ch *Chain) PgError(pc *pgconn.PgConn, pe *pgconn.PgError) bool {
+	keep := true
+	for _, h := range ch.pgError {
+		keep = h(pc, pe) && keep
+	}
+	return keep
+}
+
+// Failed runs the layers' Failed.
+func (ch *Chain) Failed(addr string, established bool) {
+	for _, h := range ch.failed {
+		h(addr, established)
+	}
+}
+
+// Closed runs the layers' Closed.
+func (ch *Chain) Closed(c Conn) {
+	for _, h := range ch.closed {
+		h(c)
+	}
+}

@@ -20,10 +20,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/holdfast-db/holdfast/failover"
-	"github.com/holdfast-db/holdfast/internal/topology"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/holdfast-db/holdfast/failover"
+	"github.com/holdfast-db/holdfast/internal/topology"
 )
 
 // Monitor watches one cluster's topology and publishes where its writer

@@ -61,7 +61,7 @@ func (l *load) request(worker int, timeout time.Duration) request {
 	if l.runner {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		runs := 0
-		err := l.f.BeginTxFunc(ctx, l.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		err := l.f.RunTx(ctx, l.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 			runs++
 			_, err := tx.Exec(ctx, "INSERT INTO "+l.table+" (id, attempt) VALUES ($1, $2)", r.id, runs)
 			return err

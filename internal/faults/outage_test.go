@@ -57,7 +57,7 @@ func TestOutageCost(t *testing.T) {
 				var opts []holdfast.Option
 				var fetches atomic.Int64
 				if run.token {
-					opts = append(opts, holdfast.WithPasswordFunc(func(context.Context) (string, error) {
+					opts = append(opts, holdfast.WithPasswordFunc(func(context.Context, string) (string, error) {
 						fetches.Add(1)
 						return "a-fresh-token", nil
 					}))

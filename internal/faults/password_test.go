@@ -160,7 +160,7 @@ func TestPasswordFunc(t *testing.T) {
 			}
 			cfg := configAt(t, s.DSN(), addr, d, "")
 			cfg.ConnConfig.User = pwRole
-			f, b := newHoldfast(t, testPolicy(), holdfast.WithPasswordFunc(src.token))
+			f, b := newHoldfast(t, testPolicy(), holdfast.WithPasswordFunc(func(ctx context.Context, _ string) (string, error) { return src.token(ctx) }))
 			var pool *pgxpool.Pool
 			deadline := 20 * time.Second
 			if tc.plain {

@@ -107,7 +107,7 @@ func TestTxBrokenBeforeCommitIsRerun(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			var runs atomic.Int64
-			err := r.f.BeginTxFunc(ctx, r.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+			err := r.f.RunTx(ctx, r.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 				if _, err := tx.Exec(ctx, "INSERT INTO "+r.table+" VALUES (1)"); err != nil {
 					return err
 				}
@@ -138,7 +138,7 @@ func TestTxBeginConnectGaveUpIsRerun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	runs := 0
-	err := f.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	err := f.RunTx(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		runs++
 		_, err := tx.Exec(ctx, "SELECT 1")
 		return err
@@ -169,7 +169,7 @@ func TestSQLTxBeginConnectGaveUpIsRerun(t *testing.T) {
 	db := sqldb.OpenDB(pool)
 	t.Cleanup(func() { db.Close() })
 	runs := 0
-	err = sqldb.BeginTxFunc(ctx, f, db, nil, func(tx *sql.Tx) error {
+	err = sqldb.RunTx(ctx, f, db, nil, func(tx *sql.Tx) error {
 		runs++
 		_, err := tx.ExecContext(ctx, "SELECT 1")
 		return err
@@ -217,7 +217,7 @@ func TestTxCommitAnswerLostIsOutcomeUnknown(t *testing.T) {
 					r.proxy.p.Toxics.ResetToxics(context.Background())
 				}
 			} else {
-				err = r.f.BeginTxFunc(ctx, r.pool, pgx.TxOptions{}, fn)
+				err = r.f.RunTx(ctx, r.pool, pgx.TxOptions{}, fn)
 			}
 			n := r.rows()
 			t.Logf("MEASURED %s: %d runs, %d rows, %v", name, runs.Load(), n, err)
@@ -231,8 +231,8 @@ func TestTxCommitAnswerLostIsOutcomeUnknown(t *testing.T) {
 			if !errors.Is(err, holdfast.ErrOutcomeUnknown) || !errors.As(err, &oe) || oe.Statement != "COMMIT" {
 				t.Errorf("BeginTxFunc = %v, want an *OutcomeUnknownError for the COMMIT", err)
 			}
-			if v := r.f.Classify(err); v.Class != classify.Fatal || v.Reason != holdfast.ReasonOutcomeUnknown {
-				t.Errorf("Classify = %v, want fatal %s", v, holdfast.ReasonOutcomeUnknown)
+			if v := r.f.Classify(err); v.Class != classify.Fatal || v.Reason != classify.ReasonOutcomeUnknown {
+				t.Errorf("Classify = %v, want fatal %s", v, classify.ReasonOutcomeUnknown)
 			}
 			if runs.Load() != 1 || n != 1 {
 				t.Errorf("%d runs, %d rows: want the function run once and the row there once", runs.Load(), n)
@@ -257,7 +257,7 @@ func TestTxSerializationFailureIsRerun(t *testing.T) {
 	for i := range 2 {
 		wg.Go(func() {
 			first := true
-			errs[i] = r.f.BeginTxFunc(ctx, r.pool, pgx.TxOptions{IsoLevel: pgx.Serializable}, func(tx pgx.Tx) error {
+			errs[i] = r.f.RunTx(ctx, r.pool, pgx.TxOptions{IsoLevel: pgx.Serializable}, func(tx pgx.Tx) error {
 				runs.Add(1)
 				var n int
 				if err := tx.QueryRow(ctx, "SELECT coalesce(max(n), 0) FROM "+r.table).Scan(&n); err != nil {
@@ -296,7 +296,7 @@ func TestTxOwnErrorRunsOnce(t *testing.T) {
 	r := newTxRig(t, "id int")
 	mine := errors.New("insufficient funds")
 	var runs atomic.Int64
-	err := r.f.BeginTxFunc(context.Background(), r.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	err := r.f.RunTx(context.Background(), r.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		runs.Add(1)
 		if _, err := tx.Exec(context.Background(), "INSERT INTO "+r.table+" VALUES (1)"); err != nil {
 			return err
@@ -347,8 +347,8 @@ func TestAutocommitAnswerLostIsOutcomeUnknown(t *testing.T) {
 			if tc.name == "extended protocol" && !errors.Is(err, holdfast.ErrOutcomeUnknown) {
 				t.Errorf("Exec = %v, want ErrOutcomeUnknown", err)
 			}
-			if v := r.f.Classify(err); v.Retryable() || v.Reason != holdfast.ReasonOutcomeUnknown {
-				t.Errorf("Classify = %v, want fatal %s", v, holdfast.ReasonOutcomeUnknown)
+			if v := r.f.Classify(err); v.Retryable() || v.Reason != classify.ReasonOutcomeUnknown {
+				t.Errorf("Classify = %v, want fatal %s", v, classify.ReasonOutcomeUnknown)
 			}
 			if n := r.rows(); n != 1 {
 				t.Errorf("%d rows, want 1 (the server committed it)", n)
@@ -376,7 +376,7 @@ func TestSQLTxRunner(t *testing.T) {
 		r := newTxRig(t, "id int")
 		db := open(t, r)
 		var runs atomic.Int64
-		err := sqldb.BeginTxFunc(context.Background(), r.f, db, nil, func(tx *sql.Tx) error {
+		err := sqldb.RunTx(context.Background(), r.f, db, nil, func(tx *sql.Tx) error {
 			if _, err := tx.Exec("INSERT INTO " + r.table + " VALUES (1)"); err != nil {
 				return err
 			}
@@ -399,7 +399,7 @@ func TestSQLTxRunner(t *testing.T) {
 		r := newTxRig(t, "id int")
 		db := open(t, r)
 		var runs atomic.Int64
-		err := sqldb.BeginTxFunc(context.Background(), r.f, db, nil, func(tx *sql.Tx) error {
+		err := sqldb.RunTx(context.Background(), r.f, db, nil, func(tx *sql.Tx) error {
 			runs.Add(1)
 			if _, err := tx.Exec("INSERT INTO " + r.table + " VALUES (1)"); err != nil {
 				return err
@@ -419,7 +419,7 @@ func TestSQLTxRunner(t *testing.T) {
 		db := open(t, r)
 		mine := errors.New("mine")
 		var runs atomic.Int64
-		err := sqldb.BeginTxFunc(context.Background(), r.f, db, nil, func(*sql.Tx) error { runs.Add(1); return mine })
+		err := sqldb.RunTx(context.Background(), r.f, db, nil, func(*sql.Tx) error { runs.Add(1); return mine })
 		if !errors.Is(err, mine) || runs.Load() != 1 {
 			t.Errorf("BeginTxFunc = %v after %d runs, want the function's error after one", err, runs.Load())
 		}

@@ -1,0 +1,143 @@
+package holdfast
+
+import (
+	"errors"
+
+	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/internal/cfgerr"
+	"github.com/holdfast-db/holdfast/internal/conn"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// ConfigError reports a nil or nonsense option, argument or configuration
+// field. It is not retryable: fix the configuration. Every package of
+// holdfast reports its configuration errors with this one type
+// (holdfast.ConfigError, bluegreen.ConfigError, failover.ConfigError, ...
+// are the same), so one errors.As finds any of them. Its fields are Pkg
+// (the package that reports it), Field (the option, argument or field at
+// fault, such as "WithRetryPolicy"), Why and Err (the cause, if any);
+// Error reads "holdfast: invalid <Field>: <Why>", and Unwrap returns Err.
+type ConfigError = cfgerr.Error
+
+// ConnectError is a connection that could not be made after the
+// factory's retries. Layer says where it failed:
+//
+//	"connect"   a dial and its handshake, inside pgx's DialFunc
+//	"password"  a password, token or credentials fetch, inside BeforeConnect
+//	"startup"   a pool's first connection (NewPool, Factory.Start)
+//
+// Err is a *retry.Error that says how many attempts were made and wraps
+// the last failure (for "startup", the last failure itself). Whether it is
+// worth trying again later is what Factory.Classify says of it: a
+// Transient cause means the database may come back (report not-ready and
+// try again later); a Fatal one is a mistake to fix (a password, a
+// database name, TLS).
+type ConnectError struct {
+	Layer string
+	Err   error
+}
+
+func (e *ConnectError) Error() string {
+	if e.Layer == conn.LayerStartup {
+		return "holdfast: first connection failed: " + e.Err.Error()
+	}
+	return "holdfast: " + e.Layer + ": " + e.Err.Error()
+}
+
+// Unwrap returns Err.
+func (e *ConnectError) Unwrap() error { return e.Err }
+
+// ErrQueued is matched (errors.Is) by a connect that the pool's admission
+// limit (WithConnectLimit) did not admit before its wait ended: its wait
+// reached its bound (the caller's deadline, the retry policy's MaxElapsed
+// or AttemptTimeout, pgx's ConnectTimeout) before a slot was free, and
+// nothing was dialed. It is Transient ("connect-queued"): the pool was
+// busy connecting, not refused, and a later connect may be admitted; but
+// it already waited its bound, so Factory.Acquire returns it as it is.
+var ErrQueued = conn.ErrQueued
+
+// ErrOutcomeUnknown is matched (errors.Is) by every *OutcomeUnknownError:
+// a statement or COMMIT that may have committed reached the server, and
+// its answer never came back.
+var ErrOutcomeUnknown = errors.New("holdfast: outcome unknown")
+
+// OutcomeUnknownError says that a statement that could commit — a COMMIT,
+// or a statement outside a transaction, which commits on its own — was
+// sent on a connection that then failed before its answer came back (the
+// server closed it, the network broke, a failover cut it). The server may
+// have committed it or not: from the client side the two cannot be told
+// apart. It is Fatal ("outcome-unknown"): never resend it blindly; find
+// out first (read back a business key, or make the write idempotent, for
+// example with an idempotency key under a unique constraint). Err is the
+// connection's failure (errors.As reaches a *failover.CutError, a network
+// error, io.ErrUnexpectedEOF).
+//
+// holdfast returns it on every pool path (pool.Exec, tx.Commit, a batch,
+// CopyFrom, database/sql through package sqldb) and from the transaction
+// runner ([Factory.RunTx], sqldb.RunTx), which never re-runs a transaction
+// whose COMMIT's outcome is unknown.
+type OutcomeUnknownError struct {
+	// Statement says what was in flight: "COMMIT", "statement" (one
+	// outside a transaction), "batch" or "copy".
+	Statement string
+	Err       error
+}
+
+func (e *OutcomeUnknownError) Error() string {
+	return "holdfast: outcome unknown: the " + e.Statement + " reached the server and its answer was lost (it may have committed; do not resend it blindly): " + e.Err.Error()
+}
+
+// Unwrap returns Err.
+func (e *OutcomeUnknownError) Unwrap() error { return e.Err }
+
+// Is matches [ErrOutcomeUnknown].
+func (e *OutcomeUnknownError) Is(target error) bool { return target == ErrOutcomeUnknown }
+
+// engineErrors make the face's errors for the engine.
+var engineErrors = conn.Errors{
+	Connect:        func(layer string, err error) error { return &ConnectError{Layer: layer, Err: err} },
+	OutcomeUnknown: func(statement string, err error) error { return &OutcomeUnknownError{Statement: statement, Err: err} },
+}
+
+// outcomeRule classifies a statement whose answer was lost as Fatal
+// "outcome-unknown", ahead of every other rule: whatever broke the
+// connection, what was in flight decides. That is an *OutcomeUnknownError
+// (the connector marks it), or pgconn's ErrConnClosed "after a request may
+// already have been sent": pgx returns it, dropping the connection's own
+// error, when the answer to a simple-protocol statement is lost (an
+// autocommit INSERT without arguments, a COMMIT). pgx does not return it
+// for a connection attempt.
+func outcomeRule(err error) (classify.Verdict, bool) {
+	if errors.Is(err, ErrOutcomeUnknown) || closedInFlight(err) {
+		return classify.Verdict{Class: classify.Fatal, Reason: classify.ReasonOutcomeUnknown}, true
+	}
+	return classify.Verdict{}, false
+}
+
+// closedInFlight reports whether err's chain holds pgconn's error for an
+// operation whose connection an earlier failure of the same operation
+// closed, after a request may already have been sent: it wraps
+// pgconn.ErrConnClosed directly and its SafeToRetry says false.
+func closedInFlight(err error) bool {
+	for depth := 0; err != nil && depth < 32; depth++ {
+		if sr, ok := err.(interface{ SafeToRetry() bool }); ok && !sr.SafeToRetry() {
+			if u, ok := err.(interface{ Unwrap() error }); ok && u.Unwrap() == pgconn.ErrConnClosed {
+				return true
+			}
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if closedInFlight(e) {
+					return true
+				}
+			}
+			return false
+		default:
+			return false
+		}
+	}
+	return false
+}

@@ -1,0 +1,220 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/holdfast-db/holdfast/examples/timeline"
+)
+
+// Record is one request of a client.
+type Record struct {
+	ID         int64 // the request's id, for the demos that write one
+	Start, End time.Time
+	Err        string // the error's key (Config.ErrorKey), "" when it succeeded
+	Server     string // the server that answered, for the demos that ask; "" when it failed
+	Attempts   int    // runs of the transaction
+	Unknown    bool   // its COMMIT's outcome was unknown (holdfast.ErrOutcomeUnknown), then resolved
+}
+
+// Took is the request's time, retries included.
+func (r Record) Took() time.Duration { return r.End.Sub(r.Start) }
+
+// Request runs one request of a worker, bounded by ctx; it fills in r
+// (ID, Server, Attempts, Unknown) as it goes.
+type Request func(ctx context.Context, worker int, r *Record) error
+
+// Client is one pool under the workload: its name, its request and, once
+// it ran, its records.
+type Client struct {
+	Name    string
+	Request Request
+	// Writer is how a write demo's client runs its transactions (its
+	// Request uses it); nil in the others.
+	Writer *Writer
+	// Recs are its records, per worker, in order.
+	Recs [][]Record
+
+	ok, failed atomic.Int64
+}
+
+// Records returns every record, worker after worker.
+func (c *Client) Records() []Record {
+	var all []Record
+	for _, recs := range c.Recs {
+		all = append(all, recs...)
+	}
+	return all
+}
+
+// Series is the client's requests for a chart (package examples/timeline),
+// by the time they finished, from begin; the pause is left to the demo.
+func (c *Client) Series(begin time.Time) timeline.Series {
+	s := timeline.Series{Name: c.Name}
+	for _, recs := range c.Recs {
+		for _, rec := range recs {
+			s.Requests = append(s.Requests, timeline.Request{End: rec.End.Sub(begin), OK: rec.Err == ""})
+		}
+	}
+	return s
+}
+
+// loop runs requests until stop is closed.
+func (c *Client) loop(worker int, stop <-chan struct{}, cfg Config) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		r := Record{Start: time.Now()}
+		// Each request is bounded; the stop signal never cancels one midway.
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
+		err := c.Request(ctx, worker, &r)
+		cancel()
+		r.End = time.Now()
+		if err != nil {
+			r.Err, r.Server = cfg.ErrorKey(err), ""
+			c.failed.Add(1)
+		} else {
+			c.ok.Add(1)
+		}
+		c.Recs[worker] = append(c.Recs[worker], r)
+		t.Reset(cfg.Think)
+	}
+}
+
+// Config is how a workload runs.
+type Config struct {
+	Workers int           // per client
+	Think   time.Duration // pause between a worker's requests
+	Timeout time.Duration // bound of each request
+	// ErrorKey names a failed request's error: its SQLSTATE, else its
+	// class and reason.
+	ErrorKey func(error) string
+}
+
+// Workload is the clients' workers at work, and the goroutines that watch
+// them (the progress lines, samplers).
+type Workload struct {
+	Begin time.Time // when the workers started
+
+	clients        []*Client
+	stop, done     chan struct{}
+	workers, watch sync.WaitGroup
+	once           sync.Once
+	stopAt         time.Time
+}
+
+// Start starts cfg.Workers workers per client, each running the client's
+// request one after the other, cfg.Think apart, until [Workload.Stop].
+func Start(clients []*Client, cfg Config) *Workload {
+	w := &Workload{clients: clients, stop: make(chan struct{}), done: make(chan struct{}), Begin: time.Now()}
+	for _, c := range clients {
+		c.Recs = make([][]Record, cfg.Workers)
+		for i := range cfg.Workers {
+			w.workers.Go(func() { c.loop(i, w.stop, cfg) })
+		}
+	}
+	return w
+}
+
+// Go runs f until the workers have stopped: done is closed then.
+func (w *Workload) Go(f func(done <-chan struct{})) { w.watch.Go(func() { f(w.done) }) }
+
+// Stop tells the workers to stop and waits for them (each finishes its
+// request), then for the goroutines of [Workload.Go]; it returns when it
+// told the workers. Calls after the first return the same.
+func (w *Workload) Stop() time.Time {
+	w.once.Do(func() {
+		close(w.stop)
+		w.stopAt = time.Now()
+		w.workers.Wait()
+		close(w.done)
+		w.watch.Wait()
+	})
+	return w.stopAt
+}
+
+// Count is a client's requests that succeeded and failed in the second of
+// a progress line.
+type Count struct {
+	Name       string
+	OK, Failed int64
+}
+
+// Progress prints a progress line a second on out until the workers have
+// stopped: the seconds since the start ("%5.1fs"), then what line writes,
+// given each client's requests of that second.
+func (w *Workload) Progress(out io.Writer, line func(b *strings.Builder, counts []Count)) {
+	w.Go(func(done <-chan struct{}) {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		last := make([]Count, len(w.clients))
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			counts := make([]Count, len(w.clients))
+			for i, c := range w.clients {
+				ok, failed := c.ok.Load(), c.failed.Load()
+				counts[i] = Count{Name: c.Name, OK: ok - last[i].OK, Failed: failed - last[i].Failed}
+				last[i] = Count{OK: ok, Failed: failed}
+			}
+			var b strings.Builder
+			fmt.Fprintf(&b, "%5.1fs", time.Since(w.Begin).Seconds())
+			line(&b, counts)
+			fmt.Fprintln(out, b.String())
+		}
+	})
+}
+
+// WriteCounts writes each client's part of a progress line:
+// " | NAME ok N fail N".
+func WriteCounts(b *strings.Builder, counts []Count) {
+	for _, c := range counts {
+		fmt.Fprintf(b, " | %-8s ok %4d fail %4d", c.Name, c.OK, c.Failed)
+	}
+}
+
+// SyncWriter serialises the writes to w: for progress lines and a demo's
+// own messages written at once.
+func SyncWriter(w io.Writer) io.Writer { return &syncWriter{w: w} }
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+// MS is d in ms, to the µs.
+func MS(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// Sleep waits d, or until ctx ends (its error then).
+func Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

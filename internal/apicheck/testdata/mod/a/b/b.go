@@ -1,0 +1,4 @@
+package b
+
+// V is the package's one name.
+var V int

@@ -1,0 +1,4 @@
+package e
+
+// NotListed: examples are not API.
+func NotListed() {}

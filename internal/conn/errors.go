@@ -1,0 +1,93 @@
+package conn
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/holdfast-db/holdfast/classify"
+)
+
+// Errors makes the errors of the face (package holdfast) that the engine
+// returns: their types are holdfast's, documented there, and only made
+// here. Every field must be set.
+type Errors struct {
+	// Connect is a failed dial, password fetch or first connection after
+	// the retries: layer is one of the Layer constants, err the
+	// *retry.Error (or the last failure).
+	Connect func(layer string, err error) error
+	// OutcomeUnknown is a statement that could commit whose answer was
+	// lost: statement says what it was ("COMMIT", "statement", "batch",
+	// "copy"), err the connection's failure.
+	OutcomeUnknown func(statement string, err error) error
+}
+
+// ErrQueued is matched by the error of a connect that the pool's
+// admission limit did not admit before its wait ended (the face's
+// holdfast.ErrQueued).
+var ErrQueued = errors.New("holdfast: connect not admitted")
+
+// queuedError is a connect that the pool's admission limit did not admit
+// before its wait ended: err is admit.ErrTimeout when the wait reached
+// its bound, else the connect context's error. Nothing was dialed. It is
+// Transient (classify.ReasonQueued): the pool was busy connecting, not
+// refused; but it already waited its bound, so Factory.Acquire returns it
+// as it is instead of waiting again (WaitedBelow).
+type queuedError struct {
+	waited   time.Duration
+	inFlight int
+	err      error
+}
+
+func (e *queuedError) Error() string {
+	return fmt.Sprintf("holdfast: connect not admitted after waiting %v (%d connects of the pool in flight): %v",
+		e.waited.Round(time.Millisecond), e.inFlight, e.err)
+}
+
+func (e *queuedError) Unwrap() error        { return e.err }
+func (e *queuedError) Is(target error) bool { return target == ErrQueued }
+
+// panicError is what a connect returns when the password or credentials
+// function panicked: it runs on pgxpool's connect goroutine, where a
+// panic would end the process, and a token SDK's bug should cost one
+// connection, not the service. The value and the stack are logged at
+// ERROR. It is Fatal (classify.ReasonPanic): not retried.
+type panicError struct{ value any }
+
+func (e *panicError) Error() string {
+	return fmt.Sprintf("holdfast: the password function panicked: %v", e.value)
+}
+
+// Rules classify the engine's own errors: a connect not admitted is
+// Transient "connect-queued" (before the built-in rules would call its
+// context error Fatal or unknown), a panic Fatal "panic".
+func Rules() []classify.Rule {
+	return []classify.Rule{
+		classify.Sentinel(ErrQueued, classify.Verdict{Class: classify.Transient, Reason: classify.ReasonQueued}),
+		func(err error) (classify.Verdict, bool) {
+			var pe *panicError
+			if errors.As(err, &pe) {
+				return classify.Verdict{Class: classify.Fatal, Reason: classify.ReasonPanic}, true
+			}
+			return classify.Verdict{}, false
+		},
+	}
+}
+
+// redactedError is an error holdfast returns whose text was cleaned of the
+// secrets holdfast knows (the configured password, fetched tokens,
+// connection-string passwords): a cause that echoes them (a proxy, a token
+// endpoint) does not leak them through an error message. errors.Is and
+// errors.As still reach the cause unchanged.
+type redactedError struct {
+	err  error
+	text string
+}
+
+func (e *redactedError) Error() string { return e.text }
+func (e *redactedError) Unwrap() error { return e.err }
+
+// errRefused is what the dials of the remaining retry rounds return after
+// a failure this layer does not retry. It is not a *retry.Error: nothing
+// was retried, so Factory.Acquire still classifies the real cause.
+var errRefused = errors.New("holdfast: not retried: the previous attempt failed with an error that is not retried while connecting")

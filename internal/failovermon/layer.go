@@ -1,0 +1,407 @@
+package failovermon
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/holdfast-db/holdfast/failover"
+	"github.com/holdfast-db/holdfast/internal/compose"
+	"github.com/holdfast-db/holdfast/internal/topology"
+)
+
+// This file is the writer-failover layer of a pool (holdfast's
+// WithFailover): the engine keeps one Monitor per cluster, shared by the
+// pools on it; each pool's Layer routes by the monitor's snapshot, learns
+// of the pool's connections through its hooks (compose.Layer) and acts on
+// the monitor's changes. It stands down while a blue/green switchover
+// routes the pool (compose.Precedence).
+//
+//	BeforeConnect  by the writer endpoint: held while the writer is down
+//	               and no other is known (Monitor.Hold)
+//	Route          by the writer endpoint, each dial (the connector's
+//	               retries too): held while the writer is down, then to
+//	               the new writer's address while its DNS lags (TLS still
+//	               verifies the endpoint name)
+//	Validate       by the writer endpoint: a server that is not the writer
+//	               (in hot standby, or a reader of the topology) is refused,
+//	               and the attempt retried — to the writer
+//	PgError        57P01/57P02/57P03, and 25006 by the writer endpoint, wake
+//	               the monitor; a 25006 from a standby or read-only server
+//	               closes the connection
+//	PrepareConn    a connection to a writer that is down is destroyed
+//	Failed         network errors and refused dials wake the monitor (a
+//	               reader pool's too: the probes judge the readers)
+//	Dialed/Closed  the pool's connections, from their dial on: on a new
+//	               writer, every connection to the old one is cut
+//	               (failover.CutError), handshakes included, and idle ones
+//	               closed at once
+
+// Layer is one pool's failover layer, on its cluster's Monitor. Build it
+// with NewLayer; Leave ends it with its pool.
+type Layer struct {
+	m *Monitor
+	// writer: the pool is routed as a pool on the writer endpoint — its
+	// host is one, or an instance endpoint with failover.FollowWriter
+	// (follow).
+	writer bool
+	follow bool
+	comp   *compose.Composition // the pool's: its pool, and the events to the other layers
+
+	// A pool on a name of your own that Config.Aliases does not list:
+	// the first 25006 from a standby by it logs a hint (it may be a name
+	// for the writer endpoint, which holdfast cannot see).
+	custom bool
+	host   string
+	log    *slog.Logger
+	hinted atomic.Bool
+
+	rd *readerRouting // reader routing: a pool on the reader endpoint (readers.go)
+
+	mu   sync.Mutex
+	live map[compose.Conn]struct{} // the pool's connections, from their dial on
+	cuts []cutRecord               // the latest cuts (at most maxCutRecords), for a dial they crossed
+	left bool                      // the pool closed: changes are ignored
+}
+
+// cutRecord is one cut of the pool's connections to addr.
+type cutRecord struct {
+	addr string
+	at   time.Time
+	err  *failover.CutError
+}
+
+// maxCutRecords bounds the cuts a pool remembers: a dial lasts at most the
+// policy's AttemptTimeout, and a failover cuts one or two addresses.
+const maxCutRecords = 8
+
+// ClusterKey is the identity of the cluster that a pool on endpoint ep
+// (an alias already replaced by its endpoint) belongs to, as far as names
+// tell: the pools of one cluster share its monitor, and no two clusters
+// ever share one. The writer and reader endpoints of a cluster name it
+// (its name, the domain of its instance endpoints, the port): two clusters
+// in one account and region share the domain and differ by name. Any
+// other host (an instance or custom endpoint, an IP address or a name of
+// your own with InstanceTemplate) names no cluster: its pools get a
+// monitor of their own, keyed by the host itself.
+func ClusterKey(ep, tmpl string, port uint16) string {
+	p := strconv.Itoa(int(port))
+	if name, domain := topology.ClusterName(ep); name != "" {
+		return "cluster " + name + "." + domain + " " + tmpl + ":" + p
+	}
+	return "host " + topology.NormHost(ep) + " " + tmpl + ":" + p
+}
+
+// RoutedKind reports whether failover routing applies to a pool on
+// endpoint ep, and why not when it does not: an RDS Proxy follows the
+// writer itself, and an Aurora global database's endpoint is a DNS name
+// of the primary cluster's writer whose instance endpoints it does not
+// name.
+func RoutedKind(ep string) (bool, string) {
+	switch topology.KindOf(topology.NormHost(ep)) {
+	case topology.KindProxy:
+		return false, "failover: an RDS Proxy endpoint follows the cluster's writer itself; failover routing is off for this pool (holdfast's retries still apply)"
+	case topology.KindGlobal:
+		return false, "failover: an Aurora global database endpoint follows the primary cluster's writer by DNS; failover routing is off for this pool (holdfast's retries still apply); for routing, use the primary region's cluster endpoint"
+	}
+	return true, ""
+}
+
+// NewLayer returns the failover layer of a pool of cc on m, its cluster's
+// monitor: ep is cc's host with an alias replaced by its endpoint (what
+// RoutedKind accepted), mode what a pool on an instance endpoint does (the
+// pool's PoolInstanceMode, else Config.InstancePools), readers the
+// factory's reader routing, comp the pool's composition, log the pool's
+// logger. It watches m from now on: Leave ends it with its pool.
+func NewLayer(m *Monitor, comp *compose.Composition, cc *pgx.ConnConfig, ep string, mode failover.InstanceMode, readers failover.ReaderConfig, log *slog.Logger) *Layer {
+	fo := &Layer{m: m, comp: comp, live: map[compose.Conn]struct{}{}, host: cc.Host, log: log}
+	fo.writer = IsWriterEndpoint(ep)
+	fo.custom = ep == cc.Host && !topology.IsIP(cc.Host) && !isSocket(cc.Host) &&
+		topology.InstanceDomain([]string{topology.NormHost(cc.Host)}) == ""
+	// An instance endpoint (or an IP address, or a name of your own) with
+	// FollowWriter is routed as the writer endpoint, but its DNS is not
+	// checked against the writer: it names one instance, never the writer
+	// of the moment, so its dials by a reader's address are what Route
+	// sends to the writer.
+	fo.follow = !fo.writer && mode == failover.FollowWriter && !isSocket(cc.Host) &&
+		topology.KindOf(topology.NormHost(ep)) == topology.KindInstance
+	host := ""
+	if fo.writer {
+		host = cc.Host // the monitor checks its DNS against the writer
+	}
+	fo.writer = fo.writer || fo.follow
+	if !fo.writer && !isSocket(cc.Host) && topology.KindOf(topology.NormHost(ep)) == topology.KindReaderCluster &&
+		readers.Strategy != failover.ByDNS {
+		fo.rd = newReaderRouting(readers)
+	}
+	for _, fb := range cc.Fallbacks {
+		if fb.Host != cc.Host {
+			fo.writer, fo.follow, host, fo.rd = false, false, "", nil // several hosts: pgx chooses among them
+		}
+	}
+	if fo.rd != nil {
+		fo.m.ServeReaders(1) // its readers are pinged each HeartbeatInterval (Leave counts it out)
+	}
+	fo.m.Watch(host, fo.onChange)
+	return fo
+}
+
+// isSocket reports whether host is a Unix socket directory.
+func isSocket(host string) bool { return len(host) > 0 && host[0] == '/' }
+
+// Monitor returns the cluster's monitor the layer routes by.
+func (fo *Layer) Monitor() *Monitor { return fo.m }
+
+// Layer returns the layer's part of the pool's hooks. It stands down
+// while a blue/green switchover routes the pool (compose.Precedence: a
+// switchover moves the writer on purpose), and so does the monitor.
+func (fo *Layer) Layer() compose.Layer {
+	l := compose.Layer{
+		BeforeConnect:  fo.hold,
+		PrepareConn:    fo.prepareConn,
+		Route:          fo.route,
+		Dialed:         fo.dialed,
+		Validate:       fo.validate,
+		PgError:        fo.pgError,
+		Failed:         fo.failed,
+		Closed:         fo.closed,
+		StandDownWhile: fo.m.StandDownWhile,
+	}
+	if fo.rd != nil {
+		// A reader pool's connections to a writer that went down (with
+		// WhenNoReader UseWriter) are cut by the failover that follows;
+		// its Acquire pays for no check of its own.
+		l.PrepareConn = nil
+	}
+	return l
+}
+
+// hold is the layer's BeforeConnect.
+func (fo *Layer) hold(ctx context.Context, c compose.Conn, cc *pgx.ConnConfig, next compose.ConnectFunc) error {
+	fo.m.Start() // with the pool's first connection (idempotent)
+	if fo.writer {
+		if err := fo.m.Hold(ctx, cc.Host); err != nil {
+			return err
+		}
+	}
+	return next(ctx, c, cc)
+}
+
+// prepareConn destroys a connection to a writer that stopped answering: a
+// new connection is held until one is known. One atomic load when nothing
+// is wrong.
+func (fo *Layer) prepareConn(_ context.Context, c *pgx.Conn) (bool, error) {
+	if s := fo.m.Snapshot(); s.Down && c.PgConn().Conn().RemoteAddr().String() == s.DownAddr {
+		return false, nil
+	}
+	return true, nil
+}
+
+// route returns where one dial of a connect by the pool's host goes — the
+// first and each retry: held while the writer is down and no other is
+// known (BeforeConnect holds only the connect's start; a writer can go
+// down while the connector retries its dials), then to the writer's
+// address while the writer endpoint's DNS lags a failover, or when the
+// address it gave is one of the topology's readers (a client-side cache
+// older than the monitor's), and always for a pool on an instance endpoint
+// with FollowWriter (once the writer is known); else addr.
+func (fo *Layer) route(ctx context.Context, c compose.Conn, host, addr string, _ bool) (string, error) {
+	if fo.rd != nil {
+		return fo.routeReader(ctx, c, host, addr)
+	}
+	if !fo.writer {
+		return addr, nil
+	}
+	if err := fo.m.Hold(ctx, host); err != nil {
+		return "", err
+	}
+	if s := fo.m.Snapshot(); s.WriterAddr != "" && (s.Redirect || s.Readers[addr] || fo.follow) {
+		return s.WriterAddr, nil // FollowWriter: the instance's address is the writer's only while it is the writer
+	}
+	return addr, nil
+}
+
+// failed wakes the monitor: a refused connect or a broken connection may
+// be a failover.
+func (fo *Layer) failed(string, bool) { fo.m.Trouble() }
+
+// validate refuses a connection by the writer endpoint that reached a
+// server that is not the writer.
+func (fo *Layer) validate(_ compose.Conn, host string, pc *pgconn.PgConn) error {
+	if !fo.writer {
+		return nil
+	}
+	addr := pc.Conn().RemoteAddr().String()
+	why := ""
+	switch s := fo.m.Snapshot(); {
+	case pc.ParameterStatus("in_hot_standby") == "on":
+		why = "in hot standby"
+	case s.Readers[addr] && s.WriterAddr != addr:
+		why = "a reader in the topology"
+	case pc.ParameterStatus("default_transaction_read_only") == "on":
+		why = "read-only"
+	default:
+		return nil
+	}
+	fo.m.Trouble()
+	return &failover.NotWriterError{Host: host, Addr: addr, Why: why}
+}
+
+// pgError wakes the monitor on the server errors of a failover. It closes
+// a connection by the writer endpoint that answered 25006 from a server in
+// hot standby or read-only by default (not a transaction the application
+// made read-only itself).
+func (fo *Layer) pgError(pc *pgconn.PgConn, pe *pgconn.PgError) bool {
+	switch pe.Code {
+	case "57P01", "57P02", "57P03":
+		fo.m.Trouble()
+	case "25006":
+		if fo.writer {
+			fo.m.Trouble()
+			return pc.ParameterStatus("in_hot_standby") != "on" && pc.ParameterStatus("default_transaction_read_only") != "on"
+		}
+		if fo.custom && pc.ParameterStatus("in_hot_standby") == "on" && fo.hinted.CompareAndSwap(false, true) {
+			fo.log.LogAttrs(context.Background(), slog.LevelWarn,
+				"holdfast: a write by a name of your own reached a standby (25006); if it is a name for the cluster (writer) endpoint, list it in failover.Config.Aliases, so that holdfast refuses standbys by it and routes it through failovers",
+				slog.String("server.address", fo.host), slog.String("addr", pc.Conn().RemoteAddr().String()))
+		}
+	}
+	return true
+}
+
+// dialed keeps a connection of the pool from its dial to addr on, for the
+// cut. A cut of addr made after the dial started and before this reaches
+// it here: whatever moment its handshake ends, no connection to a server
+// that a cut left behind survives the cut.
+func (fo *Layer) dialed(c compose.Conn, addr string, start time.Time) {
+	fo.mu.Lock()
+	fo.live[c] = struct{}{}
+	if fo.rd != nil {
+		delete(fo.rd.pending, c)
+	}
+	var crossed *failover.CutError
+	for _, cut := range fo.cuts {
+		if cut.addr == addr && !cut.at.Before(start) {
+			crossed = cut.err
+		}
+	}
+	fo.mu.Unlock()
+	if crossed != nil {
+		c.Abort(cutWrap(crossed))
+	}
+}
+
+// closed forgets a connection.
+func (fo *Layer) closed(c compose.Conn) {
+	fo.mu.Lock()
+	delete(fo.live, c)
+	if fo.rd != nil {
+		delete(fo.rd.pending, c)
+	}
+	fo.mu.Unlock()
+}
+
+// onChange acts on the monitor's changes, on its goroutine.
+func (fo *Layer) onChange(c Change) {
+	switch c.Kind {
+	case WriterChanged:
+		if c.OldAddr != "" && c.OldAddr != c.NewAddr {
+			fo.cut(c.OldAddr, &failover.CutError{OldWriter: c.OldWriter, NewWriter: c.NewWriter, Addr: c.OldAddr})
+		}
+	case InstancesLeft:
+		for i, addr := range c.Gone {
+			fo.cut(addr, &failover.CutError{Left: c.GoneIDs[i], Addr: addr})
+		}
+	case ReadersDown:
+		for i, addr := range c.Gone {
+			fo.cut(addr, &failover.CutError{Down: c.GoneIDs[i], Why: c.Why[i], Addr: addr})
+		}
+	case ReadersLagging:
+		if fo.rd != nil {
+			fo.retire(c.Gone)
+		}
+	case ReadersJoined, ReadersBack:
+		if fo.rd != nil {
+			fo.rebalance()
+		}
+	}
+}
+
+// cut closes every connection of the pool to addr: their next read or
+// write fails at once with err (nothing is sent), idle ones are closed
+// now, and the next Acquire of one destroys it.
+func (fo *Layer) cut(addr string, err *failover.CutError) {
+	fo.comp.Gone(addr) // the eviction destroys them when next acquired
+	fo.mu.Lock()
+	if fo.left {
+		fo.mu.Unlock()
+		return
+	}
+	fo.cuts = append(fo.cuts, cutRecord{addr: addr, at: time.Now(), err: err})
+	if len(fo.cuts) > maxCutRecords {
+		fo.cuts = append(fo.cuts[:0:0], fo.cuts[len(fo.cuts)-maxCutRecords:]...)
+	}
+	var hit []compose.Conn
+	for c := range fo.live {
+		if c.Server() == addr {
+			hit = append(hit, c)
+		}
+	}
+	fo.mu.Unlock()
+	wrap := cutWrap(err)
+	for _, c := range hit {
+		c.Abort(wrap)
+	}
+	if pool := fo.comp.Pool(); pool != nil {
+		closeIdle(pool, func(a string) bool { return a == addr })
+	}
+}
+
+// cutWrap is the abortion of a cut: the I/O error it causes becomes a
+// copy of err wrapping it.
+func cutWrap(err *failover.CutError) func(error) error {
+	return func(cause error) error {
+		e := *err
+		e.Err = cause
+		return &e
+	}
+}
+
+// closeIdle closes the pool's idle connections whose server address pick
+// chooses (called once per idle connection, in one pass), and returns how
+// many it closed. A closed connection is destroyed at its Release, and
+// pgxpool's health check then restores MinConns.
+func closeIdle(pool *pgxpool.Pool, pick func(addr string) bool) int {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	closed := 0
+	for _, c := range pool.AcquireAllIdle(ctx) {
+		if pick(c.Conn().PgConn().Conn().RemoteAddr().String()) {
+			closed++
+			cctx, ccancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			_ = c.Conn().Close(cctx) // a Terminate, then the socket closes (at once when cut)
+			ccancel()
+		}
+		c.Release()
+	}
+	return closed
+}
+
+// Leave ends the layer with its pool: changes are ignored from now on
+// (the engine closes the monitor with the last pool of the cluster).
+func (fo *Layer) Leave() {
+	fo.mu.Lock()
+	was := fo.left
+	fo.left = true
+	fo.mu.Unlock()
+	if !was && fo.rd != nil {
+		fo.m.ServeReaders(-1)
+	}
+}

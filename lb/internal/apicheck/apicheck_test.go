@@ -1,0 +1,98 @@
+package apicheck
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"text/tabwriter"
+)
+
+var update = flag.Bool("update", false, "write the module's API file (api/NAME.txt) from the code")
+
+// The module's root, from this package's directory.
+var root = filepath.Join("..", "..")
+
+// TestAPI fails when the exported API of the module's packages differs
+// from its API file, api/NAME.txt: a name added, changed or removed is a
+// change of that file, reviewed with the code. -update writes the file.
+// With -v it logs each package's count of exported names.
+func TestAPI(t *testing.T) {
+	api, err := Generate(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := File(api.Module)
+	path := filepath.Join(root, file)
+	counts := fmt.Sprintf("%d lines in %s; exported names per package (as shared/tools/exported.go counts them) and API lines:\n%s", len(api.Features), file, countTable(api))
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, api.Format(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %s\n%s", file, counts)
+		return
+	}
+	howto := fmt.Sprintf("If the change is meant, run in %s's root\n\tgo test ./internal/apicheck -update\nand commit %s with it.", api.Module, file)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, howto)
+	}
+	want, err := Parse(data)
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", file, err, howto)
+	}
+	added, removed := Diff(api.Features, want)
+	if len(added) > 0 || len(removed) > 0 {
+		var b strings.Builder
+		fmt.Fprintf(&b, "the exported API differs from %s: %d added (+, in the code only), %d removed (-, in the file only); a changed name is both\n", file, len(added), len(removed))
+		for _, l := range added {
+			fmt.Fprintf(&b, "+%s\n", l)
+		}
+		for _, l := range removed {
+			fmt.Fprintf(&b, "-%s\n", l)
+		}
+		fmt.Fprintf(&b, "%s\n%s", howto, counts)
+		t.Fatal(b.String())
+	}
+	if !bytes.Equal(data, api.Format()) {
+		t.Fatalf("%s lists the API but not as generated (order, spacing or header)\n%s", file, howto)
+	}
+	t.Log(counts)
+}
+
+// countTable is, for each listed package, its count of exported names
+// computed as shared/tools/exported.go does, and its lines in the API
+// file.
+func countTable(api *API) string {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "exported\tAPI lines\t")
+	exported, lines := 0, 0
+	for _, p := range api.Packages {
+		fmt.Fprintf(tw, "%d\t%d\t  %s\n", p.Exported, p.Features, "./"+strings.TrimPrefix(p.Dir, "."))
+		exported += p.Exported
+		lines += p.Features
+	}
+	fmt.Fprintf(tw, "%d\t%d\t  total\n", exported, lines)
+	tw.Flush()
+	return b.String()
+}
+
+func TestFile(t *testing.T) {
+	for mod, want := range map[string]string{
+		"github.com/holdfast-db/holdfast":    "api/holdfast.txt",
+		"github.com/holdfast-db/holdfast/lb": "api/lb.txt",
+		"example.com/x/v2":                   "api/x.txt",
+		"v2":                                 "api/v2.txt",
+	} {
+		if got := filepath.ToSlash(File(mod)); got != want {
+			t.Errorf("File(%q) = %q, want %q", mod, got, want)
+		}
+	}
+}

@@ -1,9 +1,0 @@
-//go:build !linux
-
-package holdfast
-
-import "syscall"
-
-// setUserTimeout does nothing where TCP_USER_TIMEOUT does not exist;
-// keepalive still applies.
-func setUserTimeout(syscall.RawConn) error { return nil }
