@@ -97,12 +97,24 @@ func navigate(t *testing.T, tab context.Context, url string) {
 	}
 }
 
+// click clicks the element with the mouse, as a person would. The page
+// reloads its content every few hundred milliseconds, so the element found
+// may be replaced before the click reaches it: that attempt fails before
+// any mouse event is sent, and the click is tried again on the new one.
 func click(t *testing.T, tab context.Context, css string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(tab, pageWait)
-	defer cancel()
-	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(css))); err != nil {
-		t.Fatalf("click %s: %v", css, err)
+	deadline := time.Now().Add(pageWait)
+	for {
+		ctx, cancel := context.WithTimeout(tab, 5*time.Second)
+		err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(css)))
+		cancel()
+		if err == nil {
+			return
+		}
+		stale := strings.Contains(err.Error(), "Could not find node") || strings.Contains(err.Error(), "No node with given id") || strings.Contains(err.Error(), "not attached")
+		if !stale || time.Now().After(deadline) {
+			t.Fatalf("click %s: %v", css, err)
+		}
 	}
 }
 

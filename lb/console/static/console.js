@@ -20,8 +20,21 @@
   }
 
   var busy = false; // a form is being submitted: leave the page alone
+  // A press on a control holds the content until shortly after the
+  // release, so that a refresh never replaces a button between the press
+  // and the click (the click would be lost).
+  var holdUntil = 0;
+  document.addEventListener("pointerdown", function (ev) {
+    if (ev.target && ev.target.closest && ev.target.closest("form, button, a")) {
+      holdUntil = Date.now() + 5000;
+    }
+  }, true);
+  document.addEventListener("pointerup", function () {
+    if (holdUntil > Date.now()) holdUntil = Date.now() + 500;
+  }, true);
+  function held() { return busy || Date.now() < holdUntil; }
   function refresh() {
-    if (busy || document.hidden) {
+    if (held() || document.hidden) {
       schedule();
       return;
     }
@@ -36,7 +49,7 @@
       if (!r.ok && r.status !== 404) throw new Error("HTTP " + r.status);
       return r.text();
     }).then(function (html) {
-      if (!busy) {
+      if (!held()) {
         content.innerHTML = html;
         localTimes(content);
       }
