@@ -1,5 +1,5 @@
 # The Makefile mirrors CI: .ci/run calls "make test".
-.PHONY: help demo test fmt vet lint unit apicheck api pgxsuite stdlibsuite bench fuzz
+.PHONY: help demo test fmt vet lint unit apicheck api pgxsuite stdlibsuite bench fuzz lb-screenshots
 
 # Every Go module of the repository; vet, lint and unit run in each. lb is
 # its own module (the load-balancer drain and its CLI), nested in this one.
@@ -47,3 +47,7 @@ bench: ## holdfast against plain pgxpool, same run, same server
 fuzz: ## fuzz the classifier, and cloudsql's rules on Google's error types, a minute each
 	go test -run '^$$' -fuzz FuzzClassify -fuzztime 60s ./classify/
 	go test -run '^$$' -fuzz FuzzTypeRules -fuzztime 60s ./cloudsql/
+
+lb-screenshots: ## lb: the console's screenshots in docs/lb/, made by its browser tests (needs chromium)
+	mkdir -p docs/lb
+	cd lb && HOLDFAST_REQUIRE_BROWSER=1 HOLDFAST_LB_SCREENSHOTS=$(CURDIR)/docs/lb go test -count=1 -run Browser ./console/

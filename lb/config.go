@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -102,7 +103,125 @@ type Config struct {
 	Operators Permissions `json:"operators"`
 	// Drain bounds drains; zero fields mean the defaults.
 	Drain DrainSettings `json:"drain"`
+	// Notify says where control events are sent (package notify).
+	Notify NotifySettings `json:"notify,omitzero"`
+	// Alertmanager, if set, is where a deploy silences the group's
+	// alerts for its window (package alertmanager).
+	Alertmanager *AlertmanagerSettings `json:"alertmanager,omitempty"`
 }
+
+// NotifySettings lists the webhooks control events are sent to.
+type NotifySettings struct {
+	Webhooks []WebhookConfig `json:"webhooks,omitempty"`
+}
+
+// Webhook formats.
+const (
+	FormatTeams = "teams" // Microsoft Teams (Workflows or incoming webhook): a message with an Adaptive Card
+	FormatSlack = "slack" // Slack incoming webhook: text and blocks
+	FormatJSON  = "json"  // any receiver: the event as JSON
+)
+
+// WebhookConfig is one receiver of events. Its URL usually holds a token:
+// it is a [Secret], given through URLEnv (or URL), and never printed; logs
+// and errors name the webhook by Name.
+type WebhookConfig struct {
+	Name   string `json:"name"`              // for logs and errors
+	Format string `json:"format"`            // "teams", "slack" or "json"
+	URL    Secret `json:"url,omitempty"`     // the webhook's URL
+	URLEnv string `json:"url_env,omitempty"` // or the variable holding it
+	// Events, when not empty, are the only kinds sent (see [EventKind]).
+	Events []EventKind `json:"events,omitempty"`
+	// Groups, when not empty, are the only groups whose events are sent.
+	Groups []string `json:"groups,omitempty"`
+}
+
+// ResolveURL returns the webhook's URL, from the file or the environment,
+// checked: an absolute http or https URL with a host. Errors never quote
+// it.
+func (w WebhookConfig) ResolveURL(getenv func(string) string) (Secret, error) {
+	u := w.URL
+	if w.URLEnv != "" {
+		v := getenv(w.URLEnv)
+		if v == "" {
+			return "", &ConfigError{Pkg: "lb", Field: "notify.webhooks." + w.Name + ".url_env", Why: "environment variable " + w.URLEnv + " is unset or empty"}
+		}
+		u = Secret(v)
+	}
+	p, err := url.Parse(u.Reveal())
+	if err != nil || (p.Scheme != "https" && p.Scheme != "http") || p.Host == "" {
+		return "", &ConfigError{Pkg: "lb", Field: "notify.webhooks." + w.Name + ".url", Why: "must be an absolute http or https URL"}
+	}
+	return u, nil
+}
+
+// AlertmanagerSettings is the Alertmanager a deploy silences the group's
+// alerts in (API v2), for at most MaxDuration.
+type AlertmanagerSettings struct {
+	// URL is Alertmanager's address, "http://alertmanager:9093" (a path
+	// prefix such as /alertmanager is kept). No user info.
+	URL string `json:"url"`
+	// MaxDuration bounds a silence: it ends by itself then, even if the
+	// deploy has not expired it. Default 1h, at most 24h.
+	MaxDuration Duration `json:"max_duration,omitempty"`
+	// Matchers by group: the alerts of the group, as Alertmanager
+	// matchers. A group without matchers is deployed without a silence.
+	Matchers map[string][]Matcher `json:"matchers"`
+}
+
+// DefaultSilenceMax is AlertmanagerSettings.MaxDuration's default.
+const DefaultSilenceMax = time.Hour
+
+// Matcher is an Alertmanager label matcher: Name = Value, or with
+// IsRegex Name =~ Value; with NotEqual, != and !~.
+type Matcher struct {
+	Name     string `json:"name"`
+	Value    string `json:"value"`
+	IsRegex  bool   `json:"is_regex,omitempty"`
+	NotEqual bool   `json:"not_equal,omitempty"`
+}
+
+// String returns the matcher as Alertmanager writes it, such as
+// service="payments" or instance=~"pay-.*".
+func (m Matcher) String() string {
+	op := "="
+	switch {
+	case m.IsRegex && m.NotEqual:
+		op = "!~"
+	case m.IsRegex:
+		op = "=~"
+	case m.NotEqual:
+		op = "!="
+	}
+	return m.Name + op + strconv.Quote(m.Value)
+}
+
+// Validate checks the matcher: a label name, a valid regular expression,
+// and not one that matches every alert (Alertmanager refuses a silence
+// whose matchers all match the empty value).
+func (m Matcher) Validate() error {
+	if !labelName.MatchString(m.Name) {
+		return &ConfigError{Pkg: "lb", Field: "name", Why: "not a label name: " + strconv.Quote(m.Name)}
+	}
+	if m.IsRegex {
+		if _, err := regexp.Compile("^(?:" + m.Value + ")$"); err != nil {
+			return &ConfigError{Pkg: "lb", Field: "value", Why: "not a regular expression: " + strconv.Quote(m.Value)}
+		}
+	}
+	return nil
+}
+
+// matchesEmpty reports whether m matches an alert without the label.
+func (m Matcher) matchesEmpty() bool {
+	eq := m.Value == ""
+	if m.IsRegex {
+		re, err := regexp.Compile("^(?:" + m.Value + ")$")
+		eq = err == nil && re.MatchString("")
+	}
+	return eq != m.NotEqual
+}
+
+var labelName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 
 // DatabaseConfig locates the PostgreSQL database. Exactly one field is set.
 type DatabaseConfig struct {
@@ -224,6 +343,12 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	if err := c.validateNotify(); err != nil {
+		return err
+	}
+	if err := c.validateAlertmanager(); err != nil {
+		return err
+	}
 	d := c.Drain
 	switch {
 	case d.Interval < 0:
@@ -232,6 +357,102 @@ func (c *Config) Validate() error {
 		return &ConfigError{Pkg: "lb", Field: "drain.timeout", Why: "must not be negative"}
 	case d.Concurrency < 0:
 		return &ConfigError{Pkg: "lb", Field: "drain.concurrency", Why: "must not be negative"}
+	}
+	return nil
+}
+
+func (c *Config) validateNotify() error {
+	names := map[string]bool{}
+	for i, w := range c.Notify.Webhooks {
+		field := "notify.webhooks." + strconv.Itoa(i)
+		switch {
+		case strings.TrimSpace(w.Name) == "":
+			return &ConfigError{Pkg: "lb", Field: field + ".name", Why: "must not be empty"}
+		case names[w.Name]:
+			return &ConfigError{Pkg: "lb", Field: field + ".name", Why: "duplicate webhook " + strconv.Quote(w.Name)}
+		case w.Format != FormatTeams && w.Format != FormatSlack && w.Format != FormatJSON:
+			return &ConfigError{Pkg: "lb", Field: field + ".format", Why: "must be \"teams\", \"slack\" or \"json\" (got " + strconv.Quote(w.Format) + ")"}
+		case (w.URL == "") == (w.URLEnv == ""):
+			return &ConfigError{Pkg: "lb", Field: field + ".url", Why: "set exactly one of url and url_env"}
+		}
+		names[w.Name] = true
+		if w.URL != "" {
+			if _, err := w.ResolveURL(nil); err != nil {
+				return err
+			}
+		}
+		for _, k := range w.Events {
+			if !k.known() {
+				return &ConfigError{Pkg: "lb", Field: field + ".events", Why: "unknown event " + strconv.Quote(string(k))}
+			}
+		}
+		for _, g := range w.Groups {
+			if _, ok := c.Groups[g]; !ok {
+				return &ConfigError{Pkg: "lb", Field: field + ".groups", Why: "unknown group " + strconv.Quote(g)}
+			}
+		}
+	}
+	return nil
+}
+
+func (c *Config) validateAlertmanager() error {
+	am := c.Alertmanager
+	if am == nil {
+		return nil
+	}
+	if err := ValidateEndpointPath(am.URL); err != nil {
+		return prefix("alertmanager.url", err)
+	}
+	if am.MaxDuration < 0 || time.Duration(am.MaxDuration) > 24*time.Hour {
+		return &ConfigError{Pkg: "lb", Field: "alertmanager.max_duration", Why: "must be between 0 (the default, 1h) and 24h"}
+	}
+	for _, g := range sortedKeys(am.Matchers) {
+		field := "alertmanager.matchers." + g
+		if _, ok := c.Groups[g]; !ok {
+			return &ConfigError{Pkg: "lb", Field: field, Why: "unknown group"}
+		}
+		ms := am.Matchers[g]
+		if len(ms) == 0 {
+			return &ConfigError{Pkg: "lb", Field: field, Why: "is empty: leave the group out to deploy it without a silence"}
+		}
+		all := true
+		for i, m := range ms {
+			if err := m.Validate(); err != nil {
+				return prefix(field+"."+strconv.Itoa(i), err)
+			}
+			all = all && m.matchesEmpty()
+		}
+		if all {
+			return &ConfigError{Pkg: "lb", Field: field, Why: "every matcher matches the empty value: the silence would silence every alert"}
+		}
+	}
+	return nil
+}
+
+// SilenceMax returns MaxDuration, or DefaultSilenceMax when it is 0.
+func (a AlertmanagerSettings) SilenceMax() time.Duration {
+	if a.MaxDuration == 0 {
+		return DefaultSilenceMax
+	}
+	return time.Duration(a.MaxDuration)
+}
+
+// ValidateEndpointPath checks a service URL that may have a path prefix:
+// an absolute http or https URL with a host, no user info, query or
+// fragment.
+func ValidateEndpointPath(endpoint string) error {
+	u, err := url.Parse(endpoint)
+	switch {
+	case err != nil:
+		return &ConfigError{Pkg: "lb", Why: "not a URL"}
+	case u.User != nil:
+		return &ConfigError{Pkg: "lb", Why: "must not hold user info"}
+	case u.Scheme != "https" && u.Scheme != "http":
+		return &ConfigError{Pkg: "lb", Why: "scheme must be http or https"}
+	case u.Host == "":
+		return &ConfigError{Pkg: "lb", Why: "host is missing"}
+	case u.RawQuery != "" || u.Fragment != "":
+		return &ConfigError{Pkg: "lb", Why: "must not have a query or fragment"}
 	}
 	return nil
 }

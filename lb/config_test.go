@@ -47,6 +47,21 @@ func valid() map[string]any {
 	}
 }
 
+func hooks(ws ...map[string]any) map[string]any {
+	var l []any
+	for _, w := range ws {
+		l = append(l, w)
+	}
+	return map[string]any{"webhooks": l}
+}
+
+func am(url string, matchers map[string]any) map[string]any {
+	if matchers == nil {
+		matchers = map[string]any{"web": []any{map[string]any{"name": "service", "value": "web"}}}
+	}
+	return map[string]any{"url": url, "matchers": matchers}
+}
+
 func TestParseConfigErrors(t *testing.T) {
 	t.Parallel()
 	bal := func(c map[string]any) map[string]any { return c["balancers"].(map[string]any)["f5"].(map[string]any) }
@@ -85,6 +100,43 @@ func TestParseConfigErrors(t *testing.T) {
 		{name: "operator with unknown group", edit: func(c map[string]any) { c["operators"] = map[string]any{"alice": []any{"nope"}} }, field: "operators.alice", reason: `"nope"`},
 		{name: "negative drain timeout", edit: func(c map[string]any) { c["drain"] = map[string]any{"timeout": "-1s"} }, field: "drain.timeout", reason: "negative"},
 		{name: "misspelt key", edit: func(c map[string]any) { bal(c)["pasword_env"] = "P" }, reason: "pasword_env"},
+		{name: "webhook without name", edit: func(c map[string]any) { c["notify"] = hooks(map[string]any{"format": "teams", "url_env": "U"}) }, field: "notify.webhooks.0.name", reason: "empty"},
+		{name: "webhook format", edit: func(c map[string]any) {
+			c["notify"] = hooks(map[string]any{"name": "w", "format": "irc", "url_env": "U"})
+		}, field: "notify.webhooks.0.format", reason: `"irc"`},
+		{name: "webhook two urls", edit: func(c map[string]any) {
+			c["notify"] = hooks(map[string]any{"name": "w", "format": "slack", "url_env": "U", "url": "https://hooks.slack.com/services/T/B/hunter2"})
+		}, field: "notify.webhooks.0.url", reason: "exactly one"},
+		{name: "webhook bad url", edit: func(c map[string]any) {
+			c["notify"] = hooks(map[string]any{"name": "w", "format": "json", "url": "hooks/hunter2"})
+		}, field: "notify.webhooks.w.url", reason: "absolute"},
+		{name: "webhook event", edit: func(c map[string]any) {
+			c["notify"] = hooks(map[string]any{"name": "w", "format": "json", "url_env": "U", "events": []any{"exploded"}})
+		}, field: "notify.webhooks.0.events", reason: `"exploded"`},
+		{name: "webhook group", edit: func(c map[string]any) {
+			c["notify"] = hooks(map[string]any{"name": "w", "format": "json", "url_env": "U", "groups": []any{"nope"}})
+		}, field: "notify.webhooks.0.groups", reason: `"nope"`},
+		{name: "duplicate webhook", edit: func(c map[string]any) {
+			w := map[string]any{"name": "w", "format": "json", "url_env": "U"}
+			c["notify"] = hooks(w, w)
+		}, field: "notify.webhooks.1.name", reason: "duplicate"},
+		{name: "alertmanager url", edit: func(c map[string]any) { c["alertmanager"] = am("am:9093", nil) }, field: "alertmanager.url", reason: "scheme"},
+		{name: "alertmanager user info", edit: func(c map[string]any) { c["alertmanager"] = am("http://u:hunter2@am", nil) }, field: "alertmanager.url", reason: "user info"},
+		{name: "alertmanager unknown group", edit: func(c map[string]any) {
+			c["alertmanager"] = am("http://am:9093", map[string]any{"nope": []any{map[string]any{"name": "service", "value": "x"}}})
+		}, field: "alertmanager.matchers.nope", reason: "unknown group"},
+		{name: "alertmanager label", edit: func(c map[string]any) {
+			c["alertmanager"] = am("http://am:9093", map[string]any{"web": []any{map[string]any{"name": "svc-name", "value": "x"}}})
+		}, field: "alertmanager.matchers.web.0.name", reason: "label name"},
+		{name: "alertmanager regexp", edit: func(c map[string]any) {
+			c["alertmanager"] = am("http://am:9093", map[string]any{"web": []any{map[string]any{"name": "svc", "value": "(", "is_regex": true}}})
+		}, field: "alertmanager.matchers.web.0.value", reason: "regular expression"},
+		{name: "alertmanager silences everything", edit: func(c map[string]any) {
+			c["alertmanager"] = am("http://am:9093", map[string]any{"web": []any{map[string]any{"name": "svc", "value": ".*", "is_regex": true}, map[string]any{"name": "env", "value": "prod", "not_equal": true}}})
+		}, field: "alertmanager.matchers.web", reason: "every alert"},
+		{name: "alertmanager max", edit: func(c map[string]any) {
+			c["alertmanager"] = map[string]any{"url": "http://am:9093", "max_duration": "48h", "matchers": map[string]any{}}
+		}, field: "alertmanager.max_duration", reason: "24h"},
 		{name: "syntax error", raw: `{"database": {`, reason: "bad JSON"},
 		{name: "wrong type", raw: `{"database": {"dsn_env": 5}}`, reason: `field "database.dsn_env"`},
 		{name: "empty input", raw: ``, reason: "empty input"},
@@ -241,5 +293,38 @@ func TestMemberString(t *testing.T) {
 		if got := m.String(); got != want {
 			t.Errorf("%+v.String() = %q, want %q", m, got, want)
 		}
+	}
+}
+
+func TestNotifyAndAlertmanagerSettings(t *testing.T) {
+	t.Parallel()
+	c := valid()
+	c["notify"] = hooks(map[string]any{"name": "ops", "format": "teams", "url_env": "TEAMS", "events": []any{"timed-out"}, "groups": []any{"web"}})
+	c["alertmanager"] = am("http://am.example:9093/alertmanager", map[string]any{"web": []any{
+		map[string]any{"name": "service", "value": "web"},
+		map[string]any{"name": "instance", "value": "web-[0-9]+", "is_regex": true},
+		map[string]any{"name": "env", "value": "dev", "not_equal": true},
+	}})
+	b, _ := json.Marshal(c)
+	cfg, err := lb.ParseConfig(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Alertmanager.SilenceMax() != lb.DefaultSilenceMax {
+		t.Errorf("SilenceMax = %v", cfg.Alertmanager.SilenceMax())
+	}
+	var ms []string
+	for _, m := range cfg.Alertmanager.Matchers["web"] {
+		ms = append(ms, m.String())
+	}
+	if got := strings.Join(ms, ","); got != `service="web",instance=~"web-[0-9]+",env!="dev"` {
+		t.Errorf("matchers = %s", got)
+	}
+	u, err := cfg.Notify.Webhooks[0].ResolveURL(func(k string) string { return map[string]string{"TEAMS": "https://x.example/hook?sig=hunter2"}[k] })
+	if err != nil || u.String() != lb.Redacted || u.Reveal() != "https://x.example/hook?sig=hunter2" {
+		t.Errorf("ResolveURL = %v, %v", u, err)
+	}
+	if _, err := cfg.Notify.Webhooks[0].ResolveURL(func(string) string { return "ftp://x" }); !errors.Is(err, lb.ErrInvalidConfig) || strings.Contains(err.Error(), "ftp://x") {
+		t.Errorf("ResolveURL(ftp) = %v", err)
 	}
 }

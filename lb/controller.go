@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"os"
-	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -73,6 +72,14 @@ type ControllerConfig struct {
 	Concurrency int
 	// Host is recorded in the audit trail. Default os.Hostname().
 	Host string
+	// Notifier, if not nil, is told when a drain starts and ends
+	// (drained, timed out, failed), when members are enabled, disabled or
+	// forced offline, and when a request is refused because the group is
+	// locked. It must not block (see [Notifier]).
+	Notifier Notifier
+	// Metrics, if not nil, records requests, drain durations, timeouts,
+	// lock waits, failed API calls and members by phase (see [MeterName]).
+	Metrics *Metrics
 }
 
 // Controller runs control requests on groups of members: it checks
@@ -127,6 +134,12 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 	if cfg.Host == "" {
 		cfg.Host, _ = os.Hostname()
 	}
+	bs := make(map[string]Balancer, len(cfg.Balancers))
+	for n, b := range cfg.Balancers {
+		bs[n] = instrument(b, cfg.Metrics)
+	}
+	cfg.Balancers = bs
+	cfg.Metrics.knowGroups(cfg.Groups)
 	return &Controller{cfg: cfg}, nil
 }
 
@@ -150,6 +163,24 @@ type Request struct {
 	// Progress, if not nil, is called after every poll of a drain, never
 	// concurrently with itself.
 	Progress func(Progress)
+	// Lease, if not nil, is the group's lock, already held by the caller
+	// for Operator (from [Locker.Lock]): the request runs under it instead
+	// of taking the lock, and leaves it held, so that several requests
+	// (a deploy's drain and its enable) run under one lock. A lease for
+	// another group or owner is a [*ConfigError].
+	Lease Lease
+	// LockWait is how long to wait for a group locked by someone else to
+	// be free, trying again with a backoff from 250 ms to 5 s; 0 refuses
+	// at once ([*LockedError]). The wait is bounded by ctx too.
+	LockWait time.Duration
+	// OnLockWait, if not nil, is called with the refusal each time the
+	// lock is found taken while Do is still willing to wait.
+	OnLockWait func(*LockedError)
+	// OnStart, if not nil, is called once the request holds the lock and
+	// its audit entry (Result "running", with its ID) is written, before
+	// any call to a balancer. It is not called for a refused request. It
+	// runs on Do's goroutine and should return quickly.
+	OnStart func(Entry)
 }
 
 // Progress reports a group drain after one poll of one member.
@@ -195,41 +226,179 @@ type Outcome struct {
 // balancer. Do always returns an Outcome; the error is nil only when every
 // member reached the wanted state (and, for a drain, zero connections).
 func (c *Controller) Do(ctx context.Context, req Request) (*Outcome, error) {
+	out, _, err := c.do(ctx, req, false)
+	c.notify(out, err)
+	return out, err
+}
+
+// Acquire runs steps 1-3 of [Controller.Do] for req (its permission,
+// members and lock, with req.LockWait) and returns the group's lease
+// without doing anything under it: a caller that runs several requests
+// under one lock (a deploy: silence, drain, the deploy itself, enable)
+// passes it as their Request.Lease and releases it at the end. A refusal
+// is audited, logged and notified like Do's, and returned with its
+// Outcome and a nil lease.
+func (c *Controller) Acquire(ctx context.Context, req Request) (Lease, *Outcome, error) {
+	if req.Lease != nil {
+		return nil, nil, &ConfigError{Pkg: "lb", Field: "Acquire", Why: "the request already holds a lease"}
+	}
+	out, lease, err := c.do(ctx, req, true)
+	if lease == nil {
+		c.notify(out, err)
+		return nil, out, err
+	}
+	return lease, nil, nil
+}
+
+// do runs req; with acquireOnly it stops once the lock is held and
+// returns the lease (and no outcome).
+func (c *Controller) do(ctx context.Context, req Request, acquireOnly bool) (*Outcome, Lease, error) {
 	start := time.Now()
 	out := &Outcome{Entry: Entry{Started: start, Operator: req.Operator, Host: c.cfg.Host, Action: req.Action, Group: req.Group}}
 	want, ok := req.Action.State()
 	if !ok {
-		return c.finish(ctx, out, ResultInvalid, &ConfigError{Pkg: "lb", Field: "action", Why: "unknown action " + strconv.Quote(string(req.Action))})
+		return c.finished(ctx, out, ResultInvalid, &ConfigError{Pkg: "lb", Field: "action", Why: "unknown action " + strconv.Quote(string(req.Action))})
 	}
 	if err := c.cfg.Permissions.Check(req.Operator, req.Group); err != nil {
-		return c.finish(ctx, out, ResultRefused, err)
+		return c.finished(ctx, out, ResultRefused, err)
 	}
 	targets, err := selectMembers(c.cfg.Groups, req.Group, req.Nodes)
 	if err != nil {
-		return c.finish(ctx, out, ResultInvalid, err)
+		return c.finished(ctx, out, ResultInvalid, err)
+	}
+	if req.LockWait < 0 {
+		return c.finished(ctx, out, ResultInvalid, &ConfigError{Pkg: "lb", Field: "LockWait", Why: "must not be negative"})
 	}
 	out.Members = make([]MemberOutcome, len(targets))
 	for i, t := range targets {
 		out.Entry.Nodes = append(out.Entry.Nodes, t.String())
 		out.Members[i] = MemberOutcome{Target: t, Result: DrainResult{Member: t.Member, BeforeConns: ConnsUnknown, FirstConns: ConnsUnknown, LastConns: ConnsUnknown}}
 	}
-	lease, err := c.cfg.Locker.Lock(ctx, req.Group, req.Operator)
-	if err != nil {
-		if errors.Is(err, ErrLocked) {
-			return c.finish(ctx, out, ResultLocked, err)
+	lease := req.Lease
+	if lease != nil {
+		if h := lease.Holder(); h.Group != req.Group || h.Owner != req.Operator {
+			return c.finished(ctx, out, ResultInvalid, &ConfigError{Pkg: "lb", Field: "Lease", Why: "holds group " + strconv.Quote(h.Group) + " for " + strconv.Quote(h.Owner) + ", not group " + strconv.Quote(req.Group) + " for " + strconv.Quote(req.Operator)})
 		}
-		return c.finish(ctx, out, ResultFailed, err)
+	} else {
+		lease, err = c.lock(ctx, req)
+		if err != nil {
+			if errors.Is(err, ErrLocked) {
+				return c.finished(ctx, out, ResultLocked, err)
+			}
+			return c.finished(ctx, out, resultOf(ctx, err), err)
+		}
+		if acquireOnly {
+			return nil, lease, nil
+		}
 	}
 	result, err := c.locked(ctx, req, want, lease, out)
-	cctx, cancel := cleanupContext(ctx)
-	defer cancel()
-	if rerr := lease.Release(cctx); rerr != nil {
-		err = errors.Join(err, rerr)
-		if result == ResultOK {
-			result = ResultFailed
+	if req.Lease == nil {
+		cctx, cancel := cleanupContext(ctx)
+		defer cancel()
+		if rerr := lease.Release(cctx); rerr != nil {
+			err = errors.Join(err, rerr)
+			if result == ResultOK {
+				result = ResultFailed
+			}
 		}
 	}
-	return c.finish(ctx, out, result, err)
+	return c.finished(ctx, out, result, err)
+}
+
+// finished is finish for do.
+func (c *Controller) finished(ctx context.Context, out *Outcome, result Result, err error) (*Outcome, Lease, error) {
+	out, err = c.finish(ctx, out, result, err)
+	return out, nil, err
+}
+
+// Lock backoff while waiting for a group (Request.LockWait).
+const (
+	lockRetryFirst = 250 * time.Millisecond
+	lockRetryMax   = 5 * time.Second
+)
+
+// lock takes the group's lock, waiting up to req.LockWait for it.
+func (c *Controller) lock(ctx context.Context, req Request) (Lease, error) {
+	start := time.Now()
+	delay := lockRetryFirst
+	for {
+		lease, err := c.cfg.Locker.Lock(ctx, req.Group, req.Operator)
+		if err == nil {
+			c.cfg.Metrics.lockWaited(ctx, req.Group, "acquired", time.Since(start))
+			return lease, nil
+		}
+		le, isLocked := errors.AsType[*LockedError](err)
+		left := req.LockWait - time.Since(start)
+		if !isLocked || left <= 0 {
+			result := "failed"
+			if isLocked {
+				result = "refused"
+			}
+			c.cfg.Metrics.lockWaited(ctx, req.Group, result, time.Since(start))
+			return nil, err
+		}
+		if req.OnLockWait != nil {
+			req.OnLockWait(le)
+		}
+		t := time.NewTimer(min(delay, left))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			c.cfg.Metrics.lockWaited(ctx, req.Group, "refused", time.Since(start))
+			return nil, err // still the refusal: the wait was cut short
+		}
+		delay = min(2*delay, lockRetryMax)
+	}
+}
+
+// notify tells the Notifier what a request came to.
+func (c *Controller) notify(out *Outcome, err error) {
+	if c.cfg.Notifier == nil || out == nil {
+		return
+	}
+	e := c.event(out)
+	switch out.Entry.Result {
+	case ResultLocked:
+		e.Kind = EventLockRefused
+		if le, ok := errors.AsType[*LockedError](err); ok {
+			h := le.Holder
+			e.Holder = &h
+		}
+	case ResultOK:
+		switch out.Entry.Action {
+		case ActionDrain:
+			e.Kind = EventDrained
+		case ActionEnable:
+			e.Kind = EventEnabled
+		case ActionDisable:
+			e.Kind = EventDisabled
+		case ActionForcedOffline:
+			e.Kind = EventForcedOffline
+		}
+	case ResultNotDrained:
+		e.Kind = EventTimedOut
+		for _, m := range out.Members {
+			if _, ok := errors.AsType[*NotDrainedError](m.Err); ok {
+				e.Busy = append(e.Busy, BusyMember{Member: m.Target.String(), Conns: m.Result.LastConns})
+			}
+		}
+		e.Error = out.Entry.Error
+	case ResultFailed, ResultCanceled:
+		e.Kind = EventFailed
+		e.Error = out.Entry.Error
+	}
+	if e.Kind != "" {
+		c.cfg.Notifier.Notify(e)
+	}
+}
+
+func (c *Controller) event(out *Outcome) Event {
+	en := &out.Entry
+	return Event{
+		Time: time.Now(), Group: en.Group, Operator: en.Operator, Host: en.Host, Action: en.Action,
+		AuditID: en.ID, Members: append([]string(nil), en.Nodes...), Duration: en.Duration,
+	}
 }
 
 // locked runs steps 4-7 under the lease.
@@ -242,6 +411,14 @@ func (c *Controller) locked(ctx context.Context, req Request, want AdminState, l
 		}
 	}
 	logEntry(ctx, c.cfg.Logger, &out.Entry)
+	if req.OnStart != nil {
+		req.OnStart(out.Entry)
+	}
+	if req.Action == ActionDrain && c.cfg.Notifier != nil {
+		e := c.event(out)
+		e.Kind = EventDrainStarted
+		c.cfg.Notifier.Notify(e)
+	}
 	names := c.balancersOf(out.Members)
 	var loggedIn []string
 	defer func() {
@@ -337,23 +514,34 @@ func (c *Controller) restore(ctx context.Context, drainers []*drainer, ms []Memb
 
 // balancersOf returns the sorted names of the balancers concerned.
 func (c *Controller) balancersOf(ms []MemberOutcome) []string {
+	targets := make([]Target, len(ms))
+	for i, m := range ms {
+		targets[i] = m.Target
+	}
+	return balancerNames(targets)
+}
+
+// balancerNames returns the sorted names of the targets' balancers.
+func balancerNames(targets []Target) []string {
 	set := map[string]bool{}
-	for _, m := range ms {
-		set[m.Target.Balancer] = true
+	for _, t := range targets {
+		set[t.Balancer] = true
 	}
-	names := make([]string, 0, len(set))
-	for n := range set {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
+	return sortedKeys(set)
 }
 
 // each runs f(i) for i in [0, n), Concurrency at a time, and waits for all.
 // When start is not nil and returns false for an index, f is not called
 // for it.
 func (c *Controller) each(n int, start func(int) bool, f func(int)) {
-	sem := make(chan struct{}, c.cfg.Concurrency)
+	eachN(n, c.cfg.Concurrency, start, f)
+}
+
+// eachN runs f(i) for i in [0, n), concurrency at a time, and waits for
+// all. When start is not nil and returns false for an index, f is not
+// called for it.
+func eachN(n, concurrency int, start func(int) bool, f func(int)) {
+	sem := make(chan struct{}, max(concurrency, 1))
 	var wg sync.WaitGroup
 	for i := range n {
 		sem <- struct{}{}
@@ -388,6 +576,16 @@ func (c *Controller) finish(ctx context.Context, out *Outcome, result Result, er
 		}
 	}
 	logEntry(cctx, c.cfg.Logger, &out.Entry)
+	c.cfg.Metrics.request(cctx, &out.Entry)
+	if c.cfg.Metrics != nil {
+		var ms []MemberStatus
+		for _, m := range out.Members {
+			if m.Changed && m.Result.After.Admin != StateUnknown {
+				ms = append(ms, MemberStatus{Target: m.Target, Phase: PhaseOf(m.Result.After.Admin, m.Result.LastConns)})
+			}
+		}
+		c.cfg.Metrics.observePhases(out.Entry.Group, ms)
+	}
 	return out, err
 }
 
@@ -539,32 +737,18 @@ type GroupStatus struct {
 
 // Status reads the state and connections of the group's members (or of
 // the named nodes) and the lock holder. It is read-only: it needs no
-// permission and takes no lock, and it is not audited. It returns the
+// permission and takes no lock, and it is not audited. It logs in to the
+// balancers concerned and out again; a console that reads every few
+// seconds uses a [Monitor], which keeps its sessions. It returns the
 // status as far as it could read it, with an error joining the failures.
 func (c *Controller) Status(ctx context.Context, group string, nodes ...string) (*GroupStatus, error) {
 	targets, err := selectMembers(c.cfg.Groups, group, nodes)
 	if err != nil {
 		return nil, err
 	}
-	gs := &GroupStatus{Group: group, Members: make([]MemberStatus, len(targets))}
-	for i, t := range targets {
-		gs.Members[i] = MemberStatus{Target: t, Conns: ConnsUnknown, Phase: PhaseUnknown}
-	}
-	var errs []error
-	gs.Holder, err = c.cfg.Locker.Holder(ctx, group)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	ms := make([]MemberOutcome, len(targets))
-	for i, t := range targets {
-		ms[i].Target = t
-	}
 	loggedIn := map[string]error{}
-	for _, n := range c.balancersOf(ms) {
+	for _, n := range balancerNames(targets) {
 		loggedIn[n] = c.cfg.Balancers[n].Login(ctx)
-		if loggedIn[n] != nil {
-			errs = append(errs, loggedIn[n])
-		}
 	}
 	defer func() {
 		cctx, cancel := cleanupContext(ctx)
@@ -575,35 +759,60 @@ func (c *Controller) Status(ctx context.Context, group string, nodes ...string) 
 			}
 		}
 	}()
+	return readStatus(ctx, group, targets, c.cfg.Balancers, c.cfg.Locker, c.cfg.Concurrency, loggedIn, c.cfg.Metrics)
+}
+
+// readStatus reads the lock holder and every target through balancers
+// whose sessions are open, except those whose login failed (sessions[name]
+// not nil), which are reported as the members' errors.
+func readStatus(ctx context.Context, group string, targets []Target, balancers map[string]Balancer, locker Locker, concurrency int, sessions map[string]error, m *Metrics) (*GroupStatus, error) {
+	gs := &GroupStatus{Group: group, Members: make([]MemberStatus, len(targets))}
+	for i, t := range targets {
+		gs.Members[i] = MemberStatus{Target: t, Conns: ConnsUnknown, Phase: PhaseUnknown}
+	}
+	var errs []error
+	var err error
+	if locker != nil {
+		gs.Holder, err = locker.Holder(ctx, group)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, n := range sortedKeys(sessions) {
+		if sessions[n] != nil {
+			errs = append(errs, sessions[n])
+		}
+	}
 	started := func(i int) bool {
-		if err := loggedIn[targets[i].Balancer]; err != nil {
+		if err := sessions[targets[i].Balancer]; err != nil {
 			gs.Members[i].Err = err
 			return false
 		}
 		return true
 	}
-	c.each(len(targets), started, func(i int) {
-		m := &gs.Members[i]
-		b := c.cfg.Balancers[m.Target.Balancer]
-		m.State, m.Err = b.State(ctx, m.Target.Member)
-		if m.Err != nil {
+	eachN(len(targets), concurrency, started, func(i int) {
+		ms := &gs.Members[i]
+		b := balancers[ms.Target.Balancer]
+		ms.State, ms.Err = b.State(ctx, ms.Target.Member)
+		if ms.Err != nil {
 			return
 		}
-		n, err := b.Connections(ctx, m.Target.Member)
+		n, err := b.Connections(ctx, ms.Target.Member)
 		switch {
 		case err == nil:
-			m.Conns = n
+			ms.Conns = n
 		case kindOf(err) == KindStatsDisabled:
-			m.StatsDisabled = true
+			ms.StatsDisabled = true
 		default:
-			m.Err = err
+			ms.Err = err
 		}
-		m.Phase = PhaseOf(m.State.Admin, m.Conns)
+		ms.Phase = PhaseOf(ms.State.Admin, ms.Conns)
 	})
-	for _, m := range gs.Members {
-		if m.Err != nil && !errors.Is(m.Err, loggedIn[m.Target.Balancer]) {
-			errs = append(errs, m.Err)
+	for _, ms := range gs.Members {
+		if ms.Err != nil && !errors.Is(ms.Err, sessions[ms.Target.Balancer]) {
+			errs = append(errs, ms.Err)
 		}
 	}
+	m.observePhases(group, gs.Members)
 	return gs, errors.Join(errs...)
 }

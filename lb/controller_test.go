@@ -65,6 +65,8 @@ type envOpts struct {
 	concurrency int
 	locker      lb.Locker
 	audit       lb.AuditLog
+	notifier    lb.Notifier
+	metrics     *lb.Metrics
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
@@ -95,6 +97,8 @@ func newEnv(t *testing.T, o envOpts) *env {
 		Drain:       o.drain,
 		Concurrency: o.concurrency,
 		Host:        "test-host",
+		Notifier:    o.notifier,
+		Metrics:     o.metrics,
 	})
 	if err != nil {
 		t.Fatalf("NewController: %v", err)

@@ -126,6 +126,44 @@
 // ([github.com/holdfast-db/holdfast/lb/cmd/holdfast-lb]) has an example
 // file.
 //
+// # Locks held across requests
+//
+// [Controller.Acquire] checks the permission and takes the group's lock
+// ([Request].LockWait waits for it) without doing anything under it;
+// requests with that [Request].Lease run under it and leave it held, so a
+// deploy (package [github.com/holdfast-db/holdfast/lb/deploy]) drains,
+// deploys and enables under one lock. [Request].OnStart is called once a
+// request holds its lock and its audit entry is written.
+//
+// # Reading every group
+//
+// A [Monitor] reads groups' status like [Controller.Status] but keeps its
+// balancer sessions open between reads (keep-alive, re-login after a
+// session error, logout at Close), for a console that reads every group
+// every few seconds (package [github.com/holdfast-db/holdfast/lb/console]).
+// [PGStore.Holders] and [PGStore.Entries] give it the lock holders and the
+// audit trail.
+//
+// # Events and metrics
+//
+// A [Notifier] ([ControllerConfig].Notifier) is told about each request's
+// outcome as an [Event]: drain started, drained, timed out (with the
+// [BusyMember]s), enabled, disabled, forced offline, lock refused, failed.
+// Package [github.com/holdfast-db/holdfast/lb/notify] sends them to Teams,
+// Slack and JSON webhooks without ever blocking a drain. [Metrics]
+// ([NewMetrics], [ControllerConfig].Metrics, [MonitorConfig].Metrics)
+// records members by phase, requests, drain durations, timeouts, lock
+// waits and API errors by vendor as OpenTelemetry instruments; [MeterName]
+// lists them with their Prometheus names.
+//
+// # The module
+//
+// This module (github.com/holdfast-db/holdfast/lb) does not depend on
+// holdfast's root module: it has its own copy of the drain algorithm,
+// kept equal to the root's by a test, so that
+// go install github.com/holdfast-db/holdfast/lb/cmd/holdfast-lb@VERSION
+// resolves on its own. It is tagged lb/vX.Y.Z (RELEASING.md).
+//
 // # Testing
 //
 // Packages [github.com/holdfast-db/holdfast/lb/f5/f5test] and
@@ -134,6 +172,7 @@
 //
 // # Concurrency
 //
-// Controller and PGStore are safe for concurrent use; so are the adapters.
-// Controller.Do joins every goroutine it starts before it returns.
+// Controller, Monitor, Metrics and PGStore are safe for concurrent use; so
+// are the adapters. Controller.Do joins every goroutine it starts before
+// it returns.
 package lb

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/holdfast-db/holdfast/internal/drain"
+	"github.com/holdfast-db/holdfast/lb/internal/drain"
 )
 
 // Defaults of [DrainConfig]. Interval and Timeout are those of the drain

@@ -7,12 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/lb"
 	"github.com/holdfast-db/holdfast/lb/a10"
 	"github.com/holdfast-db/holdfast/lb/a10/a10test"
 	"github.com/holdfast-db/holdfast/lb/f5"
 	"github.com/holdfast-db/holdfast/lb/f5/f5test"
+	"github.com/holdfast-db/holdfast/lb/internal/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

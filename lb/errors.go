@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/holdfast-db/holdfast/internal/cfgerr"
+	"github.com/holdfast-db/holdfast/lb/internal/cfgerr"
 	"strconv"
 	"strings"
 	"time"
@@ -335,11 +335,13 @@ func (e *LockLostError) Is(target error) bool { return target == ErrLockLost }
 var ErrInvalidConfig = cfgerr.ErrInvalid
 
 // ConfigError reports a nil or nonsense option, argument or configuration
-// field. It is not retryable: fix the configuration. Every package of
-// holdfast reports its configuration errors with this one type
-// (holdfast.ConfigError, bluegreen.ConfigError, failover.ConfigError, ...
-// are the same), so one errors.As finds any of them; Error reads
-// "lb: invalid <Field>: <Why>", and Unwrap returns Err.
+// field. It is not retryable: fix the configuration. Every package of the
+// lb module (lb, f5, a10, notify, alertmanager, console, deploy) reports
+// its configuration errors with this one type, so one errors.As finds any
+// of them; Error reads "lb: invalid <Field>: <Why>", and Unwrap returns
+// Err. It has the fields and messages of the root module's ConfigError,
+// but it is a distinct type: the lb module does not depend on the root
+// module.
 type ConfigError = cfgerr.Error
 
 // prefix returns a copy of a *ConfigError with its Field prefixed by p, or

@@ -116,6 +116,15 @@ func NewPGStore(ctx context.Context, pool *pgxpool.Pool) (*PGStore, error) {
 	return s, nil
 }
 
+// WithHost returns a store like s (the same pool) whose locks name host
+// as their holder's machine instead of os.Hostname(), for a process that
+// records another name in its audit trail (ControllerConfig.Host).
+func (s *PGStore) WithHost(host string) *PGStore {
+	c := *s
+	c.host = host
+	return &c
+}
+
 // lockKey returns the second advisory lock key of group.
 func lockKey(group string) int32 {
 	h := fnv.New32a()
@@ -296,9 +305,25 @@ func (s *PGStore) Entries(ctx context.Context, group string, limit int) ([]Entry
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := s.pool.Query(ctx, `
+	return s.entries(ctx, auditColumns+` WHERE $1 = '' OR group_name = $1 ORDER BY id DESC LIMIT $2`, group, limit)
+}
+
+// Entry returns the audit entry id, or a nil entry and a nil error when
+// there is none.
+func (s *PGStore) Entry(ctx context.Context, id int64) (*Entry, error) {
+	es, err := s.entries(ctx, auditColumns+` WHERE id = $1`, id)
+	if err != nil || len(es) == 0 {
+		return nil, err
+	}
+	return &es[0], nil
+}
+
+const auditColumns = `
 SELECT id, started_at, duration_ms, operator, host, action, group_name, nodes, members, result, error
-FROM holdfast_lb_audit WHERE $1 = '' OR group_name = $1 ORDER BY id DESC LIMIT $2`, group, limit)
+FROM holdfast_lb_audit`
+
+func (s *PGStore) entries(ctx context.Context, sql string, args ...any) ([]Entry, error) {
+	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, &StoreError{Op: "read audit", Err: err}
 	}
@@ -325,6 +350,36 @@ FROM holdfast_lb_audit WHERE $1 = '' OR group_name = $1 ORDER BY id DESC LIMIT $
 	}
 	if err := rows.Err(); err != nil {
 		return nil, &StoreError{Op: "read audit", Err: err}
+	}
+	return out, nil
+}
+
+// Holders returns the holder of every locked group, by group, in one
+// query. Rows left by crashed holders are not reported.
+func (s *PGStore) Holders(ctx context.Context) (map[string]Holder, error) {
+	rows, err := s.pool.Query(ctx, `
+SELECT l.group_name, l.owner, l.host, l.since, l.backend_pid
+FROM holdfast_lb_lock l
+WHERE EXISTS (
+	SELECT 1 FROM pg_locks p
+	WHERE p.locktype = 'advisory' AND p.granted AND p.pid = l.backend_pid
+	  AND p.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+	  AND p.classid = $1::bigint::oid AND p.objid = (l.lock_key::bigint & 4294967295)::oid AND p.objsubid = 2)`,
+		int64(uint32(lockNamespace)))
+	if err != nil {
+		return nil, &StoreError{Op: "read lock holders", Err: err}
+	}
+	out := map[string]Holder{}
+	for rows.Next() {
+		var h Holder
+		if err := rows.Scan(&h.Group, &h.Owner, &h.Host, &h.Since, &h.PID); err != nil {
+			rows.Close()
+			return nil, &StoreError{Op: "read lock holders", Err: err}
+		}
+		out[h.Group] = h
+	}
+	if err := rows.Err(); err != nil {
+		return nil, &StoreError{Op: "read lock holders", Err: err}
 	}
 	return out, nil
 }

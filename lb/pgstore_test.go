@@ -10,8 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/lb"
+	"github.com/holdfast-db/holdfast/lb/internal/pgtest"
 )
 
 func newStore(t *testing.T) (*lb.PGStore, *pgxpool.Pool) {

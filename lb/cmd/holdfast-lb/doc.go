@@ -17,6 +17,11 @@
 //	                      left, printing a progress line; exit 1 if some
 //	                      remain at the timeout
 //	check-config          validate the configuration file
+//	serve                 the web console, its JSON API and /metrics
+//	deploy GROUP -- COMMAND [ARGS]
+//	                      the whole deploy, under the group's lock:
+//	                      silence, drain, COMMAND, enable, expire
+//	version               the module version this program was built from
 //
 // Command flags: -node NAME (repeatable) acts on some nodes of the group;
 // -interval, -timeout and -concurrency override the configuration's drain
@@ -92,15 +97,98 @@
 // timeout, or drain the service from the inside first (package readiness
 // of github.com/holdfast-db/holdfast).
 //
+// # Console
+//
+// serve runs the web console (package
+// [github.com/holdfast-db/holdfast/lb/console]): every group with each
+// member's phase, admin state and connections, the lock holder and since
+// when, the request in progress and the last audited requests, and the
+// controls for the groups the operator may control. Put it behind the
+// organisation's authenticating proxy and name the header the proxy sets
+// to the signed-in user:
+//
+//	holdfast-lb serve -listen 127.0.0.1:8080 -operator-header X-Forwarded-User
+//
+// The header is trusted only from -trusted-proxy addresses (default
+// loopback: a proxy on the same machine), and the proxy must overwrite
+// any copy the client sends. For example, with oauth2-proxy in front
+// (--upstream=http://127.0.0.1:8080 --pass-user-headers, which sets
+// X-Forwarded-User), or nginx:
+//
+//	location / {
+//	    auth_request /oauth2/auth;
+//	    auth_request_set $user $upstream_http_x_auth_request_user;
+//	    proxy_set_header X-Forwarded-User $user;   # overwrites the client's
+//	    proxy_pass http://127.0.0.1:8080;
+//	}
+//
+// serve -operator NAME makes every request NAME, for a console on your own
+// machine; with neither flag the console is read-only. The members are
+// read every -poll (2s) by one poller for every viewer; locks and
+// requests come from PostgreSQL on every page. /metrics serves the
+// controller's metrics (members by phase, drain durations, timeouts, lock
+// waits, API errors by vendor) in the Prometheus exposition format. On
+// SIGINT or SIGTERM serve stops taking requests and waits up to 30s for
+// the drains it started before it cancels them.
+//
+// # Deploy
+//
+// deploy runs the whole workflow with the group's lock held from the
+// first step to the last, so that no one else drives the group meanwhile
+// and a failed drain cannot be followed by a deploy:
+//
+//	holdfast-lb -operator "$BUILD_USER" deploy -lock-wait 10m payments -- ./deploy.sh payments
+//
+// In order:
+//
+//  1. check the permission and take the lock (-lock-wait waits for it);
+//  2. silence the group's alerts in Alertmanager (the configuration's
+//     alertmanager section: its matchers for the group), for at most
+//     max_duration (default 1h): a silence ends by itself then;
+//  3. drain: forced offline, then wait for zero connections; if some
+//     remain at the timeout, stop with exit 1: COMMAND never runs;
+//  4. run COMMAND, with HOLDFAST_LB_GROUP, HOLDFAST_LB_OPERATOR,
+//     HOLDFAST_LB_NODES, HOLDFAST_LB_AUDIT_ID and HOLDFAST_LB_SILENCE_ID in
+//     its environment;
+//  5. enable the members; if COMMAND failed (exit 5), enable them too,
+//     unless -leave-offline-on-failure leaves them forced offline, which
+//     the command says;
+//  6. expire the silence (on every path once it is made), release the
+//     lock, and send the notifications.
+//
+// Example pipelines: lb/examples/Jenkinsfile and
+// lb/examples/github-actions-deploy.yml.
+//
+// # Notifications
+//
+// Every command that changes a group notifies the configuration's
+// webhooks (Microsoft Teams, Slack, JSON; package
+// [github.com/holdfast-db/holdfast/lb/notify]): drain started, drained,
+// timed out (with the members still holding connections), enabled,
+// disabled, forced offline, lock refused, failed, deploy failed. Delivery
+// is retried with backoff and never blocks a drain; a command waits up to
+// 30s at its end for its notifications to go out. Webhook URLs are
+// secrets: give them through url_env.
+//
+//	"notify": {"webhooks": [
+//	  {"name": "ops-teams", "format": "teams", "url_env": "TEAMS_WEBHOOK_URL"},
+//	  {"name": "ops-slack", "format": "slack", "url_env": "SLACK_WEBHOOK_URL",
+//	   "events": ["timed-out", "failed", "deploy-failed", "lock-refused"]}
+//	]},
+//	"alertmanager": {"url": "http://alertmanager:9093", "max_duration": "1h",
+//	  "matchers": {"payments": [{"name": "service", "value": "payments"}]}}
+//
 // Exit codes:
 //
 //	0  done
 //	1  not drained: connections remained at the timeout; abort the deploy
+//	   (deploy: COMMAND was not run)
 //	2  usage or configuration error
 //	3  refused: not permitted, or the group is locked by someone else
-//	4  failed: balancer, database or state error, or interrupted
+//	4  failed: balancer, database, Alertmanager or state error, or interrupted
+//	5  deploy: COMMAND failed
 //
-// A pipeline:
+// A pipeline without deploy:
 //
 //	holdfast-lb -operator "$BUILD_USER" drain payments || exit 1
 //	./deploy.sh payments

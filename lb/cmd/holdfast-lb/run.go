@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	"github.com/holdfast-db/holdfast/lb"
 	"github.com/holdfast-db/holdfast/lb/a10"
 	"github.com/holdfast-db/holdfast/lb/f5"
+	"github.com/holdfast-db/holdfast/lb/notify"
 )
 
 // Exit codes.
@@ -33,6 +35,7 @@ const (
 	exitUsage      = 2 // bad command line, configuration or request
 	exitRefused    = 3 // not permitted, or the group is locked by someone else
 	exitFailed     = 4 // balancer, database or state error, or interrupted
+	exitCommand    = 5 // deploy: the deploy command failed
 )
 
 const usageText = `Usage: holdfast-lb [-config FILE] [-operator NAME] COMMAND [flags] GROUP
@@ -48,6 +51,12 @@ Commands:
   drain GROUP           forced-offline, then wait until no connection is
                         left; exit 1 if some remain at the timeout
   check-config          validate the configuration file and exit
+  serve                 the web console (and its JSON API, /metrics)
+  deploy GROUP -- COMMAND [ARGS]
+                        silence the group's alerts, drain it to zero
+                        connections, run COMMAND, enable it again, expire
+                        the silence; the group's lock held throughout
+  version               the version of this program
 
 Global flags:
   -config FILE     configuration (default $HOLDFAST_LB_CONFIG)
@@ -61,12 +70,34 @@ Command flags:
   -concurrency N         members driven at once (default from config, 8)
   -restore-on-failure    drain: put members back as they were if it fails
 
+Deploy flags (and -node, -interval, -timeout, -concurrency,
+-restore-on-failure):
+  -lock-wait D                wait up to D for a group someone else holds
+  -silence D                  silence for at most D (default and bound:
+                              alertmanager.max_duration, 1h)
+  -silence-optional           go on without a silence if Alertmanager fails
+  -leave-offline-on-failure   if COMMAND fails, leave the members forced
+                              offline instead of enabling them again
+
+Serve flags:
+  -listen ADDR           address to listen on (default 127.0.0.1:8080)
+  -operator-header H     the header the authenticating proxy sets to the
+                         signed-in user, e.g. X-Forwarded-User
+  -trusted-proxy CIDR    addresses whose -operator-header is trusted
+                         (repeatable; default loopback)
+  -poll D                how often the members are read (default 2s)
+  -refresh D             how often the page reloads (default -poll)
+  With -operator NAME instead of -operator-header, every request is NAME
+  (a console on your own machine); with neither, the console is read-only.
+
 Exit codes:
   0  done
   1  not drained: connections remained at the timeout; abort the deploy
   2  usage or configuration error
   3  refused: not permitted, or the group is locked by someone else
-  4  failed: balancer, database or state error, or interrupted
+  4  failed: balancer, database, Alertmanager or state error, or interrupted
+  5  deploy: COMMAND failed (the group is enabled again, or left forced
+     offline with -leave-offline-on-failure)
 `
 
 // run is the whole program, callable from tests.
@@ -119,6 +150,20 @@ type cmdFlags struct {
 	timeout     time.Duration
 	concurrency int
 	restore     bool
+
+	// serve
+	listen         string
+	operatorHeader string
+	trustedProxies []string
+	poll           time.Duration
+	refresh        time.Duration
+
+	// deploy
+	leaveOffline    bool
+	lockWait        time.Duration
+	silenceFor      time.Duration
+	silenceOptional bool
+	command         []string
 }
 
 func (r *runner) main(ctx context.Context, args []string) int {
@@ -145,7 +190,7 @@ func (r *runner) main(ctx context.Context, args []string) int {
 	}
 	var action lb.Action
 	switch command {
-	case "status", "check-config":
+	case "status", "check-config", "serve", "deploy", "version":
 	case "enable":
 		action = lb.ActionEnable
 	case "disable":
@@ -161,16 +206,43 @@ func (r *runner) main(ctx context.Context, args []string) int {
 	var cf cmdFlags
 	fs := flag.NewFlagSet(command, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.Func("node", "", func(s string) error { cf.nodes = append(cf.nodes, s); return nil })
+	if command == "serve" {
+		fs.StringVar(&cf.listen, "listen", "127.0.0.1:8080", "")
+		fs.StringVar(&cf.operatorHeader, "operator-header", "", "")
+		fs.Func("trusted-proxy", "", func(s string) error { cf.trustedProxies = append(cf.trustedProxies, s); return nil })
+		fs.DurationVar(&cf.poll, "poll", 0, "")
+		fs.DurationVar(&cf.refresh, "refresh", 0, "")
+	} else {
+		fs.Func("node", "", func(s string) error { cf.nodes = append(cf.nodes, s); return nil })
+		fs.BoolVar(&cf.restore, "restore-on-failure", false, "")
+	}
+	rest := gfs.Args()[1:]
+	if command == "deploy" {
+		fs.BoolVar(&cf.leaveOffline, "leave-offline-on-failure", false, "")
+		fs.DurationVar(&cf.lockWait, "lock-wait", 0, "")
+		fs.DurationVar(&cf.silenceFor, "silence", 0, "")
+		fs.BoolVar(&cf.silenceOptional, "silence-optional", false, "")
+		i := slices.Index(rest, "--")
+		if i < 0 {
+			return r.errorf(exitUsage, "deploy: want GROUP -- COMMAND [ARGS]")
+		}
+		rest, cf.command = rest[:i], rest[i+1:]
+		if len(cf.command) == 0 {
+			return r.errorf(exitUsage, "deploy: no command after --")
+		}
+	}
 	fs.DurationVar(&cf.interval, "interval", 0, "")
 	fs.DurationVar(&cf.timeout, "timeout", 0, "")
 	fs.IntVar(&cf.concurrency, "concurrency", 0, "")
-	fs.BoolVar(&cf.restore, "restore-on-failure", false, "")
-	if err := fs.Parse(gfs.Args()[1:]); err != nil {
+	if command == "version" {
+		fmt.Fprintln(r.stdout, versionText())
+		return exitOK
+	}
+	if err := fs.Parse(rest); err != nil {
 		return r.errorf(exitUsage, "%s: %v", command, err)
 	}
-	if cf.interval < 0 || cf.timeout < 0 || cf.concurrency < 0 {
-		return r.errorf(exitUsage, "%s: -interval, -timeout and -concurrency must not be negative", command)
+	if cf.interval < 0 || cf.timeout < 0 || cf.concurrency < 0 || cf.poll < 0 || cf.refresh < 0 || cf.lockWait < 0 || cf.silenceFor < 0 {
+		return r.errorf(exitUsage, "%s: durations and -concurrency must not be negative", command)
 	}
 
 	if *configPath == "" {
@@ -186,6 +258,12 @@ func (r *runner) main(ctx context.Context, args []string) int {
 		}
 		fmt.Fprintf(r.stdout, "%s: ok: %d balancers, %d groups, %d operators\n", *configPath, len(cfg.Balancers), len(cfg.Groups), len(cfg.Operators))
 		return exitOK
+	}
+	if command == "serve" {
+		if fs.NArg() != 0 {
+			return r.errorf(exitUsage, "serve takes no argument")
+		}
+		return r.serve(ctx, cfg, cf, *operator)
 	}
 	if fs.NArg() != 1 {
 		return r.errorf(exitUsage, "%s: want exactly one GROUP (got %d arguments)", command, fs.NArg())
@@ -206,30 +284,67 @@ func (r *runner) main(ctx context.Context, args []string) int {
 		return r.errorf(exitUsage, "no operator: use -operator NAME or set HOLDFAST_LB_OPERATOR")
 	}
 
-	ctrl, cleanup, code := r.controller(ctx, cfg, cf)
-	if ctrl == nil {
+	su, code := r.prepare(ctx, cfg, cf)
+	if su == nil {
 		return code
 	}
-	defer cleanup()
+	defer su.close()
+	ctrl, err := su.controller()
+	if err != nil {
+		return r.errorf(exitUsage, "%v", err)
+	}
 	if command == "status" {
 		return r.status(ctx, ctrl, group, cf.nodes)
+	}
+	if command == "deploy" {
+		return r.deploy(ctx, su, ctrl, op, group, cf)
 	}
 	return r.control(ctx, ctrl, lb.Request{Operator: op, Action: action, Group: group, Nodes: cf.nodes, RestoreOnFailure: cf.restore})
 }
 
-// controller builds the balancers, the database store and the controller.
-func (r *runner) controller(ctx context.Context, cfg *lb.Config, cf cmdFlags) (*lb.Controller, func(), int) {
-	balancers := map[string]lb.Balancer{}
+// setup is what every command but check-config builds from the
+// configuration: the database store, one HTTP client per balancer, and
+// the drain settings.
+type setup struct {
+	cfg        *lb.Config
+	pool       *pgxpool.Pool
+	store      *lb.PGStore
+	clients    map[string]*http.Client
+	passwords  map[string]lb.Secret
+	drain      lb.DrainConfig
+	conc       int
+	logger     *slog.Logger
+	notifier   lb.Notifier
+	dispatcher *notify.Dispatcher
+	metrics    *lb.Metrics
+}
+
+// notifyFlush bounds how long a command waits, at its end, for its
+// notifications to be delivered.
+const notifyFlush = 30 * time.Second
+
+// prepare builds the setup; its cleanup closes the pool.
+func (r *runner) prepare(ctx context.Context, cfg *lb.Config, cf cmdFlags) (*setup, int) {
+	s := &setup{cfg: cfg, clients: map[string]*http.Client{}, passwords: map[string]lb.Secret{}, logger: slog.New(slog.NewJSONHandler(r.stderr, nil))}
 	for _, name := range sortedKeys(cfg.Balancers) {
-		b, err := r.balancer(cfg.Balancers[name])
+		bc := cfg.Balancers[name]
+		pw, err := bc.ResolvePassword(r.getenv)
 		if err != nil {
-			return nil, nil, r.errorf(exitUsage, "balancer %s: %v", name, err)
+			return nil, r.errorf(exitUsage, "balancer %s: %v", name, err)
 		}
-		balancers[name] = b
+		r.addSecret(pw.Reveal())
+		hc, err := r.httpClient(bc)
+		if err != nil {
+			return nil, r.errorf(exitUsage, "balancer %s: %v", name, err)
+		}
+		s.clients[name], s.passwords[name] = hc, pw
+	}
+	if _, err := s.balancers(); err != nil {
+		return nil, r.errorf(exitUsage, "%v", err)
 	}
 	dsn, err := cfg.Database.ResolveDSN(r.getenv)
 	if err != nil {
-		return nil, nil, r.errorf(exitUsage, "%v", err)
+		return nil, r.errorf(exitUsage, "%v", err)
 	}
 	r.addSecret(dsn.Reveal())
 	if pc, err := pgx.ParseConfig(dsn.Reveal()); err == nil {
@@ -237,48 +352,103 @@ func (r *runner) controller(ctx context.Context, cfg *lb.Config, cf cmdFlags) (*
 	}
 	pool, err := pgxpool.New(ctx, dsn.Reveal())
 	if err != nil {
-		return nil, nil, r.errorf(exitUsage, "database: %v", err)
+		return nil, r.errorf(exitUsage, "database: %v", err)
 	}
-	store, err := lb.NewPGStore(ctx, pool)
+	s.store, err = lb.NewPGStore(ctx, pool)
 	if err != nil {
 		pool.Close()
-		return nil, nil, r.errorf(exitFailed, "%v", err)
+		return nil, r.errorf(exitFailed, "%v", err)
 	}
-	d := lb.DrainConfig{Interval: time.Duration(cfg.Drain.Interval), Timeout: time.Duration(cfg.Drain.Timeout)}
+	s.pool = pool
+	if len(cfg.Notify.Webhooks) > 0 {
+		hooks, err := notify.FromSettings(cfg.Notify, r.getenv)
+		if err != nil {
+			s.close()
+			return nil, r.errorf(exitUsage, "%v", err)
+		}
+		for _, h := range hooks {
+			r.addSecret(h.URL.Reveal())
+		}
+		d, err := notify.New(notify.Config{Webhooks: hooks, Logger: s.logger})
+		if err != nil {
+			s.close()
+			return nil, r.errorf(exitUsage, "%v", err)
+		}
+		s.notifier, s.dispatcher = d, d
+	}
+	s.drain = lb.DrainConfig{Interval: time.Duration(cfg.Drain.Interval), Timeout: time.Duration(cfg.Drain.Timeout)}
 	if cf.interval > 0 {
-		d.Interval = cf.interval
+		s.drain.Interval = cf.interval
 	}
 	if cf.timeout > 0 {
-		d.Timeout = cf.timeout
+		s.drain.Timeout = cf.timeout
 	}
-	conc := cfg.Drain.Concurrency
+	s.conc = cfg.Drain.Concurrency
 	if cf.concurrency > 0 {
-		conc = cf.concurrency
+		s.conc = cf.concurrency
 	}
-	ctrl, err := lb.NewController(lb.ControllerConfig{
-		Balancers:   balancers,
-		Groups:      cfg.Groups,
-		Permissions: cfg.Operators,
-		Locker:      store,
-		Audit:       store,
-		Logger:      slog.New(slog.NewJSONHandler(r.stderr, nil)),
-		Drain:       d,
-		Concurrency: conc,
-	})
-	if err != nil {
-		pool.Close()
-		return nil, nil, r.errorf(exitUsage, "%v", err)
-	}
-	return ctrl, pool.Close, exitOK
+	return s, exitOK
 }
 
-// balancer builds one adapter.
-func (r *runner) balancer(bc lb.BalancerConfig) (lb.Balancer, error) {
-	pw, err := bc.ResolvePassword(r.getenv)
+func (s *setup) close() {
+	if s.dispatcher != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), notifyFlush)
+		_ = s.dispatcher.Close(ctx)
+		cancel()
+	}
+	if s.pool != nil {
+		s.pool.Close()
+	}
+}
+
+// balancers builds a fresh adapter for every balancer (each with its own
+// session), on the balancer's shared HTTP client.
+func (s *setup) balancers() (map[string]lb.Balancer, error) {
+	out := map[string]lb.Balancer{}
+	for _, name := range sortedKeys(s.cfg.Balancers) {
+		bc := s.cfg.Balancers[name]
+		var (
+			b   lb.Balancer
+			err error
+		)
+		switch bc.Vendor {
+		case lb.VendorF5:
+			b, err = f5.New(f5.Config{Endpoint: bc.Endpoint, Username: bc.Username, Password: s.passwords[name], Partition: bc.Partition, TokenTimeout: time.Duration(bc.TokenTimeout), HTTPClient: s.clients[name]})
+		case lb.VendorA10:
+			b, err = a10.New(a10.Config{Endpoint: bc.Endpoint, Username: bc.Username, Password: s.passwords[name], Partition: bc.Partition, HTTPClient: s.clients[name]})
+		default:
+			err = errors.New("unknown vendor " + strconv.Quote(bc.Vendor))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("balancer %s: %w", name, err)
+		}
+		out[name] = b
+	}
+	return out, nil
+}
+
+// controller builds a Controller with adapters of its own.
+func (s *setup) controller() (*lb.Controller, error) {
+	bs, err := s.balancers()
 	if err != nil {
 		return nil, err
 	}
-	r.addSecret(pw.Reveal())
+	return lb.NewController(lb.ControllerConfig{
+		Balancers:   bs,
+		Groups:      s.cfg.Groups,
+		Permissions: s.cfg.Operators,
+		Locker:      s.store,
+		Audit:       s.store,
+		Logger:      s.logger,
+		Drain:       s.drain,
+		Concurrency: s.conc,
+		Notifier:    s.notifier,
+		Metrics:     s.metrics,
+	})
+}
+
+// httpClient builds one balancer's HTTP client.
+func (r *runner) httpClient(bc lb.BalancerConfig) (*http.Client, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: bc.InsecureSkipVerify}
 	if bc.CAFile != "" {
@@ -300,14 +470,7 @@ func (r *runner) balancer(bc lb.BalancerConfig) (lb.Balancer, error) {
 	if timeout == 0 {
 		timeout = 30 * time.Second
 	}
-	hc := &http.Client{Transport: tr, Timeout: timeout}
-	switch bc.Vendor {
-	case lb.VendorF5:
-		return f5.New(f5.Config{Endpoint: bc.Endpoint, Username: bc.Username, Password: pw, Partition: bc.Partition, TokenTimeout: time.Duration(bc.TokenTimeout), HTTPClient: hc})
-	case lb.VendorA10:
-		return a10.New(a10.Config{Endpoint: bc.Endpoint, Username: bc.Username, Password: pw, Partition: bc.Partition, HTTPClient: hc})
-	}
-	return nil, errors.New("unknown vendor " + strconv.Quote(bc.Vendor))
+	return &http.Client{Transport: tr, Timeout: timeout}, nil
 }
 
 func (r *runner) status(ctx context.Context, ctrl *lb.Controller, group string, nodes []string) int {
@@ -504,4 +667,8 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(k)
 	return k
+}
+
+func (r *runner) printf(format string, a ...any) {
+	fmt.Fprintf(r.stderr, format, a...)
 }

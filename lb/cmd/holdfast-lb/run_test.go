@@ -13,13 +13,11 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/lb"
 	"github.com/holdfast-db/holdfast/lb/a10/a10test"
 	"github.com/holdfast-db/holdfast/lb/f5/f5test"
+	"github.com/holdfast-db/holdfast/lb/internal/pgtest"
 )
-
-func TestMain(m *testing.M) { pgtest.Main(m) }
 
 type cli struct {
 	group   string
