@@ -236,8 +236,9 @@ func TestFactoryLifecycle(t *testing.T) {
 	if err := f.Configure(plainConfig(t)); !errors.Is(err, bluegreen.ErrInvalidConfig) {
 		t.Errorf("Configure after Close = %v, want a ConfigError", err)
 	}
-	if _, err := holdfast.New(holdfast.WithBlueGreen(bluegreen.Config{HighInterval: -1})); !errors.Is(err, bluegreen.ErrInvalidConfig) ||
-		!errors.Is(err, bluegreen.ErrInvalidConfig) {
+	_, err = holdfast.New(holdfast.WithBlueGreen(bluegreen.Config{HighInterval: -1}))
+	var outer, inner *holdfast.ConfigError
+	if !errors.As(err, &outer) || outer.Field != "WithBlueGreen" || !errors.As(outer.Err, &inner) || inner.Pkg != "bluegreen" {
 		t.Errorf("New with a negative interval = %v, want a ConfigError wrapping bluegreen's", err)
 	}
 	// A pool whose first connection fails: NewPool closes its router.
