@@ -246,16 +246,6 @@ func (c *Composition) Add(name string, l Layer) {
 	panic("compose: unknown layer " + name) // a programming error of holdfast's
 }
 
-// Has reports whether the layer named name was added.
-func (c *Composition) Has(name string) bool {
-	for i, n := range Order {
-		if n == name {
-			return c.layers[i] != nil
-		}
-	}
-	return false
-}
-
 // Install builds cfg's hooks and the connections' chain from the layers,
 // in Order, the config's own last, under Precedence: BeforeConnect (each
 // connection gets its handle from newConn first, before any layer's),
@@ -263,7 +253,6 @@ func (c *Composition) Has(name string) bool {
 // it), AfterRelease (only when the config had one), the tracer, and the
 // connection hooks ([Composition.Chain]).
 func (c *Composition) Install(cfg *pgxpool.Config, newConn func(ctx context.Context, cc *pgx.ConnConfig) Conn) {
-	c.installed = true
 	c.applyPrecedence()
 	layers := c.ordered()
 
@@ -455,9 +444,6 @@ func (c *Composition) Attach(pool *pgxpool.Pool) {
 
 // Pool returns the pool attached, or nil.
 func (c *Composition) Pool() *pgxpool.Pool { return c.pool.Load() }
-
-// Installed reports whether Install ran.
-func (c *Composition) Installed() bool { return c.installed }
 
 // Chain is the connection hooks of a composition's layers, in Order. Its
 // zero value has none.
