@@ -189,7 +189,6 @@ type Composition struct {
 	userRelease func(*pgx.Conn) bool
 	userTracer  pgx.QueryTracer
 
-	installed  bool
 	chain      pgx.QueryTracer // the composed tracer of the pool's connections
 	conns      Chain
 	gone       []func(string)
