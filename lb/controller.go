@@ -1,6 +1,7 @@
 package lb
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -125,12 +126,8 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 		return nil, err
 	}
 	cfg.Drain = cfg.Drain.withDefaults()
-	if cfg.Concurrency == 0 {
-		cfg.Concurrency = DefaultConcurrency
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultConcurrency)
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	if cfg.Host == "" {
 		cfg.Host, _ = os.Hostname()
 	}

@@ -1,6 +1,7 @@
 package lb
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"strconv"
@@ -67,12 +68,8 @@ func NewMonitor(cfg MonitorConfig) (*Monitor, error) {
 			}
 		}
 	}
-	if cfg.Concurrency == 0 {
-		cfg.Concurrency = DefaultConcurrency
-	}
-	if cfg.KeepAliveEvery == 0 {
-		cfg.KeepAliveEvery = DefaultKeepAliveEvery
-	}
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultConcurrency)
+	cfg.KeepAliveEvery = cmp.Or(cfg.KeepAliveEvery, DefaultKeepAliveEvery)
 	mt := cfg.Metrics
 	mt.knowGroups(cfg.Groups)
 	bs := make(map[string]Balancer, len(cfg.Balancers))

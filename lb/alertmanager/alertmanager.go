@@ -2,6 +2,7 @@ package alertmanager
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -58,15 +59,9 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Timeout < 0 || cfg.Attempts < 0 {
 		return nil, &lb.ConfigError{Pkg: "alertmanager", Field: "Config", Why: "Timeout and Attempts must not be negative"}
 	}
-	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{}
-	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = DefaultTimeout
-	}
-	if cfg.Attempts == 0 {
-		cfg.Attempts = DefaultAttempts
-	}
+	cfg.HTTPClient = cmp.Or(cfg.HTTPClient, &http.Client{})
+	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultTimeout)
+	cfg.Attempts = cmp.Or(cfg.Attempts, DefaultAttempts)
 	return &Client{cfg: cfg, base: strings.TrimSuffix(cfg.URL, "/")}, nil
 }
 
@@ -127,9 +122,7 @@ func (c *Client) Create(ctx context.Context, s Spec) (string, error) {
 		}
 		body.Matchers = append(body.Matchers, apiMatcher{Name: m.Name, Value: m.Value, IsRegex: m.IsRegex, IsEqual: !m.NotEqual})
 	}
-	if body.Comment == "" {
-		body.Comment = "holdfast-lb"
-	}
+	body.Comment = cmp.Or(body.Comment, "holdfast-lb")
 	now := time.Now().UTC()
 	body.StartsAt, body.EndsAt = now, now.Add(s.Duration)
 	var out struct {

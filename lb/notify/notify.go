@@ -2,6 +2,7 @@ package notify
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -133,27 +134,13 @@ func New(cfg Config) (*Dispatcher, error) {
 		}
 		names[w.Name] = true
 	}
-	if cfg.Queue == 0 {
-		cfg.Queue = DefaultQueue
-	}
-	if cfg.Attempts == 0 {
-		cfg.Attempts = DefaultAttempts
-	}
-	if cfg.Backoff == 0 {
-		cfg.Backoff = DefaultBackoff
-	}
-	if cfg.MaxBackoff == 0 {
-		cfg.MaxBackoff = DefaultMaxBackoff
-	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = DefaultTimeout
-	}
-	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{}
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Queue = cmp.Or(cfg.Queue, DefaultQueue)
+	cfg.Attempts = cmp.Or(cfg.Attempts, DefaultAttempts)
+	cfg.Backoff = cmp.Or(cfg.Backoff, DefaultBackoff)
+	cfg.MaxBackoff = cmp.Or(cfg.MaxBackoff, DefaultMaxBackoff)
+	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultTimeout)
+	cfg.HTTPClient = cmp.Or(cfg.HTTPClient, &http.Client{})
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	d := &Dispatcher{cfg: cfg}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	for _, w := range cfg.Webhooks {

@@ -1,6 +1,7 @@
 package a10test
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -150,15 +151,9 @@ type port struct {
 
 // New starts a fake ACOS device.
 func New(opts Options) *Server {
-	if opts.Username == "" {
-		opts.Username = DefaultUsername
-	}
-	if opts.Password == "" {
-		opts.Password = DefaultPassword
-	}
-	if opts.IdleTimeout == 0 {
-		opts.IdleTimeout = DefaultIdleTimeout
-	}
+	opts.Username = cmp.Or(opts.Username, DefaultUsername)
+	opts.Password = cmp.Or(opts.Password, DefaultPassword)
+	opts.IdleTimeout = cmp.Or(opts.IdleTimeout, DefaultIdleTimeout)
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -179,17 +174,11 @@ func (s *Server) Close() { s.core.Close() }
 
 // AddServer adds a real server, enabled.
 func (s *Server) AddServer(name string, r Real) {
-	if r.Partition == "" {
-		r.Partition = SharedPartition
-	}
-	if r.Host == "" {
-		r.Host = "10.0.0.1"
-	}
+	r.Partition = cmp.Or(r.Partition, SharedPartition)
+	r.Host = cmp.Or(r.Host, "10.0.0.1")
 	rs := &real{name: name, host: r.Host, counter: counter{action: "enable", statsOff: r.StatsDisabled, conns: r.Conns, decay: r.Decay}}
 	for _, p := range r.Ports {
-		if p.Protocol == "" {
-			p.Protocol = "tcp"
-		}
+		p.Protocol = cmp.Or(p.Protocol, "tcp")
 		rs.ports = append(rs.ports, &port{number: p.Number, protocol: p.Protocol, counter: counter{action: "enable", statsOff: p.StatsDisabled, conns: p.Conns, decay: p.Decay}})
 	}
 	s.mu.Lock()
@@ -563,12 +552,8 @@ func (s *Server) serverCall(w http.ResponseWriter, r *http.Request, rs *real, su
 		if r.Method == http.MethodPut {
 			// PUT replaces the object: what the body omits is reset, port
 			// list included. Clients must modify with POST.
-			if action == "" {
-				action = "enable"
-			}
-			if stats == "" {
-				stats = "stats-data-enable"
-			}
+			action = cmp.Or(action, "enable")
+			stats = cmp.Or(stats, "stats-data-enable")
 			rs.ports = nil
 		}
 		if action != "" && !validAction(action) {

@@ -1,6 +1,7 @@
 package f5test
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
@@ -132,21 +133,11 @@ type member struct {
 
 // New starts a fake BIG-IP.
 func New(opts Options) *Server {
-	if opts.Username == "" {
-		opts.Username = DefaultUsername
-	}
-	if opts.Password == "" {
-		opts.Password = DefaultPassword
-	}
-	if opts.Partition == "" {
-		opts.Partition = DefaultPartition
-	}
-	if opts.TokenTimeout == 0 {
-		opts.TokenTimeout = DefaultTokenTimeout
-	}
-	if opts.MaxTokens == 0 {
-		opts.MaxTokens = DefaultMaxTokens
-	}
+	opts.Username = cmp.Or(opts.Username, DefaultUsername)
+	opts.Password = cmp.Or(opts.Password, DefaultPassword)
+	opts.Partition = cmp.Or(opts.Partition, DefaultPartition)
+	opts.TokenTimeout = cmp.Or(opts.TokenTimeout, DefaultTokenTimeout)
+	opts.MaxTokens = cmp.Or(opts.MaxTokens, DefaultMaxTokens)
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -176,9 +167,7 @@ func (s *Server) AddNode(name string, m Member) {
 }
 
 func (s *Server) add(pool, name string, m Member) {
-	if m.Address == "" {
-		m.Address = "10.0.0.1"
-	}
+	m.Address = cmp.Or(m.Address, "10.0.0.1")
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.members[s.key(pool, name)] = &member{cfg: m, name: name, pool: pool, session: "user-enabled", state: "user-up"}
@@ -394,9 +383,7 @@ func (s *Server) login(w http.ResponseWriter, body []byte) {
 	s.logins++
 	s.mu.Unlock()
 	provider := req.LoginProviderName
-	if provider == "" {
-		provider = "tmos"
-	}
+	provider = cmp.Or(provider, "tmos")
 	writeJSON(w, 200, map[string]any{
 		"username": req.Username, "loginReference": map[string]string{"link": "https://localhost/mgmt/cm/system/authn/providers/tmos/1f44a60e-11a7-3c51-a49f-82983026b41b/login"},
 		"loginProviderName": provider, "token": tokenJSON(tok, t), "generation": 0, "lastUpdateMicros": 0,
