@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -61,7 +63,7 @@ func NewMonitor(cfg MonitorConfig) (*Monitor, error) {
 	if cfg.Concurrency < 0 || cfg.KeepAliveEvery < 0 {
 		return nil, &ConfigError{Pkg: "lb", Field: "MonitorConfig", Why: "Concurrency and KeepAliveEvery must not be negative"}
 	}
-	for _, g := range sortedKeys(cfg.Groups) {
+	for _, g := range slices.Sorted(maps.Keys(cfg.Groups)) {
 		for i, t := range cfg.Groups[g] {
 			if b, ok := cfg.Balancers[t.Balancer]; !ok || b == nil {
 				return nil, &ConfigError{Pkg: "lb", Field: "MonitorConfig.Groups." + g + "." + strconv.Itoa(i), Why: "unknown balancer " + strconv.Quote(t.Balancer)}
@@ -156,7 +158,7 @@ func (m *Monitor) Close(ctx context.Context) error {
 	}
 	m.closed = true
 	var errs []error
-	for _, n := range sortedKeys(m.sessions) {
+	for _, n := range slices.Sorted(maps.Keys(m.sessions)) {
 		s := m.sessions[n]
 		s.mu.Lock()
 		if s.open {
