@@ -110,11 +110,33 @@ type Fault = lbfake.Fault
 // Request is a request the fake received: Method, Path, Header and Body.
 type Request = lbfake.Request
 
+// core is the server the vendor fakes share; embedded under this name,
+// it gives Server its methods without a field of an internal type.
+type core = lbfake.Server
+
 // Server is a fake ACOS aXAPI v3 on an httptest server. Create it with
 // [New] and Close it. It is safe for concurrent use.
+//
+// Its core, shared with the other vendor's fake, gives it these methods:
+//
+//   - URL returns the base URL, "http://127.0.0.1:PORT", and Client an
+//     HTTP client for the fake (closed with it);
+//   - Close ends held and slow requests, then stops the server; it is
+//     idempotent;
+//   - Inject adds a [Fault], and Clear removes every fault and hold;
+//   - Hold(path, n, wait) makes the next requests whose path contains
+//     path wait until n of them are waiting at once, or until one has
+//     waited for wait; then all are released and the hold is over. With
+//     it a test can prove that requests overlap, and that no more than
+//     n-1 do when a wait runs out;
+//   - Requests returns the requests received so far, in order, and
+//     Count(method, path) how many had the method ("" for any) and a path
+//     containing path;
+//   - MaxInFlight returns the largest number of requests being served at
+//     once so far.
 type Server struct {
+	core
 	opts Options
-	core *lbfake.Server
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -158,19 +180,9 @@ func New(opts Options) *Server {
 		opts.Now = time.Now
 	}
 	s := &Server{opts: opts, sessions: map[string]*session{}, servers: map[string]*real{}}
-	s.core = lbfake.New(s.serve)
+	lbfake.Start(&s.core, s.serve)
 	return s
 }
-
-// URL returns the base URL, "http://127.0.0.1:PORT".
-func (s *Server) URL() string { return s.core.URL() }
-
-// Client returns an HTTP client for the fake (closed with it).
-func (s *Server) Client() *http.Client { return s.core.Client() }
-
-// Close ends held and slow requests, then stops the server. It is
-// idempotent.
-func (s *Server) Close() { s.core.Close() }
 
 // AddServer adds a real server, enabled.
 func (s *Server) AddServer(name string, r Real) {
@@ -223,26 +235,6 @@ func (s *Server) SetStatsDisabled(name string, off bool) {
 	}
 }
 
-// Inject adds a fault.
-func (s *Server) Inject(f Fault) {
-	s.core.Inject(f)
-}
-
-// Clear removes every fault and hold.
-func (s *Server) Clear() { s.core.Clear() }
-
-// Hold makes the next requests whose path contains path wait until n of
-// them are waiting at once, or until one has waited for wait; then all
-// are released and the hold is over.
-func (s *Server) Hold(path string, n int, wait time.Duration) { s.core.Hold(path, n, wait) }
-
-// Requests returns the requests received so far, in order.
-func (s *Server) Requests() []Request { return s.core.Requests() }
-
-// Count returns how many requests had the method ("" for any) and a path
-// containing path.
-func (s *Server) Count(method, path string) int { return s.core.Count(method, path) }
-
 // Logins returns the number of successful authentications.
 func (s *Server) Logins() int {
 	s.mu.Lock()
@@ -265,17 +257,11 @@ func (s *Server) ActiveSessions() int {
 	return n
 }
 
-// MaxInFlight returns the largest number of requests being served at
-// once so far.
-func (s *Server) MaxInFlight() int { return s.core.MaxInFlight() }
-
 // ExpireSessions ends every session now.
 func (s *Server) ExpireSessions() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for k := range s.sessions {
-		delete(s.sessions, k)
-	}
+	clear(s.sessions)
 }
 
 // serve answers a request once lbfake is done with holds and Slow faults.
