@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -90,11 +89,10 @@ func Start(t testing.TB) *Server {
 // start starts the server with its storage directory and its output in
 // the file logFile.
 func start(bin, cfg, storage, logFile string) (*Server, error) {
-	port, err := testbin.FreePort()
+	addr, _, err := testbin.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	logs, err := os.Create(logFile)
 	if err != nil {
 		return nil, err

@@ -21,7 +21,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -143,7 +142,7 @@ func start(ctx context.Context) (dsn string, stop func() error, err error) {
 	}
 	logFile := filepath.Join(dir, "server.log")
 	for attempt := 1; ; attempt++ {
-		port, err := testbin.FreePort()
+		addr, port, err := testbin.FreeAddr()
 		if err != nil {
 			return fail("pick port", err, nil)
 		}
@@ -155,7 +154,7 @@ func start(ctx context.Context) (dsn string, stop func() error, err error) {
 		}
 		out, err := pgctl(ctx, "-l", logFile, "-w", "-t", "60", "start")
 		if err == nil {
-			u := url.URL{Scheme: "postgres", User: url.User("postgres"), Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+			u := url.URL{Scheme: "postgres", User: url.User("postgres"), Host: addr,
 				Path: "/postgres", RawQuery: "sslmode=disable"}
 			return u.String(), stop, nil
 		}

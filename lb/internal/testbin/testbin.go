@@ -37,13 +37,14 @@ func Missing(t testing.TB, require, msg string) {
 	t.Skip(msg)
 }
 
-// FreePort returns a loopback TCP port that was free when it was asked
-// for; another process may take it before the program binds it.
-func FreePort() (int, error) {
+// FreeAddr returns a loopback TCP address, "127.0.0.1:PORT", and its
+// port, free when it was asked for; another process may take it before
+// the program binds it.
+func FreeAddr() (addr string, port int, err error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, err
+		return "", 0, err
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return l.Addr().String(), l.Addr().(*net.TCPAddr).Port, nil
 }
