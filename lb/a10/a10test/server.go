@@ -519,6 +519,18 @@ func portJSON(rs *real, p *port) map[string]any {
 	}
 }
 
+// decode reads a POST or PUT body {"<key>": {...}}; when it is not one,
+// it answers 400 and returns false.
+func (s *Server) decode(w http.ResponseWriter, body []byte, key string) (map[string]any, bool) {
+	var req map[string]json.RawMessage
+	var obj map[string]any
+	if json.Unmarshal(body, &req) != nil || json.Unmarshal(req[key], &obj) != nil || obj == nil {
+		s.fail(w, 400, CodeInvalidValue, "Invalid JSON body", body)
+		return nil, false
+	}
+	return obj, true
+}
+
 func (s *Server) serverCall(w http.ResponseWriter, r *http.Request, rs *real, sub string, body []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -526,15 +538,12 @@ func (s *Server) serverCall(w http.ResponseWriter, r *http.Request, rs *real, su
 	case sub == "" && r.Method == http.MethodGet:
 		writeJSON(w, 200, serverJSON(rs))
 	case sub == "" && (r.Method == http.MethodPost || r.Method == http.MethodPut):
-		var req struct {
-			Server map[string]any `json:"server"`
-		}
-		if json.Unmarshal(body, &req) != nil || req.Server == nil {
-			s.fail(w, 400, CodeInvalidValue, "Invalid JSON body", body)
+		obj, ok := s.decode(w, body, "server")
+		if !ok {
 			return
 		}
-		action, _ := req.Server["action"].(string)
-		stats, _ := req.Server["stats-data-action"].(string)
+		action, _ := obj["action"].(string)
+		stats, _ := obj["stats-data-action"].(string)
 		if r.Method == http.MethodPut {
 			// PUT replaces the object: what the body omits is reset, port
 			// list included. Clients must modify with POST.
@@ -598,19 +607,16 @@ func (s *Server) portCall(w http.ResponseWriter, r *http.Request, rs *real, p *p
 	case sub == "" && r.Method == http.MethodGet:
 		writeJSON(w, 200, map[string]any{"port": portJSON(rs, p)})
 	case sub == "" && r.Method == http.MethodPost:
-		var req struct {
-			Port map[string]any `json:"port"`
-		}
-		if json.Unmarshal(body, &req) != nil || req.Port == nil {
-			s.fail(w, 400, CodeInvalidValue, "Invalid JSON body", body)
+		obj, ok := s.decode(w, body, "port")
+		if !ok {
 			return
 		}
-		action, _ := req.Port["action"].(string)
+		action, _ := obj["action"].(string)
 		if action != "" && !validAction(action) {
 			s.fail(w, 400, CodeInvalidValue, "Invalid value for action: "+action, nil)
 			return
 		}
-		if stats, _ := req.Port["stats-data-action"].(string); stats != "" {
+		if stats, _ := obj["stats-data-action"].(string); stats != "" {
 			if !validStatsAction(stats) {
 				s.fail(w, 400, CodeInvalidValue, "Invalid value for stats-data-action: "+stats, nil)
 				return
