@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/url"
 	"os"
 	"regexp"
@@ -320,7 +321,7 @@ func (c *Config) Validate() error {
 	if len(c.Balancers) == 0 {
 		return &ConfigError{Pkg: "lb", Field: "balancers", Why: "at least one is required"}
 	}
-	for _, name := range sortedKeys(c.Balancers) {
+	for _, name := range slices.Sorted(maps.Keys(c.Balancers)) {
 		if err := c.Balancers[name].Validate(); err != nil {
 			return prefix("balancers."+name, err)
 		}
@@ -328,12 +329,12 @@ func (c *Config) Validate() error {
 	if len(c.Groups) == 0 {
 		return &ConfigError{Pkg: "lb", Field: "groups", Why: "at least one is required"}
 	}
-	for _, name := range sortedKeys(c.Groups) {
+	for _, name := range slices.Sorted(maps.Keys(c.Groups)) {
 		if err := c.validateGroup(name, c.Groups[name]); err != nil {
 			return prefix("groups."+name, err)
 		}
 	}
-	for _, op := range sortedKeys(c.Operators) {
+	for _, op := range slices.Sorted(maps.Keys(c.Operators)) {
 		if strings.TrimSpace(op) == "" {
 			return &ConfigError{Pkg: "lb", Field: "operators", Why: "an operator name is empty"}
 		}
@@ -406,7 +407,7 @@ func (c *Config) validateAlertmanager() error {
 	if am.MaxDuration < 0 || time.Duration(am.MaxDuration) > 24*time.Hour {
 		return &ConfigError{Pkg: "lb", Field: "alertmanager.max_duration", Why: "must be between 0 (the default, 1h) and 24h"}
 	}
-	for _, g := range sortedKeys(am.Matchers) {
+	for _, g := range slices.Sorted(maps.Keys(am.Matchers)) {
 		field := "alertmanager.matchers." + g
 		if _, ok := c.Groups[g]; !ok {
 			return &ConfigError{Pkg: "lb", Field: field, Why: "unknown group"}
@@ -626,13 +627,4 @@ func (p Permissions) Groups(operator string) []string {
 	g := slices.Clone(p[operator])
 	sort.Strings(g)
 	return g
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	k := make([]string, 0, len(m))
-	for s := range m {
-		k = append(k, s)
-	}
-	sort.Strings(k)
-	return k
 }

@@ -1,10 +1,13 @@
 package lb
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -108,7 +111,7 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 			return nil, &ConfigError{Pkg: "lb", Field: "Balancers." + name, Why: "must not be nil"}
 		}
 	}
-	for _, g := range sortedKeys(cfg.Groups) {
+	for _, g := range slices.Sorted(maps.Keys(cfg.Groups)) {
 		if len(cfg.Groups[g]) == 0 {
 			return nil, &ConfigError{Pkg: "lb", Field: "Groups." + g, Why: "has no members"}
 		}
@@ -125,12 +128,8 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 		return nil, err
 	}
 	cfg.Drain = cfg.Drain.withDefaults()
-	if cfg.Concurrency == 0 {
-		cfg.Concurrency = DefaultConcurrency
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultConcurrency)
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	if cfg.Host == "" {
 		cfg.Host, _ = os.Hostname()
 	}
@@ -527,7 +526,7 @@ func balancerNames(targets []Target) []string {
 	for _, t := range targets {
 		set[t.Balancer] = true
 	}
-	return sortedKeys(set)
+	return slices.Sorted(maps.Keys(set))
 }
 
 // each runs f(i) for i in [0, n), Concurrency at a time, and waits for all.
@@ -778,7 +777,7 @@ func readStatus(ctx context.Context, group string, targets []Target, balancers m
 			errs = append(errs, err)
 		}
 	}
-	for _, n := range sortedKeys(sessions) {
+	for _, n := range slices.Sorted(maps.Keys(sessions)) {
 		if sessions[n] != nil {
 			errs = append(errs, sessions[n])
 		}

@@ -1,6 +1,7 @@
 package lb
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"time"
@@ -52,21 +53,13 @@ func (c DrainConfig) Validate() error {
 }
 
 func (c DrainConfig) withDefaults() DrainConfig {
-	if c.Interval == 0 {
-		c.Interval = DefaultInterval
-	}
-	if c.Timeout == 0 {
-		c.Timeout = DefaultTimeout
-	}
-	if c.MaxTransient == 0 {
-		c.MaxTransient = DefaultMaxTransient
-	}
+	c.Interval = cmp.Or(c.Interval, DefaultInterval)
+	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
+	c.MaxTransient = cmp.Or(c.MaxTransient, DefaultMaxTransient)
 	if c.MaxTransient < 0 {
 		c.MaxTransient = 0
 	}
-	if c.KeepAliveEvery == 0 {
-		c.KeepAliveEvery = DefaultKeepAliveEvery
-	}
+	c.KeepAliveEvery = cmp.Or(c.KeepAliveEvery, DefaultKeepAliveEvery)
 	return c
 }
 

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/holdfast-db/holdfast/lb/internal/cfgerr"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/holdfast-db/holdfast/lb/internal/cfgerr"
 )
 
 // Kind says what a balancer answered, in an [*APIError]. Whether it is

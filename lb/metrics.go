@@ -3,7 +3,8 @@ package lb
 import (
 	"context"
 	"errors"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -108,12 +109,7 @@ func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
 func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	groups := make([]string, 0, len(m.phases))
-	for g := range m.phases {
-		groups = append(groups, g)
-	}
-	sort.Strings(groups)
-	for _, g := range groups {
+	for _, g := range slices.Sorted(maps.Keys(m.phases)) {
 		counts := map[Phase]int64{}
 		for _, p := range m.phases[g] {
 			counts[p]++

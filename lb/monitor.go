@@ -1,8 +1,11 @@
 package lb
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -60,19 +63,15 @@ func NewMonitor(cfg MonitorConfig) (*Monitor, error) {
 	if cfg.Concurrency < 0 || cfg.KeepAliveEvery < 0 {
 		return nil, &ConfigError{Pkg: "lb", Field: "MonitorConfig", Why: "Concurrency and KeepAliveEvery must not be negative"}
 	}
-	for _, g := range sortedKeys(cfg.Groups) {
+	for _, g := range slices.Sorted(maps.Keys(cfg.Groups)) {
 		for i, t := range cfg.Groups[g] {
 			if b, ok := cfg.Balancers[t.Balancer]; !ok || b == nil {
 				return nil, &ConfigError{Pkg: "lb", Field: "MonitorConfig.Groups." + g + "." + strconv.Itoa(i), Why: "unknown balancer " + strconv.Quote(t.Balancer)}
 			}
 		}
 	}
-	if cfg.Concurrency == 0 {
-		cfg.Concurrency = DefaultConcurrency
-	}
-	if cfg.KeepAliveEvery == 0 {
-		cfg.KeepAliveEvery = DefaultKeepAliveEvery
-	}
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultConcurrency)
+	cfg.KeepAliveEvery = cmp.Or(cfg.KeepAliveEvery, DefaultKeepAliveEvery)
 	mt := cfg.Metrics
 	mt.knowGroups(cfg.Groups)
 	bs := make(map[string]Balancer, len(cfg.Balancers))
@@ -159,7 +158,7 @@ func (m *Monitor) Close(ctx context.Context) error {
 	}
 	m.closed = true
 	var errs []error
-	for _, n := range sortedKeys(m.sessions) {
+	for _, n := range slices.Sorted(maps.Keys(m.sessions)) {
 		s := m.sessions[n]
 		s.mu.Lock()
 		if s.open {

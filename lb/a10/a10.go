@@ -1,6 +1,7 @@
 package a10
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,7 +9,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/holdfast-db/holdfast/lb"
 	"github.com/holdfast-db/holdfast/lb/internal/rest"
@@ -20,7 +20,7 @@ const Vendor = "a10"
 // Defaults of [Config].
 const (
 	DefaultPartition      = "shared"
-	DefaultRequestTimeout = 30 * time.Second
+	DefaultRequestTimeout = rest.DefaultRequestTimeout
 )
 
 // ACOS error codes this package recognises (response.err.code).
@@ -57,66 +57,55 @@ type Config struct {
 // 419495936), authenticates again once and retries: aXAPI has no session
 // extension call. Create it with [New]; it is safe for concurrent use.
 type Client struct {
-	cfg  Config
-	rest rest.Client
-
-	sess rest.Session // the signature; logins serialised
+	cfg Config
+	dev rest.Device // the signature; logins serialised
 }
 
 var _ lb.Balancer = (*Client)(nil)
 
 // New validates cfg and returns a Client. It makes no request.
 func New(cfg Config) (*Client, error) {
-	if err := lb.ValidateEndpoint(cfg.Endpoint); err != nil {
+	if err := rest.Check(Vendor, cfg.Endpoint, cfg.Username, cfg.Password); err != nil {
 		return nil, err
 	}
-	switch {
-	case cfg.Username == "":
-		return nil, &lb.ConfigError{Field: "a10.Username", Why: "must not be empty"}
-	case cfg.Password == "":
-		return nil, &lb.ConfigError{Field: "a10.Password", Why: "must not be empty"}
-	case strings.ContainsAny(cfg.Partition, "/?#"):
+	if strings.ContainsAny(cfg.Partition, "/?#") {
 		return nil, &lb.ConfigError{Field: "a10.Partition", Why: "must not contain '/', '?' or '#'"}
 	}
-	if cfg.Partition == "" {
-		cfg.Partition = DefaultPartition
-	}
-	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{Timeout: DefaultRequestTimeout}
-	}
+	cfg.Partition = cmp.Or(cfg.Partition, DefaultPartition)
 	c := &Client{cfg: cfg}
-	c.rest = rest.Client{HTTP: cfg.HTTPClient, Base: strings.TrimSuffix(cfg.Endpoint, "/"), Secrets: c.secrets}
+	c.dev.Init(dialect, cfg.HTTPClient, cfg.Endpoint, cfg.Password, c.login)
 	return c, nil
 }
 
-func (c *Client) secrets() []string {
-	cred, _ := c.sess.Get()
-	return []string{c.cfg.Password.Reveal(), cred}
+// dialect is how the device answers.
+var dialect = rest.Dialect{
+	Vendor: Vendor,
+	Header: header,
+	OK:     func(status int) bool { return status == http.StatusOK },
+	// Code 419495936 or HTTP 401, as readError reads them.
+	Expired: func(resp *rest.Response) bool { _, _, kind := readError(resp); return kind == lb.KindSession },
+	Read:    readError,
 }
 
 // Vendor returns "a10".
 func (c *Client) Vendor() string { return Vendor }
 
-func (c *Client) header(sig string) http.Header {
+func header(sig string) http.Header {
 	return http.Header{"Authorization": {"A10 " + sig}}
 }
 
 // Login authenticates (POST /axapi/v3/auth) and activates the partition.
 // An open session is logged off first.
 func (c *Client) Login(ctx context.Context) error {
-	return c.sess.Login(ctx, c.logoff, c.login)
+	return c.dev.Session.Login(ctx, c.logoff, c.login)
 }
 
-// login must be called through c.sess, which serialises logins.
+// login must be called through c.dev.Session, which serialises logins.
 func (c *Client) login(ctx context.Context) error {
 	body := map[string]any{"credentials": map[string]string{"username": c.cfg.Username, "password": c.cfg.Password.Reveal()}}
-	resp, err := c.rest.Do(ctx, http.MethodPost, "/axapi/v3/auth", nil, body)
-	if err != nil {
-		return c.transportError("login", "", err)
-	}
-	if resp.Status != http.StatusOK {
-		e := c.apiError("login", "", resp)
-		if resp.Status == http.StatusUnauthorized || resp.Status == http.StatusForbidden {
+	resp, e := c.dev.Send(ctx, "login", http.MethodPost, "/axapi/v3/auth", nil, body)
+	if e != nil {
+		if e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden {
 			e.Kind = lb.KindAuth
 		}
 		return e
@@ -127,18 +116,15 @@ func (c *Client) login(ctx context.Context) error {
 		} `json:"authresponse"`
 	}
 	if err := json.Unmarshal(resp.Body, &ar); err != nil || ar.AuthResponse.Signature == "" {
-		return &lb.APIError{Vendor: Vendor, Op: "login", Kind: lb.KindBadResponse, Status: resp.Status, Message: "no authresponse.signature in the auth answer"}
+		return c.dev.BadResponse("login", "", resp, "no authresponse.signature in the auth answer")
 	}
 	sig := ar.AuthResponse.Signature
-	c.sess.Set(sig)
+	c.dev.Session.Set(sig)
 	if c.cfg.Partition != DefaultPartition {
-		resp, err := c.rest.Do(ctx, http.MethodPost, "/axapi/v3/active-partition/"+url.PathEscape(c.cfg.Partition), c.header(sig), nil)
-		if err != nil {
-			return c.transportError("login", "", err)
-		}
-		if resp.Status != http.StatusOK {
-			e := c.apiError("login", "", resp)
-			e.Message = "activating partition " + strconv.Quote(c.cfg.Partition) + ": " + e.Message
+		if _, e := c.dev.Send(ctx, "login", http.MethodPost, "/axapi/v3/active-partition/"+url.PathEscape(c.cfg.Partition), header(sig), nil); e != nil {
+			if e.Status != 0 {
+				e.Message = "activating partition " + strconv.Quote(c.cfg.Partition) + ": " + e.Message
+			}
 			return e
 		}
 	}
@@ -149,72 +135,38 @@ func (c *Client) login(ctx context.Context) error {
 // which resets the device's idle timer and re-authenticates if the session
 // has already expired. With no session open it logs in.
 func (c *Client) KeepAlive(ctx context.Context) error {
-	if sig, _ := c.sess.Get(); sig == "" {
+	if sig, _ := c.dev.Session.Get(); sig == "" {
 		return c.Login(ctx)
 	}
-	_, err := c.call(ctx, "keep-alive", lb.Member{}, http.MethodGet, "/axapi/v3/version/oper", nil)
+	_, err := c.dev.Call(ctx, "keep-alive", "", http.MethodGet, "/axapi/v3/version/oper", nil)
 	return err
 }
 
 // Logout ends the session (POST /axapi/v3/logoff). An expired session
 // counts as logged out.
-func (c *Client) Logout(ctx context.Context) error { return c.sess.Logout(ctx, c.logout) }
+func (c *Client) Logout(ctx context.Context) error { return c.dev.Session.Logout(ctx, c.logout) }
 
 // logout ends the session sig; Session.Logout serialises it with logins.
 func (c *Client) logout(ctx context.Context, sig string) error {
-	resp, err := c.rest.Do(ctx, http.MethodPost, "/axapi/v3/logoff", c.header(sig), nil)
-	c.sess.Drop(sig)
-	if err != nil {
-		return c.transportError("logout", "", err)
+	_, e := c.dev.Send(ctx, "logout", http.MethodPost, "/axapi/v3/logoff", header(sig), nil)
+	c.dev.Session.Drop(sig)
+	if e != nil && e.Status != http.StatusUnauthorized {
+		return e
 	}
-	if resp.Status == http.StatusOK || resp.Status == http.StatusUnauthorized {
-		return nil
-	}
-	return c.apiError("logout", "", resp)
+	return nil
 }
 
 func (c *Client) logoff(ctx context.Context, sig string) {
-	_, _ = c.rest.Do(ctx, http.MethodPost, "/axapi/v3/logoff", c.header(sig), nil)
-	c.sess.Drop(sig)
+	_, _ = c.dev.Do(ctx, http.MethodPost, "/axapi/v3/logoff", header(sig), nil)
+	c.dev.Session.Drop(sig)
 }
 
-// call sends an authenticated request; when the session is invalid it
-// authenticates again once and retries.
-func (c *Client) call(ctx context.Context, op string, m lb.Member, method, path string, body any) (*rest.Response, error) {
-	member := ""
-	if m.Node != "" {
-		member = m.String()
-	}
-	sig, gen := c.sess.Get()
-	if sig == "" {
-		return nil, &lb.APIError{Vendor: Vendor, Op: op, Member: member, Kind: lb.KindSession, Message: "not logged in"}
-	}
-	resp, err := c.rest.Do(ctx, method, path, c.header(sig), body)
-	if err != nil {
-		return nil, c.transportError(op, member, err)
-	}
-	if resp.Status != http.StatusOK && c.apiError(op, member, resp).Kind == lb.KindSession {
-		if err := c.sess.Relogin(ctx, gen, c.login); err != nil {
-			return nil, err
-		}
-		sig, _ = c.sess.Get()
-		resp, err = c.rest.Do(ctx, method, path, c.header(sig), body)
-		if err != nil {
-			return nil, c.transportError(op, member, err)
-		}
-	}
-	if resp.Status != http.StatusOK {
-		return nil, c.apiError(op, member, resp)
-	}
-	return resp, nil
-}
-
-// apiError classifies an error answer by its ACOS code, then by its HTTP
+// readError reads an error answer by its ACOS code, then by its HTTP
 // status: not-found codes and 404 not found; 419545856 and 403 no
 // privilege; 1023464192/1023464193 (system not ready, busy) and 503 busy;
-// 419495936 and 401 session expired; other 5xx unavailable; other 4xx
-// rejected.
-func (c *Client) apiError(op, member string, resp *rest.Response) *lb.APIError {
+// 419495936 and 401 session expired (logging in again may help); other
+// 5xx unavailable; other 4xx rejected.
+func readError(resp *rest.Response) (code int64, msg string, kind lb.Kind) {
 	var body struct {
 		Response *struct {
 			Err *struct {
@@ -227,45 +179,29 @@ func (c *Client) apiError(op, member string, resp *rest.Response) *lb.APIError {
 			Error string `json:"error"`
 		} `json:"authorizationschema"`
 	}
-	e := &lb.APIError{Vendor: Vendor, Op: op, Member: member, Status: resp.Status}
 	if json.Unmarshal(resp.Body, &body) == nil {
 		switch {
 		case body.Response != nil && body.Response.Err != nil:
-			e.Code, e.Message = body.Response.Err.Code, body.Response.Err.Msg
+			code, msg = body.Response.Err.Code, body.Response.Err.Msg
 		case body.Auth != nil:
-			e.Message = body.Auth.Error
+			msg = body.Auth.Error
 		}
 	} else {
-		e.Message = string(resp.Body)
+		msg = string(resp.Body)
 	}
-	e.Message = c.rest.Message(e.Message)
 	switch {
-	case notFoundCodes[e.Code]:
-		e.Kind = lb.KindNotFound
-	case e.Code == CodeNoPrivilege:
-		e.Kind = lb.KindNoPrivilege
-	case e.Code == CodeSystemNotReady || e.Code == CodeSystemBusy:
-		e.Kind = lb.KindBusy
-	case e.Code == CodeInvalidSession || resp.Status == http.StatusUnauthorized:
-		e.Kind = lb.KindSession
-	case resp.Status == http.StatusForbidden:
-		e.Kind = lb.KindNoPrivilege
-	case resp.Status == http.StatusNotFound:
-		e.Kind = lb.KindNotFound
-	case resp.Status == http.StatusServiceUnavailable:
-		e.Kind = lb.KindBusy
-	case resp.Status >= 500:
-		e.Kind = lb.KindUnavailable
-	case resp.Status >= 400:
-		e.Kind = lb.KindRejected
+	case notFoundCodes[code]:
+		kind = lb.KindNotFound
+	case code == CodeNoPrivilege:
+		kind = lb.KindNoPrivilege
+	case code == CodeSystemNotReady || code == CodeSystemBusy:
+		kind = lb.KindBusy
+	case code == CodeInvalidSession || resp.Status == http.StatusUnauthorized:
+		kind = lb.KindSession
 	default:
-		e.Kind = lb.KindBadResponse
+		kind = rest.StatusKind(resp.Status)
 	}
-	return e
-}
-
-func (c *Client) transportError(op, member string, err error) *lb.APIError {
-	return &lb.APIError{Vendor: Vendor, Op: op, Member: member, Kind: lb.KindUnavailable, Err: err}
+	return code, msg, kind
 }
 
 // paths returns the server path and, for a port, the port path.
@@ -278,13 +214,20 @@ func paths(m lb.Member) (server, port string, err error) {
 	}
 	server = "/axapi/v3/slb/server/" + url.PathEscape(m.Node)
 	if m.Port != 0 {
-		proto := m.Protocol
-		if proto == "" {
-			proto = "tcp"
-		}
-		port = server + "/port/" + strconv.Itoa(m.Port) + "+" + proto
+		port = server + "/port/" + strconv.Itoa(m.Port) + "+" + cmp.Or(m.Protocol, "tcp")
 	}
 	return server, port, nil
+}
+
+// resource returns the path of the member's object (the server, or its
+// port) followed by suffix ("", "/oper", "/stats"), and the key its
+// answers hold it under. m has been validated by paths.
+func resource(m lb.Member, suffix string) (path, key string) {
+	server, port, _ := paths(m)
+	if port != "" {
+		return port + suffix, "port"
+	}
+	return server + suffix, "server"
 }
 
 // serverObject is the part of GET /axapi/v3/slb/server/NAME this package
@@ -309,23 +252,20 @@ func (c *Client) object(ctx context.Context, op string, m lb.Member) (action, se
 	if err != nil {
 		return "", "", false, err
 	}
-	resp, err := c.call(ctx, op, m, http.MethodGet, sp, nil)
+	resp, err := c.dev.Call(ctx, op, m.String(), http.MethodGet, sp, nil)
 	if err != nil {
 		return "", "", false, err
 	}
 	var obj serverObject
 	if err := json.Unmarshal(resp.Body, &obj); err != nil || obj.Server.Action == "" {
-		return "", "", false, &lb.APIError{Vendor: Vendor, Op: op, Member: m.String(), Kind: lb.KindBadResponse, Status: resp.Status, Message: "no server.action in the server object"}
+		return "", "", false, c.dev.BadResponse(op, m.String(), resp, "no server.action in the server object")
 	}
 	s := obj.Server
 	statsOff = s.StatsDataAction == "stats-data-disable"
 	if m.Port == 0 {
 		return s.Action, s.Action, statsOff, nil
 	}
-	proto := m.Protocol
-	if proto == "" {
-		proto = "tcp"
-	}
+	proto := cmp.Or(m.Protocol, "tcp")
 	for _, p := range s.PortList {
 		if p.PortNumber == m.Port && (p.Protocol == proto || p.Protocol == "") {
 			return p.Action, s.Action, statsOff || p.StatsDataAction == "stats-data-disable", nil
@@ -369,12 +309,8 @@ func (c *Client) State(ctx context.Context, m lb.Member) (lb.State, error) {
 	if err != nil {
 		return lb.State{}, err
 	}
-	sp, pp, _ := paths(m)
-	operPath, key := sp+"/oper", "server"
-	if pp != "" {
-		operPath, key = pp+"/oper", "port"
-	}
-	resp, err := c.call(ctx, "state", m, http.MethodGet, operPath, nil)
+	operPath, key := resource(m, "/oper")
+	resp, err := c.dev.Call(ctx, "state", m.String(), http.MethodGet, operPath, nil)
 	if err != nil {
 		return lb.State{}, err
 	}
@@ -384,10 +320,10 @@ func (c *Client) State(ctx context.Context, m lb.Member) (lb.State, error) {
 		} `json:"oper"`
 	}
 	if err := json.Unmarshal(resp.Body, &oper); err != nil {
-		return lb.State{}, &lb.APIError{Vendor: Vendor, Op: "state", Member: m.String(), Kind: lb.KindBadResponse, Status: resp.Status, Message: "oper answer is not JSON"}
+		return lb.State{}, c.dev.BadResponse("state", m.String(), resp, "oper answer is not JSON")
 	}
 	detail := "action=" + action
-	if pp != "" {
+	if key == "port" {
 		detail += " server-action=" + serverAction
 	}
 	return lb.State{Admin: AdminState(action), Availability: oper[key].Oper.State, Detail: detail}, nil
@@ -408,18 +344,14 @@ func (c *Client) Connections(ctx context.Context, m lb.Member) (int64, error) {
 		return 0, &lb.APIError{Vendor: Vendor, Op: "connections", Member: m.String(), Kind: lb.KindStatsDisabled,
 			Message: "stats-data-action is stats-data-disable: the counters read 0 whatever the traffic; enable statistics (stats-data-enable) to drain this member"}
 	}
-	sp, pp, _ := paths(m)
-	statsPath, key := sp+"/stats", "server"
-	if pp != "" {
-		statsPath, key = pp+"/stats", "port"
-	}
-	resp, err := c.call(ctx, "connections", m, http.MethodGet, statsPath, nil)
+	statsPath, key := resource(m, "/stats")
+	resp, err := c.dev.Call(ctx, "connections", m.String(), http.MethodGet, statsPath, nil)
 	if err != nil {
 		return 0, err
 	}
 	n, err := ParseCurrConn(resp.Body, key)
 	if err != nil {
-		return 0, &lb.APIError{Vendor: Vendor, Op: "connections", Member: m.String(), Kind: lb.KindBadResponse, Status: resp.Status, Message: err.Error()}
+		return 0, c.dev.BadResponse("connections", m.String(), resp, err.Error())
 	}
 	return n, nil
 }
@@ -456,21 +388,15 @@ func (c *Client) SetState(ctx context.Context, m lb.Member, s lb.AdminState) err
 	if !ok {
 		return &lb.ConfigError{Field: "state", Why: "cannot set " + s.String()}
 	}
-	sp, pp, err := paths(m)
-	if err != nil {
+	if _, _, err := paths(m); err != nil {
 		return err
 	}
-	path, key := sp, "server"
+	path, key := resource(m, "")
 	var body any = map[string]any{"server": map[string]string{"action": action}}
-	if pp != "" {
-		proto := m.Protocol
-		if proto == "" {
-			proto = "tcp"
-		}
-		path, key = pp, "port"
-		body = map[string]any{"port": map[string]any{"port-number": m.Port, "protocol": proto, "action": action}}
+	if key == "port" {
+		body = map[string]any{"port": map[string]any{"port-number": m.Port, "protocol": cmp.Or(m.Protocol, "tcp"), "action": action}}
 	}
-	resp, err := c.call(ctx, "set-state", m, http.MethodPost, path, body)
+	resp, err := c.dev.Call(ctx, "set-state", m.String(), http.MethodPost, path, body)
 	if err != nil {
 		return err
 	}

@@ -1,11 +1,10 @@
 package alertmanager
 
 import (
-	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/holdfast-db/holdfast/lb"
+	"github.com/holdfast-db/holdfast/lb/internal/httpcall"
 )
 
 // Defaults of [Config].
@@ -42,6 +42,7 @@ type Config struct {
 type Client struct {
 	cfg  Config
 	base string
+	http httpcall.Client
 }
 
 // New validates cfg and returns a Client. It makes no request.
@@ -58,16 +59,11 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Timeout < 0 || cfg.Attempts < 0 {
 		return nil, &lb.ConfigError{Pkg: "alertmanager", Field: "Config", Why: "Timeout and Attempts must not be negative"}
 	}
-	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{}
-	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = DefaultTimeout
-	}
-	if cfg.Attempts == 0 {
-		cfg.Attempts = DefaultAttempts
-	}
-	return &Client{cfg: cfg, base: strings.TrimSuffix(cfg.URL, "/")}, nil
+	cfg.HTTPClient = cmp.Or(cfg.HTTPClient, &http.Client{})
+	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultTimeout)
+	cfg.Attempts = cmp.Or(cfg.Attempts, DefaultAttempts)
+	hc := httpcall.Client{HTTP: cfg.HTTPClient, Timeout: cfg.Timeout, Header: http.Header{"Accept": {"application/json"}}, Limit: 1 << 20}
+	return &Client{cfg: cfg, base: strings.TrimSuffix(cfg.URL, "/"), http: hc}, nil
 }
 
 // Spec describes a silence to create.
@@ -127,9 +123,7 @@ func (c *Client) Create(ctx context.Context, s Spec) (string, error) {
 		}
 		body.Matchers = append(body.Matchers, apiMatcher{Name: m.Name, Value: m.Value, IsRegex: m.IsRegex, IsEqual: !m.NotEqual})
 	}
-	if body.Comment == "" {
-		body.Comment = "holdfast-lb"
-	}
+	body.Comment = cmp.Or(body.Comment, "holdfast-lb")
 	now := time.Now().UTC()
 	body.StartsAt, body.EndsAt = now, now.Add(s.Duration)
 	var out struct {
@@ -189,17 +183,7 @@ type Error struct {
 // Error returns for example
 // "alertmanager: create silence: HTTP 400: silence invalid: ...".
 func (e *Error) Error() string {
-	s := "alertmanager: " + e.Op
-	if e.Status != 0 {
-		s += ": HTTP " + strconv.Itoa(e.Status)
-	}
-	if e.Message != "" {
-		s += ": " + e.Message
-	}
-	if e.Err != nil {
-		s += ": " + e.Err.Error()
-	}
-	return s
+	return httpcall.Text("alertmanager: "+e.Op, e.Status, e.Message, e.Err)
 }
 
 // Unwrap returns Err.
@@ -223,61 +207,35 @@ func (c *Client) do(ctx context.Context, op, method, path string, in, out any) e
 			return &Error{Op: op, Err: err}
 		}
 	}
-	var err error
-	for attempt := 1; ; attempt++ {
-		err = c.once(ctx, op, method, path, body, out)
+	retryable := func(err error) bool {
 		ae, _ := errors.AsType[*Error](err)
-		if err == nil || ae == nil || !ae.Retryable() || attempt >= c.cfg.Attempts || ctx.Err() != nil {
-			return err
-		}
-		t := time.NewTimer(retryPause)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		}
+		return ae != nil && ae.Retryable()
 	}
+	_, err := httpcall.Retry(ctx, c.cfg.Attempts, retryable, func(error) time.Duration { return retryPause }, func() error {
+		return c.once(ctx, op, method, path, body, out)
+	})
+	return err
 }
 
 func (c *Client) once(ctx context.Context, op, method, path string, body []byte, out any) error {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
-	defer cancel()
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	ans, err := c.http.Send(ctx, method, c.base+path, body)
 	if err != nil {
 		return &Error{Op: op, Err: err}
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := c.cfg.HTTPClient.Do(req)
-	if err != nil {
-		if ue, ok := errors.AsType[*url.Error](err); ok {
-			err = ue.Err
-		}
-		return &Error{Op: op, Err: err}
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		msg := strings.TrimSpace(string(b))
+	if !ans.OK() {
+		msg := strings.TrimSpace(string(ans.Body))
 		var s string
-		if json.Unmarshal(b, &s) == nil { // Alertmanager answers errors as a JSON string
+		if json.Unmarshal(ans.Body, &s) == nil { // Alertmanager answers errors as a JSON string
 			msg = s
 		}
 		if len(msg) > 300 {
 			msg = msg[:300] + "..."
 		}
-		return &Error{Op: op, Status: resp.StatusCode, Message: msg}
+		return &Error{Op: op, Status: ans.Status, Message: msg}
 	}
 	if out != nil {
-		if err := json.Unmarshal(b, out); err != nil {
-			return &Error{Op: op, Status: resp.StatusCode, Message: "unparsable answer"}
+		if err := json.Unmarshal(ans.Body, out); err != nil {
+			return &Error{Op: op, Status: ans.Status, Message: "unparsable answer"}
 		}
 	}
 	return nil

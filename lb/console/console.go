@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"errors"
@@ -155,24 +156,12 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Identity.Header != "" && len(cfg.Identity.TrustedProxies) == 0 {
 		cfg.Identity.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
 	}
-	if cfg.Poll == 0 {
-		cfg.Poll = DefaultPoll
-	}
-	if cfg.Refresh == 0 {
-		cfg.Refresh = cfg.Poll
-	}
-	if cfg.AuditRows == 0 {
-		cfg.AuditRows = DefaultAuditRows
-	}
-	if cfg.ControlWait == 0 {
-		cfg.ControlWait = DefaultControlWait
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Title == "" {
-		cfg.Title = "holdfast-lb"
-	}
+	cfg.Poll = cmp.Or(cfg.Poll, DefaultPoll)
+	cfg.Refresh = cmp.Or(cfg.Refresh, cfg.Poll)
+	cfg.AuditRows = cmp.Or(cfg.AuditRows, DefaultAuditRows)
+	cfg.ControlWait = cmp.Or(cfg.ControlWait, DefaultControlWait)
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	cfg.Title = cmp.Or(cfg.Title, "holdfast-lb")
 	pages, err := template.New("").Funcs(funcs).ParseFS(files, "templates/*.html")
 	if err != nil {
 		return nil, &lb.ConfigError{Pkg: "console", Field: "templates", Why: "do not parse", Err: err}

@@ -1,6 +1,7 @@
 package f5
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,7 +23,7 @@ const Vendor = "f5"
 const (
 	DefaultPartition      = "Common"
 	DefaultLoginProvider  = "tmos"
-	DefaultRequestTimeout = 30 * time.Second
+	DefaultRequestTimeout = rest.DefaultRequestTimeout
 	// DeviceTokenTimeout is the token lifetime BIG-IP gives by default.
 	DeviceTokenTimeout = 1200 * time.Second
 	// MaxTokenTimeout is BIG-IP's absolute token lifetime; extending past
@@ -56,47 +57,39 @@ type Config struct {
 // logs in again once and retries. Create it with [New]; it is safe for
 // concurrent use.
 type Client struct {
-	cfg  Config
-	rest rest.Client
-
-	sess rest.Session // the token; logins serialised
+	cfg Config
+	dev rest.Device // the token; logins serialised
 }
 
 var _ lb.Balancer = (*Client)(nil)
 
 // New validates cfg and returns a Client. It makes no request.
 func New(cfg Config) (*Client, error) {
-	if err := lb.ValidateEndpoint(cfg.Endpoint); err != nil {
+	if err := rest.Check(Vendor, cfg.Endpoint, cfg.Username, cfg.Password); err != nil {
 		return nil, err
 	}
 	switch {
-	case cfg.Username == "":
-		return nil, &lb.ConfigError{Field: "f5.Username", Why: "must not be empty"}
-	case cfg.Password == "":
-		return nil, &lb.ConfigError{Field: "f5.Password", Why: "must not be empty"}
 	case cfg.TokenTimeout < 0 || cfg.TokenTimeout > MaxTokenTimeout:
 		return nil, &lb.ConfigError{Field: "f5.TokenTimeout", Why: "must be between 0 and " + MaxTokenTimeout.String()}
 	case strings.ContainsAny(cfg.Partition, "/~?#"):
 		return nil, &lb.ConfigError{Field: "f5.Partition", Why: "must not contain '/', '~', '?' or '#'"}
 	}
-	if cfg.Partition == "" {
-		cfg.Partition = DefaultPartition
-	}
-	if cfg.LoginProvider == "" {
-		cfg.LoginProvider = DefaultLoginProvider
-	}
-	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{Timeout: DefaultRequestTimeout}
-	}
+	cfg.Partition = cmp.Or(cfg.Partition, DefaultPartition)
+	cfg.LoginProvider = cmp.Or(cfg.LoginProvider, DefaultLoginProvider)
 	c := &Client{cfg: cfg}
-	c.rest = rest.Client{HTTP: cfg.HTTPClient, Base: strings.TrimSuffix(cfg.Endpoint, "/"), Secrets: c.secrets}
+	c.dev.Init(dialect, cfg.HTTPClient, cfg.Endpoint, cfg.Password, c.login)
 	return c, nil
 }
 
-// secrets are the values never to show: the password and the token.
-func (c *Client) secrets() []string {
-	cred, _ := c.sess.Get()
-	return []string{c.cfg.Password.Reveal(), cred}
+// dialect is how the device answers.
+var dialect = rest.Dialect{
+	Vendor: Vendor,
+	Header: header,
+	OK:     func(status int) bool { return status >= 200 && status <= 299 },
+	// A 401 is an expired token; a second one, after a fresh login,
+	// says that the account lacks the privilege.
+	Expired: func(resp *rest.Response) bool { return resp.Status == http.StatusUnauthorized },
+	Read:    readError,
 }
 
 // Vendor returns "f5".
@@ -106,19 +99,15 @@ func (c *Client) Vendor() string { return Vendor }
 // TokenTimeout, sets its lifetime. An open session is logged out first, so
 // that it does not hold one of the user's 100 token slots.
 func (c *Client) Login(ctx context.Context) error {
-	return c.sess.Login(ctx, c.deleteToken, c.login)
+	return c.dev.Session.Login(ctx, c.deleteToken, c.login)
 }
 
-// login must be called through c.sess, which serialises logins.
+// login must be called through c.dev.Session, which serialises logins.
 func (c *Client) login(ctx context.Context) error {
 	body := map[string]string{"username": c.cfg.Username, "password": c.cfg.Password.Reveal(), "loginProviderName": c.cfg.LoginProvider}
-	resp, err := c.rest.Do(ctx, http.MethodPost, "/mgmt/shared/authn/login", nil, body)
-	if err != nil {
-		return c.transportError("login", "", err)
-	}
-	if resp.Status != http.StatusOK {
-		e := c.apiError("login", "", resp)
-		if resp.Status == http.StatusUnauthorized || resp.Status == http.StatusForbidden || resp.Status == http.StatusBadRequest {
+	resp, e := c.dev.Send(ctx, "login", http.MethodPost, "/mgmt/shared/authn/login", nil, body)
+	if e != nil {
+		if e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden || e.Status == http.StatusBadRequest {
 			e.Kind = lb.KindAuth // bad credentials, or too many active tokens
 		}
 		return e
@@ -129,9 +118,9 @@ func (c *Client) login(ctx context.Context) error {
 		} `json:"token"`
 	}
 	if err := json.Unmarshal(resp.Body, &lr); err != nil || lr.Token.Token == "" {
-		return &lb.APIError{Vendor: Vendor, Op: "login", Kind: lb.KindBadResponse, Status: resp.Status, Message: "no token.token in the login answer"}
+		return c.dev.BadResponse("login", "", resp, "no token.token in the login answer")
 	}
-	c.sess.Set(lr.Token.Token)
+	c.dev.Session.Set(lr.Token.Token)
 	if c.cfg.TokenTimeout > 0 {
 		if err := c.extend(ctx, lr.Token.Token, "login"); err != nil {
 			return err
@@ -146,18 +135,11 @@ func (c *Client) extend(ctx context.Context, tok, op string) *lb.APIError {
 	if d == 0 {
 		d = DeviceTokenTimeout
 	}
-	resp, err := c.rest.Do(ctx, http.MethodPatch, "/mgmt/shared/authz/tokens/"+url.PathEscape(tok), c.header(tok), map[string]int64{"timeout": int64(d / time.Second)})
-	if err != nil {
-		return c.transportError(op, "", err)
+	_, e := c.dev.Send(ctx, op, http.MethodPatch, "/mgmt/shared/authz/tokens/"+url.PathEscape(tok), header(tok), map[string]int64{"timeout": int64(d / time.Second)})
+	if e != nil && e.Status == http.StatusUnauthorized {
+		e.Kind = lb.KindSession
 	}
-	if resp.Status != http.StatusOK {
-		e := c.apiError(op, "", resp)
-		if resp.Status == http.StatusUnauthorized {
-			e.Kind = lb.KindSession
-		}
-		return e
-	}
-	return nil
+	return e
 }
 
 // KeepAlive extends the token (PATCH /mgmt/shared/authz/tokens/T with
@@ -165,7 +147,7 @@ func (c *Client) extend(ctx context.Context, tok, op string) *lb.APIError {
 // BIG-IP's absolute lifetime (406), it logs in again. With no session open
 // it logs in.
 func (c *Client) KeepAlive(ctx context.Context) error {
-	tok, gen := c.sess.Get()
+	tok, gen := c.dev.Session.Get()
 	if tok == "" {
 		return c.Login(ctx)
 	}
@@ -177,98 +159,54 @@ func (c *Client) KeepAlive(ctx context.Context) error {
 		if err.Status == http.StatusNotAcceptable {
 			c.deleteToken(ctx, tok) // still valid until its absolute end: free its slot
 		}
-		return c.sess.Relogin(ctx, gen, c.login)
+		return c.dev.Session.Relogin(ctx, gen, c.login)
 	}
 	return err
 }
 
 // Logout deletes the token (DELETE /mgmt/shared/authz/tokens/T). A token
 // that has already expired counts as logged out.
-func (c *Client) Logout(ctx context.Context) error { return c.sess.Logout(ctx, c.logout) }
+func (c *Client) Logout(ctx context.Context) error { return c.dev.Session.Logout(ctx, c.logout) }
 
 // logout ends the session tok; Session.Logout serialises it with logins.
 func (c *Client) logout(ctx context.Context, tok string) error {
-	resp, err := c.rest.Do(ctx, http.MethodDelete, "/mgmt/shared/authz/tokens/"+url.PathEscape(tok), c.header(tok), nil)
-	if err != nil {
-		return c.transportError("logout", "", err)
+	_, e := c.dev.Send(ctx, "logout", http.MethodDelete, "/mgmt/shared/authz/tokens/"+url.PathEscape(tok), header(tok), nil)
+	if e != nil && e.Status == 0 {
+		return e // no answer: the token is kept
 	}
-	c.sess.Drop(tok)
-	if resp.Status == http.StatusOK || resp.Status == http.StatusUnauthorized || resp.Status == http.StatusNotFound {
-		return nil
+	c.dev.Session.Drop(tok)
+	if e != nil && e.Status != http.StatusUnauthorized && e.Status != http.StatusNotFound {
+		return e
 	}
-	return c.apiError("logout", "", resp)
+	return nil
 }
 
 func (c *Client) deleteToken(ctx context.Context, tok string) {
-	_, _ = c.rest.Do(ctx, http.MethodDelete, "/mgmt/shared/authz/tokens/"+url.PathEscape(tok), c.header(tok), nil)
-	c.sess.Drop(tok)
+	_, _ = c.dev.Do(ctx, http.MethodDelete, "/mgmt/shared/authz/tokens/"+url.PathEscape(tok), header(tok), nil)
+	c.dev.Session.Drop(tok)
 }
 
-func (c *Client) header(tok string) http.Header {
+func header(tok string) http.Header {
 	return http.Header{"X-F5-Auth-Token": {tok}}
 }
 
-// call sends an authenticated request; on 401 it logs in again once and
-// retries. A second 401 means the account lacks the privilege.
-func (c *Client) call(ctx context.Context, op string, m lb.Member, method, path string, body any) (*rest.Response, error) {
-	tok, gen := c.sess.Get()
-	if tok == "" {
-		return nil, &lb.APIError{Vendor: Vendor, Op: op, Member: m.String(), Kind: lb.KindSession, Message: "not logged in"}
-	}
-	resp, err := c.rest.Do(ctx, method, path, c.header(tok), body)
-	if err != nil {
-		return nil, c.transportError(op, m.String(), err)
-	}
-	if resp.Status == http.StatusUnauthorized {
-		if err := c.sess.Relogin(ctx, gen, c.login); err != nil {
-			return nil, err
-		}
-		tok, _ = c.sess.Get()
-		resp, err = c.rest.Do(ctx, method, path, c.header(tok), body)
-		if err != nil {
-			return nil, c.transportError(op, m.String(), err)
-		}
-	}
-	if resp.Status < 200 || resp.Status > 299 {
-		return nil, c.apiError(op, m.String(), resp)
-	}
-	return resp, nil
-}
-
-// apiError classifies an error answer by its HTTP status (never by its
+// readError reads an error answer by its HTTP status (never by its
 // text): 401 (after the one re-login) and 403 no privilege, 404 not found,
 // 503 busy (BIG-IP restarting), other 5xx unavailable, other 4xx rejected.
-func (c *Client) apiError(op, member string, resp *rest.Response) *lb.APIError {
+func readError(resp *rest.Response) (code int64, msg string, kind lb.Kind) {
 	var body struct {
-		Code    int64  `json:"code"`
 		Message string `json:"message"`
 	}
-	msg := ""
 	if json.Unmarshal(resp.Body, &body) == nil {
 		msg = body.Message
 	} else {
 		msg = string(resp.Body)
 	}
-	e := &lb.APIError{Vendor: Vendor, Op: op, Member: member, Status: resp.Status, Message: c.rest.Message(msg)}
-	switch s := resp.Status; {
-	case s == http.StatusUnauthorized || s == http.StatusForbidden:
-		e.Kind = lb.KindNoPrivilege
-	case s == http.StatusNotFound:
-		e.Kind = lb.KindNotFound
-	case s == http.StatusServiceUnavailable:
-		e.Kind = lb.KindBusy
-	case s >= 500:
-		e.Kind = lb.KindUnavailable
-	case s >= 400:
-		e.Kind = lb.KindRejected
-	default:
-		e.Kind = lb.KindBadResponse
+	kind = rest.StatusKind(resp.Status)
+	if resp.Status == http.StatusUnauthorized {
+		kind = lb.KindNoPrivilege
 	}
-	return e
-}
-
-func (c *Client) transportError(op, member string, err error) *lb.APIError {
-	return &lb.APIError{Vendor: Vendor, Op: op, Member: member, Kind: lb.KindUnavailable, Err: err}
+	return 0, msg, kind
 }
 
 // path returns the object URL path of m: a pool member
@@ -295,7 +233,7 @@ func (c *Client) State(ctx context.Context, m lb.Member) (lb.State, error) {
 	if err != nil {
 		return lb.State{}, err
 	}
-	resp, err := c.call(ctx, "state", m, http.MethodGet, p, nil)
+	resp, err := c.dev.Call(ctx, "state", m.String(), http.MethodGet, p, nil)
 	if err != nil {
 		return lb.State{}, err
 	}
@@ -304,7 +242,7 @@ func (c *Client) State(ctx context.Context, m lb.Member) (lb.State, error) {
 		State   string `json:"state"`
 	}
 	if err := json.Unmarshal(resp.Body, &obj); err != nil || obj.Session == "" || obj.State == "" {
-		return lb.State{}, &lb.APIError{Vendor: Vendor, Op: "state", Member: m.String(), Kind: lb.KindBadResponse, Status: resp.Status, Message: "no session and state in the object"}
+		return lb.State{}, c.dev.BadResponse("state", m.String(), resp, "no session and state in the object")
 	}
 	return lb.State{
 		Admin:        AdminState(obj.Session, obj.State),
@@ -349,13 +287,13 @@ func (c *Client) Connections(ctx context.Context, m lb.Member) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	resp, err := c.call(ctx, "connections", m, http.MethodGet, p+"/stats", nil)
+	resp, err := c.dev.Call(ctx, "connections", m.String(), http.MethodGet, p+"/stats", nil)
 	if err != nil {
 		return 0, err
 	}
 	n, err := ParseCurConns(resp.Body)
 	if err != nil {
-		return 0, &lb.APIError{Vendor: Vendor, Op: "connections", Member: m.String(), Kind: lb.KindBadResponse, Status: resp.Status, Message: err.Error()}
+		return 0, c.dev.BadResponse("connections", m.String(), resp, err.Error())
 	}
 	return n, nil
 }
@@ -476,6 +414,6 @@ func (c *Client) SetState(ctx context.Context, m lb.Member, s lb.AdminState) err
 	default:
 		return &lb.ConfigError{Field: "state", Why: "cannot set " + s.String()}
 	}
-	_, err = c.call(ctx, "set-state", m, http.MethodPatch, p, body)
+	_, err = c.dev.Call(ctx, "set-state", m.String(), http.MethodPatch, p, body)
 	return err
 }

@@ -1,11 +1,10 @@
 package notify
 
 import (
-	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/holdfast-db/holdfast/lb"
+	"github.com/holdfast-db/holdfast/lb/internal/httpcall"
 )
 
 // Defaults of [Config].
@@ -94,6 +94,7 @@ type Stats struct {
 // Create it with [New] and [Dispatcher.Close] it.
 type Dispatcher struct {
 	cfg    Config
+	http   httpcall.Client
 	hooks  []*hook
 	ctx    context.Context // ends when Close gives up
 	cancel context.CancelFunc
@@ -133,28 +134,14 @@ func New(cfg Config) (*Dispatcher, error) {
 		}
 		names[w.Name] = true
 	}
-	if cfg.Queue == 0 {
-		cfg.Queue = DefaultQueue
-	}
-	if cfg.Attempts == 0 {
-		cfg.Attempts = DefaultAttempts
-	}
-	if cfg.Backoff == 0 {
-		cfg.Backoff = DefaultBackoff
-	}
-	if cfg.MaxBackoff == 0 {
-		cfg.MaxBackoff = DefaultMaxBackoff
-	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = DefaultTimeout
-	}
-	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{}
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	d := &Dispatcher{cfg: cfg}
+	cfg.Queue = cmp.Or(cfg.Queue, DefaultQueue)
+	cfg.Attempts = cmp.Or(cfg.Attempts, DefaultAttempts)
+	cfg.Backoff = cmp.Or(cfg.Backoff, DefaultBackoff)
+	cfg.MaxBackoff = cmp.Or(cfg.MaxBackoff, DefaultMaxBackoff)
+	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultTimeout)
+	cfg.HTTPClient = cmp.Or(cfg.HTTPClient, &http.Client{})
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	d := &Dispatcher{cfg: cfg, http: httpcall.Client{HTTP: cfg.HTTPClient, Timeout: cfg.Timeout, Header: http.Header{"User-Agent": {"holdfast-lb"}}, Limit: 64 << 10}}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	for _, w := range cfg.Webhooks {
 		h := &hook{Webhook: w, queue: make(chan lb.Event, cfg.Queue)}
@@ -249,14 +236,7 @@ type DeliveryError struct {
 
 // Error returns for example "notify: webhook ops-teams: HTTP 503".
 func (e *DeliveryError) Error() string {
-	s := "notify: webhook " + e.Webhook
-	if e.Status != 0 {
-		s += ": HTTP " + strconv.Itoa(e.Status)
-	}
-	if e.Err != nil {
-		s += ": " + e.Err.Error()
-	}
-	return s
+	return httpcall.Text("notify: webhook "+e.Webhook, e.Status, "", e.Err)
 }
 
 // Unwrap returns Err.
@@ -276,33 +256,32 @@ func (d *Dispatcher) deliver(h *hook, e lb.Event) {
 		d.cfg.Logger.Error("lb notify: cannot encode the event", slog.String("webhook", h.Name), slog.String("error", err.Error()))
 		return
 	}
-	wait := d.cfg.Backoff
-	for attempt := 1; ; attempt++ {
-		retryAfter, err := d.post(h, body)
-		if err == nil {
-			d.sent.Add(1)
-			return
-		}
+	retryable := func(err error) bool {
 		de, _ := errors.AsType[*DeliveryError](err)
-		if de == nil || !de.Retryable() || attempt >= d.cfg.Attempts || d.ctx.Err() != nil {
-			d.failed.Add(1)
-			d.cfg.Logger.Warn("lb notify: event not delivered", slog.String("webhook", h.Name), slog.String("event", string(e.Kind)), slog.String("group", e.Group), slog.Int("attempts", attempt), slog.String("error", err.Error()))
-			return
-		}
+		return de != nil && de.Retryable()
+	}
+	var retryAfter time.Duration // the last answer's
+	attempt := func() (err error) {
+		retryAfter, err = d.post(h, body)
+		return err
+	}
+	wait := d.cfg.Backoff
+	pause := func(error) time.Duration {
 		d.retried.Add(1)
-		pause := jitter(wait)
+		p := jitter(wait)
 		if retryAfter > 0 {
-			pause = retryAfter
-		}
-		pause = min(pause, d.cfg.MaxBackoff)
-		t := time.NewTimer(pause)
-		select {
-		case <-t.C:
-		case <-d.ctx.Done():
-			t.Stop()
+			p = retryAfter
 		}
 		wait = min(2*wait, d.cfg.MaxBackoff)
+		return min(p, d.cfg.MaxBackoff)
 	}
+	attempts, err := httpcall.Retry(d.ctx, d.cfg.Attempts, retryable, pause, attempt)
+	if err != nil {
+		d.failed.Add(1)
+		d.cfg.Logger.Warn("lb notify: event not delivered", slog.String("webhook", h.Name), slog.String("event", string(e.Kind)), slog.String("group", e.Group), slog.Int("attempts", attempts), slog.String("error", err.Error()))
+		return
+	}
+	d.sent.Add(1)
 }
 
 // jitter returns d ± 20%.
@@ -312,35 +291,22 @@ func jitter(d time.Duration) time.Duration {
 
 // post sends one attempt; it returns the receiver's Retry-After.
 func (d *Dispatcher) post(h *hook, body []byte) (time.Duration, error) {
-	ctx, cancel := context.WithTimeout(d.ctx, d.cfg.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.URL.Reveal(), bytes.NewReader(body))
-	if err != nil {
-		return 0, &DeliveryError{Webhook: h.Name, Err: errors.New("bad request")}
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "holdfast-lb")
-	resp, err := d.cfg.HTTPClient.Do(req)
+	ans, err := d.http.Send(d.ctx, http.MethodPost, h.URL.Reveal(), body)
 	if err != nil {
 		return 0, &DeliveryError{Webhook: h.Name, Err: redact(err, h.URL.Reveal())}
 	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+	if ans.OK() {
 		return 0, nil
 	}
 	var ra time.Duration
-	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+	if s, err := strconv.Atoi(ans.Header.Get("Retry-After")); err == nil && s > 0 {
 		ra = time.Duration(s) * time.Second
 	}
-	return ra, &DeliveryError{Webhook: h.Name, Status: resp.StatusCode}
+	return ra, &DeliveryError{Webhook: h.Name, Status: ans.Status}
 }
 
-// redact drops the URL from a transport error (url.Error quotes it).
+// redact drops the URL from a transport error.
 func redact(err error, u string) error {
-	if ue, ok := errors.AsType[*url.Error](err); ok {
-		err = ue.Err
-	}
 	msg := err.Error()
 	if u != "" && strings.Contains(msg, u) {
 		msg = strings.ReplaceAll(msg, u, lb.Redacted)

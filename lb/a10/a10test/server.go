@@ -1,6 +1,7 @@
 package a10test
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -109,11 +110,33 @@ type Fault = lbfake.Fault
 // Request is a request the fake received: Method, Path, Header and Body.
 type Request = lbfake.Request
 
+// core is the server the vendor fakes share; embedded under this name,
+// it gives Server its methods without a field of an internal type.
+type core = lbfake.Server
+
 // Server is a fake ACOS aXAPI v3 on an httptest server. Create it with
 // [New] and Close it. It is safe for concurrent use.
+//
+// Its core, shared with the other vendor's fake, gives it these methods:
+//
+//   - URL returns the base URL, "http://127.0.0.1:PORT", and Client an
+//     HTTP client for the fake (closed with it);
+//   - Close ends held and slow requests, then stops the server; it is
+//     idempotent;
+//   - Inject adds a [Fault], and Clear removes every fault and hold;
+//   - Hold(path, n, wait) makes the next requests whose path contains
+//     path wait until n of them are waiting at once, or until one has
+//     waited for wait; then all are released and the hold is over. With
+//     it a test can prove that requests overlap, and that no more than
+//     n-1 do when a wait runs out;
+//   - Requests returns the requests received so far, in order, and
+//     Count(method, path) how many had the method ("" for any) and a path
+//     containing path;
+//   - MaxInFlight returns the largest number of requests being served at
+//     once so far.
 type Server struct {
+	core
 	opts Options
-	core *lbfake.Server
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -150,46 +173,24 @@ type port struct {
 
 // New starts a fake ACOS device.
 func New(opts Options) *Server {
-	if opts.Username == "" {
-		opts.Username = DefaultUsername
-	}
-	if opts.Password == "" {
-		opts.Password = DefaultPassword
-	}
-	if opts.IdleTimeout == 0 {
-		opts.IdleTimeout = DefaultIdleTimeout
-	}
+	opts.Username = cmp.Or(opts.Username, DefaultUsername)
+	opts.Password = cmp.Or(opts.Password, DefaultPassword)
+	opts.IdleTimeout = cmp.Or(opts.IdleTimeout, DefaultIdleTimeout)
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
 	s := &Server{opts: opts, sessions: map[string]*session{}, servers: map[string]*real{}}
-	s.core = lbfake.New(s.serve)
+	lbfake.Start(&s.core, s.serve)
 	return s
 }
 
-// URL returns the base URL, "http://127.0.0.1:PORT".
-func (s *Server) URL() string { return s.core.URL() }
-
-// Client returns an HTTP client for the fake (closed with it).
-func (s *Server) Client() *http.Client { return s.core.Client() }
-
-// Close ends held and slow requests, then stops the server. It is
-// idempotent.
-func (s *Server) Close() { s.core.Close() }
-
 // AddServer adds a real server, enabled.
 func (s *Server) AddServer(name string, r Real) {
-	if r.Partition == "" {
-		r.Partition = SharedPartition
-	}
-	if r.Host == "" {
-		r.Host = "10.0.0.1"
-	}
+	r.Partition = cmp.Or(r.Partition, SharedPartition)
+	r.Host = cmp.Or(r.Host, "10.0.0.1")
 	rs := &real{name: name, host: r.Host, counter: counter{action: "enable", statsOff: r.StatsDisabled, conns: r.Conns, decay: r.Decay}}
 	for _, p := range r.Ports {
-		if p.Protocol == "" {
-			p.Protocol = "tcp"
-		}
+		p.Protocol = cmp.Or(p.Protocol, "tcp")
 		rs.ports = append(rs.ports, &port{number: p.Number, protocol: p.Protocol, counter: counter{action: "enable", statsOff: p.StatsDisabled, conns: p.Conns, decay: p.Decay}})
 	}
 	s.mu.Lock()
@@ -234,26 +235,6 @@ func (s *Server) SetStatsDisabled(name string, off bool) {
 	}
 }
 
-// Inject adds a fault.
-func (s *Server) Inject(f Fault) {
-	s.core.Inject(f)
-}
-
-// Clear removes every fault and hold.
-func (s *Server) Clear() { s.core.Clear() }
-
-// Hold makes the next requests whose path contains path wait until n of
-// them are waiting at once, or until one has waited for wait; then all
-// are released and the hold is over.
-func (s *Server) Hold(path string, n int, wait time.Duration) { s.core.Hold(path, n, wait) }
-
-// Requests returns the requests received so far, in order.
-func (s *Server) Requests() []Request { return s.core.Requests() }
-
-// Count returns how many requests had the method ("" for any) and a path
-// containing path.
-func (s *Server) Count(method, path string) int { return s.core.Count(method, path) }
-
 // Logins returns the number of successful authentications.
 func (s *Server) Logins() int {
 	s.mu.Lock()
@@ -276,17 +257,11 @@ func (s *Server) ActiveSessions() int {
 	return n
 }
 
-// MaxInFlight returns the largest number of requests being served at
-// once so far.
-func (s *Server) MaxInFlight() int { return s.core.MaxInFlight() }
-
 // ExpireSessions ends every session now.
 func (s *Server) ExpireSessions() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for k := range s.sessions {
-		delete(s.sessions, k)
-	}
+	clear(s.sessions)
 }
 
 // serve answers a request once lbfake is done with holds and Slow faults.
@@ -544,6 +519,18 @@ func portJSON(rs *real, p *port) map[string]any {
 	}
 }
 
+// decode reads a POST or PUT body {"<key>": {...}}; when it is not one,
+// it answers 400 and returns false.
+func (s *Server) decode(w http.ResponseWriter, body []byte, key string) (map[string]any, bool) {
+	var req map[string]json.RawMessage
+	var obj map[string]any
+	if json.Unmarshal(body, &req) != nil || json.Unmarshal(req[key], &obj) != nil || obj == nil {
+		s.fail(w, 400, CodeInvalidValue, "Invalid JSON body", body)
+		return nil, false
+	}
+	return obj, true
+}
+
 func (s *Server) serverCall(w http.ResponseWriter, r *http.Request, rs *real, sub string, body []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -551,24 +538,17 @@ func (s *Server) serverCall(w http.ResponseWriter, r *http.Request, rs *real, su
 	case sub == "" && r.Method == http.MethodGet:
 		writeJSON(w, 200, serverJSON(rs))
 	case sub == "" && (r.Method == http.MethodPost || r.Method == http.MethodPut):
-		var req struct {
-			Server map[string]any `json:"server"`
-		}
-		if json.Unmarshal(body, &req) != nil || req.Server == nil {
-			s.fail(w, 400, CodeInvalidValue, "Invalid JSON body", body)
+		obj, ok := s.decode(w, body, "server")
+		if !ok {
 			return
 		}
-		action, _ := req.Server["action"].(string)
-		stats, _ := req.Server["stats-data-action"].(string)
+		action, _ := obj["action"].(string)
+		stats, _ := obj["stats-data-action"].(string)
 		if r.Method == http.MethodPut {
 			// PUT replaces the object: what the body omits is reset, port
 			// list included. Clients must modify with POST.
-			if action == "" {
-				action = "enable"
-			}
-			if stats == "" {
-				stats = "stats-data-enable"
-			}
+			action = cmp.Or(action, "enable")
+			stats = cmp.Or(stats, "stats-data-enable")
 			rs.ports = nil
 		}
 		if action != "" && !validAction(action) {
@@ -627,19 +607,16 @@ func (s *Server) portCall(w http.ResponseWriter, r *http.Request, rs *real, p *p
 	case sub == "" && r.Method == http.MethodGet:
 		writeJSON(w, 200, map[string]any{"port": portJSON(rs, p)})
 	case sub == "" && r.Method == http.MethodPost:
-		var req struct {
-			Port map[string]any `json:"port"`
-		}
-		if json.Unmarshal(body, &req) != nil || req.Port == nil {
-			s.fail(w, 400, CodeInvalidValue, "Invalid JSON body", body)
+		obj, ok := s.decode(w, body, "port")
+		if !ok {
 			return
 		}
-		action, _ := req.Port["action"].(string)
+		action, _ := obj["action"].(string)
 		if action != "" && !validAction(action) {
 			s.fail(w, 400, CodeInvalidValue, "Invalid value for action: "+action, nil)
 			return
 		}
-		if stats, _ := req.Port["stats-data-action"].(string); stats != "" {
+		if stats, _ := obj["stats-data-action"].(string); stats != "" {
 			if !validStatsAction(stats) {
 				s.fail(w, 400, CodeInvalidValue, "Invalid value for stats-data-action: "+stats, nil)
 				return

@@ -9,10 +9,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -326,7 +326,7 @@ const notifyFlush = 30 * time.Second
 // prepare builds the setup; its cleanup closes the pool.
 func (r *runner) prepare(ctx context.Context, cfg *lb.Config, cf cmdFlags) (*setup, int) {
 	s := &setup{cfg: cfg, clients: map[string]*http.Client{}, passwords: map[string]lb.Secret{}, logger: slog.New(slog.NewJSONHandler(r.stderr, nil))}
-	for _, name := range sortedKeys(cfg.Balancers) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Balancers)) {
 		bc := cfg.Balancers[name]
 		pw, err := bc.ResolvePassword(r.getenv)
 		if err != nil {
@@ -405,7 +405,7 @@ func (s *setup) close() {
 // session), on the balancer's shared HTTP client.
 func (s *setup) balancers() (map[string]lb.Balancer, error) {
 	out := map[string]lb.Balancer{}
-	for _, name := range sortedKeys(s.cfg.Balancers) {
+	for _, name := range slices.Sorted(maps.Keys(s.cfg.Balancers)) {
 		bc := s.cfg.Balancers[name]
 		var (
 			b   lb.Balancer
@@ -658,15 +658,6 @@ func (rw *redactingWriter) Write(b []byte) (int, error) {
 		return 0, err
 	}
 	return len(b), nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	k := make([]string, 0, len(m))
-	for s := range m {
-		k = append(k, s)
-	}
-	sort.Strings(k)
-	return k
 }
 
 func (r *runner) printf(format string, a ...any) {

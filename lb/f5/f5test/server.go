@@ -1,6 +1,7 @@
 package f5test
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
@@ -102,11 +103,33 @@ type State struct {
 	State   string // "user-up" or "user-down"
 }
 
+// core is the server the vendor fakes share; embedded under this name,
+// it gives Server its methods without a field of an internal type.
+type core = lbfake.Server
+
 // Server is a fake BIG-IP iControl REST API on an httptest server.
 // Create it with [New] and Close it. It is safe for concurrent use.
+//
+// Its core, shared with the other vendor's fake, gives it these methods:
+//
+//   - URL returns the base URL, "http://127.0.0.1:PORT", and Client an
+//     HTTP client for the fake (closed with it);
+//   - Close ends held and slow requests, then stops the server; it is
+//     idempotent;
+//   - Inject adds a [Fault], and Clear removes every fault and hold;
+//   - Hold(path, n, wait) makes the next requests whose path contains
+//     path wait until n of them are waiting at once, or until one has
+//     waited for wait; then all are released and the hold is over. With
+//     it a test can prove that requests overlap, and that no more than
+//     n-1 do when a wait runs out;
+//   - Requests returns the requests received so far, in order, and
+//     Count(method, path) how many had the method ("" for any) and a path
+//     containing path;
+//   - MaxInFlight returns the largest number of requests being served at
+//     once so far.
 type Server struct {
+	core
 	opts Options
-	core *lbfake.Server
 
 	mu      sync.Mutex
 	tokens  map[string]*token
@@ -132,38 +155,18 @@ type member struct {
 
 // New starts a fake BIG-IP.
 func New(opts Options) *Server {
-	if opts.Username == "" {
-		opts.Username = DefaultUsername
-	}
-	if opts.Password == "" {
-		opts.Password = DefaultPassword
-	}
-	if opts.Partition == "" {
-		opts.Partition = DefaultPartition
-	}
-	if opts.TokenTimeout == 0 {
-		opts.TokenTimeout = DefaultTokenTimeout
-	}
-	if opts.MaxTokens == 0 {
-		opts.MaxTokens = DefaultMaxTokens
-	}
+	opts.Username = cmp.Or(opts.Username, DefaultUsername)
+	opts.Password = cmp.Or(opts.Password, DefaultPassword)
+	opts.Partition = cmp.Or(opts.Partition, DefaultPartition)
+	opts.TokenTimeout = cmp.Or(opts.TokenTimeout, DefaultTokenTimeout)
+	opts.MaxTokens = cmp.Or(opts.MaxTokens, DefaultMaxTokens)
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
 	s := &Server{opts: opts, tokens: map[string]*token{}, members: map[string]*member{}}
-	s.core = lbfake.New(s.serve)
+	lbfake.Start(&s.core, s.serve)
 	return s
 }
-
-// URL returns the base URL, "http://127.0.0.1:PORT".
-func (s *Server) URL() string { return s.core.URL() }
-
-// Client returns an HTTP client for the fake (closed with it).
-func (s *Server) Client() *http.Client { return s.core.Client() }
-
-// Close ends held and slow requests, then stops the server. It is
-// idempotent.
-func (s *Server) Close() { s.core.Close() }
 
 // AddPoolMember adds member "node:port" to pool, enabled.
 func (s *Server) AddPoolMember(pool, name string, m Member) {
@@ -176,9 +179,7 @@ func (s *Server) AddNode(name string, m Member) {
 }
 
 func (s *Server) add(pool, name string, m Member) {
-	if m.Address == "" {
-		m.Address = "10.0.0.1"
-	}
+	m.Address = cmp.Or(m.Address, "10.0.0.1")
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.members[s.key(pool, name)] = &member{cfg: m, name: name, pool: pool, session: "user-enabled", state: "user-up"}
@@ -223,27 +224,6 @@ func (s *Server) SetConns(pool, name string, conns int64, decay ...int64) {
 	}
 }
 
-// Inject adds a fault.
-func (s *Server) Inject(f Fault) {
-	s.core.Inject(f)
-}
-
-// Clear removes every fault and hold.
-func (s *Server) Clear() { s.core.Clear() }
-
-// Hold makes the next requests whose path contains path wait until n of
-// them are waiting at once, or until one has waited for wait; then all
-// are released and the hold is over. With it a test can prove that
-// requests overlap, and that no more than n-1 do when a wait runs out.
-func (s *Server) Hold(path string, n int, wait time.Duration) { s.core.Hold(path, n, wait) }
-
-// Requests returns the requests received so far, in order.
-func (s *Server) Requests() []Request { return s.core.Requests() }
-
-// Count returns how many requests had the method ("" for any) and a path
-// containing path.
-func (s *Server) Count(method, path string) int { return s.core.Count(method, path) }
-
 // Logins returns the number of successful logins.
 func (s *Server) Logins() int {
 	s.mu.Lock()
@@ -265,17 +245,11 @@ func (s *Server) ActiveTokens() int {
 	return n
 }
 
-// MaxInFlight returns the largest number of requests being served at
-// once so far.
-func (s *Server) MaxInFlight() int { return s.core.MaxInFlight() }
-
 // ExpireTokens makes every token expire now.
 func (s *Server) ExpireTokens() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for k := range s.tokens {
-		delete(s.tokens, k)
-	}
+	clear(s.tokens)
 }
 
 // serve answers a request once lbfake is done with holds and Slow faults.
@@ -394,9 +368,7 @@ func (s *Server) login(w http.ResponseWriter, body []byte) {
 	s.logins++
 	s.mu.Unlock()
 	provider := req.LoginProviderName
-	if provider == "" {
-		provider = "tmos"
-	}
+	provider = cmp.Or(provider, "tmos")
 	writeJSON(w, 200, map[string]any{
 		"username": req.Username, "loginReference": map[string]string{"link": "https://localhost/mgmt/cm/system/authn/providers/tmos/1f44a60e-11a7-3c51-a49f-82983026b41b/login"},
 		"loginProviderName": provider, "token": tokenJSON(tok, t), "generation": 0, "lastUpdateMicros": 0,

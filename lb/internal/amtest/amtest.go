@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -28,6 +27,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/holdfast-db/holdfast/lb/internal/testbin"
 )
 
 // EnvRequire names the variable that, set to "1", fails rather than skips
@@ -48,22 +49,12 @@ receivers:
 `
 
 // Path returns the binary's path, or "".
-func Path() string {
-	if p := os.Getenv(EnvPath); p != "" {
-		return p
-	}
-	for _, name := range []string{"prometheus-alertmanager", "alertmanager"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	return ""
-}
+func Path() string { return testbin.Find(EnvPath, "prometheus-alertmanager", "alertmanager") }
 
 // Server is a running Alertmanager.
 type Server struct {
-	URL string // "http://127.0.0.1:PORT"
-	Log func() string
+	URL string        // "http://127.0.0.1:PORT"
+	Log func() string // the process's output so far (its first MiB)
 
 	cmd  *exec.Cmd
 	done chan struct{}
@@ -75,11 +66,7 @@ func Start(t testing.TB) *Server {
 	t.Helper()
 	bin := Path()
 	if bin == "" {
-		msg := "amtest: no Alertmanager (install the Debian package prometheus-alertmanager, or set " + EnvPath + ")"
-		if os.Getenv(EnvRequire) == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		testbin.Missing(t, EnvRequire, "amtest: no Alertmanager (install the Debian package prometheus-alertmanager, or set "+EnvPath+")")
 	}
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "alertmanager.yml")
@@ -88,7 +75,7 @@ func Start(t testing.TB) *Server {
 	}
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
-		s, err := start(bin, cfg, filepath.Join(dir, "data"+strconv.Itoa(attempt)))
+		s, err := start(bin, cfg, filepath.Join(dir, "data"+strconv.Itoa(attempt)), filepath.Join(dir, "log"+strconv.Itoa(attempt)))
 		if err == nil {
 			t.Cleanup(s.stop)
 			return s
@@ -99,33 +86,22 @@ func Start(t testing.TB) *Server {
 	return nil
 }
 
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.b.Len() < 1<<20 {
-		l.b.Write(p)
-	}
-	return len(p), nil
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func start(bin, cfg, storage string) (*Server, error) {
-	port, err := freePort()
+// start starts the server with its storage directory and its output in
+// the file logFile.
+func start(bin, cfg, storage, logFile string) (*Server, error) {
+	addr, _, err := testbin.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	logs := &logBuffer{}
+	logs, err := os.Create(logFile)
+	if err != nil {
+		return nil, err
+	}
+	defer logs.Close() // the process has its own descriptor
+	log := func() string {
+		b, _ := os.ReadFile(logFile)
+		return string(b[:min(len(b), 1<<20)])
+	}
 	cmd := exec.Command(bin, "--config.file="+cfg, "--storage.path="+storage, "--web.listen-address="+addr,
 		"--cluster.listen-address=", "--log.level=warn")
 	cmd.Stdout, cmd.Stderr = logs, logs
@@ -133,7 +109,7 @@ func start(bin, cfg, storage string) (*Server, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", bin, err)
 	}
-	s := &Server{URL: "http://" + addr, Log: logs.String, cmd: cmd, done: make(chan struct{})}
+	s := &Server{URL: "http://" + addr, Log: log, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
 		close(s.done)
@@ -152,10 +128,10 @@ func start(bin, cfg, storage string) (*Server, error) {
 		}
 		select {
 		case <-s.done:
-			return nil, errors.New("alertmanager exited at start:\n" + logs.String())
+			return nil, errors.New("alertmanager exited at start:\n" + log())
 		case <-ctx.Done():
 			s.stop()
-			return nil, errors.New("alertmanager not ready within " + startTimeout.String() + ":\n" + logs.String())
+			return nil, errors.New("alertmanager not ready within " + startTimeout.String() + ":\n" + log())
 		case <-tick.C:
 		}
 	}
@@ -174,15 +150,6 @@ func (s *Server) stop() {
 			<-s.done
 		}
 	})
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // Silence is a silence as the API lists it.

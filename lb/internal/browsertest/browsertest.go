@@ -16,14 +16,13 @@ package browsertest
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"sync"
 	"testing"
 
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"github.com/holdfast-db/holdfast/lb/internal/testbin"
 )
 
 // EnvRequire names the variable that, set to "1", fails rather than skips
@@ -35,15 +34,7 @@ const EnvPath = "HOLDFAST_CHROMIUM"
 
 // Path returns the browser's path, or "".
 func Path() string {
-	if p := os.Getenv(EnvPath); p != "" {
-		return p
-	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "headless-shell"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	return ""
+	return testbin.Find(EnvPath, "chromium", "chromium-browser", "google-chrome", "headless-shell")
 }
 
 // New starts a headless browser whose windows are width × height pixels
@@ -52,11 +43,7 @@ func New(t testing.TB, width, height int) context.Context {
 	t.Helper()
 	path := Path()
 	if path == "" {
-		msg := "browsertest: no Chromium (install the Debian package chromium, or set " + EnvPath + ")"
-		if os.Getenv(EnvRequire) == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		testbin.Missing(t, EnvRequire, "browsertest: no Chromium (install the Debian package chromium, or set "+EnvPath+")")
 	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path),

@@ -236,7 +236,7 @@ var ErrInvalidConfig = cfgerr.ErrInvalid
 // ConfigError reports a nil or nonsense option, argument or configuration
 // field. It is not retryable: fix the configuration. Every package of
 // holdfast reports its configuration errors with this one type
-// (holdfast.ConfigError, bluegreen.ConfigError, failover.ConfigError, ...
+// (holdfast.ConfigError, bluegreen.ConfigError, ...
 // are the same), so one errors.As finds any of them; Error reads
 // "drain: invalid <Field>: <Why>", and Unwrap returns Err.
 type ConfigError = cfgerr.Error

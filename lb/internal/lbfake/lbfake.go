@@ -57,7 +57,7 @@ type Request struct {
 type Handler func(w http.ResponseWriter, r *http.Request, body []byte, fault FaultKind)
 
 // Server is an httptest server with request recording, in-flight
-// tracking, holds and fault matching. Create it with [New] and Close it.
+// tracking, holds and fault matching. Start it with [Start] and Close it.
 // It is safe for concurrent use.
 type Server struct {
 	handle Handler
@@ -88,11 +88,12 @@ type hold struct {
 	wait    time.Duration
 }
 
-// New starts a server that passes each request to handle.
-func New(handle Handler) *Server {
-	s := &Server{handle: handle, done: make(chan struct{})}
+// Start starts s, a zero Server (a vendor fake embeds one), passing each
+// request to handle. A function rather than a method, so that it is not
+// promoted to the vendor's Server.
+func Start(s *Server, handle Handler) {
+	s.handle, s.done = handle, make(chan struct{})
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
-	return s
 }
 
 // URL returns the base URL, "http://127.0.0.1:PORT".

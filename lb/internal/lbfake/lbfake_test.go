@@ -13,7 +13,8 @@ import (
 // newServer returns a Server whose handler answers the fault kind it got.
 func newServer(t *testing.T) *Server {
 	t.Helper()
-	s := New(func(w http.ResponseWriter, _ *http.Request, body []byte, fault FaultKind) {
+	s := &Server{}
+	Start(s, func(w http.ResponseWriter, _ *http.Request, body []byte, fault FaultKind) {
 		_, _ = io.WriteString(w, strconv.Itoa(int(fault))+" "+string(body))
 	})
 	t.Cleanup(s.Close)
@@ -116,7 +117,8 @@ func TestHoldOverlaps(t *testing.T) {
 }
 
 func TestCloseReleasesHeld(t *testing.T) {
-	s := New(func(w http.ResponseWriter, _ *http.Request, _ []byte, _ FaultKind) {})
+	s := &Server{}
+	Start(s, func(w http.ResponseWriter, _ *http.Request, _ []byte, _ FaultKind) {})
 	s.Hold("/h", 2, time.Hour)
 	done := make(chan struct{})
 	go func() {

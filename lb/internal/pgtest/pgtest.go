@@ -21,7 +21,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -35,6 +34,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/holdfast-db/holdfast/lb/internal/testbin"
 	"go.uber.org/goleak"
 )
 
@@ -68,8 +68,8 @@ func DSN(t testing.TB) string {
 	switch {
 	case err == nil:
 		return dsn
-	case errors.Is(err, errNotFound) && os.Getenv("HOLDFAST_REQUIRE_PG") != "1":
-		t.Skip(err)
+	case errors.Is(err, errNotFound):
+		testbin.Missing(t, "HOLDFAST_REQUIRE_PG", err.Error())
 	default:
 		t.Fatalf("pgtest: starting the server: %v", err)
 	}
@@ -142,7 +142,7 @@ func start(ctx context.Context) (dsn string, stop func() error, err error) {
 	}
 	logFile := filepath.Join(dir, "server.log")
 	for attempt := 1; ; attempt++ {
-		port, err := freePort()
+		addr, port, err := testbin.FreeAddr()
 		if err != nil {
 			return fail("pick port", err, nil)
 		}
@@ -154,7 +154,7 @@ func start(ctx context.Context) (dsn string, stop func() error, err error) {
 		}
 		out, err := pgctl(ctx, "-l", logFile, "-w", "-t", "60", "start")
 		if err == nil {
-			u := url.URL{Scheme: "postgres", User: url.User("postgres"), Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+			u := url.URL{Scheme: "postgres", User: url.User("postgres"), Host: addr,
 				Path: "/postgres", RawQuery: "sslmode=disable"}
 			return u.String(), stop, nil
 		}
@@ -247,15 +247,6 @@ func command(ctx context.Context, cred *syscall.Credential, name string, args ..
 	cmd.Env = env
 	cmd.WaitDelay = 5 * time.Second
 	return cmd
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func appendFile(name, text string) error {
