@@ -103,13 +103,16 @@ func runTx(ctx context.Context, db interface {
 		return &txStepError{step: stepBegin, err: err}
 	}
 	if err := fn(tx); err != nil {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackBound)
-		_ = tx.Rollback(rctx)
-		cancel()
+		// Whether the function's failure closed the connection (a failover
+		// layer closes one that reached a standby), read before ROLLBACK,
+		// which may hand the connection back to its pool (a DBTX's).
 		closed := false
 		if c := tx.Conn(); c != nil {
 			closed = c.PgConn().IsClosed()
 		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackBound)
+		_ = tx.Rollback(rctx)
+		cancel()
 		return &txStepError{step: stepWork, err: err, closed: closed}
 	}
 	if c := tx.Conn(); c != nil {
