@@ -116,7 +116,7 @@ func runTx(ctx context.Context, db interface {
 		return &txStepError{step: stepWork, err: err, closed: closed}
 	}
 	if c := tx.Conn(); c != nil {
-		defer conn.MarkCommit(c)() // what the connection sends next is the COMMIT
+		conn.MarkCommit(c) // what the connection sends next is the COMMIT
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return commitError(err)

@@ -78,9 +78,10 @@ type Conn interface {
 	// blue/green routing's names for a server that answers to another
 	// name than the one asked for. Only a BeforeConnect calls it.
 	SetAuthHosts(hosts []string)
-	// MarkCommit tells the connection that what it sends next is a
-	// transaction's COMMIT (true), until it is told false: a failure that
-	// loses its answer leaves the outcome unknown.
+	// MarkCommit tells the connection that the next request it sends is
+	// a transaction's COMMIT (true; false takes that back): a failure
+	// that loses its answer leaves the outcome unknown. The mark ends
+	// with that request.
 	MarkCommit(next bool)
 }
 

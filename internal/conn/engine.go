@@ -389,15 +389,13 @@ func (e *Engine) RetryFrom(ctx context.Context, r *retry.Retrier, layer string, 
 }
 
 // MarkCommit tells c's connection, when the engine made it, that a
-// transaction runner's COMMIT is what it sends next; the returned func
-// ends the mark.
-func MarkCommit(c *pgx.Conn) func() {
-	h := compose.ConnOf(c)
-	if h == nil {
-		return func() {}
+// transaction runner's COMMIT is what it sends next: a failure that loses
+// the answer to that request leaves its outcome unknown. The mark ends
+// with that request.
+func MarkCommit(c *pgx.Conn) {
+	if h := compose.ConnOf(c); h != nil {
+		h.MarkCommit(true)
 	}
-	h.MarkCommit(true)
-	return func() { h.MarkCommit(false) }
 }
 
 type readYourWritesKey struct{}

@@ -151,3 +151,9 @@ func countExecutes(b []byte) int {
 	}
 	return executes
 }
+
+// startsRequest reports whether b starts a request: a simple query ('Q'),
+// or a Parse or Bind ('P', 'B') of the extended protocol.
+func startsRequest(b []byte) bool {
+	return len(b) > 0 && (b[0] == 'Q' || b[0] == 'P' || b[0] == 'B')
+}

@@ -824,7 +824,7 @@ func (c *connState) MadeAt() time.Time { return c.madeAt }
 func (c *connState) SetAuthHosts(hosts []string) { c.authHosts = hosts }
 
 // MarkCommit tells the connection whether a transaction runner's COMMIT
-// is what it sends next.
+// is what it sends next; the mark ends with the next request written.
 func (c *connState) MarkCommit(next bool) { c.committing.Store(next) }
 
 // connState is the layers' handle of the connection.
@@ -858,7 +858,14 @@ func (w *watchedConn) Write(b []byte) (int, error) {
 		// (outcome.go). pgconn writes from the goroutine that owns the
 		// connection, so its TxStatus is read safely here.
 		if pc := c.pc.Load(); pc != nil {
-			c.inflight.Store(requestKind(b, pc.TxStatus(), c.committing.Load(), c.inflight.Load()))
+			committing := c.committing.Load()
+			c.inflight.Store(requestKind(b, pc.TxStatus(), committing, c.inflight.Load()))
+			if committing && startsRequest(b) {
+				// The mark is for the next request only: the COMMIT. The
+				// runner cannot clear it itself once the transaction's
+				// Commit has handed the connection back to its pool.
+				c.committing.Store(false)
+			}
 		}
 	}
 	n, err := w.Conn.Write(b)
