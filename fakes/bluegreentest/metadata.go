@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/holdfast-db/holdfast/internal/enum"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -21,16 +22,10 @@ const (
 	RDS
 )
 
+var engineNames = [...]string{Aurora: "aurora", RDS: "rds"}
+
 // String returns "aurora" or "rds".
-func (e Engine) String() string {
-	switch e {
-	case Aurora:
-		return "aurora"
-	case RDS:
-		return "rds"
-	}
-	return fmt.Sprintf("Engine(%d)", int(e))
-}
+func (e Engine) String() string { return enum.Name("Engine", e, engineNames[:]) }
 
 // Function names, as RDS has them.
 const (

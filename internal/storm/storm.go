@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/internal/enum"
 	"github.com/holdfast-db/holdfast/retry"
 )
 
@@ -25,16 +26,10 @@ const (
 	TokenAPI
 )
 
+var dependencyNames = [...]string{Database: "database", TokenAPI: "token API"}
+
 // String returns "database" or "token API".
-func (d Dependency) String() string {
-	switch d {
-	case Database:
-		return "database"
-	case TokenAPI:
-		return "token API"
-	}
-	return fmt.Sprintf("Dependency(%d)", int(d))
-}
+func (d Dependency) String() string { return enum.Name("Dependency", d, dependencyNames[:]) }
 
 // Strategy is how a pod's pool retries a failed connect: a retry.Policy and,
 // when Budget is set, a retry.Budget of the pod's own (holdfast gives each
