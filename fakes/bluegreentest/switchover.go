@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/holdfast-db/holdfast/internal/pause"
 )
 
 // Scenario is a switchover script for [Deployment.Switchover].
@@ -247,18 +249,10 @@ func (s *script) status(ctx context.Context, status string) error {
 
 // sleepUntil waits until t or ctx's end.
 func sleepUntil(ctx context.Context, t time.Time) error {
-	d := time.Until(t)
-	if d <= 0 {
+	if d := time.Until(t); d <= 0 || !pause.For(ctx, d, nil) {
 		return ctx.Err()
 	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-timer.C:
-		return nil
-	}
+	return nil
 }
 
 func (s *script) run(ctx context.Context, t Timings) error {

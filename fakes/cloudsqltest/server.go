@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/cloudsqlconn"
+	"github.com/holdfast-db/holdfast/internal/pause"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 )
@@ -532,21 +533,7 @@ func (s *Server) untrack(c net.Conn) {
 
 // wait sleeps for d, or until ctx is done or the fake closes; it reports
 // whether d elapsed.
-func (s *Server) wait(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return true
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	case <-s.closing:
-		return false
-	}
-}
+func (s *Server) wait(ctx context.Context, d time.Duration) bool { return pause.For(ctx, d, s.closing) }
 
 // String describes the fake without secrets.
 func (s *Server) String() string {
