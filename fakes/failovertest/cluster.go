@@ -17,6 +17,7 @@ import (
 
 	"github.com/holdfast-db/holdfast/fakes/bluegreentest"
 	"github.com/holdfast-db/holdfast/fakes/internal/certs"
+	"github.com/holdfast-db/holdfast/fakes/internal/ports"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -364,7 +365,7 @@ func makeStandby(ctx context.Context, r, w *node, parent string) error {
 	if err := r.chown(r.dir); err != nil {
 		return err
 	}
-	if r.port, err = freePort(r.host); err != nil {
+	if r.port, err = ports.Free(r.host); err != nil {
 		return err
 	}
 	return r.basebackup(ctx, w)
@@ -760,13 +761,4 @@ func canBind(host string) error {
 		return err
 	}
 	return l.Close()
-}
-
-func freePort(host string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/holdfast-db/holdfast/fakes/internal/ports"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -67,7 +68,7 @@ type Options struct {
 	Settings map[string]string
 
 	// Test seams; zero values mean the defaults.
-	pickPort  func(host string) (int, error) // default freePort
+	pickPort  func(host string) (int, error) // default ports.Free
 	parentDir string                         // where to create Dir
 }
 
@@ -209,7 +210,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	pickPort := opts.pickPort
 	if pickPort == nil {
-		pickPort = freePort
+		pickPort = ports.Free
 	}
 	if err := s.start(ctx, opts.Port, pickPort, settings); err != nil {
 		_ = s.Stop()
@@ -290,17 +291,6 @@ func portTaken(log string) bool {
 	return strings.Contains(log, "already in use") ||
 		strings.Contains(log, "could not create any TCP/IP sockets") ||
 		strings.Contains(log, "could not bind")
-}
-
-// freePort asks the kernel for a free TCP port on host. Another process may
-// take it before the server binds; Start retries in that case.
-func freePort(host string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // DSN returns a connection string for the server:
