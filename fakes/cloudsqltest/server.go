@@ -1,6 +1,7 @@
 package cloudsqltest
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -127,21 +128,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Backend == "" {
 		return nil, errors.New("fakes/cloudsqltest: Config.Backend is required (the PostgreSQL host:port to forward to)")
 	}
-	if cfg.Project == "" {
-		cfg.Project = DefaultProject
-	}
-	if cfg.Region == "" {
-		cfg.Region = DefaultRegion
-	}
-	if cfg.Instance == "" {
-		cfg.Instance = DefaultInstance
-	}
-	if cfg.DatabaseVersion == "" {
-		cfg.DatabaseVersion = DefaultDatabaseVersion
-	}
-	if cfg.ServerCN == "" {
-		cfg.ServerCN = cfg.Project + ":" + cfg.Instance
-	}
+	cfg.Project = cmp.Or(cfg.Project, DefaultProject)
+	cfg.Region = cmp.Or(cfg.Region, DefaultRegion)
+	cfg.Instance = cmp.Or(cfg.Instance, DefaultInstance)
+	cfg.DatabaseVersion = cmp.Or(cfg.DatabaseVersion, DefaultDatabaseVersion)
+	cfg.ServerCN = cmp.Or(cfg.ServerCN, cfg.Project+":"+cfg.Instance)
 	s := &Server{
 		cfg:      cfg,
 		connName: cfg.Project + ":" + cfg.Region + ":" + cfg.Instance,

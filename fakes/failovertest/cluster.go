@@ -1,6 +1,7 @@
 package failovertest
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/base32"
@@ -191,21 +192,11 @@ type Cluster struct {
 // Config.Engine and publishes the names. ctx bounds the start (a few
 // seconds).
 func Start(ctx context.Context, cfg Config) (*Cluster, error) {
-	if cfg.Name == "" {
-		cfg.Name = DefaultName
-	}
-	if cfg.Account == "" {
-		cfg.Account = DefaultAccount
-	}
-	if cfg.Region == "" {
-		cfg.Region = DefaultRegion
-	}
-	if cfg.WriterHost == "" {
-		cfg.WriterHost = DefaultWriterHost
-	}
-	if cfg.Replicas == 0 {
-		cfg.Replicas = 1
-	}
+	cfg.Name = cmp.Or(cfg.Name, DefaultName)
+	cfg.Account = cmp.Or(cfg.Account, DefaultAccount)
+	cfg.Region = cmp.Or(cfg.Region, DefaultRegion)
+	cfg.WriterHost = cmp.Or(cfg.WriterHost, DefaultWriterHost)
+	cfg.Replicas = cmp.Or(cfg.Replicas, 1)
 	if cfg.Replicas < 1 || cfg.Replicas > MaxReplicas {
 		return nil, &ConfigError{Field: "Replicas", Value: cfg.Replicas, Want: fmt.Sprintf("1 to %d", MaxReplicas)}
 	}
@@ -217,9 +208,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if len(cfg.ReplicaHosts) < cfg.Replicas {
 		return nil, &ConfigError{Field: "ReplicaHosts", Value: cfg.ReplicaHosts, Want: fmt.Sprintf("at least %d (Replicas)", cfg.Replicas)}
 	}
-	if cfg.TTL == 0 {
-		cfg.TTL = DefaultTTL
-	}
+	cfg.TTL = cmp.Or(cfg.TTL, DefaultTTL)
 	switch cfg.Engine {
 	case "":
 		cfg.Engine = Aurora
