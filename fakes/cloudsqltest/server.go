@@ -323,17 +323,7 @@ func (f failingSource) Token() (*oauth2.Token, error) { return nil, f.err }
 // Append your own options (WithLazyRefresh, WithRefreshTimeout, ...) after
 // these. Each call builds new token sources.
 func (s *Server) DialerOptions() ([]cloudsqlconn.Option, error) {
-	key, err := RSAKey()
-	if err != nil {
-		return nil, err
-	}
-	return []cloudsqlconn.Option{
-		cloudsqlconn.WithAdminAPIEndpoint(s.adminURL),
-		cloudsqlconn.WithTokenSource(s.TokenSource(APIToken)),
-		cloudsqlconn.WithDialFunc(s.Dial),
-		cloudsqlconn.WithBuiltInMetrics(false),
-		cloudsqlconn.WithRSAKey(key),
-	}, nil
+	return s.dialerOptions(cloudsqlconn.WithTokenSource(s.TokenSource(APIToken)))
 }
 
 // IAMDialerOptions is DialerOptions with IAM database authentication:
@@ -341,18 +331,23 @@ func (s *Server) DialerOptions() ([]cloudsqlconn.Option, error) {
 // TokenSource(LoginToken)) instead of WithTokenSource. The login token then
 // travels in every generateEphemeralCert request ([Stats] LoginCerts).
 func (s *Server) IAMDialerOptions() ([]cloudsqlconn.Option, error) {
+	return s.dialerOptions(cloudsqlconn.WithIAMAuthN(),
+		cloudsqlconn.WithIAMAuthNTokenSources(s.TokenSource(APIToken), s.TokenSource(LoginToken)))
+}
+
+// dialerOptions are the options of DialerOptions with auth, the dialer's
+// credentials, in place of WithTokenSource.
+func (s *Server) dialerOptions(auth ...cloudsqlconn.Option) ([]cloudsqlconn.Option, error) {
 	key, err := RSAKey()
 	if err != nil {
 		return nil, err
 	}
-	return []cloudsqlconn.Option{
-		cloudsqlconn.WithAdminAPIEndpoint(s.adminURL),
-		cloudsqlconn.WithIAMAuthN(),
-		cloudsqlconn.WithIAMAuthNTokenSources(s.TokenSource(APIToken), s.TokenSource(LoginToken)),
+	opts := append([]cloudsqlconn.Option{cloudsqlconn.WithAdminAPIEndpoint(s.adminURL)}, auth...)
+	return append(opts,
 		cloudsqlconn.WithDialFunc(s.Dial),
 		cloudsqlconn.WithBuiltInMetrics(false),
 		cloudsqlconn.WithRSAKey(key),
-	}, nil
+	), nil
 }
 
 // Fail makes the next n requests to endpoint e fail with HTTP status code
