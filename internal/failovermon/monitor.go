@@ -1001,11 +1001,7 @@ func (m *Monitor) checkDNS(ctx context.Context) {
 func (m *Monitor) writerHosts() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	hosts := make([]string, 0, len(m.writers))
-	for h := range m.writers {
-		hosts = append(hosts, h)
-	}
-	return hosts
+	return slices.AppendSeq(make([]string, 0, len(m.writers)), maps.Keys(m.writers))
 }
 
 // publishReaders publishes the addresses of the instances other than the
