@@ -148,11 +148,11 @@ func Install(ctx context.Context, dsn string, engines ...Engine) (*Metadata, err
 		}
 	}
 	m := &Metadata{dsn: dsn, engines: engines}
-	if err := m.exec(ctx, func(tx pgx.Tx) error {
+	if err := m.exec(ctx, "install metadata", func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, sql)
 		return err
 	}); err != nil {
-		return nil, fmt.Errorf("fakes/bluegreentest: install metadata: %w", err)
+		return nil, err
 	}
 	return m, nil
 }
@@ -160,7 +160,16 @@ func Install(ctx context.Context, dsn string, engines ...Engine) (*Metadata, err
 // Engines returns the engines whose function Install created.
 func (m *Metadata) Engines() []Engine { return append([]Engine(nil), m.engines...) }
 
-func (m *Metadata) exec(ctx context.Context, fn func(pgx.Tx) error) error {
+// exec runs fn in a transaction on a connection of its own; its error
+// says what failed.
+func (m *Metadata) exec(ctx context.Context, what string, fn func(pgx.Tx) error) error {
+	if err := m.tx(ctx, fn); err != nil {
+		return fmt.Errorf("fakes/bluegreentest: %s: %w", what, err)
+	}
+	return nil
+}
+
+func (m *Metadata) tx(ctx context.Context, fn func(pgx.Tx) error) error {
 	conn, err := pgx.Connect(ctx, m.dsn)
 	if err != nil {
 		return err
@@ -174,7 +183,7 @@ func (m *Metadata) exec(ctx context.Context, fn func(pgx.Tx) error) error {
 // SetRows replaces every row, in one transaction: a poll sees the old rows
 // or the new ones, never a mix.
 func (m *Metadata) SetRows(ctx context.Context, rows ...Row) error {
-	err := m.exec(ctx, func(tx pgx.Tx) error {
+	return m.exec(ctx, "set rows", func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "DELETE FROM holdfast_fake.bluegreen_metadata"); err != nil {
 			return err
 		}
@@ -194,16 +203,12 @@ func (m *Metadata) SetRows(ctx context.Context, rows ...Row) error {
 		}
 		return nil
 	})
-	if err != nil {
-		return fmt.Errorf("fakes/bluegreentest: set rows: %w", err)
-	}
-	return nil
 }
 
 // Rows returns the rows the functions return now.
 func (m *Metadata) Rows(ctx context.Context) ([]Row, error) {
 	var out []Row
-	err := m.exec(ctx, func(tx pgx.Tx) error {
+	if err := m.exec(ctx, "read rows", func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT coalesce(id, 0), coalesce(version, ''), coalesce(endpoint, ''),
 			coalesce(port, 0), coalesce(role, ''), coalesce(status, '') FROM holdfast_fake.bluegreen_metadata ORDER BY ord`)
 		if err != nil {
@@ -217,9 +222,8 @@ func (m *Metadata) Rows(ctx context.Context) ([]Row, error) {
 			out = append(out, r)
 		}
 		return rows.Err()
-	})
-	if err != nil {
-		return nil, fmt.Errorf("fakes/bluegreentest: read rows: %w", err)
+	}); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -231,27 +235,19 @@ func (m *Metadata) Fail(ctx context.Context, msg string) error {
 	if msg != "" {
 		arg = msg
 	}
-	err := m.exec(ctx, func(tx pgx.Tx) error {
+	return m.exec(ctx, "set failure", func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, "UPDATE holdfast_fake.bluegreen_control SET fail = $1", arg)
 		return err
 	})
-	if err != nil {
-		return fmt.Errorf("fakes/bluegreentest: set failure: %w", err)
-	}
-	return nil
 }
 
 // Uninstall drops the metadata functions (the control table stays), as on
 // an engine version without blue/green metadata. aurora_replica_status()
 // stays: see [Metadata.UninstallTopology].
 func (m *Metadata) Uninstall(ctx context.Context) error {
-	err := m.exec(ctx, func(tx pgx.Tx) error {
+	return m.exec(ctx, "uninstall", func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `DROP FUNCTION IF EXISTS pg_catalog.get_blue_green_fast_switchover_metadata(text);
 			DROP FUNCTION IF EXISTS rds_tools.show_topology(text)`)
 		return err
 	})
-	if err != nil {
-		return fmt.Errorf("fakes/bluegreentest: uninstall: %w", err)
-	}
-	return nil
 }
