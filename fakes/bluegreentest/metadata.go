@@ -84,36 +84,37 @@ CREATE TABLE IF NOT EXISTS holdfast_fake.bluegreen_control (
 INSERT INTO holdfast_fake.bluegreen_control DEFAULT VALUES ON CONFLICT DO NOTHING;
 `
 
-const installAurora = `
-CREATE OR REPLACE FUNCTION pg_catalog.get_blue_green_fast_switchover_metadata(text)
-RETURNS TABLE (version text, endpoint text, port integer, role text, status text)
-LANGUAGE plpgsql STABLE AS $fn$
-#variable_conflict use_column
-DECLARE msg text;
-BEGIN
-	SELECT c.fail INTO msg FROM holdfast_fake.bluegreen_control c;
-	IF msg IS NOT NULL THEN RAISE EXCEPTION '%', msg; END IF;
-	RETURN QUERY SELECT m.version, m.endpoint, m.port, m.role, m.status
-		FROM holdfast_fake.bluegreen_metadata m ORDER BY m.ord;
-END
-$fn$;
-`
+// installAurora and installRDS create the metadata function of each
+// engine.
+var (
+	installAurora = metadataFunction("pg_catalog.get_blue_green_fast_switchover_metadata",
+		"version text, endpoint text, port integer, role text, status text",
+		"m.version, m.endpoint, m.port, m.role, m.status")
+	installRDS = "\nCREATE SCHEMA IF NOT EXISTS rds_tools;" + metadataFunction("rds_tools.show_topology",
+		"id bigint, endpoint text, port integer, role text, status text, version text",
+		"m.id, m.endpoint, m.port, m.role, m.status, m.version")
+)
 
-const installRDS = `
-CREATE SCHEMA IF NOT EXISTS rds_tools;
-CREATE OR REPLACE FUNCTION rds_tools.show_topology(text)
-RETURNS TABLE (id bigint, endpoint text, port integer, role text, status text, version text)
+// metadataFunction is the SQL of a metadata function: name(text) raises
+// holdfast_fake.bluegreen_control.fail when it is set, else returns the
+// rows of holdfast_fake.bluegreen_metadata m: the columns selected, as
+// the columns of the table it returns.
+func metadataFunction(name, returns, selected string) string {
+	return `
+CREATE OR REPLACE FUNCTION ` + name + `(text)
+RETURNS TABLE (` + returns + `)
 LANGUAGE plpgsql STABLE AS $fn$
 #variable_conflict use_column
 DECLARE msg text;
 BEGIN
 	SELECT c.fail INTO msg FROM holdfast_fake.bluegreen_control c;
 	IF msg IS NOT NULL THEN RAISE EXCEPTION '%', msg; END IF;
-	RETURN QUERY SELECT m.id, m.endpoint, m.port, m.role, m.status, m.version
+	RETURN QUERY SELECT ` + selected + `
 		FROM holdfast_fake.bluegreen_metadata m ORDER BY m.ord;
 END
 $fn$;
 `
+}
 
 // Metadata is the fake metadata of one database: a control table and the
 // functions of the chosen engines reading it. Each method opens a short
