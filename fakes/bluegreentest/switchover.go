@@ -247,6 +247,15 @@ func (s *script) status(ctx context.Context, status string) error {
 	return nil
 }
 
+// freezeBlueIn freezes blue's metadata (Deployment.FreezeBlue) when the
+// scenario is sc, the one that freezes it at this point of the script.
+func (s *script) freezeBlueIn(sc Scenario) {
+	if s.cfg.Scenario == sc {
+		s.d.FreezeBlue()
+		s.event(ScriptBlueMetadataFrozen)
+	}
+}
+
 // sleepUntil waits until t or ctx's end.
 func sleepUntil(ctx context.Context, t time.Time) error {
 	if d := time.Until(t); d <= 0 || !pause.For(ctx, d, nil) {
@@ -273,10 +282,7 @@ func (s *script) run(ctx context.Context, t Timings) error {
 	if err := s.status(ctx, StatusInProgress); err != nil {
 		return err
 	}
-	if s.cfg.Scenario == ScenarioFrozenBlue {
-		d.FreezeBlue()
-		s.event(ScriptBlueMetadataFrozen)
-	}
+	s.freezeBlueIn(ScenarioFrozenBlue)
 	inProgress := time.Now()
 	if err := s.closeBlue(ctx); err != nil {
 		return err
@@ -325,10 +331,7 @@ func (s *script) run(ctx context.Context, t Timings) error {
 			return err
 		}
 	}
-	if s.cfg.Scenario == ScenarioFrozenBluePost {
-		d.FreezeBlue()
-		s.event(ScriptBlueMetadataFrozen)
-	}
+	s.freezeBlueIn(ScenarioFrozenBluePost)
 	post := time.Now()
 	if err := s.reopenBlue(ctx, false); err != nil {
 		return err
