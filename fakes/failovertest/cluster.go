@@ -18,6 +18,7 @@ import (
 
 	"github.com/holdfast-db/holdfast/fakes/bluegreentest"
 	"github.com/holdfast-db/holdfast/fakes/internal/certs"
+	"github.com/holdfast-db/holdfast/fakes/internal/pgurl"
 	"github.com/holdfast-db/holdfast/fakes/internal/ports"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/jackc/pgx/v5"
@@ -621,13 +622,7 @@ func (c *Cluster) DSN(host string, extra ...string) string {
 	if c.CAFile != "" && net.ParseIP(name) == nil {
 		query = "sslmode=verify-full&sslrootcert=" + url.QueryEscape(c.CAFile)
 	}
-	u := url.URL{Scheme: "postgres", User: url.User("postgres"), Host: host,
-		Path: "/postgres", RawQuery: query}
-	s := u.String()
-	for _, e := range extra {
-		s += "&" + e
-	}
-	return s
+	return pgurl.Superuser(host, "postgres", query, extra...)
 }
 
 // PoolConfig parses c.DSN(host, extra...) and sets its LookupFunc to

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/holdfast-db/holdfast/fakes/internal/pgurl"
 	"github.com/holdfast-db/holdfast/fakes/internal/ports"
 	"github.com/jackc/pgx/v5"
 )
@@ -296,14 +296,7 @@ func portTaken(log string) bool {
 // DSN returns a connection string for the server:
 // "postgres://postgres@HOST:PORT/postgres?sslmode=disable".
 func (s *Server) DSN() string {
-	u := url.URL{
-		Scheme:   "postgres",
-		User:     url.User("postgres"),
-		Host:     s.Addr(),
-		Path:     "/postgres",
-		RawQuery: "sslmode=disable",
-	}
-	return u.String()
+	return pgurl.Superuser(s.Addr(), "postgres", "sslmode=disable")
 }
 
 // Addr returns the server's TCP address, "HOST:PORT".
