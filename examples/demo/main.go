@@ -99,10 +99,7 @@ func run(w io.Writer, dsn string) (err error) {
 		if err != nil {
 			return err
 		}
-		if err := f.Configure(cfg); err != nil {
-			return err
-		}
-		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		pool, err := throughHoldfast(ctx, f, cfg)
 		if err != nil {
 			return err
 		}
@@ -132,10 +129,7 @@ func run(w io.Writer, dsn string) (err error) {
 		if c.user != "" {
 			cfg.ConnConfig.User = c.user
 		}
-		if err := f.Configure(cfg); err != nil {
-			return err
-		}
-		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		pool, err := throughHoldfast(ctx, f, cfg)
 		if err != nil {
 			return err
 		}
@@ -177,6 +171,15 @@ func config(dsn string, step fakes.Step) (*pgxpool.Config, *fakes.Connector, err
 		return nil, nil, err
 	}
 	return cfg, harness.FakeConnector(cfg.ConnConfig, step), nil
+}
+
+// throughHoldfast opens the pool of cfg configured by f: holdfast's
+// layers on the plain pgxpool config.
+func throughHoldfast(ctx context.Context, f *holdfast.Factory, cfg *pgxpool.Config) (*pgxpool.Pool, error) {
+	if err := f.Configure(cfg); err != nil {
+		return nil, err
+	}
+	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
 func query(ctx context.Context, pool *pgxpool.Pool) error {
