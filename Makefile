@@ -30,10 +30,10 @@ unit: ## all tests with the race detector, against real PostgreSQL servers, in e
 	@$(call in_modules,go test -race -count=1 ./...)
 
 apicheck: ## only the API check (in unit too): fail if an exported name differs from api/holdfast.txt, lb/api/lb.txt
-	@$(call in_modules,go test -count=1 ./internal/apicheck)
+	go test -count=1 ./internal/apicheck
 
 api: ## rewrite api/holdfast.txt and lb/api/lb.txt from the code, after a reviewed API change
-	@$(call in_modules,go test -count=1 -run '^TestAPI$$' ./internal/apicheck -update)
+	go test -count=1 -run '^TestAPI$$' ./internal/apicheck -update
 
 pgxsuite: ## pgx's own pgxpool tests with every pool configured by holdfast, in each mode
 	scripts/pgxpool-suite

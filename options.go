@@ -120,12 +120,18 @@ func (c *config) fail(err error) {
 // secrets manager's secret), give an Integration with Credentials
 // instead (package rdssecrets does).
 func WithPasswordFunc(fn func(ctx context.Context, host string) (string, error)) Option {
+	return nonNil(fn == nil, "WithPasswordFunc", "function", func(c *config) { c.setPassword("WithPasswordFunc", fn, nil) })
+}
+
+// nonNil returns an Option that calls set, or that fails the
+// configuration when the argument of option, a what, is nil.
+func nonNil(isNil bool, option, what string, set func(*config)) Option {
 	return func(c *config) {
-		if fn == nil {
-			c.fail(&ConfigError{Field: "WithPasswordFunc", Why: "the function is nil"})
+		if isNil {
+			c.fail(&ConfigError{Field: option, Why: "the " + what + " is nil"})
 			return
 		}
-		c.setPassword("WithPasswordFunc", fn, nil)
+		set(c)
 	}
 }
 
@@ -314,13 +320,7 @@ func (l ConnectLimit) validate() error {
 // once a second; the next one says how many were suppressed. A panicking
 // password function is logged at ERROR with its stack.
 func WithLogger(l *slog.Logger) Option {
-	return func(c *config) {
-		if l == nil {
-			c.fail(&ConfigError{Field: "WithLogger", Why: "the logger is nil"})
-			return
-		}
-		c.logger = l
-	}
+	return nonNil(l == nil, "WithLogger", "logger", func(c *config) { c.logger = l })
 }
 
 // WithMeterProvider sets the OpenTelemetry meter provider of the factory's
@@ -345,13 +345,7 @@ func WithLogger(l *slog.Logger) Option {
 // "db.client.operation.duration", Scope: instrumentation.Scope{Name:
 // "github.com/holdfast-db/holdfast"}} and sdkmetric.AggregationDrop{}).
 func WithMeterProvider(mp metric.MeterProvider) Option {
-	return func(c *config) {
-		if mp == nil {
-			c.fail(&ConfigError{Field: "WithMeterProvider", Why: "the provider is nil"})
-			return
-		}
-		c.meterProvider = mp
-	}
+	return nonNil(mp == nil, "WithMeterProvider", "provider", func(c *config) { c.meterProvider = mp })
 }
 
 // WithTracerProvider sets the OpenTelemetry tracer provider of the
@@ -376,13 +370,7 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 //
 // Spans never carry error text, passwords or tokens.
 func WithTracerProvider(tp trace.TracerProvider) Option {
-	return func(c *config) {
-		if tp == nil {
-			c.fail(&ConfigError{Field: "WithTracerProvider", Why: "the provider is nil"})
-			return
-		}
-		c.tracerProvider = tp
-	}
+	return nonNil(tp == nil, "WithTracerProvider", "provider", func(c *config) { c.tracerProvider = tp })
 }
 
 // WithBlueGreen enables RDS and Aurora blue/green switchover routing (see

@@ -2,7 +2,8 @@ package classify
 
 import (
 	"reflect"
-	"strconv"
+
+	"github.com/holdfast-db/holdfast/internal/enum"
 )
 
 // Class says whether a failed connection attempt may be retried.
@@ -19,17 +20,13 @@ const (
 	Transient
 )
 
-// String returns "fatal" or "transient", or "Class(N)" for any other value.
-func (c Class) String() string {
-	switch c {
-	case Fatal:
-		return "fatal"
-	case Transient:
-		return "transient"
-	default:
-		return "Class(" + strconv.Itoa(int(c)) + ")"
-	}
+var classNames = [...]string{
+	Fatal:     "fatal",
+	Transient: "transient",
 }
+
+// String returns "fatal" or "transient", or "Class(N)" for any other value.
+func (c Class) String() string { return enum.Name("Class", c, classNames[:]) }
 
 // Verdict is the outcome of classifying one error.
 //

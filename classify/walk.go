@@ -216,49 +216,36 @@ func opTimeout(e *net.OpError) bool {
 	return ok && t.Timeout()
 }
 
+// transientErrnos are the errnos of a connection that a later attempt
+// may not meet, with their Reasons.
+var transientErrnos = map[syscall.Errno]string{
+	syscall.ECONNREFUSED: ReasonConnRefused,
+	syscall.ECONNRESET:   ReasonConnReset,
+	syscall.EPIPE:        ReasonBrokenPipe,
+	syscall.ECONNABORTED: ReasonConnAborted,
+	syscall.EHOSTUNREACH: ReasonHostUnreachable,
+	syscall.ENETUNREACH:  ReasonNetUnreachable,
+	syscall.ETIMEDOUT:    ReasonTimeout,
+}
+
 func errnoVerdict(e syscall.Errno) Verdict {
-	switch e {
-	case syscall.ECONNREFUSED:
-		return Verdict{Transient, ReasonConnRefused}
-	case syscall.ECONNRESET:
-		return Verdict{Transient, ReasonConnReset}
-	case syscall.EPIPE:
-		return Verdict{Transient, ReasonBrokenPipe}
-	case syscall.ECONNABORTED:
-		return Verdict{Transient, ReasonConnAborted}
-	case syscall.EHOSTUNREACH:
-		return Verdict{Transient, ReasonHostUnreachable}
-	case syscall.ENETUNREACH:
-		return Verdict{Transient, ReasonNetUnreachable}
-	case syscall.ETIMEDOUT:
-		return Verdict{Transient, ReasonTimeout}
+	if reason, ok := transientErrnos[e]; ok {
+		return Verdict{Transient, reason}
 	}
 	return Verdict{}
 }
 
 func isTLSVerification(err error) bool {
-	if _, ok := as[*tls.CertificateVerificationError](err); ok {
-		return true
-	}
-	if _, ok := as[x509.UnknownAuthorityError](err); ok {
-		return true
-	}
-	if _, ok := as[*x509.UnknownAuthorityError](err); ok {
-		return true
-	}
-	if _, ok := as[x509.HostnameError](err); ok {
-		return true
-	}
-	if _, ok := as[*x509.HostnameError](err); ok {
-		return true
-	}
-	if _, ok := as[x509.CertificateInvalidError](err); ok {
-		return true
-	}
-	if _, ok := as[*x509.CertificateInvalidError](err); ok {
-		return true
-	}
-	return false
+	return isA[*tls.CertificateVerificationError](err) ||
+		isA[x509.UnknownAuthorityError](err) || isA[*x509.UnknownAuthorityError](err) ||
+		isA[x509.HostnameError](err) || isA[*x509.HostnameError](err) ||
+		isA[x509.CertificateInvalidError](err) || isA[*x509.CertificateInvalidError](err)
+}
+
+// isA reports whether as[T] finds a T in the single node err.
+func isA[T any](err error) bool {
+	_, ok := as[T](err)
+	return ok
 }
 
 // is reports whether the single node err matches target, as one step of

@@ -1,6 +1,7 @@
 package rdssecrets
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -261,15 +262,9 @@ func CredentialsFunc(cfg Config) (func(ctx context.Context, host string) (holdfa
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if cfg.TTL == 0 {
-		cfg.TTL = DefaultTTL
-	}
-	if cfg.PendingTTL == 0 {
-		cfg.PendingTTL = DefaultPendingTTL
-	}
-	if cfg.RotationWait == 0 {
-		cfg.RotationWait = DefaultRotationWait
-	}
+	cfg.TTL = cmp.Or(cfg.TTL, DefaultTTL)
+	cfg.PendingTTL = cmp.Or(cfg.PendingTTL, DefaultPendingTTL)
+	cfg.RotationWait = cmp.Or(cfg.RotationWait, DefaultRotationWait)
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = DefaultPollInterval
 	}

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/holdfast-db/holdfast/internal/cfgerr"
 	"github.com/holdfast-db/holdfast/internal/obs"
 
 	"github.com/holdfast-db/holdfast"
@@ -84,24 +85,14 @@ const (
 
 // validate checks c and returns it with defaults filled in.
 func (c Config) validate() (Config, error) {
-	durations := []struct {
-		name string
-		v    *time.Duration
-		def  time.Duration
-	}{
-		{"CheckInterval", &c.CheckInterval, defaultCheckInterval},
-		{"CheckTimeout", &c.CheckTimeout, defaultCheckTimeout},
-		{"ProbeTimeout", &c.ProbeTimeout, defaultProbeTimeout},
-		{"DrainInterval", &c.DrainInterval, defaultDrainInterval},
-		{"DrainTimeout", &c.DrainTimeout, defaultDrainTimeout},
-	}
-	for _, d := range durations {
-		if *d.v < 0 {
-			return c, &ConfigError{Pkg: "readiness", Field: "Config." + d.name, Why: "must not be negative (got " + d.v.String() + ")"}
-		}
-		if *d.v == 0 {
-			*d.v = d.def
-		}
+	if d := cfgerr.SetDefaults([]cfgerr.Duration{
+		{Name: "Config.CheckInterval", Value: &c.CheckInterval, Default: defaultCheckInterval},
+		{Name: "Config.CheckTimeout", Value: &c.CheckTimeout, Default: defaultCheckTimeout},
+		{Name: "Config.ProbeTimeout", Value: &c.ProbeTimeout, Default: defaultProbeTimeout},
+		{Name: "Config.DrainInterval", Value: &c.DrainInterval, Default: defaultDrainInterval},
+		{Name: "Config.DrainTimeout", Value: &c.DrainTimeout, Default: defaultDrainTimeout},
+	}); d != nil {
+		return c, &ConfigError{Pkg: "readiness", Field: d.Name, Why: "must not be negative (got " + d.Value.String() + ")"}
 	}
 	if c.FailureThreshold < 0 {
 		return c, &ConfigError{Pkg: "readiness", Field: "Config.FailureThreshold", Why: "must not be negative"}

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/holdfast-db/holdfast/internal/cfgerr"
 )
 
 // ServeConfig configures [Checker.Serve]. The zero value is valid and
@@ -55,21 +57,12 @@ type ServeConfig struct {
 const shutdownOwner = "shutdown"
 
 func (sc ServeConfig) validate() (ServeConfig, error) {
-	for _, d := range []struct {
-		name string
-		v    *time.Duration
-		def  time.Duration
-	}{
-		{"ServeConfig.DrainTimeout", &sc.DrainTimeout, 20 * time.Second},
-		{"ServeConfig.ShutdownDelay", &sc.ShutdownDelay, 0},
-		{"ServeConfig.ShutdownTimeout", &sc.ShutdownTimeout, 5 * time.Second},
-	} {
-		if *d.v < 0 {
-			return sc, &ConfigError{Pkg: "readiness", Field: d.name, Why: "must not be negative (got " + d.v.String() + ")"}
-		}
-		if *d.v == 0 {
-			*d.v = d.def
-		}
+	if d := cfgerr.SetDefaults([]cfgerr.Duration{
+		{Name: "ServeConfig.DrainTimeout", Value: &sc.DrainTimeout, Default: 20 * time.Second},
+		{Name: "ServeConfig.ShutdownDelay", Value: &sc.ShutdownDelay, Default: 0},
+		{Name: "ServeConfig.ShutdownTimeout", Value: &sc.ShutdownTimeout, Default: 5 * time.Second},
+	}); d != nil {
+		return sc, &ConfigError{Pkg: "readiness", Field: d.Name, Why: "must not be negative (got " + d.Value.String() + ")"}
 	}
 	for _, s := range sc.Signals {
 		if s == nil {

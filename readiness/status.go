@@ -2,7 +2,6 @@ package readiness
 
 import (
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/holdfast-db/holdfast/bluegreen"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/internal/drain"
+	"github.com/holdfast-db/holdfast/internal/enum"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -30,18 +30,10 @@ const (
 	Disabled
 )
 
+var stateNames = [...]string{Enabled: "Enabled", Disabling: "Disabling", Disabled: "Disabled"}
+
 // String returns "Enabled", "Disabling", "Disabled" or "State(N)".
-func (s State) String() string {
-	switch s {
-	case Enabled:
-		return "Enabled"
-	case Disabling:
-		return "Disabling"
-	case Disabled:
-		return "Disabled"
-	}
-	return "State(" + strconv.Itoa(int(s)) + ")"
-}
+func (s State) String() string { return enum.Name("State", s, stateNames[:]) }
 
 // Health is the overall status, as in the application/health+json draft.
 type Health string

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/internal/enum"
 )
 
 // Sentinels matched by *Error through errors.Is.
@@ -46,12 +47,7 @@ var stopNames = [...]string{
 }
 
 // String returns a short description such as "attempts exhausted".
-func (s StopReason) String() string {
-	if s > 0 && int(s) < len(stopNames) {
-		return stopNames[s]
-	}
-	return fmt.Sprintf("StopReason(%d)", int(s))
-}
+func (s StopReason) String() string { return enum.Name("StopReason", s, stopNames[:]) }
 
 // Error is returned by [Retrier.Do] when the operation did not succeed.
 // It wraps the last failure (errors.Is and errors.As reach it) and, when the

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/internal/pause"
 )
 
 // Policy is a bounded exponential backoff, as plain data. Copy it freely; a
@@ -232,17 +233,8 @@ func (r *Retrier) attempt(ctx context.Context, p Policy, op func(context.Context
 	return op(actx)
 }
 
-// sleep waits for d or until ctx is done; it reports whether d elapsed.
+// sleep waits for d or until ctx is done; it reports whether d elapsed
+// (with d <= 0, whether ctx is not done).
 func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return ctx.Err() == nil && pause.For(ctx, d, nil)
 }

@@ -25,18 +25,16 @@ import (
 	"github.com/holdfast-db/holdfast/cloudsql"
 	"io"
 	"log/slog"
-	"net"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/examples/harness"
 	"github.com/holdfast-db/holdfast/fakes"
 	"github.com/holdfast-db/holdfast/fakes/cloudsqltest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/retry"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -101,10 +99,7 @@ func run(w io.Writer, dsn string) (err error) {
 		if err != nil {
 			return err
 		}
-		if err := f.Configure(cfg); err != nil {
-			return err
-		}
-		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		pool, err := throughHoldfast(ctx, f, cfg)
 		if err != nil {
 			return err
 		}
@@ -134,10 +129,7 @@ func run(w io.Writer, dsn string) (err error) {
 		if c.user != "" {
 			cfg.ConnConfig.User = c.user
 		}
-		if err := f.Configure(cfg); err != nil {
-			return err
-		}
-		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		pool, err := throughHoldfast(ctx, f, cfg)
 		if err != nil {
 			return err
 		}
@@ -171,36 +163,23 @@ func database(ctx context.Context, w io.Writer, dsn string) (string, func() erro
 }
 
 // config parses dsn and replaces the dialer with a fake connector that
-// plays step first, then connects for real to dsn's host and port.
+// plays step first, then connects for real to dsn's host and port, one
+// dial per connect, so that the counts the demo prints are exact.
 func config(dsn string, step fakes.Step) (*pgxpool.Config, *fakes.Connector, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, nil, err
 	}
-	cc := cfg.ConnConfig
-	conn := fakes.NewConnector(net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))), step)
-	cc.DialFunc = conn.Dial
-	oneDial(cc)
-	return cfg, conn, nil
+	return cfg, harness.FakeConnector(cfg.ConnConfig, step), nil
 }
 
-// oneDial makes each connect dial once, as through the Cloud SQL connector,
-// so that the counts the demo prints are exact: the host is not looked up
-// (it may resolve to several addresses, each dialled in turn), and there is
-// no second try with or without TLS. When the sslmode allows a connection
-// without TLS (disable, allow, prefer: the default), that is the one kept.
-func oneDial(cc *pgx.ConnConfig) {
-	cc.LookupFunc = func(_ context.Context, host string) ([]string, error) {
-		return []string{host}, nil
+// throughHoldfast opens the pool of cfg configured by f: holdfast's
+// layers on the plain pgxpool config.
+func throughHoldfast(ctx context.Context, f *holdfast.Factory, cfg *pgxpool.Config) (*pgxpool.Pool, error) {
+	if err := f.Configure(cfg); err != nil {
+		return nil, err
 	}
-	plain := cc.TLSConfig == nil
-	for _, fb := range cc.Fallbacks {
-		plain = plain || fb.TLSConfig == nil
-	}
-	if plain {
-		cc.TLSConfig = nil
-	}
-	cc.Fallbacks = nil
+	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
 func query(ctx context.Context, pool *pgxpool.Pool) error {

@@ -22,6 +22,9 @@
 //     ClientResult embeds them; their JSON keys stand as its own), [Table]
 //     prints them and the demo's own rows.
 //
+// [FakeConnector], a fake Cloud SQL connector dialled once per connect,
+// serves the demo and otel examples too.
+//
 // Package harnesstest has the demos' tests' helpers. Like examples/timeline,
 // this is a helper of those demos, not part of holdfast's API, and makes no
 // compatibility promise.

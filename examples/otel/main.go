@@ -27,19 +27,17 @@ import (
 	"github.com/holdfast-db/holdfast/cloudsql"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/signal"
-	"strconv"
 	"time"
 
 	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/examples/harness"
 	"github.com/holdfast-db/holdfast/fakes"
 	"github.com/holdfast-db/holdfast/fakes/cloudsqltest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/stdout/stdoutmetric"
@@ -116,11 +114,9 @@ func run(ctx context.Context, w io.Writer, o options) (err error) {
 	}
 	var connector *fakes.Connector
 	if !o.healthy {
-		// The incident: the first connection's IAM token fetch answers 503.
-		addr := net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port)))
-		connector = fakes.NewConnector(addr, cloudsqltest.TokenFetch503())
-		cfg.ConnConfig.DialFunc = connector.Dial
-		oneDial(cfg.ConnConfig)
+		// The incident: the first connection's IAM token fetch answers 503
+		// (one dial per connect: each injected 503 fails a connect).
+		connector = harness.FakeConnector(cfg.ConnConfig, cloudsqltest.TokenFetch503())
 	}
 	pool, err := f.NewPool(ctx, cfg)
 	if err != nil {
@@ -170,25 +166,6 @@ func database(ctx context.Context, logger *slog.Logger, dsn string) (string, fun
 	}
 	logger.Info("database: DATABASE_URL is not set, started a throwaway PostgreSQL", slog.String("addr", srv.Addr()))
 	return srv.DSN(), srv.Stop, nil
-}
-
-// oneDial makes each connect dial once, as through the Cloud SQL connector,
-// so that each injected 503 fails a connect: the host is not looked up (it
-// may resolve to several addresses, each dialled in turn), and there is no
-// second try with or without TLS. When the sslmode allows a connection
-// without TLS (disable, allow, prefer: the default), that is the one kept.
-func oneDial(cc *pgx.ConnConfig) {
-	cc.LookupFunc = func(_ context.Context, host string) ([]string, error) {
-		return []string{host}, nil
-	}
-	plain := cc.TLSConfig == nil
-	for _, fb := range cc.Fallbacks {
-		plain = plain || fb.TLSConfig == nil
-	}
-	if plain {
-		cc.TLSConfig = nil
-	}
-	cc.Fallbacks = nil
 }
 
 // widgets serves GET /widget: one query through holdfast's Acquire, under a

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/holdfast-db/holdfast/fakes/internal/pgurl"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -185,13 +186,7 @@ func (d *Deployment) DSN(host string, extra ...string) string {
 	} else {
 		q.Set("sslmode", "disable")
 	}
-	u := url.URL{Scheme: "postgres", User: url.User("postgres"),
-		Host: net.JoinHostPort(host, strconv.Itoa(d.Env.Blue.Port)), Path: "/" + d.Database, RawQuery: q.Encode()}
-	s := u.String()
-	for _, e := range extra {
-		s += "&" + e
-	}
-	return s
+	return pgurl.Superuser(net.JoinHostPort(host, strconv.Itoa(d.Env.Blue.Port)), d.Database, q.Encode(), extra...)
 }
 
 // PoolConfig parses d.DSN(host, extra...) and sets its LookupFunc to the

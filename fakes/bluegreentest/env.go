@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/holdfast-db/holdfast/fakes/internal/certs"
+	"github.com/holdfast-db/holdfast/fakes/internal/pgurl"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/jackc/pgx/v5"
 )
@@ -147,9 +147,7 @@ type Server struct {
 // DSN returns a superuser connection string for database db on this
 // server, by its listen address, without TLS. It needs no special dialer.
 func (s *Server) DSN(db string) string {
-	u := url.URL{Scheme: "postgres", User: url.User("postgres"), Host: s.ListenAddr,
-		Path: "/" + db, RawQuery: "sslmode=disable"}
-	return u.String()
+	return pgurl.Superuser(s.ListenAddr, db, "sslmode=disable")
 }
 
 // Exec runs sql (several statements, no parameters) in database db as the
@@ -461,11 +459,10 @@ func (s *Server) enableTLS(ctx context.Context, certPEM, keyPEM []byte) error {
 	}
 	s.tls = true
 	// The reload is asynchronous: wait until a new connection gets TLS.
-	u := url.URL{Scheme: "postgres", User: url.User("postgres"), Host: s.ListenAddr,
-		Path: "/postgres", RawQuery: "sslmode=require"}
+	dsn := pgurl.Superuser(s.ListenAddr, "postgres", "sslmode=require")
 	delay := 5 * time.Millisecond
 	for {
-		conn, err := pgx.Connect(ctx, u.String())
+		conn, err := pgx.Connect(ctx, dsn)
 		if err == nil {
 			var on bool
 			err = conn.QueryRow(ctx, "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").Scan(&on)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/holdfast-db/holdfast/internal/enum"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -21,16 +22,10 @@ const (
 	RDS
 )
 
+var engineNames = [...]string{Aurora: "aurora", RDS: "rds"}
+
 // String returns "aurora" or "rds".
-func (e Engine) String() string {
-	switch e {
-	case Aurora:
-		return "aurora"
-	case RDS:
-		return "rds"
-	}
-	return fmt.Sprintf("Engine(%d)", int(e))
-}
+func (e Engine) String() string { return enum.Name("Engine", e, engineNames[:]) }
 
 // Function names, as RDS has them.
 const (
@@ -89,36 +84,37 @@ CREATE TABLE IF NOT EXISTS holdfast_fake.bluegreen_control (
 INSERT INTO holdfast_fake.bluegreen_control DEFAULT VALUES ON CONFLICT DO NOTHING;
 `
 
-const installAurora = `
-CREATE OR REPLACE FUNCTION pg_catalog.get_blue_green_fast_switchover_metadata(text)
-RETURNS TABLE (version text, endpoint text, port integer, role text, status text)
-LANGUAGE plpgsql STABLE AS $fn$
-#variable_conflict use_column
-DECLARE msg text;
-BEGIN
-	SELECT c.fail INTO msg FROM holdfast_fake.bluegreen_control c;
-	IF msg IS NOT NULL THEN RAISE EXCEPTION '%', msg; END IF;
-	RETURN QUERY SELECT m.version, m.endpoint, m.port, m.role, m.status
-		FROM holdfast_fake.bluegreen_metadata m ORDER BY m.ord;
-END
-$fn$;
-`
+// installAurora and installRDS create the metadata function of each
+// engine.
+var (
+	installAurora = metadataFunction("pg_catalog.get_blue_green_fast_switchover_metadata",
+		"version text, endpoint text, port integer, role text, status text",
+		"m.version, m.endpoint, m.port, m.role, m.status")
+	installRDS = "\nCREATE SCHEMA IF NOT EXISTS rds_tools;" + metadataFunction("rds_tools.show_topology",
+		"id bigint, endpoint text, port integer, role text, status text, version text",
+		"m.id, m.endpoint, m.port, m.role, m.status, m.version")
+)
 
-const installRDS = `
-CREATE SCHEMA IF NOT EXISTS rds_tools;
-CREATE OR REPLACE FUNCTION rds_tools.show_topology(text)
-RETURNS TABLE (id bigint, endpoint text, port integer, role text, status text, version text)
+// metadataFunction is the SQL of a metadata function: name(text) raises
+// holdfast_fake.bluegreen_control.fail when it is set, else returns the
+// rows of holdfast_fake.bluegreen_metadata m: the columns selected, as
+// the columns of the table it returns.
+func metadataFunction(name, returns, selected string) string {
+	return `
+CREATE OR REPLACE FUNCTION ` + name + `(text)
+RETURNS TABLE (` + returns + `)
 LANGUAGE plpgsql STABLE AS $fn$
 #variable_conflict use_column
 DECLARE msg text;
 BEGIN
 	SELECT c.fail INTO msg FROM holdfast_fake.bluegreen_control c;
 	IF msg IS NOT NULL THEN RAISE EXCEPTION '%', msg; END IF;
-	RETURN QUERY SELECT m.id, m.endpoint, m.port, m.role, m.status, m.version
+	RETURN QUERY SELECT ` + selected + `
 		FROM holdfast_fake.bluegreen_metadata m ORDER BY m.ord;
 END
 $fn$;
 `
+}
 
 // Metadata is the fake metadata of one database: a control table and the
 // functions of the chosen engines reading it. Each method opens a short
@@ -153,11 +149,11 @@ func Install(ctx context.Context, dsn string, engines ...Engine) (*Metadata, err
 		}
 	}
 	m := &Metadata{dsn: dsn, engines: engines}
-	if err := m.exec(ctx, func(tx pgx.Tx) error {
+	if err := m.exec(ctx, "install metadata", func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, sql)
 		return err
 	}); err != nil {
-		return nil, fmt.Errorf("fakes/bluegreentest: install metadata: %w", err)
+		return nil, err
 	}
 	return m, nil
 }
@@ -165,7 +161,16 @@ func Install(ctx context.Context, dsn string, engines ...Engine) (*Metadata, err
 // Engines returns the engines whose function Install created.
 func (m *Metadata) Engines() []Engine { return append([]Engine(nil), m.engines...) }
 
-func (m *Metadata) exec(ctx context.Context, fn func(pgx.Tx) error) error {
+// exec runs fn in a transaction on a connection of its own; its error
+// says what failed.
+func (m *Metadata) exec(ctx context.Context, what string, fn func(pgx.Tx) error) error {
+	if err := m.tx(ctx, fn); err != nil {
+		return fmt.Errorf("fakes/bluegreentest: %s: %w", what, err)
+	}
+	return nil
+}
+
+func (m *Metadata) tx(ctx context.Context, fn func(pgx.Tx) error) error {
 	conn, err := pgx.Connect(ctx, m.dsn)
 	if err != nil {
 		return err
@@ -179,7 +184,7 @@ func (m *Metadata) exec(ctx context.Context, fn func(pgx.Tx) error) error {
 // SetRows replaces every row, in one transaction: a poll sees the old rows
 // or the new ones, never a mix.
 func (m *Metadata) SetRows(ctx context.Context, rows ...Row) error {
-	err := m.exec(ctx, func(tx pgx.Tx) error {
+	return m.exec(ctx, "set rows", func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "DELETE FROM holdfast_fake.bluegreen_metadata"); err != nil {
 			return err
 		}
@@ -199,16 +204,12 @@ func (m *Metadata) SetRows(ctx context.Context, rows ...Row) error {
 		}
 		return nil
 	})
-	if err != nil {
-		return fmt.Errorf("fakes/bluegreentest: set rows: %w", err)
-	}
-	return nil
 }
 
 // Rows returns the rows the functions return now.
 func (m *Metadata) Rows(ctx context.Context) ([]Row, error) {
 	var out []Row
-	err := m.exec(ctx, func(tx pgx.Tx) error {
+	if err := m.exec(ctx, "read rows", func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT coalesce(id, 0), coalesce(version, ''), coalesce(endpoint, ''),
 			coalesce(port, 0), coalesce(role, ''), coalesce(status, '') FROM holdfast_fake.bluegreen_metadata ORDER BY ord`)
 		if err != nil {
@@ -222,9 +223,8 @@ func (m *Metadata) Rows(ctx context.Context) ([]Row, error) {
 			out = append(out, r)
 		}
 		return rows.Err()
-	})
-	if err != nil {
-		return nil, fmt.Errorf("fakes/bluegreentest: read rows: %w", err)
+	}); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -236,27 +236,19 @@ func (m *Metadata) Fail(ctx context.Context, msg string) error {
 	if msg != "" {
 		arg = msg
 	}
-	err := m.exec(ctx, func(tx pgx.Tx) error {
+	return m.exec(ctx, "set failure", func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, "UPDATE holdfast_fake.bluegreen_control SET fail = $1", arg)
 		return err
 	})
-	if err != nil {
-		return fmt.Errorf("fakes/bluegreentest: set failure: %w", err)
-	}
-	return nil
 }
 
 // Uninstall drops the metadata functions (the control table stays), as on
 // an engine version without blue/green metadata. aurora_replica_status()
 // stays: see [Metadata.UninstallTopology].
 func (m *Metadata) Uninstall(ctx context.Context) error {
-	err := m.exec(ctx, func(tx pgx.Tx) error {
+	return m.exec(ctx, "uninstall", func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `DROP FUNCTION IF EXISTS pg_catalog.get_blue_green_fast_switchover_metadata(text);
 			DROP FUNCTION IF EXISTS rds_tools.show_topology(text)`)
 		return err
 	})
-	if err != nil {
-		return fmt.Errorf("fakes/bluegreentest: uninstall: %w", err)
-	}
-	return nil
 }

@@ -2,8 +2,9 @@ package bluegreentest
 
 import (
 	"context"
+	"maps"
 	"net"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -156,11 +157,8 @@ func (r *Resolver) Addrs(host string) []string {
 func (r *Resolver) Names() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]string, 0, len(r.addrs))
-	for h := range r.addrs {
-		out = append(out, h)
-	}
-	sort.Strings(out)
+	out := slices.AppendSeq(make([]string, 0, len(r.addrs)), maps.Keys(r.addrs))
+	slices.Sort(out)
 	return out
 }
 

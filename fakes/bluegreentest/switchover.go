@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/holdfast-db/holdfast/internal/pause"
 )
 
 // Scenario is a switchover script for [Deployment.Switchover].
@@ -245,20 +247,21 @@ func (s *script) status(ctx context.Context, status string) error {
 	return nil
 }
 
+// freezeBlueIn freezes blue's metadata (Deployment.FreezeBlue) when the
+// scenario is sc, the one that freezes it at this point of the script.
+func (s *script) freezeBlueIn(sc Scenario) {
+	if s.cfg.Scenario == sc {
+		s.d.FreezeBlue()
+		s.event(ScriptBlueMetadataFrozen)
+	}
+}
+
 // sleepUntil waits until t or ctx's end.
 func sleepUntil(ctx context.Context, t time.Time) error {
-	d := time.Until(t)
-	if d <= 0 {
+	if d := time.Until(t); d <= 0 || !pause.For(ctx, d, nil) {
 		return ctx.Err()
 	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-timer.C:
-		return nil
-	}
+	return nil
 }
 
 func (s *script) run(ctx context.Context, t Timings) error {
@@ -279,10 +282,7 @@ func (s *script) run(ctx context.Context, t Timings) error {
 	if err := s.status(ctx, StatusInProgress); err != nil {
 		return err
 	}
-	if s.cfg.Scenario == ScenarioFrozenBlue {
-		d.FreezeBlue()
-		s.event(ScriptBlueMetadataFrozen)
-	}
+	s.freezeBlueIn(ScenarioFrozenBlue)
 	inProgress := time.Now()
 	if err := s.closeBlue(ctx); err != nil {
 		return err
@@ -331,10 +331,7 @@ func (s *script) run(ctx context.Context, t Timings) error {
 			return err
 		}
 	}
-	if s.cfg.Scenario == ScenarioFrozenBluePost {
-		d.FreezeBlue()
-		s.event(ScriptBlueMetadataFrozen)
-	}
+	s.freezeBlueIn(ScenarioFrozenBluePost)
 	post := time.Now()
 	if err := s.reopenBlue(ctx, false); err != nil {
 		return err

@@ -74,11 +74,7 @@ $fn$;
 // SetTopology replaces the rows aurora_replica_status() returns, in one
 // transaction. It needs the Aurora engine.
 func (m *Metadata) SetTopology(ctx context.Context, replicas ...Replica) error {
-	err := m.exec(ctx, func(tx pgx.Tx) error { return setTopology(ctx, tx, replicas) })
-	if err != nil {
-		return fmt.Errorf("fakes/bluegreentest: set topology: %w", err)
-	}
-	return nil
+	return m.exec(ctx, "set topology", func(tx pgx.Tx) error { return setTopology(ctx, tx, replicas) })
 }
 
 func setTopology(ctx context.Context, tx pgx.Tx, replicas []Replica) error {
@@ -109,22 +105,18 @@ func (m *Metadata) setSelf(ctx context.Context, replicas []Replica) error {
 			break
 		}
 	}
-	err := m.exec(ctx, func(tx pgx.Tx) error {
+	return m.exec(ctx, "set topology", func(tx pgx.Tx) error {
 		if err := setTopology(ctx, tx, replicas); err != nil {
 			return err
 		}
 		return setInstanceID(ctx, tx, id)
 	})
-	if err != nil {
-		return fmt.Errorf("fakes/bluegreentest: set topology: %w", err)
-	}
-	return nil
 }
 
 // Topology returns the rows aurora_replica_status() returns now.
 func (m *Metadata) Topology(ctx context.Context) ([]Replica, error) {
 	var out []Replica
-	err := m.exec(ctx, func(tx pgx.Tx) error {
+	if err := m.exec(ctx, "read topology", func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, "SELECT coalesce(server_id, ''), coalesce(session_id, '') FROM holdfast_fake.aurora_replica_status ORDER BY ord")
 		if err != nil {
 			return err
@@ -137,9 +129,8 @@ func (m *Metadata) Topology(ctx context.Context) ([]Replica, error) {
 			out = append(out, Replica{ServerID: id, Writer: session == WriterSessionID})
 		}
 		return rows.Err()
-	})
-	if err != nil {
-		return nil, fmt.Errorf("fakes/bluegreentest: read topology: %w", err)
+	}); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -149,11 +140,7 @@ func (m *Metadata) Topology(ctx context.Context) ([]Replica, error) {
 // Aurora engine. [Env.NewDeployment] and [Deployment.Rename] set it on
 // both servers, to the writer row's server_id of each side's topology.
 func (m *Metadata) SetInstanceID(ctx context.Context, id string) error {
-	err := m.exec(ctx, func(tx pgx.Tx) error { return setInstanceID(ctx, tx, id) })
-	if err != nil {
-		return fmt.Errorf("fakes/bluegreentest: set instance id: %w", err)
-	}
-	return nil
+	return m.exec(ctx, "set instance id", func(tx pgx.Tx) error { return setInstanceID(ctx, tx, id) })
 }
 
 func setInstanceID(ctx context.Context, tx pgx.Tx, id string) error {
@@ -169,11 +156,10 @@ func setInstanceID(ctx context.Context, tx pgx.Tx, id string) error {
 // for NULL).
 func (m *Metadata) InstanceID(ctx context.Context) (string, error) {
 	var id string
-	err := m.exec(ctx, func(tx pgx.Tx) error {
+	if err := m.exec(ctx, "read instance id", func(tx pgx.Tx) error {
 		return tx.QueryRow(ctx, "SELECT coalesce(server_id, '') FROM holdfast_fake.aurora_instance").Scan(&id)
-	})
-	if err != nil {
-		return "", fmt.Errorf("fakes/bluegreentest: read instance id: %w", err)
+	}); err != nil {
+		return "", err
 	}
 	return id, nil
 }
@@ -182,15 +168,11 @@ func (m *Metadata) InstanceID(ctx context.Context) (string, error) {
 // aurora_db_instance_identifier() (the control tables stay), as on a server
 // without them.
 func (m *Metadata) UninstallTopology(ctx context.Context) error {
-	err := m.exec(ctx, func(tx pgx.Tx) error {
+	return m.exec(ctx, "uninstall topology", func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `DROP FUNCTION IF EXISTS pg_catalog.aurora_replica_status();
 			DROP FUNCTION IF EXISTS pg_catalog.aurora_db_instance_identifier()`)
 		return err
 	})
-	if err != nil {
-		return fmt.Errorf("fakes/bluegreentest: uninstall topology: %w", err)
-	}
-	return nil
 }
 
 // ReaderAddr returns the address of reader instance i (1 to MaxReaders) of

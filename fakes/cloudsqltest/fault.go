@@ -1,8 +1,9 @@
 package cloudsqltest
 
 import (
-	"strconv"
 	"time"
+
+	"github.com/holdfast-db/holdfast/internal/enum"
 )
 
 // Endpoint names one HTTP endpoint of the fake, for [Server.Fail],
@@ -24,20 +25,15 @@ const (
 	LoginToken
 )
 
-// String returns the endpoint's name, for example "connectSettings".
-func (e Endpoint) String() string {
-	switch e {
-	case ConnectSettings:
-		return "connectSettings"
-	case GenerateEphemeralCert:
-		return "generateEphemeralCert"
-	case APIToken:
-		return "APIToken"
-	case LoginToken:
-		return "LoginToken"
-	}
-	return "Endpoint(" + strconv.Itoa(int(e)) + ")"
+var endpointNames = [...]string{
+	ConnectSettings:       "connectSettings",
+	GenerateEphemeralCert: "generateEphemeralCert",
+	APIToken:              "APIToken",
+	LoginToken:            "LoginToken",
 }
+
+// String returns the endpoint's name, for example "connectSettings".
+func (e Endpoint) String() string { return enum.Name("Endpoint", e, endpointNames[:]) }
 
 func (e Endpoint) valid() bool { return e >= ConnectSettings && e <= LoginToken }
 

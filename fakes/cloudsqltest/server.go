@@ -1,6 +1,7 @@
 package cloudsqltest
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/cloudsqlconn"
+	"github.com/holdfast-db/holdfast/internal/pause"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 )
@@ -126,21 +128,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Backend == "" {
 		return nil, errors.New("fakes/cloudsqltest: Config.Backend is required (the PostgreSQL host:port to forward to)")
 	}
-	if cfg.Project == "" {
-		cfg.Project = DefaultProject
-	}
-	if cfg.Region == "" {
-		cfg.Region = DefaultRegion
-	}
-	if cfg.Instance == "" {
-		cfg.Instance = DefaultInstance
-	}
-	if cfg.DatabaseVersion == "" {
-		cfg.DatabaseVersion = DefaultDatabaseVersion
-	}
-	if cfg.ServerCN == "" {
-		cfg.ServerCN = cfg.Project + ":" + cfg.Instance
-	}
+	cfg.Project = cmp.Or(cfg.Project, DefaultProject)
+	cfg.Region = cmp.Or(cfg.Region, DefaultRegion)
+	cfg.Instance = cmp.Or(cfg.Instance, DefaultInstance)
+	cfg.DatabaseVersion = cmp.Or(cfg.DatabaseVersion, DefaultDatabaseVersion)
+	cfg.ServerCN = cmp.Or(cfg.ServerCN, cfg.Project+":"+cfg.Instance)
 	s := &Server{
 		cfg:      cfg,
 		connName: cfg.Project + ":" + cfg.Region + ":" + cfg.Instance,
@@ -331,17 +323,7 @@ func (f failingSource) Token() (*oauth2.Token, error) { return nil, f.err }
 // Append your own options (WithLazyRefresh, WithRefreshTimeout, ...) after
 // these. Each call builds new token sources.
 func (s *Server) DialerOptions() ([]cloudsqlconn.Option, error) {
-	key, err := RSAKey()
-	if err != nil {
-		return nil, err
-	}
-	return []cloudsqlconn.Option{
-		cloudsqlconn.WithAdminAPIEndpoint(s.adminURL),
-		cloudsqlconn.WithTokenSource(s.TokenSource(APIToken)),
-		cloudsqlconn.WithDialFunc(s.Dial),
-		cloudsqlconn.WithBuiltInMetrics(false),
-		cloudsqlconn.WithRSAKey(key),
-	}, nil
+	return s.dialerOptions(cloudsqlconn.WithTokenSource(s.TokenSource(APIToken)))
 }
 
 // IAMDialerOptions is DialerOptions with IAM database authentication:
@@ -349,18 +331,23 @@ func (s *Server) DialerOptions() ([]cloudsqlconn.Option, error) {
 // TokenSource(LoginToken)) instead of WithTokenSource. The login token then
 // travels in every generateEphemeralCert request ([Stats] LoginCerts).
 func (s *Server) IAMDialerOptions() ([]cloudsqlconn.Option, error) {
+	return s.dialerOptions(cloudsqlconn.WithIAMAuthN(),
+		cloudsqlconn.WithIAMAuthNTokenSources(s.TokenSource(APIToken), s.TokenSource(LoginToken)))
+}
+
+// dialerOptions are the options of DialerOptions with auth, the dialer's
+// credentials, in place of WithTokenSource.
+func (s *Server) dialerOptions(auth ...cloudsqlconn.Option) ([]cloudsqlconn.Option, error) {
 	key, err := RSAKey()
 	if err != nil {
 		return nil, err
 	}
-	return []cloudsqlconn.Option{
-		cloudsqlconn.WithAdminAPIEndpoint(s.adminURL),
-		cloudsqlconn.WithIAMAuthN(),
-		cloudsqlconn.WithIAMAuthNTokenSources(s.TokenSource(APIToken), s.TokenSource(LoginToken)),
+	opts := append([]cloudsqlconn.Option{cloudsqlconn.WithAdminAPIEndpoint(s.adminURL)}, auth...)
+	return append(opts,
 		cloudsqlconn.WithDialFunc(s.Dial),
 		cloudsqlconn.WithBuiltInMetrics(false),
 		cloudsqlconn.WithRSAKey(key),
-	}, nil
+	), nil
 }
 
 // Fail makes the next n requests to endpoint e fail with HTTP status code
@@ -532,21 +519,7 @@ func (s *Server) untrack(c net.Conn) {
 
 // wait sleeps for d, or until ctx is done or the fake closes; it reports
 // whether d elapsed.
-func (s *Server) wait(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return true
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	case <-s.closing:
-		return false
-	}
-}
+func (s *Server) wait(ctx context.Context, d time.Duration) bool { return pause.For(ctx, d, s.closing) }
 
 // String describes the fake without secrets.
 func (s *Server) String() string {

@@ -1,6 +1,7 @@
 package failovertest
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/base32"
@@ -17,6 +18,8 @@ import (
 
 	"github.com/holdfast-db/holdfast/fakes/bluegreentest"
 	"github.com/holdfast-db/holdfast/fakes/internal/certs"
+	"github.com/holdfast-db/holdfast/fakes/internal/pgurl"
+	"github.com/holdfast-db/holdfast/fakes/internal/ports"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -190,21 +193,11 @@ type Cluster struct {
 // Config.Engine and publishes the names. ctx bounds the start (a few
 // seconds).
 func Start(ctx context.Context, cfg Config) (*Cluster, error) {
-	if cfg.Name == "" {
-		cfg.Name = DefaultName
-	}
-	if cfg.Account == "" {
-		cfg.Account = DefaultAccount
-	}
-	if cfg.Region == "" {
-		cfg.Region = DefaultRegion
-	}
-	if cfg.WriterHost == "" {
-		cfg.WriterHost = DefaultWriterHost
-	}
-	if cfg.Replicas == 0 {
-		cfg.Replicas = 1
-	}
+	cfg.Name = cmp.Or(cfg.Name, DefaultName)
+	cfg.Account = cmp.Or(cfg.Account, DefaultAccount)
+	cfg.Region = cmp.Or(cfg.Region, DefaultRegion)
+	cfg.WriterHost = cmp.Or(cfg.WriterHost, DefaultWriterHost)
+	cfg.Replicas = cmp.Or(cfg.Replicas, 1)
 	if cfg.Replicas < 1 || cfg.Replicas > MaxReplicas {
 		return nil, &ConfigError{Field: "Replicas", Value: cfg.Replicas, Want: fmt.Sprintf("1 to %d", MaxReplicas)}
 	}
@@ -216,9 +209,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if len(cfg.ReplicaHosts) < cfg.Replicas {
 		return nil, &ConfigError{Field: "ReplicaHosts", Value: cfg.ReplicaHosts, Want: fmt.Sprintf("at least %d (Replicas)", cfg.Replicas)}
 	}
-	if cfg.TTL == 0 {
-		cfg.TTL = DefaultTTL
-	}
+	cfg.TTL = cmp.Or(cfg.TTL, DefaultTTL)
 	switch cfg.Engine {
 	case "":
 		cfg.Engine = Aurora
@@ -364,7 +355,7 @@ func makeStandby(ctx context.Context, r, w *node, parent string) error {
 	if err := r.chown(r.dir); err != nil {
 		return err
 	}
-	if r.port, err = freePort(r.host); err != nil {
+	if r.port, err = ports.Free(r.host); err != nil {
 		return err
 	}
 	return r.basebackup(ctx, w)
@@ -631,13 +622,7 @@ func (c *Cluster) DSN(host string, extra ...string) string {
 	if c.CAFile != "" && net.ParseIP(name) == nil {
 		query = "sslmode=verify-full&sslrootcert=" + url.QueryEscape(c.CAFile)
 	}
-	u := url.URL{Scheme: "postgres", User: url.User("postgres"), Host: host,
-		Path: "/postgres", RawQuery: query}
-	s := u.String()
-	for _, e := range extra {
-		s += "&" + e
-	}
-	return s
+	return pgurl.Superuser(host, "postgres", query, extra...)
 }
 
 // PoolConfig parses c.DSN(host, extra...) and sets its LookupFunc to
@@ -760,13 +745,4 @@ func canBind(host string) error {
 		return err
 	}
 	return l.Close()
-}
-
-func freePort(host string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

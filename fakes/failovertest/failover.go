@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"syscall"
 	"time"
+
+	"github.com/holdfast-db/holdfast/internal/pause"
 )
 
 // Kind is a kind of writer failover.
@@ -330,16 +332,13 @@ func waitWritable(ctx context.Context, n *node) error {
 	})
 }
 
+// sleep waits for d, or until ctx is done: then it returns ctx's cause.
 func sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
+	if !pause.For(ctx, d, nil) {
 		return context.Cause(ctx)
 	}
+	return nil
 }

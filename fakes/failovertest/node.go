@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/holdfast-db/holdfast/fakes/internal/pgurl"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/jackc/pgx/v5"
 )
@@ -44,9 +44,7 @@ func (n *node) addr() string { return net.JoinHostPort(n.host, strconv.Itoa(n.po
 func (n *node) data() string { return filepath.Join(n.dir, "data") }
 
 func (n *node) dsn() string {
-	u := url.URL{Scheme: "postgres", User: url.User("postgres"), Host: n.addr(),
-		Path: "/postgres", RawQuery: "sslmode=disable&connect_timeout=5"}
-	return u.String()
+	return pgurl.Superuser(n.addr(), "postgres", "sslmode=disable&connect_timeout=5")
 }
 
 // settings are the postgresql.conf settings of a node. syncStandby makes

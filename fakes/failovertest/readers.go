@@ -148,10 +148,16 @@ func (c *Cluster) dropStandbyLocked(n *node) (*node, []*node) {
 // directory removed. A reader that crashed or hung can be removed too.
 // When it was the last standby, the writer stops waiting for one.
 func (c *Cluster) RemoveReader(ctx context.Context, id string) error {
+	return c.onReader("RemoveReader", id, func() error { return c.removeReader(ctx, id) })
+}
+
+// onReader runs op, a change of reader id, while no failover or other
+// change runs (c.failing); its error names the method and the reader.
+func (c *Cluster) onReader(method, id string, op func() error) error {
 	c.failing.Lock()
 	defer c.failing.Unlock()
-	if err := c.removeReader(ctx, id); err != nil {
-		return fmt.Errorf("fakes/failovertest: RemoveReader %s: %w", id, err)
+	if err := op(); err != nil {
+		return fmt.Errorf("fakes/failovertest: %s %s: %w", method, id, err)
 	}
 	return nil
 }
@@ -198,12 +204,7 @@ func (c *Cluster) removeReader(ctx context.Context, id string) error {
 // for it, and when it was the last one the writer stops waiting for a
 // standby (a failover then has none to promote).
 func (c *Cluster) CrashReader(ctx context.Context, id string) error {
-	c.failing.Lock()
-	defer c.failing.Unlock()
-	if err := c.downReader(ctx, id, false); err != nil {
-		return fmt.Errorf("fakes/failovertest: CrashReader %s: %w", id, err)
-	}
-	return nil
+	return c.onReader("CrashReader", id, func() error { return c.downReader(ctx, id, false) })
 }
 
 // HangReader stops reader id's postmaster and backends (SIGSTOP, to the
@@ -213,12 +214,7 @@ func (c *Cluster) CrashReader(ctx context.Context, id string) error {
 // it is no longer a standby. Close (or RemoveReader) resumes it
 // (SIGCONT) before stopping it.
 func (c *Cluster) HangReader(ctx context.Context, id string) error {
-	c.failing.Lock()
-	defer c.failing.Unlock()
-	if err := c.downReader(ctx, id, true); err != nil {
-		return fmt.Errorf("fakes/failovertest: HangReader %s: %w", id, err)
-	}
-	return nil
+	return c.onReader("HangReader", id, func() error { return c.downReader(ctx, id, true) })
 }
 
 func (c *Cluster) downReader(ctx context.Context, id string, hang bool) error {
@@ -261,12 +257,7 @@ func (c *Cluster) downReader(ctx context.Context, id string, hang bool) error {
 // candidate as before, and returns once the writer streams to it. It was
 // in the topology and behind the reader endpoint all along.
 func (c *Cluster) RecoverReader(ctx context.Context, id string) error {
-	c.failing.Lock()
-	defer c.failing.Unlock()
-	if err := c.recoverReader(ctx, id); err != nil {
-		return fmt.Errorf("fakes/failovertest: RecoverReader %s: %w", id, err)
-	}
-	return nil
+	return c.onReader("RecoverReader", id, func() error { return c.recoverReader(ctx, id) })
 }
 
 func (c *Cluster) recoverReader(ctx context.Context, id string) error {
@@ -334,12 +325,7 @@ func (n *node) resume() error {
 // ends the lag and returns once the reader has caught up with the
 // writer.
 func (c *Cluster) SetLag(ctx context.Context, id string, d time.Duration) error {
-	c.failing.Lock()
-	defer c.failing.Unlock()
-	if err := c.setLag(ctx, id, d); err != nil {
-		return fmt.Errorf("fakes/failovertest: SetLag %s: %w", id, err)
-	}
-	return nil
+	return c.onReader("SetLag", id, func() error { return c.setLag(ctx, id, d) })
 }
 
 func (c *Cluster) setLag(ctx context.Context, id string, d time.Duration) error {

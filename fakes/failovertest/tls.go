@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 
 	"github.com/holdfast-db/holdfast/fakes/internal/certs"
+	"github.com/holdfast-db/holdfast/fakes/internal/pgurl"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -93,11 +93,10 @@ func (n *node) installCert() error {
 // waitTLS waits until a new connection to n gets TLS (pg_stat_ssl): a
 // configuration reload is asynchronous.
 func waitTLS(ctx context.Context, n *node) error {
-	u := url.URL{Scheme: "postgres", User: url.User("postgres"), Host: n.addr(),
-		Path: "/postgres", RawQuery: "sslmode=require&connect_timeout=5"}
+	dsn := pgurl.Superuser(n.addr(), "postgres", "sslmode=require&connect_timeout=5")
 	var last error
 	err := poll(ctx, func() (bool, error) {
-		conn, err := pgx.Connect(ctx, u.String())
+		conn, err := pgx.Connect(ctx, dsn)
 		if err != nil {
 			last = err
 			return false, nil

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/holdfast-db/holdfast/fakes/internal/pgurl"
+	"github.com/holdfast-db/holdfast/fakes/internal/ports"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -67,7 +68,7 @@ type Options struct {
 	Settings map[string]string
 
 	// Test seams; zero values mean the defaults.
-	pickPort  func(host string) (int, error) // default freePort
+	pickPort  func(host string) (int, error) // default ports.Free
 	parentDir string                         // where to create Dir
 }
 
@@ -209,7 +210,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	pickPort := opts.pickPort
 	if pickPort == nil {
-		pickPort = freePort
+		pickPort = ports.Free
 	}
 	if err := s.start(ctx, opts.Port, pickPort, settings); err != nil {
 		_ = s.Stop()
@@ -292,28 +293,10 @@ func portTaken(log string) bool {
 		strings.Contains(log, "could not bind")
 }
 
-// freePort asks the kernel for a free TCP port on host. Another process may
-// take it before the server binds; Start retries in that case.
-func freePort(host string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // DSN returns a connection string for the server:
 // "postgres://postgres@HOST:PORT/postgres?sslmode=disable".
 func (s *Server) DSN() string {
-	u := url.URL{
-		Scheme:   "postgres",
-		User:     url.User("postgres"),
-		Host:     s.Addr(),
-		Path:     "/postgres",
-		RawQuery: "sslmode=disable",
-	}
-	return u.String()
+	return pgurl.Superuser(s.Addr(), "postgres", "sslmode=disable")
 }
 
 // Addr returns the server's TCP address, "HOST:PORT".

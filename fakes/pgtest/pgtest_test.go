@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/holdfast-db/holdfast/fakes/internal/ports"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -328,7 +329,7 @@ func TestPortRetry(t *testing.T) {
 			picked = append(picked, busy)
 			return busy, nil
 		}
-		p, err := freePort(host)
+		p, err := ports.Free(host)
 		picked = append(picked, p)
 		return p, err
 	}

@@ -18,6 +18,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/holdfast-db/holdfast/internal/pause"
 )
 
 // ErrTimeout is what [Limiter.Acquire] returns when its deadline passed
@@ -298,19 +300,11 @@ func (b *Bucket) Wait(ctx context.Context, deadline time.Time) error {
 	if !ok {
 		return ErrTimeout
 	}
-	if wait <= 0 {
-		return nil
-	}
-
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
+	if !pause.For(ctx, wait, nil) {
 		b.Unreserve()
 		return ctx.Err()
 	}
+	return nil
 }
 
 // epoch is the origin of nanotime.

@@ -28,11 +28,8 @@
 // that go list selects for this platform); the packages they import from
 // other modules and the standard library are read from the export data
 // go list -export writes into the build cache. Only the standard library
-// is used, so that the package can be copied into a module (lb) that must
-// not depend on this one: keep the copies byte for byte the same.
-//
-// This file is duplicated, byte for byte, as lb/internal/apicheck; a
-// test of the root module fails when the two differ.
+// is used. Generate lists any module it is pointed at: this package's
+// test checks both modules of the repository (the root and lb).
 package apicheck
 
 import (

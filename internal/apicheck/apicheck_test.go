@@ -11,22 +11,42 @@ import (
 	"text/tabwriter"
 )
 
-var update = flag.Bool("update", false, "write the module's API file (api/NAME.txt) from the code")
+var update = flag.Bool("update", false, "write each module's API file (api/NAME.txt) from the code")
 
-// The module's root, from this package's directory.
+// The repository's root, from this package's directory.
 var root = filepath.Join("..", "..")
 
-// TestAPI fails when the exported API of the module's packages differs
-// from its API file, api/NAME.txt: a name added, changed or removed is a
-// change of that file, reviewed with the code. -update writes the file.
-// With -v it logs each package's count of exported names.
+// modules are the repository's modules, by the name of their API file,
+// and their directories relative to its root: this one and lb, nested in
+// it.
+var modules = []struct{ name, dir string }{{"holdfast", "."}, {"lb", "lb"}}
+
+// TestAPI fails when the exported API of a module's packages differs from
+// its API file, api/NAME.txt in the module's directory: a name added,
+// changed or removed is a change of that file, reviewed with the code.
+// It checks every module of the repository (lb is loaded as a module
+// directory of its own). -update writes the files. With -v it logs each
+// package's count of exported names.
 func TestAPI(t *testing.T) {
-	api, err := Generate(root)
+	for _, mod := range modules {
+		dir := filepath.Join(root, mod.dir)
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); mod.dir != "." && os.IsNotExist(err) {
+			t.Logf("no module at %s", dir) // outside the repository (in a module's zip)
+			continue
+		}
+		t.Run(mod.name, func(t *testing.T) { checkAPI(t, dir) })
+	}
+}
+
+// checkAPI compares the API of the module in dir with its API file, or
+// writes the file with -update.
+func checkAPI(t *testing.T, dir string) {
+	api, err := Generate(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	file := File(api.Module)
-	path := filepath.Join(root, file)
+	path := filepath.Join(dir, file)
 	counts := fmt.Sprintf("%d lines in %s; exported names per package (as shared/tools/exported.go counts them) and API lines:\n%s", len(api.Features), file, countTable(api))
 	if *update {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -38,7 +58,7 @@ func TestAPI(t *testing.T) {
 		t.Logf("wrote %s\n%s", file, counts)
 		return
 	}
-	howto := fmt.Sprintf("If the change is meant, run in %s's root\n\tgo test ./internal/apicheck -update\nand commit %s with it.", api.Module, file)
+	howto := fmt.Sprintf("If the change is meant, run in the repository's root\n\tgo test ./internal/apicheck -update\nand commit %s of %s with it.", file, api.Module)
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, howto)

@@ -8,9 +8,6 @@ import (
 	"testing"
 )
 
-// This file and copy_test.go are the root module's only: lb's copy of
-// the package has apicheck.go and apicheck_test.go.
-
 // TestFormat lists a module made for the purpose (testdata/mod) and
 // compares it, line by line, with what Go's cmd/api would write (and the
 // few additions documented on the package).

@@ -42,26 +42,16 @@ func ID(c bluegreen.Config) string {
 // withDefaults returns c with its zero fields set to the defaults, and the
 // metadata its Engine selects, or a *bluegreen.ConfigError.
 func withDefaults(c bluegreen.Config) (bluegreen.Config, meta.Engine, error) {
-	durations := []struct {
-		name string
-		v    *time.Duration
-		def  time.Duration
-	}{
-		{"ConnectTimeout", &c.ConnectTimeout, defaultConnectTimeout},
-		{"SwitchoverTimeout", &c.SwitchoverTimeout, defaultSwitchoverTimeout},
-		{"BaselineInterval", &c.BaselineInterval, defaultBaselineInterval},
-		{"IncreasedInterval", &c.IncreasedInterval, defaultIncreasedInterval},
-		{"HighInterval", &c.HighInterval, defaultHighInterval},
-		{"MonitorConnectTimeout", &c.MonitorConnectTimeout, defaultMonitorConnectTimeout},
-		{"MonitorQueryTimeout", &c.MonitorQueryTimeout, defaultMonitorQueryTimeout},
-	}
-	for _, d := range durations {
-		if *d.v < 0 {
-			return c, 0, &cfgerr.Error{Pkg: "bluegreen", Field: d.name, Why: "must not be negative (zero means the default " + d.def.String() + ")"}
-		}
-		if *d.v == 0 {
-			*d.v = d.def
-		}
+	if d := cfgerr.SetDefaults([]cfgerr.Duration{
+		{Name: "ConnectTimeout", Value: &c.ConnectTimeout, Default: defaultConnectTimeout},
+		{Name: "SwitchoverTimeout", Value: &c.SwitchoverTimeout, Default: defaultSwitchoverTimeout},
+		{Name: "BaselineInterval", Value: &c.BaselineInterval, Default: defaultBaselineInterval},
+		{Name: "IncreasedInterval", Value: &c.IncreasedInterval, Default: defaultIncreasedInterval},
+		{Name: "HighInterval", Value: &c.HighInterval, Default: defaultHighInterval},
+		{Name: "MonitorConnectTimeout", Value: &c.MonitorConnectTimeout, Default: defaultMonitorConnectTimeout},
+		{Name: "MonitorQueryTimeout", Value: &c.MonitorQueryTimeout, Default: defaultMonitorQueryTimeout},
+	}); d != nil {
+		return c, 0, &cfgerr.Error{Pkg: "bluegreen", Field: d.Name, Why: "must not be negative (zero means the default " + d.Default.String() + ")"}
 	}
 	var engine meta.Engine
 	switch c.Engine {

@@ -12,6 +12,7 @@ import (
 	"github.com/holdfast-db/holdfast/internal/bgroute/meta"
 	"github.com/holdfast-db/holdfast/internal/bgroute/switchover"
 	"github.com/holdfast-db/holdfast/internal/compose"
+	"github.com/holdfast-db/holdfast/internal/pgxtrace"
 	"github.com/holdfast-db/holdfast/internal/topology"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/multitracer"
@@ -193,7 +194,7 @@ func (r *Router) Layer() compose.Layer {
 		},
 		AfterRelease: r.keepOnRelease,
 		Tracer: func(next pgx.QueryTracer) pgx.QueryTracer {
-			t := &tracer{r: r}
+			t := &pgxtrace.Set{Hooks: gate{r}}
 			if next == nil {
 				return t
 			}
@@ -728,47 +729,19 @@ func (r *Router) LastSummary() (bluegreen.Summary, bool) {
 	return *r.last, true
 }
 
-// tracer is the Router's statement tracer: it holds statements on
-// acquired connections during IN_PROGRESS and refuses them, before
-// anything is sent, on connections to the old blue instance.
-type tracer struct{ r *Router }
+// gate is the Router's statement hooks: it holds statements on acquired
+// connections during IN_PROGRESS and refuses them, before anything is
+// sent, on connections to the old blue instance.
+type gate struct{ r *Router }
 
-func (t *tracer) TraceQueryStart(ctx context.Context, c *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	if s := t.r.snap.Load(); !s.Normal {
-		return t.r.gate(ctx, c, s)
+func (g gate) StatementStart(ctx context.Context, c *pgx.Conn, _ pgxtrace.Kind) context.Context {
+	if s := g.r.snap.Load(); !s.Normal {
+		return g.r.gate(ctx, c, s)
 	}
 	return ctx
 }
 
-func (t *tracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
-func (t *tracer) TraceBatchStart(ctx context.Context, c *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	if s := t.r.snap.Load(); !s.Normal {
-		return t.r.gate(ctx, c, s)
-	}
-	return ctx
-}
-
-func (t *tracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (t *tracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
-
-func (t *tracer) TraceCopyFromStart(ctx context.Context, c *pgx.Conn, _ pgx.TraceCopyFromStartData) context.Context {
-	if s := t.r.snap.Load(); !s.Normal {
-		return t.r.gate(ctx, c, s)
-	}
-	return ctx
-}
-
-func (t *tracer) TraceCopyFromEnd(context.Context, *pgx.Conn, pgx.TraceCopyFromEndData) {}
-
-func (t *tracer) TracePrepareStart(ctx context.Context, c *pgx.Conn, _ pgx.TracePrepareStartData) context.Context {
-	if s := t.r.snap.Load(); !s.Normal {
-		return t.r.gate(ctx, c, s)
-	}
-	return ctx
-}
-
-func (t *tracer) TracePrepareEnd(context.Context, *pgx.Conn, pgx.TracePrepareEndData) {}
+func (gate) StatementEnd(context.Context, *pgx.Conn, pgxtrace.Kind, error) {}
 
 // denied returns a context that is already done with err as its Err, so
 // that pgx refuses the statement before sending anything and the caller's

@@ -56,23 +56,21 @@ func firstKeyword(sql string) (string, string) {
 	s := sql
 	for {
 		s = strings.TrimLeft(s, " \t\r\n;(")
-		if strings.HasPrefix(s, "--") {
-			i := strings.IndexByte(s, '\n')
-			if i < 0 {
-				return "", ""
-			}
-			s = s[i+1:]
-			continue
+		var end string // the end of the comment s starts with
+		switch {
+		case strings.HasPrefix(s, "--"):
+			end = "\n"
+		case strings.HasPrefix(s, "/*"):
+			end = "*/"
 		}
-		if strings.HasPrefix(s, "/*") {
-			i := strings.Index(s, "*/")
-			if i < 0 {
-				return "", ""
-			}
-			s = s[i+2:]
-			continue
+		if end == "" {
+			break
 		}
-		break
+		i := strings.Index(s, end)
+		if i < 0 {
+			return "", ""
+		}
+		s = s[i+len(end):]
 	}
 	end := 0
 	for end < len(s) && end < 16 && s[end]|0x20 >= 'a' && s[end]|0x20 <= 'z' {

@@ -795,17 +795,21 @@ func (m *Monitor) resolve(ctx context.Context, host string, port uint16) string 
 	return net.JoinHostPort(addrs[0], strconv.Itoa(int(port)))
 }
 
+// probe is one instance's probe in a round of probeAll or pingReaders:
+// its probe connection (kept in m.probes between rounds; nil: none) and
+// what it read (pingReaders: only whether it answered, res.err).
+type probe struct {
+	in   instance
+	conn *pgx.Conn
+	res  readResult
+}
+
 // probeAll reads every instance (and the writer) on probe connections of
 // its own, in parallel, each bounded by FailureTimeout, and routes by what
 // they say. A reader whose kept probe connection fails is dialed again at
 // once (a hung one is decided within the round): its answer, or its fresh
 // connection's failure, is its health (judgeReaders).
 func (m *Monitor) probeAll(ctx context.Context) {
-	type probe struct {
-		in   instance
-		conn *pgx.Conn
-		res  readResult
-	}
 	var ps []*probe
 	for _, in := range m.instances {
 		ps = append(ps, &probe{in: in, conn: m.probes[in.id]})
@@ -997,11 +1001,7 @@ func (m *Monitor) checkDNS(ctx context.Context) {
 func (m *Monitor) writerHosts() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	hosts := make([]string, 0, len(m.writers))
-	for h := range m.writers {
-		hosts = append(hosts, h)
-	}
-	return hosts
+	return slices.AppendSeq(make([]string, 0, len(m.writers)), maps.Keys(m.writers))
 }
 
 // publishReaders publishes the addresses of the instances other than the
@@ -1311,11 +1311,6 @@ func (m *Monitor) pingReaders(ctx context.Context) {
 	if !all && len(m.down) == 0 {
 		return
 	}
-	type probe struct {
-		in   instance
-		conn *pgx.Conn
-		err  error
-	}
 	var ps []*probe
 	for id, in := range m.instances {
 		if _, down := m.down[id]; id == m.writer || in.addr == "" || (!all && !down) {
@@ -1329,7 +1324,7 @@ func (m *Monitor) pingReaders(ctx context.Context) {
 	ping := func(ctx context.Context, c *pgx.Conn) error { return c.Ping(ctx) }
 	var wg sync.WaitGroup
 	for _, p := range ps {
-		wg.Go(func() { p.conn, p.err = m.tryReader(ctx, p.in.host, p.conn, ping) })
+		wg.Go(func() { p.conn, p.res.err = m.tryReader(ctx, p.in.host, p.conn, ping) })
 	}
 	wg.Wait()
 	var verdicts []readerVerdict
@@ -1339,9 +1334,9 @@ func (m *Monitor) pingReaders(ctx context.Context) {
 		} else {
 			delete(m.probes, p.in.id)
 		}
-		if p.err == nil {
+		if p.res.err == nil {
 			verdicts = append(verdicts, readerVerdict{in: p.in, up: true})
-		} else if why, down := readerDown(p.err); down {
+		} else if why, down := readerDown(p.res.err); down {
 			verdicts = append(verdicts, readerVerdict{in: p.in, why: why})
 		}
 	}

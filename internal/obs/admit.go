@@ -2,7 +2,6 @@ package obs
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -32,14 +31,12 @@ type queueInstruments struct {
 	wait   metric.Float64Histogram
 }
 
-func (q *queueInstruments) init(m metric.Meter, buckets metric.HistogramOption) error {
-	var err, e error
-	q.queued, e = m.Int64Counter(MetricConnectQueued, metric.WithUnit("{connect}"),
-		metric.WithDescription("Connects that waited for the pool's admission limit (connects in flight, connects per second), by outcome."))
-	err = errors.Join(err, e)
-	q.wait, e = m.Float64Histogram(MetricConnectQueueWait, metric.WithUnit("s"), buckets,
-		metric.WithDescription("Time a connect waited for the pool's admission limit, by outcome."))
-	return errors.Join(err, e)
+// instruments are those of admission waits, for [New].
+func (q *queueInstruments) instruments() []instrument {
+	return []instrument{
+		{&q.queued, MetricConnectQueued, "{connect}", "Connects that waited for the pool's admission limit (connects in flight, connects per second), by outcome."},
+		{&q.wait, MetricConnectQueueWait, "s", "Time a connect waited for the pool's admission limit, by outcome."},
+	}
 }
 
 // ConnectQueued records a connect that waited waited for an admission

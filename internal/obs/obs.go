@@ -3,6 +3,7 @@ package obs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"reflect"
 
@@ -176,41 +177,9 @@ func New(c Config) (*Telemetry, error) {
 	buckets := metric.WithExplicitBucketBoundaries(timeBuckets...)
 	var err, e error
 	join := func(e error) { err = errors.Join(err, e) }
-
-	t.attempts, e = m.Int64Counter(MetricConnectAttempts, metric.WithUnit("{attempt}"),
-		metric.WithDescription("Connections the pool tried to open through holdfast, by service stage and outcome."))
-	join(e)
-	t.retries, e = m.Int64Counter(MetricRetries, metric.WithUnit("{retry}"),
-		metric.WithDescription("Retries holdfast made after a transient failure."))
-	join(e)
-	t.recoveries, e = m.Int64Counter(MetricRecoveries, metric.WithUnit("{operation}"),
-		metric.WithDescription("Operations that failed at first and succeeded on a retry."))
-	join(e)
-	t.exhausted, e = m.Int64Counter(MetricExhausted, metric.WithUnit("{operation}"),
-		metric.WithDescription("Operations that gave up on a transient failure: attempts or time ran out."))
-	join(e)
-	t.rejections, e = m.Int64Counter(MetricBudgetRejections, metric.WithUnit("{retry}"),
-		metric.WithDescription("Retries the retry budget refused."))
-	join(e)
-	t.bgPhase, e = m.Int64Gauge(MetricBlueGreenPhase, metric.WithUnit("{phase}"),
-		metric.WithDescription("Blue/green switchover phase: 0 NOT_CREATED, 1 CREATED, 2 PREPARATION, 3 IN_PROGRESS, 4 POST, 5 COMPLETED."))
-	join(e)
-	t.foEvents, e = m.Int64Counter(MetricFailoverEvents, metric.WithUnit("{event}"),
-		metric.WithDescription("Writer-failover monitor events: suspect, writer down, writer back, new writer, DNS agrees, instance left, reader down, reader back, reader lagging, reader caught up."))
-	join(e)
-	t.suspended, e = m.Float64Histogram(MetricSuspendedDuration, metric.WithUnit("s"), buckets,
-		metric.WithDescription("Time a connect, acquire or query waited, suspended by a blue/green switchover."))
-	join(e)
-	t.ready, e = m.Int64Gauge(MetricReady, metric.WithUnit("1"),
-		metric.WithDescription("1 while the readiness probe answers 200, 0 while it answers 503."))
-	join(e)
-	t.readyMoves, e = m.Int64Counter(MetricReadyTransitions, metric.WithUnit("{transition}"),
-		metric.WithDescription("Changes of the readiness health, by the health and reason changed to."))
-	join(e)
-	t.drain, e = m.Float64Histogram(MetricDrainDuration, metric.WithUnit("s"), buckets,
-		metric.WithDescription("Duration of readiness drains, by outcome."))
-	join(e)
-	join(t.queue.init(m, buckets))
+	for _, i := range append(t.instruments(), t.queue.instruments()...) {
+		join(i.make(m, buckets))
+	}
 
 	t.connCount, e = dbconv.NewClientConnectionCountObservable(m)
 	join(e)
@@ -232,6 +201,50 @@ func New(c Config) (*Telemetry, error) {
 		return nil, err
 	}
 	return t, nil
+}
+
+// instrument is one of holdfast's own instruments, for [New] to make:
+// where it goes (a *metric.Int64Counter, *metric.Int64Gauge, or
+// *metric.Float64Histogram, which gets the duration buckets), its name,
+// unit and description.
+type instrument struct {
+	dst              any
+	name, unit, desc string
+}
+
+// instruments are holdfast's own instruments but those of admission
+// waits (queueInstruments).
+func (t *Telemetry) instruments() []instrument {
+	return []instrument{
+		{&t.attempts, MetricConnectAttempts, "{attempt}", "Connections the pool tried to open through holdfast, by service stage and outcome."},
+		{&t.retries, MetricRetries, "{retry}", "Retries holdfast made after a transient failure."},
+		{&t.recoveries, MetricRecoveries, "{operation}", "Operations that failed at first and succeeded on a retry."},
+		{&t.exhausted, MetricExhausted, "{operation}", "Operations that gave up on a transient failure: attempts or time ran out."},
+		{&t.rejections, MetricBudgetRejections, "{retry}", "Retries the retry budget refused."},
+		{&t.bgPhase, MetricBlueGreenPhase, "{phase}", "Blue/green switchover phase: 0 NOT_CREATED, 1 CREATED, 2 PREPARATION, 3 IN_PROGRESS, 4 POST, 5 COMPLETED."},
+		{&t.foEvents, MetricFailoverEvents, "{event}", "Writer-failover monitor events: suspect, writer down, writer back, new writer, DNS agrees, instance left, reader down, reader back, reader lagging, reader caught up."},
+		{&t.suspended, MetricSuspendedDuration, "s", "Time a connect, acquire or query waited, suspended by a blue/green switchover."},
+		{&t.ready, MetricReady, "1", "1 while the readiness probe answers 200, 0 while it answers 503."},
+		{&t.readyMoves, MetricReadyTransitions, "{transition}", "Changes of the readiness health, by the health and reason changed to."},
+		{&t.drain, MetricDrainDuration, "s", "Duration of readiness drains, by outcome."},
+	}
+}
+
+// make makes the instrument with m and stores it.
+func (i instrument) make(m metric.Meter, buckets metric.HistogramOption) error {
+	unit, desc := metric.WithUnit(i.unit), metric.WithDescription(i.desc)
+	var err error
+	switch dst := i.dst.(type) {
+	case *metric.Int64Counter:
+		*dst, err = m.Int64Counter(i.name, unit, desc)
+	case *metric.Int64Gauge:
+		*dst, err = m.Int64Gauge(i.name, unit, desc)
+	case *metric.Float64Histogram:
+		*dst, err = m.Float64Histogram(i.name, unit, buckets, desc)
+	default:
+		err = fmt.Errorf("obs: instrument %s: no constructor for %T", i.name, i.dst)
+	}
+	return err
 }
 
 // Active reports whether a real meter or tracer provider is installed, so

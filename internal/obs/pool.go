@@ -11,6 +11,7 @@ import (
 	"weak"
 
 	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/internal/pgxtrace"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/multitracer"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -255,33 +256,21 @@ type conn struct {
 	span  trace.Span // the connect span while connecting, or nil
 
 	// mono() readings; 0 means none.
-	acquired time.Duration // set by TraceAcquireEnd, cleared by TraceRelease
-	query    time.Duration
-	batch    time.Duration
-	copy     time.Duration
+	acquired time.Duration                 // set by TraceAcquireEnd, cleared by TraceRelease
+	started  [pgxtrace.Kinds]time.Duration // the statement of each kind running, but prepares
 
-	base        pgx.QueryTracer
-	baseBatch   pgx.BatchTracer
-	baseCopy    pgx.CopyFromTracer
-	basePrepare pgx.PrepareTracer
-	baseConnect pgx.ConnectTracer
+	// The tracer that was on the config before, whose calls it forwards,
+	// with the conn as its Hooks.
+	pgxtrace.Set
 }
 
 func (c *conn) setBase(base pgx.QueryTracer) {
-	c.base = base
-	if base == nil {
-		return
-	}
-	c.baseBatch, _ = base.(pgx.BatchTracer)
-	c.baseCopy, _ = base.(pgx.CopyFromTracer)
-	c.basePrepare, _ = base.(pgx.PrepareTracer)
-	c.baseConnect, _ = base.(pgx.ConnectTracer)
+	c.Set = pgxtrace.Split(base)
+	c.Set.Hooks = c
 }
 
 func (c *conn) TraceConnectStart(ctx context.Context, data pgx.TraceConnectStartData) context.Context {
-	if c.baseConnect != nil {
-		ctx = c.baseConnect.TraceConnectStart(ctx, data)
-	}
+	ctx = c.Set.TraceConnectStart(ctx, data)
 	if c.span != nil {
 		// The dials run under this context: their attempt events go to
 		// the connect span.
@@ -291,9 +280,7 @@ func (c *conn) TraceConnectStart(ctx context.Context, data pgx.TraceConnectStart
 }
 
 func (c *conn) TraceConnectEnd(ctx context.Context, data pgx.TraceConnectEndData) {
-	if c.baseConnect != nil {
-		c.baseConnect.TraceConnectEnd(ctx, data)
-	}
+	c.Set.TraceConnectEnd(ctx, data)
 	c.finish(ctx, data.Conn, data.Err)
 }
 
@@ -347,67 +334,21 @@ func peer(pc *pgx.Conn) (string, int, bool) {
 	return host, n, true
 }
 
-func (c *conn) TraceQueryStart(ctx context.Context, pc *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
-	if c.base != nil {
-		ctx = c.base.TraceQueryStart(ctx, pc, data)
-	}
-	c.query = mono() // after the tracers before us: a suspension is not part of the statement
-	return ctx
-}
-
-func (c *conn) TraceQueryEnd(ctx context.Context, pc *pgx.Conn, data pgx.TraceQueryEndData) {
-	c.record(ctx, c.query, data.Err)
-	if c.base != nil {
-		c.base.TraceQueryEnd(ctx, pc, data)
-	}
-}
-
-func (c *conn) TraceBatchStart(ctx context.Context, pc *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
-	if c.baseBatch != nil {
-		ctx = c.baseBatch.TraceBatchStart(ctx, pc, data)
-	}
-	c.batch = mono()
-	return ctx
-}
-
-func (c *conn) TraceBatchQuery(ctx context.Context, pc *pgx.Conn, data pgx.TraceBatchQueryData) {
-	if c.baseBatch != nil {
-		c.baseBatch.TraceBatchQuery(ctx, pc, data)
-	}
-}
-
-func (c *conn) TraceBatchEnd(ctx context.Context, pc *pgx.Conn, data pgx.TraceBatchEndData) {
-	c.record(ctx, c.batch, data.Err)
-	if c.baseBatch != nil {
-		c.baseBatch.TraceBatchEnd(ctx, pc, data)
-	}
-}
-
-func (c *conn) TraceCopyFromStart(ctx context.Context, pc *pgx.Conn, data pgx.TraceCopyFromStartData) context.Context {
-	if c.baseCopy != nil {
-		ctx = c.baseCopy.TraceCopyFromStart(ctx, pc, data)
-	}
-	c.copy = mono()
-	return ctx
-}
-
-func (c *conn) TraceCopyFromEnd(ctx context.Context, pc *pgx.Conn, data pgx.TraceCopyFromEndData) {
-	c.record(ctx, c.copy, data.Err)
-	if c.baseCopy != nil {
-		c.baseCopy.TraceCopyFromEnd(ctx, pc, data)
-	}
-}
-
-func (c *conn) TracePrepareStart(ctx context.Context, pc *pgx.Conn, data pgx.TracePrepareStartData) context.Context {
-	if c.basePrepare != nil {
-		ctx = c.basePrepare.TracePrepareStart(ctx, pc, data)
+// StatementStart starts the clock of a query, batch or copy, after the
+// tracers before: a suspension is not part of the statement. A prepare
+// is not timed.
+func (c *conn) StatementStart(ctx context.Context, _ *pgx.Conn, k pgxtrace.Kind) context.Context {
+	if k != pgxtrace.Prepare {
+		c.started[k] = mono()
 	}
 	return ctx
 }
 
-func (c *conn) TracePrepareEnd(ctx context.Context, pc *pgx.Conn, data pgx.TracePrepareEndData) {
-	if c.basePrepare != nil {
-		c.basePrepare.TracePrepareEnd(ctx, pc, data)
+// StatementEnd records the statement's duration, before the tracers
+// before see its end.
+func (c *conn) StatementEnd(ctx context.Context, _ *pgx.Conn, k pgxtrace.Kind, err error) {
+	if k != pgxtrace.Prepare {
+		c.record(ctx, c.started[k], err)
 	}
 }
 
@@ -442,13 +383,7 @@ func (t *Telemetry) errorType(err error) string {
 	return t.verdict(err).Reason
 }
 
-var _ interface {
-	pgx.QueryTracer
-	pgx.BatchTracer
-	pgx.CopyFromTracer
-	pgx.PrepareTracer
-	pgx.ConnectTracer
-} = (*conn)(nil)
+var _ pgxtrace.Tracer = (*conn)(nil)
 
 var _ interface {
 	pgxpool.AcquireTracer

@@ -177,16 +177,7 @@ func (s *sim) refuseConstruct(pod int32, slot int, now int64) {
 		s.failed(pod, min(now, c.owner+int64(s.c.RequestTimeout)))
 	}
 	s.admitRelease(pod, slot, now)
-	for len(p.queue) > 0 {
-		a := p.queue[0]
-		p.queue = p.queue[1:]
-		if now-a >= int64(s.c.RequestTimeout) {
-			s.failed(pod, a+int64(s.c.RequestTimeout))
-			continue
-		}
-		s.startConstruct(pod, a, now)
-		break
-	}
+	s.nextWaiting(pod, now)
 }
 
 // median returns the median of the times ts after t1, each at least 0

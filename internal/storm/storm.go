@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/internal/enum"
 	"github.com/holdfast-db/holdfast/retry"
 )
 
@@ -25,16 +26,10 @@ const (
 	TokenAPI
 )
 
+var dependencyNames = [...]string{Database: "database", TokenAPI: "token API"}
+
 // String returns "database" or "token API".
-func (d Dependency) String() string {
-	switch d {
-	case Database:
-		return "database"
-	case TokenAPI:
-		return "token API"
-	}
-	return fmt.Sprintf("Dependency(%d)", int(d))
-}
+func (d Dependency) String() string { return enum.Name("Dependency", d, dependencyNames[:]) }
 
 // Strategy is how a pod's pool retries a failed connect: a retry.Policy and,
 // when Budget is set, a retry.Budget of the pod's own (holdfast gives each
@@ -443,8 +438,14 @@ func (s *sim) attemptEnd(pod int32, slot int, now int64) {
 	if c.owner >= 0 {
 		s.failed(pod, min(now, c.owner+int64(s.c.RequestTimeout)))
 	}
-	// The slot is free: the first request still waiting takes it, as a
-	// waiting pgxpool Acquire does.
+	s.nextWaiting(pod, now)
+}
+
+// nextWaiting gives a free pool slot of pod to the first request still
+// waiting, as a waiting pgxpool Acquire takes it; those that waited past
+// RequestTimeout fail on the way.
+func (s *sim) nextWaiting(pod int32, now int64) {
+	p := &s.pods[pod]
 	for len(p.queue) > 0 {
 		a := p.queue[0]
 		p.queue = p.queue[1:]

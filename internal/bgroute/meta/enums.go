@@ -1,8 +1,9 @@
 package meta
 
 import (
-	"strconv"
 	"strings"
+
+	"github.com/holdfast-db/holdfast/internal/enum"
 )
 
 // Phase is where a deployment is, as its metadata status says. The values
@@ -31,12 +32,7 @@ var phaseNames = [...]string{
 
 // String returns the phase's name, for example "IN_PROGRESS", or
 // "Phase(N)" for a value out of range.
-func (p Phase) String() string {
-	if p >= 0 && int(p) < len(phaseNames) {
-		return phaseNames[p]
-	}
-	return "Phase(" + strconv.Itoa(int(p)) + ")"
-}
+func (p Phase) String() string { return enum.Name("Phase", p, phaseNames[:]) }
 
 // Metadata statuses, as RDS writes them in the status column.
 const (
@@ -138,18 +134,10 @@ const (
 	EngineRDS
 )
 
+var engineNames = [...]string{EngineAuto: "auto", EngineAurora: "aurora", EngineRDS: "rds"}
+
 // String returns "auto", "aurora" or "rds".
-func (e Engine) String() string {
-	switch e {
-	case EngineAuto:
-		return "auto"
-	case EngineAurora:
-		return "aurora"
-	case EngineRDS:
-		return "rds"
-	}
-	return "Engine(" + strconv.Itoa(int(e)) + ")"
-}
+func (e Engine) String() string { return enum.Name("Engine", e, engineNames[:]) }
 
 // KnownVersion is the only metadata version this package knows. Rows of
 // another version are read as if they were this one, with a warning.

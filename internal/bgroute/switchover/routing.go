@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/holdfast-db/holdfast/internal/bgroute/meta"
+	"github.com/holdfast-db/holdfast/internal/enum"
 	"github.com/holdfast-db/holdfast/internal/topology"
 	"github.com/jackc/pgx/v5"
 )
@@ -45,12 +46,7 @@ var actionNames = [...]string{
 
 // String returns "pass", "substitute", "suspend", "suspend-until-found" or
 // "reject".
-func (a Action) String() string {
-	if a >= 0 && int(a) < len(actionNames) {
-		return actionNames[a]
-	}
-	return "Action(" + strconv.Itoa(int(a)) + ")"
-}
+func (a Action) String() string { return enum.Name("Action", a, actionNames[:]) }
 
 // Route is the action for one host.
 type Route struct {

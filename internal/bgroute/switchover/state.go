@@ -416,41 +416,35 @@ func (st *State) dnsFlags(now time.Time, fx *Effects) {
 	if !st.Frozen || st.Phase < meta.InProgress {
 		return
 	}
-	if !st.BlueDNSUpdated {
-		n, changed := 0, 0
-		for _, h := range st.startHosts[meta.RoleSource] {
-			if st.startIPs[h] == "" {
-				continue
-			}
-			n++
-			if !st.gone[h] && st.ips[h] != "" && st.ips[h] != st.startIPs[h] {
-				changed++
-			}
-		}
-		if n > 0 && changed == n {
-			st.BlueDNSUpdated = true
-			st.event(now, EventBlueDNSUpdated, fx)
-			if st.Phase == meta.InProgress {
-				st.event(now, EventReleasedOnBlueDNS, fx)
-			}
+	if !st.BlueDNSUpdated && st.everyStartHost(meta.RoleSource, func(h string) bool {
+		return !st.gone[h] && st.ips[h] != "" && st.ips[h] != st.startIPs[h]
+	}) {
+		st.BlueDNSUpdated = true
+		st.event(now, EventBlueDNSUpdated, fx)
+		if st.Phase == meta.InProgress {
+			st.event(now, EventReleasedOnBlueDNS, fx)
 		}
 	}
-	if !st.GreenDNSRemoved {
-		n, gone := 0, 0
-		for _, h := range st.startHosts[meta.RoleTarget] {
-			if st.startIPs[h] == "" {
-				continue
-			}
-			n++
-			if st.gone[h] {
-				gone++
-			}
-		}
-		if n > 0 && gone == n {
-			st.GreenDNSRemoved = true
-			st.event(now, EventGreenDNSRemoved, fx)
-		}
+	if !st.GreenDNSRemoved && st.everyStartHost(meta.RoleTarget, func(h string) bool { return st.gone[h] }) {
+		st.GreenDNSRemoved = true
+		st.event(now, EventGreenDNSRemoved, fx)
 	}
+}
+
+// everyStartHost reports whether the hosts of role that had an address at
+// the start are not none, and all satisfy ok.
+func (st *State) everyStartHost(role meta.Role, ok func(host string) bool) bool {
+	n := 0
+	for _, h := range st.startHosts[role] {
+		if st.startIPs[h] == "" {
+			continue
+		}
+		if !ok(h) {
+			return false
+		}
+		n++
+	}
+	return n > 0
 }
 
 // checkDone ends the switchover once COMPLETED is reported and DNS has

@@ -1,10 +1,10 @@
 package switchover
 
 import (
-	"strconv"
 	"time"
 
 	"github.com/holdfast-db/holdfast/internal/bgroute/meta"
+	"github.com/holdfast-db/holdfast/internal/enum"
 )
 
 // Timeline event names besides the phase names ("NOT_CREATED" …
@@ -38,18 +38,14 @@ const (
 	OutcomeTimedOut
 )
 
-// String returns "COMPLETED", "ROLLED BACK" or "TIMED OUT".
-func (o Outcome) String() string {
-	switch o {
-	case OutcomeCompleted:
-		return "COMPLETED"
-	case OutcomeRolledBack:
-		return "ROLLED BACK"
-	case OutcomeTimedOut:
-		return "TIMED OUT"
-	}
-	return "Outcome(" + strconv.Itoa(int(o)) + ")"
+var outcomeNames = [...]string{
+	OutcomeCompleted:  "COMPLETED",
+	OutcomeRolledBack: "ROLLED BACK",
+	OutcomeTimedOut:   "TIMED OUT",
 }
+
+// String returns "COMPLETED", "ROLLED BACK" or "TIMED OUT".
+func (o Outcome) String() string { return enum.Name("Outcome", o, outcomeNames[:]) }
 
 // Summary is the timeline of one finished switchover.
 type Summary struct {
