@@ -192,8 +192,6 @@ type Composition struct {
 
 	chain      pgx.QueryTracer // the composed tracer of the pool's connections
 	conns      Chain
-	gone       []func(string)
-	retire     []func(map[string]int)
 	pool       atomic.Pointer[pgxpool.Pool]
 	setCarrier func(tracer pgx.QueryTracer, attach bool)
 }
@@ -321,14 +319,9 @@ func (c *Composition) Install(cfg *pgxpool.Config, newConn func(ctx context.Cont
 	c.chain = tracer
 
 	// The connection hooks and the events, in Order.
+	c.conns.layers = layers
 	for _, l := range layers {
-		c.conns.add(l)
-		if l.Gone != nil {
-			c.gone = append(c.gone, l.Gone)
-		}
-		if l.Retire != nil {
-			c.retire = append(c.retire, l.Retire)
-		}
+		c.conns.routes = c.conns.routes || l.Route != nil
 	}
 
 	attach := false
@@ -416,16 +409,20 @@ func (c *Composition) Chain() *Chain { return &c.conns }
 // Gone tells the layers that addr was left behind (Layer.Gone): called by
 // the layer that left it.
 func (c *Composition) Gone(addr string) {
-	for _, h := range c.gone {
-		h(addr)
+	for _, l := range c.conns.layers {
+		if l.Gone != nil {
+			l.Gone(addr)
+		}
 	}
 }
 
 // Retire asks the layers to retire quota[addr] more of the pool's
 // connections to addr when next acquired (Layer.Retire).
 func (c *Composition) Retire(quota map[string]int) {
-	for _, h := range c.retire {
-		h(quota)
+	for _, l := range c.conns.layers {
+		if l.Retire != nil {
+			l.Retire(quota)
+		}
 	}
 }
 
@@ -448,45 +445,23 @@ func (c *Composition) Pool() *pgxpool.Pool { return c.pool.Load() }
 // Chain is the connection hooks of a composition's layers, in Order. Its
 // zero value has none.
 type Chain struct {
-	route    []func(context.Context, Conn, string, string, bool) (string, error)
-	dialed   []func(Conn, string, time.Time)
-	validate []func(Conn, string, *pgconn.PgConn) error
-	pgError  []func(*pgconn.PgConn, *pgconn.PgError) bool
-	failed   []func(string, bool)
-	closed   []func(Conn)
-}
-
-func (ch *Chain) add(l *Layer) {
-	if l.Route != nil {
-		ch.route = append(ch.route, l.Route)
-	}
-	if l.Dialed != nil {
-		ch.dialed = append(ch.dialed, l.Dialed)
-	}
-	if l.Validate != nil {
-		ch.validate = append(ch.validate, l.Validate)
-	}
-	if l.PgError != nil {
-		ch.pgError = append(ch.pgError, l.PgError)
-	}
-	if l.Failed != nil {
-		ch.failed = append(ch.failed, l.Failed)
-	}
-	if l.Closed != nil {
-		ch.closed = append(ch.closed, l.Closed)
-	}
+	layers []*Layer // in Order
+	routes bool     // one of them has a Route
 }
 
 // Routes reports whether a layer routes dials (a dial then goes through
 // Route).
-func (ch *Chain) Routes() bool { return len(ch.route) > 0 }
+func (ch *Chain) Routes() bool { return ch.routes }
 
 // Route runs the layers' Route in order, each given the address the one
 // before chose; the first error ends it.
 func (ch *Chain) Route(ctx context.Context, c Conn, host, addr string, retry bool) (string, error) {
-	for _, h := range ch.route {
+	for _, l := range ch.layers {
+		if l.Route == nil {
+			continue
+		}
 		var err error
-		if addr, err = h(ctx, c, host, addr, retry); err != nil {
+		if addr, err = l.Route(ctx, c, host, addr, retry); err != nil {
 			return "", err
 		}
 	}
@@ -495,16 +470,21 @@ func (ch *Chain) Route(ctx context.Context, c Conn, host, addr string, retry boo
 
 // Dialed runs the layers' Dialed.
 func (ch *Chain) Dialed(c Conn, addr string, start time.Time) {
-	for _, h := range ch.dialed {
-		h(c, addr, start)
+	for _, l := range ch.layers {
+		if l.Dialed != nil {
+			l.Dialed(c, addr, start)
+		}
 	}
 }
 
 // Validate runs the layers' Validate; the first error refuses the
 // connection.
 func (ch *Chain) Validate(c Conn, host string, pc *pgconn.PgConn) error {
-	for _, h := range ch.validate {
-		if err := h(c, host, pc); err != nil {
+	for _, l := range ch.layers {
+		if l.Validate == nil {
+			continue
+		}
+		if err := l.Validate(c, host, pc); err != nil {
 			return err
 		}
 	}
@@ -515,22 +495,28 @@ func (ch *Chain) Validate(c Conn, host string, pc *pgconn.PgConn) error {
 // connection.
 func (ch *Chain) PgError(pc *pgconn.PgConn, pe *pgconn.PgError) bool {
 	keep := true
-	for _, h := range ch.pgError {
-		keep = h(pc, pe) && keep
+	for _, l := range ch.layers {
+		if l.PgError != nil {
+			keep = l.PgError(pc, pe) && keep
+		}
 	}
 	return keep
 }
 
 // Failed runs the layers' Failed.
 func (ch *Chain) Failed(addr string, established bool) {
-	for _, h := range ch.failed {
-		h(addr, established)
+	for _, l := range ch.layers {
+		if l.Failed != nil {
+			l.Failed(addr, established)
+		}
 	}
 }
 
 // Closed runs the layers' Closed.
 func (ch *Chain) Closed(c Conn) {
-	for _, h := range ch.closed {
-		h(c)
+	for _, l := range ch.layers {
+		if l.Closed != nil {
+			l.Closed(c)
+		}
 	}
 }
