@@ -413,8 +413,9 @@
 //
 // A password function that panics would end the process, because it runs
 // on pgxpool's connect goroutine. holdfast recovers the panic into a Fatal
-// error (reason "panic"), which is not retried, and logs the stack at
-// ERROR.
+// error (reason "panic"), which is not retried, and logs the panic's type
+// and its stack at ERROR, never its value (it may hold what the function
+// was minting).
 //
 // # Telemetry
 //
@@ -594,7 +595,7 @@
 //	                                                      hint, holdfast.stage, error
 //	DEBUG "holdfast: suspended by a blue/green            bluegreen.id, point, reason, waited_s, outcome
 //	      switchover"
-//	ERROR "holdfast: the password function panicked"      panic, stack
+//	ERROR "holdfast: the password function panicked"      panic (its type), stack
 //
 // Every line about a connection names its target: server.address,
 // server.port, db.namespace and holdfast.pool (the pool's name, as in

@@ -32,8 +32,8 @@ func TestPasswordFuncPanic(t *testing.T) {
 		holdfast.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	pool := newPool(t, f, cfg)
 	err := pool.Ping(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "the password function panicked: token SDK bug") {
-		t.Fatalf("Ping = %v, want the panic's error with its value", err)
+	if err == nil || !strings.Contains(err.Error(), "the password function panicked with a string") || strings.Contains(err.Error(), "token SDK bug") {
+		t.Fatalf("Ping = %v, want the panic's error naming its type, not its value", err)
 	}
 	if v := f.Classify(err); v.Retryable() || v.Reason != classify.ReasonPanic {
 		t.Errorf("Classify = %v, want fatal/panic", v)
@@ -41,8 +41,9 @@ func TestPasswordFuncPanic(t *testing.T) {
 	if calls.Load() != 1 {
 		t.Errorf("password func called %d times, want 1 (a panic is not retried)", calls.Load())
 	}
-	if s := logs.String(); !strings.Contains(s, "level=ERROR") || !strings.Contains(s, "password function panicked") || !strings.Contains(s, "safety_test.go") {
-		t.Errorf("want an ERROR line with the stack:\n%s", s)
+	if s := logs.String(); !strings.Contains(s, "level=ERROR") || !strings.Contains(s, "password function panicked") ||
+		!strings.Contains(s, "safety_test.go") || !strings.Contains(s, "panic=string") || strings.Contains(s, "token SDK bug") {
+		t.Errorf("want an ERROR line with the panic's type and the stack, not its value:\n%s", s)
 	}
 }
 
@@ -78,5 +79,52 @@ func TestReturnedErrorsCarryNoSecret(t *testing.T) {
 		if !errors.Is(err, syscall.ECONNRESET) {
 			t.Errorf("%s: errors.Is does not reach the cause: %v", name, err)
 		}
+	}
+}
+
+// A password function that mints a token per connection does not push the
+// configured password out of what holdfast redacts (issue 34: after 20
+// tokens the DSN's password appeared in a returned error and a log line).
+func TestConfiguredPasswordOutlivesMintedTokens(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const password = "pw-DsnConfigured-91"
+	cfg, _ := poolConfig(t, pgtest.DSN(t), "sslmode=disable", "password="+password)
+	cfg.MaxConns = 1
+	var fail atomic.Bool
+	dialer := &net.Dialer{}
+	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if fail.Load() {
+			return nil, fmt.Errorf("proxy: login app/%s refused: %w", password, syscall.ECONNRESET)
+		}
+		return dialer.DialContext(ctx, network, addr)
+	}
+	var minted atomic.Int64
+	var logs syncBuffer
+	f := newFactory(t, holdfast.WithPasswordFunc(func(context.Context, string) (string, error) {
+		return fmt.Sprintf("tok-%04d-minted", minted.Add(1)), nil
+	}), holdfast.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	pool := newPool(t, f, cfg)
+	for range 40 { // 40 connections, one token each
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.Conn().Close(ctx) // destroyed at Release: the next Acquire connects anew
+		c.Release()
+	}
+	if minted.Load() < 40 {
+		t.Fatalf("%d tokens minted, want 40", minted.Load())
+	}
+	fail.Store(true)
+	err := pool.Ping(ctx)
+	if err == nil || !strings.Contains(err.Error(), "proxy: login app/") {
+		t.Fatalf("Ping = %v, want the proxy's refusal", err)
+	}
+	if strings.Contains(err.Error(), password) {
+		t.Errorf("after %d minted tokens the configured password is in the error: %s", minted.Load(), err)
+	}
+	if strings.Contains(logs.String(), password) {
+		t.Errorf("after %d minted tokens the configured password is in a log line:\n%s", minted.Load(), logs.String())
 	}
 }

@@ -156,7 +156,7 @@ func (cn *connector) callPassword(ctx context.Context, host string) (cr Credenti
 		if r := recover(); r != nil {
 			stack := debug.Stack()
 			cn.tel.Error(ctx, obs.MsgPasswordPanicked, LayerPassword, "panic",
-				slog.String("panic", cn.tel.Redact(fmt.Sprint(r))), slog.String("stack", string(stack)))
+				slog.String("panic", fmt.Sprintf("%T", r)), slog.String("stack", string(stack)))
 			cr, err = Credentials{}, &panicError{value: r}
 		}
 	}()

@@ -146,7 +146,7 @@ func (cc *credCache) guarded(ctx context.Context, host string) (cr Credentials, 
 		if r := recover(); r != nil {
 			stack := debug.Stack()
 			cc.cn.tel.Error(ctx, obs.MsgPasswordPanicked, LayerPassword, "panic",
-				slog.String("panic", cc.cn.tel.Redact(fmt.Sprint(r))), slog.String("stack", string(stack)))
+				slog.String("panic", fmt.Sprintf("%T", r)), slog.String("stack", string(stack)))
 			cr, err = Credentials{}, &panicError{value: r}
 		}
 	}()

@@ -50,12 +50,14 @@ func (e *queuedError) Is(target error) bool { return target == ErrQueued }
 // panicError is what a connect returns when the password or credentials
 // function panicked: it runs on pgxpool's connect goroutine, where a
 // panic would end the process, and a token SDK's bug should cost one
-// connection, not the service. The value and the stack are logged at
-// ERROR. It is Fatal (classify.ReasonPanic): not retried.
+// connection, not the service. The panic's type and the stack are logged
+// at ERROR; its value is neither logged nor in the error's text (it may
+// hold what the function was minting). It is Fatal (classify.ReasonPanic):
+// not retried.
 type panicError struct{ value any }
 
 func (e *panicError) Error() string {
-	return fmt.Sprintf("holdfast: the password function panicked: %v", e.value)
+	return fmt.Sprintf("holdfast: the password function panicked with a %T (its stack is in the ERROR log line)", e.value)
 }
 
 // Rules classify the engine's own errors: a connect not admitted is

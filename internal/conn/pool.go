@@ -128,7 +128,7 @@ func (e *Engine) bind(cfg *pgxpool.Config, name string, instance *failover.Insta
 	cc.DialFunc = p.poolDial // the dial of the monitors' connections (copies of cc)
 	p.adm = e.cfg.Limit.limiter(cfg)
 
-	e.tel.Secret(cc.Password)
+	e.tel.PinSecret(cc.Password) // the configured password: never forgotten
 	p.tel = e.tel.Pool(context.Background(), cc, name)
 	p.lazyTel = p.tel == nil && e.cfg.GlobalProviders
 	p.target = obs.NewTarget(cc, name)

@@ -304,11 +304,20 @@ func (t *Telemetry) Logger() *slog.Logger {
 	return t.logger
 }
 
-// Secret registers a password or token value that log lines must never show
-// (see [Redactor]). Values shorter than 4 bytes are ignored.
+// Secret registers a fetched password or token value that log lines and
+// errors must never show (see [Redactor]). Values shorter than 4 bytes are
+// ignored.
 func (t *Telemetry) Secret(s string) {
 	if t != nil {
 		t.secrets.Add(s)
+	}
+}
+
+// PinSecret registers a configured password (a pool's) for the
+// Telemetry's life, whatever is fetched after it.
+func (t *Telemetry) PinSecret(s string) {
+	if t != nil {
+		t.secrets.Pin(s)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sort"
 	"strings"
@@ -211,21 +212,50 @@ func TestRedactor(t *testing.T) {
 	}
 }
 
+// TestRedactorForgetsTheOldest: of the fetched values, a Redactor keeps
+// the most recent (16, and 16 more per pinned password); a pinned one, a
+// pool's configured password, it never forgets, however many tokens a
+// password function mints after it (issue 34: after 20 tokens the DSN's
+// password was shown).
 func TestRedactorForgetsTheOldest(t *testing.T) {
 	t.Parallel()
+	fetched := func(n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("token-%04d-xyz", i)
+		}
+		return out
+	}
 	var r obs.Redactor
-	secrets := make([]string, 17)
-	for i := range secrets {
-		secrets[i] = "secret-" + string(rune('a'+i)) + "-xyz"
-		r.Add(secrets[i])
+	secrets := fetched(17)
+	for _, s := range secrets {
+		r.Add(s)
 	}
 	if got := r.Redact(secrets[0]); got != secrets[0] {
-		t.Errorf("the 1st of 17 secrets is still redacted; a Redactor keeps 16")
+		t.Errorf("the 1st of 17 fetched values is still redacted; a Redactor without pins keeps 16")
 	}
 	for _, s := range secrets[1:] {
 		if got := r.Redact(s); got != obs.Redacted {
 			t.Errorf("Redact(%q) = %q", s, got)
 		}
+	}
+
+	var p obs.Redactor
+	p.Pin("the-dsn-password")
+	tokens := fetched(1000)
+	for _, s := range tokens {
+		p.Add(s)
+	}
+	if got := p.Redact("auth failed for the-dsn-password"); got != "auth failed for "+obs.Redacted {
+		t.Errorf("the pinned password after 1,000 tokens: %q", got)
+	}
+	for _, s := range tokens[1000-32:] {
+		if got := p.Redact(s); got != obs.Redacted {
+			t.Errorf("one of the last 32 tokens (one pool: 16+16 kept) shows: %q", got)
+		}
+	}
+	if got := p.Redact(tokens[1000-33]); got != tokens[1000-33] {
+		t.Errorf("the 33rd last token is still kept; want 32 with one pinned password")
 	}
 }
 
