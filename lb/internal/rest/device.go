@@ -69,9 +69,15 @@ type Device struct {
 // its own with a DefaultRequestTimeout timeout), logging in again with
 // relogin, and redacting the password and the session's credential from
 // every message and error.
+//
+// Redirects are not followed (a copy of hc is used): an answer never
+// chooses where the login body, with its password, or a session header
+// goes; a 3xx is an error answer like any other.
 func (d *Device) Init(dialect Dialect, hc *http.Client, endpoint string, password lb.Secret, relogin func(context.Context) error) {
 	d.Dialect, d.Relogin = dialect, relogin
-	d.Client = Client{HTTP: cmp.Or(hc, &http.Client{Timeout: DefaultRequestTimeout}), Base: strings.TrimSuffix(endpoint, "/"), Secrets: func() []string {
+	own := *cmp.Or(hc, &http.Client{Timeout: DefaultRequestTimeout})
+	own.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	d.Client = Client{HTTP: &own, Base: strings.TrimSuffix(endpoint, "/"), Secrets: func() []string {
 		cred, _ := d.Session.Get()
 		return []string{password.Reveal(), cred}
 	}}
