@@ -244,8 +244,19 @@ type BalancerConfig struct {
 	// CAFile is a PEM bundle to verify the device's certificate with,
 	// instead of the system roots.
 	CAFile string `json:"ca_file,omitempty"`
-	// InsecureSkipVerify turns off certificate verification. Avoid.
+	// InsecureSkipVerify turns off certificate verification: anyone on
+	// the network path can then pose as the device and receive the
+	// password. Avoid; give the device's CA in CAFile instead (the two
+	// are not accepted together). When set, every command warns in its
+	// log and every request reaching the balancer records the fact in
+	// its audit entry ([Entry].Notes).
 	InsecureSkipVerify bool `json:"insecure_skip_verify,omitempty"`
+	// AllowInsecureHTTP accepts an http:// Endpoint. Without it an
+	// http:// endpoint is refused: the login sends the password, and
+	// every later request the session token, unencrypted. When set (and
+	// the endpoint is http://), commands warn and audit it like
+	// InsecureSkipVerify.
+	AllowInsecureHTTP bool `json:"allow_insecure_http,omitempty"`
 	// Timeout bounds each HTTP request. Default 30s.
 	Timeout Duration `json:"timeout,omitempty"`
 	// TokenTimeout (F5 only) is the token lifetime requested at login and
@@ -264,9 +275,40 @@ func (t Target) String() string { return t.Balancer + " " + t.Member.String() }
 
 // DrainSettings are the drain bounds in the configuration file.
 type DrainSettings struct {
-	Interval    Duration `json:"interval,omitempty"`    // default 1s
-	Timeout     Duration `json:"timeout,omitempty"`     // default 2m
+	Interval    Duration `json:"interval,omitempty"`    // default 1s; at least MinDrainInterval
+	Timeout     Duration `json:"timeout,omitempty"`     // default 2m; at most MaxDrainTimeout
 	Concurrency int      `json:"concurrency,omitempty"` // members drained at once, default 1
+}
+
+// Bounds of the configuration's drain settings ([DrainSettings], and
+// holdfast-lb's -interval and -timeout flags). A shorter interval polls
+// the devices' management planes in a loop (1ns was accepted before);
+// a longer timeout keeps members forced offline, a lock held and a
+// silence running for longer than a deploy should wait. [DrainConfig],
+// the library's, is not bounded: tests poll every few milliseconds.
+const (
+	MinDrainInterval = 100 * time.Millisecond
+	MaxDrainTimeout  = time.Hour
+)
+
+// Validate returns a [*ConfigError] naming the field (drain.interval,
+// drain.timeout, drain.concurrency) when a setting is negative, the
+// interval is below [MinDrainInterval] or the timeout above
+// [MaxDrainTimeout]. Zero fields are the defaults and valid.
+func (d DrainSettings) Validate() error {
+	switch {
+	case d.Interval < 0:
+		return &ConfigError{Pkg: "lb", Field: "drain.interval", Why: "must not be negative"}
+	case d.Interval != 0 && time.Duration(d.Interval) < MinDrainInterval:
+		return &ConfigError{Pkg: "lb", Field: "drain.interval", Why: "must be at least " + MinDrainInterval.String() + " (or 0 for the default, " + DefaultInterval.String() + "), got " + time.Duration(d.Interval).String()}
+	case d.Timeout < 0:
+		return &ConfigError{Pkg: "lb", Field: "drain.timeout", Why: "must not be negative"}
+	case time.Duration(d.Timeout) > MaxDrainTimeout:
+		return &ConfigError{Pkg: "lb", Field: "drain.timeout", Why: "must be at most " + MaxDrainTimeout.String() + " (0 for the default, " + DefaultTimeout.String() + "), got " + time.Duration(d.Timeout).String()}
+	case d.Concurrency < 0:
+		return &ConfigError{Pkg: "lb", Field: "drain.concurrency", Why: "must not be negative"}
+	}
+	return nil
 }
 
 // LoadConfig reads and validates the JSON configuration file at path.
@@ -350,16 +392,7 @@ func (c *Config) Validate() error {
 	if err := c.validateAlertmanager(); err != nil {
 		return err
 	}
-	d := c.Drain
-	switch {
-	case d.Interval < 0:
-		return &ConfigError{Pkg: "lb", Field: "drain.interval", Why: "must not be negative"}
-	case d.Timeout < 0:
-		return &ConfigError{Pkg: "lb", Field: "drain.timeout", Why: "must not be negative"}
-	case d.Concurrency < 0:
-		return &ConfigError{Pkg: "lb", Field: "drain.concurrency", Why: "must not be negative"}
-	}
-	return nil
+	return c.Drain.Validate()
 }
 
 func (c *Config) validateNotify() error {
@@ -509,6 +542,9 @@ func (b BalancerConfig) Validate() error {
 	if err := ValidateEndpoint(b.Endpoint); err != nil {
 		return prefix("endpoint", err)
 	}
+	if u, _ := url.Parse(b.Endpoint); u.Scheme == "http" && !b.AllowInsecureHTTP {
+		return &ConfigError{Pkg: "lb", Field: "endpoint", Why: "http:// sends the password and the session token unencrypted: use https, or set allow_insecure_http to accept that"}
+	}
 	if b.Username == "" {
 		return &ConfigError{Pkg: "lb", Field: "username", Why: "must not be empty"}
 	}
@@ -524,12 +560,33 @@ func (b BalancerConfig) Validate() error {
 	if b.TokenTimeout < 0 || time.Duration(b.TokenTimeout) > 10*time.Hour {
 		return &ConfigError{Pkg: "lb", Field: "token_timeout", Why: "must be between 0 and 10h"}
 	}
+	if b.CAFile != "" && b.InsecureSkipVerify {
+		return &ConfigError{Pkg: "lb", Field: "insecure_skip_verify", Why: "is set with ca_file, which it would make useless: verify with ca_file, or drop it"}
+	}
 	return nil
 }
 
-// ValidateEndpoint checks a balancer endpoint: an absolute http or https
-// URL with a host and nothing after it, and no user info (credentials
-// belong in the password fields, which are never printed).
+// TransportWarning says what is unsafe about reaching the balancer, or ""
+// when its endpoint is https:// with certificate verification on: an
+// allowed http:// endpoint, or InsecureSkipVerify. holdfast-lb logs it as
+// a warning when it starts and records it in the audit entry of every
+// request that reaches the balancer ([ControllerConfig].TransportNotes).
+func (b BalancerConfig) TransportWarning() string {
+	if u, err := url.Parse(b.Endpoint); err == nil && u.Scheme == "http" {
+		return "plain http (allow_insecure_http): the password and the session token cross the network unencrypted"
+	}
+	if b.InsecureSkipVerify {
+		return "TLS certificate not verified (insecure_skip_verify): anyone on the network path can pose as the device and receive its password"
+	}
+	return ""
+}
+
+// ValidateEndpoint checks a balancer endpoint's shape: an absolute http or
+// https URL with a host and nothing after it, and no user info
+// (credentials belong in the password fields, which are never printed).
+// Whether http is acceptable is the caller's decision:
+// [BalancerConfig.Validate] and the adapters refuse it unless allowed
+// explicitly.
 func ValidateEndpoint(endpoint string) error {
 	u, err := url.Parse(endpoint)
 	switch {

@@ -83,15 +83,27 @@ type ControllerConfig struct {
 	// Metrics, if not nil, records requests, drain durations, timeouts,
 	// lock waits, failed API calls and members by phase (see [MeterName]).
 	Metrics *Metrics
+	// Origin is recorded in every audit entry beside the request's
+	// asserted Operator (its Via comes from [Request].OperatorVia): the
+	// OS user and CI identity of this process. Default
+	// ProcessOrigin(os.Getenv), looked up once by NewController.
+	Origin Origin
+	// TransportNotes maps a balancer's name to what is unsafe about
+	// reaching it (see [BalancerConfig.TransportWarning]); every request
+	// reaching it records the note in its audit entry ([Entry].Notes)
+	// and logs its lines as warnings.
+	TransportNotes map[string]string
 }
 
 // Controller runs control requests on groups of members: it checks
-// permissions, takes the group's lock, logs in, reads every member,
-// changes them (draining, for ActionDrain) with bounded concurrency, logs
-// out, releases the lock and records the request and its result. Create
-// one with [NewController]; it is safe for concurrent use.
+// permissions, takes the group's lock (and its members' locks: see
+// [Locker]), logs in, reads every member, changes them (draining, for
+// ActionDrain) with bounded concurrency, logs out, releases the lock and
+// records the request and its result. Create one with [NewController];
+// it is safe for concurrent use.
 type Controller struct {
-	cfg ControllerConfig
+	cfg     ControllerConfig
+	members map[string][]LockMember // by group: what its lock covers
 }
 
 // NewController validates cfg and returns a Controller.
@@ -133,20 +145,58 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 	if cfg.Host == "" {
 		cfg.Host, _ = os.Hostname()
 	}
+	if cfg.Origin.IsZero() {
+		cfg.Origin = ProcessOrigin(nil)
+	}
+	cfg.Origin.Via = ""
+	members := lockMembers(cfg.Balancers, cfg.Groups)
 	bs := make(map[string]Balancer, len(cfg.Balancers))
 	for n, b := range cfg.Balancers {
 		bs[n] = instrument(b, cfg.Metrics)
 	}
 	cfg.Balancers = bs
 	cfg.Metrics.knowGroups(cfg.Groups)
-	return &Controller{cfg: cfg}, nil
+	return &Controller{cfg: cfg, members: members}, nil
+}
+
+// lockMembers returns, by group, the members its lock covers, on their
+// devices.
+func lockMembers(balancers map[string]Balancer, groups map[string][]Target) map[string][]LockMember {
+	devices := make(map[string]string, len(balancers))
+	for n, b := range balancers {
+		devices[n] = "balancer " + n
+		if d, ok := b.(DeviceIdentifier); ok {
+			if id := d.DeviceID(); id != "" {
+				devices[n] = id
+			}
+		}
+	}
+	out := make(map[string][]LockMember, len(groups))
+	for g, ts := range groups {
+		ms := make([]LockMember, len(ts))
+		for i, t := range ts {
+			m := t.Member
+			if balancers[t.Balancer].Vendor() == VendorF5 || m.Protocol == "tcp" {
+				m.Protocol = "" // F5 has no port protocol; "tcp" is A10's default
+			}
+			ms[i] = LockMember{Device: devices[t.Balancer], Member: m, Name: t.String()}
+		}
+		out[g] = ms
+	}
+	return out
 }
 
 // Request is one control request.
 type Request struct {
 	// Operator is who asks; checked against the permissions and recorded
-	// as the lock owner. Required.
+	// as the lock owner. Required. It is the caller's assertion: the
+	// Controller cannot check it, and records beside it the process's
+	// [ControllerConfig].Origin and OperatorVia.
 	Operator string
+	// OperatorVia says how Operator was established, for the audit
+	// ([Origin].Via): "-operator", "$USER", "header X-Forwarded-User from
+	// trusted proxy 10.0.0.5:41234", ...
+	OperatorVia string
 	// Action is what to do. Required.
 	Action Action
 	// Group is the group to act on. Required.
@@ -166,7 +216,9 @@ type Request struct {
 	// for Operator (from [Locker.Lock]): the request runs under it instead
 	// of taking the lock, and leaves it held, so that several requests
 	// (a deploy's drain and its enable) run under one lock. A lease for
-	// another group or owner is a [*ConfigError].
+	// another group or owner is a [*ConfigError], and so is a lease of a
+	// [*PGStore] taken without the group's members: take it with
+	// [Controller.Acquire], which locks them.
 	Lease Lease
 	// LockWait is how long to wait for a group locked by someone else to
 	// be free, trying again with a backoff from 250 ms to 5 s; 0 refuses
@@ -253,7 +305,9 @@ func (c *Controller) Acquire(ctx context.Context, req Request) (Lease, *Outcome,
 // returns the lease (and no outcome).
 func (c *Controller) do(ctx context.Context, req Request, acquireOnly bool) (*Outcome, Lease, error) {
 	start := time.Now()
-	out := &Outcome{Entry: Entry{Started: start, Operator: req.Operator, Host: c.cfg.Host, Action: req.Action, Group: req.Group}}
+	origin := c.cfg.Origin
+	origin.Via = cleanValue(req.OperatorVia)
+	out := &Outcome{Entry: Entry{Started: start, Operator: req.Operator, Origin: origin, Host: c.cfg.Host, Action: req.Action, Group: req.Group}}
 	want, ok := req.Action.State()
 	if !ok {
 		return c.finished(ctx, out, ResultInvalid, &ConfigError{Pkg: "lb", Field: "action", Why: "unknown action " + strconv.Quote(string(req.Action))})
@@ -273,10 +327,18 @@ func (c *Controller) do(ctx context.Context, req Request, acquireOnly bool) (*Ou
 		out.Entry.Nodes = append(out.Entry.Nodes, t.String())
 		out.Members[i] = MemberOutcome{Target: t, Result: DrainResult{Member: t.Member, BeforeConns: ConnsUnknown, FirstConns: ConnsUnknown, LastConns: ConnsUnknown}}
 	}
+	for _, n := range balancerNames(targets) {
+		if note := c.cfg.TransportNotes[n]; note != "" {
+			out.Entry.Notes = append(out.Entry.Notes, "balancer "+n+": "+note)
+		}
+	}
 	lease := req.Lease
 	if lease != nil {
 		if h := lease.Holder(); h.Group != req.Group || h.Owner != req.Operator {
 			return c.finished(ctx, out, ResultInvalid, &ConfigError{Pkg: "lb", Field: "Lease", Why: "holds group " + strconv.Quote(h.Group) + " for " + strconv.Quote(h.Owner) + ", not group " + strconv.Quote(req.Group) + " for " + strconv.Quote(req.Operator)})
+		}
+		if cl, ok := lease.(interface{ covers([]LockMember) bool }); ok && !cl.covers(c.members[req.Group]) {
+			return c.finished(ctx, out, ResultInvalid, &ConfigError{Pkg: "lb", Field: "Lease", Why: "does not lock the members of group " + strconv.Quote(req.Group) + ": take it with Controller.Acquire"})
 		}
 	} else {
 		lease, err = c.lock(ctx, req)
@@ -321,7 +383,7 @@ func (c *Controller) lock(ctx context.Context, req Request) (Lease, error) {
 	start := time.Now()
 	delay := lockRetryFirst
 	for {
-		lease, err := c.cfg.Locker.Lock(ctx, req.Group, req.Operator)
+		lease, err := c.cfg.Locker.Lock(ctx, req.Group, req.Operator, c.members[req.Group]...)
 		if err == nil {
 			c.cfg.Metrics.lockWaited(ctx, req.Group, "acquired", time.Since(start))
 			return lease, nil

@@ -500,7 +500,7 @@ type memLocker struct{ lost bool }
 
 type memLease struct{ l *memLocker }
 
-func (l *memLocker) Lock(_ context.Context, group, owner string) (lb.Lease, error) {
+func (l *memLocker) Lock(_ context.Context, group, owner string, _ ...lb.LockMember) (lb.Lease, error) {
 	return &memLease{l}, nil
 }
 func (l *memLocker) Holder(context.Context, string) (*lb.Holder, error) { return nil, nil }

@@ -98,6 +98,18 @@
 // ([ErrSkipped]); with [Request].RestoreOnFailure, the members changed are
 // put back as they were.
 //
+// Groups may overlap (an "all-web" group holding the members of
+// "payments" and "search" is a legitimate configuration), so a group's
+// lock also locks each of its members on its device, all or nothing: a
+// request on a group one of whose members another group's holder drives
+// is refused ([*LockedError] naming the holder, its group and the member)
+// before any call. A pool member or server port locks its node shared, a
+// whole node locks it exclusively, so a node and the pool members on it
+// exclude each other. Members are known by their device
+// ([DeviceIdentifier]: "f5 bigip.example.net:443 Common"), not by the
+// configuration's name for the balancer, so two configurations sharing
+// the database exclude each other too.
+//
 // [PGStore] keeps locks and the audit trail in PostgreSQL. A lock is a
 // session-level advisory lock held on a dedicated connection, plus a row
 // naming its owner, host and start, so that [Controller.Status] and the
@@ -116,12 +128,25 @@
 // crash leaves behind) and once with the result. Without an audit row no
 // change is made.
 //
+// The operator ([Request].Operator) is asserted by the caller, not
+// authenticated: the command line takes it from -operator,
+// $HOLDFAST_LB_OPERATOR or $USER. Beside it each entry records an
+// [Origin]: how the operator was given ([Request].OperatorVia), the OS
+// account of the process (by user ID) and the CI system's identity
+// variables ([ProcessOrigin]), as evidence for the reader of the trail.
+// [Entry].Notes records warnings such as a balancer reached over plain
+// http or without certificate verification
+// ([ControllerConfig].TransportNotes). The threat model is lb/SECURITY.md.
+//
 // # Configuration
 //
 // [Config] is the JSON file of the holdfast-lb command: balancers (vendor,
 // endpoint, username, password or the variable holding it, partition,
 // TLS), groups, operators and drain bounds. [LoadConfig] rejects unknown
-// keys and names the first invalid field. Passwords are [Secret]s, which
+// keys and names the first invalid field: among others an http://
+// endpoint without allow_insecure_http, insecure_skip_verify with
+// ca_file, a drain interval below [MinDrainInterval] (100 ms) or a drain
+// timeout above [MaxDrainTimeout] (1 h). Passwords are [Secret]s, which
 // never print. The command's documentation
 // ([github.com/holdfast-db/holdfast/lb/cmd/holdfast-lb]) has an example
 // file.

@@ -287,18 +287,29 @@ func (e *NotPermittedError) Is(target error) bool { return target == ErrNotPermi
 // ErrLocked is matched by every [*LockedError].
 var ErrLocked = errors.New("lb: group locked")
 
-// LockedError says that another owner holds the group's lock. Not
-// retryable at once: wait until the holder releases it.
+// LockedError says that another owner holds the group's lock, or the
+// lock of one of its members through another group. Not retryable at
+// once: wait until the holder releases it (Request.LockWait).
 type LockedError struct {
 	Group  string
-	Holder Holder
+	Holder Holder // Holder.Group is the group the holder locked
+	// Member, when not empty, is the member of Group (as the refused
+	// request names it) whose lock the holder holds through
+	// Holder.Group; empty when Group's own lock is what is held.
+	Member string
 }
 
 // Error returns for example
-// "lb: group \"payments\" is locked by alice@ci-7 since 2025-01-02T15:04:05Z".
+// "lb: group \"payments\" is locked by alice@ci-7 since 2025-01-02T15:04:05Z"
+// or, for a member another group holds,
+// "lb: group \"all-web\" is locked by alice@ci-7 since ...: its member
+// f5-prod payments_443/pay-1:443 is held through group \"payments\"".
 func (e *LockedError) Error() string {
 	s := "lb: group " + strconv.Quote(e.Group) + " is locked by " + e.Holder.String()
-	if e.Holder.Group != "" && e.Holder.Group != e.Group {
+	switch {
+	case e.Member != "":
+		s += ": its member " + e.Member + " is held through group " + strconv.Quote(e.Holder.Group)
+	case e.Holder.Group != "" && e.Holder.Group != e.Group:
 		s += " (holding group " + strconv.Quote(e.Holder.Group) + ", which shares its lock key)"
 	}
 	return s

@@ -172,14 +172,16 @@ func TestHangingWebhookNeverDelaysADrain(t *testing.T) {
 }
 
 // A lease held by the caller carries several requests (a deploy's drain
-// and enable): the lock stays held between them and after.
+// and enable): the lock stays held between them and after. (Taken with
+// Acquire, which locks the group's members too: a store lease of the
+// group alone is refused, see TestOverlappingGroups.)
 func TestControllerRunsUnderTheCallersLease(t *testing.T) {
 	t.Parallel()
 	group := uniq("ctl-lease")
 	e := newEnv(t, envOpts{groups: map[string][]lb.Target{group: {f5Member("web", "web-1", 80)}}, perms: lb.Permissions{"alice": {group}, "bob": {group}}})
 	e.f5.AddPoolMember("web", "web-1:80", f5test.Member{Conns: 3, Decay: []int64{1, 0}})
 	ctx := context.Background()
-	lease, err := e.store.Lock(ctx, group, "alice")
+	lease, _, err := e.ctrl.Acquire(ctx, lb.Request{Operator: "alice", Action: lb.ActionDrain, Group: group})
 	if err != nil {
 		t.Fatal(err)
 	}

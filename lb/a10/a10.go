@@ -46,6 +46,10 @@ type Config struct {
 	// Partition is made active after every login (POST
 	// /axapi/v3/active-partition/NAME) unless it is "" or "shared".
 	Partition string
+	// AllowInsecureHTTP accepts an http:// Endpoint, which New refuses
+	// otherwise: the login would send the password, and every later
+	// request the session credential, unencrypted.
+	AllowInsecureHTTP bool
 	// HTTPClient sends the requests. Default: an http.Client with a
 	// DefaultRequestTimeout timeout and the default transport.
 	HTTPClient *http.Client
@@ -65,7 +69,7 @@ var _ lb.Balancer = (*Client)(nil)
 
 // New validates cfg and returns a Client. It makes no request.
 func New(cfg Config) (*Client, error) {
-	if err := rest.Check(Vendor, cfg.Endpoint, cfg.Username, cfg.Password); err != nil {
+	if err := rest.Check(Vendor, cfg.Endpoint, cfg.Username, cfg.Password, cfg.AllowInsecureHTTP); err != nil {
 		return nil, err
 	}
 	if strings.ContainsAny(cfg.Partition, "/?#") {
@@ -89,6 +93,11 @@ var dialect = rest.Dialect{
 
 // Vendor returns "a10".
 func (c *Client) Vendor() string { return Vendor }
+
+// DeviceID returns "a10 HOST:PORT PARTITION", naming the device and
+// partition the client drives whatever the configuration calls it, for
+// member locks ([lb.DeviceIdentifier]).
+func (c *Client) DeviceID() string { return rest.DeviceID(Vendor, c.cfg.Endpoint, c.cfg.Partition) }
 
 func header(sig string) http.Header {
 	return http.Header{"Authorization": {"A10 " + sig}}

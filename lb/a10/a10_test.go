@@ -429,3 +429,32 @@ func retryable(err error) bool {
 	ae, ok := errors.AsType[*lb.APIError](err)
 	return ok && ae.Retryable()
 }
+
+// TestPlainHTTPRefusedUnlessAllowed pins issue 34, problem 8, in the
+// adapter: the login body carries the password, so New refuses an
+// http:// endpoint unless AllowInsecureHTTP says so; allowed, the fake
+// over plain HTTP answers. Before the fix New accepted http:// silently.
+func TestPlainHTTPRefusedUnlessAllowed(t *testing.T) {
+	t.Parallel()
+	srv := a10test.New(a10test.Options{PlainHTTP: true})
+	t.Cleanup(srv.Close)
+	srv.AddServer("app-1", a10test.Real{})
+	cfg := a10.Config{Endpoint: srv.URL(), Username: a10test.DefaultUsername, Password: a10test.DefaultPassword, HTTPClient: srv.Client()}
+	_, err := a10.New(cfg)
+	if ce, ok := errors.AsType[*lb.ConfigError](err); !ok || ce.Field != "a10.Endpoint" || !strings.Contains(err.Error(), "AllowInsecureHTTP") {
+		t.Fatalf("New(http://) = %v, want a *ConfigError on a10.Endpoint", err)
+	}
+	cfg.AllowInsecureHTTP = true
+	c, err := a10.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := login(t, c)
+	if _, err := c.State(ctx, server); err != nil {
+		t.Errorf("State over allowed http: %v", err)
+	}
+	if got, want := c.DeviceID(), "a10 "+strings.TrimPrefix(srv.URL(), "http://")+" shared"; got != want {
+		t.Errorf("DeviceID = %q, want %q", got, want)
+	}
+	var _ lb.DeviceIdentifier = (*a10.Client)(nil)
+}

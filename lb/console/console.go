@@ -330,7 +330,11 @@ func (c *Console) operator(r *http.Request) (string, string) {
 	if id.Header == "" {
 		return "", "no operator identity is configured (serve -operator-header or -operator): read-only"
 	}
-	v := strings.TrimSpace(r.Header.Get(id.Header))
+	vals := r.Header.Values(id.Header)
+	v := ""
+	if len(vals) > 0 {
+		v = strings.TrimSpace(vals[0])
+	}
 	if v == "" {
 		return "", "not signed in (no " + id.Header + " header from the proxy): read-only"
 	}
@@ -348,10 +352,26 @@ func (c *Console) operator(r *http.Request) (string, string) {
 		c.cfg.Logger.Warn("lb console: ignoring the operator header of a request from an untrusted address", slog.String("header", id.Header), slog.String("remote", r.RemoteAddr))
 		return "", "the " + id.Header + " header comes from an address that is not a trusted proxy: read-only"
 	}
+	// A proxy that appends its header to the client's copy instead of
+	// replacing it gives two values, or one joined with a comma: which
+	// one is the proxy's cannot be told, so neither is believed.
+	if len(vals) > 1 || strings.Contains(v, ",") {
+		c.cfg.Logger.Warn("lb console: ignoring an operator header with several values (the proxy must overwrite the client's copy)", slog.String("header", id.Header), slog.String("remote", r.RemoteAddr))
+		return "", "the " + id.Header + " header has several values (the proxy must replace the client's copy, not add to it): read-only"
+	}
 	if err := validOperator(v); err != nil {
 		return "", "the " + id.Header + " header is not a usable operator name: read-only"
 	}
 	return v, ""
+}
+
+// operatorVia says how the operator of r was established, for the audit
+// (lb.Request.OperatorVia).
+func (c *Console) operatorVia(r *http.Request) string {
+	if c.cfg.Identity.Fixed != "" {
+		return "console: fixed operator"
+	}
+	return "console: header " + c.cfg.Identity.Header + " from trusted proxy " + r.RemoteAddr
 }
 
 func validOperator(s string) error {

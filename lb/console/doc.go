@@ -57,7 +57,12 @@
 // such as X-Forwarded-User. The header is trusted only on requests from
 // [Identity].TrustedProxies (default: loopback, a proxy on the same
 // machine), so the console must listen where only the proxy reaches it,
-// and the proxy must overwrite any copy of the header the client sends.
+// and the proxy must overwrite any copy of the header the client sends: a
+// header with several values (or a comma) is not believed, as a proxy
+// that appends its own would leave the client's first. A control records
+// how its operator was established (the header and the proxy's address,
+// or the fixed operator) in its audit entry ([lb.Origin]), and the
+// request's page shows it beside the operator, as asserted.
 // [Identity].Fixed makes every request one operator, for a console on
 // one's own machine. Without either, or when the header is missing, the
 // console is read-only. Controls are shown only for the groups the

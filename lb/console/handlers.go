@@ -274,7 +274,7 @@ func (c *Console) control(w http.ResponseWriter, r *http.Request) {
 	}
 	started := make(chan lb.Entry, 1)
 	done := make(chan doneRun, 1)
-	req := lb.Request{Operator: op, Action: action, Group: g, Nodes: body.Nodes, OnStart: func(e lb.Entry) { started <- e }}
+	req := lb.Request{Operator: op, OperatorVia: c.operatorVia(r), Action: action, Group: g, Nodes: body.Nodes, OnStart: func(e lb.Entry) { started <- e }}
 	go func() {
 		defer c.endControl()
 		out, err := ctrl.Do(c.ctx, req)

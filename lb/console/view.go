@@ -102,6 +102,10 @@ type entryView struct {
 	State      string            `json:"state"` // running, interrupted (running, but its holder is gone) or done
 	Error      string            `json:"error,omitempty"`
 	Members    []lb.MemberRecord `json:"members,omitempty"`
+	// Origin is what the requesting process saw of who ran it, beside
+	// the asserted operator; zero for entries written before it existed.
+	Origin lb.Origin `json:"origin,omitzero"`
+	Notes  []string  `json:"notes,omitempty"` // such as an unverified transport
 }
 
 // entryOf describes e; with holders, a "running" entry whose operator no
@@ -109,7 +113,7 @@ type entryView struct {
 // without recording a result). The lock row's host is the store's, which
 // may differ from the controller's, so only the owner is compared.
 func entryOf(e lb.Entry, holders map[string]lb.Holder) entryView {
-	v := entryView{ID: e.ID, Started: e.Started, DurationMS: e.Duration.Milliseconds(), Operator: e.Operator, Host: e.Host, Action: string(e.Action), Group: e.Group, Nodes: e.Nodes, Result: string(e.Result), Error: e.Error, Members: e.Members, State: "done"}
+	v := entryView{ID: e.ID, Started: e.Started, DurationMS: e.Duration.Milliseconds(), Operator: e.Operator, Host: e.Host, Action: string(e.Action), Group: e.Group, Nodes: e.Nodes, Result: string(e.Result), Error: e.Error, Members: e.Members, State: "done", Origin: e.Origin, Notes: e.Notes}
 	if e.Result == lb.ResultRunning {
 		v.State = "running"
 		if holders != nil {

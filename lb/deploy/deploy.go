@@ -42,9 +42,12 @@ type Config struct {
 
 // Request is one deploy.
 type Request struct {
-	Operator string   // who deploys; checked against the permissions. Required.
-	Group    string   // the group deployed. Required.
-	Nodes    []string // some nodes of the group only; empty means all
+	Operator string // who deploys; checked against the permissions. Required.
+	// OperatorVia says how Operator was established, for the audit
+	// (lb.Request.OperatorVia).
+	OperatorVia string
+	Group       string   // the group deployed. Required.
+	Nodes       []string // some nodes of the group only; empty means all
 	// Command is run once the group is drained: Command[0] is looked up
 	// in PATH, the rest are its arguments. Required.
 	Command []string
@@ -210,7 +213,7 @@ func Run(ctx context.Context, cfg Config, req Request) (*Result, error) {
 		}
 		cfg.Notifier.Notify(e)
 	}
-	base := lb.Request{Operator: req.Operator, Group: req.Group, Nodes: req.Nodes}
+	base := lb.Request{Operator: req.Operator, OperatorVia: req.OperatorVia, Group: req.Group, Nodes: req.Nodes}
 
 	// 1. The lock, held to the end.
 	lockReq := base

@@ -47,6 +47,10 @@ type Config struct {
 	// and on every KeepAlive (at most MaxTokenTimeout). 0 keeps the
 	// device's (DeviceTokenTimeout) and KeepAlive re-sets that.
 	TokenTimeout time.Duration
+	// AllowInsecureHTTP accepts an http:// Endpoint, which New refuses
+	// otherwise: the login would send the password, and every later
+	// request the session credential, unencrypted.
+	AllowInsecureHTTP bool
 	// HTTPClient sends the requests. Default: an http.Client with a
 	// DefaultRequestTimeout timeout and the default transport.
 	HTTPClient *http.Client
@@ -65,7 +69,7 @@ var _ lb.Balancer = (*Client)(nil)
 
 // New validates cfg and returns a Client. It makes no request.
 func New(cfg Config) (*Client, error) {
-	if err := rest.Check(Vendor, cfg.Endpoint, cfg.Username, cfg.Password); err != nil {
+	if err := rest.Check(Vendor, cfg.Endpoint, cfg.Username, cfg.Password, cfg.AllowInsecureHTTP); err != nil {
 		return nil, err
 	}
 	switch {
@@ -94,6 +98,11 @@ var dialect = rest.Dialect{
 
 // Vendor returns "f5".
 func (c *Client) Vendor() string { return Vendor }
+
+// DeviceID returns "f5 HOST:PORT PARTITION", naming the device and
+// partition the client drives whatever the configuration calls it, for
+// member locks ([lb.DeviceIdentifier]).
+func (c *Client) DeviceID() string { return rest.DeviceID(Vendor, c.cfg.Endpoint, c.cfg.Partition) }
 
 // Login gets a token (POST /mgmt/shared/authn/login) and, with a
 // TokenTimeout, sets its lifetime. An open session is logged out first, so

@@ -578,3 +578,54 @@ func retryable(err error) bool {
 	ae, ok := errors.AsType[*lb.APIError](err)
 	return ok && ae.Retryable()
 }
+
+// TestPlainHTTPRefusedUnlessAllowed pins issue 34, problem 8, in the
+// adapter: the login body carries the password, so New refuses an
+// http:// endpoint unless AllowInsecureHTTP says so, and the device is
+// never called; allowed, the fake over plain HTTP answers. Before the
+// fix New accepted http:// silently.
+func TestPlainHTTPRefusedUnlessAllowed(t *testing.T) {
+	t.Parallel()
+	srv := f5test.New(f5test.Options{PlainHTTP: true})
+	t.Cleanup(srv.Close)
+	srv.AddNode("db-1", f5test.Member{})
+	cfg := f5.Config{Endpoint: srv.URL(), Username: f5test.DefaultUsername, Password: f5test.DefaultPassword, HTTPClient: srv.Client()}
+	_, err := f5.New(cfg)
+	if ce, ok := errors.AsType[*lb.ConfigError](err); !ok || ce.Field != "f5.Endpoint" || !strings.Contains(err.Error(), "AllowInsecureHTTP") {
+		t.Fatalf("New(http://) = %v, want a *ConfigError on f5.Endpoint", err)
+	}
+	cfg.AllowInsecureHTTP = true
+	c, err := f5.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.Login(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Logout(ctx)
+	if _, err := c.State(ctx, node); err != nil {
+		t.Errorf("State over allowed http: %v", err)
+	}
+}
+
+// DeviceID names the device whatever the configuration calls it: member
+// locks are keyed by it (issue 34, problem 4).
+func TestDeviceID(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ endpoint, partition, want string }{
+		{"https://BigIP.example.net", "", "f5 bigip.example.net:443 Common"},
+		{"https://bigip.example.net:443/", "Common", "f5 bigip.example.net:443 Common"},
+		{"https://bigip.example.net:8443", "pay", "f5 bigip.example.net:8443 pay"},
+		{"https://[2001:db8::1]", "", "f5 [2001:db8::1]:443 Common"},
+	} {
+		c, err := f5.New(f5.Config{Endpoint: tt.endpoint, Username: "u", Password: "p", Partition: tt.partition})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.DeviceID(); got != tt.want {
+			t.Errorf("DeviceID(%s, %q) = %q, want %q", tt.endpoint, tt.partition, got, tt.want)
+		}
+	}
+	var _ lb.DeviceIdentifier = (*f5.Client)(nil)
+}

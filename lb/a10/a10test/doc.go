@@ -1,5 +1,6 @@
 // Package a10test is a fake A10 ACOS aXAPI v3 for tests of
-// [github.com/holdfast-db/holdfast/lb/a10], on an [net/http/httptest] server.
+// [github.com/holdfast-db/holdfast/lb/a10], on an [net/http/httptest] TLS
+// server (plain HTTP with [Options].PlainHTTP).
 //
 // # What it fakes
 //

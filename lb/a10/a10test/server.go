@@ -49,6 +49,11 @@ type Options struct {
 	// EchoBody makes error answers quote the request body, so that a
 	// test can check that a client redacts what comes back.
 	EchoBody bool
+	// PlainHTTP serves plain HTTP instead of TLS, for tests of a client
+	// that must refuse it (the login sends the password). By default the
+	// fake serves TLS with httptest's self-signed certificate, which
+	// Client trusts and CertificatePEM returns.
+	PlainHTTP bool
 }
 
 // Real is a real server (slb server) to add to the fake.
@@ -119,8 +124,10 @@ type core = lbfake.Server
 //
 // Its core, shared with the other vendor's fake, gives it these methods:
 //
-//   - URL returns the base URL, "http://127.0.0.1:PORT", and Client an
-//     HTTP client for the fake (closed with it);
+//   - URL returns the base URL, "https://127.0.0.1:PORT" ("http://" with
+//     [Options].PlainHTTP), Client an HTTP client for the fake that
+//     trusts its certificate (closed with it), and CertificatePEM the
+//     certificate, for a CA file;
 //   - Close ends held and slow requests, then stops the server; it is
 //     idempotent;
 //   - Inject adds a [Fault], and Clear removes every fault and hold;
@@ -180,7 +187,7 @@ func New(opts Options) *Server {
 		opts.Now = time.Now
 	}
 	s := &Server{opts: opts, sessions: map[string]*session{}, servers: map[string]*real{}}
-	lbfake.Start(&s.core, s.serve)
+	lbfake.Start(&s.core, s.serve, opts.PlainHTTP)
 	return s
 }
 

@@ -15,7 +15,7 @@ import (
 )
 
 // deploy runs holdfast-lb deploy GROUP -- COMMAND [ARGS].
-func (r *runner) deploy(ctx context.Context, su *setup, ctrl *lb.Controller, op, group string, cf cmdFlags) int {
+func (r *runner) deploy(ctx context.Context, su *setup, ctrl *lb.Controller, op, via, group string, cf cmdFlags) int {
 	var silencer deploy.Silencer
 	if am := su.cfg.Alertmanager; am != nil {
 		s, err := alertmanager.FromSettings(am, nil)
@@ -30,7 +30,7 @@ func (r *runner) deploy(ctx context.Context, su *setup, ctrl *lb.Controller, op,
 	progress := newProgressLine(r.stderr, isTerminal(r.stderr))
 	waited := false
 	req := deploy.Request{
-		Operator: op, Group: group, Nodes: cf.nodes, Command: cf.command,
+		Operator: op, OperatorVia: via, Group: group, Nodes: cf.nodes, Command: cf.command,
 		Stdin: os.Stdin, Stdout: r.stdout, Stderr: r.stderr,
 		LockWait: cf.lockWait, SilenceFor: cf.silenceFor, SilenceOptional: cf.silenceOptional,
 		RestoreOnFailure: cf.restore, LeaveOfflineOnFailure: cf.leaveOffline,

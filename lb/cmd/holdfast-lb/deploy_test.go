@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -13,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -49,7 +52,13 @@ func deployHelper() int {
 		rep.Env[k] = os.Getenv(k)
 	}
 	ctx := context.Background()
-	if b, err := f5.New(f5.Config{Endpoint: os.Getenv("HELPER_F5_URL"), Username: f5test.DefaultUsername, Password: f5test.DefaultPassword}); err == nil && b.Login(ctx) == nil {
+	hc := &http.Client{Timeout: 10 * time.Second}
+	if pem, err := os.ReadFile(os.Getenv("HELPER_F5_CA")); err == nil {
+		roots := x509.NewCertPool()
+		roots.AppendCertsFromPEM(pem)
+		hc.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}
+	}
+	if b, err := f5.New(f5.Config{Endpoint: os.Getenv("HELPER_F5_URL"), Username: f5test.DefaultUsername, Password: f5test.DefaultPassword, HTTPClient: hc}); err == nil && b.Login(ctx) == nil {
 		if st, err := b.State(ctx, lb.Member{Pool: "web", Node: "web-1", Port: 80}); err == nil {
 			rep.Web1Admin = st.Admin.String()
 		}
@@ -167,7 +176,7 @@ func (e *deployEnv) deploy(t *testing.T, exit int, flags ...string) (int, string
 	}
 	args := append([]string{"-operator", "alice", "deploy"}, flags...)
 	args = append(args, e.group, "--", "env",
-		"HOLDFAST_LB_TEST_HELPER=deploy", "HELPER_REPORT="+e.report, "HELPER_F5_URL="+e.fakeF5.URL(), "HELPER_AM_URL="+e.am.URL, "HELPER_EXIT="+strconv.Itoa(exit),
+		"HOLDFAST_LB_TEST_HELPER=deploy", "HELPER_REPORT="+e.report, "HELPER_F5_URL="+e.fakeF5.URL(), "HELPER_F5_CA="+e.f5CA, "HELPER_AM_URL="+e.am.URL, "HELPER_EXIT="+strconv.Itoa(exit),
 		self, "deploy-arg-1")
 	return e.run(t, args...)
 }
@@ -214,7 +223,7 @@ func TestDeploy(t *testing.T) {
 	if !strings.Contains(out, "ok: deploy "+e.group+": drained, deployed and enabled 3 members") {
 		t.Errorf("stdout:\n%s", out)
 	}
-	for _, want := range []string{"lock taken by alice@", "alerts silenced: silence ", "for at most 30m0s", "drained: no connection left on 3 members", "running env (7 arguments)", "the command succeeded", "enabled: 3 members", " expired"} {
+	for _, want := range []string{"lock taken by alice@", "alerts silenced: silence ", "for at most 30m0s", "drained: no connection left on 3 members", "running env (8 arguments)", "the command succeeded", "enabled: 3 members", " expired"} {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, errOut)
 		}

@@ -70,9 +70,27 @@
 // ("protocol", default "tcp"). Unknown keys are errors. "operators" maps
 // who may control which groups; "*" is every group.
 //
+// Endpoints are https://: an http:// endpoint is refused unless the
+// balancer says "allow_insecure_http": true (the login sends the
+// password). "insecure_skip_verify": true turns certificate verification
+// off (not with ca_file). Either makes every command warn in its log when
+// it starts and note it in the audit entry of every request reaching the
+// balancer. drain.interval (and -interval) is at least 100ms,
+// drain.timeout (and -timeout) at most 1h.
+//
+// Groups may overlap: a group's lock also locks its members, so that
+// while alice holds "payments", a request on an "all-web" group sharing
+// one of its members is refused, naming alice, "payments" and the
+// member. To drive every web member at once, list them all in one group.
+//
 // The operator comes from -operator, $HOLDFAST_LB_OPERATOR or $USER, and
-// must be allowed the group. Every control request takes the group's lock
-// in PostgreSQL and is audited there and as a JSON log line on standard
+// must be allowed the group. It is asserted, not authenticated: whoever
+// runs the command chooses it. The audit records beside it how it was
+// given, the OS user of the process (by user ID) and the CI's identity
+// variables when present (GITHUB_ACTOR, GITHUB_WORKFLOW, GITHUB_RUN_ID;
+// BUILD_USER_ID, BUILD_TAG; GITLAB_USER_LOGIN, CI_JOB_ID; ...). See
+// lb/SECURITY.md. Every control request takes the group's lock in
+// PostgreSQL and is audited there and as a JSON log line on standard
 // error. The lock is a PostgreSQL advisory lock held by the command's own
 // session: if the command dies, its session ends and the lock with it.
 // Passwords and DSNs are never printed.
@@ -110,8 +128,10 @@
 //	holdfast-lb serve -listen 127.0.0.1:8080 -operator-header X-Forwarded-User
 //
 // The header is trusted only from -trusted-proxy addresses (default
-// loopback: a proxy on the same machine), and the proxy must overwrite
-// any copy the client sends. For example, with oauth2-proxy in front
+// loopback: a proxy on the same machine, and so every local user of it),
+// and the proxy must overwrite any copy the client sends: a header with
+// two values, or a comma, is not believed. Controls record the header and
+// the proxy's address in the audit. For example, with oauth2-proxy in front
 // (--upstream=http://127.0.0.1:8080 --pass-user-headers, which sets
 // X-Forwarded-User), or nginx:
 //

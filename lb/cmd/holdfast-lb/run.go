@@ -61,12 +61,16 @@ Commands:
 Global flags:
   -config FILE     configuration (default $HOLDFAST_LB_CONFIG)
   -operator NAME   who you are, checked against the permissions
-                   (default $HOLDFAST_LB_OPERATOR, then $USER)
+                   (default $HOLDFAST_LB_OPERATOR, then $USER); asserted,
+                   not authenticated: the audit records beside it how it
+                   was given, the OS user and the CI's identity variables
 
 Command flags:
   -node NAME             act on this node of the group only (repeatable)
-  -interval D            drain: time between polls (default from config, 1s)
-  -timeout D             drain: give up after D (default from config, 2m)
+  -interval D            drain: time between polls (default from config, 1s;
+                         at least 100ms)
+  -timeout D             drain: give up after D (default from config, 2m;
+                         at most 1h)
   -concurrency N         members driven at once (default from config, 8)
   -restore-on-failure    drain: put members back as they were if it fails
 
@@ -85,7 +89,8 @@ Serve flags:
                          signed-in user, e.g. X-Forwarded-User
   -trusted-proxy CIDR    addresses whose -operator-header is trusted
                          (repeatable; default loopback)
-  -poll D                how often the members are read (default 2s)
+  -poll D                how often the members are read (default 2s; at
+                         least 100ms)
   -refresh D             how often the page reloads (default -poll)
   With -operator NAME instead of -operator-header, every request is NAME
   (a console on your own machine); with neither, the console is read-only.
@@ -244,6 +249,9 @@ func (r *runner) main(ctx context.Context, args []string) int {
 	if cf.interval < 0 || cf.timeout < 0 || cf.concurrency < 0 || cf.poll < 0 || cf.refresh < 0 || cf.lockWait < 0 || cf.silenceFor < 0 {
 		return r.errorf(exitUsage, "%s: durations and -concurrency must not be negative", command)
 	}
+	if err := flagBounds(cf); err != nil {
+		return r.errorf(exitUsage, "%s: %v", command, err)
+	}
 
 	if *configPath == "" {
 		return r.errorf(exitUsage, "no configuration: use -config FILE or set HOLDFAST_LB_CONFIG")
@@ -273,12 +281,14 @@ func (r *runner) main(ctx context.Context, args []string) int {
 		return r.errorf(exitUsage, "%s: unknown group %q", command, group)
 	}
 
-	op := *operator
+	// The operator is asserted: whoever runs the command names it. The
+	// audit records how, and the OS user and CI identity beside it.
+	op, via := *operator, "-operator"
 	if op == "" {
-		op = r.getenv("HOLDFAST_LB_OPERATOR")
+		op, via = r.getenv("HOLDFAST_LB_OPERATOR"), "$HOLDFAST_LB_OPERATOR"
 	}
 	if op == "" {
-		op = r.getenv("USER")
+		op, via = r.getenv("USER"), "$USER"
 	}
 	if op == "" && command != "status" {
 		return r.errorf(exitUsage, "no operator: use -operator NAME or set HOLDFAST_LB_OPERATOR")
@@ -297,9 +307,28 @@ func (r *runner) main(ctx context.Context, args []string) int {
 		return r.status(ctx, ctrl, group, cf.nodes)
 	}
 	if command == "deploy" {
-		return r.deploy(ctx, su, ctrl, op, group, cf)
+		return r.deploy(ctx, su, ctrl, op, via, group, cf)
 	}
-	return r.control(ctx, ctrl, lb.Request{Operator: op, Action: action, Group: group, Nodes: cf.nodes, RestoreOnFailure: cf.restore})
+	return r.control(ctx, ctrl, lb.Request{Operator: op, OperatorVia: via, Action: action, Group: group, Nodes: cf.nodes, RestoreOnFailure: cf.restore})
+}
+
+// minPoll bounds serve -poll from below, as lb.MinDrainInterval bounds
+// the drain's interval: each poll reads every member of every group.
+const minPoll = lb.MinDrainInterval
+
+// flagBounds applies the configuration's bounds to the flags that
+// override it: -interval (lb.MinDrainInterval), -timeout
+// (lb.MaxDrainTimeout) and -poll (minPoll). 0 means unset.
+func flagBounds(cf cmdFlags) error {
+	switch {
+	case cf.interval != 0 && cf.interval < lb.MinDrainInterval:
+		return &lb.ConfigError{Pkg: "holdfast-lb", Field: "-interval", Why: "must be at least " + lb.MinDrainInterval.String() + ", got " + cf.interval.String()}
+	case cf.timeout > lb.MaxDrainTimeout:
+		return &lb.ConfigError{Pkg: "holdfast-lb", Field: "-timeout", Why: "must be at most " + lb.MaxDrainTimeout.String() + ", got " + cf.timeout.String()}
+	case cf.poll != 0 && cf.poll < minPoll:
+		return &lb.ConfigError{Pkg: "holdfast-lb", Field: "-poll", Why: "must be at least " + minPoll.String() + ", got " + cf.poll.String()}
+	}
+	return nil
 }
 
 // setup is what every command but check-config builds from the
@@ -311,6 +340,8 @@ type setup struct {
 	store      *lb.PGStore
 	clients    map[string]*http.Client
 	passwords  map[string]lb.Secret
+	notes      map[string]string // balancer → its TransportWarning
+	origin     lb.Origin
 	drain      lb.DrainConfig
 	conc       int
 	logger     *slog.Logger
@@ -325,9 +356,14 @@ const notifyFlush = 30 * time.Second
 
 // prepare builds the setup; its cleanup closes the pool.
 func (r *runner) prepare(ctx context.Context, cfg *lb.Config, cf cmdFlags) (*setup, int) {
-	s := &setup{cfg: cfg, clients: map[string]*http.Client{}, passwords: map[string]lb.Secret{}, logger: slog.New(slog.NewJSONHandler(r.stderr, nil))}
+	s := &setup{cfg: cfg, clients: map[string]*http.Client{}, passwords: map[string]lb.Secret{}, notes: map[string]string{},
+		origin: lb.ProcessOrigin(r.getenv), logger: slog.New(slog.NewJSONHandler(r.stderr, nil))}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Balancers)) {
 		bc := cfg.Balancers[name]
+		if w := bc.TransportWarning(); w != "" {
+			s.notes[name] = w
+			s.logger.WarnContext(ctx, "lb balancer transport is not secure", slog.String("balancer", name), slog.String("endpoint", bc.Endpoint), slog.String("warning", w))
+		}
 		pw, err := bc.ResolvePassword(r.getenv)
 		if err != nil {
 			return nil, r.errorf(exitUsage, "balancer %s: %v", name, err)
@@ -413,9 +449,9 @@ func (s *setup) balancers() (map[string]lb.Balancer, error) {
 		)
 		switch bc.Vendor {
 		case lb.VendorF5:
-			b, err = f5.New(f5.Config{Endpoint: bc.Endpoint, Username: bc.Username, Password: s.passwords[name], Partition: bc.Partition, TokenTimeout: time.Duration(bc.TokenTimeout), HTTPClient: s.clients[name]})
+			b, err = f5.New(f5.Config{Endpoint: bc.Endpoint, Username: bc.Username, Password: s.passwords[name], Partition: bc.Partition, TokenTimeout: time.Duration(bc.TokenTimeout), AllowInsecureHTTP: bc.AllowInsecureHTTP, HTTPClient: s.clients[name]})
 		case lb.VendorA10:
-			b, err = a10.New(a10.Config{Endpoint: bc.Endpoint, Username: bc.Username, Password: s.passwords[name], Partition: bc.Partition, HTTPClient: s.clients[name]})
+			b, err = a10.New(a10.Config{Endpoint: bc.Endpoint, Username: bc.Username, Password: s.passwords[name], Partition: bc.Partition, AllowInsecureHTTP: bc.AllowInsecureHTTP, HTTPClient: s.clients[name]})
 		default:
 			err = errors.New("unknown vendor " + strconv.Quote(bc.Vendor))
 		}
@@ -434,16 +470,18 @@ func (s *setup) controller() (*lb.Controller, error) {
 		return nil, err
 	}
 	return lb.NewController(lb.ControllerConfig{
-		Balancers:   bs,
-		Groups:      s.cfg.Groups,
-		Permissions: s.cfg.Operators,
-		Locker:      s.store,
-		Audit:       s.store,
-		Logger:      s.logger,
-		Drain:       s.drain,
-		Concurrency: s.conc,
-		Notifier:    s.notifier,
-		Metrics:     s.metrics,
+		Balancers:      bs,
+		Groups:         s.cfg.Groups,
+		Permissions:    s.cfg.Operators,
+		Locker:         s.store,
+		Audit:          s.store,
+		Logger:         s.logger,
+		Drain:          s.drain,
+		Concurrency:    s.conc,
+		Notifier:       s.notifier,
+		Metrics:        s.metrics,
+		Origin:         s.origin,
+		TransportNotes: s.notes,
 	})
 }
 

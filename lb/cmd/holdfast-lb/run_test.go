@@ -23,9 +23,20 @@ type cli struct {
 	group   string
 	fakeF5  *f5test.Server
 	fakeA10 *a10test.Server
+	f5CA    string // the F5 fake's certificate, its ca_file
 	config  string
 	env     map[string]string
 	dsn     string
+}
+
+// caFile writes pem to a file of dir and returns its path.
+func caFile(t *testing.T, dir, name string, pem []byte) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, pem, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // newCLI writes a configuration for one group (two F5 pool members and an
@@ -38,11 +49,21 @@ func newCLI(t *testing.T, group string, f5opts f5test.Options, edit func(map[str
 	c := &cli{group: group, fakeF5: f5test.New(f5opts), fakeA10: a10test.New(a10test.Options{}), dsn: pgtest.DSN(t)}
 	t.Cleanup(c.fakeF5.Close)
 	t.Cleanup(c.fakeA10.Close)
+	dir := t.TempDir()
+	// The fakes serve TLS with certificates of their own, which the
+	// configuration verifies through ca_file, as for a device.
+	f5Endpoint := map[string]any{"vendor": "f5", "endpoint": c.fakeF5.URL(), "username": "admin", "password_env": "F5_PASSWORD"}
+	if pem := c.fakeF5.CertificatePEM(); pem != nil {
+		c.f5CA = caFile(t, dir, "f5-ca.pem", pem)
+		f5Endpoint["ca_file"] = c.f5CA
+	} else {
+		f5Endpoint["allow_insecure_http"] = true
+	}
 	cfg := map[string]any{
 		"database": map[string]any{"dsn_env": "HOLDFAST_LB_DSN"},
 		"balancers": map[string]any{
-			"f5-prod":  map[string]any{"vendor": "f5", "endpoint": c.fakeF5.URL(), "username": "admin", "password_env": "F5_PASSWORD"},
-			"a10-prod": map[string]any{"vendor": "a10", "endpoint": c.fakeA10.URL(), "username": "admin", "password_env": "A10_PASSWORD"},
+			"f5-prod":  f5Endpoint,
+			"a10-prod": map[string]any{"vendor": "a10", "endpoint": c.fakeA10.URL(), "username": "admin", "password_env": "A10_PASSWORD", "ca_file": caFile(t, dir, "a10-ca.pem", c.fakeA10.CertificatePEM())},
 		},
 		"groups": map[string]any{group: []any{
 			map[string]any{"balancer": "f5-prod", "pool": "web", "node": "web-1", "port": 80},
@@ -50,7 +71,7 @@ func newCLI(t *testing.T, group string, f5opts f5test.Options, edit func(map[str
 			map[string]any{"balancer": "a10-prod", "node": "app-1", "port": 8080},
 		}},
 		"operators": map[string]any{"alice": []any{group}, "bob": []any{}},
-		"drain":     map[string]any{"interval": "10ms", "timeout": "5s", "concurrency": 2},
+		"drain":     map[string]any{"interval": "100ms", "timeout": "5s", "concurrency": 2}, // the floor: lb.MinDrainInterval
 	}
 	if edit != nil {
 		edit(cfg)
@@ -59,7 +80,7 @@ func newCLI(t *testing.T, group string, f5opts f5test.Options, edit func(map[str
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.config = filepath.Join(t.TempDir(), "lb.json")
+	c.config = filepath.Join(dir, "lb.json")
 	if err := os.WriteFile(c.config, b, 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -59,7 +59,7 @@ func TestServe(t *testing.T) {
 	var stdout, stderr syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"-operator", "alice", "serve", "-listen", "127.0.0.1:0", "-poll", "50ms"}, func(k string) string { return c.env[k] }, &stdout, &stderr)
+		done <- run(ctx, []string{"-operator", "alice", "serve", "-listen", "127.0.0.1:0", "-poll", "100ms"}, func(k string) string { return c.env[k] }, &stdout, &stderr)
 	}()
 	m := waitOutput(t, &stderr, regexp.MustCompile(`console on (http://127\.0\.0\.1:\d+/) \(every request is operator alice\)`), 30*time.Second)
 	base := m[1]

@@ -1,5 +1,6 @@
 // Package f5test is a fake F5 BIG-IP iControl REST API for tests of
-// [github.com/holdfast-db/holdfast/lb/f5], on an [net/http/httptest] server.
+// [github.com/holdfast-db/holdfast/lb/f5], on an [net/http/httptest] TLS
+// server (plain HTTP with [Options].PlainHTTP).
 //
 // # What it fakes
 //

@@ -1,7 +1,9 @@
 package lbfake
 
 import (
+	"encoding/pem"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -89,18 +91,38 @@ type hold struct {
 }
 
 // Start starts s, a zero Server (a vendor fake embeds one), passing each
-// request to handle. A function rather than a method, so that it is not
-// promoted to the vendor's Server.
-func Start(s *Server, handle Handler) {
+// request to handle: over TLS (httptest's self-signed certificate for
+// 127.0.0.1), or over plain HTTP when plain is set. A function rather than
+// a method, so that it is not promoted to the vendor's Server.
+func Start(s *Server, handle Handler, plain bool) {
 	s.handle, s.done = handle, make(chan struct{})
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	if plain {
+		s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+		return
+	}
+	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	s.srv.Config.ErrorLog = log.New(io.Discard, "", 0) // a client refusing the certificate is a test's point, not noise
+	s.srv.StartTLS()
 }
 
-// URL returns the base URL, "http://127.0.0.1:PORT".
+// URL returns the base URL, "https://127.0.0.1:PORT" ("http://" when
+// started plain).
 func (s *Server) URL() string { return s.srv.URL }
 
-// Client returns an HTTP client for the server (closed with it).
+// Client returns an HTTP client for the server (closed with it), which
+// trusts its certificate.
 func (s *Server) Client() *http.Client { return s.srv.Client() }
+
+// CertificatePEM returns the server's TLS certificate, PEM-encoded (a CA
+// file for it: the certificate is self-signed), or nil when it serves
+// plain HTTP.
+func (s *Server) CertificatePEM() []byte {
+	c := s.srv.Certificate()
+	if c == nil {
+		return nil
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
+}
 
 // Close ends held and slow requests, then stops the server. It is
 // idempotent.

@@ -16,7 +16,7 @@ func newServer(t *testing.T) *Server {
 	s := &Server{}
 	Start(s, func(w http.ResponseWriter, _ *http.Request, body []byte, fault FaultKind) {
 		_, _ = io.WriteString(w, strconv.Itoa(int(fault))+" "+string(body))
-	})
+	}, false)
 	t.Cleanup(s.Close)
 	return s
 }
@@ -118,7 +118,7 @@ func TestHoldOverlaps(t *testing.T) {
 
 func TestCloseReleasesHeld(t *testing.T) {
 	s := &Server{}
-	Start(s, func(w http.ResponseWriter, _ *http.Request, _ []byte, _ FaultKind) {})
+	Start(s, func(w http.ResponseWriter, _ *http.Request, _ []byte, _ FaultKind) {}, false)
 	s.Hold("/h", 2, time.Hour)
 	done := make(chan struct{})
 	go func() {
@@ -134,4 +134,34 @@ func TestCloseReleasesHeld(t *testing.T) {
 	s.Close()
 	<-done
 	s.Close() // idempotent
+}
+
+// The fake serves TLS by default, with a certificate only its own client
+// (or a CA file of CertificatePEM) trusts, and plain HTTP when asked: the
+// adapters' tests then run over TLS, as against a device.
+func TestStartTLSAndPlain(t *testing.T) {
+	s := newServer(t)
+	if !strings.HasPrefix(s.URL(), "https://127.0.0.1:") || !strings.Contains(string(s.CertificatePEM()), "BEGIN CERTIFICATE") {
+		t.Fatalf("URL %q, certificate %q", s.URL(), s.CertificatePEM())
+	}
+	if got := send(t, s, "GET", "/x", ""); got != "0 " {
+		t.Errorf("answer through Client = %q", got)
+	}
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(s.URL() + "/x")
+	if err == nil {
+		resp.Body.Close()
+		t.Fatal("a client without the fake's certificate was answered")
+	}
+	if !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("error = %v, want a certificate error", err)
+	}
+	p := &Server{}
+	Start(p, func(w http.ResponseWriter, _ *http.Request, _ []byte, _ FaultKind) { _, _ = io.WriteString(w, "plain") }, true)
+	t.Cleanup(p.Close)
+	if !strings.HasPrefix(p.URL(), "http://") || p.CertificatePEM() != nil {
+		t.Errorf("plain: URL %q, certificate %q", p.URL(), p.CertificatePEM())
+	}
+	if got := send(t, p, "GET", "/x", ""); got != "plain" {
+		t.Errorf("plain answer = %q", got)
+	}
 }

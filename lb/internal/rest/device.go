@@ -3,7 +3,9 @@ package rest
 import (
 	"cmp"
 	"context"
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -15,11 +17,15 @@ import (
 const DefaultRequestTimeout = 30 * time.Second
 
 // Check validates what every adapter's Config needs: the endpoint (see
-// [lb.ValidateEndpoint]), a username and a password, reported as
-// VENDOR.Username and VENDOR.Password.
-func Check(vendor, endpoint, username string, password lb.Secret) error {
+// [lb.ValidateEndpoint]; http:// only with allowHTTP, as VENDOR.Endpoint),
+// a username and a password, reported as VENDOR.Username and
+// VENDOR.Password.
+func Check(vendor, endpoint, username string, password lb.Secret, allowHTTP bool) error {
 	if err := lb.ValidateEndpoint(endpoint); err != nil {
 		return err
+	}
+	if u, _ := url.Parse(endpoint); u.Scheme == "http" && !allowHTTP {
+		return &lb.ConfigError{Field: vendor + ".Endpoint", Why: "http:// sends the password and the session token unencrypted: use https, or set AllowInsecureHTTP to accept that"}
 	}
 	switch {
 	case username == "":
@@ -63,9 +69,15 @@ type Device struct {
 // its own with a DefaultRequestTimeout timeout), logging in again with
 // relogin, and redacting the password and the session's credential from
 // every message and error.
+//
+// Redirects are not followed (a copy of hc is used): an answer never
+// chooses where the login body, with its password, or a session header
+// goes; a 3xx is an error answer like any other.
 func (d *Device) Init(dialect Dialect, hc *http.Client, endpoint string, password lb.Secret, relogin func(context.Context) error) {
 	d.Dialect, d.Relogin = dialect, relogin
-	d.Client = Client{HTTP: cmp.Or(hc, &http.Client{Timeout: DefaultRequestTimeout}), Base: strings.TrimSuffix(endpoint, "/"), Secrets: func() []string {
+	own := *cmp.Or(hc, &http.Client{Timeout: DefaultRequestTimeout})
+	own.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	d.Client = Client{HTTP: &own, Base: strings.TrimSuffix(endpoint, "/"), Secrets: func() []string {
 		cred, _ := d.Session.Get()
 		return []string{password.Reveal(), cred}
 	}}
@@ -149,4 +161,25 @@ func StatusKind(status int) lb.Kind {
 		return lb.KindRejected
 	}
 	return lb.KindBadResponse
+}
+
+// DeviceID names the device and partition an adapter drives, the same
+// whatever the configuration calls it: "VENDOR HOST:PORT PARTITION", with
+// the host in lower case and the scheme's default port made explicit
+// ("f5 bigip.example.net:443 Common"). Member locks are keyed by it (see
+// [lb.DeviceIdentifier]). Two names of one device (an address and a host
+// name, or two host names) still give two IDs.
+func DeviceID(vendor, endpoint, partition string) string {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return vendor + " " + endpoint + " " + partition
+	}
+	host, port := strings.ToLower(u.Hostname()), u.Port()
+	if port == "" {
+		port = "443"
+		if u.Scheme == "http" {
+			port = "80"
+		}
+	}
+	return vendor + " " + net.JoinHostPort(host, port) + " " + partition
 }

@@ -78,3 +78,39 @@ func TestDeviceErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestDeviceNeverFollowsARedirect: a device (or whatever answers in its
+// place) that redirects a login elsewhere receives an error answer, and
+// the other host never sees the password in the body nor the session
+// header (307 and 308 keep the method and the body, and Go's client
+// forwards custom headers such as X-F5-Auth-Token to another host).
+func TestDeviceNeverFollowsARedirect(t *testing.T) {
+	got := make(chan string, 4)
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Method + " " + r.URL.Path
+	}))
+	t.Cleanup(elsewhere.Close)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.URL+"/steal", http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(srv.Close)
+	d := &Device{}
+	d.Init(Dialect{
+		Vendor: "v", Header: func(cred string) http.Header { return http.Header{"X-Cred": {cred}} },
+		OK: func(status int) bool { return status == http.StatusOK }, Expired: func(*Response) bool { return false },
+		Read: func(resp *Response) (int64, string, lb.Kind) { return 0, "", StatusKind(resp.Status) },
+	}, srv.Client(), srv.URL, "secret", func(context.Context) error { return nil })
+	_, e := d.Send(context.Background(), "login", http.MethodPost, "/login", nil, map[string]string{"password": "secret"})
+	if e == nil || e.Status != http.StatusTemporaryRedirect {
+		t.Fatalf("Send = %v, want the 307 as an error answer", e)
+	}
+	d.Session.Set("token")
+	if _, err := d.Call(context.Background(), "state", "m", http.MethodGet, "/x", nil); err == nil {
+		t.Fatal("Call followed the redirect")
+	}
+	select {
+	case r := <-got:
+		t.Fatalf("the other host received %s", r)
+	default:
+	}
+}
