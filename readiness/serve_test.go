@@ -108,7 +108,7 @@ func TestServeDrainsThenShutsDown(t *testing.T) {
 		t.Fatalf("drain poll = %v, want the held connection", u)
 	}
 	p.next(t) // the drain is waiting, blocked in its next poll
-	if code, body := s.get(t, "/readyz"); code != 503 || body != `not ready: draining (Disabling by "shutdown")` {
+	if code, body := s.get(t, "/readyz"); code != 503 || body != "not ready: draining" {
 		t.Errorf("readiness during the shutdown drain = %d %q", code, body)
 	}
 	if code, _ := s.get(t, "/livez"); code != 200 {
