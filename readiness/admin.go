@@ -114,12 +114,13 @@ func (c *Checker) serveAdmin(w http.ResponseWriter, r *http.Request) {
 //     ones too, and the owner of a drain or an enable is the owner it
 //     returns: the X-Drain-Owner header and the "owner" parameter are
 //     ignored, so that no caller can claim another's drain.
-//   - Without it, the handler answers local callers only: a connection
-//     whose both ends are loopback addresses (127.0.0.0/8, ::1), or a Unix
-//     socket, that names a loopback host (localhost, 127.0.0.1, [::1]:
-//     against DNS rebinding) and carries no proxy header (Forwarded, Via,
-//     X-Forwarded-*, X-Real-Ip, X-Envoy-*). The owner is then the one the
-//     caller names: the X-Drain-Owner header or the "owner" parameter.
+//   - Without it, the handler answers local callers only: requests that
+//     carry no proxy header (Forwarded, Via, X-Forwarded-*, X-Real-Ip,
+//     X-Envoy-*) and come over a Unix socket (its file's permissions
+//     decide), or over a connection whose both ends are loopback
+//     addresses (127.0.0.0/8, ::1) naming a loopback host (localhost,
+//     127.0.0.1, [::1]: against DNS rebinding). The owner is then the one
+//     the caller names: the X-Drain-Owner header or the "owner" parameter.
 //     A proxy on the same host that connects over loopback and strips
 //     those headers (a service-mesh sidecar forwarding to 127.0.0.1) makes
 //     every request local: behind one, serve this handler on a listener it
@@ -318,18 +319,19 @@ func (c *Checker) refuse(w http.ResponseWriter, r *http.Request, why string, err
 // a Unix socket, or over loopback at both ends, naming a loopback host,
 // through no proxy.
 func isLocal(r *http.Request) bool {
-	la, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	if _, unix := la.(*net.UnixAddr); !unix {
-		if !loopback(r.RemoteAddr) || (la != nil && !loopback(la.String())) {
-			return false
-		}
-	}
 	for k := range r.Header {
 		switch k := http.CanonicalHeaderKey(k); {
 		case k == "Forwarded", k == "Via", k == "X-Real-Ip",
 			strings.HasPrefix(k, "X-Forwarded-"), strings.HasPrefix(k, "X-Envoy-"):
 			return false
 		}
+	}
+	la, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if _, unix := la.(*net.UnixAddr); unix {
+		return true // no browser reaches a Unix socket: the socket's permissions decide
+	}
+	if !loopback(r.RemoteAddr) || (la != nil && !loopback(la.String())) {
+		return false
 	}
 	return r.Host == "" || loopbackHost(r.Host)
 }
