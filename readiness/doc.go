@@ -28,10 +28,9 @@
 //		Admin: &http.Server{Addr: "127.0.0.1:8081", Handler: admin},
 //	})
 //
-// The admin handlers fail closed: without [Config].Authorize they answer
-// local callers only (loopback at both ends, a loopback Host, no proxy
-// header; [Checker.DrainHandler] gives the rule), and with it, only those
-// it admits, the owner of a drain being the one it names.
+// The admin handlers fail closed: they answer local callers only
+// ([Checker.DrainHandler] gives the rule), or those [Config].Authorize
+// admits, the owner of a drain being the one it names.
 //
 // Readiness answers pass (200) when every gate is open and the last check
 // of every target succeeded; warn (200) below FailureThreshold failed
@@ -40,12 +39,11 @@
 // failed to start or failed FailureThreshold checks, and while draining
 // ([Status].Reason lists the reasons). A database that is down at boot
 // makes the service not ready, never a crash loop: the first successful
-// check opens the gate. A probe is told the status and the reason, in
-// plain text or JSON, and nothing else. The admin body is JSON in the
-// shape of the IETF draft "Health Check Response Format for HTTP APIs",
-// with one entry per target named by Target.Name (a name the operator
-// chose, or "database"), and the classified cause of each failure. Error
-// texts go to the log only, through the factory's redactor.
+// check opens the gate. A probe is told the status and the reason, and
+// nothing else; the admin body is JSON in the shape of the IETF draft
+// "Health Check Response Format for HTTP APIs", one entry per target named
+// by Target.Name, with the classified cause of each failure. Error texts
+// go to the log only, through the factory's redactor.
 //
 // [Checker.Serve] documents the Kubernetes settings that fit its
 // defaults; the Config and ServeConfig docs list the defaults;

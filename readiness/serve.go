@@ -36,9 +36,10 @@ type ServeConfig struct {
 	// Admin, when set, is served beside the service's server for the
 	// handlers that must not share its port: [Checker.AdminHandler] and
 	// [Checker.DrainHandler]. Serve serves it until the end (a drain can
-	// be watched, and enabled, throughout), shuts it down after the
+	// be watched, and enabled, throughout) and shuts it down after the
 	// service's server and the Checker's Close, within the same
-	// ShutdownTimeout, and also shuts down if it stops on its own. Its Addr
+	// ShutdownTimeout; if it stops serving on its own (its listener
+	// failed), Serve shuts down as on a signal, drain included. Its Addr
 	// must be set unless AdminListener is: a loopback address such as
 	// "127.0.0.1:8081" (the handlers answer local callers only unless
 	// Config.Authorize is set), or an admin port with Config.Authorize.
