@@ -69,7 +69,8 @@ const maxMapping = 64
 // The handler answers only the callers [Config].Authorize admits, or,
 // without it, local callers only (see [Checker.DrainHandler]); others get
 // 403. Serve it on an admin listener ([ServeConfig].Admin), never on the
-// port that probes and traffic reach.
+// port that probes and traffic reach: mounting it exposes these names and
+// addresses to whoever it admits.
 func (c *Checker) AdminHandler() http.Handler {
 	return &endpoint{c: c, serve: c.serveAdmin}
 }

@@ -30,6 +30,7 @@ import (
 //	DrainTimeout      2m       a drain (WithDrainTimeout overrides it)
 //	Factory           holdfast.New() with no options
 //	Logger            discard
+//	Authorize         nil: the admin handlers answer local callers only
 type Config struct {
 	// Factory makes the first connection in [Checker.Start] (under its
 	// startup retry policy) and classifies failures, for every target
@@ -80,8 +81,10 @@ type Config struct {
 	// nil error admits the request, and owner (checked as Drain checks
 	// it) is then the drain's owner whatever the request says; any error
 	// refuses it with 403 (its text is logged, never served). It decides
-	// every request, local ones too; a panic refuses the request. It runs
-	// on the request's goroutine, before anything else: check a token,
+	// every request, local ones too; a panic refuses the request (and is
+	// logged by its type). It runs on the request's goroutine, before the
+	// handler does anything but refuse a cross-origin browser POST or
+	// DELETE: check a token,
 	// a client certificate (r.TLS) or a header a trusted proxy sets, for
 	// example
 	//
