@@ -78,9 +78,11 @@ func TestStartupGate(t *testing.T) {
 			if h.Checks.Startup[0].Status != "fail" || h.Checks.Startup[0].Reason != tt.wantStartErr {
 				t.Errorf("startup check = %+v, want fail with reason %s", h.Checks.Startup[0], tt.wantStartErr)
 			}
-			wantText := "not ready: startup-failed (" + tt.wantStartErr + ")"
-			if r := f.do(t, "GET", "/readyz"); r.code != 503 || r.body != wantText {
-				t.Errorf("plain probe: %d %q, want 503 %q", r.code, r.body, wantText)
+			if want := "not ready: startup-failed (" + tt.wantStartErr + ")"; h.Output != want {
+				t.Errorf("admin output = %q, want %q", h.Output, want)
+			}
+			if r := f.do(t, "GET", "/readyz"); r.code != 503 || r.body != "not ready: startup-failed" {
+				t.Errorf("plain probe: %d %q, want 503 \"not ready: startup-failed\"", r.code, r.body)
 			}
 			dials := f.conn.Attempts()
 			if dials != tt.wantDials+1 {
@@ -211,7 +213,10 @@ func TestCacheAndThreshold(t *testing.T) {
 			t.Fatalf("failure %d: %d %+v, want %d %s database with transient/conn-refused", i+1, code, h, want.code, want.status)
 		}
 	}
-	if r := f.do(t, "GET", "/readyz"); r.body != "not ready: database (transient/conn-refused, 3 consecutive failures)" {
+	if _, h := f.healthz(t); h.Output != "not ready: database (transient/conn-refused, 3 consecutive failures)" {
+		t.Errorf("admin output = %q", h.Output)
+	}
+	if r := f.do(t, "GET", "/readyz"); r.body != "not ready: database" {
 		t.Errorf("plain body = %q", r.body)
 	}
 	queries := f.queries.n.Load()

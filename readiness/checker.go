@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +30,7 @@ import (
 //	DrainTimeout      2m       a drain (WithDrainTimeout overrides it)
 //	Factory           holdfast.New() with no options
 //	Logger            discard
+//	Authorize         nil: the admin handlers answer local callers only
 type Config struct {
 	// Factory makes the first connection in [Checker.Start] (under its
 	// startup retry policy) and classifies failures, for every target
@@ -68,9 +70,37 @@ type Config struct {
 
 	// Logger receives startup results, readiness transitions and every
 	// drain and enable with its owner, naming each target with its
-	// address (server.address, server.port, db.namespace). Default:
+	// address (server.address, server.port, db.namespace). Error texts
+	// pass through the redactor of the factory that configured the pool,
+	// and the pool config's own password is removed from them. Default:
 	// discard.
 	Logger *slog.Logger
+
+	// Authorize admits the callers of [Checker.DrainHandler] and
+	// [Checker.AdminHandler], and names the owner of a drain or an enable:
+	// nil error admits the request, and owner (checked as Drain checks
+	// it) is then the drain's owner whatever the request says; any error
+	// refuses it with 403 (its text is logged, never served). It decides
+	// every request, local ones too; a panic refuses the request (and is
+	// logged by its type). It runs on the request's goroutine, before the
+	// handler does anything but refuse a cross-origin browser POST or
+	// DELETE: check a token,
+	// a client certificate (r.TLS) or a header a trusted proxy sets, for
+	// example
+	//
+	//	Authorize: func(r *http.Request) (string, error) {
+	//		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte("Bearer "+token)) != 1 {
+	//			return "", errors.New("no valid admin token")
+	//		}
+	//		return "ops/" + r.Header.Get("X-Drain-Owner"), nil // who drains: the token's holder, and the job it names
+	//	}
+	//
+	// Nil (the default) admits local callers only: a Unix socket, or
+	// loopback at both ends, naming a loopback host, through no proxy
+	// (DrainHandler documents the rule); the owner is then the one the
+	// caller names. To admit every caller of a private admin network on
+	// purpose, return the owner the caller names with a nil error.
+	Authorize func(r *http.Request) (owner string, err error)
 }
 
 // The defaults of [Config], as its doc lists them.
@@ -130,8 +160,9 @@ const (
 // databases — pgxpools and *sql.DBs of package sqldb, its targets — and
 // drains it. Create one with [New]; call [Checker.Start] to open the
 // startup gate (or let [Checker.Serve] do it), mount
-// [Checker.ReadyHandler], [Checker.LiveHandler] and [Checker.DrainHandler],
-// wrap the service's handlers with [Checker.Middleware], and call
+// [Checker.ReadyHandler] and [Checker.LiveHandler] on the service's port
+// and [Checker.AdminHandler] and [Checker.DrainHandler] on an admin
+// listener, wrap the service's handlers with [Checker.Middleware], and call
 // [Checker.Close] (or let [Checker.Serve] do it) when done.
 //
 // A Checker is safe for concurrent use. The goroutines it owns are the
@@ -185,6 +216,7 @@ type Checker struct {
 	drain  drainState
 
 	pollHook func(InUse) // tests: called after every drain poll
+	refused  refusals    // the log lines of refused admin requests
 
 	tel        *obs.Readiness // metrics and span events; nil records nothing
 	lastHealth Health         // last health and reason recorded, guarded by mu
@@ -342,7 +374,7 @@ func (c *Checker) startTarget(ctx context.Context, t *target) error {
 	c.log.LogAttrs(ctx, level, msg, t.logAttrs(
 		slog.String("error.class", v.Class.String()),
 		slog.String("error.reason", v.Reason),
-		slog.String("error", err.Error()))...)
+		slog.String("error", t.redact(err.Error())))...)
 	return err
 }
 
@@ -481,7 +513,7 @@ func (c *Checker) recordLocked(t *target, now time.Time, latency time.Duration, 
 		slog.Bool("required", !t.optional),
 		slog.String("error.class", db.verdict.Class.String()),
 		slog.String("error.reason", db.verdict.Reason),
-		slog.String("error", err.Error()))...)
+		slog.String("error", t.redact(err.Error())))...)
 }
 
 // Close stops the running check and waits for it, interrupts every waiting
@@ -501,6 +533,15 @@ func (c *Checker) Close() {
 	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()
+}
+
+// redact removes from s the secrets every target knows (see
+// target.redact).
+func (c *Checker) redact(s string) string {
+	for _, t := range c.targets {
+		s = t.redact(s)
+	}
+	return s
 }
 
 // serviceTelemetry records the service's own series (ready, transitions,

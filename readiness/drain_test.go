@@ -45,7 +45,10 @@ func TestDrainWaitsForHeldConnection(t *testing.T) {
 		d.Since == "" || d.LockedAt == "" || d.InUse == nil || d.InUse.AcquiredConns != 1 {
 		t.Fatalf("readiness while draining: %d %+v, drain %+v", code, h, d)
 	}
-	if r := f.do(t, "GET", "/readyz"); r.body != `not ready: draining (Disabling by "deploy-42")` {
+	if h.Output != `not ready: draining (Disabling by "deploy-42")` {
+		t.Errorf("admin output = %q", h.Output)
+	}
+	if r := f.do(t, "GET", "/readyz"); r.body != "not ready: draining" { // the probe: no owner
 		t.Errorf("plain body = %q", r.body)
 	}
 	if f.queries.n.Load() != queries {

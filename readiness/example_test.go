@@ -87,8 +87,9 @@ func ExampleChecker_ReadyHandler() {
 	// 503 not ready: starting
 }
 
-// A service wired for Kubernetes: probes, a drain endpoint, counted
-// requests, and a shutdown on SIGTERM that loses no request.
+// A service wired for Kubernetes: probes on the service's port, the drain
+// endpoint and the details on a loopback admin listener, counted requests,
+// and a shutdown on SIGTERM that loses no request.
 func ExampleChecker_Serve() {
 	ctx := context.Background()
 	f, err := holdfast.New()
@@ -122,15 +123,19 @@ func ExampleChecker_Serve() {
 		// ... use conn ...
 	})
 	mux := http.NewServeMux()
-	mux.Handle("/readyz", c.ReadyHandler())
+	mux.Handle("/readyz", c.ReadyHandler()) // status and reason only
 	mux.Handle("/livez", c.LiveHandler())
-	mux.Handle("/drain", c.DrainHandler()) // protect it: operators only
 	mux.Handle("/", c.Middleware(app))
+	admin := http.NewServeMux()
+	admin.Handle("/readyz", c.AdminHandler()) // the details
+	admin.Handle("/drain", c.DrainHandler())  // local callers only: no Config.Authorize
 
 	srv := &http.Server{Addr: ":8080", Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	// Serve opens the startup gate, serves, and on SIGTERM drains, shuts
-	// the server down and closes the pool.
-	if err := c.Serve(ctx, srv, readiness.ServeConfig{}); err != nil {
+	// the servers down and closes the pool.
+	if err := c.Serve(ctx, srv, readiness.ServeConfig{
+		Admin: &http.Server{Addr: "127.0.0.1:8081", Handler: admin, ReadHeaderTimeout: 10 * time.Second},
+	}); err != nil {
 		log.Print(err)
 	}
 }

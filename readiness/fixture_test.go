@@ -129,7 +129,8 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	f.mux = http.NewServeMux()
 	f.mux.Handle("/readyz", f.c.ReadyHandler())
 	f.mux.Handle("/livez", f.c.LiveHandler())
-	f.mux.Handle("/drain", f.c.DrainHandler())
+	f.mux.Handle("/drain", f.c.DrainHandler()) // answers the test's loopback client
+	f.mux.Handle("/admin", f.c.AdminHandler())
 	var h http.Handler = f.mux
 	if o.wrap != nil {
 		h = o.wrap(f.c, f.mux)
@@ -232,10 +233,10 @@ type drainJSON struct {
 	} `json:"inUse"`
 }
 
-// healthz fetches /readyz?verbose and decodes it.
+// healthz fetches the admin body and decodes it.
 func (f *fixture) healthz(t *testing.T) (int, health) {
 	t.Helper()
-	r := f.do(t, "GET", "/readyz?verbose")
+	r := f.do(t, "GET", "/admin")
 	if ct := r.header.Get("Content-Type"); ct != "application/health+json" {
 		t.Errorf("Content-Type = %q, want application/health+json", ct)
 	}
@@ -323,12 +324,18 @@ type healthJSON struct {
 	raw    string
 }
 
-// readyHealthJSON asks c's ready handler for its JSON body.
+// localRequest is a request from this host, as the admin handlers admit
+// without Config.Authorize.
+func localRequest(method, target string) *http.Request {
+	req := httptest.NewRequest(method, target, nil)
+	req.RemoteAddr, req.Host = "127.0.0.1:40000", "localhost"
+	return req
+}
+
+// readyHealthJSON asks c's admin handler for its JSON body.
 func readyHealthJSON(c *readiness.Checker) (healthJSON, error) {
 	rec := httptest.NewRecorder()
-	req := httptest.NewRequest(http.MethodGet, "/readyz", nil)
-	req.Header.Set("Accept", "application/health+json")
-	c.ReadyHandler().ServeHTTP(rec, req)
+	c.AdminHandler().ServeHTTP(rec, localRequest(http.MethodGet, "/admin"))
 	body := healthJSON{raw: rec.Body.String()}
 	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
 		return body, fmt.Errorf("body %q: %w", body.raw, err)

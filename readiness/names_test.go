@@ -123,7 +123,8 @@ func addressIn(body, host string, port uint16) string {
 }
 
 // servedBodies is what c's handlers serve to a probe or an operator now:
-// the plain and JSON readiness answers and the drain state.
+// the plain and JSON readiness answers, the drain state and the admin
+// body.
 func servedBodies(t *testing.T, c *readiness.Checker) map[string]string {
 	t.Helper()
 	out := map[string]string{}
@@ -137,9 +138,10 @@ func servedBodies(t *testing.T, c *readiness.Checker) map[string]string {
 		{"/readyz as application/health+json", "/readyz", "application/health+json", c.ReadyHandler()},
 		{"/livez?verbose", "/livez?verbose", "", c.LiveHandler()},
 		{"GET /drain", "/drain", "", c.DrainHandler()},
+		{"admin", "/admin", "", c.AdminHandler()},
 	} {
 		rec := httptest.NewRecorder()
-		req := httptest.NewRequest(http.MethodGet, r.path, nil)
+		req := localRequest(http.MethodGet, r.path) // the admin handlers answer it
 		if r.accept != "" {
 			req.Header.Set("Accept", r.accept)
 		}
@@ -177,8 +179,8 @@ func TestBodyServesNoAddress(t *testing.T) {
 		t.Fatal("Start succeeded against a refusing database")
 	}
 	bodies := servedBodies(t, f.c)
-	if !strings.Contains(bodies["/readyz?verbose"], `"componentId":"database"`) {
-		t.Errorf("startup-failed: want componentId \"database\": %s", bodies["/readyz?verbose"])
+	if !strings.Contains(bodies["admin"], `"componentId":"database"`) {
+		t.Errorf("startup-failed: want componentId \"database\": %s", bodies["admin"])
 	}
 	noAddress(t, "startup-failed", bodies, host, port)
 
@@ -246,8 +248,8 @@ func TestBodyServesNoAddressTargets(t *testing.T) {
 	host, port := cc.Host, cc.Port
 	bodies := servedBodies(t, c)
 	for _, id := range []string{`"componentId":"database"`, `"componentId":"database-2"`} {
-		if !strings.Contains(bodies["/readyz?verbose"], id) {
-			t.Errorf("want %s: %s", id, bodies["/readyz?verbose"])
+		if !strings.Contains(bodies["admin"], id) {
+			t.Errorf("want %s: %s", id, bodies["admin"])
 		}
 	}
 	noAddress(t, "ready", bodies, host, port)
@@ -258,7 +260,7 @@ func TestBodyServesNoAddressTargets(t *testing.T) {
 	}
 	defer conn.Close()
 	rec := httptest.NewRecorder()
-	req := httptest.NewRequest(http.MethodPost, "/drain?timeout=20ms&owner=deploy-2", nil)
+	req := localRequest(http.MethodPost, "/drain?timeout=20ms&owner=deploy-2")
 	c.DrainHandler().ServeHTTP(rec, req)
 	if rec.Code != 503 || !strings.Contains(rec.Body.String(), "database-2: 1") {
 		t.Fatalf("a drain with a *sql.Conn held: %d %s, want 503 naming database-2", rec.Code, rec.Body)
@@ -267,8 +269,8 @@ func TestBodyServesNoAddressTargets(t *testing.T) {
 		t.Errorf("POST /drain serves the database's address (%s): %s", a, rec.Body)
 	}
 	bodies = servedBodies(t, c)
-	if !strings.Contains(bodies["/readyz?verbose"], `"byTarget":{"database":0,"database-2":1}`) {
-		t.Errorf("draining: want the connections by target: %s", bodies["/readyz?verbose"])
+	if !strings.Contains(bodies["admin"], `"byTarget":{"database":0,"database-2":1}`) {
+		t.Errorf("draining: want the connections by target: %s", bodies["admin"])
 	}
 	noAddress(t, "draining", bodies, host, port)
 }

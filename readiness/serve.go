@@ -20,6 +20,8 @@ import (
 //
 //	field            default
 //	Listener         net.Listen("tcp", Server.Addr), ":http" when empty
+//	Admin            none
+//	AdminListener    net.Listen("tcp", Admin.Addr)
 //	Signals          SIGTERM, os.Interrupt (SIGINT)
 //	DrainTimeout     20s
 //	ShutdownDelay    0
@@ -31,6 +33,20 @@ type ServeConfig struct {
 	// Listener is served instead of a new listener on Server.Addr
 	// (":http" when empty). Serve closes it.
 	Listener net.Listener
+	// Admin, when set, is served beside the service's server for the
+	// handlers that must not share its port: [Checker.AdminHandler] and
+	// [Checker.DrainHandler]. Serve serves it until the end (a drain can
+	// be watched, and enabled, throughout) and shuts it down after the
+	// service's server and the Checker's Close, within the same
+	// ShutdownTimeout; if it stops serving on its own (its listener
+	// failed), Serve shuts down as on a signal, drain included. Its Addr
+	// must be set unless AdminListener is: a loopback address such as
+	// "127.0.0.1:8081" (the handlers answer local callers only unless
+	// Config.Authorize is set), or an admin port with Config.Authorize.
+	Admin *http.Server
+	// AdminListener is served by Admin instead of a new listener on
+	// Admin.Addr. Serve closes it.
+	AdminListener net.Listener
 	// Signals start the shutdown. Default: SIGTERM and os.Interrupt
 	// (SIGINT). A second signal during the drain or the delay skips the
 	// rest of them and shuts down at once.
@@ -69,6 +85,12 @@ func (sc ServeConfig) validate() (ServeConfig, error) {
 			return sc, &ConfigError{Pkg: "readiness", Field: "ServeConfig.Signals", Why: "a signal is nil"}
 		}
 	}
+	switch {
+	case sc.AdminListener != nil && sc.Admin == nil:
+		return sc, &ConfigError{Pkg: "readiness", Field: "ServeConfig.AdminListener", Why: "set without ServeConfig.Admin, the server to serve it"}
+	case sc.Admin != nil && sc.AdminListener == nil && sc.Admin.Addr == "":
+		return sc, &ConfigError{Pkg: "readiness", Field: "ServeConfig.Admin.Addr", Why: "empty: give the admin server an address, such as 127.0.0.1:8081, or an AdminListener"}
+	}
 	if len(sc.Signals) == 0 {
 		sc.Signals = []os.Signal{syscall.SIGTERM, os.Interrupt}
 	}
@@ -78,9 +100,10 @@ func (sc ServeConfig) validate() (ServeConfig, error) {
 // Serve runs srv for the life of the service, so that a rolling deploy
 // loses no request:
 //
-//  1. It serves srv on the listener, and opens the startup gate
-//     ([Checker.Start]) in the background unless it is open: probes answer
-//     503 "starting" until then, instead of refusing connections.
+//  1. It serves srv on the listener (and Admin on its own), and opens the
+//     startup gate ([Checker.Start]) in the background unless it is open:
+//     probes answer 503 "starting" until then, instead of refusing
+//     connections.
 //  2. On a signal (SIGTERM by default) or when ctx ends, it drains with
 //     owner "shutdown" and [TakeOver], bounded by DrainTimeout:
 //     readiness answers 503 at once and Serve waits until the connections
@@ -89,18 +112,20 @@ func (sc ServeConfig) validate() (ServeConfig, error) {
 //     arrive meanwhile. It keeps serving at least ShutdownDelay from the
 //     start of the drain.
 //  3. It shuts srv down (http.Server.Shutdown, bounded by ShutdownTimeout,
-//     then http.Server.Close), closes the Checker and closes every target:
+//     then http.Server.Close), closes the Checker, shuts Admin down within
+//     the same bound, and closes every target:
 //     each *sql.DB (DB.Close), then each pool, the pool under a *sql.DB
 //     included, which waits for connections still acquired.
 //
 // Serve returns nil after a clean shutdown. Otherwise it returns, joined,
 // what went wrong: the [*DrainTimeoutError] of a drain that did not
 // complete (the shutdown still happens: the process is leaving), the error
-// of Shutdown, the error that made srv stop serving on its own, or a
-// [*TargetError] with the error of a DB.Close. It
-// returns a [*ConfigError] for a nil srv or a negative duration, or the
-// error of net.Listen, without serving and without closing anything. Serve
-// owns the goroutines it starts and joins them before it returns.
+// of Shutdown, the error that made srv (or Admin) stop serving on its own,
+// or a [*TargetError] with the error of a DB.Close. It returns a
+// [*ConfigError] for a nil srv, a negative duration, or an Admin without
+// an address, or the error of net.Listen, without serving and without
+// closing anything it was given. Serve owns the goroutines it starts and
+// joins them before it returns.
 //
 // # Kubernetes
 //
@@ -135,6 +160,10 @@ func (sc ServeConfig) validate() (ServeConfig, error) {
 //	    + DrainTimeout + ShutdownTimeout below terminationGracePeriodSeconds
 //	    (default 30s, preStop included), or the kubelet sends SIGKILL in
 //	    mid-drain.
+//	  - Keep the admin listener (ServeConfig.Admin) out of the pod's
+//	    Service and off the probes: on 127.0.0.1, a deploy job reaches it
+//	    with kubectl exec or kubectl port-forward; on an admin port, set
+//	    Config.Authorize.
 //	  - Load balancers that probe pods themselves (F5 or A10 monitors,
 //	    cloud NEG or ALB target groups) need longer to see the 503: set
 //	    ShutdownDelay to at least their health-check interval times their
@@ -157,6 +186,15 @@ func (c *Checker) Serve(ctx context.Context, srv *http.Server, cfg ServeConfig) 
 			return err
 		}
 	}
+	admin, adminLn := cfg.Admin, cfg.AdminListener
+	if admin != nil && adminLn == nil {
+		if adminLn, err = net.Listen("tcp", admin.Addr); err != nil {
+			if cfg.Listener == nil {
+				_ = ln.Close() // ours
+			}
+			return err
+		}
+	}
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, cfg.Signals...)
@@ -169,6 +207,14 @@ func (c *Checker) Serve(ctx context.Context, srv *http.Server, cfg ServeConfig) 
 		defer wg.Done()
 		served <- srv.Serve(ln)
 	}()
+	adminServed := make(chan error, 1) // never ready without an admin server
+	if admin != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			adminServed <- admin.Serve(adminLn)
+		}()
+	}
 	startCtx, stopStart := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopStart()
 	wg.Add(1)
@@ -177,7 +223,8 @@ func (c *Checker) Serve(ctx context.Context, srv *http.Server, cfg ServeConfig) 
 		_ = c.Start(startCtx) // the outcome is in the status and the log
 	}()
 
-	var serveErr error
+	var serveErr, adminErr error
+	adminDone := false
 	trigger := ""
 	select {
 	case s := <-sigs:
@@ -186,6 +233,9 @@ func (c *Checker) Serve(ctx context.Context, srv *http.Server, cfg ServeConfig) 
 		trigger = "context done: " + context.Cause(ctx).Error()
 	case serveErr = <-served:
 		trigger = "server stopped: " + serveErr.Error()
+	case adminErr = <-adminServed:
+		adminDone = true
+		trigger = "admin server stopped: " + adminErr.Error()
 	}
 	c.log.LogAttrs(ctx, slog.LevelInfo, "readiness: shutting down", slog.String("trigger", trigger))
 
@@ -223,9 +273,17 @@ func (c *Checker) Serve(ctx context.Context, srv *http.Server, cfg ServeConfig) 
 
 	stopStart()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
 		errs = append(errs, err)
 		_ = srv.Close()
+	}
+	c.Close() // interrupts the drains that admin requests wait on
+	if admin != nil {
+		if err := admin.Shutdown(sctx); err != nil {
+			errs = append(errs, err)
+			_ = admin.Close()
+		}
 	}
 	cancel()
 	stopHurry(nil)
@@ -235,7 +293,12 @@ func (c *Checker) Serve(ctx context.Context, srv *http.Server, cfg ServeConfig) 
 			errs = append(errs, err)
 		}
 	}
-	c.Close()
+	if admin != nil && !adminDone {
+		adminErr = <-adminServed
+	}
+	if adminErr != nil && !errors.Is(adminErr, http.ErrServerClosed) {
+		errs = append(errs, adminErr)
+	}
 	if err := c.closeTargets(); err != nil {
 		errs = append(errs, err)
 	}

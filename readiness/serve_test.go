@@ -108,7 +108,7 @@ func TestServeDrainsThenShutsDown(t *testing.T) {
 		t.Fatalf("drain poll = %v, want the held connection", u)
 	}
 	p.next(t) // the drain is waiting, blocked in its next poll
-	if code, body := s.get(t, "/readyz"); code != 503 || body != `not ready: draining (Disabling by "shutdown")` {
+	if code, body := s.get(t, "/readyz"); code != 503 || body != "not ready: draining" {
 		t.Errorf("readiness during the shutdown drain = %d %q", code, body)
 	}
 	if code, _ := s.get(t, "/livez"); code != 200 {
@@ -185,6 +185,8 @@ func TestServeValidates(t *testing.T) {
 		{"negative delay", srv, readiness.ServeConfig{ShutdownDelay: -1}, "readiness: invalid ServeConfig.ShutdownDelay: must not be negative (got -1ns)"},
 		{"negative shutdown timeout", srv, readiness.ServeConfig{ShutdownTimeout: -time.Minute}, "readiness: invalid ServeConfig.ShutdownTimeout: must not be negative (got -1m0s)"},
 		{"nil signal", srv, readiness.ServeConfig{Signals: []os.Signal{nil}}, "readiness: invalid ServeConfig.Signals: a signal is nil"},
+		{"admin without an address", srv, readiness.ServeConfig{Admin: &http.Server{}}, "readiness: invalid ServeConfig.Admin.Addr: empty: give the admin server an address, such as 127.0.0.1:8081, or an AdminListener"},
+		{"admin listener without a server", srv, readiness.ServeConfig{AdminListener: nopListener{}}, "readiness: invalid ServeConfig.AdminListener: set without ServeConfig.Admin, the server to serve it"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -214,3 +216,10 @@ func (h *recordLog) Handle(_ context.Context, r slog.Record) error {
 }
 func (h *recordLog) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *recordLog) WithGroup(string) slog.Handler      { return h }
+
+// nopListener is a net.Listener that Serve must refuse before using it.
+type nopListener struct{}
+
+func (nopListener) Accept() (net.Conn, error) { return nil, errors.New("not used") }
+func (nopListener) Close() error              { return nil }
+func (nopListener) Addr() net.Addr            { return &net.TCPAddr{} }

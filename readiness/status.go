@@ -194,9 +194,12 @@ type DrainStatus struct {
 	Polled   time.Time     // when the last drain poll ran
 }
 
-// String returns the plain-text probe answer, for example "ok",
+// String returns the status with its detail, as [Checker.AdminHandler]'s
+// "output" says it, for example "ok",
 // "not ready: draining (Disabling by \"deploy-42\")" or
-// "not ready: startup-failed (transient/conn-refused)".
+// "not ready: startup-failed (transient/conn-refused)". It names the drain's
+// owner and, with several targets, the target: the probe
+// ([Checker.ReadyHandler]) answers without the detail.
 func (s Status) String() string {
 	if s.Health == Pass {
 		return "ok"
@@ -209,6 +212,18 @@ func (s Status) String() string {
 		text += " (" + d + ")"
 	}
 	return text
+}
+
+// probeText is the probe's plain-text answer: the status and its reason,
+// without the detail.
+func (s Status) probeText() string {
+	switch s.Health {
+	case Pass:
+		return "ok"
+	case Warn:
+		return "ok (warn): " + s.Reason
+	}
+	return "not ready: " + s.Reason
 }
 
 func (s Status) detail() string {

@@ -25,10 +25,10 @@ import (
 // a pgxpool, or a *sql.DB of package sqldb. Build one with [Pool] or [DB],
 // or as a literal; a Target is plain data.
 type Target struct {
-	// Name names the target's checks in the JSON body ("componentId"),
-	// the plain-text answer, log lines (holdfast.readiness.check) and
-	// metrics (holdfast.readiness.check). It is served to whoever can reach
-	// the probe: never put an address in it. Default: the name the pool
+	// Name names the target's checks in the admin body ("componentId"),
+	// the drain's answers, log lines (holdfast.readiness.check) and
+	// metrics (holdfast.readiness.check); the probe never serves it.
+	// Never put an address in it. Default: the name the pool
 	// was given (the holdfast.PoolName option), else "database", and
 	// "database-2", "database-3", ...
 	// for the second and later targets without one, so that the body
@@ -98,6 +98,8 @@ type target struct {
 	poolName   string              // its pool's holdfast name (maybe "host:port/database"), for logs and metrics
 	attrs      []slog.Attr         // of its log lines
 	rtel       *obs.Readiness      // of the factory that configured its pool; nil records nothing
+	otel       *obs.Telemetry      // of the factory that configured its pool, for its redactor; nil: none
+	secrets    obs.Redactor        // the pool config's own password, pinned: no ring pushes it out
 	tel        *obs.ReadinessCheck // its series; nil records nothing
 	shared     bool                // another target before it has the same pool
 	st         targetState         // guarded by Checker.mu
@@ -149,7 +151,8 @@ func newTargets(cfg Config, targets []Target) ([]*target, error) {
 			if b.Named() {
 				t.name = t.poolName
 			}
-			t.rtel = b.Telemetry().Readiness()
+			t.otel = b.Telemetry()
+			t.rtel = t.otel.Readiness()
 		}
 		if tg.Name != "" {
 			t.name = tg.Name
@@ -168,6 +171,7 @@ func newTargets(cfg Config, targets []Target) ([]*target, error) {
 	}
 	for _, t := range out {
 		cc := t.pool.Config().ConnConfig
+		t.secrets.Add(cc.Password)
 		t.attrs = []slog.Attr{
 			slog.String(string(obs.KeyReadyCheck), t.name),
 			slog.String(obs.KeyPool, t.poolName),
@@ -274,4 +278,14 @@ func (t *target) blueGreen() bluegreen.Router {
 // logAttrs returns the target's attributes followed by attrs.
 func (t *target) logAttrs(attrs ...slog.Attr) []slog.Attr {
 	return append(append(make([]slog.Attr, 0, len(t.attrs)+len(attrs)), t.attrs...), attrs...)
+}
+
+// redact returns s without the secrets of the factory that configured the
+// target's pool (obs.Telemetry.Redact: its passwords and tokens, and any
+// connection-string password) and without the pool config's own password,
+// which the target keeps apart: a factory's redactor remembers a bounded
+// number of secrets, and a password function that mints a token per
+// connection pushes the oldest out.
+func (t *target) redact(s string) string {
+	return t.secrets.Redact(t.otel.Redact(s))
 }

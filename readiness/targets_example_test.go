@@ -110,7 +110,9 @@ func ExampleTarget() {
 	defer c.Close()
 
 	rec := httptest.NewRecorder()
-	c.ReadyHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/readyz?verbose", nil))
+	req := httptest.NewRequest("GET", "/admin", nil)
+	req.RemoteAddr, req.Host = "127.0.0.1:40000", "localhost" // a local caller: the admin handler answers it
+	c.AdminHandler().ServeHTTP(rec, req)
 	var body struct {
 		Checks map[string][]struct {
 			ComponentID string `json:"componentId"`

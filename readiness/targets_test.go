@@ -132,11 +132,11 @@ type checkJSON struct {
 	ConsecutiveFailures int      `json:"consecutiveFailures"`
 }
 
-// probe asks c's ready handler for its JSON body.
+// probe asks c's admin handler for its JSON body.
 func probe(t *testing.T, c *readiness.Checker) (int, multiHealth, string) {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	c.ReadyHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz?verbose", nil))
+	c.AdminHandler().ServeHTTP(rec, localRequest(http.MethodGet, "/admin"))
 	var h multiHealth
 	if err := json.Unmarshal(rec.Body.Bytes(), &h); err != nil {
 		t.Fatalf("body %q: %v", rec.Body, err)

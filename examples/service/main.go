@@ -2,9 +2,11 @@
 // honest with holdfast: two databases, "orders" through a pgxpool and
 // "reports" through database/sql (a *sql.DB of package sqldb), both built
 // through the holdfast factory and gated by one readiness Checker; a
-// readiness probe at /readyz naming each database's check, a liveness
-// probe at /livez, a drain endpoint at /drain, every other request counted
-// in flight, and a shutdown on SIGTERM that drains both databases'
+// readiness probe at /readyz (status and reason only) and a liveness probe
+// at /livez on the service's port, every other request there counted in
+// flight; on an admin listener of its own, loopback by default, the
+// details of each database's check at /readyz and the drain endpoint at
+// /drain; and a shutdown on SIGTERM that drains both databases'
 // connections before it stops, so that a rolling deploy loses no request.
 //
 // "reports" is an optional target: when it is down, /readyz answers 200
@@ -23,22 +25,32 @@
 //
 // Then:
 //
-//	curl -i localhost:8080/readyz?verbose            # readiness, health+json
+//	curl -i localhost:8080/readyz                    # readiness: "ok", or "not ready: <reason>"
 //	curl -i 'localhost:8080/work?ms=300'             # a request that holds an orders (pgxpool) connection for 300ms
 //	curl -i 'localhost:8080/report?ms=300'           # a request that holds a reports (database/sql) connection for 300ms
-//	curl -i -X POST -H 'X-Drain-Owner: me' localhost:8080/drain   # drain: 503 on /readyz, wait for traffic to go
-//	curl -i -X DELETE 'localhost:8080/drain?owner=me'             # back in service
+//	curl -i localhost:8081/readyz                    # the details, health+json: from this host only
+//	curl -i -X POST -H 'X-Drain-Owner: me' localhost:8081/drain   # drain: 503 on /readyz, wait for traffic to go
+//	curl -i -X DELETE -H 'X-Drain-Owner: me' localhost:8081/drain # back in service
 //	kill -TERM <pid>                                  # drain, shut down, close the pool, exit 0
 //
+// The admin listener answers only requests from this host (readiness's
+// default). With ADMIN_TOKEN set it answers only those with the header
+// "Authorization: Bearer $ADMIN_TOKEN", from anywhere, and the owner of a
+// drain is "ops/" and the X-Drain-Owner the caller gives: then ADMIN_ADDR
+// may be an admin port that other hosts reach.
+//
 // Environment: DATABASE_URL; REPORTS_DATABASE_URL (default DATABASE_URL);
-// ADDR (default 127.0.0.1:8080); DRAIN_TIMEOUT
-// (the drain bound on SIGTERM, default 20s); SHUTDOWN_DELAY (how long to keep
+// ADDR (default 127.0.0.1:8080); ADMIN_ADDR (default 127.0.0.1:8081);
+// ADMIN_TOKEN (default none: local callers only); DRAIN_TIMEOUT (the
+// drain bound on SIGTERM, default 20s); SHUTDOWN_DELAY (how long to keep
 // serving after SIGTERM at least, so that load balancers see the 503,
 // default 0).
 package main
 
 import (
+	"cmp"
 	"context"
+	"crypto/subtle"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -66,8 +78,9 @@ func main() {
 }
 
 // run is the whole service; it returns when the service has shut down.
-// stdout gets one line, "listening on http://ADDR", once the listener is
-// open; logs go to stderr.
+// stdout gets two lines, "listening on http://ADDR" and
+// "admin on http://ADMIN_ADDR", once the listeners are open; logs go to
+// stderr.
 func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writer) (err error) {
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 
@@ -79,10 +92,8 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	if err != nil {
 		return err
 	}
-	addr := getenv("ADDR")
-	if addr == "" {
-		addr = "127.0.0.1:8080"
-	}
+	addr := cmp.Or(getenv("ADDR"), "127.0.0.1:8080")
+	adminAddr := cmp.Or(getenv("ADMIN_ADDR"), "127.0.0.1:8081")
 
 	dsn, reportsDSN, stop, err := database(ctx, logger, getenv("DATABASE_URL"), getenv("REPORTS_DATABASE_URL"))
 	if err != nil {
@@ -113,7 +124,7 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 
 	// One Checker over both: readiness fails when orders fails, and only
 	// warns when reports does; Serve drains and closes both.
-	checker, err := readiness.New(readiness.Config{Factory: f, Logger: logger},
+	checker, err := readiness.New(readiness.Config{Factory: f, Logger: logger, Authorize: authorize(getenv("ADMIN_TOKEN"))},
 		readiness.Pool(pool),
 		readiness.Target{DB: reports, Optional: true},
 	)
@@ -129,10 +140,15 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	app.HandleFunc("GET /report", report(reports))
 
 	mux := http.NewServeMux()
-	mux.Handle("/readyz", checker.ReadyHandler())
+	mux.Handle("/readyz", checker.ReadyHandler()) // status and reason only
 	mux.Handle("/livez", checker.LiveHandler())
-	mux.Handle("/drain", checker.DrainHandler()) // in production: an admin port, or behind authentication
-	mux.Handle("/", checker.Middleware(app))     // every request counted in flight
+	mux.Handle("/", checker.Middleware(app)) // every request counted in flight
+
+	// The details and the drain: on a listener of their own, which the
+	// handlers guard too (local callers only, or ADMIN_TOKEN's).
+	admin := http.NewServeMux()
+	admin.Handle("/readyz", checker.AdminHandler())
+	admin.Handle("/drain", checker.DrainHandler())
 
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -142,14 +158,43 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		pool.Close()
 		return err
 	}
+	adminLn, err := net.Listen("tcp", adminAddr)
+	if err != nil {
+		ln.Close()
+		checker.Close()
+		reports.Close()
+		reportsPool.Close()
+		pool.Close()
+		return err
+	}
 	fmt.Fprintf(stdout, "listening on http://%s\n", ln.Addr())
+	fmt.Fprintf(stdout, "admin on http://%s\n", adminLn.Addr())
 
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return checker.Serve(ctx, srv, readiness.ServeConfig{
 		Listener:      ln,
+		Admin:         &http.Server{Handler: admin, ReadHeaderTimeout: 10 * time.Second},
+		AdminListener: adminLn,
 		DrainTimeout:  drainTimeout,
 		ShutdownDelay: delay,
 	})
+}
+
+// authorize is the admin listener's Config.Authorize: nil (local callers
+// only) without a token; with one, a request must carry it as a bearer
+// token, and the owner of its drain is "ops/" and the X-Drain-Owner it
+// gives ("ops/deploy-42").
+func authorize(token string) func(*http.Request) (string, error) {
+	if token == "" {
+		return nil
+	}
+	want := []byte("Bearer " + token)
+	return func(r *http.Request) (string, error) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			return "", errors.New("no valid admin token")
+		}
+		return "ops/" + r.Header.Get("X-Drain-Owner"), nil
+	}
 }
 
 // newPool configures a pool named name for dsn through f. It connects

@@ -70,7 +70,7 @@ func until(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// health is the part of /readyz?verbose the tests read.
+// health is the part of the admin listener's /readyz the tests read.
 type health struct {
 	Status string `json:"status"`
 	Checks struct {
@@ -86,12 +86,13 @@ type health struct {
 	} `json:"checks"`
 }
 
-func healthOf(t *testing.T, base string) health {
+// healthOf reads the admin listener's /readyz, the details.
+func healthOf(t *testing.T, admin string) health {
 	t.Helper()
-	r := get(base + "/readyz?verbose")
+	r := get(admin + "/readyz")
 	var h health
 	if r.err != nil || json.Unmarshal([]byte(r.body), &h) != nil {
-		t.Fatalf("/readyz?verbose = %d %q %v", r.code, r.body, r.err)
+		t.Fatalf("admin /readyz = %d %q %v", r.code, r.body, r.err)
 	}
 	return h
 }
@@ -148,7 +149,7 @@ func TestSIGTERMLosesNoRequest(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envChild+"=1", "DATABASE_URL="+dsn, "REPORTS_DATABASE_URL="+reportsDB(t),
-		"ADDR=127.0.0.1:0", "SHUTDOWN_DELAY=1s", "DRAIN_TIMEOUT=30s")
+		"ADDR=127.0.0.1:0", "ADMIN_ADDR=127.0.0.1:0", "SHUTDOWN_DELAY=1s", "DRAIN_TIMEOUT=30s")
 	stderr := &fakes.LogBuffer{}
 	cmd.Stderr = stderr
 	stdout, err := cmd.StdoutPipe()
@@ -180,16 +181,21 @@ func TestSIGTERMLosesNoRequest(t *testing.T) {
 		exited <- cmd.Wait() // after stdout is read to the end, as Wait requires
 	}()
 
-	var base string
-	select {
-	case line, ok := <-lines:
-		addr, found := strings.CutPrefix(line, "listening on ")
-		if !ok || !found {
-			t.Fatalf("first stdout line = %q, want \"listening on http://...\"", line)
+	var base, admin string
+	for _, l := range []struct {
+		prefix string
+		url    *string
+	}{{"listening on ", &base}, {"admin on ", &admin}} {
+		select {
+		case line, ok := <-lines:
+			addr, found := strings.CutPrefix(line, l.prefix)
+			if !ok || !found {
+				t.Fatalf("stdout line = %q, want %q and the URL", line, l.prefix)
+			}
+			*l.url = addr
+		case <-time.After(30 * time.Second):
+			t.Fatal("the service did not start listening within 30s")
 		}
-		base = addr
-	case <-time.After(30 * time.Second):
-		t.Fatal("the service did not start listening within 30s")
 	}
 	until(t, "/readyz to answer 200", func() bool { return get(base+"/readyz").code == 200 })
 
@@ -208,7 +214,7 @@ func TestSIGTERMLosesNoRequest(t *testing.T) {
 		go func() { results <- answer{get(base + path), want} }()
 	}
 	until(t, fmt.Sprintf("%d connections acquired from each pool", n/2), func() bool {
-		a := healthOf(t, base).acquired()
+		a := healthOf(t, admin).acquired()
 		return a["orders"] >= n/2 && a["reports"] >= n/2
 	})
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -219,7 +225,7 @@ func TestSIGTERMLosesNoRequest(t *testing.T) {
 		var d struct {
 			InUse *struct{ ByTarget map[string]int } `json:"inUse"`
 		}
-		r := get(base + "/drain")
+		r := get(admin + "/drain")
 		return r.err == nil && json.Unmarshal([]byte(r.body), &d) == nil && d.InUse != nil &&
 			d.InUse.ByTarget["orders"] >= n/2 && d.InUse.ByTarget["reports"] >= n/2
 	})
@@ -282,7 +288,7 @@ func TestRunWithoutDatabaseURL(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	pr, pw := io.Pipe()
-	env := map[string]string{"ADDR": "127.0.0.1:0"}
+	env := map[string]string{"ADDR": "127.0.0.1:0", "ADMIN_ADDR": "127.0.0.1:0"}
 	logs := &fakes.LogBuffer{}
 	done := make(chan error, 1)
 	go func() {
@@ -297,6 +303,13 @@ func TestRunWithoutDatabaseURL(t *testing.T) {
 	if !ok {
 		t.Fatalf("stdout = %q", sc.Text())
 	}
+	if !sc.Scan() {
+		t.Fatalf("run ended before the admin listener: %v", <-done)
+	}
+	admin, ok := strings.CutPrefix(sc.Text(), "admin on ")
+	if !ok {
+		t.Fatalf("stdout = %q", sc.Text())
+	}
 	go io.Copy(io.Discard, pr)
 	until(t, "/readyz to answer 200", func() bool { return get(base+"/readyz").code == 200 })
 	if r := get(base + "/work?ms=1"); r.code != 200 || r.body != "worked 1ms" {
@@ -306,7 +319,7 @@ func TestRunWithoutDatabaseURL(t *testing.T) {
 		t.Errorf("/report = %d %q", r.code, r.body)
 	}
 	// One check per database, named after its pool; reports is optional.
-	h := healthOf(t, base)
+	h := healthOf(t, admin)
 	checks := map[string]bool{}
 	for _, c := range h.Checks.Database {
 		if c.Status != "pass" {
@@ -352,5 +365,120 @@ func TestRunRejectsBadEnvironment(t *testing.T) {
 				t.Fatalf("run = %v, want %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// serve runs the example in-process with env (ADDR and ADMIN_ADDR on
+// 127.0.0.1:0) and returns its service and admin URLs; the test's cleanup
+// stops it and checks that it shut down cleanly.
+func serve(t *testing.T, env map[string]string) (base, admin string) {
+	t.Helper()
+	env["ADDR"], env["ADMIN_ADDR"] = "127.0.0.1:0", "127.0.0.1:0"
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	logs := &fakes.LogBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, func(k string) string { return env[k] }, pw, logs)
+		pw.Close()
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("run = %v, want nil", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("run did not return within 30s")
+		}
+		if t.Failed() {
+			t.Logf("service log:\n%s", logs)
+		}
+	})
+	sc := bufio.NewScanner(pr)
+	for _, l := range []struct {
+		prefix string
+		url    *string
+	}{{"listening on ", &base}, {"admin on ", &admin}} {
+		if !sc.Scan() {
+			t.Fatalf("run ended before listening")
+		}
+		u, ok := strings.CutPrefix(sc.Text(), l.prefix)
+		if !ok {
+			t.Fatalf("stdout line = %q, want %q and the URL", sc.Text(), l.prefix)
+		}
+		*l.url = u
+	}
+	go io.Copy(io.Discard, pr)
+	until(t, "/readyz to answer ok (both databases started)", func() bool { return get(base+"/readyz").body == "ok" })
+	return base, admin
+}
+
+// do sends a request with header pairs.
+func do(t *testing.T, method, url string, header ...string) result {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return result{err: err}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return result{code: resp.StatusCode, body: strings.TrimSpace(string(b)), err: err}
+}
+
+// The service's port tells a probe the status and nothing more and has no
+// drain; the admin listener has the details and the drain, for callers on
+// this host (issue 34, items 2 and 3). Before the change the drain was on
+// the service's port and /readyz?verbose served the details: this test
+// failed.
+func TestAdminListener(t *testing.T) {
+	base, admin := serve(t, map[string]string{"DATABASE_URL": pgtest.DSN(t), "REPORTS_DATABASE_URL": reportsDB(t)})
+	for _, path := range []string{"/readyz", "/readyz?verbose"} {
+		r := get(base + path)
+		if want := map[string]string{"/readyz": "ok", "/readyz?verbose": `{"status":"pass"}`}[path]; r.code != 200 || r.body != want {
+			t.Errorf("%s on the service's port = %d %q, want 200 %q", path, r.code, r.body, want)
+		}
+	}
+	if r := do(t, "POST", base+"/drain", "X-Drain-Owner", "mallory"); r.code != 404 {
+		t.Errorf("POST /drain on the service's port = %d %q, want 404: no drain there", r.code, r.body)
+	}
+	if h := healthOf(t, admin); h.Status != "pass" || len(h.Checks.Database) != 2 {
+		t.Errorf("admin /readyz = %+v, want pass with both databases' checks", h)
+	}
+	if r := do(t, "POST", admin+"/drain", "X-Drain-Owner", "me"); r.code != 200 || !strings.Contains(r.body, `"owner":"me"`) {
+		t.Errorf("POST /drain on the admin listener = %d %q, want 200 drained by me", r.code, r.body)
+	}
+	if r := get(base + "/readyz"); r.code != 503 || r.body != "not ready: draining" {
+		t.Errorf("/readyz while drained = %d %q", r.code, r.body)
+	}
+	if r := do(t, "DELETE", admin+"/drain", "X-Drain-Owner", "me"); r.code != 200 {
+		t.Errorf("DELETE /drain on the admin listener = %d %q", r.code, r.body)
+	}
+}
+
+// With ADMIN_TOKEN, the admin listener answers the token's holders only,
+// local callers included, and the owner is theirs: "ops/" and the job.
+func TestAdminToken(t *testing.T) {
+	_, admin := serve(t, map[string]string{"DATABASE_URL": pgtest.DSN(t), "REPORTS_DATABASE_URL": reportsDB(t), "ADMIN_TOKEN": "t0ken"})
+	if r := do(t, "POST", admin+"/drain", "X-Drain-Owner", "deploy-1"); r.code != 403 {
+		t.Errorf("POST /drain without the token = %d %q, want 403", r.code, r.body)
+	}
+	if r := get(admin + "/readyz"); r.code != 403 {
+		t.Errorf("admin /readyz without the token = %d %q, want 403", r.code, r.body)
+	}
+	auth := []string{"Authorization", "Bearer t0ken", "X-Drain-Owner", "deploy-1"}
+	if r := do(t, "POST", admin+"/drain", auth...); r.code != 200 || !strings.Contains(r.body, `"owner":"ops/deploy-1"`) {
+		t.Errorf("POST /drain with the token = %d %q, want 200 drained by ops/deploy-1", r.code, r.body)
+	}
+	if r := do(t, "DELETE", admin+"/drain", auth...); r.code != 200 {
+		t.Errorf("DELETE /drain with the token = %d %q, want 200", r.code, r.body)
 	}
 }

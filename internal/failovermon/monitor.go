@@ -53,6 +53,7 @@ type Monitor struct {
 	standBy   []func() bool   // StandDownWhile: a blue/green switchover routes a pool of the cluster
 	writers   map[string]bool // host names of the writer endpoint(s) whose DNS is checked
 	status    failover.Status
+	statusErr error         // the error behind status.Error (guarded by mu)
 	statusCh  chan struct{} // closed when status changes (Changed)
 	closed    bool
 	cancel    context.CancelFunc
@@ -409,7 +410,7 @@ func (m *Monitor) step(ctx context.Context) {
 				m.routingOff(off)
 				return
 			}
-			m.setStatus(func(s *failover.Status) { s.Error = m.redact(err.Error()) })
+			m.setStatus(func(s *failover.Status) { s.Error, m.statusErr = m.redact(err.Error()), err })
 			if m.writer == "" && !errors.Is(err, errDialBackoff) {
 				m.warnOnce("failover: the monitor cannot connect to read the topology; failover routing waits for it", err)
 			}
@@ -549,7 +550,7 @@ func (m *Monitor) routingOff(off *offError) {
 	if check != "" {
 		text += " (check: " + check + ")"
 	}
-	m.setStatus(func(s *failover.Status) { s.Off, s.Error = off.why, text })
+	m.setStatus(func(s *failover.Status) { s.Off, s.Error, m.statusErr = off.why, text, off })
 	if !m.Snapshot().Off {
 		m.publish(func(s *Snapshot) { s.Off = true })
 	}

@@ -37,7 +37,19 @@ func (m *Monitor) setStatus(f func(*failover.Status)) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	f(&m.status)
+	if m.status.Error == "" {
+		m.statusErr = nil
+	}
 	m.statusChanged()
+}
+
+// Err returns the error behind Status.Error, nil while Status.Error is
+// "": for its classification (readiness serves the verdict, never the
+// text).
+func (m *Monitor) Err() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.statusErr
 }
 
 // statusChanged wakes the waiters of Changed. m.mu is held.
