@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,6 +35,15 @@ type Router struct {
 	observer  Observer         // nil: none
 	poolHosts []string
 	base      pgconn.LookupFunc // the pool's own resolver
+
+	// scope is where the deployment's endpoints may lie: the pool's hosts
+	// (and the hosts Options.Trusted adds) and their account and Region
+	// domain. A metadata or topology row outside it is ignored; names
+	// outside it are never dialed, accepted in a certificate or given a
+	// token (see the package documentation of bluegreen, "What holdfast
+	// trusts").
+	scope  topology.Scope
+	redact func(string) string // cleans error texts of secrets (Options.Redact); never nil
 
 	monitorConnect func(context.Context, *pgx.ConnConfig) error // run before each monitor connect
 	monConfig      *pgx.ConnConfig                              // template for monitor connections
@@ -90,17 +100,32 @@ type Observer interface {
 	Finished(ctx context.Context, outcome string)
 }
 
+// Options are what a Router gets from its engine besides the pool's
+// config and the bluegreen.Config.
+type Options struct {
+	// MonitorConnect, when not nil, runs before each monitor connect (to
+	// set a fresh password or token), told the names to issue it for
+	// during a switchover (nil: the connection's host).
+	MonitorConnect func(context.Context, *pgx.ConnConfig, []string) error
+	// Observer, when not nil, receives the Router's telemetry.
+	Observer Observer
+	// Trusted are host names the configuration gives besides the pool's
+	// hosts (failover.Config.Aliases' endpoints): their account and
+	// Region domain is the deployment's too.
+	Trusted []string
+	// Redact cleans the error texts the Router logs and reports in
+	// Status of the secrets the engine knows (nil: texts as they are).
+	Redact func(string) string
+}
+
 // New builds a Router for the pools built from cc, which its Layer joins
 // to the pool's composition; its monitors start with the pool's first
 // connection. They connect with a copy of cc as it is now, without
 // target_session_attrs, without its tracer, with application_name
 // "holdfast-bluegreen-monitor" and Config.MonitorConnectTimeout; before
-// each monitor connect they call monitorConnect when it is not nil (to set
-// a fresh password or token), told the names to issue it for during a
-// switchover (nil: the connection's host). They never run the pool's
-// hooks. o, when not nil, receives the Router's telemetry. An invalid c is
-// a *bluegreen.ConfigError.
-func New(cc *pgx.ConnConfig, c bluegreen.Config, monitorConnect func(context.Context, *pgx.ConnConfig, []string) error, o Observer) (*Router, error) {
+// each monitor connect they call o.MonitorConnect. They never run the
+// pool's hooks. An invalid c is a *bluegreen.ConfigError.
+func New(cc *pgx.ConnConfig, c bluegreen.Config, o Options) (*Router, error) {
 	c, engine, err := withDefaults(c)
 	if err != nil {
 		return nil, err
@@ -108,8 +133,14 @@ func New(cc *pgx.ConnConfig, c bluegreen.Config, monitorConnect func(context.Con
 	cc = cc.Copy() // the monitors' template: the pool's settings, not its composed hooks
 	cc.Tracer = nil
 	r := newRouter(c, engine, cc, time.Now)
-	r.observer = o
-	r.monitorConnect = r.identifyMonitor(monitorConnect)
+	r.observer = o.Observer
+	r.monitorConnect = r.identifyMonitor(o.MonitorConnect)
+	if len(o.Trusted) > 0 {
+		r.scope = topology.NewScope(append(slices.Clone(r.poolHosts), o.Trusted...))
+	}
+	if o.Redact != nil {
+		r.redact = o.Redact
+	}
 	return r, nil
 }
 
@@ -128,6 +159,8 @@ func newRouter(c bluegreen.Config, engine meta.Engine, cc *pgx.ConnConfig, now f
 	for _, fb := range cc.Fallbacks {
 		r.poolHosts = append(r.poolHosts, topology.NormHost(fb.Host))
 	}
+	r.scope = topology.NewScope(r.poolHosts)
+	r.redact = func(s string) string { return s }
 	r.base = cc.LookupFunc
 	if r.base == nil {
 		r.base = net.DefaultResolver.LookupHost
@@ -322,6 +355,12 @@ func (r *Router) report(o switchover.Observation, ms bluegreen.MonitorStatus) (t
 		}
 		h := topology.NormHost(ms.Host)
 		r.authFlip[h] = !r.authFlip[h]
+	}
+	for h := range r.authFlip { // forget the hosts no monitor reads from any more
+		if !slices.Contains(r.poolHosts, h) && h != topology.NormHost(ms.Host) &&
+			h != topology.NormHost(r.mons[o.Role.Other()].Host) {
+			delete(r.authFlip, h)
+		}
 	}
 	oldPhase, oldGen := r.st.Phase, r.st.Gen
 	oldDrop := r.snap.Load().Drop
