@@ -30,10 +30,10 @@ type monitor struct {
 	topology   bool        // read aurora_replica_status() on this connection
 	target     string      // host to read from; "" = the pool's host
 	targetPort uint16
-	failures   int  // consecutive polls without a result
-	connects   int  // connections opened
-	retarget   bool // the last poll moved to another host: poll again at once
-	corrected  bool // the host was corrected once in this generation
+	failures   int             // consecutive polls without a result
+	connects   int             // connections opened
+	retarget   bool            // the last poll moved to another host: poll again at once
+	corrected  bool            // the host was corrected once in this generation
 	warned     map[string]bool // what was logged once in this generation (at most maxWarned keys)
 	outside    map[string]bool // rows outside the deployment's domain logged in this generation (at most topology.MaxRows)
 }
