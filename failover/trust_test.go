@@ -10,9 +10,12 @@ import (
 	"time"
 
 	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/failover"
 	"github.com/holdfast-db/holdfast/fakes"
 	"github.com/holdfast-db/holdfast/fakes/failovertest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // poolPassword is the static password of the trust tests' pools (the
@@ -139,5 +142,144 @@ func TestTopologyRowOutsideDomain(t *testing.T) {
 				t.Errorf("the logs carry the pool's password:\n%s", logs)
 			}
 		})
+	}
+}
+
+// untrustedTopology creates, on the shared pgtest server, a database
+// owned by a role that is not a superuser, and in it, as that role, the
+// schema rds_tools with the functions of a Multi-AZ DB cluster: they name
+// the server itself (mydb-1, writer) and mydb-2, an instance endpoint of
+// the cluster's domain whose DNS the test points at trap. It returns the
+// pool config (as that role, with poolPassword) on the cluster endpoint
+// of that domain, resolved to the server.
+func untrustedTopology(t *testing.T, trap *pgtest.Trap) *pgxpool.Config {
+	t.Helper()
+	ctx := context.Background()
+	const (
+		role   = "trust_db_owner"
+		db     = "trust_untrusted_topology"
+		domain = "abc123.us-east-1.rds.amazonaws.com"
+		self   = "db-SELFSELFSELFSELFSELFSELF1"
+	)
+	admin, err := pgx.Connect(ctx, pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	for _, q := range []string{"CREATE ROLE " + role + " LOGIN", "CREATE DATABASE " + db + " OWNER " + role} {
+		if _, err := admin.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		admin, err := pgx.Connect(context.Background(), pgtest.DSN(t))
+		if err == nil {
+			_, _ = admin.Exec(context.Background(), "DROP DATABASE "+db+" WITH (FORCE)")
+			_, _ = admin.Exec(context.Background(), "DROP ROLE "+role)
+			admin.Close(context.Background())
+		}
+	})
+	base, err := pgx.ParseConfig(pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := base.Copy()
+	owner.User, owner.Database = role, db
+	conn, err := pgx.ConnectConfig(ctx, owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	_, trapPort, _ := net.SplitHostPort(trap.Addr())
+	port := strconv.Itoa(int(base.Port))
+	for _, q := range []string{
+		"CREATE SCHEMA rds_tools",
+		`CREATE FUNCTION rds_tools.show_topology(client text DEFAULT NULL) RETURNS TABLE (id text, endpoint text, port int)
+			LANGUAGE sql AS $$ VALUES ('` + self + `', 'mydb-1.` + domain + `', ` + port + `),
+			('db-TRAPTRAPTRAPTRAPTRAPTRAP1', 'mydb-2.` + domain + `', ` + trapPort + `) $$`,
+		"CREATE FUNCTION rds_tools.dbi_resource_id() RETURNS text LANGUAGE sql AS $$ SELECT '" + self + "'::text $$",
+		"CREATE FUNCTION rds_tools.multi_az_db_cluster_source_dbi_resource_id() RETURNS SETOF text LANGUAGE sql AS $$ SELECT 'x'::text WHERE false $$",
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	cfg, err := pgxpool.ParseConfig("postgres://" + role + ":" + poolPassword + "@mydb.cluster-" + domain + ":" + port + "/" + db + "?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.LookupFunc = func(_ context.Context, host string) ([]string, error) {
+		if strings.HasPrefix(host, "mydb-2.") {
+			return []string{trap.Addr()}, nil
+		}
+		return []string{base.Host}, nil
+	}
+	return cfg
+}
+
+// TestUntrustedTopologyFunction: a role that owns the application's
+// database but is not a superuser creates rds_tools.show_topology (and
+// the id functions) naming hosts of its choice, here inside the cluster's
+// domain, one of them a listener that records connection attempts and
+// passwords. A function no superuser (nor rdsadmin) owns is not trusted:
+// failover routing is off (Status.Off "untrusted"), as without the
+// function, with one WARN, and nothing is dialed but the pool's own host,
+// again each RefreshInterval.
+//
+// Before the fix (checked by running this test on main) the monitor read
+// the rows, adopted the writer they named, and, probing, sent the pool's
+// password to the listener.
+func TestUntrustedTopologyFunction(t *testing.T) {
+	trap, err := pgtest.StartTrap(pgtest.TrapConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := trap.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	cfg := untrustedTopology(t, trap)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	logs := &fakes.LogBuffer{}
+	f := newFactory(t, holdfast.WithFailover(failover.Config{RefreshInterval: 200 * time.Millisecond}),
+		holdfast.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
+	pool, err := f.NewPool(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	m := f.Failover(pool)
+	engine(m).Trouble() // probe every instance it knows, as soon as it knows them
+	// Until the monitor has looked three times (routing off, looked again
+	// after RefreshInterval), or the trap was reached.
+	deadline := time.NewTimer(30 * time.Second)
+	defer deadline.Stop()
+	for {
+		mch, tch := m.Changed(), trap.Changed()
+		st := m.Status()
+		if len(trap.Logins()) > 0 || st.Off == "untrusted" && st.MonitorConnects >= 3 {
+			break
+		}
+		select {
+		case <-mch:
+		case <-tch:
+		case <-deadline.C:
+			t.Fatalf("the monitor neither turned routing off nor reached the trap in 30 s: %+v", st)
+		}
+	}
+	if n := trap.Attempts(); n != 0 {
+		t.Errorf("the host the untrusted function named got %d connection attempts, logins %+v; want none", n, trap.Logins())
+	}
+	st := m.Status()
+	if st.Off != "untrusted" || st.Writer != "" || !strings.Contains(st.Error, "trust_db_owner") {
+		t.Errorf("Status: Off %q, Writer %q, Error %q; want off \"untrusted\", no writer, the owner named", st.Off, st.Writer, st.Error)
+	}
+	if n := strings.Count(logs.String(), "not owned by a superuser or rdsadmin"); n != 1 {
+		t.Errorf("%d WARN lines; want one:\n%s", n, logs)
+	}
+	if strings.Contains(logs.String(), poolPassword) {
+		t.Errorf("the logs carry the pool's password:\n%s", logs)
 	}
 }

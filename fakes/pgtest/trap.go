@@ -31,6 +31,7 @@ type TrapConfig struct {
 // Login is what a client sent a [Trap] in one connection attempt.
 type Login struct {
 	User, Database string
+	Application    string // the application_name it gave
 	Password       string // as sent in cleartext ("" when the client sent none)
 	TLS            bool   // the attempt ran over TLS
 	ServerName     string // the TLS server name the client asked for (SNI)
@@ -217,7 +218,7 @@ func (t *Trap) handle(c net.Conn) {
 		case *pgproto3.CancelRequest:
 			return
 		case *pgproto3.StartupMessage:
-			login.User, login.Database = m.Parameters["user"], m.Parameters["database"]
+			login.User, login.Database, login.Application = m.Parameters["user"], m.Parameters["database"], m.Parameters["application_name"]
 			t.ask(be, login)
 			return
 		}

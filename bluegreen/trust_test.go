@@ -1,0 +1,310 @@
+package bluegreen_test
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/bluegreen"
+	"github.com/holdfast-db/holdfast/fakes"
+	fake "github.com/holdfast-db/holdfast/fakes/bluegreentest"
+	"github.com/holdfast-db/holdfast/fakes/pgtest"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// poolPassword is the static password of the trust tests' pools (the
+// simulator's servers trust the superuser and ignore it).
+const poolPassword = "pool-secret-Kd3v"
+
+// trap starts a pgtest.Trap serving TLS for name, resolved by the Env's
+// DNS, closed when the test ends.
+func trap(t *testing.T, env *fake.Env, name string) (*pgtest.Trap, int) {
+	t.Helper()
+	tr, err := pgtest.StartTrap(pgtest.TrapConfig{Names: []string{name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := tr.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	env.Resolver.Set(name, tr.Addr())
+	_, p, _ := net.SplitHostPort(tr.Addr())
+	port, _ := strconv.Atoi(p)
+	return tr, port
+}
+
+// setRows writes rows on both servers.
+func setRows(t *testing.T, d *fake.Deployment, rows []fake.Row) {
+	t.Helper()
+	for _, m := range []*fake.Metadata{d.Blue, d.Green} {
+		if err := m.SetRows(testCtx(t), rows...); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// poisoned returns d's rows for status with the TARGET row of the
+// endpoint named like replaced ("" the cluster endpoint: the deciding
+// row) naming foreign on port instead.
+func poisoned(d *fake.Deployment, status, replaced, foreign string, port int) []fake.Row {
+	rows := d.Rows(status)
+	for i, r := range rows {
+		if r.Role == fake.RowRoleTarget && r.Endpoint == replaced {
+			rows[i].Endpoint, rows[i].Port = foreign, port
+		}
+	}
+	return rows
+}
+
+// trustConfig is a pool of the trust tests: the static password, a CA
+// that signed the foreign host's certificate trusted as a public CA
+// would be, and an application name that tells the pool's connections
+// from the monitors'.
+func trustConfig(tr *pgtest.Trap) func(*pgxpool.Config) {
+	return func(pc *pgxpool.Config) {
+		pc.ConnConfig.Password = poolPassword
+		pc.ConnConfig.RuntimeParams["application_name"] = "trust-test-pool"
+		tr.Trust(pc.ConnConfig)
+	}
+}
+
+// TestMetadataRowOutsideDomain plays blue/green metadata whose TARGET
+// (green) rows name a host outside the deployment's domain — the
+// account and Region suffix of the blue names,
+// "*.abcdefghijkl.us-east-1.rds.amazonaws.com" — against a listener that
+// records connection attempts and passwords, serving a certificate for
+// that name from a CA the client trusts, with sslmode=verify-full. No
+// connection may reach it: not the green monitor's (it would follow the
+// TARGET row to read green's metadata), not the pool's (in POST, routed
+// to the green counterpart, whose name its certificate would have been
+// accepted for, with its token).
+//
+// Before the fix (checked by running this test on main): "monitor" failed,
+// the green monitor sending the static password to the listener on every
+// poll with no switchover under way; "pool in POST" failed, the pool's new
+// connection by the blue cluster endpoint going to the listener with the
+// password (as well as the monitor's).
+func TestMetadataRowOutsideDomain(t *testing.T) {
+	env := startEnv(t)
+
+	t.Run("monitor", func(t *testing.T) {
+		t.Parallel()
+		d := newDeployment(t, env, fake.Aurora)
+		const foreign = "orders-green-abc123.attacker.example"
+		tr, port := trap(t, env, foreign)
+		// Green's only row names the foreign host.
+		var rows []fake.Row
+		for _, r := range poisoned(d, fake.StatusAvailable, d.Names.GreenCluster, foreign, port) {
+			if r.Role == fake.RowRoleSource || r.Endpoint == foreign {
+				rows = append(rows, r)
+			}
+		}
+		setRows(t, d, rows)
+		c := newClient(t, d, d.Names.Cluster, fastConfig(), trustConfig(tr))
+		// Three polls of the green monitor, all of them after the rows were
+		// written (the first reads them): on main, the second connects to
+		// the foreign host.
+		polls := map[time.Time]bool{}
+		c.waitFor("three polls of the green monitor", func(s bluegreen.Status) bool {
+			if lp := s.Monitors[1].LastPoll; !lp.IsZero() {
+				polls[lp] = true
+			}
+			return len(polls) >= 3
+		})
+		if n := tr.Attempts(); n != 0 {
+			t.Errorf("the host outside the domain got %d connection attempts, logins %+v; want none", n, tr.Logins())
+		}
+		if n := env.Resolver.Lookups(foreign); n != 0 {
+			t.Errorf("the host outside the domain was resolved %d times; want never", n)
+		}
+		st := c.r.Status()
+		if h := st.Monitors[1].Host; h != d.Names.Cluster {
+			t.Errorf("the green monitor reads from %q; want the pool's host %s (no TARGET row left to follow)", h, d.Names.Cluster)
+		}
+		for _, m := range st.Mapping {
+			if strings.Contains(m.Green, "attacker") {
+				t.Errorf("mapping %+v names the host outside the domain", m)
+			}
+		}
+		logs := c.logs.String()
+		if n := strings.Count(logs, "metadata row outside the deployment's domain ignored"); n != 2 || !strings.Contains(logs, foreign) {
+			// One line per monitor: each reads both roles' rows.
+			t.Errorf("%d WARN lines for the row; want one per monitor, naming %s:\n%s", n, foreign, logs)
+		}
+		if strings.Contains(logs, poolPassword) {
+			t.Errorf("the logs carry the pool's password:\n%s", logs)
+		}
+	})
+
+	t.Run("pool in POST", func(t *testing.T) {
+		t.Parallel()
+		ctx := testCtx(t)
+		d := newDeployment(t, env, fake.Aurora)
+		// Shaped as a green writer cluster endpoint, the counterpart of the
+		// pool's blue cluster endpoint.
+		const foreign = "orders-green-abc123.cluster-abcdefghijkl.us-east-1.rds.attacker.example"
+		tr, port := trap(t, env, foreign)
+		c := newClient(t, d, d.Names.Cluster, fastConfig(), trustConfig(tr))
+		// Written in turn, each after the phase before it is seen.
+		phases := map[string]bluegreen.Phase{fake.StatusAvailable: bluegreen.Created, fake.StatusInitiated: bluegreen.Preparation,
+			fake.StatusInProgress: bluegreen.InProgress, fake.StatusPostProcessing: bluegreen.Post}
+		for _, status := range []string{fake.StatusAvailable, fake.StatusInitiated, fake.StatusInProgress, fake.StatusPostProcessing} {
+			setRows(t, d, poisoned(d, status, d.Names.GreenCluster, foreign, port))
+			c.waitPhase(phases[status])
+		}
+		c.pool.Reset() // the next Acquire makes a new connection, by the blue cluster endpoint
+		conn, err := c.pool.Acquire(ctx)
+		if err == nil {
+			conn.Release()
+		}
+		for _, l := range tr.Logins() {
+			if l.Application == "trust-test-pool" {
+				t.Errorf("the pool's connection in POST went to the host outside the domain (Acquire: %v): %+v", err, l)
+			}
+		}
+		if n := tr.Attempts(); n != 0 {
+			t.Errorf("the host outside the domain got %d connection attempts (logins %+v); want none", n, tr.Logins())
+		}
+		// (With no green counterpart left, the connection goes by DNS, to
+		// blue while its DNS has not moved, and is dropped there: err is
+		// then pgxpool's. That is the routing's, not this test's concern.)
+	})
+}
+
+// TestUntrustedMetadataFunction: a role that owns the application's
+// database but is not a superuser creates rds_tools.show_topology, RDS's
+// blue/green metadata function, naming a green endpoint of its choice —
+// here one inside the deployment's domain, whose DNS leads to a listener
+// that records connection attempts and passwords. A metadata function no
+// superuser (nor rdsadmin) owns is not trusted: the monitors read it as
+// absent (routing off, one WARN), and connect to nothing but the pool's
+// host.
+//
+// Before the fix (checked by running this test on main) the green monitor
+// followed the TARGET row and sent the pool's password to the listener.
+func TestUntrustedMetadataFunction(t *testing.T) {
+	ctx := testCtx(t)
+	const (
+		role   = "bg_trust_db_owner"
+		db     = "bg_trust_untrusted_metadata"
+		domain = "abc123.us-east-1.rds.amazonaws.com"
+		blue   = "mydb." + domain
+		green  = "mydb-green-abc123." + domain
+	)
+	tr, err := pgtest.StartTrap(pgtest.TrapConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := tr.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	admin, err := pgx.Connect(ctx, pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	for _, q := range []string{"CREATE ROLE " + role + " LOGIN", "CREATE DATABASE " + db + " OWNER " + role} {
+		if _, err := admin.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		admin, err := pgx.Connect(context.Background(), pgtest.DSN(t))
+		if err == nil {
+			_, _ = admin.Exec(context.Background(), "DROP DATABASE "+db+" WITH (FORCE)")
+			_, _ = admin.Exec(context.Background(), "DROP ROLE "+role)
+			admin.Close(context.Background())
+		}
+	})
+	base, err := pgx.ParseConfig(pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := base.Copy()
+	owner.User, owner.Database = role, db
+	conn, err := pgx.ConnectConfig(ctx, owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	_, trapPort, _ := net.SplitHostPort(tr.Addr())
+	port := strconv.Itoa(int(base.Port))
+	for _, q := range []string{
+		"CREATE SCHEMA rds_tools",
+		`CREATE FUNCTION rds_tools.show_topology(client text) RETURNS TABLE (id bigint, endpoint text, port int, role text, status text, version text)
+			LANGUAGE sql AS $$ VALUES (1::bigint, '` + blue + `', ` + port + `, 'BLUE_GREEN_DEPLOYMENT_SOURCE', 'AVAILABLE', '1.0'),
+			(2::bigint, '` + green + `', ` + trapPort + `, 'BLUE_GREEN_DEPLOYMENT_TARGET', 'AVAILABLE', '1.0') $$`,
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	logs := &fakes.LogBuffer{}
+	cfg := fastConfig()
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	f, err := holdfast.New(holdfast.WithBlueGreen(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	pc, err := pgxpool.ParseConfig("postgres://" + role + ":" + poolPassword + "@" + blue + ":" + port + "/" + db + "?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc.ConnConfig.LookupFunc = func(_ context.Context, host string) ([]string, error) {
+		if host == green {
+			return []string{tr.Addr()}, nil
+		}
+		return []string{base.Host}, nil
+	}
+	pool, err := f.NewPool(ctx, pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	r := f.BlueGreen(pool)
+	// Three polls of the green monitor, or the trap reached.
+	polls := map[time.Time]bool{}
+	deadline := time.NewTimer(30 * time.Second)
+	defer deadline.Stop()
+	for {
+		rch, tch := r.Changed(), tr.Changed()
+		if lp := r.Status().Monitors[1].LastPoll; !lp.IsZero() {
+			polls[lp] = true
+		}
+		if len(tr.Logins()) > 0 || len(polls) >= 3 {
+			break
+		}
+		select {
+		case <-rch:
+		case <-tch:
+		case <-deadline.C:
+			t.Fatalf("the green monitor did not poll three times in 30 s: %+v", r.Status())
+		}
+	}
+	if n := tr.Attempts(); n != 0 {
+		t.Errorf("the host the untrusted function named got %d connection attempts, logins %+v; want none", n, tr.Logins())
+	}
+	st := r.Status()
+	for _, m := range st.Monitors {
+		if m.Observation != "absent" || m.Host != blue {
+			t.Errorf("monitor %s: observation %q on %q; want absent, on the pool's host", m.Role, m.Observation, m.Host)
+		}
+	}
+	if n := strings.Count(logs.String(), "metadata function not trusted"); n != 2 || !strings.Contains(logs.String(), role) {
+		t.Errorf("%d WARN lines; want one per monitor, naming the owner %s:\n%s", n, role, logs)
+	}
+	if strings.Contains(logs.String(), poolPassword) {
+		t.Errorf("the logs carry the pool's password:\n%s", logs)
+	}
+}
