@@ -2,6 +2,7 @@ package bluegreen_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"github.com/holdfast-db/holdfast/fakes"
 	fake "github.com/holdfast-db/holdfast/fakes/bluegreentest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
+	"github.com/holdfast-db/holdfast/internal/topology"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -306,5 +308,116 @@ func TestUntrustedMetadataFunction(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), poolPassword) {
 		t.Errorf("the logs carry the pool's password:\n%s", logs)
+	}
+}
+
+// TestMetadataRowsBounded: metadata of 3,000 TARGET rows, each naming a
+// host inside the deployment's domain, is used up to its first 64 rows
+// per role, with one WARN per monitor: a monitor's poll resolves at most
+// those, not 3,000 names.
+//
+// Before the fix (checked by running this test on main) every poll
+// resolved all 3,000 names.
+func TestMetadataRowsBounded(t *testing.T) {
+	env := startEnv(t)
+	d := newDeployment(t, env, fake.Aurora)
+	const n = 3000
+	rows := d.Rows(fake.StatusAvailable)
+	var extra []string
+	for i := range n {
+		h := "flood-" + strconv.Itoa(i) + ".abcdefghijkl.us-east-1.rds.amazonaws.com"
+		extra = append(extra, h)
+		rows = append(rows, fake.Row{Endpoint: h, Port: d.Env.Blue.Port, Role: fake.RowRoleTarget, Status: fake.StatusAvailable})
+	}
+	setRows(t, d, rows)
+	c := newClient(t, d, d.Names.Cluster, fastConfig())
+	polls := map[time.Time]bool{}
+	c.waitFor("three polls of each monitor", func(s bluegreen.Status) bool {
+		for _, m := range s.Monitors {
+			if !m.LastPoll.IsZero() {
+				polls[m.LastPoll] = true
+			}
+		}
+		return len(polls) >= 6
+	})
+	resolved, beyond := 0, 0
+	for i, h := range extra {
+		if env.Resolver.Lookups(h) > 0 {
+			resolved++
+			if i >= topology.MaxRows {
+				beyond++
+			}
+		}
+	}
+	if resolved > topology.MaxRows || beyond > 0 {
+		t.Errorf("%d of the %d rows' names resolved (%d beyond the first %d); want at most %d", resolved, n, beyond, topology.MaxRows, topology.MaxRows)
+	}
+	if got := strings.Count(c.logs.String(), "more rows of a role than holdfast uses"); got != 2 {
+		t.Errorf("%d WARN lines for the cut; want one per monitor:\n%s", got, c.logs)
+	}
+	if st := c.r.Status(); st.Phase != bluegreen.Created {
+		t.Errorf("phase %v, want CREATED", st.Phase)
+	}
+}
+
+// TestMonitorErrorsRedacted: a monitor's failed poll is logged at DEBUG
+// and reported in Status with the error's text cleaned by holdfast's
+// redactor, as every other error text: here a password function's error
+// that quotes the pool's static password.
+//
+// Before the fix (checked by running this test on main) the DEBUG line
+// and Status.Monitors[].Error carried the password.
+func TestMonitorErrorsRedacted(t *testing.T) {
+	ctx := testCtx(t)
+	const static = "static-pw-Xh42Lm"
+	logs := &fakes.LogBuffer{}
+	cfg := fastConfig()
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	failing := func(context.Context, string) (string, error) {
+		return "", errors.New("token service refused the request signed with " + static)
+	}
+	f, err := holdfast.New(holdfast.WithBlueGreen(cfg), holdfast.WithPasswordFunc(failing))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	pc, err := pgxpool.ParseConfig(pgtest.DSN(t) + "&password=" + static)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Configure(pc); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if c, err := pool.Acquire(ctx); err == nil { // starts the monitors; fails with the password function
+		c.Release()
+		t.Fatal("Acquire succeeded with a failing password function")
+	}
+	r := f.BlueGreen(pool)
+	deadline := time.NewTimer(30 * time.Second)
+	defer deadline.Stop()
+	for {
+		ch := r.Changed()
+		st := r.Status()
+		if st.Monitors[0].Error != "" && st.Monitors[1].Error != "" && strings.Count(logs.String(), "monitor poll failed") >= 2 {
+			for _, m := range st.Monitors {
+				if strings.Contains(m.Error, static) || !strings.Contains(m.Error, "[redacted]") {
+					t.Errorf("Status.Monitors[%s].Error = %q; want the password redacted", m.Role, m.Error)
+				}
+			}
+			break
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			t.Fatalf("no failed poll in 30 s: %+v", st)
+		}
+	}
+	if l := logs.String(); strings.Contains(l, static) || !strings.Contains(l, "[redacted]") {
+		t.Errorf("the monitor's DEBUG lines carry the password, or nothing redacted:\n%s", l)
 	}
 }

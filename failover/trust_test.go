@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/holdfast-db/holdfast/fakes"
 	"github.com/holdfast-db/holdfast/fakes/failovertest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
+	"github.com/holdfast-db/holdfast/internal/topology"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -281,5 +283,106 @@ func TestUntrustedTopologyFunction(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), poolPassword) {
 		t.Errorf("the logs carry the pool's password:\n%s", logs)
+	}
+}
+
+// TestTopologyRowsBounded: a topology of 400 rows (Aurora has at most 16
+// instances, a Multi-AZ DB cluster 3) is read up to its first 64, with one
+// WARN; the monitor resolves only those, and its probes log in to at most
+// 16 of them at once. The rows name instances inside the cluster's
+// domain, all of them a listener that holds each connection 300 ms and
+// counts how many it has open at once.
+//
+// Before the fix (checked by running this test on main) one probe round
+// resolved all 400 names and opened about 400 connections at once.
+func TestTopologyRowsBounded(t *testing.T) {
+	trap, err := pgtest.StartTrap(pgtest.TrapConfig{Hold: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := trap.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	const (
+		domain = "abc123.us-east-1.rds.amazonaws.com"
+		self   = "db-SELF0000000000000000000001"
+		rows   = 400
+	)
+	conn := pgtest.Database(t, "trust_bounded_topology")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	port := strconv.Itoa(int(conn.Config().Port))
+	_, trapPort, _ := net.SplitHostPort(trap.Addr())
+	for _, q := range []string{
+		"CREATE SCHEMA rds_tools",
+		`CREATE FUNCTION rds_tools.show_topology(client text DEFAULT NULL) RETURNS TABLE (id text, endpoint text, port int)
+			LANGUAGE sql AS $$ SELECT '` + self + `', 'mydb-1.` + domain + `', ` + port + `
+			UNION ALL SELECT 'db-' || lpad(i::text, 26, '0'), 'mydb-' || i || '.` + domain + `', ` + trapPort + `
+			FROM generate_series(2, ` + strconv.Itoa(rows) + `) i $$`,
+		"CREATE FUNCTION rds_tools.dbi_resource_id() RETURNS text LANGUAGE sql AS $$ SELECT '" + self + "'::text $$",
+		"CREATE FUNCTION rds_tools.multi_az_db_cluster_source_dbi_resource_id() RETURNS SETOF text LANGUAGE sql AS $$ SELECT 'x'::text WHERE false $$",
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	var mu sync.Mutex
+	lookups := map[string]int{}
+	cfg, err := pgxpool.ParseConfig("postgres://postgres:" + poolPassword + "@mydb.cluster-" + domain + ":" + port + "/trust_bounded_topology?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.LookupFunc = func(_ context.Context, host string) ([]string, error) {
+		mu.Lock()
+		lookups[host]++
+		mu.Unlock()
+		if host == "mydb-1."+domain || host == "mydb.cluster-"+domain {
+			return []string{conn.Config().Host}, nil
+		}
+		return []string{trap.Addr()}, nil
+	}
+	logs := &fakes.LogBuffer{}
+	f := newFactory(t, holdfast.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
+	pool, err := f.NewPool(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	m := f.Failover(pool)
+	if !waitFor(ctx, func() bool { return m.Status().Writer != "" }) {
+		t.Fatal("the monitor never read the topology")
+	}
+	engine(m).Trouble() // a probe round: every instance at once
+	deadline := time.NewTimer(30 * time.Second)
+	defer deadline.Stop()
+	for want := topology.MaxRows - 1; trap.Attempts() < want; { // every reader of the first 64 rows probed
+		ch := trap.Changed()
+		if trap.Attempts() >= want {
+			break
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			t.Fatalf("%d probes reached the listener in 30 s, want %d", trap.Attempts(), want)
+		}
+	}
+	if n := trap.MaxConcurrent(); n > topology.MaxConcurrent {
+		t.Errorf("%d probe connections at once, want at most %d", n, topology.MaxConcurrent)
+	}
+	mu.Lock()
+	resolved := 0
+	for h := range lookups {
+		if strings.HasPrefix(h, "mydb-") {
+			resolved++
+		}
+	}
+	mu.Unlock()
+	if resolved > topology.MaxRows {
+		t.Errorf("%d instance names resolved, want at most %d (the rows used)", resolved, topology.MaxRows)
+	}
+	if n := strings.Count(logs.String(), "more rows than holdfast uses"); n != 1 {
+		t.Errorf("%d WARN lines for the cut; want one:\n%s", n, logs)
 	}
 }

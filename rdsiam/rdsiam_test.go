@@ -351,8 +351,9 @@ func TestWith(t *testing.T) {
 //
 // Before the fix, HostPasswordFunc signed a token for Endpoint when told a
 // foreign host ("mydb-2.attacker.example", "db.example.com", an IP),
-// which that host could replay for 15 minutes: the foreign cases below
-// failed (a token, no error), checked by running this test on main.
+// which that host could replay for 15 minutes, and a token for another
+// account's endpoint: checked on main, where the foreign cases below get a
+// token and no error (TestNoTokenForForeignHost plays it end to end).
 func TestHostPasswordFunc(t *testing.T) {
 	t.Parallel()
 	const (

@@ -26,6 +26,11 @@ type TrapConfig struct {
 	// of the attacker's, completes sslmode=verify-full against it. Without
 	// Names it refuses TLS ('N'), as a server without it does.
 	Names []string
+	// Hold, when positive, keeps each connection that long after its
+	// startup message before the password request: a slow server, so
+	// that the attempts a client makes at once pile up
+	// ([Trap.MaxConcurrent]).
+	Hold time.Duration
 }
 
 // Login is what a client sent a [Trap] in one connection attempt.
@@ -51,9 +56,14 @@ type Trap struct {
 	ln    net.Listener
 	tls   *tls.Config
 	caPEM []byte
+	hold  time.Duration
+	done  chan struct{} // closed by Close: a held connection ends at once
+	once  sync.Once
 
 	mu       sync.Mutex
 	attempts int
+	open     int // connections open now
+	maxOpen  int
 	logins   []Login
 	changed  chan struct{}
 
@@ -65,7 +75,7 @@ func StartTrap(cfg TrapConfig) (*Trap, error) {
 	if cfg.Host == "" {
 		cfg.Host = "127.0.0.1"
 	}
-	t := &Trap{changed: make(chan struct{})}
+	t := &Trap{changed: make(chan struct{}), hold: cfg.Hold, done: make(chan struct{})}
 	if len(cfg.Names) > 0 {
 		ca, err := certs.New()
 		if err != nil {
@@ -140,6 +150,13 @@ func (t *Trap) Logins() []Login {
 	return append([]Login(nil), t.logins...)
 }
 
+// MaxConcurrent returns the most connections the trap had open at once.
+func (t *Trap) MaxConcurrent() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.maxOpen
+}
+
 // Changed returns a channel closed at the trap's next attempt or login.
 func (t *Trap) Changed() <-chan struct{} {
 	t.mu.Lock()
@@ -149,8 +166,10 @@ func (t *Trap) Changed() <-chan struct{} {
 
 // Close stops the trap and joins its goroutines (each connection ends
 // within its 10 s deadline at most, at once when its client is gone).
+// Calls after the first return the listener's error of a second close.
 func (t *Trap) Close() error {
 	err := t.ln.Close()
+	t.once.Do(func() { close(t.done) })
 	t.wg.Wait()
 	return err
 }
@@ -175,8 +194,15 @@ func (t *Trap) serve() {
 			}
 			continue
 		}
-		t.note(func() { t.attempts++ })
-		conns.Go(func() { t.handle(c) })
+		t.note(func() {
+			t.attempts++
+			t.open++
+			t.maxOpen = max(t.maxOpen, t.open)
+		})
+		conns.Go(func() {
+			defer t.note(func() { t.open-- })
+			t.handle(c)
+		})
 	}
 }
 
@@ -228,6 +254,14 @@ func (t *Trap) handle(c net.Conn) {
 // ask asks for the password, records the login, and refuses it.
 func (t *Trap) ask(be *pgproto3.Backend, login Login) {
 	defer t.note(func() { t.logins = append(t.logins, login) })
+	if t.hold > 0 {
+		h := time.NewTimer(t.hold)
+		select {
+		case <-h.C:
+		case <-t.done:
+		}
+		h.Stop()
+	}
 	be.Send(&pgproto3.AuthenticationCleartextPassword{})
 	if be.Flush() != nil || be.SetAuthType(pgproto3.AuthTypeCleartextPassword) != nil {
 		return
