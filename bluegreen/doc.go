@@ -62,9 +62,9 @@
 // row naming a host that holds a certificate for its own name from a
 // public CA. A pool on a name of your own or an IP address, with no alias,
 // has no such domain, and its blue/green routing ignores every row. The
-// metadata function is used only when a superuser or rdsadmin owns it, as
-// RDS's own are: one that a database owner created is read as absent
-// (routing off, one WARN). A poll uses at most 64 rows per role; the
+// metadata function is used only when a superuser or rdsadmin owns it, or
+// it belongs to the rds_tools extension, as RDS's own do: one that a
+// database owner created is read as absent (routing off, one WARN). A poll uses at most 64 rows per role; the
 // monitors' statements name every function and operator with its schema.
 //
 // Package fakes/bluegreentest runs a blue and a green PostgreSQL on one

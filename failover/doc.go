@@ -61,8 +61,9 @@
 // (rds_tools.show_topology lists endpoints) is dropped, with one WARN
 // naming it; an Aurora row carries only a server id, which must be an
 // instance identifier. The topology functions are used only when a
-// superuser or rdsadmin owns them, as RDS's and Aurora's own are: a
-// function that a database owner created is not trusted, and routing is
+// superuser or rdsadmin owns them, or they belong to the rds_tools
+// extension, as RDS's and Aurora's own do: a function that a database
+// owner created is not trusted, and routing is
 // off (Status.Off "untrusted", one WARN) as when the functions do not
 // exist. A read uses at most 64 rows, and a probe round logs in to at
 // most 16 instances at once.

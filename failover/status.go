@@ -54,7 +54,8 @@ type Status struct {
 	// "no-topology" (the server has no topology function), "unreadable"
 	// (the monitor's role may not read it: Error names the grant) or
 	// "untrusted" (a function of the topology is owned by a role that is
-	// neither a superuser nor rdsadmin: Error names it), and the monitor
+	// neither a superuser nor rdsadmin, outside the rds_tools extension:
+	// Error names it), and the monitor
 	// looks again every RefreshInterval; "switchover" while a
 	// blue/green switchover routes the cluster's pools (the monitor stands
 	// down until it ends).

@@ -41,7 +41,12 @@ func (e *UntrustedError) Is(target error) bool { return target == ErrUntrusted }
 // ("schema.name"): the name of the owner of a function of that name that
 // is neither a superuser nor rdsadmin (the first found, of any
 // overload), or NULL when a superuser or rdsadmin owns every one (or
-// there is none). fn is a constant of this module, never a row's.
+// there is none). A function that belongs to the extension named as its
+// schema (rds_tools' functions, once CREATE EXTENSION rds_tools installed
+// them) is trusted whoever owns it: on RDS the administrator who created
+// the extension, not a superuser, may own its objects, and a database
+// owner cannot make a function of theirs a member of an extension they
+// could not create. fn is a constant of this module, never a row's.
 func UntrustedOwnerSQL(fn string) string {
 	schema, name, _ := strings.Cut(fn, ".")
 	return `(SELECT COALESCE(r.rolname::pg_catalog.text, p.proowner::pg_catalog.text)
@@ -49,7 +54,12 @@ func UntrustedOwnerSQL(fn string) string {
 	JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
 	LEFT JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) p.proowner
 	WHERE n.nspname OPERATOR(pg_catalog.=) ` + quoteLiteral(schema) + ` AND p.proname OPERATOR(pg_catalog.=) ` + quoteLiteral(name) + `
-	AND NOT COALESCE(r.rolsuper OR r.rolname OPERATOR(pg_catalog.=) 'rdsadmin', false) LIMIT 1)`
+	AND NOT COALESCE(r.rolsuper OR r.rolname OPERATOR(pg_catalog.=) 'rdsadmin', false)
+	AND NOT EXISTS (SELECT FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_extension e ON e.oid OPERATOR(pg_catalog.=) d.refobjid
+		WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.objid OPERATOR(pg_catalog.=) p.oid
+		AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+		AND d.deptype OPERATOR(pg_catalog.=) 'e' AND e.extname OPERATOR(pg_catalog.=) ` + quoteLiteral(schema) + `)
+	LIMIT 1)`
 }
 
 // TrustColumn is the column a monitor's read adds to a function's rows:
