@@ -287,6 +287,7 @@ func (m *Monitor) standUp() {
 	m.stoodDown = false
 	m.writer, m.instances, m.refreshed, m.offUntil, m.fastUntil = "", map[string]instance{}, time.Time{}, time.Time{}, time.Time{}
 	clear(m.down)
+	clear(m.outside) // the rows of the topology before the switchover
 	m.mu.Lock()
 	clear(m.dialFails)
 	m.mu.Unlock()
