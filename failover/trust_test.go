@@ -290,13 +290,13 @@ func TestUntrustedTopologyFunction(t *testing.T) {
 // instances, a Multi-AZ DB cluster 3) is read up to its first 64, with one
 // WARN; the monitor resolves only those, and its probes log in to at most
 // 16 of them at once. The rows name instances inside the cluster's
-// domain, all of them a listener that holds each connection 300 ms and
+// domain, all of them a listener that holds each connection 100 ms and
 // counts how many it has open at once.
 //
 // Before the fix (checked by running this test on main) one probe round
 // resolved all 400 names and opened about 400 connections at once.
 func TestTopologyRowsBounded(t *testing.T) {
-	trap, err := pgtest.StartTrap(pgtest.TrapConfig{Hold: 300 * time.Millisecond})
+	trap, err := pgtest.StartTrap(pgtest.TrapConfig{Hold: 100 * time.Millisecond}) // well within FailureTimeout: no probe gives up
 	if err != nil {
 		t.Fatal(err)
 	}

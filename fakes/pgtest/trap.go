@@ -150,7 +150,10 @@ func (t *Trap) Logins() []Login {
 	return append([]Login(nil), t.logins...)
 }
 
-// MaxConcurrent returns the most connections the trap had open at once.
+// MaxConcurrent returns the most connections the trap had open at once:
+// from its accept to the refusal of its login (or its end), so that a
+// client that waits for the refusal before connecting again is not
+// counted twice.
 func (t *Trap) MaxConcurrent() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -200,15 +203,19 @@ func (t *Trap) serve() {
 			t.maxOpen = max(t.maxOpen, t.open)
 		})
 		conns.Go(func() {
-			defer t.note(func() { t.open-- })
-			t.handle(c)
+			var ended sync.Once // the login refused, or the connection gone
+			end := func() { ended.Do(func() { t.note(func() { t.open-- }) }) }
+			defer end()
+			t.handle(c, end)
 		})
 	}
 }
 
 // handle plays one connection: TLS when asked and configured, the
-// startup message, a cleartext password request, then FATAL 28P01.
-func (t *Trap) handle(c net.Conn) {
+// startup message, a cleartext password request, then FATAL 28P01. end
+// is called once the login is refused, before the refusal is sent: a
+// client that has read it is no longer counted open.
+func (t *Trap) handle(c net.Conn, end func()) {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 	var conn net.Conn = c
@@ -245,15 +252,22 @@ func (t *Trap) handle(c net.Conn) {
 			return
 		case *pgproto3.StartupMessage:
 			login.User, login.Database, login.Application = m.Parameters["user"], m.Parameters["database"], m.Parameters["application_name"]
-			t.ask(be, login)
+			t.ask(be, login, end)
 			return
 		}
 	}
 }
 
 // ask asks for the password, records the login, and refuses it.
-func (t *Trap) ask(be *pgproto3.Backend, login Login) {
-	defer t.note(func() { t.logins = append(t.logins, login) })
+func (t *Trap) ask(be *pgproto3.Backend, login Login, end func()) {
+	recorded := false
+	record := func() {
+		if !recorded {
+			recorded = true
+			t.note(func() { t.logins = append(t.logins, login) })
+		}
+	}
+	defer record()
 	if t.hold > 0 {
 		h := time.NewTimer(t.hold)
 		select {
@@ -273,6 +287,8 @@ func (t *Trap) ask(be *pgproto3.Backend, login Login) {
 	if pm, ok := msg.(*pgproto3.PasswordMessage); ok {
 		login.Password = pm.Password
 	}
+	record()
+	end()
 	be.Send(&pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: "28P01",
 		Message: "password authentication failed for user \"" + login.User + "\""})
 	_ = be.Flush()
