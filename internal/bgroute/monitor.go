@@ -35,7 +35,6 @@ type monitor struct {
 	retarget   bool            // the last poll moved to another host: poll again at once
 	corrected  bool            // the host was corrected once in this generation
 	warned     map[string]bool // what was logged once in this generation (at most maxWarned keys)
-	outside    map[string]bool // rows outside the deployment's domain logged in this generation (at most topology.MaxRows)
 }
 
 // maxWarned bounds the keys of monitor.warned: past it, nothing new is
@@ -103,7 +102,6 @@ func (m *monitor) reset(gen uint64) {
 	m.failures = 0
 	m.corrected = false
 	clear(m.warned) // keyed by row names: those of the last generation are forgotten
-	clear(m.outside)
 }
 
 func (m *monitor) disconnect() {
@@ -299,13 +297,18 @@ func (m *monitor) readTopology(ctx context.Context, o *switchover.Observation) {
 	}
 }
 
-// untrusted logs, once per generation, that the metadata function is owned
-// by a role that is neither a superuser nor rdsadmin, and so not read:
-// routing is off, as when the function does not exist.
+// untrusted logs, once per generation for both monitors, that the
+// metadata function is owned by a role that is neither a superuser nor
+// rdsadmin, and so not read: routing is off, as when the function does
+// not exist.
 func (m *monitor) untrusted(err error) {
-	m.once("untrusted", slog.LevelWarn, "bluegreen: metadata function not trusted; blue/green routing is off, as without the metadata",
+	if !m.r.firstRowWarning(m.gen, "untrusted") {
+		return
+	}
+	m.r.cfg.Logger.LogAttrs(context.Background(), slog.LevelWarn, "bluegreen: metadata function not trusted; blue/green routing is off, as without the metadata",
 		slog.String("error", m.r.redact(err.Error())),
-		slog.String("check", "the function is RDS's own (owned by rdsadmin or a superuser); drop a function of the same name that a database owner created"))
+		slog.String("check", "RDS's own functions are owned by rdsadmin (or belong to the rds_tools extension): drop the function of that name that a database owner created"),
+		slog.String("bgd_id", m.r.cfg.ID), slog.String("role", m.role.String()))
 }
 
 // admit returns the rows whose endpoint lies in the deployment's domain
@@ -330,29 +333,24 @@ func (m *monitor) admit(rows []meta.Row) []meta.Row {
 		out = append(out, r)
 	}
 	for _, role := range []meta.Role{meta.RoleUnknown, meta.RoleSource, meta.RoleTarget} {
-		if n := cut[role]; n > 0 {
-			m.once("cut:"+role.String(), slog.LevelWarn, "bluegreen: metadata has more rows of a role than holdfast uses; the rest are ignored",
-				slog.String("row_role", role.String()), slog.Int("limit", topology.MaxRows), slog.Int("ignored", n))
+		if n := cut[role]; n > 0 && m.r.firstRowWarning(m.gen, "cut:"+role.String()) {
+			m.r.cfg.Logger.LogAttrs(context.Background(), slog.LevelWarn, "bluegreen: metadata has more rows of a role than holdfast uses; the rest are ignored",
+				slog.String("row_role", role.String()), slog.Int("limit", topology.MaxRows), slog.Int("ignored", n),
+				slog.String("bgd_id", m.r.cfg.ID), slog.String("role", m.role.String()))
 		}
 	}
 	return out
 }
 
-// warnOutside logs, once per generation, a metadata row whose endpoint is
-// outside the deployment's domain.
+// warnOutside logs, once per generation for both monitors (they read the
+// same rows), a metadata row whose endpoint is outside the deployment's
+// domain.
 func (m *monitor) warnOutside(r meta.Row) {
-	if m.outside == nil {
-		m.outside = map[string]bool{}
-	}
-	if m.outside[r.Endpoint] || len(m.outside) > topology.MaxRows {
+	if !m.r.firstRowWarning(m.gen, "outside:"+r.Endpoint) {
 		return
 	}
-	m.outside[r.Endpoint] = true
-	msg := "bluegreen: metadata row outside the deployment's domain ignored: its host is not connected to, routed to, accepted in a certificate or given a password"
-	if len(m.outside) > topology.MaxRows {
-		msg = "bluegreen: more metadata rows outside the deployment's domain ignored; not logged further in this generation"
-	}
-	m.r.cfg.Logger.LogAttrs(context.Background(), slog.LevelWarn, msg,
+	m.r.cfg.Logger.LogAttrs(context.Background(), slog.LevelWarn,
+		"bluegreen: metadata row outside the deployment's domain ignored: its host is not connected to, routed to, accepted in a certificate or given a password",
 		slog.String("endpoint", topology.Truncate(r.Endpoint, 128)), slog.Int("port", r.Port),
 		slog.String("row_role", r.Role.String()), slog.String("domain", m.r.scope.String()),
 		slog.String("bgd_id", m.r.cfg.ID), slog.String("role", m.role.String()))

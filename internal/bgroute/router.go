@@ -69,6 +69,12 @@ type Router struct {
 	lingerUntil time.Time
 	authFlip    map[string]bool
 
+	// rowWarnings are the metadata rows (and cuts) the monitors logged in
+	// generation rowWarningsGen, at most maxRowWarnings: each is logged
+	// once for both monitors, and again in a new generation.
+	rowWarnings    map[string]bool
+	rowWarningsGen uint64
+
 	waiting                     atomic.Int64
 	dropped, rejected, timedOut atomic.Int64
 	aliasedCerts                atomic.Int64
@@ -535,6 +541,25 @@ func (r *Router) monitorLookup(ctx context.Context, host string) ([]string, erro
 		return []string{ip}, nil
 	}
 	return r.base(ctx, host)
+}
+
+// maxRowWarnings bounds Router.rowWarnings: the rows of both roles.
+const maxRowWarnings = 2 * topology.MaxRows
+
+// firstRowWarning reports whether key (a metadata row's, or a cut's) is
+// to be logged: the first time it is seen in generation gen, while fewer
+// than maxRowWarnings were.
+func (r *Router) firstRowWarning(gen uint64, key string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.rowWarnings == nil || gen != r.rowWarningsGen {
+		r.rowWarnings, r.rowWarningsGen = map[string]bool{}, gen // the last generation's names are forgotten
+	}
+	if r.rowWarnings[key] || len(r.rowWarnings) >= maxRowWarnings {
+		return false
+	}
+	r.rowWarnings[key] = true
+	return true
 }
 
 // needsTopology reports whether a monitor of role should read its
