@@ -51,9 +51,12 @@ type Status struct {
 	MonitorConnects int    `json:"monitor_connects"`
 	Error           string `json:"error,omitempty"` // the last monitor error
 	// Off says why failover routing is off, "" while it is on:
-	// "no-topology" (the server has no topology function) or "unreadable"
-	// (the monitor's role may not read it: Error names the grant), and
-	// the monitor looks again every RefreshInterval; "switchover" while a
+	// "no-topology" (the server has no topology function), "unreadable"
+	// (the monitor's role may not read it: Error names the grant) or
+	// "untrusted" (a function of the topology is owned by a role that is
+	// neither a superuser nor rdsadmin, outside the rds_tools extension:
+	// Error names it), and the monitor
+	// looks again every RefreshInterval; "switchover" while a
 	// blue/green switchover routes the cluster's pools (the monitor stands
 	// down until it ends).
 	Off    string  `json:"off,omitempty"`
@@ -88,7 +91,8 @@ type Status struct {
 //
 // A monitor that cannot read the topology — a role without EXECUTE on
 // aurora_replica_status() or USAGE on the schema rds_tools, a server
-// without the functions — turns routing off: it says why once at WARN
+// without the functions, functions that a role other than a superuser or
+// rdsadmin owns — turns routing off: it says why once at WARN
 // (naming the grant it needs), sets Status.Off and Status.Error, and looks
 // again every RefreshInterval (TestTopologyUnreadable: one monitor
 // connection in 5 s). A monitor whose first connection, to the pool's

@@ -35,6 +35,20 @@
 // monitor cannot read green (examples/switchover -scenario iam, and its
 // control in the test).
 //
+// # Which hosts get a token
+//
+// A token is valid for 15 minutes at the endpoint it names, so it is
+// signed only for hosts the configuration vouches for: Config.Endpoint's
+// host and Config.Aliases (signed for Endpoint), and the RDS endpoints of
+// Endpoint's account and Region (its "<id>.<region>.rds.amazonaws.com"
+// suffix: the blue, green and -old1 names, the cluster's instances),
+// signed for themselves. [HostPasswordFunc] refuses any other host — a
+// host a database row named, another account's or Region's endpoint, a
+// name of your own not in Aliases — with a *HostError (Fatal, no
+// credentials retrieved). holdfast's monitors never dial such a host
+// anyway (see the packages bluegreen and failover, "What holdfast
+// trusts"); the refusal holds for any caller of the function.
+//
 // RDS requires TLS for IAM authentication: keep sslmode=verify-full, with
 // the RDS CA bundle or sslrootcert=system where the RDS CAs are in the
 // system pool. (The Cloud SQL connector, by contrast, encrypts on its own.)

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/holdfast-db/holdfast"
-	"github.com/holdfast-db/holdfast/internal/cfgerr"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/internal/cfgerr"
+	"github.com/holdfast-db/holdfast/internal/topology"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/rds/auth"
@@ -39,6 +42,13 @@ type Config struct {
 	// config.LoadDefaultConfig, which is cached): the password function
 	// retrieves credentials on every call.
 	Credentials aws.CredentialsProvider
+	// Aliases are host names of your own (a DNS alias, an IP address)
+	// that lead to Endpoint: a connection to one of them gets a token
+	// signed for Endpoint from [HostPasswordFunc] and [With]. Optional:
+	// with none, only Endpoint's host and the endpoints of its account
+	// and Region are signed for; any other host is refused
+	// (*HostError).
+	Aliases []string
 }
 
 // ErrInvalidConfig is matched by every *ConfigError.
@@ -75,6 +85,27 @@ func (e *TokenError) Unwrap() error { return e.Err }
 // Is matches ErrToken.
 func (e *TokenError) Is(target error) bool { return target == ErrToken }
 
+// ErrForeignHost is matched by every *HostError.
+var ErrForeignHost = errors.New("rdsiam: host outside the endpoint's domain")
+
+// HostError reports that [HostPasswordFunc] was asked for a token for a
+// host that is neither Endpoint's host, nor one of Config.Aliases, nor an
+// RDS endpoint of Endpoint's account and Region: no token is minted (a
+// token sent there could be replayed for 15 minutes). It is Fatal, not
+// retryable ([Rules]: "rdsiam-foreign-host"); the message names the host
+// and the endpoint, never a secret.
+type HostError struct {
+	Host, Endpoint string
+}
+
+func (e *HostError) Error() string {
+	return fmt.Sprintf("rdsiam: no token for host %q: it is not %s, one of Config.Aliases, nor an RDS endpoint of its account and Region",
+		e.Host, e.Endpoint)
+}
+
+// Is matches ErrForeignHost.
+func (e *HostError) Is(target error) bool { return target == ErrForeignHost }
+
 // PasswordFunc returns a function that mints a fresh RDS IAM authentication
 // token with auth.BuildAuthToken on every call, for
 // holdfast.WithPasswordFunc, which calls it once per new connection. It
@@ -110,22 +141,34 @@ func PasswordFunc(cfg Config) (func(ctx context.Context) (string, error), error)
 // name until it takes the blue names, and holdfast passes the name it
 // must be signed for (bluegreen.Name.Auth).
 //
-// host is used when it is an RDS endpoint name in cfg.Region (it contains
-// "."+Region+".rds."); for any other host (a DNS name of your own that
-// points at the database, an IP address, "") the token is signed for
-// cfg.Endpoint, as PasswordFunc does.
+// The token is signed for cfg.Endpoint when host is "", Endpoint's host
+// or one of cfg.Aliases; for host itself when it is an RDS endpoint of
+// Endpoint's account and Region (it ends in the same
+// "<id>.<region>.rds.amazonaws.com" as Endpoint's host, a cluster, reader,
+// custom, proxy or instance endpoint, blue, green or -old1). Any other
+// host — a name a database row gave, another account's endpoint, another
+// Region's — gets no token: the function returns a *HostError, without
+// retrieving credentials.
 func HostPasswordFunc(cfg Config) (func(ctx context.Context, host string) (string, error), error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	endpointHost, port, _ := net.SplitHostPort(cfg.Endpoint) // validated
+	own := append([]string{endpointHost}, cfg.Aliases...)
+	for i, h := range own {
+		own[i] = topology.NormHost(h)
+	}
+	domain := topology.NewScope(nil, topology.DomainOf(endpointHost)) // nothing when Endpoint is not RDS-shaped
 	region := "." + strings.ToLower(cfg.Region) + ".rds."
 	return func(ctx context.Context, host string) (string, error) {
-		endpoint := cfg.Endpoint
-		if host != "" && !strings.EqualFold(host, endpointHost) && strings.Contains(strings.ToLower(host), region) {
-			endpoint = net.JoinHostPort(host, port)
+		h := topology.NormHost(host)
+		switch {
+		case h == "" || slices.Contains(own, h):
+			return cfg.sign(ctx, cfg.Endpoint)
+		case domain.Contains(h) && strings.Contains(h, region):
+			return cfg.sign(ctx, net.JoinHostPort(host, port))
 		}
-		return cfg.sign(ctx, endpoint)
+		return "", &HostError{Host: topology.Truncate(host, 128), Endpoint: cfg.Endpoint}
 	}, nil
 }
 
@@ -224,13 +267,16 @@ const (
 	// ReasonCredentialsDenied: the credentials endpoint answered 400, 401
 	// or 403 (Fatal).
 	ReasonCredentialsDenied = "aws-credentials-denied"
+	// ReasonForeignHost: a token was asked for a host outside Endpoint's
+	// domain (*HostError, Fatal).
+	ReasonForeignHost = "rdsiam-foreign-host"
 )
 
 // Rules returns the classification rules for failures of the password
-// function, for holdfast.WithClassifier. They decide only for a
-// [*TokenError] whose cause carries an HTTP status (the
-// HTTPStatusCode() int method of AWS SDK errors, such as the container
-// credentials endpoint's or STS's):
+// function, for holdfast.WithClassifier. They decide for a [*HostError]
+// (Fatal "rdsiam-foreign-host") and for a [*TokenError] whose cause
+// carries an HTTP status (the HTTPStatusCode() int method of AWS SDK
+// errors, such as the container credentials endpoint's or STS's):
 //
 //	408, 429, 500–599   Transient "aws-credentials-<code>"
 //	400, 401, 403       Fatal     "aws-credentials-denied"
@@ -245,7 +291,15 @@ const (
 // The rules never call Error on the errors they examine and are safe for
 // concurrent use.
 func Rules() []classify.Rule {
-	return []classify.Rule{credentialsStatus}
+	return []classify.Rule{foreignHost, credentialsStatus}
+}
+
+func foreignHost(err error) (classify.Verdict, bool) {
+	var he *HostError
+	if !errors.As(err, &he) || he == nil {
+		return classify.Verdict{}, false
+	}
+	return classify.Verdict{Class: classify.Fatal, Reason: ReasonForeignHost}, true
 }
 
 func credentialsStatus(err error) (classify.Verdict, bool) {

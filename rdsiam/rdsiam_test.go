@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -341,16 +342,28 @@ func TestWith(t *testing.T) {
 }
 
 // TestHostPasswordFunc: the token is signed for the host it is told, with
-// the port of Endpoint, when that host is an RDS endpoint name in the
-// region (a blue/green counterpart); for any other host, for Endpoint.
+// the port of Endpoint, when that host is an RDS endpoint of Endpoint's
+// account and Region (a blue/green counterpart, an instance); for
+// Endpoint when the host is Endpoint's own, "" or one of Config.Aliases;
+// and not at all for any other host — a host a database row named, another
+// account's, another Region's — which gets a typed, Fatal *HostError, and
+// no credentials are retrieved for it.
+//
+// Before the fix, HostPasswordFunc signed a token for Endpoint when told a
+// foreign host ("mydb-2.attacker.example", "db.example.com", an IP),
+// which that host could replay for 15 minutes, and a token for another
+// account's endpoint: checked on main, where the foreign cases below get a
+// token and no error (TestNoTokenForForeignHost plays it end to end).
 func TestHostPasswordFunc(t *testing.T) {
 	t.Parallel()
 	const (
 		blue  = "orders.cluster-abc.us-east-1.rds.amazonaws.com"
 		green = "orders-green-xyz123.cluster-abc.us-east-1.rds.amazonaws.com"
 	)
-	creds := credentials.NewStaticCredentialsProvider(akid, secret, "")
-	pw, err := rdsiam.HostPasswordFunc(rdsiam.Config{Endpoint: blue + ":5432", Region: "us-east-1", User: "app", Credentials: creds})
+	creds := &countingCreds{p: credentials.NewStaticCredentialsProvider(akid, secret, "")}
+	cfg := rdsiam.Config{Endpoint: blue + ":5432", Region: "us-east-1", User: "app", Credentials: creds,
+		Aliases: []string{"db.example.com", "10.0.0.7"}}
+	pw, err := rdsiam.HostPasswordFunc(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,21 +371,83 @@ func TestHostPasswordFunc(t *testing.T) {
 		{blue, blue + ":5432"},
 		{green, green + ":5432"},
 		{strings.ToUpper(green), strings.ToUpper(green) + ":5432"},
+		{"orders-2.abc.us-east-1.rds.amazonaws.com", "orders-2.abc.us-east-1.rds.amazonaws.com:5432"}, // an instance
+		{"orders-old1.cluster-ro-abc.us-east-1.rds.amazonaws.com", "orders-old1.cluster-ro-abc.us-east-1.rds.amazonaws.com:5432"},
 		{"", blue + ":5432"},
-		{"db.example.com", blue + ":5432"}, // a DNS name of the user's own
+		{"db.example.com", blue + ":5432"}, // a DNS name of the user's own, configured
+		{"DB.Example.com.", blue + ":5432"},
 		{"10.0.0.7", blue + ":5432"},
-		{"orders.cluster-abc.eu-west-1.rds.amazonaws.com", blue + ":5432"}, // another region
 	}
 	for _, tt := range tests {
 		tok, err := pw(context.Background(), tt.host)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("host %q: %v", tt.host, err)
 		}
 		if got, _ := parseToken(t, tok); got != tt.want {
 			t.Errorf("host %q: token for %q, want %q", tt.host, got, tt.want)
 		}
 	}
+	before := creds.n.Load()
+	for _, host := range []string{
+		"mydb-2.attacker.example", // a topology row's
+		"orders-green-xyz123.cluster-abc.us-east-1.rds.amazonaws.com.attacker.example",
+		"orders.cluster-zzz.us-east-1.rds.amazonaws.com",    // another account
+		"orders.cluster-abc.eu-west-1.rds.amazonaws.com",    // another region
+		"orders.cluster-abc.us-east-1.rds.attacker.example", // RDS-shaped, another domain
+		"10.0.0.8",
+		"db.example.org",
+	} {
+		tok, err := pw(context.Background(), host)
+		var he *rdsiam.HostError
+		if tok != "" || !errors.As(err, &he) || !errors.Is(err, rdsiam.ErrForeignHost) || he.Host != host {
+			t.Errorf("host %q: token %q, error %v; want no token and a *HostError naming it", host, tok, err)
+			continue
+		}
+		if v := classify.New(rdsiam.Rules()...).Classify(err); v.Class != classify.Fatal || v.Reason != rdsiam.ReasonForeignHost {
+			t.Errorf("host %q: classified %+v, want Fatal %q", host, v, rdsiam.ReasonForeignHost)
+		}
+		if strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), akid) {
+			t.Errorf("host %q: error %q carries a credential", host, err)
+		}
+	}
+	if n := creds.n.Load() - before; n != 0 {
+		t.Errorf("credentials retrieved %d times for foreign hosts, want 0", n)
+	}
+	// Without aliases, a name of the user's own is refused too.
+	noAlias := cfg
+	noAlias.Aliases = nil
+	pw2, err := rdsiam.HostPasswordFunc(noAlias)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pw2(context.Background(), "db.example.com"); !errors.Is(err, rdsiam.ErrForeignHost) {
+		t.Errorf("db.example.com without Aliases: %v, want ErrForeignHost", err)
+	}
+	// An endpoint that is not RDS-shaped signs for itself and its aliases only.
+	custom := cfg
+	custom.Endpoint, custom.Aliases = "db.example.com:5432", nil
+	pw3, err := rdsiam.HostPasswordFunc(custom)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok, err := pw3(context.Background(), "db.example.com"); err != nil || !strings.HasPrefix(tok, "db.example.com:5432?") {
+		t.Errorf("the endpoint's own host: %q, %v", tok, err)
+	}
+	if _, err := pw3(context.Background(), green); !errors.Is(err, rdsiam.ErrForeignHost) {
+		t.Errorf("an RDS host under a custom endpoint: %v, want ErrForeignHost", err)
+	}
 	if _, err := rdsiam.HostPasswordFunc(rdsiam.Config{Endpoint: blue}); !errors.Is(err, rdsiam.ErrInvalidConfig) {
 		t.Errorf("HostPasswordFunc without a port: %v, want a ConfigError", err)
 	}
+}
+
+// countingCreds counts the credential retrievals of a provider.
+type countingCreds struct {
+	p aws.CredentialsProvider
+	n atomic.Int64
+}
+
+func (c *countingCreds) Retrieve(ctx context.Context) (aws.Credentials, error) {
+	c.n.Add(1)
+	return c.p.Retrieve(ctx)
 }

@@ -30,12 +30,16 @@ type monitor struct {
 	topology   bool        // read aurora_replica_status() on this connection
 	target     string      // host to read from; "" = the pool's host
 	targetPort uint16
-	failures   int  // consecutive polls without a result
-	connects   int  // connections opened
-	retarget   bool // the last poll moved to another host: poll again at once
-	corrected  bool // the host was corrected once in this generation
-	warned     map[string]bool
+	failures   int             // consecutive polls without a result
+	connects   int             // connections opened
+	retarget   bool            // the last poll moved to another host: poll again at once
+	corrected  bool            // the host was corrected once in this generation
+	warned     map[string]bool // what was logged once in this generation (at most maxWarned keys)
 }
+
+// maxWarned bounds the keys of monitor.warned: past it, nothing new is
+// logged until the next generation.
+const maxWarned = 100
 
 func (m *monitor) run(ctx context.Context) {
 	defer m.disconnect()
@@ -97,6 +101,7 @@ func (m *monitor) reset(gen uint64) {
 	m.target, m.targetPort = "", 0
 	m.failures = 0
 	m.corrected = false
+	clear(m.warned) // keyed by row names: those of the last generation are forgotten
 }
 
 func (m *monitor) disconnect() {
@@ -120,10 +125,13 @@ func (m *monitor) poll(ctx context.Context) (switchover.Observation, bluegreen.M
 	}
 	ms.Observation = o.Kind.String()
 	if o.Err != nil {
-		ms.Error = o.Err.Error()
+		// Through the engine's redactor, as every error text the Router
+		// logs or reports: a password function's or a server's error may
+		// carry a secret.
+		ms.Error = m.r.redact(o.Err.Error())
 		m.r.cfg.Logger.LogAttrs(ctx, slog.LevelDebug, "bluegreen: monitor poll failed",
 			slog.String("bgd_id", m.r.cfg.ID), slog.String("role", m.role.String()),
-			slog.String("observation", o.Kind.String()), slog.String("error", o.Err.Error()))
+			slog.String("observation", o.Kind.String()), slog.String("error", ms.Error))
 	}
 	if o.Kind == switchover.KindRows {
 		ms.Status = o.View.Status
@@ -194,6 +202,11 @@ func (m *monitor) read(ctx context.Context, o *switchover.Observation) {
 	defer cancel()
 	if m.engine == meta.EngineAuto {
 		src, err := meta.Detect(qctx, m.conn, m.r.engine)
+		if errors.Is(err, topology.ErrUntrusted) {
+			m.untrusted(err)
+			o.Kind = switchover.KindAbsent
+			return
+		}
 		if err != nil {
 			o.Kind, o.Err = switchover.KindFailed, err
 			m.dropBroken(err)
@@ -207,7 +220,10 @@ func (m *monitor) read(ctx context.Context, o *switchover.Observation) {
 	}
 	rows, bad, err := meta.Read(qctx, m.conn, meta.Source{Engine: m.engine, NoArg: m.noArg})
 	if err != nil {
-		if meta.IsAbsent(err) {
+		if meta.IsAbsent(err) || errors.Is(err, topology.ErrUntrusted) {
+			if errors.Is(err, topology.ErrUntrusted) {
+				m.untrusted(err) // replaced since Detect: refused as at Detect
+			}
 			m.engine = meta.EngineAuto
 			o.Kind = switchover.KindAbsent
 			return
@@ -217,6 +233,7 @@ func (m *monitor) read(ctx context.Context, o *switchover.Observation) {
 		return
 	}
 	o.Engine = m.engine
+	rows = m.admit(rows)
 	m.warn(rows, bad)
 	if len(rows) == 0 {
 		o.Kind = switchover.KindEmpty
@@ -241,18 +258,30 @@ func (m *monitor) read(ctx context.Context, o *switchover.Observation) {
 // poll never fails because of the topology.
 func (m *monitor) readTopology(ctx context.Context, o *switchover.Observation) {
 	ids, bad, err := topology.ReadAurora(ctx, m.conn)
+	if errors.Is(err, topology.ErrUntrusted) {
+		m.topology = false // the metadata's rows stand; the instances are not read
+		m.once("topology:untrusted", slog.LevelWarn, "bluegreen: cluster topology function not trusted; instance endpoints are not routed",
+			slog.String("function", topology.AuroraFunction), slog.String("error", m.r.redact(err.Error())))
+		return
+	}
 	if err != nil {
 		m.topology = false
 		var pe interface{ SQLState() string }
 		if !meta.IsAbsent(err) && errors.As(err, &pe) {
 			m.once("topology:"+pe.SQLState(), slog.LevelWarn, "bluegreen: cluster topology not readable; instance endpoints are not routed",
-				slog.String("function", topology.AuroraFunction), slog.String("error", err.Error()))
+				slog.String("function", topology.AuroraFunction), slog.String("error", m.r.redact(err.Error())))
 		}
 		m.dropBroken(err)
 		return
 	}
 	for _, e := range bad {
-		m.once("bad:"+e.Error(), slog.LevelWarn, "bluegreen: topology row ignored", slog.String("error", e.Error()))
+		var many *topology.TooManyRowsError
+		if errors.As(e, &many) {
+			m.once("cut:topology", slog.LevelWarn, "bluegreen: cluster topology has more rows than holdfast uses; the rest are ignored",
+				slog.String("function", many.Function), slog.Int("limit", many.Limit), slog.Int("ignored", many.Extra))
+			continue
+		}
+		m.once("bad:"+e.Error(), slog.LevelWarn, "bluegreen: topology row ignored", slog.String("error", m.r.redact(e.Error())))
 	}
 	domain := topology.InstanceDomain(o.View.Endpoints)
 	if domain == "" {
@@ -261,7 +290,70 @@ func (m *monitor) readTopology(ctx context.Context, o *switchover.Observation) {
 		return
 	}
 	o.Topology = true
-	o.Instances = topology.Instances(ids, domain, o.View.Port)
+	for _, in := range topology.Instances(ids, domain, o.View.Port) {
+		if m.r.scope.Contains(in.Host) { // (derived from admitted endpoints: always)
+			o.Instances = append(o.Instances, in)
+		}
+	}
+}
+
+// untrusted logs, once per generation for both monitors, that the
+// metadata function is owned by a role that is neither a superuser nor
+// rdsadmin, and so not read: routing is off, as when the function does
+// not exist.
+func (m *monitor) untrusted(err error) {
+	if !m.r.firstRowWarning(m.gen, "untrusted") {
+		return
+	}
+	m.r.cfg.Logger.LogAttrs(context.Background(), slog.LevelWarn, "bluegreen: metadata function not trusted; blue/green routing is off, as without the metadata",
+		slog.String("error", m.r.redact(err.Error())),
+		slog.String("check", "RDS's own functions are owned by rdsadmin (or belong to the rds_tools extension): drop the function of that name that a database owner created"),
+		slog.String("bgd_id", m.r.cfg.ID), slog.String("role", m.role.String()))
+}
+
+// admit returns the rows whose endpoint lies in the deployment's domain
+// (Router.scope: the pool's hosts and their account and Region suffix),
+// at most topology.MaxRows per role, in their order. Each row left out
+// for its endpoint is logged once per generation (Warn, at most
+// topology.MaxRows of them), and so is a role cut.
+func (m *monitor) admit(rows []meta.Row) []meta.Row {
+	var out []meta.Row
+	per := map[meta.Role]int{}
+	cut := map[meta.Role]int{}
+	for _, r := range rows {
+		if !m.r.scope.Contains(r.Endpoint) {
+			m.warnOutside(r)
+			continue
+		}
+		if per[r.Role] >= topology.MaxRows {
+			cut[r.Role]++
+			continue
+		}
+		per[r.Role]++
+		out = append(out, r)
+	}
+	for _, role := range []meta.Role{meta.RoleUnknown, meta.RoleSource, meta.RoleTarget} {
+		if n := cut[role]; n > 0 && m.r.firstRowWarning(m.gen, "cut:"+role.String()) {
+			m.r.cfg.Logger.LogAttrs(context.Background(), slog.LevelWarn, "bluegreen: metadata has more rows of a role than holdfast uses; the rest are ignored",
+				slog.String("row_role", role.String()), slog.Int("limit", topology.MaxRows), slog.Int("ignored", n),
+				slog.String("bgd_id", m.r.cfg.ID), slog.String("role", m.role.String()))
+		}
+	}
+	return out
+}
+
+// warnOutside logs, once per generation for both monitors (they read the
+// same rows), a metadata row whose endpoint is outside the deployment's
+// domain.
+func (m *monitor) warnOutside(r meta.Row) {
+	if !m.r.firstRowWarning(m.gen, "outside:"+r.Endpoint) {
+		return
+	}
+	m.r.cfg.Logger.LogAttrs(context.Background(), slog.LevelWarn,
+		"bluegreen: metadata row outside the deployment's domain ignored: its host is not connected to, routed to, accepted in a certificate or given a password",
+		slog.String("endpoint", topology.Truncate(r.Endpoint, 128)), slog.Int("port", r.Port),
+		slog.String("row_role", r.Role.String()), slog.String("domain", m.r.scope.String()),
+		slog.String("bgd_id", m.r.cfg.ID), slog.String("role", m.role.String()))
 }
 
 // dropBroken closes the connection after a failure that left it unusable
@@ -276,7 +368,7 @@ func (m *monitor) dropBroken(err error) {
 
 // once logs msg the first time key is seen (at most 100 keys).
 func (m *monitor) once(key string, level slog.Level, msg string, attrs ...slog.Attr) {
-	if m.warned[key] || len(m.warned) > 100 {
+	if m.warned[key] || len(m.warned) > maxWarned {
 		return
 	}
 	m.warned[key] = true
@@ -288,7 +380,7 @@ func (m *monitor) once(key string, level slog.Level, msg string, attrs ...slog.A
 func (m *monitor) warn(rows []meta.Row, bad []error) {
 	once := func(key, msg string, attrs ...slog.Attr) { m.once(key, slog.LevelWarn, msg, attrs...) }
 	for _, err := range bad {
-		once("bad:"+err.Error(), "bluegreen: metadata row ignored", slog.String("error", err.Error()))
+		once("bad:"+err.Error(), "bluegreen: metadata row ignored", slog.String("error", m.r.redact(err.Error())))
 	}
 	for _, r := range rows {
 		if !meta.VersionKnown(r.Version) {
@@ -310,7 +402,9 @@ func (m *monitor) warn(rows []meta.Row, bad []error) {
 func (m *monitor) connect(ctx context.Context) error {
 	cc := m.r.monConfig.Copy()
 	if m.target != "" && m.target != topology.NormHost(cc.Host) {
-		topology.Retarget(cc, m.target, m.targetPort)
+		if err := topology.Retarget(cc, m.target, m.targetPort, m.r.scope); err != nil {
+			return err // (never: the target is an admitted row's)
+		}
 	}
 	cc.LookupFunc = m.r.monitorLookup
 	cctx, cancel := context.WithTimeout(ctx, m.r.cfg.MonitorConnectTimeout)

@@ -23,12 +23,16 @@ import (
 // (pgxpool and the monitors copy the config for each connection, TLS
 // configurations included): every TLS configuration of a host with an
 // identity accepts the certificate for its names; it returns the Auth
-// names of cc.Host (nil: none). flip, when set, reverses them.
+// names of cc.Host (nil: none). flip, when set, reverses them. Names
+// outside the deployment's domain (r.scope) are neither accepted nor
+// given a token.
 func (r *Router) identify(cc *pgx.ConnConfig, names map[string]switchover.Identity, flip map[string]bool) (auth []string) {
 	host := topology.NormHost(cc.Host)
 	if id, ok := names[host]; ok {
 		r.acceptNames(cc.TLSConfig, id.Cert)
-		auth = id.Auth
+		if auth = r.scope.Filter(id.Auth); len(auth) == 0 {
+			auth = nil
+		}
 		if flip[host] && len(auth) > 1 {
 			auth = slices.Clone(auth)
 			slices.Reverse(auth)
@@ -82,8 +86,9 @@ func authRejected(err error) bool {
 }
 
 // acceptNames makes c, a connection's own TLS configuration, accept the
-// server's certificate when it is valid for any of names (the name asked
-// for first), with the whole chain verified as crypto/tls does: against
+// server's certificate when it is valid for any of names that lie in the
+// deployment's domain (r.scope; the name asked for first), with the whole
+// chain verified as crypto/tls does: against
 // c.RootCAs (the system pool when nil), at c.Time, for server
 // authentication. It leaves c alone when c verifies no host name (nil,
 // verify-ca, sslmode=require) or when names add nothing to c.ServerName.
@@ -96,6 +101,7 @@ func authRejected(err error) bool {
 // connection's client certificate (sslcert, sslkey) by its *tls.Config,
 // and a copy would go without it.
 func (r *Router) acceptNames(c *tls.Config, names []string) {
+	names = r.scope.Filter(names) // a name a row gave, outside the domain: never accepted
 	if c == nil || c.InsecureSkipVerify || c.ServerName == "" || len(names) == 0 ||
 		len(names) == 1 && names[0] == topology.NormHost(c.ServerName) {
 		return

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/holdfast-db/holdfast/bluegreen"
+	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/internal/bgroute/meta"
 	"github.com/holdfast-db/holdfast/internal/bgroute/switchover"
 	"github.com/jackc/pgx/v5"
@@ -268,4 +269,71 @@ func leafFor(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, names 
 		t.Fatal(err)
 	}
 	return cert
+}
+
+// TestAcceptNamesOutsideDomain: a name outside the deployment's domain
+// (the account and Region suffix of the pool's hosts) is never accepted in
+// a certificate, even when the routing lists it (a metadata row named
+// it): a TLS handshake with sslmode=verify-full against a listener with a
+// valid certificate for that name, from a CA the client trusts, fails,
+// and the listener gets no password. The names inside the domain still
+// are. Before the fix (checked on main) the connection went through to
+// the listener's password prompt, which recorded the password.
+func TestAcceptNamesOutsideDomain(t *testing.T) {
+	t.Parallel()
+	const evil = "db-green-abc123.cluster-x1.us-east-1.rds.attacker.example"
+	tr, err := pgtest.StartTrap(pgtest.TrapConfig{Names: []string{evil, greenC}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := tr.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	rc, engine := mustDefaults(t, bluegreen.Config{})
+	r := newRouter(rc, engine, verifyFullConfig(t, blueC), time.Now)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	connect := func(names []string) error {
+		cc := verifyFullConfig(t, blueC)
+		cc.Password = "pool-secret"
+		cc.LookupFunc = func(context.Context, string) ([]string, error) { return []string{tr.Addr()}, nil }
+		tr.Trust(cc)
+		r.acceptNames(cc.TLSConfig, names)
+		c, err := pgx.ConnectConfig(ctx, cc)
+		if err == nil {
+			c.Close(ctx)
+		}
+		return err
+	}
+	if err := connect([]string{blueC, evil}); err == nil {
+		t.Error("connected")
+	}
+	if l := tr.Logins(); len(l) != 0 {
+		t.Errorf("a certificate for %s was accepted for %s: the listener got %+v", evil, blueC, l)
+	}
+	// The test's own check: a name inside the domain is accepted (the
+	// listener's certificate names green's cluster endpoint too).
+	var pe *pgconn.PgError
+	if err := connect([]string{blueC, greenC}); !errors.As(err, &pe) || pe.Code != "28P01" {
+		t.Errorf("a counterpart inside the domain: %v, want the listener's 28P01", err)
+	}
+	if l := tr.Logins(); len(l) != 1 || l[0].Password != "pool-secret" {
+		t.Errorf("logins %+v, want one, with the password", l)
+	}
+	// And VerifyConnection alone, as in TestAcceptNames.
+	ca, caKey := newCA(t)
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	c := &tls.Config{RootCAs: roots, ServerName: blueC}
+	r.acceptNames(c, []string{blueC, evil})
+	leaf := leafFor(t, ca, caKey, []string{evil}, time.Now(), x509.ExtKeyUsageServerAuth)
+	if c.VerifyConnection != nil {
+		if err := c.VerifyConnection(tls.ConnectionState{PeerCertificates: []*x509.Certificate{leaf}}); err == nil {
+			t.Error("a certificate valid only for a name outside the domain was accepted")
+		}
+	} else if c.InsecureSkipVerify {
+		t.Error("acceptNames turned verification off without taking it over")
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +36,15 @@ type Router struct {
 	poolHosts []string
 	base      pgconn.LookupFunc // the pool's own resolver
 
+	// scope is where the deployment's endpoints may lie: the pool's hosts
+	// (and the hosts Options.Trusted adds) and their account and Region
+	// domain. A metadata or topology row outside it is ignored; names
+	// outside it are never dialed, accepted in a certificate or given a
+	// token (see the package documentation of bluegreen, "What holdfast
+	// trusts").
+	scope  topology.Scope
+	redact func(string) string // cleans error texts of secrets (Options.Redact); never nil
+
 	monitorConnect func(context.Context, *pgx.ConnConfig) error // run before each monitor connect
 	monConfig      *pgx.ConnConfig                              // template for monitor connections
 	now            func() time.Time
@@ -58,6 +68,12 @@ type Router struct {
 	linger      map[string]switchover.Identity
 	lingerUntil time.Time
 	authFlip    map[string]bool
+
+	// rowWarnings are the metadata rows (and cuts) the monitors logged in
+	// generation rowWarningsGen, at most maxRowWarnings: each is logged
+	// once for both monitors, and again in a new generation.
+	rowWarnings    map[string]bool
+	rowWarningsGen uint64
 
 	waiting                     atomic.Int64
 	dropped, rejected, timedOut atomic.Int64
@@ -90,17 +106,32 @@ type Observer interface {
 	Finished(ctx context.Context, outcome string)
 }
 
+// Options are what a Router gets from its engine besides the pool's
+// config and the bluegreen.Config.
+type Options struct {
+	// MonitorConnect, when not nil, runs before each monitor connect (to
+	// set a fresh password or token), told the names to issue it for
+	// during a switchover (nil: the connection's host).
+	MonitorConnect func(context.Context, *pgx.ConnConfig, []string) error
+	// Observer, when not nil, receives the Router's telemetry.
+	Observer Observer
+	// Trusted are host names the configuration gives besides the pool's
+	// hosts (failover.Config.Aliases' endpoints): their account and
+	// Region domain is the deployment's too.
+	Trusted []string
+	// Redact cleans the error texts the Router logs and reports in
+	// Status of the secrets the engine knows (nil: texts as they are).
+	Redact func(string) string
+}
+
 // New builds a Router for the pools built from cc, which its Layer joins
 // to the pool's composition; its monitors start with the pool's first
 // connection. They connect with a copy of cc as it is now, without
 // target_session_attrs, without its tracer, with application_name
 // "holdfast-bluegreen-monitor" and Config.MonitorConnectTimeout; before
-// each monitor connect they call monitorConnect when it is not nil (to set
-// a fresh password or token), told the names to issue it for during a
-// switchover (nil: the connection's host). They never run the pool's
-// hooks. o, when not nil, receives the Router's telemetry. An invalid c is
-// a *bluegreen.ConfigError.
-func New(cc *pgx.ConnConfig, c bluegreen.Config, monitorConnect func(context.Context, *pgx.ConnConfig, []string) error, o Observer) (*Router, error) {
+// each monitor connect they call o.MonitorConnect. They never run the
+// pool's hooks. An invalid c is a *bluegreen.ConfigError.
+func New(cc *pgx.ConnConfig, c bluegreen.Config, o Options) (*Router, error) {
 	c, engine, err := withDefaults(c)
 	if err != nil {
 		return nil, err
@@ -108,8 +139,14 @@ func New(cc *pgx.ConnConfig, c bluegreen.Config, monitorConnect func(context.Con
 	cc = cc.Copy() // the monitors' template: the pool's settings, not its composed hooks
 	cc.Tracer = nil
 	r := newRouter(c, engine, cc, time.Now)
-	r.observer = o
-	r.monitorConnect = r.identifyMonitor(monitorConnect)
+	r.observer = o.Observer
+	r.monitorConnect = r.identifyMonitor(o.MonitorConnect)
+	if len(o.Trusted) > 0 {
+		r.scope = topology.NewScope(append(slices.Clone(r.poolHosts), o.Trusted...))
+	}
+	if o.Redact != nil {
+		r.redact = o.Redact
+	}
 	return r, nil
 }
 
@@ -128,6 +165,8 @@ func newRouter(c bluegreen.Config, engine meta.Engine, cc *pgx.ConnConfig, now f
 	for _, fb := range cc.Fallbacks {
 		r.poolHosts = append(r.poolHosts, topology.NormHost(fb.Host))
 	}
+	r.scope = topology.NewScope(r.poolHosts)
+	r.redact = func(s string) string { return s }
 	r.base = cc.LookupFunc
 	if r.base == nil {
 		r.base = net.DefaultResolver.LookupHost
@@ -323,6 +362,12 @@ func (r *Router) report(o switchover.Observation, ms bluegreen.MonitorStatus) (t
 		h := topology.NormHost(ms.Host)
 		r.authFlip[h] = !r.authFlip[h]
 	}
+	for h := range r.authFlip { // forget the hosts no monitor reads from any more
+		if !slices.Contains(r.poolHosts, h) && h != topology.NormHost(ms.Host) &&
+			h != topology.NormHost(r.mons[o.Role.Other()].Host) {
+			delete(r.authFlip, h)
+		}
+	}
 	oldPhase, oldGen := r.st.Phase, r.st.Gen
 	oldDrop := r.snap.Load().Drop
 	fx := r.st.Apply(o, now)
@@ -496,6 +541,25 @@ func (r *Router) monitorLookup(ctx context.Context, host string) ([]string, erro
 		return []string{ip}, nil
 	}
 	return r.base(ctx, host)
+}
+
+// maxRowWarnings bounds Router.rowWarnings: the rows of both roles.
+const maxRowWarnings = 2 * topology.MaxRows
+
+// firstRowWarning reports whether key (a metadata row's, or a cut's) is
+// to be logged: the first time it is seen in generation gen, while fewer
+// than maxRowWarnings were.
+func (r *Router) firstRowWarning(gen uint64, key string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.rowWarnings == nil || gen != r.rowWarningsGen {
+		r.rowWarnings, r.rowWarningsGen = map[string]bool{}, gen // the last generation's names are forgotten
+	}
+	if r.rowWarnings[key] || len(r.rowWarnings) >= maxRowWarnings {
+		return false
+	}
+	r.rowWarnings[key] = true
+	return true
 }
 
 // needsTopology reports whether a monitor of role should read its

@@ -150,7 +150,8 @@ func (e *Engine) bind(cfg *pgxpool.Config, name string, instance *failover.Insta
 		mcc := mc.Copy()
 		mcc.DialFunc = p.poolDial
 		bg, o := e.blueGreenConfig(name, p.target)
-		r, err := bgroute.New(mcc, bg, p.monitorConnect, o)
+		r, err := bgroute.New(mcc, bg, bgroute.Options{MonitorConnect: p.monitorConnect, Observer: o,
+			Trusted: e.aliasEndpoints(mcc), Redact: e.tel.Redact})
 		if err != nil {
 			return nil, &cfgerr.Error{Field: "WithBlueGreen", Why: "cannot install blue/green routing", Err: err}
 		}
@@ -191,6 +192,30 @@ func (e *Engine) blueGreenConfig(pool string, target *obs.Target) (bluegreen.Con
 		return bg, o
 	}
 	return bg, nil
+}
+
+// aliasEndpoints returns the RDS endpoints that failover.Config.Aliases
+// gives cc's hosts (none without WithFailover): configured names, whose
+// account and Region domain the blue/green routing trusts too.
+func (e *Engine) aliasEndpoints(cc *pgx.ConnConfig) []string {
+	if e.cfg.Failover == nil || len(e.cfg.Failover.Aliases) == 0 {
+		return nil
+	}
+	var out []string
+	for _, h := range append([]string{cc.Host}, fallbackHosts(cc)...) {
+		if ep := failovermon.Endpoint(e.cfg.Failover.Aliases, h); ep != h {
+			out = append(out, ep)
+		}
+	}
+	return out
+}
+
+func fallbackHosts(cc *pgx.ConnConfig) []string {
+	out := make([]string, 0, len(cc.Fallbacks))
+	for _, fb := range cc.Fallbacks {
+		out = append(out, fb.Host)
+	}
+	return out
 }
 
 // addFailover adds the failover layer of the pool of cc (a copy of its

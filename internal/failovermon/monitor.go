@@ -42,6 +42,12 @@ type Monitor struct {
 	template  string // "?.domain", the first label replaced by a server id
 	port      uint16 // the instances' port
 	peer      string // the cluster's other cluster endpoint (reader ↔ writer), or ""
+	// scope is where the cluster's instances may lie: the pool's host, its
+	// endpoint (after Config.Aliases) and peer, their account and Region
+	// domain, and the template's domain. A topology row naming a host
+	// outside it is dropped: never resolved, dialed, routed to or given a
+	// password or token.
+	scope topology.Scope
 
 	snap        atomic.Pointer[Snapshot]
 	poke        chan struct{}
@@ -75,6 +81,7 @@ type Monitor struct {
 	offUntil  time.Time // the topology cannot be read (no function, no grant): look again then
 	stoodDown bool      // a switchover is under way: no decision until it ends (standDown)
 	warned    map[string]bool
+	outside   map[string]bool // hosts of rows outside the scope, logged once (at most topology.MaxRows)
 }
 
 type instance struct {
@@ -162,6 +169,7 @@ func New(cc *pgx.ConnConfig, c failover.Config, connHook func(context.Context, *
 	}
 	m := &Monitor{
 		cfg: c, connHook: connHook, template: tmpl, port: port, peer: topology.PeerEndpoint(ep),
+		scope:     topology.NewScope([]string{cc.Host, ep, topology.PeerEndpoint(ep)}, tmpl),
 		monConfig: topology.MonitorConfig(cc, "holdfast-failover-monitor", c.ConnectTimeout),
 		lookup:    cc.LookupFunc,
 		poke:      make(chan struct{}, 1),
@@ -280,6 +288,7 @@ func (m *Monitor) standUp() {
 	m.stoodDown = false
 	m.writer, m.instances, m.refreshed, m.offUntil, m.fastUntil = "", map[string]instance{}, time.Time{}, time.Time{}, time.Time{}
 	clear(m.down)
+	clear(m.outside) // the rows of the topology before the switchover
 	m.mu.Lock()
 	clear(m.dialFails)
 	m.mu.Unlock()
@@ -485,7 +494,11 @@ func (m *Monitor) connectMain(ctx context.Context, timeout time.Duration) error 
 		if err != nil || m.engine == topology.EngineNone {
 			m.closeConn(conn)
 			m.conn = nil
-			if err == nil {
+			switch {
+			case errors.Is(err, topology.ErrUntrusted):
+				m.engine = topology.EngineNone // looked up again next time
+				err = &offError{why: "untrusted", err: err}
+			case err == nil:
 				err = &offError{why: "no-topology", err: errNoTopology}
 			}
 			return err
@@ -506,10 +519,12 @@ var errNoTopology = errors.New("failover: the server has neither aurora_replica_
 
 // offError is a topology that the monitor cannot read, and will not be
 // able to read on its next try either: the server has no topology
-// function, or refuses the monitor's role the functions. The monitor
-// turns routing off and looks again after RefreshInterval.
+// function, refuses the monitor's role the functions, or has functions of
+// those names that a role other than a superuser or rdsadmin owns (a
+// database owner's, not RDS's). The monitor turns routing off and looks
+// again after RefreshInterval.
 type offError struct {
-	why string // Status.Off: "no-topology" or "unreadable"
+	why string // Status.Off: "no-topology", "unreadable" or "untrusted"
 	err error
 }
 
@@ -518,8 +533,12 @@ func (e *offError) Unwrap() error { return e.err }
 
 // unreadable reports whether a failed topology read will fail the same
 // way until an administrator acts: a permission (42501), a function,
-// table or schema that does not exist (42883, 42P01, 3F000).
+// table or schema that does not exist (42883, 42P01, 3F000), a function
+// not owned by a superuser or rdsadmin (topology.ErrUntrusted).
 func unreadable(err error) bool {
+	if errors.Is(err, topology.ErrUntrusted) {
+		return true
+	}
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
 		return false
@@ -531,6 +550,14 @@ func unreadable(err error) bool {
 	return false
 }
 
+// offWhy is Status.Off for a read that unreadable refused.
+func offWhy(err error) string {
+	if errors.Is(err, topology.ErrUntrusted) {
+		return "untrusted"
+	}
+	return "unreadable"
+}
+
 // routingOff turns failover routing off until the topology can be read:
 // no connection, no probe, until RefreshInterval has passed. It says why
 // once at WARN (per reason and error text), with what to check, and in
@@ -538,6 +565,10 @@ func unreadable(err error) bool {
 func (m *Monitor) routingOff(off *offError) {
 	m.offUntil, m.fastUntil = time.Now().Add(m.cfg.RefreshInterval), time.Time{}
 	msg, check := "failover: the cluster publishes no topology; failover routing is off until it does", ""
+	if off.why == "untrusted" {
+		msg = "failover: a function of the cluster's topology is not owned by a superuser or rdsadmin; its rows are not trusted, and failover routing is off until it is"
+		check = "RDS's and Aurora's own functions are owned by rdsadmin: drop the function named in the error, which a database owner created"
+	}
 	if off.why == "unreadable" {
 		msg, check = "failover: the monitor's role cannot read the cluster's topology; failover routing is off until it can", m.grantHint()
 		var pe *pgconn.PgError
@@ -609,7 +640,9 @@ func (m *Monitor) dial(ctx context.Context, host string, timeout time.Duration) 
 	defer func() { m.noteDial(host, err == nil || ctx.Err() != nil) }()
 	cc := m.monConfig.Copy()
 	if host != "" {
-		topology.Retarget(cc, host, m.port)
+		if err := topology.Retarget(cc, host, m.port, m.scope); err != nil {
+			return nil, err // (never: learn keeps only the instances in the scope)
+		}
 	}
 	cc.ConnectTimeout = timeout
 	guard := topology.Guarded(cc)
@@ -658,6 +691,7 @@ func (m *Monitor) refresh(ctx context.Context) error {
 	qctx, cancel := context.WithTimeout(ctx, max(m.cfg.FailureTimeout, time.Second))
 	defer cancel()
 	res := m.read(qctx, m.conn)
+	m.noteRead(res)
 	if res.err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -665,7 +699,7 @@ func (m *Monitor) refresh(ctx context.Context) error {
 		m.closeConn(m.conn)
 		m.conn, m.connID = nil, ""
 		if unreadable(res.err) {
-			return &offError{why: "unreadable", err: res.err}
+			return &offError{why: offWhy(res.err), err: res.err}
 		}
 		m.goFast("topology read failed")
 		return nil
@@ -710,7 +744,9 @@ func (m *Monitor) refresh(ctx context.Context) error {
 type readResult struct {
 	self     string
 	writable bool
-	rows     []topology.Row
+	rows     []topology.Row // those in the scope
+	outside  []topology.Row // rows naming a host outside the scope: dropped
+	cut      *topology.TooManyRowsError
 	err      error
 }
 
@@ -731,14 +767,77 @@ func (r readResult) confirmsWriter() bool {
 	return r.err == nil && r.writable && r.self != "" && r.writerID() == r.self
 }
 
+// read reads what the server conn reaches says: its identity and the
+// topology, the rows naming a host outside the scope set aside (they are
+// never resolved, dialed, adopted as the writer or given a password). It
+// runs on the probes' goroutines too: it logs nothing (noteRead does).
 func (m *Monitor) read(ctx context.Context, conn *pgx.Conn) readResult {
 	var res readResult
 	res.self, res.writable, res.err = topology.Self(ctx, conn, m.engine)
 	if res.err != nil {
 		return res
 	}
-	res.rows, _, res.err = topology.Read(ctx, conn, m.engine)
+	rows, bad, err := topology.Read(ctx, conn, m.engine)
+	if res.err = err; err != nil {
+		return res
+	}
+	for _, e := range bad {
+		errors.As(e, &res.cut)
+	}
+	for _, r := range rows {
+		if host, _ := m.hostOf(r); !m.scope.Contains(host) {
+			res.outside = append(res.outside, r)
+			continue
+		}
+		res.rows = append(res.rows, r)
+	}
 	return res
+}
+
+// hostOf returns the instance endpoint and port of a topology row: the
+// row's own (RDS Multi-AZ DB clusters), else the template's with its
+// server id.
+func (m *Monitor) hostOf(r topology.Row) (string, uint16) {
+	host := strings.Replace(m.template, "?", r.ServerID, 1)
+	port := m.port
+	if r.Endpoint != "" {
+		host = topology.NormHost(r.Endpoint)
+		if r.Port > 0 && r.Port <= 65535 {
+			port = uint16(r.Port)
+		}
+	}
+	return host, port
+}
+
+// noteRead logs, once each, the rows of res set aside for a host outside
+// the scope (at most topology.MaxRows of them; the rest unnamed) and a
+// read cut at topology.MaxRows rows. On the monitor's goroutine.
+func (m *Monitor) noteRead(res readResult) {
+	if res.cut != nil && !m.warned["cut"] {
+		if m.warned == nil {
+			m.warned = map[string]bool{}
+		}
+		m.warned["cut"] = true
+		m.cfg.Logger.Warn("failover: the cluster's topology has more rows than holdfast uses; the rest are ignored",
+			slog.String("function", res.cut.Function), slog.Int("limit", res.cut.Limit), slog.Int("ignored", res.cut.Extra))
+	}
+	for _, r := range res.outside {
+		host, port := m.hostOf(r)
+		if m.outside == nil {
+			m.outside = map[string]bool{}
+		}
+		if m.outside[host] || len(m.outside) > topology.MaxRows {
+			continue
+		}
+		m.outside[host] = true
+		msg := "failover: topology row outside the cluster's domain ignored: its host is not connected to, routed to or given a password"
+		if len(m.outside) > topology.MaxRows {
+			msg = "failover: more topology rows outside the cluster's domain ignored; not logged further"
+		}
+		m.cfg.Logger.Warn(msg, slog.String("instance", topology.Truncate(r.ServerID, 64)),
+			slog.String("endpoint", topology.Truncate(host, 128)), slog.Int("port", int(port)),
+			slog.String("id", topology.Truncate(r.ResourceID, 64)), slog.String("domain", m.scope.String()))
+	}
 }
 
 // learn updates the instances from topology rows and resolves their
@@ -749,13 +848,9 @@ func (m *Monitor) learn(ctx context.Context, rows []topology.Row) {
 	}
 	next := make(map[string]instance, len(rows))
 	for _, r := range rows {
-		host := strings.Replace(m.template, "?", r.ServerID, 1)
-		port := m.port
-		if r.Endpoint != "" {
-			host = topology.NormHost(r.Endpoint)
-			if r.Port > 0 && r.Port <= 65535 {
-				port = uint16(r.Port)
-			}
+		host, port := m.hostOf(r)
+		if !m.scope.Contains(host) {
+			continue // (read set such rows aside already)
 		}
 		in := instance{id: r.ServerID, host: host, writer: r.Writer, lag: r.Lag, hasLag: r.HasLag}
 		if old, ok := m.instances[r.ServerID]; ok && old.host == host {
@@ -774,6 +869,13 @@ func (m *Monitor) learn(ctx context.Context, rows []topology.Row) {
 		}
 	}
 	m.instances = next
+	hosts := map[string]bool{"": true, m.peer: true}
+	for _, in := range next {
+		hosts[in.host] = true
+	}
+	m.mu.Lock()
+	maps.DeleteFunc(m.dialFails, func(h string, _ dialFail) bool { return !hosts[h] }) // hosts that left the topology
+	m.mu.Unlock()
 	if len(gone) > 0 {
 		m.cfg.Logger.Info("failover: instances left the cluster's topology; their connections are cut",
 			slog.Any("instances", goneIDs), slog.Any("addrs", gone))
@@ -820,8 +922,11 @@ func (m *Monitor) probeAll(ctx context.Context) {
 	}
 	writer := m.writer
 	var wg sync.WaitGroup
+	sem := make(chan struct{}, topology.MaxConcurrent) // at most that many logins at once
 	for _, p := range ps {
 		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
 			if writer != "" && p.in.id != writer { // (no writer known yet: no reader either)
 				var res readResult
 				c, err := m.tryReader(ctx, p.in.host, p.conn, func(qctx context.Context, c *pgx.Conn) error {
@@ -873,6 +978,7 @@ func (m *Monitor) probeAll(ctx context.Context) {
 	var refused error // a server that refuses the monitor's role the topology
 	read := 0
 	for _, p := range ps {
+		m.noteRead(p.res)
 		if p.res.err != nil {
 			if p.conn != nil {
 				m.closeConn(p.conn)
@@ -912,7 +1018,7 @@ func (m *Monitor) probeAll(ctx context.Context) {
 			m.closeConn(m.conn)
 			m.conn, m.connID = nil, ""
 		}
-		m.routingOff(&offError{why: "unreadable", err: refused})
+		m.routingOff(&offError{why: offWhy(refused), err: refused})
 		return
 	default:
 		m.writerDown()
@@ -1324,8 +1430,13 @@ func (m *Monitor) pingReaders(ctx context.Context) {
 	}
 	ping := func(ctx context.Context, c *pgx.Conn) error { return c.Ping(ctx) }
 	var wg sync.WaitGroup
+	sem := make(chan struct{}, topology.MaxConcurrent) // at most that many logins at once
 	for _, p := range ps {
-		wg.Go(func() { p.conn, p.res.err = m.tryReader(ctx, p.in.host, p.conn, ping) })
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			p.conn, p.res.err = m.tryReader(ctx, p.in.host, p.conn, ping)
+		})
 	}
 	wg.Wait()
 	var verdicts []readerVerdict

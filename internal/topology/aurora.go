@@ -25,8 +25,9 @@ const WriterSessionID = "MASTER_SESSION_ID"
 
 // auroraQuery reads the topology with SELECT *, columns by name: the
 // function's columns differ between Aurora versions, and server_id and
-// session_id are the ones that matter.
-const auroraQuery = "SELECT * FROM " + AuroraFunction + "()"
+// session_id are the ones that matter; and, in the same statement, an
+// untrusted owner of the function (TrustColumn).
+var auroraQuery = TrustedRead(AuroraFunction, "")
 
 // Row is one parsed row of a cluster's topology: aurora_replica_status()
 // on Aurora, rds_tools.show_topology() on an RDS Multi-AZ DB cluster.
@@ -65,22 +66,36 @@ type Instance struct {
 var serverIDPattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
 
 // ReadAurora reads the cluster's instances from aurora_replica_status():
-// server ids, writer flags and update times. bad lists rows it could not
-// use (an id that is not an instance identifier). A function without a
-// server_id or session_id column is an error.
+// server ids, writer flags and update times, at most MaxRows of them (a
+// *TooManyRowsError in bad says how many more there were). bad lists rows
+// it could not use (an id that is not an instance identifier). A function
+// without a server_id or session_id column is an error, and so is one
+// owned by a role that is neither a superuser nor rdsadmin
+// (*UntrustedError).
 func ReadAurora(ctx context.Context, conn *pgx.Conn) (ids []Row, bad []error, err error) {
 	rows, err := conn.Query(ctx, auroraQuery, pgx.QueryExecModeSimpleProtocol)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer rows.Close()
-	cols := columns(rows.FieldDescriptions(), "server_id", "session_id", "last_update_timestamp", "replica_lag_in_msec")
+	fds := rows.FieldDescriptions()
+	cols := columns(fds, "server_id", "session_id", "last_update_timestamp", "replica_lag_in_msec")
 	idCol, sessCol, updCol, lagCol := cols[0], cols[1], cols[2], cols[3]
 	if idCol < 0 || sessCol < 0 {
 		return nil, nil, fmt.Errorf("topology: %s() has no server_id or session_id column", AuroraFunction)
 	}
+	trustCol, seen, extra := trustColumn(fds), 0, 0
 	for rows.Next() {
 		raw := rows.RawValues()
+		if trustCol >= 0 {
+			if err := CheckTrust(AuroraFunction, raw[trustCol]); err != nil {
+				return nil, nil, err
+			}
+		}
+		if seen++; seen > MaxRows {
+			extra++
+			continue
+		}
 		if raw[idCol] == nil {
 			bad = append(bad, fmt.Errorf("topology: row without a server_id"))
 			continue
@@ -101,7 +116,22 @@ func ReadAurora(ctx context.Context, conn *pgx.Conn) (ids []Row, bad []error, er
 		}
 		ids = append(ids, r)
 	}
+	if extra > 0 {
+		bad = append(bad, &TooManyRowsError{Function: AuroraFunction, Limit: MaxRows, Extra: extra})
+	}
 	return ids, bad, rows.Err()
+}
+
+// TooManyRowsError reports rows left out of a read: Extra beyond the
+// first Limit (MaxRows) that a monitor uses.
+type TooManyRowsError struct {
+	Function string
+	Limit    int
+	Extra    int
+}
+
+func (e *TooManyRowsError) Error() string {
+	return fmt.Sprintf("topology: %s() returned %d rows more than the %d used; they are ignored", e.Function, e.Extra, e.Limit)
 }
 
 // parseTimestamp reads a timestamptz in PostgreSQL's text form (ISO

@@ -30,8 +30,14 @@ func MonitorConfig(cc *pgx.ConnConfig, app string, timeout time.Duration) *pgx.C
 }
 
 // Retarget points cc at host (and port, unless 0), keeping TLS verifying
-// the name actually connected to.
-func Retarget(cc *pgx.ConnConfig, host string, port uint16) {
+// the name actually connected to, when scope contains host; else it leaves
+// cc alone and returns an *OutsideError: a monitor never connects, and
+// never sends a password or token, to a host that a row named outside the
+// cluster's domain.
+func Retarget(cc *pgx.ConnConfig, host string, port uint16, scope Scope) error {
+	if err := scope.Check(host); err != nil {
+		return err
+	}
 	old := cc.Host
 	cc.Host = host
 	if port != 0 {
@@ -48,6 +54,7 @@ func Retarget(cc *pgx.ConnConfig, host string, port uint16) {
 		}
 		fb.TLSConfig = verifying(fb.TLSConfig, host)
 	}
+	return nil
 }
 
 // verifying returns tc verifying host instead of the name it verified (a

@@ -47,19 +47,24 @@ var (
 // multiAZIDsQuery finds which forms of show_topology exist (by name, so
 // that a parameter declared text, varchar or name is found alike), and
 // reads the server's own id, the writer's id as this server sees it, and
-// whether it is writable, in one statement. The id functions are read as
-// the JDBC wrapper does (SELECT <name> FROM <name>()), which fits a scalar
-// function and a set-returning one: the source function returns no row on
-// the writer, which the scalar subquery turns into NULL.
-const multiAZIDsQuery = `SELECT
-	coalesce((SELECT bool_or(p.pronargs = 1) FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
-		WHERE n.nspname = 'rds_tools' AND p.proname = 'show_topology'), false),
-	coalesce((SELECT bool_or(p.pronargs = 0) FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
-		WHERE n.nspname = 'rds_tools' AND p.proname = 'show_topology'), false),
-	(SELECT dbi_resource_id::text FROM ` + ResourceIDFunction + `() LIMIT 1),
-	(SELECT multi_az_db_cluster_source_dbi_resource_id::text FROM ` + SourceResourceIDFunction + `() LIMIT 1),
+// whether it is writable, in one statement; and the name of an owner of
+// the three functions that is neither a superuser nor rdsadmin (NULL:
+// none). The id functions are read as the JDBC wrapper does (SELECT <name>
+// FROM <name>()), which fits a scalar function and a set-returning one:
+// the source function returns no row on the writer, which the scalar
+// subquery turns into NULL.
+var multiAZIDsQuery = `SELECT
+	COALESCE((SELECT pg_catalog.bool_or(p.pronargs OPERATOR(pg_catalog.=) 1) FROM pg_catalog.pg_proc p
+		JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
+		WHERE n.nspname OPERATOR(pg_catalog.=) 'rds_tools' AND p.proname OPERATOR(pg_catalog.=) 'show_topology'), false),
+	COALESCE((SELECT pg_catalog.bool_or(p.pronargs OPERATOR(pg_catalog.=) 0) FROM pg_catalog.pg_proc p
+		JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
+		WHERE n.nspname OPERATOR(pg_catalog.=) 'rds_tools' AND p.proname OPERATOR(pg_catalog.=) 'show_topology'), false),
+	(SELECT dbi_resource_id::pg_catalog.text FROM ` + ResourceIDFunction + `() LIMIT 1),
+	(SELECT multi_az_db_cluster_source_dbi_resource_id::pg_catalog.text FROM ` + SourceResourceIDFunction + `() LIMIT 1),
 	pg_catalog.pg_is_in_recovery(),
-	pg_catalog.current_setting('transaction_read_only')`
+	pg_catalog.current_setting('transaction_read_only'),
+	COALESCE(` + multiAZUntrusted + `)`
 
 // multiAZState is what one server says about a Multi-AZ DB cluster.
 type multiAZState struct {
@@ -115,11 +120,14 @@ func selfMultiAZ(ctx context.Context, conn *pgx.Conn) (string, bool, error) {
 func readMultiAZ(ctx context.Context, conn *pgx.Conn) (multiAZState, error) {
 	var st multiAZState
 	var withArg, noArg, inRecovery bool
-	var self, source *string
+	var self, source, owner *string
 	var ro string
 	if err := conn.QueryRow(ctx, multiAZIDsQuery, pgx.QueryExecModeSimpleProtocol).
-		Scan(&withArg, &noArg, &self, &source, &inRecovery, &ro); err != nil {
+		Scan(&withArg, &noArg, &self, &source, &inRecovery, &ro, &owner); err != nil {
 		return st, fmt.Errorf("topology: reading %s() and %s(): %w", ResourceIDFunction, SourceResourceIDFunction, err)
+	}
+	if err := untrusted(MultiAZFunction, owner); err != nil {
+		return st, err
 	}
 	st.writable = !inRecovery && ro == "off"
 	if self != nil {
@@ -136,22 +144,34 @@ func readMultiAZ(ctx context.Context, conn *pgx.Conn) (multiAZState, error) {
 	// fits a text, varchar or name parameter. Without a one-argument form,
 	// the function is called without one; without any form, the server
 	// says so.
-	query, args := "SELECT * FROM "+MultiAZFunction+"($1)", []any{pgx.QueryExecModeSimpleProtocol, MultiAZClient}
+	query, args := TrustedRead(MultiAZFunction, "$1"), []any{pgx.QueryExecModeSimpleProtocol, MultiAZClient}
 	if noArg && !withArg {
-		query, args = "SELECT * FROM "+MultiAZFunction+"()", []any{pgx.QueryExecModeSimpleProtocol}
+		query, args = TrustedRead(MultiAZFunction, ""), []any{pgx.QueryExecModeSimpleProtocol}
 	}
 	rows, err := conn.Query(ctx, query, args...)
 	if err != nil {
 		return st, fmt.Errorf("topology: %s(): %w", MultiAZFunction, err)
 	}
 	defer rows.Close()
-	cols := columns(rows.FieldDescriptions(), "id", "endpoint", "port")
+	fds := rows.FieldDescriptions()
+	cols := columns(fds, "id", "endpoint", "port")
 	idCol, epCol, portCol := cols[0], cols[1], cols[2]
 	if idCol < 0 || epCol < 0 {
 		return st, fmt.Errorf("topology: %s() has no id or endpoint column", MultiAZFunction)
 	}
+	trustCol, seen, extra := trustColumn(fds), 0, 0
 	for rows.Next() {
-		r, err := parseMultiAZRow(rows.RawValues(), idCol, epCol, portCol)
+		raw := rows.RawValues()
+		if trustCol >= 0 {
+			if err := CheckTrust(MultiAZFunction, raw[trustCol]); err != nil {
+				return st, err
+			}
+		}
+		if seen++; seen > MaxRows {
+			extra++
+			continue
+		}
+		r, err := parseMultiAZRow(raw, idCol, epCol, portCol)
 		if err != nil {
 			st.bad = append(st.bad, err)
 			continue
@@ -161,6 +181,9 @@ func readMultiAZ(ctx context.Context, conn *pgx.Conn) (multiAZState, error) {
 	}
 	if err := rows.Err(); err != nil {
 		return st, fmt.Errorf("topology: %s(): %w", MultiAZFunction, err)
+	}
+	if extra > 0 {
+		st.bad = append(st.bad, &TooManyRowsError{Function: MultiAZFunction, Limit: MaxRows, Extra: extra})
 	}
 	return st, nil
 }

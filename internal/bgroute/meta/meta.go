@@ -31,12 +31,18 @@ const clientID = "holdfast-bluegreen"
 // existsQuery finds both functions by name, whatever the type of their
 // parameter (text, varchar, name) and whether they take one: for each, the
 // fewest arguments an overload takes, or NULL when there is none; and
-// Aurora's topology function the same way.
-const existsQuery = `SELECT ` + minArgs + `'pg_catalog' AND p.proname = 'get_blue_green_fast_switchover_metadata'), ` +
-	minArgs + `'rds_tools' AND p.proname = 'show_topology'), ` +
-	minArgs + `'pg_catalog' AND p.proname = 'aurora_replica_status')`
+// Aurora's topology function the same way. It also reads, for each, the
+// name of an owner that is neither a superuser nor rdsadmin (NULL: none):
+// a function such a role created is not trusted. Every name and operator
+// is schema-qualified, so that a search_path set on the database or the
+// role changes nothing.
+var existsQuery = `SELECT ` + minArgs + `'pg_catalog' AND p.proname OPERATOR(pg_catalog.=) 'get_blue_green_fast_switchover_metadata'), ` +
+	minArgs + `'rds_tools' AND p.proname OPERATOR(pg_catalog.=) 'show_topology'), ` +
+	minArgs + `'pg_catalog' AND p.proname OPERATOR(pg_catalog.=) 'aurora_replica_status'), ` +
+	topology.UntrustedOwnerSQL(AuroraFunction) + `, ` + topology.UntrustedOwnerSQL(RDSFunction) + `, ` +
+	topology.UntrustedOwnerSQL(topology.AuroraFunction)
 
-const minArgs = `(SELECT min(p.pronargs) FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = `
+const minArgs = `(SELECT pg_catalog.min(p.pronargs) FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace WHERE n.nspname OPERATOR(pg_catalog.=) `
 
 // Source is the metadata function found on a server: its engine and
 // whether it is called without an argument (its only overload takes none),
@@ -130,19 +136,33 @@ func ParseRow(idx map[string]int, raw [][]byte) (Row, error) {
 // given the wanted engine, and whether the topology function exists too.
 // It looks the functions up by name, so that a parameter declared varchar
 // or name, or none, is found too.
+//
+// A function owned by a role that is neither a superuser nor rdsadmin is
+// not used: Detect returns the Source it found with an
+// *topology.UntrustedError, and Aurora's topology function, when such a
+// role owns it, is left out (Topology false).
 func Detect(ctx context.Context, conn *pgx.Conn, want Engine) (Source, error) {
 	var aurora, rds, topo *int
-	if err := conn.QueryRow(ctx, existsQuery, pgx.QueryExecModeSimpleProtocol).Scan(&aurora, &rds, &topo); err != nil {
+	var auroraOwner, rdsOwner, topoOwner *string
+	if err := conn.QueryRow(ctx, existsQuery, pgx.QueryExecModeSimpleProtocol).
+		Scan(&aurora, &rds, &topo, &auroraOwner, &rdsOwner, &topoOwner); err != nil {
 		return Source{}, err
 	}
-	hasTopo := topo != nil && *topo == 0
+	hasTopo := topo != nil && *topo == 0 && topoOwner == nil
 	switch {
 	case aurora != nil && want != EngineRDS:
-		return Source{Engine: EngineAurora, NoArg: *aurora == 0, Topology: hasTopo}, nil
+		return Source{Engine: EngineAurora, NoArg: *aurora == 0, Topology: hasTopo}, untrusted(AuroraFunction, auroraOwner)
 	case rds != nil && want != EngineAurora:
-		return Source{Engine: EngineRDS, NoArg: *rds == 0, Topology: hasTopo}, nil
+		return Source{Engine: EngineRDS, NoArg: *rds == 0, Topology: hasTopo}, untrusted(RDSFunction, rdsOwner)
 	}
 	return Source{}, nil
+}
+
+func untrusted(fn string, owner *string) error {
+	if owner == nil {
+		return nil
+	}
+	return topology.CheckTrust(fn, []byte(*owner))
 }
 
 // Read reads the metadata of src. It returns the rows, the rows it could
@@ -156,9 +176,13 @@ func Read(ctx context.Context, conn *pgx.Conn, src Source) ([]Row, []error, erro
 	// type (port as int4, int8 or text; version as text or numeric) parse
 	// alike; the argument goes as an untyped literal, which fits a text,
 	// varchar or name parameter.
-	query, args := "SELECT * FROM "+fn+"($1)", []any{pgx.QueryExecModeSimpleProtocol, clientID}
+	//
+	// The statement also reads, as a column of each row, an owner of the
+	// function that is neither a superuser nor rdsadmin: a function
+	// replaced since Detect is refused at once.
+	query, args := topology.TrustedRead(fn, "$1"), []any{pgx.QueryExecModeSimpleProtocol, clientID}
 	if src.NoArg {
-		query, args = "SELECT * FROM "+fn+"()", []any{pgx.QueryExecModeSimpleProtocol}
+		query, args = topology.TrustedRead(fn, ""), []any{pgx.QueryExecModeSimpleProtocol}
 	}
 	rows, err := conn.Query(ctx, query, args...)
 	if err != nil {
@@ -167,8 +191,12 @@ func Read(ctx context.Context, conn *pgx.Conn, src Source) ([]Row, []error, erro
 	defer rows.Close()
 	fds := rows.FieldDescriptions()
 	names := make([]string, len(fds))
+	trustCol := -1
 	for i, fd := range fds {
 		names[i] = fd.Name
+		if fd.Name == topology.TrustColumn {
+			trustCol = i
+		}
 	}
 	idx, err := ColumnIndex(names)
 	if err != nil {
@@ -177,7 +205,13 @@ func Read(ctx context.Context, conn *pgx.Conn, src Source) ([]Row, []error, erro
 	var out []Row
 	var bad []error
 	for rows.Next() {
-		r, err := ParseRow(idx, rows.RawValues())
+		raw := rows.RawValues()
+		if trustCol >= 0 {
+			if err := topology.CheckTrust(fn, raw[trustCol]); err != nil {
+				return nil, nil, err
+			}
+		}
+		r, err := ParseRow(idx, raw)
 		if err != nil {
 			bad = append(bad, err)
 			continue

@@ -14,6 +14,11 @@ import (
 // maxTimeline caps a timeline; the oldest events are dropped beyond it.
 const maxTimeline = 256
 
+// maxStartHosts caps a role's start hosts: its endpoints, their reader
+// twins and its instances (each at most topology.MaxRows), learned through
+// PREPARATION.
+const maxStartHosts = 4 * topology.MaxRows
+
 // Kind tells apart what a monitor's poll found.
 type Kind int
 
@@ -297,8 +302,30 @@ func (st *State) Apply(o Observation, now time.Time) Effects {
 	if !st.Frozen {
 		st.readiness(&fx)
 	}
+	st.prune()
 	return fx
 }
+
+// prune forgets the ports, addresses and lookups of hosts that are neither
+// a role's current hosts nor a start host: names that left the metadata
+// (and its topology) are not kept for the rest of the generation.
+func (st *State) prune() {
+	keep := map[string]bool{}
+	for _, list := range [][]string{st.hosts[meta.RoleSource], st.hosts[meta.RoleTarget],
+		st.startHosts[meta.RoleSource], st.startHosts[meta.RoleTarget]} {
+		for _, h := range list {
+			keep[h] = true
+		}
+	}
+	maps.DeleteFunc(st.ports, func(h string, _ int) bool { return !keep[h] })
+	maps.DeleteFunc(st.ips, func(h, _ string) bool { return !keep[h] })
+	maps.DeleteFunc(st.gone, func(h string, _ bool) bool { return !keep[h] })
+}
+
+// Known returns how many hosts the state keeps an address, a lookup or a
+// port for (for tests: it never exceeds the hosts of the generation's
+// current rows and start snapshot).
+func (st *State) Known() int { return len(st.ips) + len(st.gone) + len(st.ports) }
 
 // midSwitchover reports whether p is PREPARATION, IN_PROGRESS or POST.
 func midSwitchover(p meta.Phase) bool { return p >= meta.Preparation && p <= meta.Post }
@@ -393,7 +420,7 @@ func (st *State) fillRole(role meta.Role) {
 		have[h] = true
 	}
 	for _, h := range st.hosts[role] {
-		if !have[h] {
+		if !have[h] && len(st.startHosts[role]) < maxStartHosts {
 			st.startHosts[role] = append(st.startHosts[role], h)
 			have[h] = true
 		}
