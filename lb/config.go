@@ -141,13 +141,9 @@ type WebhookConfig struct {
 // checked: an absolute http or https URL with a host. Errors never quote
 // it.
 func (w WebhookConfig) ResolveURL(getenv func(string) string) (Secret, error) {
-	u := w.URL
-	if w.URLEnv != "" {
-		v := getenv(w.URLEnv)
-		if v == "" {
-			return "", &ConfigError{Pkg: "lb", Field: "notify.webhooks." + w.Name + ".url_env", Why: "environment variable " + w.URLEnv + " is unset or empty"}
-		}
-		u = Secret(v)
+	u, err := secretFrom(w.URL, w.URLEnv, "notify.webhooks."+w.Name+".url_env", getenv)
+	if err != nil {
+		return "", err
 	}
 	p, err := url.Parse(u.Reveal())
 	if err != nil || (p.Scheme != "https" && p.Scheme != "http") || p.Host == "" {
@@ -608,24 +604,25 @@ func ValidateEndpoint(endpoint string) error {
 // environment variable PasswordEnv read with getenv. An unset or empty
 // variable is a [*ConfigError] naming the variable.
 func (b BalancerConfig) ResolvePassword(getenv func(string) string) (Secret, error) {
-	if b.PasswordEnv == "" {
-		return b.Password, nil
-	}
-	v := getenv(b.PasswordEnv)
-	if v == "" {
-		return "", &ConfigError{Pkg: "lb", Field: "password_env", Why: "environment variable " + b.PasswordEnv + " is unset or empty"}
-	}
-	return Secret(v), nil
+	return secretFrom(b.Password, b.PasswordEnv, "password_env", getenv)
 }
 
 // ResolveDSN returns the database DSN, from the file or the environment.
 func (d DatabaseConfig) ResolveDSN(getenv func(string) string) (Secret, error) {
-	if d.DSNEnv == "" {
-		return d.DSN, nil
+	return secretFrom(d.DSN, d.DSNEnv, "database.dsn_env", getenv)
+}
+
+// secretFrom returns a secret given in the file (value) or through an
+// environment variable: when env names one, its value read with getenv.
+// An unset or empty variable is a [*ConfigError] at field that names the
+// variable.
+func secretFrom(value Secret, env, field string, getenv func(string) string) (Secret, error) {
+	if env == "" {
+		return value, nil
 	}
-	v := getenv(d.DSNEnv)
+	v := getenv(env)
 	if v == "" {
-		return "", &ConfigError{Pkg: "lb", Field: "database.dsn_env", Why: "environment variable " + d.DSNEnv + " is unset or empty"}
+		return "", &ConfigError{Pkg: "lb", Field: field, Why: "environment variable " + env + " is unset or empty"}
 	}
 	return Secret(v), nil
 }
