@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/holdfast-db/holdfast/fakes/internal/pgstartup"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
@@ -143,42 +144,16 @@ func (f *frontend) certificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 // handle serves one client connection.
 func (f *frontend) handle(client net.Conn) {
 	_ = client.SetDeadline(time.Now().Add(handshakeTimeout))
-	conn := client
-	be := pgproto3.NewBackend(conn, conn)
-	var startup *pgproto3.StartupMessage
-	for startup == nil {
-		msg, err := be.ReceiveStartupMessage()
-		if err != nil {
-			return
-		}
-		switch m := msg.(type) {
-		case *pgproto3.SSLRequest:
-			if f.tls == nil || conn != client {
-				if _, err := conn.Write([]byte{'N'}); err != nil {
-					return
-				}
-				continue
-			}
-			if _, err := conn.Write([]byte{'S'}); err != nil {
-				return
-			}
-			tc := tls.Server(client, f.tls)
-			if err := tc.Handshake(); err != nil {
-				return // the client saw why (a certificate it does not accept)
-			}
-			conn = tc
-			be = pgproto3.NewBackend(tc, tc)
-		case *pgproto3.GSSEncRequest:
-			if _, err := conn.Write([]byte{'N'}); err != nil {
-				return
-			}
-		case *pgproto3.CancelRequest:
-			f.cancel(m)
-			return
-		case *pgproto3.StartupMessage:
-			startup = &pgproto3.StartupMessage{ProtocolVersion: m.ProtocolVersion, Parameters: m.Parameters}
-		}
+	conn, be, msg, err := pgstartup.Negotiate(client, f.tls)
+	if err != nil {
+		return
 	}
+	if cr, ok := msg.(*pgproto3.CancelRequest); ok {
+		f.cancel(cr)
+		return
+	}
+	m := msg.(*pgproto3.StartupMessage)
+	startup := &pgproto3.StartupMessage{ProtocolVersion: m.ProtocolVersion, Parameters: m.Parameters}
 	if user := startup.Parameters["user"]; f.env.cfg.IAM && user != superuser {
 		if err := f.authenticate(be, user); err != nil {
 			be.Send(&pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: "28000",

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/holdfast-db/holdfast/fakes/internal/certs"
+	"github.com/holdfast-db/holdfast/fakes/internal/pgstartup"
 )
 
 // TrapConfig configures a [Trap].
@@ -218,44 +219,19 @@ func (t *Trap) serve() {
 func (t *Trap) handle(c net.Conn, end func()) {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	var conn net.Conn = c
-	be := pgproto3.NewBackend(conn, conn)
-	var login Login
-	for {
-		msg, err := be.ReceiveStartupMessage()
-		if err != nil {
-			return
-		}
-		switch m := msg.(type) {
-		case *pgproto3.SSLRequest:
-			if t.tls == nil || login.TLS {
-				if _, err := conn.Write([]byte{'N'}); err != nil {
-					return
-				}
-				continue
-			}
-			if _, err := conn.Write([]byte{'S'}); err != nil {
-				return
-			}
-			tc := tls.Server(c, t.tls)
-			if err := tc.Handshake(); err != nil {
-				return // the client refused the certificate
-			}
-			login.TLS, login.ServerName = true, tc.ConnectionState().ServerName
-			conn = tc
-			be = pgproto3.NewBackend(tc, tc)
-		case *pgproto3.GSSEncRequest:
-			if _, err := conn.Write([]byte{'N'}); err != nil {
-				return
-			}
-		case *pgproto3.CancelRequest:
-			return
-		case *pgproto3.StartupMessage:
-			login.User, login.Database, login.Application = m.Parameters["user"], m.Parameters["database"], m.Parameters["application_name"]
-			t.ask(be, login, end)
-			return
-		}
+	conn, be, msg, err := pgstartup.Negotiate(c, t.tls)
+	if err != nil {
+		return
 	}
+	m, ok := msg.(*pgproto3.StartupMessage)
+	if !ok {
+		return // a CancelRequest
+	}
+	login := Login{User: m.Parameters["user"], Database: m.Parameters["database"], Application: m.Parameters["application_name"]}
+	if tc, ok := conn.(*tls.Conn); ok {
+		login.TLS, login.ServerName = true, tc.ConnectionState().ServerName
+	}
+	t.ask(be, login, end)
 }
 
 // ask asks for the password, records the login, and refuses it.

@@ -907,6 +907,34 @@ type probe struct {
 	res  readResult
 }
 
+// eachProbe runs fn on every probe of a round, in parallel, at most
+// topology.MaxConcurrent at once (each may log in), and returns when all
+// have run.
+func eachProbe(ps []*probe, fn func(p *probe)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, topology.MaxConcurrent) // at most that many logins at once
+	for _, p := range ps {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			fn(p)
+		})
+	}
+	wg.Wait()
+}
+
+// verdict is what the probe of a reader decided (readerVerdict), if it
+// decided: up when it answered, down when it failed as readerDown says.
+func (p *probe) verdict() (readerVerdict, bool) {
+	if p.res.err == nil {
+		return readerVerdict{in: p.in, up: true}, true
+	}
+	if why, down := readerDown(p.res.err); down {
+		return readerVerdict{in: p.in, why: why}, true
+	}
+	return readerVerdict{}, false
+}
+
 // probeAll reads every instance (and the writer) on probe connections of
 // its own, in parallel, each bounded by FailureTimeout, and routes by what
 // they say. A reader whose kept probe connection fails is dialed again at
@@ -921,37 +949,30 @@ func (m *Monitor) probeAll(ctx context.Context) {
 		return
 	}
 	writer := m.writer
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, topology.MaxConcurrent) // at most that many logins at once
-	for _, p := range ps {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			if writer != "" && p.in.id != writer { // (no writer known yet: no reader either)
-				var res readResult
-				c, err := m.tryReader(ctx, p.in.host, p.conn, func(qctx context.Context, c *pgx.Conn) error {
-					res = m.read(qctx, c)
-					return res.err
-				})
-				if p.conn, p.res = c, res; err != nil {
-					p.res = readResult{err: err}
-				}
+	eachProbe(ps, func(p *probe) {
+		if writer != "" && p.in.id != writer { // (no writer known yet: no reader either)
+			var res readResult
+			c, err := m.tryReader(ctx, p.in.host, p.conn, func(qctx context.Context, c *pgx.Conn) error {
+				res = m.read(qctx, c)
+				return res.err
+			})
+			if p.conn, p.res = c, res; err != nil {
+				p.res = readResult{err: err}
+			}
+			return
+		}
+		if p.conn == nil {
+			c, err := m.dial(ctx, p.in.host, m.cfg.FailureTimeout)
+			if err != nil {
+				p.res.err = err
 				return
 			}
-			if p.conn == nil {
-				c, err := m.dial(ctx, p.in.host, m.cfg.FailureTimeout)
-				if err != nil {
-					p.res.err = err
-					return
-				}
-				p.conn = c
-			}
-			qctx, cancel := context.WithTimeout(ctx, m.cfg.FailureTimeout)
-			p.res = m.read(qctx, p.conn)
-			cancel()
-		})
-	}
-	wg.Wait()
+			p.conn = c
+		}
+		qctx, cancel := context.WithTimeout(ctx, m.cfg.FailureTimeout)
+		p.res = m.read(qctx, p.conn)
+		cancel()
+	})
 	if ctx.Err() != nil {
 		for _, p := range ps {
 			if p.conn != m.probes[p.in.id] {
@@ -966,10 +987,8 @@ func (m *Monitor) probeAll(ctx context.Context) {
 		if writer == "" || p.in.id == writer {
 			continue
 		}
-		if p.res.err == nil {
-			verdicts = append(verdicts, readerVerdict{in: p.in, up: true})
-		} else if why, down := readerDown(p.res.err); down {
-			verdicts = append(verdicts, readerVerdict{in: p.in, why: why})
+		if v, ok := p.verdict(); ok {
+			verdicts = append(verdicts, v)
 		}
 	}
 	defer m.judgeReaders(verdicts) // once the writer is decided: a reader promoted is no reader
@@ -1429,16 +1448,7 @@ func (m *Monitor) pingReaders(ctx context.Context) {
 		return
 	}
 	ping := func(ctx context.Context, c *pgx.Conn) error { return c.Ping(ctx) }
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, topology.MaxConcurrent) // at most that many logins at once
-	for _, p := range ps {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			p.conn, p.res.err = m.tryReader(ctx, p.in.host, p.conn, ping)
-		})
-	}
-	wg.Wait()
+	eachProbe(ps, func(p *probe) { p.conn, p.res.err = m.tryReader(ctx, p.in.host, p.conn, ping) })
 	var verdicts []readerVerdict
 	for _, p := range ps {
 		if p.conn != nil {
@@ -1446,10 +1456,8 @@ func (m *Monitor) pingReaders(ctx context.Context) {
 		} else {
 			delete(m.probes, p.in.id)
 		}
-		if p.res.err == nil {
-			verdicts = append(verdicts, readerVerdict{in: p.in, up: true})
-		} else if why, down := readerDown(p.res.err); down {
-			verdicts = append(verdicts, readerVerdict{in: p.in, why: why})
+		if v, ok := p.verdict(); ok {
+			verdicts = append(verdicts, v)
 		}
 	}
 	if ctx.Err() != nil {
