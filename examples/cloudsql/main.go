@@ -15,27 +15,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
 	"log/slog"
 	"os"
-	"os/signal"
 
 	"cloud.google.com/go/cloudsqlconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/cloudsql"
+	"github.com/holdfast-db/holdfast/examples/harness"
 )
 
-func main() {
-	if err := run(); err != nil {
-		log.Fatal(err)
-	}
-}
+func main() { harness.Main(run) }
 
-func run() error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
+func run(ctx context.Context) error {
 	instance, user, db := os.Getenv("INSTANCE_CONNECTION_NAME"), os.Getenv("DB_USER"), os.Getenv("DB_NAME")
 	if instance == "" || user == "" || db == "" {
 		return errors.New("set INSTANCE_CONNECTION_NAME, DB_USER and DB_NAME")
@@ -70,15 +63,5 @@ func run() error {
 	}
 	defer pool.Close()
 
-	conn, err := f.Acquire(ctx, pool) // request-scope retry of a new connection
-	if err != nil {
-		return err
-	}
-	defer conn.Release()
-	var who string
-	if err := conn.QueryRow(ctx, "SELECT current_user").Scan(&who); err != nil {
-		return err
-	}
-	fmt.Println("connected as", who)
-	return nil
+	return harness.ConnectedAs(ctx, os.Stdout, f, pool) // f.Acquire: request-scope retry of a new connection
 }

@@ -16,11 +16,8 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
-	"log"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -29,18 +26,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/examples/harness"
 	"github.com/holdfast-db/holdfast/rdsiam"
 )
 
-func main() {
-	if err := run(); err != nil {
-		log.Fatal(err)
-	}
-}
+func main() { harness.Main(run) }
 
-func run() error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
+func run(ctx context.Context) error {
 	dsn, region := os.Getenv("DATABASE_URL"), os.Getenv("AWS_REGION")
 	if dsn == "" || region == "" {
 		return errors.New("set DATABASE_URL (without a password) and AWS_REGION")
@@ -71,17 +63,7 @@ func run() error {
 	}
 	defer pool.Close()
 
-	conn, err := f.Acquire(ctx, pool)
-	if err != nil {
-		return err
-	}
-	defer conn.Release()
-	var who string
-	if err := conn.QueryRow(ctx, "SELECT current_user").Scan(&who); err != nil {
-		return err
-	}
-	fmt.Println("connected as", who)
-	return nil
+	return harness.ConnectedAs(ctx, os.Stdout, f, pool)
 }
 
 // credentialsFromEnv returns cached AWS credentials from the container
