@@ -15,20 +15,27 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"os"
+	"os/signal"
 
 	"cloud.google.com/go/cloudsqlconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/cloudsql"
-	"github.com/holdfast-db/holdfast/examples/harness"
 )
 
-func main() { harness.Main(run) }
+func main() {
+	if err := run(); err != nil {
+		log.Fatal(err)
+	}
+}
 
-func run(ctx context.Context) error {
+func run() error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
 	instance, user, db := os.Getenv("INSTANCE_CONNECTION_NAME"), os.Getenv("DB_USER"), os.Getenv("DB_NAME")
 	if instance == "" || user == "" || db == "" {
 		return errors.New("set INSTANCE_CONNECTION_NAME, DB_USER and DB_NAME")
@@ -63,5 +70,15 @@ func run(ctx context.Context) error {
 	}
 	defer pool.Close()
 
-	return harness.ConnectedAs(ctx, os.Stdout, f, pool) // f.Acquire: request-scope retry of a new connection
+	conn, err := f.Acquire(ctx, pool) // request-scope retry of a new connection
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	var who string
+	if err := conn.QueryRow(ctx, "SELECT current_user").Scan(&who); err != nil {
+		return err
+	}
+	fmt.Println("connected as", who)
+	return nil
 }

@@ -23,9 +23,7 @@
 //     prints them and the demo's own rows.
 //
 // [FakeConnector], a fake Cloud SQL connector dialled once per connect,
-// serves the demo and otel examples too; [Main] and [ConnectedAs] are the
-// main and the last step of the examples that connect to a cloud database
-// (cloudsql, rds).
+// serves the demo and otel examples too.
 //
 // Package harnesstest has the demos' tests' helpers. Like examples/timeline,
 // this is a helper of those demos, not part of holdfast's API, and makes no

@@ -16,8 +16,11 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log"
 	"log/slog"
 	"os"
+	"os/signal"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -26,13 +29,18 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdfast-db/holdfast"
-	"github.com/holdfast-db/holdfast/examples/harness"
 	"github.com/holdfast-db/holdfast/rdsiam"
 )
 
-func main() { harness.Main(run) }
+func main() {
+	if err := run(); err != nil {
+		log.Fatal(err)
+	}
+}
 
-func run(ctx context.Context) error {
+func run() error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
 	dsn, region := os.Getenv("DATABASE_URL"), os.Getenv("AWS_REGION")
 	if dsn == "" || region == "" {
 		return errors.New("set DATABASE_URL (without a password) and AWS_REGION")
@@ -63,7 +71,17 @@ func run(ctx context.Context) error {
 	}
 	defer pool.Close()
 
-	return harness.ConnectedAs(ctx, os.Stdout, f, pool)
+	conn, err := f.Acquire(ctx, pool)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	var who string
+	if err := conn.QueryRow(ctx, "SELECT current_user").Scan(&who); err != nil {
+		return err
+	}
+	fmt.Println("connected as", who)
+	return nil
 }
 
 // credentialsFromEnv returns cached AWS credentials from the container
