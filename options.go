@@ -61,24 +61,25 @@ type config struct {
 // defaults returns the configuration New starts from.
 func defaults() config {
 	return config{
-		policy: retry.Default(),
-		startup: retry.Policy{
-			MaxAttempts:     5,
-			InitialInterval: 200 * time.Millisecond,
-			Multiplier:      2,
-			Jitter:          0.2,
-			MaxInterval:     2 * time.Second,
-			MaxElapsed:      30 * time.Second,
-		},
-		txPolicy: retry.Policy{
-			MaxAttempts:     3,
-			InitialInterval: 20 * time.Millisecond,
-			Multiplier:      2,
-			Jitter:          0.5,
-			MaxInterval:     200 * time.Millisecond,
-			MaxElapsed:      10 * time.Second,
-		},
-		logger: slog.New(slog.DiscardHandler),
+		policy:   retry.Default(),
+		startup:  doubling(5, 200*time.Millisecond, 2*time.Second, 0.2, 30*time.Second),
+		txPolicy: doubling(3, 20*time.Millisecond, 200*time.Millisecond, 0.5, 10*time.Second),
+		logger:   slog.New(slog.DiscardHandler),
+	}
+}
+
+// doubling is a policy of attempts in all, the delay between them doubling
+// from initial to at most limit, with jitter, overall bounding the retries
+// (MaxElapsed) and no bound on an attempt: the defaults of
+// WithStartupPolicy and WithTxPolicy, as their docs put them.
+func doubling(attempts int, initial, limit time.Duration, jitter float64, overall time.Duration) retry.Policy {
+	return retry.Policy{
+		MaxAttempts:     attempts,
+		InitialInterval: initial,
+		Multiplier:      2,
+		Jitter:          jitter,
+		MaxInterval:     limit,
+		MaxElapsed:      overall,
 	}
 }
 

@@ -1,13 +1,12 @@
 package bluegreen
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/internal/cfgerr"
+	"github.com/holdfast-db/holdfast/internal/typerule"
 )
 
 // ErrInvalidConfig is matched by every *ConfigError.
@@ -90,21 +89,10 @@ func (e *DroppedError) SafeToRetry() bool { return true }
 // Transient "bluegreen-dropped", *RejectError Fatal "bluegreen-rejected".
 // holdfast.WithBlueGreen registers it with the factory's classifier; add
 // it with classify.New to classify the errors elsewhere.
-func Rule(err error) (classify.Verdict, bool) {
-	var se *SuspendError
-	if errors.As(err, &se) {
-		if errors.Is(err, context.Canceled) {
-			return classify.Verdict{}, false
-		}
-		return classify.Verdict{Class: classify.Transient, Reason: "bluegreen-suspended"}, true
-	}
-	var re *RejectError
-	if errors.As(err, &re) {
-		return classify.Verdict{Class: classify.Fatal, Reason: "bluegreen-rejected"}, true
-	}
-	var de *DroppedError
-	if errors.As(err, &de) {
-		return classify.Verdict{Class: classify.Transient, Reason: "bluegreen-dropped"}, true
-	}
-	return classify.Verdict{}, false
-}
+func Rule(err error) (classify.Verdict, bool) { return rule(err) }
+
+var rule = typerule.Rule(
+	typerule.Wait[*SuspendError]("bluegreen-suspended"),
+	typerule.Of[*RejectError](classify.Fatal, "bluegreen-rejected"),
+	typerule.Of[*DroppedError](classify.Transient, "bluegreen-dropped"),
+)

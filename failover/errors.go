@@ -1,12 +1,11 @@
 package failover
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/internal/typerule"
 )
 
 // HoldError says that a new connection by the writer endpoint was held
@@ -101,21 +100,10 @@ func (e *CutError) Unwrap() error { return e.Err }
 // A hold the caller's own context canceled is left to the other rules
 // (classify: Fatal "canceled"), and so is a *NoReaderError (its Err:
 // Transient "timeout", or the caller's cancellation).
-func Rule(err error) (classify.Verdict, bool) {
-	var he *HoldError
-	if errors.As(err, &he) {
-		if errors.Is(err, context.Canceled) {
-			return classify.Verdict{}, false
-		}
-		return classify.Verdict{Class: classify.Transient, Reason: "failover-held"}, true
-	}
-	var ne *NotWriterError
-	if errors.As(err, &ne) {
-		return classify.Verdict{Class: classify.Transient, Reason: "failover-not-writer"}, true
-	}
-	var ce *CutError
-	if errors.As(err, &ce) {
-		return classify.Verdict{Class: classify.Transient, Reason: "failover-cut"}, true
-	}
-	return classify.Verdict{}, false
-}
+func Rule(err error) (classify.Verdict, bool) { return rule(err) }
+
+var rule = typerule.Rule(
+	typerule.Wait[*HoldError]("failover-held"),
+	typerule.Of[*NotWriterError](classify.Transient, "failover-not-writer"),
+	typerule.Of[*CutError](classify.Transient, "failover-cut"),
+)

@@ -471,20 +471,41 @@ func (a AlertmanagerSettings) SilenceMax() time.Duration {
 // an absolute http or https URL with a host, no user info, query or
 // fragment.
 func ValidateEndpointPath(endpoint string) error {
+	return validateURL(endpoint, urlRules{
+		user:   "must not hold user info",
+		scheme: "scheme must be http or https",
+		rest:   "must not have a query or fragment",
+	})
+}
+
+// urlRules are what [validateURL] says of a URL that breaks them. With
+// noPath, a path other than "/" breaks the rule of rest too.
+type urlRules struct {
+	noPath             bool
+	user, scheme, rest string
+}
+
+// validateURL checks an absolute http or https URL with a host, no user
+// info, query or fragment (nor a path, with rules.noPath), in that order;
+// the first broken rule is a [*ConfigError] saying what rules say of it.
+func validateURL(endpoint string, rules urlRules) error {
 	u, err := url.Parse(endpoint)
+	why := ""
 	switch {
 	case err != nil:
-		return &ConfigError{Pkg: "lb", Why: "not a URL"}
+		why = "not a URL"
 	case u.User != nil:
-		return &ConfigError{Pkg: "lb", Why: "must not hold user info"}
+		why = rules.user
 	case u.Scheme != "https" && u.Scheme != "http":
-		return &ConfigError{Pkg: "lb", Why: "scheme must be http or https"}
+		why = rules.scheme
 	case u.Host == "":
-		return &ConfigError{Pkg: "lb", Why: "host is missing"}
-	case u.RawQuery != "" || u.Fragment != "":
-		return &ConfigError{Pkg: "lb", Why: "must not have a query or fragment"}
+		why = "host is missing"
+	case (rules.noPath && u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "":
+		why = rules.rest
+	default:
+		return nil
 	}
-	return nil
+	return &ConfigError{Pkg: "lb", Why: why}
 }
 
 func (c *Config) validateGroup(name string, members []Target) error {
@@ -584,20 +605,12 @@ func (b BalancerConfig) TransportWarning() string {
 // [BalancerConfig.Validate] and the adapters refuse it unless allowed
 // explicitly.
 func ValidateEndpoint(endpoint string) error {
-	u, err := url.Parse(endpoint)
-	switch {
-	case err != nil:
-		return &ConfigError{Pkg: "lb", Why: "not a URL"}
-	case u.User != nil:
-		return &ConfigError{Pkg: "lb", Why: "must not hold user info; use username and password_env"}
-	case u.Scheme != "https" && u.Scheme != "http":
-		return &ConfigError{Pkg: "lb", Why: "scheme must be https (or http)"}
-	case u.Host == "":
-		return &ConfigError{Pkg: "lb", Why: "host is missing"}
-	case (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "":
-		return &ConfigError{Pkg: "lb", Why: "must not have a path, query or fragment"}
-	}
-	return nil
+	return validateURL(endpoint, urlRules{
+		noPath: true,
+		user:   "must not hold user info; use username and password_env",
+		scheme: "scheme must be https (or http)",
+		rest:   "must not have a path, query or fragment",
+	})
 }
 
 // ResolvePassword returns the password, from the file or from the

@@ -79,13 +79,9 @@ func (c *Checker) serveAdmin(w http.ResponseWriter, r *http.Request) {
 	if _, ok := c.admit(w, r, false); !ok {
 		return
 	}
-	if !readOnly(w, r) {
+	s, code, ok := c.checkRead(w, r)
+	if !ok {
 		return
-	}
-	s := c.Check(r.Context())
-	code := http.StatusOK
-	if !s.Ready() {
-		code = http.StatusServiceUnavailable
 	}
 	writeJSON(w, code, healthJSON, c.healthBody(s))
 }

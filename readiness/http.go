@@ -53,13 +53,9 @@ type publicBody struct {
 }
 
 func (c *Checker) serveReady(w http.ResponseWriter, r *http.Request) {
-	if !readOnly(w, r) {
+	s, code, ok := c.checkRead(w, r)
+	if !ok {
 		return
-	}
-	s := c.Check(r.Context())
-	code := http.StatusOK
-	if !s.Ready() {
-		code = http.StatusServiceUnavailable
 	}
 	if wantsJSON(r) {
 		writeJSON(w, code, healthJSON, publicBody{Status: string(s.Health), Reason: s.Reason})
@@ -73,6 +69,21 @@ func quote(s string) string {
 		s = s[:64] + "..."
 	}
 	return `"` + strings.ToValidUTF8(s, "?") + `"`
+}
+
+// checkRead checks, for a GET or HEAD, and returns the status and the
+// HTTP status to answer with: 200 when ready, else 503. Other methods get
+// 405 and ok false.
+func (c *Checker) checkRead(w http.ResponseWriter, r *http.Request) (s Status, code int, ok bool) {
+	if !readOnly(w, r) {
+		return Status{}, 0, false
+	}
+	s = c.Check(r.Context())
+	code = http.StatusOK
+	if !s.Ready() {
+		code = http.StatusServiceUnavailable
+	}
+	return s, code, true
 }
 
 // readOnly answers 405 to anything but GET and HEAD.

@@ -100,6 +100,10 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		return err
 	}
 	defer func() { err = errors.Join(err, stop()) }()
+	// What run opens is closed, last first, if it fails before Serve takes
+	// it over.
+	var opened undo
+	defer opened.run()
 
 	// The pools, built through the factory: classified, bounded retries at
 	// connect time and for requests. Each has a name of its own, which
@@ -112,15 +116,17 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	if err != nil {
 		return err
 	}
+	opened.add(pool.Close)
 	reportsPool, err := newPool(ctx, f, reportsDSN, "reports")
 	if err != nil {
-		pool.Close()
 		return err
 	}
+	opened.add(reportsPool.Close)
 	// database/sql code (sqlx, sqlc's database/sql mode, ...) gets a
 	// *sql.DB over the holdfast pool; sqldb.PoolOf(reports) finds the pool
 	// for readiness.
 	reports := sqldb.OpenDB(reportsPool)
+	opened.add(func() { reports.Close() })
 
 	// One Checker over both: readiness fails when orders fails, and only
 	// warns when reports does; Serve drains and closes both.
@@ -129,11 +135,9 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		readiness.Target{DB: reports, Optional: true},
 	)
 	if err != nil {
-		reports.Close()
-		reportsPool.Close()
-		pool.Close()
 		return err
 	}
+	opened.add(checker.Close)
 
 	app := http.NewServeMux()
 	app.HandleFunc("GET /work", work(f, pool))
@@ -152,21 +156,14 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		checker.Close()
-		reports.Close()
-		reportsPool.Close()
-		pool.Close()
 		return err
 	}
+	opened.add(func() { ln.Close() })
 	adminLn, err := net.Listen("tcp", adminAddr)
 	if err != nil {
-		ln.Close()
-		checker.Close()
-		reports.Close()
-		reportsPool.Close()
-		pool.Close()
 		return err
 	}
+	opened = nil // Serve closes them all
 	fmt.Fprintf(stdout, "listening on http://%s\n", ln.Addr())
 	fmt.Fprintf(stdout, "admin on http://%s\n", adminLn.Addr())
 
@@ -178,6 +175,18 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		DrainTimeout:  drainTimeout,
 		ShutdownDelay: delay,
 	})
+}
+
+// undo is what closes what is open, in the order it was opened.
+type undo []func()
+
+func (u *undo) add(f func()) { *u = append(*u, f) }
+
+// run closes it all, last first.
+func (u *undo) run() {
+	for i := len(*u) - 1; i >= 0; i-- {
+		(*u)[i]()
+	}
 }
 
 // authorize is the admin listener's Config.Authorize: nil (local callers

@@ -66,7 +66,7 @@ type Row struct {
 // The control table and the functions. The functions read the control
 // table, so a test changes what they return with plain INSERT/UPDATE, and
 // raise an error while holdfast_fake.bluegreen_control.fail is set.
-const installSchema = `
+var installSchema = `
 CREATE SCHEMA IF NOT EXISTS holdfast_fake;
 CREATE TABLE IF NOT EXISTS holdfast_fake.bluegreen_metadata (
 	ord      serial PRIMARY KEY,
@@ -76,13 +76,20 @@ CREATE TABLE IF NOT EXISTS holdfast_fake.bluegreen_metadata (
 	port     integer,
 	role     text,
 	status   text
+);` + oneRowTable("holdfast_fake.bluegreen_control", "fail")
+
+// oneRowTable is the SQL that creates table, unless it exists, with its
+// one row, of one text column (NULL at first): a control table that the
+// fake's functions read.
+func oneRowTable(table, column string) string {
+	return `
+CREATE TABLE IF NOT EXISTS ` + table + ` (
+	one boolean PRIMARY KEY DEFAULT true CHECK (one),
+	` + column + ` text
 );
-CREATE TABLE IF NOT EXISTS holdfast_fake.bluegreen_control (
-	one  boolean PRIMARY KEY DEFAULT true CHECK (one),
-	fail text
-);
-INSERT INTO holdfast_fake.bluegreen_control DEFAULT VALUES ON CONFLICT DO NOTHING;
+INSERT INTO ` + table + ` DEFAULT VALUES ON CONFLICT DO NOTHING;
 `
+}
 
 // installAurora and installRDS create the metadata function of each
 // engine.

@@ -47,18 +47,12 @@ type Replica struct {
 // (server_id, session_id, last_update_timestamp, replica_lag_in_msec, cpu)
 // of the many the real function has, and aurora_db_instance_identifier()
 // (NULL until an identifier is set, as no real server answers).
-const installTopology = `
+var installTopology = `
 CREATE TABLE IF NOT EXISTS holdfast_fake.aurora_replica_status (
 	ord        serial PRIMARY KEY,
 	server_id  text,
 	session_id text
-);
-CREATE TABLE IF NOT EXISTS holdfast_fake.aurora_instance (
-	one       boolean PRIMARY KEY DEFAULT true CHECK (one),
-	server_id text
-);
-INSERT INTO holdfast_fake.aurora_instance DEFAULT VALUES ON CONFLICT DO NOTHING;
-CREATE OR REPLACE FUNCTION pg_catalog.aurora_db_instance_identifier()
+);` + oneRowTable("holdfast_fake.aurora_instance", "server_id") + `CREATE OR REPLACE FUNCTION pg_catalog.aurora_db_instance_identifier()
 RETURNS text LANGUAGE sql STABLE AS $fn$
 	SELECT i.server_id FROM holdfast_fake.aurora_instance i
 $fn$;

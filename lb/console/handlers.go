@@ -192,23 +192,22 @@ var actions = map[string]lb.Action{
 	"drain":          lb.ActionDrain,
 }
 
+// statuses are the JSON answer's HTTP status for a request's result;
+// another result (failed) is 502.
+var statuses = map[lb.Result]int{
+	lb.ResultOK:         http.StatusOK,
+	lb.ResultRunning:    http.StatusAccepted,
+	lb.ResultInvalid:    http.StatusBadRequest,
+	lb.ResultRefused:    http.StatusForbidden,
+	lb.ResultLocked:     http.StatusConflict,
+	lb.ResultNotDrained: http.StatusPreconditionFailed,
+	lb.ResultCanceled:   http.StatusServiceUnavailable,
+}
+
 // statusOf maps a request's result to the JSON answer's HTTP status.
 func statusOf(res lb.Result) int {
-	switch res {
-	case lb.ResultOK:
-		return http.StatusOK
-	case lb.ResultRunning:
-		return http.StatusAccepted
-	case lb.ResultInvalid:
-		return http.StatusBadRequest
-	case lb.ResultRefused:
-		return http.StatusForbidden
-	case lb.ResultLocked:
-		return http.StatusConflict
-	case lb.ResultNotDrained:
-		return http.StatusPreconditionFailed
-	case lb.ResultCanceled:
-		return http.StatusServiceUnavailable
+	if code, ok := statuses[res]; ok {
+		return code
 	}
 	return http.StatusBadGateway
 }
