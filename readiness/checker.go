@@ -245,12 +245,15 @@ type checkCall struct{ done chan struct{} }
 // target, and a drain waits for the connections acquired from every
 // target's pool. The Checker starts not ready ("starting").
 //
+// Targets over one pool are one database: New(cfg, Pool(pool),
+// DB(sqldb.OpenDB(pool))) is one target, checked through database/sql and
+// reported once, under the pool's name (see [Target]).
+//
 // It returns a [*ConfigError] when no target is given, a target has
 // neither Pool nor DB (Pool(nil) included), a DB's pool cannot be found
-// (see Target.Pool), two targets have the same name, or cfg has a
-// nonsense field. Two targets may share a pool (a pgxpool and a *sql.DB
-// of sqldb.OpenDB over it, named apart): its connections are counted once
-// in a drain.
+// (see Target.Pool), two targets over different pools have the same name,
+// two targets over one pool disagree (their given Names, Optional,
+// Factory, or two different *sql.DBs), or cfg has a nonsense field.
 func New(cfg Config, targets ...Target) (*Checker, error) {
 	cfg, err := cfg.validate()
 	if err != nil {

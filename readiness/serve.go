@@ -323,9 +323,7 @@ func (c *Checker) closeTargets() error {
 		}
 	}
 	for _, t := range c.targets {
-		if !t.shared {
-			t.pool.Close()
-		}
+		t.pool.Close()
 	}
 	return errors.Join(errs...)
 }

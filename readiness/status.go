@@ -190,7 +190,7 @@ type DrainStatus struct {
 	LockedAt time.Time     // when Owner took the drain
 	InFlight int64         // requests in flight now
 	InUse    InUse         // what the last drain poll found
-	ByTarget []TargetInUse // what the last drain poll found, per target (a shared pool under its first target)
+	ByTarget []TargetInUse // what the last drain poll found, per target
 	Polled   time.Time     // when the last drain poll ran
 }
 
