@@ -201,6 +201,9 @@ type Checker struct {
 	cfg     Config
 	log     *slog.Logger
 	now     func() time.Time // the clock of the cache and the timestamps; tests replace it
+	// newTimer starts Serve's shutdown delay: its channel fires once d
+	// has passed, and stop releases it. Tests replace it.
+	newTimer func(d time.Duration) (expired <-chan time.Time, stop func())
 
 	ctx    context.Context // ends at Close; bounds every check
 	cancel context.CancelFunc
@@ -264,10 +267,16 @@ func New(cfg Config, targets ...Target) (*Checker, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &Checker{targets: ts, cfg: cfg, log: cfg.Logger, now: time.Now, ctx: ctx, cancel: cancel,
+	c := &Checker{targets: ts, cfg: cfg, log: cfg.Logger, now: time.Now, newTimer: newTimer, ctx: ctx, cancel: cancel,
 		tel: serviceTelemetry(ts)}
 	c.drain.since = c.now()
 	return c, nil
+}
+
+// newTimer is a time.Timer as Checker.newTimer gives it.
+func newTimer(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTimer(d)
+	return t.C, func() { t.Stop() }
 }
 
 // TargetError is the failure of one target of a Checker with several: its
