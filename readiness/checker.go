@@ -84,16 +84,8 @@ type Config struct {
 	// every request, local ones too; a panic refuses the request (and is
 	// logged by its type). It runs on the request's goroutine, before the
 	// handler does anything but refuse a cross-origin browser POST or
-	// DELETE: check a token,
-	// a client certificate (r.TLS) or a header a trusted proxy sets, for
-	// example
-	//
-	//	Authorize: func(r *http.Request) (string, error) {
-	//		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte("Bearer "+token)) != 1 {
-	//			return "", errors.New("no valid admin token")
-	//		}
-	//		return "ops/" + r.Header.Get("X-Drain-Owner"), nil // who drains: the token's holder, and the job it names
-	//	}
+	// DELETE: check a token (Config's authorize example), a client
+	// certificate (r.TLS) or a header a trusted proxy sets.
 	//
 	// Nil (the default) admits local callers only: a Unix socket, or
 	// loopback at both ends, naming a loopback host, through no proxy
