@@ -73,11 +73,11 @@ type ServeConfig struct {
 	// /readyz itself needs its check interval times its unhealthy
 	// threshold, 10s with Google Cloud's defaults (5s × 2), and the
 	// kubelet's readinessProbe (Serve's settings below) sees the 503
-	// within its periodSeconds of 5. It stays below DrainTimeout, so that the default bounds fit Kubernetes'
-	// default grace period. Raise it (and terminationGracePeriodSeconds)
-	// for load balancers that probe less often: an AWS target group's
-	// default is 30s × 2 (60s), an F5 or A10 monitor's its interval times
-	// its down count.
+	// within its periodSeconds of 5. It stays below DrainTimeout, so that
+	// the default bounds fit Kubernetes' default grace period. Raise it
+	// (and terminationGracePeriodSeconds) for load balancers that probe
+	// less often: an AWS target group's default is 30s × 2 (60s), an F5
+	// or A10 monitor's its interval times its down count.
 	ShutdownDelay time.Duration
 	// ShutdownTimeout bounds http.Server.Shutdown; past it the remaining
 	// connections are closed with http.Server.Close. Default 5s.
@@ -151,10 +151,10 @@ func (sc ServeConfig) validate() (ServeConfig, error) {
 // complete (the shutdown still happens: the process is leaving), the error
 // of Shutdown, the error that made srv (or Admin) stop serving on its own,
 // or a [*TargetError] with the error of a DB.Close. It returns a
-// [*ConfigError] for a nil srv, a negative duration, or an Admin without
-// an address, or the error of net.Listen, without serving and without
-// closing anything it was given. Serve owns the goroutines it starts and
-// joins them before it returns.
+// [*ConfigError] for a nil srv, a negative DrainTimeout or
+// ShutdownTimeout, or an Admin without an address, or the error of
+// net.Listen, without serving and without closing anything it was given.
+// Serve owns the goroutines it starts and joins them before it returns.
 //
 // # Kubernetes
 //
