@@ -1,13 +1,12 @@
-package holdfast_test
+package dashboards_test
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http/httptest"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -23,53 +22,15 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/fakes"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/retry"
 	"github.com/holdfast-db/holdfast/sqldb"
 )
 
-// promSample is one scraped sample: its name and labels.
-type promSample struct {
-	name   string
-	labels map[string]string
-}
-
-var promLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)\{(.*)\} \S+$`)
-var promLabel = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"`)
-
-// scrapeProm scrapes reg as Prometheus would (promhttp, text format) and
-// returns the samples whose name has prefix.
-func scrapeProm(t *testing.T, reg *prometheus.Registry, prefix string) []promSample {
-	t.Helper()
-	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	defer srv.Close()
-	resp, err := srv.Client().Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var out []promSample
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		m := promLine.FindStringSubmatch(sc.Text())
-		if m == nil || !strings.HasPrefix(m[1], prefix) {
-			continue
-		}
-		s := promSample{name: m[1], labels: map[string]string{}}
-		for _, l := range promLabel.FindAllStringSubmatch(m[2], -1) {
-			s.labels[l[1]] = l[2]
-		}
-		out = append(out, s)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 // String is s as the exposition format writes it, without OpenTelemetry's
 // scope labels and the value.
-func (s promSample) String() string {
+func (s series) String() string {
 	var kvs []string
 	for l, v := range s.labels {
 		if !strings.HasPrefix(l, "otel_scope_") {
@@ -84,8 +45,8 @@ func (s promSample) String() string {
 // budget rejections — carry the target of the pool behind the runner's db,
 // as every holdfast series of a pool does, for each kind of db RunTx
 // takes: a pool, a DBTX (what ReadWrite.Write() returns), a *sql.DB
-// through sqldb.RunTx, and a connection of the pool. The log lines name the pool too. Scraped through
-// OpenTelemetry's Prometheus exporter.
+// through sqldb.RunTx, and a connection of the pool. The log lines name
+// the pool too. Scraped through OpenTelemetry's Prometheus exporter.
 func TestIssue29TransactionMetricsCarryTarget(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -97,20 +58,23 @@ func TestIssue29TransactionMetricsCarryTarget(t *testing.T) {
 	}
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	logs := &syncBuffer{}
+	var logs fakes.LogBuffer
 	policy := retry.Policy{MaxAttempts: 3, Multiplier: 2, InitialInterval: time.Millisecond, MaxInterval: 2 * time.Millisecond}
 	newFactory := func(opts ...holdfast.Option) *holdfast.Factory {
 		f, err := holdfast.New(append([]holdfast.Option{holdfast.WithMeterProvider(mp), holdfast.WithTxPolicy(policy),
-			holdfast.WithLogger(slog.New(slog.NewJSONHandler(logs, nil)))}, opts...)...)
+			holdfast.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil)))}, opts...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(f.Close)
 		return f
 	}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
 	newPool := func(f *holdfast.Factory, name string) *pgxpool.Pool {
-		cfg, _ := poolConfig(t, dsn)
-		pool, err := f.NewPool(ctx, cfg, holdfast.PoolName(name))
+		pool, err := f.NewPool(ctx, cfg.Copy(), holdfast.PoolName(name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,9 +119,18 @@ func TestIssue29TransactionMetricsCarryTarget(t *testing.T) {
 		t.Fatal("stingy: RunTx = nil, want the serialization failure")
 	}
 
-	samples := scrapeProm(t, reg, "holdfast_")
-	target := []string{"db_client_connection_pool_name", "server_address", "server_port", "db_namespace"}
-	cfg, _ := poolConfig(t, dsn)
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := parse(t, string(body))
 	for _, tc := range []struct {
 		name  string
 		pools []string
@@ -167,36 +140,35 @@ func TestIssue29TransactionMetricsCarryTarget(t *testing.T) {
 		{"holdfast_retry_budget_rejections_total", []string{"stingy"}},
 	} {
 		var pools []string
-		for _, s := range samples {
-			if s.name != tc.name || s.labels["holdfast_layer"] != "transaction" {
+		for _, ser := range s[tc.name] {
+			if ser.labels["holdfast_layer"] != "transaction" {
 				continue
 			}
-			t.Log(s)
+			t.Log(ser)
 			for _, l := range target {
-				if _, ok := s.labels[l]; !ok {
-					t.Errorf("%v lacks the target label %s", s, l)
+				if _, ok := ser.labels[l]; !ok {
+					t.Errorf("%v lacks the target label %s", ser, l)
 				}
 			}
-			if s.labels["server_address"] != cfg.ConnConfig.Host || s.labels["db_namespace"] != cfg.ConnConfig.Database {
-				t.Errorf("%v: want the pool's configured host %s and database %s", s, cfg.ConnConfig.Host, cfg.ConnConfig.Database)
+			if ser.labels["server_address"] != cfg.ConnConfig.Host || ser.labels["db_namespace"] != cfg.ConnConfig.Database {
+				t.Errorf("%v: want the pool's configured host %s and database %s", ser, cfg.ConnConfig.Host, cfg.ConnConfig.Database)
 			}
-			pools = append(pools, s.labels["db_client_connection_pool_name"])
+			pools = append(pools, ser.labels["db_client_connection_pool_name"])
 		}
 		sort.Strings(pools)
-		want := slices.Sorted(slices.Values(tc.pools))
-		if !slices.Equal(pools, want) {
+		if want := slices.Sorted(slices.Values(tc.pools)); !slices.Equal(pools, want) {
 			t.Errorf("%s{holdfast_layer=\"transaction\"}: pools %q, want one series for each of %q", tc.name, pools, want)
 		}
 	}
 
 	// Every WARN line of a re-run names its pool.
 	n := 0
-	for _, line := range logs.lines("holdfast: retrying after a transient failure") {
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
 		var rec map[string]any
 		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			t.Fatal(err)
+			t.Fatalf("not JSON: %q", line)
 		}
-		if rec["holdfast.layer"] != "transaction" {
+		if rec["msg"] != "holdfast: retrying after a transient failure" || rec["holdfast.layer"] != "transaction" {
 			continue
 		}
 		n++
@@ -205,6 +177,6 @@ func TestIssue29TransactionMetricsCarryTarget(t *testing.T) {
 		}
 	}
 	if n == 0 {
-		t.Errorf("no transaction retry line:\n%s", logs)
+		t.Errorf("no transaction retry line:\n%s", logs.String())
 	}
 }
