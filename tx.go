@@ -11,6 +11,7 @@ import (
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/failover"
 	"github.com/holdfast-db/holdfast/internal/conn"
+	"github.com/holdfast-db/holdfast/internal/obs"
 	"github.com/holdfast-db/holdfast/retry"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -52,7 +53,9 @@ import (
 // runs, a short jittered backoff), ctx's deadline (no backoff is slept
 // past it) and the retry budget, and are counted like the connect retries
 // (holdfast.layer "transaction": holdfast.retries, a WARN line per re-run,
-// the span events). The runner is the request's retry: a BEGIN whose
+// the span events), their metrics and log lines naming the target of the
+// pool behind db as every holdfast series of a pool does (pool.name,
+// server.address, server.port, db.namespace). The runner is the request's retry: a BEGIN whose
 // connect the connect layer gave up on (its *retry.Error, a transient
 // cause) is run again, a little later, as a request-level loop would; the
 // budget keeps a long outage from multiplying connects. RunTx returns nil
@@ -84,6 +87,7 @@ func (f *Factory) RunTx(ctx context.Context, db interface {
 	if err == nil {
 		return nil
 	}
+	ctx = obs.WithTarget(ctx, txTarget(db)) // the re-runs' metrics and log lines name the pool
 	r := f.tx
 	r.Classify = f.txVerdict.Classify
 	err = f.e.RetryFrom(ctx, &r, conn.LayerTransaction, err, run)
@@ -91,6 +95,30 @@ func (f *Factory) RunTx(ctx context.Context, db interface {
 		re.Last = &functionError{err: re.Last} // Classify says so too
 	}
 	return f.e.Redact(err)
+}
+
+// txTarget returns the target of the pool behind db, which the runner's
+// telemetry names as every holdfast series of a pool does: that of a
+// DBTX (a pool given to RunTx, ReadWrite.Write(), ReadWrite.Read(ctx)),
+// of sqldb.RunTx's *sql.DB (conn.Pooled), or of the pool that made a
+// connection (a *pgx.Conn, a *pgxpool.Conn, a pgx.Tx's); nil when no
+// holdfast engine configured it. Called on the failure path only.
+func txTarget(db interface {
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+}) *obs.Target {
+	switch d := db.(type) {
+	case *DBTX:
+		return conn.OfPool(d.pool).Target()
+	case conn.Pooled:
+		return conn.OfPool(d.Pool()).Target()
+	case *pgx.Conn:
+		return conn.ConnTarget(d)
+	case *pgxpool.Conn:
+		return conn.ConnTarget(d.Conn())
+	case pgx.Tx:
+		return conn.ConnTarget(d.Conn())
+	}
+	return nil
 }
 
 // runTx is one run of RunTx. Its failures before COMMIT are tagged with

@@ -84,16 +84,8 @@ type Config struct {
 	// every request, local ones too; a panic refuses the request (and is
 	// logged by its type). It runs on the request's goroutine, before the
 	// handler does anything but refuse a cross-origin browser POST or
-	// DELETE: check a token,
-	// a client certificate (r.TLS) or a header a trusted proxy sets, for
-	// example
-	//
-	//	Authorize: func(r *http.Request) (string, error) {
-	//		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte("Bearer "+token)) != 1 {
-	//			return "", errors.New("no valid admin token")
-	//		}
-	//		return "ops/" + r.Header.Get("X-Drain-Owner"), nil // who drains: the token's holder, and the job it names
-	//	}
+	// DELETE: check a token (Config's authorize example), a client
+	// certificate (r.TLS) or a header a trusted proxy sets.
 	//
 	// Nil (the default) admits local callers only: a Unix socket, or
 	// loopback at both ends, naming a loopback host, through no proxy
@@ -201,6 +193,9 @@ type Checker struct {
 	cfg     Config
 	log     *slog.Logger
 	now     func() time.Time // the clock of the cache and the timestamps; tests replace it
+	// newTimer starts Serve's shutdown delay: its channel fires once d
+	// has passed, and stop releases it. Tests replace it.
+	newTimer func(d time.Duration) (expired <-chan time.Time, stop func())
 
 	ctx    context.Context // ends at Close; bounds every check
 	cancel context.CancelFunc
@@ -245,12 +240,15 @@ type checkCall struct{ done chan struct{} }
 // target, and a drain waits for the connections acquired from every
 // target's pool. The Checker starts not ready ("starting").
 //
+// Targets over one pool are one database: New(cfg, Pool(pool),
+// DB(sqldb.OpenDB(pool))) is one target, checked through database/sql and
+// reported once, under the pool's name (see [Target]).
+//
 // It returns a [*ConfigError] when no target is given, a target has
 // neither Pool nor DB (Pool(nil) included), a DB's pool cannot be found
-// (see Target.Pool), two targets have the same name, or cfg has a
-// nonsense field. Two targets may share a pool (a pgxpool and a *sql.DB
-// of sqldb.OpenDB over it, named apart): its connections are counted once
-// in a drain.
+// (see Target.Pool), two targets over different pools have the same name,
+// two targets over one pool disagree (their given Names, Optional,
+// Factory, or two different *sql.DBs), or cfg has a nonsense field.
 func New(cfg Config, targets ...Target) (*Checker, error) {
 	cfg, err := cfg.validate()
 	if err != nil {
@@ -261,10 +259,16 @@ func New(cfg Config, targets ...Target) (*Checker, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &Checker{targets: ts, cfg: cfg, log: cfg.Logger, now: time.Now, ctx: ctx, cancel: cancel,
+	c := &Checker{targets: ts, cfg: cfg, log: cfg.Logger, now: time.Now, newTimer: newTimer, ctx: ctx, cancel: cancel,
 		tel: serviceTelemetry(ts)}
 	c.drain.since = c.now()
 	return c, nil
+}
+
+// newTimer is a time.Timer as Checker.newTimer gives it.
+func newTimer(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTimer(d)
+	return t.C, func() { t.Stop() }
 }
 
 // TargetError is the failure of one target of a Checker with several: its

@@ -4,29 +4,22 @@
 //
 // A [Checker] is made by [New] over the service's databases, its targets:
 // pgxpools built through a holdfast.Factory ([Pool]) and *sql.DBs of
-// package sqldb ([DB]). It provides a startup gate ([Checker.Start]), a
-// readiness probe that checks every target ([Checker.ReadyHandler], for
+// package sqldb ([DB]); a pgxpool and a *sql.DB over it (sqldb.OpenDB)
+// are one database, one target. It provides a startup gate
+// ([Checker.Start]), a readiness probe that checks every target
+// ([Checker.ReadyHandler], for
 // /readyz), a liveness probe that never touches a database
 // ([Checker.LiveHandler], for /livez), a drain with a lock
 // ([Checker.Drain], [Checker.DrainHandler]) that waits for the connections
 // acquired from every target's pool and the requests counted by
 // [Checker.Middleware], the details of every target for operators
 // ([Checker.AdminHandler]), and [Checker.Serve], which on SIGTERM drains,
-// shuts the HTTP servers down and closes the targets. The probes go on the
-// service's port; the drain and the details on an admin listener of
-// their own, here on loopback:
-//
-//	c, err := readiness.New(readiness.Config{Factory: f}, readiness.Pool(pool))
-//	mux := http.NewServeMux()
-//	mux.Handle("/readyz", c.ReadyHandler()) // 200 or 503, status and reason only; cached, bounded
-//	mux.Handle("/livez", c.LiveHandler())   // 200 while the process serves
-//	mux.Handle("/", c.Middleware(app))      // counts requests in flight for the drain
-//	admin := http.NewServeMux()
-//	admin.Handle("/readyz", c.AdminHandler()) // targets, blue/green mapping, writer, drain
-//	admin.Handle("/drain", c.DrainHandler())  // POST drains, DELETE enables
-//	err = c.Serve(ctx, &http.Server{Addr: ":8080", Handler: mux}, readiness.ServeConfig{
-//		Admin: &http.Server{Addr: "127.0.0.1:8081", Handler: admin},
-//	})
+// keeps serving while load balancers learn it is leaving, shuts the HTTP
+// servers down and closes the targets. The probes go on the service's
+// port; the drain and the details on an admin listener of their own, on
+// loopback. The package's service example wires a service so, and
+// [Checker.Serve]'s example shuts one down as on SIGTERM; both run in the
+// package's tests.
 //
 // The admin handlers fail closed: they answer local callers only
 // ([Checker.DrainHandler] gives the rule), or those [Config].Authorize

@@ -222,15 +222,12 @@ func (c *Checker) poll(context.Context) (drain.Usage, error) {
 }
 
 // inUse returns what is in use now: the connections acquired from every
-// target's pool (a pool two targets share counted once, under the first),
-// and the requests in flight; and the acquired connections per target.
+// target's pool, and the requests in flight; and the acquired connections
+// per target.
 func (c *Checker) inUse() (InUse, []TargetInUse) {
 	u := InUse{InFlight: c.inflight.Load()}
 	by := make([]TargetInUse, 0, len(c.targets))
 	for _, t := range c.targets {
-		if t.shared {
-			continue
-		}
 		n := int64(t.pool.Stat().AcquiredConns())
 		u.AcquiredConns += n
 		by = append(by, TargetInUse{Name: t.name, AcquiredConns: n})

@@ -16,7 +16,8 @@ import (
 )
 
 // ServeConfig configures [Checker.Serve]. The zero value is valid and
-// means the defaults; Serve rejects a negative duration. The defaults:
+// means the defaults; Serve rejects a negative duration, but for
+// ShutdownDelay, where it means none. The defaults:
 //
 //	field            default
 //	Listener         net.Listen("tcp", Server.Addr), ":http" when empty
@@ -24,11 +25,12 @@ import (
 //	AdminListener    net.Listen("tcp", Admin.Addr)
 //	Signals          SIGTERM, os.Interrupt (SIGINT)
 //	DrainTimeout     20s
-//	ShutdownDelay    0
+//	ShutdownDelay    10s
 //	ShutdownTimeout  5s
 //
-// The drain and shutdown bounds (20s + 5s) fit in Kubernetes' default
-// terminationGracePeriodSeconds of 30.
+// The delay runs beside the drain, so that a shutdown takes at most
+// max(ShutdownDelay, DrainTimeout) + ShutdownTimeout: 25s, within
+// Kubernetes' default terminationGracePeriodSeconds of 30.
 type ServeConfig struct {
 	// Listener is served instead of a new listener on Server.Addr
 	// (":http" when empty). Serve closes it.
@@ -55,17 +57,36 @@ type ServeConfig struct {
 	// the default ShutdownTimeout fits in Kubernetes' default
 	// terminationGracePeriodSeconds of 30.
 	DrainTimeout time.Duration
-	// ShutdownDelay is the least time from the start of the drain to
-	// http.Server.Shutdown, during which readiness answers 503 and requests
-	// are still served, so that load balancers that probe the service
-	// themselves notice it is leaving before it stops listening. Default 0
-	// (Kubernetes removes a terminating pod from its endpoints by itself;
-	// a preStop sleep covers the propagation delay).
+	// ShutdownDelay is the least time from the start of the drain (the
+	// signal, or the end of ctx) to http.Server.Shutdown: the port keeps
+	// accepting and serving, and readiness answers 503, so that whatever
+	// sends the service traffic learns that it is leaving before the port
+	// closes. Default 10s. A negative value means none: the servers shut
+	// down as soon as the drain completes, for a service that nothing
+	// routes to (a test, a batch job) or whose preStop hook already waits.
+	//
+	// The default is the time the common routers take: Kubernetes takes a
+	// terminating pod out of its EndpointSlices at once (it does not wait
+	// for the readiness probe), but kube-proxy on every node, ingress
+	// controllers and service meshes learn it asynchronously, in well
+	// under a second to several seconds; a load balancer that probes
+	// /readyz itself needs its check interval times its unhealthy
+	// threshold, 10s with Google Cloud's defaults (5s × 2), and the
+	// kubelet's readinessProbe (Serve's settings below) sees the 503
+	// within its periodSeconds of 5. It stays below DrainTimeout, so that
+	// the default bounds fit Kubernetes' default grace period. Raise it
+	// (and terminationGracePeriodSeconds) for load balancers that probe
+	// less often: an AWS target group's default is 30s × 2 (60s), an F5
+	// or A10 monitor's its interval times its down count.
 	ShutdownDelay time.Duration
 	// ShutdownTimeout bounds http.Server.Shutdown; past it the remaining
 	// connections are closed with http.Server.Close. Default 5s.
 	ShutdownTimeout time.Duration
 }
+
+// defaultShutdownDelay is ServeConfig.ShutdownDelay's default; its doc
+// says how it was chosen.
+const defaultShutdownDelay = 10 * time.Second
 
 // shutdownOwner is the drain owner of [Checker.Serve]: a drain it makes is
 // held by "shutdown" in the probe's JSON, [LockedError].Holder and
@@ -75,10 +96,15 @@ const shutdownOwner = "shutdown"
 func (sc ServeConfig) validate() (ServeConfig, error) {
 	if d := cfgerr.SetDefaults([]cfgerr.Duration{
 		{Name: "ServeConfig.DrainTimeout", Value: &sc.DrainTimeout, Default: 20 * time.Second},
-		{Name: "ServeConfig.ShutdownDelay", Value: &sc.ShutdownDelay, Default: 0},
 		{Name: "ServeConfig.ShutdownTimeout", Value: &sc.ShutdownTimeout, Default: 5 * time.Second},
 	}); d != nil {
 		return sc, &ConfigError{Pkg: "readiness", Field: d.Name, Why: "must not be negative (got " + d.Value.String() + ")"}
+	}
+	switch {
+	case sc.ShutdownDelay == 0:
+		sc.ShutdownDelay = defaultShutdownDelay
+	case sc.ShutdownDelay < 0:
+		sc.ShutdownDelay = 0 // none
 	}
 	for _, s := range sc.Signals {
 		if s == nil {
@@ -109,8 +135,11 @@ func (sc ServeConfig) validate() (ServeConfig, error) {
 //     readiness answers 503 at once and Serve waits until the connections
 //     acquired from every target's pool (for a *sql.DB, the pool under it)
 //     and the in-flight requests are gone, serving requests that still
-//     arrive meanwhile. It keeps serving at least ShutdownDelay from the
-//     start of the drain.
+//     arrive meanwhile. It keeps the port open and serving at least
+//     ShutdownDelay (10s by default) from the start of the drain, so that
+//     load balancers and kube-proxy see the 503, or the pod leave its
+//     endpoints, before the port closes; a second signal cuts the drain
+//     and the delay short.
 //  3. It shuts srv down (http.Server.Shutdown, bounded by ShutdownTimeout,
 //     then http.Server.Close), closes the Checker, shuts Admin down within
 //     the same bound, and closes every target:
@@ -122,17 +151,21 @@ func (sc ServeConfig) validate() (ServeConfig, error) {
 // complete (the shutdown still happens: the process is leaving), the error
 // of Shutdown, the error that made srv (or Admin) stop serving on its own,
 // or a [*TargetError] with the error of a DB.Close. It returns a
-// [*ConfigError] for a nil srv, a negative duration, or an Admin without
-// an address, or the error of net.Listen, without serving and without
-// closing anything it was given. Serve owns the goroutines it starts and
-// joins them before it returns.
+// [*ConfigError] for a nil srv, a negative DrainTimeout or
+// ShutdownTimeout, or an Admin without an address, or the error of
+// net.Listen, without serving and without closing anything it was given.
+// Serve owns the goroutines it starts and joins them before it returns.
 //
 // # Kubernetes
 //
-// Settings that fit Serve's defaults:
+// A rolling deploy loses no request when the pod outlives the shutdown:
+// terminationGracePeriodSeconds above max(ShutdownDelay, DrainTimeout) +
+// ShutdownTimeout (25s with the defaults; add a preStop hook's time, if
+// any), and ShutdownDelay at least the time the service's routers take to
+// stop sending it requests. Settings that fit Serve's defaults:
 //
 //	spec:
-//	  terminationGracePeriodSeconds: 40   # >= preStop + DrainTimeout + ShutdownTimeout, with a margin
+//	  terminationGracePeriodSeconds: 30   # > max(ShutdownDelay 10s, DrainTimeout 20s) + ShutdownTimeout 5s
 //	  containers:
 //	    - name: app
 //	      readinessProbe:
@@ -145,29 +178,27 @@ func (sc ServeConfig) validate() (ServeConfig, error) {
 //	        periodSeconds: 10
 //	        timeoutSeconds: 1
 //	        failureThreshold: 3
-//	      lifecycle:
-//	        preStop:
-//	          sleep: {seconds: 5}    # Kubernetes >= 1.30; older: exec: {command: ["sleep", "5"]}
 //
 //	  - Never point the liveness probe at the database: an outage would
 //	    become a restart storm. No startupProbe is needed (readiness covers
 //	    startup); if you add one, point it at /livez.
 //	  - Damp flapping in one place: the checker's FailureThreshold (3) with
 //	    failureThreshold: 1, or FailureThreshold 1 and Kubernetes counting.
-//	  - Kubernetes runs preStop, then sends SIGTERM; it removes the pod
-//	    from its endpoints meanwhile, asynchronously, and the preStop sleep
-//	    covers the requests that still arrive. Keep preStop + ShutdownDelay
-//	    + DrainTimeout + ShutdownTimeout below terminationGracePeriodSeconds
-//	    (default 30s, preStop included), or the kubelet sends SIGKILL in
-//	    mid-drain.
+//	  - Kubernetes sends SIGTERM (after a preStop hook, if any) and removes
+//	    the pod from its endpoints meanwhile, asynchronously; ShutdownDelay
+//	    serves the requests that still arrive, so no preStop sleep is
+//	    needed. Keep preStop + max(ShutdownDelay, DrainTimeout) +
+//	    ShutdownTimeout below terminationGracePeriodSeconds (default 30s,
+//	    preStop included), or the kubelet sends SIGKILL in mid-drain.
 //	  - Keep the admin listener (ServeConfig.Admin) out of the pod's
 //	    Service and off the probes: on 127.0.0.1, a deploy job reaches it
 //	    with kubectl exec or kubectl port-forward; on an admin port, set
 //	    Config.Authorize.
 //	  - Load balancers that probe pods themselves (F5 or A10 monitors,
-//	    cloud NEG or ALB target groups) need longer to see the 503: set
-//	    ShutdownDelay to at least their health-check interval times their
-//	    unhealthy threshold, and raise the grace period to match.
+//	    cloud NEG or ALB target groups) need their health-check interval
+//	    times their unhealthy threshold to see the 503: set ShutdownDelay
+//	    to at least that when it exceeds 10s, and raise the grace period to
+//	    match.
 func (c *Checker) Serve(ctx context.Context, srv *http.Server, cfg ServeConfig) error {
 	if srv == nil {
 		return &ConfigError{Pkg: "readiness", Field: "srv", Why: "must not be nil"}
@@ -237,7 +268,8 @@ func (c *Checker) Serve(ctx context.Context, srv *http.Server, cfg ServeConfig) 
 		adminDone = true
 		trigger = "admin server stopped: " + adminErr.Error()
 	}
-	c.log.LogAttrs(ctx, slog.LevelInfo, "readiness: shutting down", slog.String("trigger", trigger))
+	c.log.LogAttrs(ctx, slog.LevelInfo, "readiness: shutting down", slog.String("trigger", trigger),
+		slog.Duration("shutdown_delay", cfg.ShutdownDelay), slog.Duration("drain_timeout", cfg.DrainTimeout))
 
 	// A second signal, if any, skips the drain and the delay.
 	hurry, stopHurry := context.WithCancelCause(context.WithoutCancel(ctx))
@@ -260,12 +292,12 @@ func (c *Checker) Serve(ctx context.Context, srv *http.Server, cfg ServeConfig) 
 			errs = append(errs, err)
 		}
 		if rest := cfg.ShutdownDelay - time.Since(t0); rest > 0 && hurry.Err() == nil {
-			t := time.NewTimer(rest)
+			expired, stop := c.newTimer(rest)
 			select {
-			case <-t.C:
+			case <-expired:
 			case <-hurry.Done():
 			}
-			t.Stop()
+			stop()
 		}
 	} else if !errors.Is(serveErr, http.ErrServerClosed) {
 		errs = append(errs, serveErr)
@@ -323,9 +355,7 @@ func (c *Checker) closeTargets() error {
 		}
 	}
 	for _, t := range c.targets {
-		if !t.shared {
-			t.pool.Close()
-		}
+		t.pool.Close()
 	}
 	return errors.Join(errs...)
 }

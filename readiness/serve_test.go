@@ -28,7 +28,46 @@ type serveFixture struct {
 	done   chan error
 }
 
+// startServe runs f.c.Serve with cfg. Unless cfg sets a ShutdownDelay,
+// Serve shuts down without one: these tests shut down through ctx, with
+// nothing routing to them (the default's own test holds it with
+// startServeHeld).
 func startServe(t *testing.T, f *fixture, cfg readiness.ServeConfig) *serveFixture {
+	t.Helper()
+	if cfg.ShutdownDelay == 0 {
+		cfg.ShutdownDelay = -1
+	}
+	return serve(t, f, cfg)
+}
+
+// heldDelay is a shutdown delay that a test ends: Serve's timer, as
+// readiness.SetTimer installs it.
+type heldDelay struct {
+	asked chan time.Duration // the delay Serve asked for
+	end   chan time.Time     // closed by release: the delay is over
+	once  sync.Once
+}
+
+func (h *heldDelay) timer(d time.Duration) (<-chan time.Time, func()) {
+	h.asked <- d
+	return h.end, func() {}
+}
+
+// release ends the delay.
+func (h *heldDelay) release() { h.once.Do(func() { close(h.end) }) }
+
+// startServeHeld runs f.c.Serve with cfg, its shutdown delay held until the
+// test calls release on the returned heldDelay (or ends).
+func startServeHeld(t *testing.T, f *fixture, cfg readiness.ServeConfig) (*serveFixture, *heldDelay) {
+	t.Helper()
+	h := &heldDelay{asked: make(chan time.Duration, 1), end: make(chan time.Time)}
+	readiness.SetTimer(f.c, h.timer)
+	s := serve(t, f, cfg)
+	t.Cleanup(h.release) // before serve's cleanup waits for Serve
+	return s, h
+}
+
+func serve(t *testing.T, f *fixture, cfg readiness.ServeConfig) *serveFixture {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -182,7 +221,6 @@ func TestServeValidates(t *testing.T) {
 	}{
 		{"nil server", nil, readiness.ServeConfig{}, "readiness: invalid srv: must not be nil"},
 		{"negative drain timeout", srv, readiness.ServeConfig{DrainTimeout: -time.Second}, "readiness: invalid ServeConfig.DrainTimeout: must not be negative (got -1s)"},
-		{"negative delay", srv, readiness.ServeConfig{ShutdownDelay: -1}, "readiness: invalid ServeConfig.ShutdownDelay: must not be negative (got -1ns)"},
 		{"negative shutdown timeout", srv, readiness.ServeConfig{ShutdownTimeout: -time.Minute}, "readiness: invalid ServeConfig.ShutdownTimeout: must not be negative (got -1m0s)"},
 		{"nil signal", srv, readiness.ServeConfig{Signals: []os.Signal{nil}}, "readiness: invalid ServeConfig.Signals: a signal is nil"},
 		{"admin without an address", srv, readiness.ServeConfig{Admin: &http.Server{}}, "readiness: invalid ServeConfig.Admin.Addr: empty: give the admin server an address, such as 127.0.0.1:8081, or an AdminListener"},
@@ -223,3 +261,121 @@ type nopListener struct{}
 func (nopListener) Accept() (net.Conn, error) { return nil, errors.New("not used") }
 func (nopListener) Close() error              { return nil }
 func (nopListener) Addr() net.Addr            { return &net.TCPAddr{} }
+
+// Issue 29, item 7: with ServeConfig{}, Serve keeps the port open for the
+// default delay after the shutdown began, so that load balancers see the
+// 503 before the port closes: a request in flight finishes, readiness
+// answers 503 throughout, requests that still arrive are served, and the
+// listener closes once the delay is over. The delay's timer is the
+// test's: nothing here waits 10s.
+func TestIssue29ServeKeepsServingThroughShutdownDelay(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, fixtureOpts{cfg: readiness.Config{DrainInterval: 10 * time.Millisecond}})
+	entered, finish := make(chan struct{}), make(chan struct{})
+	f.mux.Handle("/slow", f.c.Middleware(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		close(entered)
+		<-finish
+		_, _ = io.WriteString(w, "done")
+	})))
+	s, delay := startServeHeld(t, f, readiness.ServeConfig{})
+	s.waitReady(t)
+
+	type answer struct {
+		code int
+		body string
+		err  error
+	}
+	slow := make(chan answer, 1)
+	go func() {
+		resp, err := noKeepAlive.Get(s.url + "/slow")
+		if err != nil {
+			slow <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		slow <- answer{resp.StatusCode, string(b), err}
+	}()
+	within(t, entered, "the slow request did not reach its handler")
+
+	s.cancel() // as SIGTERM would
+	// The drain waits for the request in flight; readiness fails at once.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, body := s.get(t, "/readyz")
+		if code == 503 && body == "not ready: draining" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz after the shutdown began = %d %q, want 503 draining", code, body)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(finish)
+	select {
+	case a := <-slow:
+		if a.err != nil || a.code != 200 || a.body != "done" {
+			t.Fatalf("the request in flight at the shutdown = %d %q %v, want 200 done", a.code, a.body, a.err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the request in flight did not finish")
+	}
+
+	// The drain is done; the delay keeps the port open.
+	select {
+	case d := <-delay.asked:
+		if d <= 0 || d > 10*time.Second {
+			t.Errorf("Serve waits %v after the drain, want the rest of the default 10s", d)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Serve asked for no shutdown delay: ServeConfig{} must keep serving after the drain")
+	}
+	if code, body := s.get(t, "/readyz"); code != 503 || body != "not ready: draining" {
+		t.Errorf("/readyz during the delay = %d %q, want 503 draining", code, body)
+	}
+	if code, _ := s.get(t, "/livez"); code != 200 {
+		t.Errorf("a new request during the delay = %d, want served (200)", code)
+	}
+	select {
+	case err := <-s.done:
+		t.Fatalf("Serve returned %v during the delay", err)
+	default:
+	}
+
+	delay.release()
+	if err := s.result(t); err != nil {
+		t.Fatalf("Serve = %v, want nil", err)
+	}
+	if c, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://")); err == nil {
+		c.Close()
+		t.Error("the listener still accepts after the delay and Serve's return")
+	}
+}
+
+// A negative ShutdownDelay means none: Serve shuts down once the drain
+// completes, without a timer.
+func TestServeNoShutdownDelay(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, fixtureOpts{cfg: readiness.Config{DrainInterval: 10 * time.Millisecond}})
+	s, delay := startServeHeld(t, f, readiness.ServeConfig{ShutdownDelay: -1})
+	s.waitReady(t)
+	s.cancel()
+	if err := s.result(t); err != nil {
+		t.Fatalf("Serve = %v, want nil", err)
+	}
+	select {
+	case d := <-delay.asked:
+		t.Errorf("Serve waited %v with ShutdownDelay -1, want no delay", d)
+	default:
+	}
+}
+
+// within fails t unless ch is closed within 30s.
+func within(t *testing.T, ch <-chan struct{}, msg string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(30 * time.Second):
+		t.Fatal(msg)
+	}
+}

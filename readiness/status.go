@@ -135,7 +135,7 @@ type Status struct {
 // TargetStatus is the status of one target of a Checker.
 type TargetStatus struct {
 	Name     string // Target.Name, or its default
-	Kind     string // "pgxpool", or "database/sql" for a Target.DB
+	Kind     string // "pgxpool", or "database/sql" for a target with a DB (its check runs through database/sql)
 	Optional bool   // Target.Optional: its failure only makes the Checker warn
 
 	// Health and Reason are the target's own: Fail when its check fails,
@@ -190,7 +190,7 @@ type DrainStatus struct {
 	LockedAt time.Time     // when Owner took the drain
 	InFlight int64         // requests in flight now
 	InUse    InUse         // what the last drain poll found
-	ByTarget []TargetInUse // what the last drain poll found, per target (a shared pool under its first target)
+	ByTarget []TargetInUse // what the last drain poll found, per target
 	Polled   time.Time     // when the last drain poll ran
 }
 

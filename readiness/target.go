@@ -24,6 +24,15 @@ import (
 // Target is one database a [Checker] checks, opens at startup and drains:
 // a pgxpool, or a *sql.DB of package sqldb. Build one with [Pool] or [DB],
 // or as a literal; a Target is plain data.
+//
+// A database is its pool: targets given to [New] over one pool — a
+// pgxpool and a *sql.DB over it (sqldb.OpenDB(pool)), or one target given
+// twice — are one target, as if given as Target{Pool: pool, DB: db}: one
+// check (through database/sql when there is a DB, which takes its
+// connection from the pool), one startup gate, one entry in the status
+// and the JSON body, at the place of the first. Their Name (where given),
+// Optional and Factory must agree, and there is at most one *sql.DB per
+// pool: New returns a [*ConfigError] naming the later target otherwise.
 type Target struct {
 	// Name names the target's checks in the admin body ("componentId"),
 	// the drain's answers, log lines (holdfast.readiness.check) and
@@ -33,8 +42,10 @@ type Target struct {
 	// "database-2", "database-3", ...
 	// for the second and later targets without one, so that the body
 	// names no host, port or IP. (The address of a target is in its log
-	// lines: server.address, server.port, db.namespace.) Two targets of one
-	// Checker must not share a name. At most 128 printable bytes.
+	// lines: server.address, server.port, db.namespace.) Two targets over
+	// different pools must not share a name; targets over one pool are one
+	// target, named by the Name given to any of them. At most 128
+	// printable bytes.
 	Name string
 
 	// Pool is the pgxpool of the target. With DB, it is the pool under DB,
@@ -67,7 +78,8 @@ type Target struct {
 func Pool(pool *pgxpool.Pool) Target { return Target{Pool: pool} }
 
 // DB returns the Target of a *sql.DB of sqldb.Open or sqldb.OpenDB, named
-// by default after its pool.
+// by default after its pool. Given beside Pool(pool) for the pool under
+// it, the two are one target (see [Target]).
 func DB(db *sql.DB) Target { return Target{DB: db} }
 
 // TargetInUse is one target's acquired connections at a drain poll.
@@ -101,7 +113,8 @@ type target struct {
 	otel       *obs.Telemetry      // of the factory that configured its pool, for its redactor; nil: none
 	secrets    obs.Redactor        // the pool config's own password, pinned: no ring pushes it out
 	tel        *obs.ReadinessCheck // its series; nil records nothing
-	shared     bool                // another target before it has the same pool
+	index      int                 // of the first Target given over its pool, for errors
+	given      string              // the Name given, "" for none
 	st         targetState         // guarded by Checker.mu
 }
 
@@ -117,33 +130,38 @@ type targetState struct {
 	lastReason string
 }
 
-// newTargets checks targets and fills in their defaults.
+// newTargets checks targets and fills in their defaults. Targets over one
+// pool are one target (see [New]): the later ones are merged into the
+// first.
 func newTargets(cfg Config, targets []Target) ([]*target, error) {
 	if len(targets) == 0 {
 		return nil, &ConfigError{Pkg: "readiness", Field: "targets", Why: "none given: pass at least one Target (readiness.Pool(pool), readiness.DB(db))"}
 	}
 	out := make([]*target, 0, len(targets))
-	pools := map[*pgxpool.Pool]bool{}
+	byPool := map[*pgxpool.Pool]*target{}
 	for i, tg := range targets {
 		field := "targets[" + strconv.Itoa(i) + "]"
-		t := &target{db: tg.DB, pool: tg.Pool, optional: tg.Optional, factory: tg.Factory, ownFactory: tg.Factory != nil, kind: kindPool}
+		pool, err := poolOf(tg, field)
+		if err != nil {
+			return nil, err
+		}
+		if tg.Name != "" {
+			if err := checkName(tg.Name); err != nil {
+				return nil, &ConfigError{Pkg: "readiness", Field: field + ".Name", Why: err.Error()}
+			}
+		}
+		if t := byPool[pool]; t != nil {
+			if err := t.merge(tg, field); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		t := &target{index: i, db: tg.DB, pool: pool, optional: tg.Optional, factory: tg.Factory, ownFactory: tg.Factory != nil, kind: kindPool, given: tg.Name}
+		if t.db != nil {
+			t.kind = kindDB
+		}
 		if t.factory == nil {
 			t.factory = cfg.Factory
-		}
-		switch {
-		case tg.DB == nil && tg.Pool == nil:
-			return nil, &ConfigError{Pkg: "readiness", Field: field, Why: "neither Pool nor DB is set"}
-		case tg.DB != nil:
-			t.kind = kindDB
-			under := sqldb.PoolOf(tg.DB)
-			switch {
-			case under == nil && tg.Pool == nil:
-				return nil, &ConfigError{Pkg: "readiness", Field: field + ".DB", Why: "its pool is unknown (not a *sql.DB of sqldb.Open or sqldb.OpenDB, or closed): set Target.Pool to the pool under it"}
-			case under != nil && tg.Pool != nil && under != tg.Pool:
-				return nil, &ConfigError{Pkg: "readiness", Field: field + ".Pool", Why: "is not the pool under DB (sqldb.PoolOf)"}
-			case under != nil:
-				t.pool = under
-			}
 		}
 		t.poolName = obs.PoolName(t.pool.Config().ConnConfig, "")
 		if b := conn.OfPool(t.pool); b != nil {
@@ -154,17 +172,13 @@ func newTargets(cfg Config, targets []Target) ([]*target, error) {
 			t.otel = b.Telemetry()
 			t.rtel = t.otel.Readiness()
 		}
-		if tg.Name != "" {
-			t.name = tg.Name
-		}
-		if t.name != "" {
-			if err := checkName(t.name); err != nil {
-				return nil, &ConfigError{Pkg: "readiness", Field: field + ".Name", Why: err.Error()}
-			}
-		}
-		t.shared = pools[t.pool]
-		pools[t.pool] = true
+		byPool[pool] = t
 		out = append(out, t)
+	}
+	for _, t := range out {
+		if t.given != "" {
+			t.name = t.given
+		}
 	}
 	if err := nameTargets(out); err != nil {
 		return nil, err
@@ -185,23 +199,74 @@ func newTargets(cfg Config, targets []Target) ([]*target, error) {
 	return out, nil
 }
 
-// nameTargets rejects two targets of one name, and names the targets
-// without one: "database", then "database-2", "database-3", ..., skipping
+// poolOf returns the pool of tg: Pool, or the pool under DB.
+func poolOf(tg Target, field string) (*pgxpool.Pool, error) {
+	switch {
+	case tg.DB == nil && tg.Pool == nil:
+		return nil, &ConfigError{Pkg: "readiness", Field: field, Why: "neither Pool nor DB is set"}
+	case tg.DB == nil:
+		return tg.Pool, nil
+	}
+	under := sqldb.PoolOf(tg.DB)
+	switch {
+	case under == nil && tg.Pool == nil:
+		return nil, &ConfigError{Pkg: "readiness", Field: field + ".DB", Why: "its pool is unknown (not a *sql.DB of sqldb.Open or sqldb.OpenDB, or closed): set Target.Pool to the pool under it"}
+	case under != nil && tg.Pool != nil && under != tg.Pool:
+		return nil, &ConfigError{Pkg: "readiness", Field: field + ".Pool", Why: "is not the pool under DB (sqldb.PoolOf)"}
+	case under != nil:
+		return under, nil
+	}
+	return tg.Pool, nil
+}
+
+// merge makes tg, a later target over t's pool, part of t: its DB, its
+// Name, Optional and Factory, which must not contradict t's. field names
+// tg in errors.
+func (t *target) merge(tg Target, field string) error {
+	first := "targets[" + strconv.Itoa(t.index) + "]"
+	conflict := func(f, why string) error {
+		return &ConfigError{Pkg: "readiness", Field: field + "." + f,
+			Why: why + ": " + field + " and " + first + " reach one pool, so they are one database, checked and reported once; give it once, or make them agree"}
+	}
+	switch {
+	case tg.DB != nil && t.db != nil && tg.DB != t.db:
+		return conflict("DB", "a second *sql.DB over the pool of "+first)
+	case tg.Name != "" && t.given != "" && tg.Name != t.given:
+		return conflict("Name", fmt.Sprintf("%q, but %s is named %q", tg.Name, first, t.given))
+	case tg.Optional != t.optional:
+		return conflict("Optional", fmt.Sprintf("%t, but %t for %s", tg.Optional, t.optional, first))
+	case tg.Factory != nil && t.ownFactory && tg.Factory != t.factory:
+		return conflict("Factory", "another factory than "+first+"'s")
+	}
+	if tg.DB != nil {
+		t.db, t.kind = tg.DB, kindDB
+	}
+	if tg.Name != "" {
+		t.given = tg.Name
+	}
+	if tg.Factory != nil {
+		t.factory, t.ownFactory = tg.Factory, true
+	}
+	return nil
+}
+
+// nameTargets rejects two targets (two pools) of one name, and names the
+// targets without one: "database", then "database-2", "database-3", ..., skipping
 // the names of the others.
 func nameTargets(ts []*target) error {
 	names := map[string]int{}
-	for i, t := range ts {
+	for _, t := range ts {
 		if t.name == "" {
 			continue
 		}
 		if j, dup := names[t.name]; dup {
-			return &ConfigError{Pkg: "readiness", Field: "targets[" + strconv.Itoa(i) + "].Name",
-				Why: fmt.Sprintf("%q is also the name of targets[%d]: give one of them a Name of its own", t.name, j)}
+			return &ConfigError{Pkg: "readiness", Field: "targets[" + strconv.Itoa(t.index) + "].Name",
+				Why: fmt.Sprintf("%q is also the name of targets[%d], another database: give one of them a Name of its own", t.name, j)}
 		}
-		names[t.name] = i
+		names[t.name] = t.index
 	}
 	n := 1
-	for i, t := range ts {
+	for _, t := range ts {
 		for t.name == "" {
 			name := defaultName
 			if n > 1 {
@@ -209,7 +274,7 @@ func nameTargets(ts []*target) error {
 			}
 			n++
 			if _, taken := names[name]; !taken {
-				t.name, names[name] = name, i
+				t.name, names[name] = name, t.index
 			}
 		}
 	}

@@ -68,7 +68,7 @@ func ExampleNew() {
 	// orders pgxpool optional: false fail starting
 	// reports database/sql optional: true fail starting
 	// not ready: starting (orders)
-	// readiness: invalid targets[1].Name: "orders" is also the name of targets[0]: give one of them a Name of its own
+	// readiness: invalid targets[1].Name: "orders" is also the name of targets[0], another database: give one of them a Name of its own
 }
 
 // The names a Checker serves: a target's Name, else its pool's given name

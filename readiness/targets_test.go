@@ -428,8 +428,6 @@ func TestNewCheckerConfigErrors(t *testing.T) {
 		{"empty target", []readiness.Target{{}}, "readiness: invalid targets[0]: neither Pool nor DB is set"},
 		{"two names alike", []readiness.Target{{Pool: orders, Name: "main"}, {Pool: reports, Name: "main"}},
 			`readiness: invalid targets[1].Name: "main" is also the name of targets[0]`},
-		{"a pool and a DB over it, by default alike", []readiness.Target{readiness.Pool(reports), readiness.DB(overReports)},
-			`readiness: invalid targets[1].Name: "reports" is also the name of targets[0]`},
 		{"a DB of unknown pool", []readiness.Target{readiness.DB(foreign)}, "readiness: invalid targets[0].DB: its pool is unknown"},
 		{"a DB with another pool", []readiness.Target{{DB: overReports, Pool: orders}}, "readiness: invalid targets[0].Pool: is not the pool under DB"},
 		{"an unprintable name", []readiness.Target{{Pool: orders, Name: "a\nb"}}, "readiness: invalid targets[0].Name: contains an unprintable character"},
@@ -443,14 +441,8 @@ func TestNewCheckerConfigErrors(t *testing.T) {
 		})
 	}
 
-	// Named apart, a pool and a DB over it are one Checker, and a DB of a
-	// Connector is one with its pool given.
-	c, err := readiness.New(readiness.Config{Factory: f}, readiness.Pool(reports), readiness.Target{DB: overReports, Name: "reports-sql"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Close()
-	c, err = readiness.New(readiness.Config{Factory: f}, readiness.Target{DB: foreign, Pool: foreignPool})
+	// A DB of a Connector is one with its pool given.
+	c, err := readiness.New(readiness.Config{Factory: f}, readiness.Target{DB: foreign, Pool: foreignPool})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -465,6 +465,10 @@ type sqlBeginner struct {
 	opts *sql.TxOptions
 }
 
+// Pool returns the pool under the *sql.DB (nil for one sqldb did not
+// open), whose target the runner's telemetry names (conn.Pooled).
+func (b sqlBeginner) Pool() *pgxpool.Pool { return PoolOf(b.db) }
+
 func (b sqlBeginner) BeginTx(ctx context.Context, _ pgx.TxOptions) (pgx.Tx, error) {
 	tx, err := b.db.BeginTx(ctx, b.opts)
 	if err != nil {

@@ -44,7 +44,7 @@
 // ADMIN_TOKEN (default none: local callers only); DRAIN_TIMEOUT (the
 // drain bound on SIGTERM, default 20s); SHUTDOWN_DELAY (how long to keep
 // serving after SIGTERM at least, so that load balancers see the 503,
-// default 0).
+// default readiness's 10s; 0 for none).
 package main
 
 import (
@@ -91,6 +91,9 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	delay, err := duration(getenv, "SHUTDOWN_DELAY")
 	if err != nil {
 		return err
+	}
+	if delay == 0 && getenv("SHUTDOWN_DELAY") != "" {
+		delay = -1 // none; readiness reads 0 as its default
 	}
 	addr := cmp.Or(getenv("ADDR"), "127.0.0.1:8080")
 	adminAddr := cmp.Or(getenv("ADMIN_ADDR"), "127.0.0.1:8081")

@@ -288,7 +288,7 @@ func TestRunWithoutDatabaseURL(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	pr, pw := io.Pipe()
-	env := map[string]string{"ADDR": "127.0.0.1:0", "ADMIN_ADDR": "127.0.0.1:0"}
+	env := map[string]string{"ADDR": "127.0.0.1:0", "ADMIN_ADDR": "127.0.0.1:0", "SHUTDOWN_DELAY": "0"}
 	logs := &fakes.LogBuffer{}
 	done := make(chan error, 1)
 	go func() {
@@ -373,7 +373,7 @@ func TestRunRejectsBadEnvironment(t *testing.T) {
 // stops it and checks that it shut down cleanly.
 func serve(t *testing.T, env map[string]string) (base, admin string) {
 	t.Helper()
-	env["ADDR"], env["ADMIN_ADDR"] = "127.0.0.1:0", "127.0.0.1:0"
+	env["ADDR"], env["ADMIN_ADDR"], env["SHUTDOWN_DELAY"] = "127.0.0.1:0", "127.0.0.1:0", "0" // nothing routes to it
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	logs := &fakes.LogBuffer{}
