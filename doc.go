@@ -109,7 +109,7 @@
 // first connection under the more patient startup policy. It does retry a
 // connection whose own retries ran out. A *sql.DB from package sqldb
 // acquires its connections from the pool, so it has the same protection,
-// and one from sqldb.Open or sqldb.RegisterDriver retries a failed acquire
+// and every one of package sqldb retries a failed acquire
 // as Factory.Acquire does. Code that runs
 // statements on the pool itself (sqlc's generated code through its DBTX
 // interface, pool.Query) gets the connect layer's retries but not that

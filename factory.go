@@ -192,6 +192,25 @@ func (f *Factory) NewPool(ctx context.Context, cfg *pgxpool.Config, opts ...Pool
 	return pool, nil
 }
 
+// NewPoolFromDSN is [Factory.NewPool] for a connection string, as
+// pgxpool.New is pgxpool.NewWithConfig for one: it parses dsn with
+// pgxpool.ParseConfig (a postgres:// URL or key=value pairs, pgxpool's
+// pool_max_conns and the like included) and builds the pool as NewPool
+// does, first connection included. A dsn that does not parse is a
+// *ConfigError of Field "dsn" whose Err is pgx's *pgconn.ParseConfigError
+// (its text masks the password, as pgx's does). To set hooks on the
+// config, parse it yourself and call NewPool.
+func (f *Factory) NewPoolFromDSN(ctx context.Context, dsn string, opts ...PoolOption) (*pgxpool.Pool, error) {
+	if f == nil {
+		return nil, &ConfigError{Field: "Factory", Why: "nil factory: use holdfast.New"}
+	}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, &ConfigError{Field: "dsn", Why: "not a pgx connection string", Err: err}
+	}
+	return f.NewPool(ctx, cfg, opts...)
+}
+
 // Start makes pool's first connection under the startup policy and
 // releases it to the pool, for a pool built from a config Configure
 // installed (NewPool calls it). It starts nothing else: a pool's monitors

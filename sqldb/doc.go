@@ -25,8 +25,15 @@
 //
 // What Factory.Acquire adds — one request-scope retry of a 28P01 with a
 // fresh password or token, which pgx does not try again inside a connect —
-// applies too, to a *sql.DB from [Open] or [RegisterDriver]; [OpenDB] and [NewConnector], which are given a pool
-// and no factory, have every other retry.
+// applies too, to every *sql.DB of sqldb ([Open], [OpenDB],
+// [NewConnector], [RegisterDriver]): the factory is found from the pool's
+// config.
+//
+// A service that uses both pgx and database/sql builds one pool and opens
+// its *sql.DB over it, so that both share one set of connections:
+//
+//	pool, err := f.NewPoolFromDSN(ctx, dsn)
+//	db := sqldb.OpenDB(pool) // closing db leaves the pool open
 //
 // [OpenReadWrite] is holdfast's read/write splitting (holdfast.ReadWrite)
 // for database/sql: a *sql.DB on the cluster's writer endpoint and one on
