@@ -334,15 +334,3 @@ func findDialError(err error, depth int, nodes *int) *errtype.DialError {
 	return nil
 }
 
-// Options returns the holdfast options for a Factory whose pool configs
-// were passed through [Configure]: the classification of Google's and the
-// connector's errors ([TypeRules], [Rules]) and [RetryPolicy] and
-// [StartupPolicy] (an explicit WithRetryPolicy or WithStartupPolicy still
-// wins).
-//
-// Deprecated: use [With], which also installs the dial function and does
-// not depend on calling Configure first.
-func Options() []holdfast.Option {
-	in := Integration(nil, "")
-	return []holdfast.Option{holdfast.WithIntegration(in)}
-}
