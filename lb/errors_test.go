@@ -56,4 +56,3 @@ func TestKindString(t *testing.T) {
 		}
 	}
 }
-
