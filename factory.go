@@ -16,8 +16,8 @@ import (
 // Factory plugs classification and bounded retry into pgxpool. Build one
 // with New, then build pools with NewPool (or call Configure on a
 // *pgxpool.Config and build the pool yourself). It holds the
-// configuration and the pools it configured; its engine (internal/conn)
-// builds their connections. A Factory is safe for concurrent use; one
+// configuration and the pools it configured, and builds their
+// connections. A Factory is safe for concurrent use; one
 // Factory may configure many pools, which then share its retry budget.
 // With WithBlueGreen or WithFailover, the pools' monitors run until
 // Factory.Close (or ClosePool).
@@ -132,8 +132,9 @@ func New(opts ...Option) (*Factory, error) {
 // (WithPasswordFunc, rdsiam.With), blue/green routing (WithBlueGreen),
 // writer-failover routing (WithFailover) and telemetry, composed in one
 // declared order with the hooks already on cfg, which keep running after
-// holdfast's (see the package documentation). Set your own hooks before
-// Configure.
+// holdfast's (the layers and their order:
+// https://github.com/holdfast-db/holdfast/blob/main/docs/guide.md#layers).
+// Set your own hooks before Configure.
 //
 // Retries are counted per connection, not per dial: with sslmode=prefer pgx
 // dials twice for one connection (TLS, then plain), and both dials draw on
