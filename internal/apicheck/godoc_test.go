@@ -22,7 +22,6 @@ const overviewLimit = 120
 var overLimit = map[string]int{
 	"github.com/holdfast-db/holdfast/classify":            197,
 	"github.com/holdfast-db/holdfast/cloudsql":            171,
-	"github.com/holdfast-db/holdfast/failover":            174,
 	"github.com/holdfast-db/holdfast/rdssecrets":          145,
 	"github.com/holdfast-db/holdfast/fakes/bluegreentest": 173,
 	"github.com/holdfast-db/holdfast/fakes/failovertest":  196,
