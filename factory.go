@@ -16,8 +16,8 @@ import (
 // Factory plugs classification and bounded retry into pgxpool. Build one
 // with New, then build pools with NewPool (or call Configure on a
 // *pgxpool.Config and build the pool yourself). It holds the
-// configuration and the pools it configured; its engine (internal/conn)
-// builds their connections. A Factory is safe for concurrent use; one
+// configuration and the pools it configured, and builds their
+// connections. A Factory is safe for concurrent use; one
 // Factory may configure many pools, which then share its retry budget.
 // With WithBlueGreen or WithFailover, the pools' monitors run until
 // Factory.Close (or ClosePool).
@@ -132,8 +132,9 @@ func New(opts ...Option) (*Factory, error) {
 // (WithPasswordFunc, rdsiam.With), blue/green routing (WithBlueGreen),
 // writer-failover routing (WithFailover) and telemetry, composed in one
 // declared order with the hooks already on cfg, which keep running after
-// holdfast's (see the package documentation). Set your own hooks before
-// Configure.
+// holdfast's (the layers and their order:
+// https://github.com/holdfast-db/holdfast/blob/main/docs/guide.md#layers).
+// Set your own hooks before Configure.
 //
 // Retries are counted per connection, not per dial: with sslmode=prefer pgx
 // dials twice for one connection (TLS, then plain), and both dials draw on
@@ -190,6 +191,25 @@ func (f *Factory) NewPool(ctx context.Context, cfg *pgxpool.Config, opts ...Pool
 		return nil, err
 	}
 	return pool, nil
+}
+
+// NewPoolFromDSN is [Factory.NewPool] for a connection string, as
+// pgxpool.New is pgxpool.NewWithConfig for one: it parses dsn with
+// pgxpool.ParseConfig (a postgres:// URL or key=value pairs, pgxpool's
+// pool_max_conns and the like included) and builds the pool as NewPool
+// does, first connection included. A dsn that does not parse is a
+// *ConfigError of Field "dsn" whose Err is pgx's *pgconn.ParseConfigError
+// (its text masks the password, as pgx's does). To set hooks on the
+// config, parse it yourself and call NewPool.
+func (f *Factory) NewPoolFromDSN(ctx context.Context, dsn string, opts ...PoolOption) (*pgxpool.Pool, error) {
+	if f == nil {
+		return nil, &ConfigError{Field: "Factory", Why: "nil factory: use holdfast.New"}
+	}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, &ConfigError{Field: "dsn", Why: "not a pgx connection string", Err: err}
+	}
+	return f.NewPool(ctx, cfg, opts...)
 }
 
 // Start makes pool's first connection under the startup policy and

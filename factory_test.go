@@ -522,6 +522,52 @@ func TestNewPool(t *testing.T) {
 	})
 }
 
+// NewPoolFromDSN is NewPool from a connection string: the pool is built,
+// named by its pool options and connected; a connection string that does
+// not parse is a *ConfigError that wraps pgx's *pgconn.ParseConfigError
+// and does not print the password.
+func TestNewPoolFromDSN(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFactory(t)
+	pool, err := f.NewPoolFromDSN(ctx, pgtest.DSN(t)+"&sslmode=disable&pool_max_conns=3", holdfast.PoolName("orders"))
+	if err != nil {
+		t.Fatalf("NewPoolFromDSN = %v", err)
+	}
+	defer f.ClosePool(pool)
+	if got := pool.Stat().TotalConns(); got != 1 {
+		t.Errorf("connections after NewPoolFromDSN: %d, want 1 (the first one, made under the startup policy)", got)
+	}
+	if got := pool.Config().MaxConns; got != 3 {
+		t.Errorf("MaxConns = %d, want 3 (pool_max_conns of the DSN)", got)
+	}
+	var one int
+	if err := pool.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil || one != 1 {
+		t.Errorf("SELECT 1 = %d, %v", one, err)
+	}
+
+	for _, dsn := range []string{
+		"postgres://app:s3cret-pw@db.example:notaport/orders",
+		"host=db.example password=s3cret-pw port=notaport",
+	} {
+		pool, err := f.NewPoolFromDSN(ctx, dsn)
+		var ce *holdfast.ConfigError
+		var pe *pgconn.ParseConfigError
+		switch {
+		case pool != nil || !errors.As(err, &ce) || ce.Field != "dsn":
+			t.Errorf("NewPoolFromDSN(%q) = %v, %v; want a *ConfigError of Field dsn", dsn, pool, err)
+		case !errors.As(err, &pe):
+			t.Errorf("NewPoolFromDSN(%q) = %v; want it to wrap a *pgconn.ParseConfigError", dsn, err)
+		case strings.Contains(err.Error(), "s3cret-pw"):
+			t.Errorf("NewPoolFromDSN(%q) = %q: the password is in the text", dsn, err)
+		}
+	}
+	var nilFactory *holdfast.Factory
+	if _, err := nilFactory.NewPoolFromDSN(ctx, pgtest.DSN(t)); !errors.Is(err, cfgerr.ErrInvalid) {
+		t.Errorf("a nil factory: %v, want a *ConfigError", err)
+	}
+}
+
 func TestConfigureChainsUserHooks(t *testing.T) {
 	t.Parallel()
 	cfg, addr := poolConfig(t, pgtest.DSN(t), "sslmode=disable")

@@ -195,44 +195,41 @@ func TestLogLinesForOnCall(t *testing.T) {
 			})
 		}
 	})
-	// Every line kind the package doc lists was played and checked here,
+	// Every line kind docs/telemetry.md lists was played and checked here,
 	// but the blue/green one (TestTelemetrySwitchover checks its keys).
 	for _, msg := range documentedLogLines(t) {
 		if !seen[msg] && msg != "holdfast: suspended by a blue/green switchover" {
-			t.Errorf("doc.go lists the line %q, which no scenario wrote", msg)
+			t.Errorf("docs/telemetry.md lists the line %q, which no scenario wrote", msg)
 		}
 	}
 }
 
-// documentedLogLines returns the messages of doc.go's log table.
+// documentedLogLines returns the messages of the table "Log lines" of
+// docs/telemetry.md.
 func documentedLogLines(t *testing.T) []string {
 	t.Helper()
-	b, err := os.ReadFile("doc.go")
+	b, err := os.ReadFile("docs/telemetry.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, _ := strings.Cut(string(b), "// # Logs")
-	rest, _, _ = strings.Cut(rest, "\n// # ")
+	_, rest, ok := strings.Cut(string(b), "\n## Log lines\n")
+	if !ok {
+		t.Fatal("docs/telemetry.md has no section \"Log lines\"")
+	}
+	rest, _, _ = strings.Cut(rest, "\n## ")
 	var out []string
-	lines := strings.Split(rest, "\n")
-	for i, l := range lines {
-		l = strings.TrimPrefix(l, "//\t")
-		level, text, ok := strings.Cut(l, " ")
-		if !ok || (level != "WARN" && level != "INFO" && level != "ERROR" && level != "DEBUG") {
-			continue
+	for _, l := range strings.Split(rest, "\n") {
+		cells := strings.Split(l, "|")
+		if len(cells) < 4 || cells[0] != "" {
+			continue // not a table row
 		}
-		_, text, _ = strings.Cut(text, `"`)
-		msg, _, closed := strings.Cut(text, `"`)
-		if !closed && i+1 < len(lines) { // continued on the next line
-			msg, _, _ = strings.Cut(msg, "  ") // the column of attributes follows
-			next := strings.TrimSpace(strings.TrimPrefix(lines[i+1], "//\t"))
-			cont, _, _ := strings.Cut(next, `"`)
-			msg = strings.TrimSpace(msg) + " " + cont
+		switch strings.TrimSpace(cells[1]) {
+		case "WARN", "INFO", "ERROR", "DEBUG":
+			out = append(out, strings.Trim(strings.TrimSpace(cells[2]), "`"))
 		}
-		out = append(out, strings.TrimSpace(msg))
 	}
 	if len(out) < 6 {
-		t.Fatalf("found %d log lines in doc.go's table: %q", len(out), out)
+		t.Fatalf("found %d log lines in docs/telemetry.md's table: %q", len(out), out)
 	}
 	return out
 }

@@ -195,8 +195,7 @@ func WithIntegration(in Integration) Option {
 // WithClassifier adds rules that the factory consults, in order, before the
 // built-in classify rules: use it for another SDK's error types. One rule
 // runs before them: a statement or COMMIT whose answer was lost is Fatal
-// "outcome-unknown" whatever broke its connection (see "Transactions, and
-// what was in flight" in the package doc).
+// "outcome-unknown" whatever broke its connection ([ErrOutcomeUnknown]).
 func WithClassifier(rules ...classify.Rule) Option {
 	return func(c *config) {
 		for _, r := range rules {
@@ -319,7 +318,9 @@ func (l ConnectLimit) validate() error {
 // server.port, db.namespace, and holdfast.pool with PoolName). Lines of
 // one kind (message, layer, stage, reason, database) are written at most
 // once a second; the next one says how many were suppressed. A panicking
-// password function is logged at ERROR with its stack.
+// password function is logged at ERROR with its stack. Every line and its
+// attributes:
+// https://github.com/holdfast-db/holdfast/blob/main/docs/telemetry.md#log-lines.
 func WithLogger(l *slog.Logger) Option {
 	return nonNil(l == nil, "WithLogger", "logger", func(c *config) { c.logger = l })
 }
@@ -338,8 +339,10 @@ func WithLogger(l *slog.Logger) Option {
 // Acquire costs one small allocation and three histogram records per
 // Acquire, statement and Release.
 //
-// The instruments and their attributes are listed in the package
-// documentation. An application that also records
+// The instruments and their attributes are listed in the repository's
+// telemetry page
+// (https://github.com/holdfast-db/holdfast/blob/main/docs/telemetry.md).
+// An application that also records
 // db.client.operation.duration with another tracer (otelpgx) keeps one of
 // the two with an OpenTelemetry view: drop the instrument of one scope
 // (sdkmetric.NewView with sdkmetric.Instrument{Name:

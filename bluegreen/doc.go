@@ -20,7 +20,7 @@
 //	f, err := holdfast.New(holdfast.WithBlueGreen(bluegreen.Config{}))
 //	// ...
 //	defer f.Close() // stops the monitors
-//	pool, err := f.NewPool(ctx, cfg)
+//	pool, err := f.NewPoolFromDSN(ctx, dsn)
 //	// ...
 //	st := f.BlueGreen(pool).Status()
 //
@@ -45,27 +45,7 @@
 // wrapper), [Routing] (what happens to connections, phase by phase),
 // [Name] (IAM tokens and certificates), [Summary] (the end of a
 // switchover), [Status] (for readiness endpoints and dashboards; package
-// readiness serves it).
-//
-// # What holdfast trusts
-//
-// The configuration (the pool's config, the factory's options) and the
-// CAs its TLS configuration trusts; not the metadata's rows. A row's
-// endpoint is used — a monitor connects to it, the pool is routed to it,
-// its name is accepted in a certificate or given a password or token —
-// only when it lies in the deployment's domain: the account and Region
-// suffix of the pool's hosts, the blue names, which green's and the
-// -old1 names share ("*.abc123.us-east-1.rds.amazonaws.com"), or a host
-// the configuration names (the pool's own, the endpoint that
-// failover.Config.Aliases gives a name of your own). Any other row is
-// ignored, with one WARN naming it: verify-full alone would not stop a
-// row naming a host that holds a certificate for its own name from a
-// public CA. A pool on a name of your own or an IP address, with no alias,
-// has no such domain, and its blue/green routing ignores every row. The
-// metadata function is used only when a superuser or rdsadmin owns it, or
-// it belongs to the rds_tools extension, as RDS's own do: one that a
-// database owner created is read as absent (routing off, one WARN). A poll uses at most 64 rows per role; the
-// monitors' statements name every function and operator with its schema.
+// readiness serves it). Which hosts the monitors trust: [Router].
 //
 // Package fakes/bluegreentest runs a blue and a green PostgreSQL on one
 // machine, with the real metadata functions and a fake DNS, and plays whole

@@ -223,6 +223,32 @@ const DialTimeout = 12 * time.Second
 // never sleeps past it, and the connector returns the context's error.
 // Factory.Acquire does not retry again a failure that this policy already
 // retried at the dial, so retries do not multiply across layers.
+//
+// Measured with the real connector against the fake Cloud SQL of
+// fakes/cloudsqltest on loopback, with a real PostgreSQL behind it (three
+// runs each, go test -race, a 2-core machine):
+//
+//	| Failure                                         | Dials | Outcome                                     | Time          |
+//	|-------------------------------------------------|-------|---------------------------------------------|---------------|
+//	| IAM login token fetch 503, once                 | 2     | connected, 1 connection                     | 0.25s – 0.30s |
+//	| Admin API token fetch 503, once                 | 2     | connected                                   | 0.23s – 0.30s |
+//	| instance refuses TCP, once                      | 2     | connected                                   | 0.22s – 0.31s |
+//	| instance resets the TLS handshake, once         | 2     | connected                                   | 0.23s – 0.27s |
+//	| reset after the handshake                       | 2     | connected                                   | 0.24s – 0.36s |
+//	| Admin API 503 ×3 (inside the connector's retry) | 1     | connected; holdfast adds nothing            | 1.9s – 2.4s   |
+//	| Admin API 503 ×5 (outlasts the connector once)  | 2     | connected on holdfast's retry               | 6.7s – 7.6s   |
+//	| Admin API 503 without end                       | 2     | Transient admin-api-503, exhausted          | 12.3s – 14.9s |
+//	| Admin API call that never answers               | 2     | cut by DialTimeout, connected on retry      | 12.2s – 12.3s |
+//	| Admin API 403, 404; unknown instance            | 1     | Fatal permission-denied, instance-not-found | < 10ms        |
+//	| malformed name, region mismatch                 | 1     | Fatal cloudsql-config                       | < 10ms        |
+//	| IAM login token 401, invalid_grant              | 1     | Fatal token-denied, token-invalid-grant     | < 10ms        |
+//	| untrusted server certificate, wrong CN          | 1     | Fatal tls-verification                      | < 15ms        |
+//	| dialer closed                                   | 1     | Fatal dialer-closed                         | < 1ms         |
+//
+// The connector alone, one Dial against an Admin API answering 503: 5.8s to
+// 7.5s. Against a metadata server whose token endpoint answers 503
+// (Application Default Credentials on Google runtimes), the metadata
+// client's own retries make one Dial fail after 0.6s to 1.5s.
 func RetryPolicy() retry.Policy {
 	return retry.Policy{
 		MaxAttempts:     2,
@@ -241,9 +267,9 @@ func RetryPolicy() retry.Policy {
 // a whole connection attempt, itself bounded by [RetryPolicy] (two dials of
 // at most [DialTimeout] each), so the worst case, an Admin API outage that
 // outlasts everything, is about 3×17s + 3s ≈ 55s (six connector cycles)
-// before startup fails with a *holdfast.StartupError whose Verdict says the
-// cause is Transient; a Fatal cause (permission denied, no such instance)
-// fails it after one dial.
+// before startup fails with a *holdfast.ConnectError of Layer "startup"
+// whose cause Factory.Classify says is Transient; a Fatal cause (permission
+// denied, no such instance) fails it after one dial.
 func StartupPolicy() retry.Policy {
 	return retry.Policy{
 		MaxAttempts:     3,
@@ -332,17 +358,4 @@ func findDialError(err error, depth int, nodes *int) *errtype.DialError {
 		}
 	}
 	return nil
-}
-
-// Options returns the holdfast options for a Factory whose pool configs
-// were passed through [Configure]: the classification of Google's and the
-// connector's errors ([TypeRules], [Rules]) and [RetryPolicy] and
-// [StartupPolicy] (an explicit WithRetryPolicy or WithStartupPolicy still
-// wins).
-//
-// Deprecated: use [With], which also installs the dial function and does
-// not depend on calling Configure first.
-func Options() []holdfast.Option {
-	in := Integration(nil, "")
-	return []holdfast.Option{holdfast.WithIntegration(in)}
 }

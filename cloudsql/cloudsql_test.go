@@ -147,8 +147,8 @@ func TestPolicies(t *testing.T) {
 	if sp.MaxElapsed < time.Duration(sp.MaxAttempts)*(2*cloudsql.ConnectorRetryMax) {
 		t.Errorf("startup MaxElapsed %v cannot fit %d attempts of two connector cycles", sp.MaxElapsed, sp.MaxAttempts)
 	}
-	if _, err := holdfast.New(cloudsql.Options()...); err != nil {
-		t.Fatalf("holdfast.New(cloudsql.Options()...) = %v", err)
+	if _, err := holdfast.New(holdfast.WithIntegration(cloudsql.Integration(nil, ""))); err != nil {
+		t.Fatalf("holdfast.New with the policies of cloudsql.Integration = %v", err)
 	}
 }
 

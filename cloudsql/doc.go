@@ -14,11 +14,10 @@
 //
 //	f, err := holdfast.New(cloudsql.With(d, "my-project:europe-west1:my-instance"))
 //	// ...
-//	cfg, err := pgxpool.ParseConfig("user=app@my-project.iam dbname=app") // the IAM user, no password
-//	// ...
-//	pool, err := f.NewPool(ctx, cfg) // the first connection under StartupPolicy
+//	pool, err := f.NewPoolFromDSN(ctx, "user=app@my-project.iam dbname=app") // the IAM user, no password;
+//	// the first connection under StartupPolicy
 //	if err != nil {
-//		// a *holdfast.StartupError: its Verdict says Transient or Fatal
+//		// a *holdfast.ConnectError; f.Classify(err) says Transient or Fatal
 //	}
 //	defer pool.Close()
 //
@@ -44,31 +43,8 @@
 // every pool path, as for any holdfast pool. [StartupPolicy] is for the
 // pool's first connection.
 //
-// Measured with the real connector against the fake Cloud SQL of
-// fakes/cloudsqltest on loopback, with a real PostgreSQL behind it (three
-// runs each, go test -race, a 2-core machine):
-//
-//	| Failure                                         | Dials | Outcome                                     | Time          |
-//	|-------------------------------------------------|-------|---------------------------------------------|---------------|
-//	| IAM login token fetch 503, once                 | 2     | connected, 1 connection                     | 0.25s – 0.30s |
-//	| Admin API token fetch 503, once                 | 2     | connected                                   | 0.23s – 0.30s |
-//	| instance refuses TCP, once                      | 2     | connected                                   | 0.22s – 0.31s |
-//	| instance resets the TLS handshake, once         | 2     | connected                                   | 0.23s – 0.27s |
-//	| reset after the handshake                       | 2     | connected                                   | 0.24s – 0.36s |
-//	| Admin API 503 ×3 (inside the connector's retry) | 1     | connected; holdfast adds nothing            | 1.9s – 2.4s   |
-//	| Admin API 503 ×5 (outlasts the connector once)  | 2     | connected on holdfast's retry               | 6.7s – 7.6s   |
-//	| Admin API 503 without end                       | 2     | Transient admin-api-503, exhausted          | 12.3s – 14.9s |
-//	| Admin API call that never answers               | 2     | cut by DialTimeout, connected on retry      | 12.2s – 12.3s |
-//	| Admin API 403, 404; unknown instance            | 1     | Fatal permission-denied, instance-not-found | < 10ms        |
-//	| malformed name, region mismatch                 | 1     | Fatal cloudsql-config                       | < 10ms        |
-//	| IAM login token 401, invalid_grant              | 1     | Fatal token-denied, token-invalid-grant     | < 10ms        |
-//	| untrusted server certificate, wrong CN          | 1     | Fatal tls-verification                      | < 15ms        |
-//	| dialer closed                                   | 1     | Fatal dialer-closed                         | < 1ms         |
-//
-// The connector alone, one Dial against an Admin API answering 503: 5.8s to
-// 7.5s. Against a metadata server whose token endpoint answers 503
-// (Application Default Credentials on Google runtimes), the metadata
-// client's own retries make one Dial fail after 0.6s to 1.5s.
+// [RetryPolicy]'s doc has the timings measured with the real connector,
+// for each failure, and the connector's own.
 //
 // # sslmode, host names and connect_timeout
 //
@@ -90,56 +66,14 @@
 // # Classification
 //
 // Package classify knows no vendor's error types. [TypeRules] teaches a
-// classifier Google's and the connector's, and they take part in
-// classify's walk of the error tree, so the innermost recognised cause
-// still decides for its wrapper (a refused connection inside a DialError
-// is "conn-refused"):
-//
-//	| Error                                         | Class     | Reason                      |
-//	|-----------------------------------------------|-----------|-----------------------------|
-//	| *errtype.ConfigError                          | Fatal     | cloudsql-config             |
-//	| *errtype.RefreshError                         | its cause | its cause's Reason          |
-//	| *errtype.RefreshError, nil Err                | Transient | cloudsql-refresh            |
-//	| *errtype.DialError                            | its cause | its cause's Reason          |
-//	| *errtype.DialError, nil Err                   | Transient | cloudsql-dial               |
-//	| *errtype.ResourceExhaustedError               | Transient | cloudsql-resource-exhausted |
-//	| *googleapi.Error 408, 429, 500–599            | Transient | admin-api-<code>            |
-//	| *googleapi.Error 400                          | Fatal     | bad-request                 |
-//	| *googleapi.Error 401, 403                     | Fatal     | permission-denied           |
-//	| *googleapi.Error 404                          | Fatal     | instance-not-found          |
-//	| *googleapi.Error, other codes                 | Fatal     | admin-api-<code>            |
-//	| *oauth2.RetrieveError, invalid_grant          | Fatal     | token-invalid-grant         |
-//	| token error 408, 429, 500–599                 | Transient | token-fetch-<code>          |
-//	| token error 400, 401, 403                     | Fatal     | token-denied                |
-//	| token error, other codes                      | Fatal     | token-fetch-<code>          |
-//	| token error without a Response                | Fatal     | token-error                 |
-//
-// A "token error" is an *oauth2.RetrieveError or *auth.Error (their
-// Response.StatusCode) or a *metadata.Error (its Code). *errtype.ConfigError
-// outranks every other cause but cancellation and TLS verification. A
-// RefreshError or DialError whose cause is not recognised is Fatal
-// "unknown". The rules never call Error on the errors they examine
-// (auth.Error's Error dereferences its Response).
-//
-// The connector's own chains (of [ConnectorVersion]: a test fails when
-// go.mod requires another version, so that an upgrade re-checks them) are
-// handled, for example:
-//
-//	fmt "failed to get instance" → *errtype.RefreshError → *googleapi.Error{503}   → Transient admin-api-503
-//	fmt → *errtype.RefreshError → *auth.Error → *oauth2.RetrieveError{503}           → Transient token-fetch-503
-//	fmt → *errtype.RefreshError → *url.Error → fmt → *metadata.Error{503}            → Transient token-fetch-503
-//	*errtype.DialError → Join[*net.OpError → *os.SyscallError → ECONNREFUSED]        → Transient conn-refused
-//	*errtype.DialError → *errtype.DialError → *tls.CertificateVerificationError      → Fatal tls-verification
-//
-// [Rules] adds the two cases that need the connector's root package or the
-// structure of its errors: cloudsqlconn.ErrDialerClosed (Fatal
-// "dialer-closed") and a server certificate for another instance (Fatal
-// "tls-verification", which TypeRules alone would see as a transient
-// DialError without a cause).
-//
-// The connector already retries Admin API 5xx answers about five times
-// before it returns them, so back off generously after an admin-api-5xx
-// verdict.
+// classifier Google's and the connector's (its doc has the table of what
+// each gives, and the connector's error chains it was checked against),
+// and [Rules] the two cases that need the connector's root package. A
+// token or Admin API 5xx, 429 or 408 is Transient; a 400, 401, 403 or 404,
+// a malformed instance name or a certificate for another instance is
+// Fatal. The connector already retries Admin API 5xx answers about five
+// times before it returns them, so back off generously after an
+// admin-api-5xx verdict.
 //
 // # IAM database authentication
 //

@@ -13,7 +13,7 @@ import (
 )
 
 // One run of the fault scenario serves the tests of this package: the
-// exported names and labels, the package documentation's list, and the
+// exported names and labels, the list of docs/telemetry.md, and the
 // dashboard's queries.
 func TestPrometheus(t *testing.T) {
 	s, body := scrapeRun(t)
@@ -21,7 +21,7 @@ func TestPrometheus(t *testing.T) {
 		t.Log(body)
 	}
 	t.Run("names and labels", func(t *testing.T) { checkNames(t, s) })
-	t.Run("package doc", func(t *testing.T) { checkDoc(t, s) })
+	t.Run("docs", func(t *testing.T) { checkDoc(t, s) })
 	t.Run("dashboard", func(t *testing.T) { checkDashboard(t, s) })
 	if strings.Contains(body, "password") {
 		t.Errorf("a scrape mentions a password:\n%s", body)
@@ -91,25 +91,32 @@ func checkNames(t *testing.T, s scrape) {
 	}
 }
 
-// documented returns the names the package doc lists under "Prometheus
-// names": the first word of each table line.
+// documented returns the names that the table "Prometheus names" of
+// the repository's docs/telemetry.md lists: the first cell of each row.
 func documented(t *testing.T) []string {
 	t.Helper()
-	b, err := os.ReadFile("../doc.go")
+	b, err := os.ReadFile("../docs/telemetry.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(b), "// # Prometheus names")
+	_, rest, ok := strings.Cut(string(b), "\n## Prometheus names\n")
 	if !ok {
-		t.Fatal("doc.go has no section \"Prometheus names\"")
+		t.Fatal("docs/telemetry.md has no section \"Prometheus names\"")
 	}
-	rest, _, _ = strings.Cut(rest, "\n// # ")
+	rest, _, _ = strings.Cut(rest, "\n## ")
 	var out []string
 	for _, line := range strings.Split(rest, "\n") {
-		line = strings.TrimPrefix(line, "//\t")
-		if f := strings.Fields(line); len(f) > 1 && (strings.HasPrefix(f[0], "holdfast_") || strings.HasPrefix(f[0], "db_client_")) {
-			out = append(out, f[0])
+		cells := strings.Split(line, "|")
+		if len(cells) < 3 || cells[0] != "" {
+			continue // not a table row
 		}
+		name := strings.Trim(strings.TrimSpace(cells[1]), "`")
+		if strings.HasPrefix(name, "holdfast_") || strings.HasPrefix(name, "db_client_") {
+			out = append(out, name)
+		}
+	}
+	if len(out) < 10 {
+		t.Fatalf("found %d names in docs/telemetry.md's Prometheus names: %q", len(out), out)
 	}
 	sort.Strings(out)
 	return out
@@ -135,12 +142,12 @@ func checkDoc(t *testing.T, s scrape) {
 	doc := documented(t)
 	for _, n := range scraped {
 		if !slices.Contains(doc, n) {
-			t.Errorf("%s is exported but not in doc.go's Prometheus names", n)
+			t.Errorf("%s is exported but not in docs/telemetry.md's Prometheus names", n)
 		}
 	}
 	for _, n := range doc {
 		if !slices.Contains(scraped, n) && n != onlyDuringSwitchover {
-			t.Errorf("doc.go lists %s, which the scenario did not export", n)
+			t.Errorf("docs/telemetry.md lists %s, which the scenario did not export", n)
 		}
 	}
 }

@@ -47,7 +47,7 @@ func (e *NotWriterError) Error() string {
 // the cluster failed over: a statement or transaction on it did not
 // complete. Nothing is resent. A transaction open on it was rolled back:
 // it is Transient, and running the whole transaction again (holdfast's
-// Factory.BeginTxFunc and sqldb.BeginTxFunc do) goes to the new writer.
+// Factory.RunTx and sqldb.RunTx do) goes to the new writer.
 // When what was in flight could commit by itself — a COMMIT, an autocommit
 // statement — its outcome is unknown, as with any broken connection: the
 // caller gets a *holdfast.OutcomeUnknownError wrapping the CutError, Fatal

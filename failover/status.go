@@ -101,6 +101,23 @@ type Status struct {
 // cluster's other endpoint and writes within milliseconds of the promotion
 // instead of after DNS (TestStartDuringFailover: 62 ms, plain pgxpool
 // 4.9 s with a 4 s DNS lag).
+//
+// What the monitor trusts: the configuration (the pool's host,
+// Config.Aliases, Config.InstanceTemplate) and the CAs the pool's TLS
+// configuration trusts; not the topology's rows. An instance the topology
+// names is resolved, probed, routed to or given a password or token only
+// when its endpoint lies in the cluster's domain: the instance domain of
+// the pool's endpoint (its account and Region suffix,
+// "*.abc123.us-east-1.rds.amazonaws.com") or the template's ("?.domain").
+// A row naming any other host (rds_tools.show_topology lists endpoints) is
+// dropped, with one WARN naming it; an Aurora row carries only a server
+// id, which must be an instance identifier. The topology functions are
+// used only when a superuser or rdsadmin owns them, or they belong to the
+// rds_tools extension, as RDS's and Aurora's own do: a function that a
+// database owner created is not trusted, and routing is off (Status.Off
+// "untrusted", one WARN) as when the functions do not exist. A read uses
+// at most 64 rows, and a probe round logs in to at most 16 instances at
+// once.
 type Monitor interface {
 	// Status returns the monitor's state now.
 	Status() Status

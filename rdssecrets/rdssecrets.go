@@ -117,8 +117,26 @@ var (
 // the SDK's error (a *smithy.OperationError wrapping the API error) or a
 // format error; the message names the secret and the stage, never a
 // secret value. Whether it is worth retrying is decided by [Rules]:
-// throttling and 5xx are Transient, AccessDenied, ResourceNotFound and
-// format errors Fatal.
+//
+//	| Failure                                      | Seen as                                          | holdfast               |
+//	|----------------------------------------------|--------------------------------------------------|------------------------|
+//	| ThrottlingException (400), 429               | *SecretError, Transient secretsmanager-throttled | fetch retried (policy) |
+//	| InternalServiceError (500), any 5xx          | *SecretError, Transient secretsmanager-NNN       | fetch retried          |
+//	| endpoint refused or timed out                | *SecretError → network error, Transient          | fetch retried          |
+//	| ResourceNotFoundException (a deleted secret) | *SecretError, Fatal secretsmanager-not-found     | fails at once (1 call) |
+//	| AccessDeniedException                        | *SecretError, Fatal secretsmanager-access-denied | fails at once          |
+//	| DecryptionFailure (KMS)                      | *SecretError, Fatal secretsmanager-decryption    | fails at once          |
+//	| not RDS JSON, no username or password        | *SecretError, Fatal secretsmanager-format        | fails at once          |
+//
+// errors.Is(err, ErrNotFound), ErrAccessDenied and ErrFormat match the
+// *SecretError of each. A throttled fetch is retried under the factory's
+// policy: with the test's policy, two throttles then an answer connect
+// after 3 calls; throttling that does not stop gives up after 3 calls, in
+// about 20 ms. The SDK client retries throttling and 5xx by itself too
+// (3 attempts with its standard retryer), inside each of holdfast's
+// attempts, each bounded by AttemptTimeout: give the client
+// aws.NopRetryer{} (or retry.AddWithMaxAttempts(.., 1)) to leave the
+// retries, and their budget, to holdfast.
 type SecretError struct {
 	SecretID string
 	Stage    string

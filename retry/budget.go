@@ -75,7 +75,7 @@ func DefaultBudget() BudgetConfig {
 // takes about 17.5 s). While attempts fail faster than 0.2 a second (plus
 // a tenth of the successes) the bucket stays empty, so a fleet in an
 // outage makes its first attempts and about two retries per budget, at
-// any request rate: in internal/storm, 0.3 to 3.9 % of first attempts from
+// any request rate: in the storm simulation, 0.3 to 3.9 % of first attempts from
 // 2 to 20 requests per second per pod, where DefaultBudget allows 4.2 to
 // 47 %.
 //

@@ -34,7 +34,7 @@
 //     once; once a few attempts in a row have failed, retries stop
 //     however many requests fail, and come back as successes and time
 //     refill the bucket. Retries are then a share of the demand: in
-//     internal/storm's fleet, under 4 % of first attempts from 2 to 20
+//     the storm simulation's fleet, under 4 % of first attempts from 2 to 20
 //     requests per second per pod, where the plain bucket gives 4 to 47 %.
 //
 // The default stays the plain bucket: holdfast's retry layers nest (the

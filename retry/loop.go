@@ -12,7 +12,7 @@ import (
 // Loop is one retry loop that its caller steps through, attempt by
 // attempt, on a clock of its own, instead of blocking in [Retrier.Do]: for
 // an event loop that must not block, and for simulations on a virtual clock
-// (internal/storm steps ten thousand of them). Do is a Loop on the real
+// (the storm simulation steps ten thousand of them). Do is a Loop on the real
 // clock: [Loop.Next] makes every decision Do makes (the classification,
 // MaxAttempts, MaxElapsed, the caller's deadline, the Budget, the jittered
 // delay, OnRetry), so a stepped loop behaves as Do would.

@@ -3,30 +3,29 @@
 // every connection is a connection of a pgxpool configured by a
 // holdfast.Factory, through pgx's stdlib.
 //
-//	f, err := holdfast.New(...)           // WithPasswordFunc, cloudsql.With, WithBlueGreen, ...
-//	cfg, err := pgxpool.ParseConfig(dsn)
-//	db, err := sqldb.Open(ctx, f, cfg)    // the pool's first connection under the startup policy
-//	defer db.Close()                      // closes the pool too
+//	f, err := holdfast.New(...)             // WithPasswordFunc, cloudsql.With, WithBlueGreen, ...
+//	pool, err := f.NewPoolFromDSN(ctx, dsn) // the pool's first connection under the startup policy
+//	db := sqldb.OpenDB(pool)                // pgx and database/sql code share one pool
+//	defer db.Close()                        // leaves the pool open
+//
+// A service with database/sql code only builds both at once with [Open]
+// (whose DB.Close closes the pool too).
 //
 // Every connection of the *sql.DB is acquired from the pool (as with
 // pgx's stdlib.OpenDBFromPool), so everything holdfast does for the pool
-// applies unchanged: a new
-// connection's dial, password fetch and startup handshake are retried
-// under the factory's policy and budget (a 503 from a token endpoint, 53300,
-// 57P03, a reset mid-handshake; a 28000 once with a fresh token or dial),
-// fatal mistakes fail at once, and blue/green routing holds and reroutes
-// connects and refuses statements on connections to the old blue instance
-// before anything is sent. database/sql
-// itself retries an operation whose error is driver.ErrBadConn, which pgx's
-// stdlib returns only when nothing was sent (pgconn.SafeToRetry): a
-// statement refused on an old-blue connection outside a transaction runs
-// again on another connection; inside a transaction, or on a held *sql.Conn,
-// the caller gets the error and retries the transaction.
-//
-// What Factory.Acquire adds — one request-scope retry of a 28P01 with a
-// fresh password or token, which pgx does not try again inside a connect —
-// applies too, to a *sql.DB from [Open] or [RegisterDriver]; [OpenDB] and [NewConnector], which are given a pool
-// and no factory, have every other retry.
+// applies unchanged: a new connection's dial, password fetch and startup
+// handshake are retried under the factory's policy and budget, fatal
+// mistakes fail at once, and blue/green and failover routing hold,
+// reroute and refuse before anything is sent. What Factory.Acquire adds —
+// one request-scope retry of a 28P01 with a fresh password or token,
+// which pgx does not try again inside a connect — applies too, to every
+// *sql.DB of sqldb: the factory is found from the pool's config.
+// database/sql itself retries an operation whose error is
+// driver.ErrBadConn, which pgx's stdlib returns only when nothing was sent
+// (pgconn.SafeToRetry): a statement refused on an old-blue connection
+// outside a transaction runs again on another connection; inside a
+// transaction, or on a held *sql.Conn, the caller gets the error and
+// retries the transaction.
 //
 // [OpenReadWrite] is holdfast's read/write splitting (holdfast.ReadWrite)
 // for database/sql: a *sql.DB on the cluster's writer endpoint and one on

@@ -43,6 +43,35 @@ func ExampleOpen() {
 	}
 }
 
+// A service with both pgx and database/sql code opens its *sql.DB over
+// its pool: one set of connections, one MaxConns, and the same protection
+// on both (a password the server refused is retried with a fresh one
+// here too). (It needs a database, so this example is compiled, not run;
+// examples/quickstart runs it.)
+func ExampleOpenDB() {
+	ctx := context.Background()
+	f, err := holdfast.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+	pool, err := f.NewPoolFromDSN(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	db := sqldb.OpenDB(pool) // was: stdlib.OpenDBFromPool(pool)
+	defer db.Close()         // leaves the pool open
+
+	var one int
+	if err := db.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+		log.Fatal(err)
+	}
+	if err := pool.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+		log.Fatal(err)
+	}
+}
+
 // For a tool that opens its database by driver name and DSN only, register
 // a driver whose connection strings open holdfast pools. Nothing connects
 // until the first use.

@@ -74,10 +74,13 @@ func Open(ctx context.Context, f *holdfast.Factory, cfg *pgxpool.Config, opts ..
 }
 
 // OpenDB returns a *sql.DB over pool, a pool built from a config that a
-// holdfast.Factory configured (NewPool, or Configure then
-// pgxpool.NewWithConfig), set up as [Open]'s (no idle connection in
-// database/sql, the same options). Closing the *sql.DB leaves the pool
-// open.
+// holdfast.Factory configured (NewPool, NewPoolFromDSN, or Configure then
+// pgxpool.NewWithConfig), set up as [Open]'s, with the same protection:
+// no idle connection in database/sql, the same options, and a failed
+// acquire retried as the factory's Acquire retries one (the factory is
+// found from the pool's config). It is the way to use one pool from both
+// pgx and database/sql code: one set of connections, one MaxConns.
+// Closing the *sql.DB leaves the pool open.
 func OpenDB(pool *pgxpool.Pool, opts ...stdlib.OptionOpenDB) *sql.DB {
 	return open(newConnector(pool, false, nil, opts))
 }
@@ -134,7 +137,7 @@ type Connector struct {
 	base  driver.Connector
 	pool  *pgxpool.Pool
 	owned bool              // Close closes pool
-	f     *holdfast.Factory // Open's and RegisterDriver's: Connect retries as Factory.Acquire does
+	f     *holdfast.Factory // Open's and RegisterDriver's: closing the pool stops its monitors (Factory.ClosePool)
 	// The pool's checks of an Acquire, which reuse runs too.
 	prepare  func(context.Context, *pgx.Conn) (bool, error)
 	lifetime time.Duration
@@ -168,9 +171,12 @@ func newConnector(pool *pgxpool.Pool, owned bool, f *holdfast.Factory, opts []st
 
 // Connect acquires a connection from the pool, bounded by ctx, and returns
 // it as pgx's *stdlib.Conn. Every connect of the pool is retried by the
-// factory that configured it; a Connector from [Open] or [RegisterDriver]
-// also retries a failed acquire as holdfast.Factory.Acquire does: one retry of a 28P01 with a freshly fetched
-// password or token, which pgx does not retry inside a connect. After
+// factory that configured it, and a failed acquire is retried as
+// holdfast.Factory.Acquire retries one: one retry of a 28P01 with a
+// freshly fetched password or token, which pgx does not retry inside a
+// connect. The factory is found from the pool's config, whichever of
+// [Open], [OpenDB], [NewConnector] or [RegisterDriver] built the
+// Connector; over a pool no factory configured, Connect is pgx's. After
 // Close it returns [ErrClosed].
 func (c *Connector) Connect(ctx context.Context) (driver.Conn, error) {
 	c.mu.Lock()
@@ -199,10 +205,10 @@ func (c *Connector) Connect(ctx context.Context) (driver.Conn, error) {
 
 func (c *Connector) connect(ctx context.Context) (driver.Conn, error) {
 	conn, err := c.base.Connect(ctx)
-	if err == nil || c.f == nil {
-		return conn, err
+	if err == nil {
+		return conn, nil
 	}
-	p := hfconn.OfPool(c.pool)
+	p := hfconn.OfPool(c.pool) // the factory that configured the pool, found from its config
 	if p == nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/cloudsql"
@@ -305,60 +306,98 @@ func (h hook) WithGroup(string) slog.Handler             { return h }
 
 // A token the server rejects with 28P01 (a stale IAM token, a rotated
 // password): pgx does not retry it inside a connect, Factory.Acquire
-// retries it once with a fresh password, and so does database/sql through
-// a driver of RegisterDriver. The control, OpenDB over the same factory's
-// pool (no factory to retry with), gets the 28P01.
+// retries it once with a fresh password, and so does every *sql.DB of
+// sqldb: a driver of RegisterDriver, and OpenDB over a pool of
+// NewPoolFromDSN or of Configure and pgxpool.NewWithConfig (the factory
+// found from the pool's config). The control, pgx's own
+// stdlib.OpenDBFromPool over the same factory's pool, gets the 28P01.
 func TestFreshPasswordAfter28P01(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	s := startScram(ctx, t)
 	dsn := fmt.Sprintf("postgres://%s@%s/postgres?sslmode=disable", scramUser, s.Addr())
-	for _, viaDriver := range []bool{true, false} {
-		var calls atomic.Int32
-		f := newFactory(t, holdfast.WithPasswordFunc(func(context.Context, string) (string, error) {
-			if calls.Add(1) == 1 {
-				return "stale-token", nil
-			}
-			return scramPassword, nil
-		}))
-		var db *sql.DB
-		if viaDriver {
+	// configured is a pool of Configure and pgxpool.NewWithConfig: no
+	// connection yet.
+	configured := func(t *testing.T, f *holdfast.Factory) *pgxpool.Pool {
+		cfg, err := pgxpool.ParseConfig(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Configure(cfg); err != nil {
+			t.Fatal(err)
+		}
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		return pool
+	}
+	for _, tt := range []struct {
+		name    string
+		open    func(t *testing.T, f *holdfast.Factory, stale *atomic.Bool) *sql.DB
+		control bool // the 28P01 must reach the caller
+	}{
+		{name: "RegisterDriver", open: func(t *testing.T, f *holdfast.Factory, _ *atomic.Bool) *sql.DB {
 			name := fmt.Sprintf("holdfast-sqldb-auth-%d", registered.Add(1))
 			if err := sqldb.RegisterDriver(name, f); err != nil {
 				t.Fatal(err)
 			}
-			var err error
-			if db, err = sql.Open(name, dsn); err != nil {
-				t.Fatal(err)
-			}
-		} else {
-			cfg, err := pgxpool.ParseConfig(dsn)
+			db, err := sql.Open(name, dsn)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := f.Configure(cfg); err != nil {
-				t.Fatal(err)
-			}
-			pool, err := pgxpool.NewWithConfig(ctx, cfg)
+			return db
+		}},
+		{name: "OpenDB over NewPoolFromDSN", open: func(t *testing.T, f *holdfast.Factory, stale *atomic.Bool) *sql.DB {
+			// The first connection meets the stale token too: the startup
+			// policy retries it with a fresh one.
+			pool, err := f.NewPoolFromDSN(ctx, dsn)
 			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("NewPoolFromDSN with a stale token first: %v", err)
 			}
 			t.Cleanup(pool.Close)
-			db = sqldb.OpenDB(pool)
-		}
-		var who string
-		err := db.QueryRowContext(ctx, "SELECT current_user").Scan(&who)
-		db.Close()
-		var pe *pgconn.PgError
-		switch {
-		case viaDriver && (err != nil || who != scramUser):
-			t.Errorf("through RegisterDriver: %q, %v; want %s after one retry with a fresh password", who, err, scramUser)
-		case viaDriver && calls.Load() != 2:
-			t.Errorf("through RegisterDriver: %d password calls, want 2 (the stale one, a fresh one)", calls.Load())
-		case !viaDriver && (!errors.As(err, &pe) || pe.Code != "28P01"):
-			t.Errorf("control (OpenDB, no factory): %v, want 28P01: the fault must bite", err)
-		}
+			pool.Reset() // the statement's connection is a new one, with a stale token
+			stale.Store(true)
+			return sqldb.OpenDB(pool)
+		}},
+		{name: "OpenDB over a configured pool", open: func(t *testing.T, f *holdfast.Factory, _ *atomic.Bool) *sql.DB {
+			return sqldb.OpenDB(configured(t, f))
+		}},
+		{name: "NewConnector", open: func(t *testing.T, f *holdfast.Factory, _ *atomic.Bool) *sql.DB {
+			return sql.OpenDB(sqldb.NewConnector(configured(t, f)))
+		}},
+		{name: "control: stdlib.OpenDBFromPool", control: true, open: func(t *testing.T, f *holdfast.Factory, _ *atomic.Bool) *sql.DB {
+			return stdlib.OpenDBFromPool(configured(t, f))
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var stale atomic.Bool
+			var calls atomic.Int32
+			stale.Store(true)
+			f := newFactory(t, holdfast.WithPasswordFunc(func(context.Context, string) (string, error) {
+				calls.Add(1)
+				if stale.Swap(false) {
+					return "stale-token", nil
+				}
+				return scramPassword, nil
+			}))
+			db := tt.open(t, f, &stale)
+			before := calls.Load()
+			var who string
+			err := db.QueryRowContext(ctx, "SELECT current_user").Scan(&who)
+			db.Close()
+			var pe *pgconn.PgError
+			switch {
+			case tt.control && (!errors.As(err, &pe) || pe.Code != "28P01"):
+				t.Errorf("%v, want 28P01: the fault must bite", err)
+			case !tt.control && (err != nil || who != scramUser):
+				t.Errorf("%q, %v; want %s after one retry with a fresh password", who, err, scramUser)
+			case !tt.control && calls.Load()-before != 2:
+				t.Errorf("%d password calls, want 2 (the stale one, a fresh one)", calls.Load()-before)
+			}
+		})
 	}
 }
 

@@ -38,7 +38,7 @@
 // and keeps those connections, so its writes keep failing with 25006.
 //
 // The holdfast client is holdfast.New(holdfast.WithFailover(failover.Config{}))
-// with every default, its transactions through Factory.BeginTxFunc. Its monitor notices the dead writer within
+// with every default, its transactions through Factory.RunTx. Its monitor notices the dead writer within
 // about a second, holds new connections by the writer endpoint until the
 // new writer is known, then sends them to it while the DNS lags, refuses
 // connections that land on a reader, and cuts its connections to the old
@@ -50,7 +50,7 @@
 // With -sql a third client, "database/sql", runs the same workload through
 // a *sql.DB of package sqldb over its own holdfast pool from the same
 // factory (the same failover monitor), its transactions through
-// sqldb.BeginTxFunc. It writes its own table, is
+// sqldb.RunTx. It writes its own table, is
 // audited like the others, and is checked against holdfast's goals.
 //
 // It prints a progress line per second (elapsed time, the simulator's last

@@ -101,7 +101,7 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 	hf.Pool, hf.F = hfPool, f
 	// With -sql, database/sql over its own holdfast pool (same factory,
 	// so the same failover monitor), its transactions through
-	// sqldb.BeginTxFunc.
+	// sqldb.RunTx.
 	sc.DB, sc.F = pools.DB, f
 	if err := waitWriter(ctx, mon); err != nil {
 		return nil, fmt.Errorf("holdfast's monitor did not learn the writer: %w", err)

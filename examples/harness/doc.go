@@ -15,7 +15,7 @@
 //     recorded ([Record]) and counted for the progress lines
 //     ([Workload.Progress]).
 //   - [Writer] runs a write demo's transaction the way each client does:
-//     holdfast's runner (Factory.BeginTxFunc, sqldb.BeginTxFunc) or, for the
+//     holdfast's runner (Factory.RunTx, sqldb.RunTx) or, for the
 //     plain pool, the retry loop an application writes by hand, an unknown
 //     outcome resolved by the request's id ([Writer.Do]).
 //   - [Counts] and [Writes] are the figures the demos share (a demo's

@@ -16,7 +16,7 @@ import (
 
 // Writer runs a write demo's transactions the way one client does. The
 // holdfast clients (F set) run them with the factory's runner,
-// Factory.BeginTxFunc on Pool, or sqldb.BeginTxFunc on DB for the
+// Factory.RunTx on Pool, or sqldb.RunTx on DB for the
 // database/sql client, which re-runs a transaction only when nothing
 // committed; the plain client runs them with the retry loop an
 // application writes by hand around an idempotent transaction (Retrier),

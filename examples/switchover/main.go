@@ -30,8 +30,8 @@
 //
 // The holdfast client is holdfast.New(holdfast.WithBlueGreen(bluegreen.Config{}))
 // with every default (with -failover, and holdfast.WithFailover(failover.Config{})),
-// and runs each transaction with the factory's runner, Factory.BeginTxFunc
-// (sqldb.BeginTxFunc for -sql), which re-runs it only when nothing
+// and runs each transaction with the factory's runner, Factory.RunTx
+// (sqldb.RunTx for -sql), which re-runs it only when nothing
 // committed: its INSERT is a plain INSERT, so a transaction applied twice
 // would fail with 23505 and show in the table. The plain client is pgxpool
 // with the same config and the retry loop an application writes by hand:

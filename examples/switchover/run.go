@@ -163,7 +163,7 @@ func run(ctx context.Context, env *bluegreentest.Env, o options, progress io.Wri
 	clients := []*harness.Client{plain, hf}
 	if o.SQL {
 		// database/sql over its own holdfast pool (same factory), its
-		// transactions through sqldb.BeginTxFunc.
+		// transactions through sqldb.RunTx.
 		clients = append(clients, newClient("database/sql", &harness.Writer{F: f, DB: pools.DB}, &ids))
 	}
 	var scriptPhase atomic.Value

@@ -114,7 +114,7 @@
 //     the writer's dbi resource id; on the writer, no row.
 //
 // Aurora's functions are left out with MultiAZ, as on RDS: with both,
-// detection that looks for Aurora's first (internal/topology.Detect) would
+// detection that looks for Aurora's first (as holdfast's does) would
 // never see a Multi-AZ DB cluster. Both engines read one control table the simulator writes on
 // the writer; the standbys, read-only, read the same rows, replicated
 // physically like any others (a file or a setting would need the simulator

@@ -116,3 +116,33 @@ func TestFile(t *testing.T) {
 		}
 	}
 }
+
+// released says whether a module has had a release. Until then a name
+// that is replaced is removed, never deprecated (the CHANGELOG lists it
+// under Removed, BREAKING): a first release carries no deprecated name.
+// Set it when tagging the first release.
+const released = false
+
+// TestNoDeprecatedBeforeRelease fails when an API file, which TestAPI
+// keeps equal to the code, lists a deprecated name ("//deprecated") of a
+// module not yet released.
+func TestNoDeprecatedBeforeRelease(t *testing.T) {
+	if released {
+		t.Skip("released: deprecation is how a name is retired")
+	}
+	for _, mod := range modules {
+		path := filepath.Join(root, mod.dir, "api", mod.name+".txt")
+		data, err := os.ReadFile(path)
+		if os.IsNotExist(err) && mod.dir != "." {
+			continue // outside the repository (in a module's zip)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(string(data), "\n") {
+			if strings.HasSuffix(l, "//deprecated") {
+				t.Errorf("%s: %s: remove it (pre-release: CHANGELOG, Removed, BREAKING) rather than deprecate it", path, l)
+			}
+		}
+	}
+}

@@ -40,8 +40,7 @@ type Router struct {
 	// (and the hosts Options.Trusted adds) and their account and Region
 	// domain. A metadata or topology row outside it is ignored; names
 	// outside it are never dialed, accepted in a certificate or given a
-	// token (see the package documentation of bluegreen, "What holdfast
-	// trusts").
+	// token (see bluegreen.Router's doc, "What the monitors trust").
 	scope  topology.Scope
 	redact func(string) string // cleans error texts of secrets (Options.Redact); never nil
 

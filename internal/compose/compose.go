@@ -44,8 +44,9 @@ const (
 // Order is the order in which the layers compose, outermost first: a
 // layer's BeforeConnect runs around the next ones', its PrepareConn
 // before theirs, its tracer wraps theirs, and its connection hooks
-// ([Chain]) run before theirs. It is declared here only; the package
-// documentation of holdfast shows it (a test compares the two).
+// ([Chain]) run before theirs. It is declared here only; the layer table
+// of the repository's docs/guide.md shows it (TestDocumentedLayerOrder
+// compares the two).
 var Order = [...]string{Telemetry, BlueGreen, Failover, Eviction, Connect, User}
 
 // Precedence is the one rule of which layer yields to which: while the

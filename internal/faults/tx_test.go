@@ -176,7 +176,7 @@ func TestSQLTxBeginConnectGaveUpIsRerun(t *testing.T) {
 	})
 	t.Logf("MEASURED database/sql, a BEGIN whose connect gave up: %d runs of the function, %d dials, %v", runs, dials.Attempts(), err)
 	if err != nil || runs != 1 || dials.Attempts() != 5 {
-		t.Fatalf("sqldb.BeginTxFunc = %v, %d runs, %d dials; want success, 1 run, 5 dials", err, runs, dials.Attempts())
+		t.Fatalf("sqldb.RunTx = %v, %d runs, %d dials; want success, 1 run, 5 dials", err, runs, dials.Attempts())
 	}
 }
 

@@ -13,9 +13,9 @@
 //
 // # Instruments
 //
-// The instruments, their units and attributes are listed once, in the root
-// package's documentation (doc.go of package holdfast); the names are the
-// Metric* constants here.
+// The instruments, their units and attributes are listed once, in the
+// repository's docs/telemetry.md; the names are the Metric* constants
+// here.
 //
 // # Stages and layers
 //

@@ -30,7 +30,8 @@ type Target struct {
 	user  string // for hints only: never an attribute
 }
 
-// KeyPool is the attribute of a pool name given with holdfast.WithPoolName.
+// KeyPool is the log attribute of a pool's name (holdfast.PoolName, else
+// "host:port/database").
 const KeyPool = "holdfast.pool"
 
 // NewTarget describes the pool built from cc, named pool ("" for none).
