@@ -549,7 +549,7 @@ func (c *Cluster) CommittedIDs(ctx context.Context, table string) ([]int64, erro
 	c.mu.Unlock()
 	ids, err := w.IDs(ctx, table)
 	if err != nil {
-		return nil, fmt.Errorf("fakes/failovertest: %s: %w", w.ID, err)
+		return nil, fmt.Errorf("fakes/failovertest: %w", err)
 	}
 	return ids, nil
 }

@@ -1,9 +1,6 @@
 package failovertest
 
 import (
-	"os"
-	"path/filepath"
-
 	"github.com/holdfast-db/holdfast/fakes/internal/certs"
 	"github.com/holdfast-db/holdfast/fakes/internal/pgnode"
 )
@@ -27,11 +24,7 @@ func (c *Cluster) makeCert() error {
 	if err != nil {
 		return err
 	}
-	if c.caDir, err = os.MkdirTemp("", "holdfast-failover-ca-*"); err != nil {
-		return err
-	}
-	c.CAFile = filepath.Join(c.caDir, "ca.pem")
-	if err := os.WriteFile(c.CAFile, ca.CertPEM(), 0o644); err != nil {
+	if c.caDir, c.CAFile, err = ca.WriteTemp("holdfast-failover-ca-*"); err != nil {
 		return err
 	}
 	c.ca = ca

@@ -349,8 +349,16 @@ func (n *Node) QueryRow(ctx context.Context, sql string, dst ...any) error {
 
 // IDs returns the ids in column id of table (in database postgres) on the
 // node, sorted: the audit of acknowledged writes after a failover. table
-// is an SQL identifier, used as given.
+// is an SQL identifier, used as given. Its error names the node.
 func (n *Node) IDs(ctx context.Context, table string) ([]int64, error) {
+	ids, err := n.ids(ctx, table)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", n.ID, err)
+	}
+	return ids, nil
+}
+
+func (n *Node) ids(ctx context.Context, table string) ([]int64, error) {
 	conn, err := pgx.Connect(ctx, n.DSN())
 	if err != nil {
 		return nil, err
