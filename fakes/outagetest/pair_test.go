@@ -2,6 +2,7 @@ package outagetest_test
 
 import (
 	"context"
+	"net"
 	"slices"
 	"testing"
 	"time"
@@ -132,7 +133,7 @@ func TestDemoteName(t *testing.T) {
 	}
 }
 
-// The VIP flavour: the name resolves to the VIP; while it leads to the
+// The VIP flavour, on 127.0.0.1 alone: the name resolves to the VIP; while it leads to the
 // demoted server (held), plain pgxpool's writes fail with 25006; when it
 // moves, it resets the pool's connection to the demoted server, and the
 // pool, connecting again through the VIP, writes on the new primary:
@@ -140,12 +141,19 @@ func TestDemoteName(t *testing.T) {
 func TestDemoteVIP(t *testing.T) {
 	t.Parallel()
 	began := time.Now()
-	p := outagetest.StartPairTest(t, outagetest.PairConfig{VIP: true, TTL: -1})
+	// 192.0.2.1 (TEST-NET-1) is not a local address: every server and the
+	// VIP listen on 127.0.0.1, each on a port of its own.
+	p := outagetest.StartPairTest(t, outagetest.PairConfig{VIP: true, TTL: -1, PrimaryHost: "192.0.2.1"})
 	t.Logf("MEASURED start, with a VIP: %s", ms(time.Since(began)))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if got := p.Resolver.Addrs(p.Name); p.VIP == "" || !slices.Equal(got, []string{p.VIP}) {
 		t.Fatalf("name resolves to %v, VIP %q", got, p.VIP)
+	}
+	for _, a := range []string{p.VIP, p.Addr("pg-1"), p.Addr("pg-2")} {
+		if host, _, _ := net.SplitHostPort(a); !p.SingleIP || host != "127.0.0.1" {
+			t.Fatalf("SingleIP %v, address %s; want 127.0.0.1 for all", p.SingleIP, a)
+		}
 	}
 	cfg, err := p.PoolConfig(p.Name, "connect_timeout=1", "pool_max_conns=1")
 	if err != nil {

@@ -54,7 +54,7 @@ type ServerlessConfig struct {
 	// Resume is how long a connection attempt to the paused instance
 	// waits, from the first attempt, before the instance answers (Aurora:
 	// up to 15 s, about 30 s after a day paused). It is at least the
-	// time the server takes to start (0.5 to 1 s on two loaded cores).
+	// time the server takes to start (0.5 to 1.8 s on two loaded cores).
 	// Default DefaultResume.
 	Resume time.Duration
 	// StartingUp makes the instance refuse each connection attempt while
