@@ -33,6 +33,7 @@ type front struct {
 	resume chan struct{} // while silent: closed when the front answers again
 	parked chan struct{} // closed by serve once it stopped accepting
 	links  map[*link]struct{}
+	conns  map[*net.TCPConn]struct{} // every client connection, from its accept to its end
 	closed bool
 
 	wg sync.WaitGroup
@@ -87,7 +88,7 @@ func newFront(host, target string, hooks frontHooks) (*front, error) {
 		return nil, err
 	}
 	f := &front{ln: ln.(*net.TCPListener), addr: ln.Addr().String(), hooks: hooks, target: target,
-		links: map[*link]struct{}{}}
+		links: map[*link]struct{}{}, conns: map[*net.TCPConn]struct{}{}}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	f.wg.Go(f.serve)
 	return f, nil
@@ -129,6 +130,9 @@ func (f *front) serve() {
 		tc := c.(*net.TCPConn)
 		f.mu.Lock()
 		closed := f.closed
+		if !closed {
+			f.conns[tc] = struct{}{}
+		}
 		f.mu.Unlock()
 		if closed {
 			tc.Close()
@@ -140,6 +144,12 @@ func (f *front) serve() {
 
 // handle serves one client connection, from its accept to its end.
 func (f *front) handle(c *net.TCPConn) {
+	defer func() {
+		c.Close()
+		f.mu.Lock()
+		delete(f.conns, c)
+		f.mu.Unlock()
+	}()
 	if f.hooks.opened != nil {
 		f.hooks.opened()
 	}
@@ -160,7 +170,17 @@ func (f *front) handle(c *net.TCPConn) {
 	s, err := (&net.Dialer{}).DialContext(ctx, "tcp", target)
 	cancel()
 	if err != nil {
-		// The server refuses: so does the address, to this client.
+		// The server refuses: so does the address, to this client; but a
+		// silent address answers nothing until it answers again.
+		f.mu.Lock()
+		resume := f.resume
+		f.mu.Unlock()
+		if resume != nil {
+			select {
+			case <-resume:
+			case <-f.ctx.Done():
+			}
+		}
 		_ = c.SetLinger(0)
 		c.Close()
 		return
@@ -319,8 +339,8 @@ func (f *front) listen(backlog int) error {
 	return lerr
 }
 
-// close stops the front, ends every connection (a FIN each) and joins
-// its goroutines.
+// close stops the front, ends every connection (a FIN each, held and
+// frozen ones too) and joins its goroutines.
 func (f *front) close() {
 	f.mu.Lock()
 	if f.closed {
@@ -337,6 +357,9 @@ func (f *front) close() {
 	links := make([]*link, 0, len(f.links))
 	for l := range f.links {
 		links = append(links, l)
+	}
+	for c := range f.conns {
+		c.Close() // ends what waits on a client: admit's answer, a held connection
 	}
 	f.mu.Unlock()
 	for _, l := range links {
