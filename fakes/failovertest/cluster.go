@@ -8,18 +8,15 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
-	"net/url"
 	"os"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/holdfast-db/holdfast/fakes/bluegreentest"
 	"github.com/holdfast-db/holdfast/fakes/internal/certs"
+	"github.com/holdfast-db/holdfast/fakes/internal/pgnode"
 	"github.com/holdfast-db/holdfast/fakes/internal/pgurl"
-	"github.com/holdfast-db/holdfast/fakes/internal/ports"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -253,7 +250,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	}
 	hosts := append([]string{c.cfg.WriterHost}, c.cfg.ReplicaHosts[:c.cfg.Replicas]...)
 	for _, h := range hosts {
-		if canBind(h) != nil {
+		if pgnode.CanBind(h) != nil {
 			c.SingleIP = true
 		}
 	}
@@ -261,8 +258,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		if c.SingleIP {
 			hosts[i] = "127.0.0.1"
 		}
-		c.nodes = append(c.nodes, &node{id: fmt.Sprintf("%s-%d", c.cfg.Name, i+1), resourceID: resourceID(c.cfg, i),
-			host: hosts[i], bin: bin, cred: cred})
+		c.nodes = append(c.nodes, newNode(fmt.Sprintf("%s-%d", c.cfg.Name, i+1), resourceID(c.cfg, i), hosts[i], bin, cred))
 	}
 	if c.cfg.TLS {
 		if err := c.makeCert(); err != nil {
@@ -272,55 +268,37 @@ func (c *Cluster) start(ctx context.Context) error {
 	w := c.nodes[0]
 
 	// The first writer: pgtest's initdb and start, then our configuration
-	// (with TLS, once the certificate is in its data directory).
-	w.pg, err = pgtest.Start(ctx, pgtest.Options{Host: w.host, Settings: w.settings(false)})
-	if err != nil {
-		c.nodes = nil
-		return err
-	}
-	w.port, w.dir = w.pg.Port, w.pg.Dir
-	if err := w.installCert(); err != nil {
-		return err
-	}
-	if err := w.writeConf(false); err != nil {
-		return err
-	}
-	// Trust replication connections from any loopback address.
-	if err := w.pg.PrependHBA(ctx, "host all all 127.0.0.0/8 trust\nhost replication all 127.0.0.0/8 trust\n"); err != nil {
-		return err
-	}
-	if c.cfg.TLS {
-		if err := waitTLS(ctx, w); err != nil {
-			return err
+	// (with TLS, once the certificate is in its data directory), trusting
+	// replication from any loopback address.
+	if err := w.StartPrimary(ctx); err != nil {
+		if w.PG == nil {
+			c.nodes = nil
 		}
+		return err
 	}
 	install, what := installSQL+installAurora, "aurora_replica_status"
 	if c.cfg.Engine == MultiAZ {
 		install, what = installSQL+installMultiAZ, "rds_tools"
 	}
-	if err := w.exec(ctx, install); err != nil {
+	if err := w.Exec(ctx, install); err != nil {
 		return fmt.Errorf("install %s: %w", what, err)
 	}
 
 	// The replicas: their own directories, owned by the server's user.
-	parent := ""
-	if cred != nil {
-		parent = "/tmp"
-	}
 	// pg_basebackup runs in parallel: each backup is non-exclusive, with
 	// replication connections of its own (max_wal_senders has room for
 	// two per backup and one per standby); one replica is made on this
 	// goroutine, as before.
 	replicas := c.nodes[1:]
 	if len(replicas) == 1 {
-		if err := makeStandby(ctx, replicas[0], w, parent); err != nil {
+		if err := pgnode.MakeStandby(ctx, replicas[0].Node, w.Node); err != nil {
 			return err
 		}
 	} else {
 		errs := make([]error, len(replicas))
 		var wg sync.WaitGroup
 		for i, r := range replicas {
-			wg.Go(func() { errs[i] = makeStandby(ctx, r, w, parent) })
+			wg.Go(func() { errs[i] = pgnode.MakeStandby(ctx, r.Node, w.Node) })
 		}
 		wg.Wait()
 		if err := errors.Join(errs...); err != nil {
@@ -328,10 +306,10 @@ func (c *Cluster) start(ctx context.Context) error {
 		}
 	}
 	c.writer, c.standbys, c.next = w, append([]*node(nil), replicas...), len(c.nodes)
-	if err := w.setSync(ctx, true); err != nil {
+	if err := w.SetSync(ctx, true); err != nil {
 		return err
 	}
-	if err := waitSync(ctx, w, len(c.standbys)); err != nil {
+	if err := pgnode.WaitSync(ctx, w.Node, len(c.standbys)); err != nil {
 		return err
 	}
 	if err := c.publishTopology(ctx); err != nil {
@@ -339,26 +317,9 @@ func (c *Cluster) start(ctx context.Context) error {
 	}
 	c.setDNS(w, c.standbys)
 	for _, n := range c.nodes {
-		c.Resolver.Set(c.InstanceEndpoint(n.id), n.addr())
+		c.Resolver.Set(c.InstanceEndpoint(n.ID), n.Addr())
 	}
 	return nil
-}
-
-// makeStandby gives r a directory of its own (in parent, "" for the
-// default), owned by the server's user, and a free port, and makes it a
-// standby of w (basebackup).
-func makeStandby(ctx context.Context, r, w *node, parent string) error {
-	var err error
-	if r.dir, err = os.MkdirTemp(parent, "holdfast-failover-*"); err != nil {
-		return err
-	}
-	if err := r.chown(r.dir); err != nil {
-		return err
-	}
-	if r.port, err = ports.Free(r.host); err != nil {
-		return err
-	}
-	return r.basebackup(ctx, w)
 }
 
 // installSQL creates the control table behind the topology functions of
@@ -443,7 +404,7 @@ func (c *Cluster) publishTopology(ctx context.Context) error {
 		lags[n] = n.lag
 	}
 	c.mu.Unlock()
-	conn, err := pgx.Connect(ctx, w.dsn())
+	conn, err := pgx.Connect(ctx, w.DSN())
 	if err != nil {
 		return err
 	}
@@ -463,7 +424,7 @@ func (c *Cluster) publishTopology(ctx context.Context) error {
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO holdfast_failover.replica_status
 			(server_id, session_id, replica_lag_in_msec, dbi_resource_id, endpoint, port) VALUES ($1, $2, $3, $4, $5, $6)`,
-			n.id, session, lag, n.resourceID, c.InstanceEndpoint(n.id), TopologyPort); err != nil {
+			n.ID, session, lag, n.resourceID, c.InstanceEndpoint(n.ID), TopologyPort); err != nil {
 			return err
 		}
 	}
@@ -478,25 +439,11 @@ func (c *Cluster) publishTopology(ctx context.Context) error {
 		if lags[s] > 0 {
 			continue // it applies the change lags[s] late, as a lagging reader would
 		}
-		if err := waitReplayed(ctx, s, lsn); err != nil {
-			return fmt.Errorf("%s replaying the topology: %w", s.id, err)
+		if err := pgnode.WaitReplayed(ctx, s.Node, lsn); err != nil {
+			return fmt.Errorf("%s replaying the topology: %w", s.ID, err)
 		}
 	}
 	return nil
-}
-
-// waitReplayed waits until the standby n has replayed WAL up to lsn.
-func waitReplayed(ctx context.Context, n *node, lsn string) error {
-	conn, err := pgx.Connect(ctx, n.dsn())
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
-	return poll(ctx, func() (bool, error) {
-		var done bool
-		err := conn.QueryRow(ctx, "SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn", lsn).Scan(&done)
-		return done, err
-	})
 }
 
 // setDNS points the cluster endpoint at writer and the reader endpoint at
@@ -505,53 +452,22 @@ func waitReplayed(ctx context.Context, n *node, lsn string) error {
 // Aurora does). Each lookup of the reader endpoint answers one of them at
 // random (Resolver.Pick, set by Start).
 func (c *Cluster) setDNS(writer *node, standbys []*node) {
-	c.Resolver.Set(c.ClusterEndpoint, writer.addr())
+	c.Resolver.Set(c.ClusterEndpoint, writer.Addr())
 	var addrs []string
 	for _, s := range standbys {
-		addrs = append(addrs, s.addr())
+		addrs = append(addrs, s.Addr())
 	}
 	c.mu.Lock()
 	for _, n := range c.nodes {
 		if (n.crashed || n.hung) && n != writer && !slices.Contains(standbys, n) {
-			addrs = append(addrs, n.addr())
+			addrs = append(addrs, n.Addr())
 		}
 	}
 	c.mu.Unlock()
 	if len(addrs) == 0 {
-		addrs = []string{writer.addr()}
+		addrs = []string{writer.Addr()}
 	}
 	c.Resolver.Set(c.ReaderEndpoint, addrs...)
-}
-
-// waitSync waits until w streams to n standbys, each a synchronous
-// candidate.
-func waitSync(ctx context.Context, w *node, n int) error {
-	return poll(ctx, func() (bool, error) {
-		conn, err := pgx.Connect(ctx, w.dsn())
-		if err != nil {
-			return false, nil
-		}
-		defer conn.Close(context.Background())
-		var got int
-		err = conn.QueryRow(ctx, "SELECT count(*) FROM pg_stat_replication WHERE sync_state IN ('sync', 'quorum') AND state = 'streaming'").Scan(&got)
-		return err == nil && got >= n, nil
-	})
-}
-
-func poll(ctx context.Context, done func() (bool, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	for {
-		ok, err := done()
-		if err != nil || ok {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }
 
 // InstanceEndpoint returns the instance endpoint of server id ("orders-1").
@@ -563,7 +479,7 @@ func (c *Cluster) ServerIDs() []string {
 	defer c.mu.Unlock()
 	var out []string
 	for _, n := range c.nodes {
-		out = append(out, n.id)
+		out = append(out, n.ID)
 	}
 	return out
 }
@@ -573,7 +489,7 @@ func (c *Cluster) ServerIDs() []string {
 func (c *Cluster) Writer() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.writer.id
+	return c.writer.ID
 }
 
 // ResourceID returns the dbi resource id of server id, what
@@ -582,7 +498,7 @@ func (c *Cluster) ResourceID(id string) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, n := range c.nodes {
-		if n.id == id {
+		if n.ID == id {
 			return n.resourceID
 		}
 	}
@@ -597,8 +513,8 @@ func (c *Cluster) Addr(id string) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, n := range c.nodes {
-		if n.id == id {
-			return n.addr()
+		if n.ID == id {
+			return n.Addr()
 		}
 	}
 	return ""
@@ -613,16 +529,7 @@ func (c *Cluster) Addr(id string) string {
 // keeps sslmode=disable: the certificate names no address, so an IP
 // cannot be verified. extra are more "key=value" settings.
 func (c *Cluster) DSN(host string, extra ...string) string {
-	name, _, err := net.SplitHostPort(host)
-	if err != nil {
-		name = host
-		host = net.JoinHostPort(host, strconv.Itoa(TopologyPort)) // the resolver answers the port
-	}
-	query := "sslmode=disable"
-	if c.CAFile != "" && net.ParseIP(name) == nil {
-		query = "sslmode=verify-full&sslrootcert=" + url.QueryEscape(c.CAFile)
-	}
-	return pgurl.Superuser(host, "postgres", query, extra...)
+	return pgurl.Endpoint(host, TopologyPort, c.CAFile, extra...) // the resolver answers the port
 }
 
 // PoolConfig parses c.DSN(host, extra...) and sets its LookupFunc to
@@ -630,12 +537,7 @@ func (c *Cluster) DSN(host string, extra ...string) string {
 // With Config.TLS and an endpoint name, its TLS configuration verifies
 // that name whatever address the name resolves (or a dial is sent) to.
 func (c *Cluster) PoolConfig(host string, extra ...string) (*pgxpool.Config, error) {
-	cfg, err := pgxpool.ParseConfig(c.DSN(host, extra...))
-	if err != nil {
-		return nil, err
-	}
-	cfg.ConnConfig.LookupFunc = c.Cache.Lookup
-	return cfg, nil
+	return pgurl.PoolConfig(c.DSN(host, extra...), c.Cache.Lookup)
 }
 
 // CommittedIDs returns the ids in column id of table (in database
@@ -645,18 +547,9 @@ func (c *Cluster) CommittedIDs(ctx context.Context, table string) ([]int64, erro
 	c.mu.Lock()
 	w := c.writer
 	c.mu.Unlock()
-	conn, err := pgx.Connect(ctx, w.dsn())
+	ids, err := w.IDs(ctx, table)
 	if err != nil {
-		return nil, fmt.Errorf("fakes/failovertest: %s: %w", w.id, err)
-	}
-	defer conn.Close(context.Background())
-	rows, err := conn.Query(ctx, "SELECT id::bigint FROM "+table+" ORDER BY id")
-	if err != nil {
-		return nil, fmt.Errorf("fakes/failovertest: %s: %w", w.id, err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, fmt.Errorf("fakes/failovertest: %s: %w", w.id, err)
+		return nil, fmt.Errorf("fakes/failovertest: %w", err)
 	}
 	return ids, nil
 }
@@ -731,18 +624,10 @@ func (c *Cluster) Close() error {
 	c.mu.Unlock()
 	var errs []error
 	for _, n := range nodes {
-		errs = append(errs, n.remove())
+		errs = append(errs, n.Remove())
 	}
 	if c.caDir != "" {
 		errs = append(errs, os.RemoveAll(c.caDir))
 	}
 	return errors.Join(errs...)
-}
-
-func canBind(host string) error {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return err
-	}
-	return l.Close()
 }

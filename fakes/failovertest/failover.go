@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/holdfast-db/holdfast/internal/pause"
+	"github.com/holdfast-db/holdfast/fakes/internal/pgnode"
 )
 
 // Kind is a kind of writer failover.
@@ -154,30 +154,30 @@ func (c *Cluster) failover(ctx context.Context, s Scenario, emit func(name, serv
 	old, standbys := c.writer, append([]*node(nil), c.standbys...)
 	c.mu.Unlock()
 	if len(standbys) == 0 {
-		return old.id, "", errors.New("no standby to promote (an earlier failover without Rejoin?)")
+		return old.ID, "", errors.New("no standby to promote (an earlier failover without Rejoin?)")
 	}
 	nw := standbys[0]
 
 	switch s.Kind {
 	case Crash:
-		err = old.stop(ctx, "immediate")
+		err = old.Stop(ctx, "immediate")
 	case Graceful:
-		err = old.stop(ctx, "fast")
+		err = old.Stop(ctx, "fast")
 	case Hang:
-		err = old.signal(syscall.SIGSTOP)
+		err = old.Signal(syscall.SIGSTOP)
 	}
 	if err != nil {
-		return old.id, nw.id, fmt.Errorf("stopping the writer: %w", err)
+		return old.ID, nw.ID, fmt.Errorf("stopping the writer: %w", err)
 	}
 	down := time.Now()
-	emit(EventWriterDown, old.id)
+	emit(EventWriterDown, old.ID)
 
-	if err := sleep(ctx, s.Detect); err != nil {
-		return old.id, nw.id, err
+	if err := pgnode.Sleep(ctx, s.Detect); err != nil {
+		return old.ID, nw.ID, err
 	}
 	nw, others, err := pick(ctx, standbys, s.Target)
 	if err != nil {
-		return old.id, "", err
+		return old.ID, "", err
 	}
 	if s.Target != "" {
 		// Aurora's storage is shared: whichever reader is promoted has
@@ -186,84 +186,84 @@ func (c *Cluster) failover(ctx context.Context, s Scenario, emit func(name, serv
 		// acknowledged: it first streams the rest from the most
 		// advanced one.
 		if err := catchUp(ctx, nw, others); err != nil {
-			return old.id, nw.id, fmt.Errorf("catching %s up: %w", nw.id, err)
+			return old.ID, nw.ID, fmt.Errorf("catching %s up: %w", nw.ID, err)
 		}
 	}
 	if len(others) > 0 {
 		// Synchronous from its first commit: the setting is read by a
 		// standby but takes effect at the promotion.
-		if err := nw.setSync(ctx, true); err != nil {
-			return old.id, nw.id, err
+		if err := nw.SetSync(ctx, true); err != nil {
+			return old.ID, nw.ID, err
 		}
 	}
-	if err := nw.promote(ctx); err != nil {
-		return old.id, nw.id, fmt.Errorf("promoting %s: %w", nw.id, err)
+	if err := nw.Promote(ctx); err != nil {
+		return old.ID, nw.ID, fmt.Errorf("promoting %s: %w", nw.ID, err)
 	}
-	if err := waitWritable(ctx, nw); err != nil {
-		return old.id, nw.id, fmt.Errorf("promoting %s: %w", nw.id, err)
+	if err := pgnode.WaitWritable(ctx, nw.Node); err != nil {
+		return old.ID, nw.ID, fmt.Errorf("promoting %s: %w", nw.ID, err)
 	}
 	promoted := time.Now()
 	c.mu.Lock()
 	c.writer, c.standbys = nw, others
 	nw.lag = 0 // a writer applies at once; its next basebackup (a rejoin) has no delay
 	c.mu.Unlock()
-	emit(EventPromoted, nw.id)
+	emit(EventPromoted, nw.ID)
 	for _, o := range others {
-		if err := o.follow(ctx, nw); err != nil {
-			return old.id, nw.id, fmt.Errorf("%s following %s: %w", o.id, nw.id, err)
+		if err := o.Follow(ctx, nw.Node, true); err != nil {
+			return old.ID, nw.ID, fmt.Errorf("%s following %s: %w", o.ID, nw.ID, err)
 		}
 	}
-	if err := waitSync(ctx, nw, len(others)); err != nil {
-		return old.id, nw.id, fmt.Errorf("standbys following %s: %w", nw.id, err)
+	if err := pgnode.WaitSync(ctx, nw.Node, len(others)); err != nil {
+		return old.ID, nw.ID, fmt.Errorf("standbys following %s: %w", nw.ID, err)
 	}
 
 	if err := c.publishTopology(ctx); err != nil {
-		return old.id, nw.id, fmt.Errorf("topology: %w", err)
+		return old.ID, nw.ID, fmt.Errorf("topology: %w", err)
 	}
-	emit(EventTopology, nw.id)
+	emit(EventTopology, nw.ID)
 
-	if err := sleep(ctx, time.Until(promoted.Add(s.DNSLag))); err != nil {
-		return old.id, nw.id, err
+	if err := pgnode.Sleep(ctx, time.Until(promoted.Add(s.DNSLag))); err != nil {
+		return old.ID, nw.ID, err
 	}
 	c.setDNS(nw, others)
-	emit(EventDNS, nw.id)
+	emit(EventDNS, nw.ID)
 
 	if s.Kind == Hang {
-		if err := sleep(ctx, time.Until(down.Add(s.HangFor))); err != nil {
-			return old.id, nw.id, err
+		if err := pgnode.Sleep(ctx, time.Until(down.Add(s.HangFor))); err != nil {
+			return old.ID, nw.ID, err
 		}
-		if err := old.signal(syscall.SIGCONT); err != nil {
-			return old.id, nw.id, fmt.Errorf("resuming %s: %w", old.id, err)
+		if err := old.Signal(syscall.SIGCONT); err != nil {
+			return old.ID, nw.ID, fmt.Errorf("resuming %s: %w", old.ID, err)
 		}
-		emit(EventResumed, old.id)
-		if err := old.stop(ctx, "immediate"); err != nil {
-			return old.id, nw.id, fmt.Errorf("fencing %s: %w", old.id, err)
+		emit(EventResumed, old.ID)
+		if err := old.Stop(ctx, "immediate"); err != nil {
+			return old.ID, nw.ID, fmt.Errorf("fencing %s: %w", old.ID, err)
 		}
-		emit(EventFenced, old.id)
+		emit(EventFenced, old.ID)
 	}
 
 	if s.Rejoin {
 		if err := c.rejoin(ctx, old, nw); err != nil {
-			return old.id, nw.id, fmt.Errorf("rejoining %s: %w", old.id, err)
+			return old.ID, nw.ID, fmt.Errorf("rejoining %s: %w", old.ID, err)
 		}
-		emit(EventBackAsReader, old.id)
+		emit(EventBackAsReader, old.ID)
 	}
-	return old.id, nw.id, nil
+	return old.ID, nw.ID, nil
 }
 
 // rejoin re-creates old as a synchronous standby of w.
 func (c *Cluster) rejoin(ctx context.Context, old, w *node) error {
-	if err := old.basebackup(ctx, w); err != nil {
+	if err := old.Basebackup(ctx, w.Node); err != nil {
 		return err
 	}
-	if err := w.setSync(ctx, true); err != nil {
+	if err := w.SetSync(ctx, true); err != nil {
 		return err
 	}
 	c.mu.Lock()
 	c.standbys = append(c.standbys, old)
 	standbys := append([]*node(nil), c.standbys...)
 	c.mu.Unlock()
-	if err := waitSync(ctx, w, len(standbys)); err != nil {
+	if err := pgnode.WaitSync(ctx, w.Node, len(standbys)); err != nil {
 		return err
 	}
 	if err := c.publishTopology(ctx); err != nil {
@@ -280,12 +280,12 @@ func pick(ctx context.Context, standbys []*node, target string) (*node, []*node,
 	best, bestLSN := -1, uint64(0)
 	for i, n := range standbys {
 		if target != "" {
-			if n.id == target {
+			if n.ID == target {
 				best = i
 			}
 			continue
 		}
-		lsn, err := n.received(ctx)
+		lsn, err := n.Received(ctx)
 		if err != nil {
 			continue
 		}
@@ -309,36 +309,18 @@ func catchUp(ctx context.Context, target *node, others []*node) error {
 	var best *node
 	var bestLSN uint64
 	for _, o := range others {
-		if lsn, err := o.received(ctx); err == nil && lsn > bestLSN {
+		if lsn, err := o.Received(ctx); err == nil && lsn > bestLSN {
 			best, bestLSN = o, lsn
 		}
 	}
-	if have, err := target.received(ctx); best == nil || err == nil && have >= bestLSN {
+	if have, err := target.Received(ctx); best == nil || err == nil && have >= bestLSN {
 		return err
 	}
-	if err := target.follow(ctx, best); err != nil {
+	if err := target.Follow(ctx, best.Node, true); err != nil {
 		return err
 	}
-	return poll(ctx, func() (bool, error) {
-		have, err := target.received(ctx)
+	return pgnode.Poll(ctx, func() (bool, error) {
+		have, err := target.Received(ctx)
 		return err == nil && have >= bestLSN, nil
 	})
-}
-
-func waitWritable(ctx context.Context, n *node) error {
-	return poll(ctx, func() (bool, error) {
-		err := n.exec(ctx, "DO $$ BEGIN IF pg_is_in_recovery() THEN RAISE EXCEPTION 'in recovery'; END IF; END $$")
-		return err == nil, nil
-	})
-}
-
-// sleep waits for d, or until ctx is done: then it returns ctx's cause.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	if !pause.For(ctx, d, nil) {
-		return context.Cause(ctx)
-	}
-	return nil
 }

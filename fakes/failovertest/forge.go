@@ -6,6 +6,7 @@ import (
 	"encoding/base32"
 	"fmt"
 
+	"github.com/holdfast-db/holdfast/fakes/internal/pgnode"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -22,7 +23,7 @@ func (c *Cluster) ForgeRow(ctx context.Context, id, endpoint string, port int) e
 	c.mu.Lock()
 	w, standbys := c.writer, append([]*node(nil), c.standbys...)
 	c.mu.Unlock()
-	conn, err := pgx.Connect(ctx, w.dsn())
+	conn, err := pgx.Connect(ctx, w.DSN())
 	if err != nil {
 		return err
 	}
@@ -39,8 +40,8 @@ func (c *Cluster) ForgeRow(ctx context.Context, id, endpoint string, port int) e
 		return err
 	}
 	for _, s := range standbys {
-		if err := waitReplayed(ctx, s, lsn); err != nil {
-			return fmt.Errorf("%s replaying the forged row: %w", s.id, err)
+		if err := pgnode.WaitReplayed(ctx, s.Node, lsn); err != nil {
+			return fmt.Errorf("%s replaying the forged row: %w", s.ID, err)
 		}
 	}
 	return nil

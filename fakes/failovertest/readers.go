@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/holdfast-db/holdfast/fakes/internal/pgnode"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -26,7 +27,7 @@ func (c *Cluster) Readers() []string {
 	var out []string
 	for _, n := range c.nodes {
 		if n != c.writer {
-			out = append(out, n.id)
+			out = append(out, n.ID)
 		}
 	}
 	return out
@@ -68,7 +69,7 @@ func (c *Cluster) addReader(ctx context.Context) (string, error) {
 	w := c.writer
 	ids := make([]string, 0, len(c.nodes)+1)
 	for _, n := range c.nodes {
-		ids = append(ids, n.id)
+		ids = append(ids, n.ID)
 	}
 	c.mu.Unlock()
 
@@ -78,53 +79,48 @@ func (c *Cluster) addReader(ctx context.Context) (string, error) {
 		if i-1 < len(c.cfg.ReplicaHosts) {
 			h = c.cfg.ReplicaHosts[i-1]
 		}
-		if canBind(h) == nil {
+		if pgnode.CanBind(h) == nil {
 			host = h
 		}
 	}
-	n := &node{id: fmt.Sprintf("%s-%d", c.cfg.Name, i+1), resourceID: resourceID(c.cfg, i),
-		host: host, bin: w.bin, cred: w.cred}
+	n := newNode(fmt.Sprintf("%s-%d", c.cfg.Name, i+1), resourceID(c.cfg, i), host, w.Bin, w.Cred)
 	if c.ca != nil {
 		names := []string{c.ClusterEndpoint, c.ReaderEndpoint}
-		for _, id := range append(ids, n.id) {
+		for _, id := range append(ids, n.ID) {
 			names = append(names, c.InstanceEndpoint(id))
 		}
-		certPEM, keyPEM, err := c.ca.Issue(c.InstanceEndpoint(n.id), names)
+		certPEM, keyPEM, err := c.ca.Issue(c.InstanceEndpoint(n.ID), names)
 		if err != nil {
 			return "", fmt.Errorf("TLS certificate: %w", err)
 		}
-		n.cert = &serverCert{certPEM: certPEM, keyPEM: keyPEM}
+		n.Cert = &pgnode.Cert{CertPEM: certPEM, KeyPEM: keyPEM}
 	}
-	parent := ""
-	if n.cred != nil {
-		parent = "/tmp"
-	}
-	if err := makeStandby(ctx, n, w, parent); err != nil {
-		return n.id, errors.Join(err, n.remove())
+	if err := pgnode.MakeStandby(ctx, n.Node, w.Node); err != nil {
+		return n.ID, errors.Join(err, n.Remove())
 	}
 	c.mu.Lock()
 	c.nodes = append(c.nodes, n)
 	c.standbys = append(c.standbys, n)
 	standbys := append([]*node(nil), c.standbys...)
 	c.mu.Unlock()
-	if err := w.setSync(ctx, true); err != nil {
-		return n.id, err
+	if err := w.SetSync(ctx, true); err != nil {
+		return n.ID, err
 	}
-	if err := waitSync(ctx, w, len(standbys)); err != nil {
-		return n.id, err
+	if err := pgnode.WaitSync(ctx, w.Node, len(standbys)); err != nil {
+		return n.ID, err
 	}
 	if err := c.publishTopology(ctx); err != nil {
-		return n.id, err
+		return n.ID, err
 	}
-	c.Resolver.Set(c.InstanceEndpoint(n.id), n.addr())
+	c.Resolver.Set(c.InstanceEndpoint(n.ID), n.Addr())
 	c.setDNS(w, standbys)
-	return n.id, nil
+	return n.ID, nil
 }
 
 // readerLocked returns the node of reader id, with c.mu held.
 func (c *Cluster) readerLocked(id string) (*node, error) {
 	for _, n := range c.nodes {
-		if n.id == id {
+		if n.ID == id {
 			if n == c.writer {
 				return nil, fmt.Errorf("%s is the writer", id)
 			}
@@ -174,22 +170,22 @@ func (c *Cluster) removeReader(ctx context.Context, id string) error {
 	c.mu.Unlock()
 	var errs []error
 	if len(standbys) == 0 {
-		errs = append(errs, w.setSync(ctx, false))
+		errs = append(errs, w.SetSync(ctx, false))
 	}
 	if err := c.publishTopology(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	c.setDNS(w, standbys)
-	c.Resolver.Remove(c.InstanceEndpoint(n.id))
+	c.Resolver.Remove(c.InstanceEndpoint(n.ID))
 	// Out of c.nodes, Close would not stop it: it is stopped and removed
 	// whatever failed above.
 	if err := n.resume(); err != nil {
 		errs = append(errs, err)
 	}
 	if !n.crashed {
-		errs = append(errs, n.stop(ctx, "fast"))
+		errs = append(errs, n.Stop(ctx, "fast"))
 	}
-	errs = append(errs, n.remove())
+	errs = append(errs, n.Remove())
 	return errors.Join(errs...)
 }
 
@@ -238,15 +234,15 @@ func (c *Cluster) downReader(ctx context.Context, id string, hang bool) error {
 	}
 	c.mu.Unlock()
 	if hang {
-		err = n.signal(syscall.SIGSTOP)
+		err = n.Signal(syscall.SIGSTOP)
 	} else {
-		err = n.stop(ctx, "immediate")
+		err = n.Stop(ctx, "immediate")
 	}
 	if err != nil {
 		return err
 	}
 	if len(standbys) == 0 {
-		return w.setSync(ctx, false)
+		return w.SetSync(ctx, false)
 	}
 	return nil
 }
@@ -280,14 +276,14 @@ func (c *Cluster) recoverReader(ctx context.Context, id string) error {
 		return err
 	}
 	if crashed {
-		if err := n.start(ctx); err != nil {
+		if err := n.Start(ctx); err != nil {
 			return err
 		}
 	}
-	if err := n.follow(ctx, w); err != nil { // the writer may have changed since
+	if err := n.Follow(ctx, w.Node, true); err != nil { // the writer may have changed since
 		return err
 	}
-	if err := w.setSync(ctx, true); err != nil {
+	if err := w.SetSync(ctx, true); err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -295,7 +291,7 @@ func (c *Cluster) recoverReader(ctx context.Context, id string) error {
 	c.standbys = append(c.standbys, n)
 	standbys := append([]*node(nil), c.standbys...)
 	c.mu.Unlock()
-	if err := waitSync(ctx, w, len(standbys)); err != nil {
+	if err := pgnode.WaitSync(ctx, w.Node, len(standbys)); err != nil {
 		return err
 	}
 	c.setDNS(w, standbys)
@@ -308,7 +304,7 @@ func (n *node) resume() error {
 		return nil
 	}
 	n.hung = false
-	return n.signal(syscall.SIGCONT)
+	return n.Signal(syscall.SIGCONT)
 }
 
 // SetLag makes reader id lag by d: the topology's replica_lag_in_msec
@@ -383,19 +379,19 @@ func (c *Cluster) applyLag(ctx context.Context, n *node, d time.Duration) error 
 	c.mu.Lock()
 	n.lag = d
 	c.mu.Unlock()
-	if err := n.writeConf(false); err != nil {
+	if err := n.WriteConf(false); err != nil {
 		return err
 	}
-	if err := n.exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+	if err := n.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
 		return err
 	}
 	want := "0"
 	if d > 0 {
 		want = fmt.Sprint(d.Milliseconds())
 	}
-	return poll(ctx, func() (bool, error) {
+	return pgnode.Poll(ctx, func() (bool, error) {
 		var got string
-		err := n.queryRow(ctx, "SELECT setting FROM pg_settings WHERE name = 'recovery_min_apply_delay'", &got)
+		err := n.QueryRow(ctx, "SELECT setting FROM pg_settings WHERE name = 'recovery_min_apply_delay'", &got)
 		return err == nil && got == want, nil
 	})
 }
@@ -404,19 +400,10 @@ func (c *Cluster) applyLag(ctx context.Context, n *node, d time.Duration) error 
 // written when it was called.
 func waitCaughtUp(ctx context.Context, n, w *node) error {
 	var lsn string
-	if err := w.queryRow(ctx, "SELECT pg_current_wal_lsn()::text", &lsn); err != nil {
+	if err := w.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text", &lsn); err != nil {
 		return err
 	}
-	return waitReplayed(ctx, n, lsn)
-}
-
-func (n *node) queryRow(ctx context.Context, sql string, dst ...any) error {
-	conn, err := pgx.Connect(ctx, n.dsn())
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
-	return conn.QueryRow(ctx, sql).Scan(dst...)
+	return pgnode.WaitReplayed(ctx, n.Node, lsn)
 }
 
 // Connections returns how many client backends of user are connected to

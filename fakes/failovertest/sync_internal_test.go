@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/holdfast-db/holdfast/fakes/internal/pgnode"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -24,33 +25,33 @@ func TestCommitWaitsForReplica(t *testing.T) {
 		}
 	}()
 	w, r := c.writer, c.standbys[0]
-	if err := w.exec(ctx, "CREATE TABLE t (id bigint PRIMARY KEY)"); err != nil {
+	if err := w.Exec(ctx, "CREATE TABLE t (id bigint PRIMARY KEY)"); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.stop(ctx, "fast"); err != nil {
+	if err := r.Stop(ctx, "fast"); err != nil {
 		t.Fatal(err)
 	}
 	committed := make(chan error, 1)
-	go func() { committed <- w.exec(ctx, "INSERT INTO t VALUES (1)") }()
+	go func() { committed <- w.Exec(ctx, "INSERT INTO t VALUES (1)") }()
 	select {
 	case err := <-committed:
 		t.Fatalf("commit returned with the replica down: %v", err)
 	case <-time.After(500 * time.Millisecond):
 	}
-	if err := r.start(ctx); err != nil {
+	if err := r.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-committed; err != nil {
 		t.Fatal(err)
 	}
-	conn, err := pgx.Connect(ctx, r.dsn())
+	conn, err := pgx.Connect(ctx, r.DSN())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
 	// Flushed there before the commit returned; applied soon after.
 	var n int
-	err = poll(ctx, func() (bool, error) {
+	err = pgnode.Poll(ctx, func() (bool, error) {
 		err := conn.QueryRow(ctx, "SELECT count(*) FROM t WHERE id = 1").Scan(&n)
 		return n == 1, err
 	})
@@ -76,20 +77,20 @@ func TestTargetCatchesUp(t *testing.T) {
 		}
 	}()
 	w, target := c.writer, c.standbys[0]
-	if err := w.exec(ctx, "CREATE TABLE t (id bigint PRIMARY KEY)"); err != nil {
+	if err := w.Exec(ctx, "CREATE TABLE t (id bigint PRIMARY KEY)"); err != nil {
 		t.Fatal(err)
 	}
 	// The target stops streaming (its primary is a closed port): the next
 	// commits wait for the other standby.
-	if err := target.follow(ctx, &node{host: "127.0.0.1", port: 1}); err != nil {
+	if err := target.Follow(ctx, &pgnode.Node{Host: "127.0.0.1", Port: 1}, true); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 20 {
-		if err := w.exec(ctx, "INSERT INTO t VALUES ($1)", i); err != nil {
+		if err := w.Exec(ctx, "INSERT INTO t VALUES ($1)", i); err != nil {
 			t.Fatal(err)
 		}
 	}
-	res, err := c.Failover(ctx, Scenario{Kind: Crash, Target: target.id})
+	res, err := c.Failover(ctx, Scenario{Kind: Crash, Target: target.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +98,7 @@ func TestTargetCatchesUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.NewWriter != target.id || len(ids) != 20 {
-		t.Fatalf("new writer %s with %d of the 20 acknowledged rows; want %s with all", res.NewWriter, len(ids), target.id)
+	if res.NewWriter != target.ID || len(ids) != 20 {
+		t.Fatalf("new writer %s with %d of the 20 acknowledged rows; want %s with all", res.NewWriter, len(ids), target.ID)
 	}
 }

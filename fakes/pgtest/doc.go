@@ -29,7 +29,11 @@
 // # Own servers
 //
 // Tests that restart, kill or reconfigure a server, or need several, call
-// [Start] with [Options] and [Server.Stop] it when done. Any 127.x.y.z
+// [Start] with [Options] and [Server.Stop] it when done. [Server.Shutdown]
+// takes a server down (pg_ctl stop, in a [ShutdownMode]) and
+// [Server.Restart] brings it back on the same address, port and data: a
+// restart of the database, as a client sees it (measured on two loaded
+// cores: 0.2 to 0.3 s to stop fast, 0.5 to 0.7 s to start). Any 127.x.y.z
 // address works as [Options.Host] on Linux, so tests can simulate distinct
 // hosts. [Start] takes no testing.TB, so a program can call it too: the
 // examples under examples/ connect to DATABASE_URL when it is set and

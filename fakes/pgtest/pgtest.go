@@ -74,8 +74,10 @@ type Options struct {
 
 // Server is a running throwaway PostgreSQL server with superuser "postgres",
 // trust authentication, database "postgres" and no TLS. Create one with
-// [Start] and release it with [Server.Stop]. A Server's methods are safe for
-// concurrent use; the exported fields must not be modified.
+// [Start] and release it with [Server.Stop]; [Server.Shutdown] and
+// [Server.Restart] take it down and bring it back on the same address,
+// port and data. A Server's methods are safe for concurrent use; the
+// exported fields must not be modified.
 type Server struct {
 	Host string // listen address, as in Options.Host
 	Port int    // TCP port
@@ -246,8 +248,7 @@ func (s *Server) start(ctx context.Context, port int, pickPort func(string) (int
 			return &StartError{Step: "configure", Err: err}
 		}
 		_ = os.Truncate(s.logFile, 0)
-		out, err := s.run.command(ctx, filepath.Join(s.bin, "pg_ctl"),
-			"-D", s.dataDir, "-l", s.logFile, "-w", "-t", "60", "start").CombinedOutput()
+		out, err := s.pgctl(ctx, "-l", s.logFile, "start")
 		if err == nil {
 			s.Port = p
 			return nil
@@ -408,8 +409,7 @@ func (s *Server) kill() {
 	defer cancel()
 	// Errors are expected when the server already died; the pid-file check
 	// below covers a server that pg_ctl could not stop.
-	_ = s.run.command(ctx, filepath.Join(s.bin, "pg_ctl"),
-		"-D", s.dataDir, "-m", "immediate", "-w", "-t", "60", "stop").Run()
+	_, _ = s.pgctl(ctx, "-m", "immediate", "stop")
 	killPostmaster(pidFile, s.dataDir)
 }
 

@@ -1,7 +1,7 @@
 // Package certs is the throwaway certificate authority of the fakes that
-// serve TLS (fakes/bluegreentest, fakes/failovertest): a CA made at start,
-// valid for a day, that signs server certificates for the names a test's
-// clients verify. Nothing of it is secret or kept.
+// serve TLS (fakes/bluegreentest, fakes/failovertest, fakes/outagetest):
+// a CA made at start, valid for a day, that signs server certificates for
+// the names a test's clients verify. Nothing of it is secret or kept.
 package certs
 
 import (
@@ -12,7 +12,10 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"math/big"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 )
@@ -58,6 +61,20 @@ func New() (*Authority, error) {
 // CertPEM returns the CA's certificate, PEM: what clients trust
 // (sslrootcert).
 func (a *Authority) CertPEM() []byte { return a.certPEM }
+
+// WriteTemp writes the CA's certificate (PEM) to ca.pem in a new
+// temporary directory, named after pattern as os.MkdirTemp names it: the
+// file clients trust (sslrootcert). The caller removes dir.
+func (a *Authority) WriteTemp(pattern string) (dir, file string, err error) {
+	if dir, err = os.MkdirTemp("", pattern); err != nil {
+		return "", "", err
+	}
+	file = filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(file, a.certPEM, 0o644); err != nil {
+		return "", "", errors.Join(err, os.RemoveAll(dir))
+	}
+	return dir, file, nil
+}
 
 // Issue returns a server certificate for names (its DNS names, none of
 // them when names is empty) and its key, PEM, signed by a; cn is its

@@ -3,6 +3,8 @@ package certs
 import (
 	"crypto/x509"
 	"encoding/pem"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -44,5 +46,21 @@ func TestIssue(t *testing.T) {
 	}
 	if certPEM2, _, _ := a.Issue("x", nil); string(certPEM2) == string(certPEM) {
 		t.Error("two certificates alike")
+	}
+}
+
+// WriteTemp writes the CA's certificate in a directory of its own.
+func TestWriteTemp(t *testing.T) {
+	a, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, file, err := a.WriteTemp("holdfast-certs-test-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if b, err := os.ReadFile(file); err != nil || string(b) != string(a.CertPEM()) || filepath.Dir(file) != dir {
+		t.Fatalf("WriteTemp: %s in %s: %q, %v", file, dir, b, err)
 	}
 }
