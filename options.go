@@ -218,7 +218,13 @@ func WithRetryPolicy(p retry.Policy) Option {
 // Factory.Start). Default: 5 attempts, 200ms doubling to at most 2s with
 // 20% jitter, 30s overall: more patient than the request-scope default
 // because nothing is waiting on a user request yet, and still bounded, so
-// that a dead database fails startup instead of looping.
+// that a dead database fails startup instead of looping. Each attempt is a
+// connection with the retry policy's dials (with the defaults, 5 attempts
+// of 3 dials, about 4.5 s against a refused port). A refused port and a
+// missing Unix socket (a Cloud SQL Auth Proxy sidecar in unix-socket mode
+// that starts after this service: classify's "socket-missing") are waited
+// for within this bound; raise MaxAttempts and MaxElapsed if the proxy or
+// the database may take longer to come up.
 func WithStartupPolicy(p retry.Policy) Option {
 	return func(c *config) { c.startup, c.startupSet = p, true }
 }
