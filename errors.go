@@ -10,14 +10,68 @@ import (
 )
 
 // ConfigError reports a nil or nonsense option, argument or configuration
-// field. It is not retryable: fix the configuration. Every package of
-// holdfast reports its configuration errors with this one type
-// (holdfast.ConfigError, bluegreen.ConfigError, failover.ConfigError, ...
-// are the same), so one errors.As finds any of them. Its fields are Pkg
-// (the package that reports it), Field (the option, argument or field at
-// fault, such as "WithRetryPolicy"), Why and Err (the cause, if any);
-// Error reads "holdfast: invalid <Field>: <Why>", and Unwrap returns Err.
-type ConfigError = cfgerr.Error
+// field, of any holdfast package: holdfast.New and Factory.Configure
+// report bluegreen's and failover's with it, and sqldb.ConfigError,
+// readiness.ConfigError, cloudsql.ConfigError, rdsiam.ConfigError and
+// rdssecrets.ConfigError are this type under their package's name, so one
+// errors.As finds any of them, and errors.Is(err, ErrInvalidConfig)
+// matches every one. It is not retryable: fix the configuration.
+//
+// Error reads "<Pkg>: invalid <Field>: <Why>", followed by ": <Err>" when
+// Err is set, for example
+//
+//	holdfast: invalid WithRetryPolicy: invalid policy: retry: invalid InitialInterval 0s: must be positive (...)
+//	bluegreen: invalid HighInterval: must not be negative (zero means the default 100ms)
+type ConfigError struct {
+	// Pkg is the package that reports the error: "holdfast",
+	// "bluegreen", "failover", "sqldb", "readiness", "cloudsql",
+	// "rdsiam", "rdssecrets". Empty reads as "holdfast".
+	Pkg string
+	// Field is the option, argument or configuration field at fault, as
+	// you wrote it: an option ("WithRetryPolicy", "PoolName"), an
+	// argument ("pool", "fn"), or a field ("Config.HoldTimeout",
+	// "pgxpool.Config.ConnConfig.DialFunc"). Empty reads as
+	// "configuration".
+	Field string
+	// Why says what is wrong with it, and often how to fix it.
+	Why string
+	// Err is the underlying error, if any: another package's
+	// *ConfigError (WithBlueGreen wraps bluegreen's), a
+	// *retry.InvalidPolicyError, a parse error.
+	Err error
+}
+
+// Error returns "<Pkg>: invalid <Field>: <Why>", followed by ": <Err>"
+// when Err is set.
+func (e *ConfigError) Error() string { return (*cfgerr.Error)(e).Error() }
+
+// Unwrap returns Err.
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// Is matches [ErrInvalidConfig].
+func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+
+// ErrInvalidConfig is matched (errors.Is) by every *ConfigError. The
+// ErrInvalidConfig of the other packages (bluegreen, sqldb, readiness,
+// cloudsql, rdsiam, rdssecrets) is this error.
+var ErrInvalidConfig = cfgerr.ErrInvalid
+
+// configErr returns err with holdfast's internal configuration errors
+// (those of the engine and of the bluegreen and failover layers, which
+// cannot name this package's type) turned into *ConfigError, Err
+// included; any other error as it is.
+func configErr(err error) error {
+	if ce, ok := err.(*cfgerr.Error); ok && ce != nil {
+		return configErrorOf(ce)
+	}
+	return err
+}
+
+// configErrorOf is the *ConfigError of e, and of its Err when that is
+// another of them.
+func configErrorOf(e *cfgerr.Error) *ConfigError {
+	return &ConfigError{Pkg: e.Pkg, Field: e.Field, Why: e.Why, Err: configErr(e.Err)}
+}
 
 // ConnectError is a connection that could not be made after the
 // factory's retries. Layer says where it failed:
@@ -95,6 +149,7 @@ func (e *OutcomeUnknownError) Is(target error) bool { return target == ErrOutcom
 
 // engineErrors make the face's errors for the engine.
 var engineErrors = conn.Errors{
+	Config:         func(e *cfgerr.Error) error { return configErrorOf(e) },
 	Connect:        func(layer string, err error) error { return &ConnectError{Layer: layer, Err: err} },
 	OutcomeUnknown: func(statement string, err error) error { return &OutcomeUnknownError{Statement: statement, Err: err} },
 }

@@ -394,7 +394,7 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 func WithBlueGreen(c bluegreen.Config) Option {
 	return func(cfg *config) {
 		if err := bgroute.Validate(c); err != nil {
-			cfg.fail(&ConfigError{Field: "WithBlueGreen", Why: "invalid bluegreen.Config", Err: err})
+			cfg.fail(&ConfigError{Field: "WithBlueGreen", Why: "invalid bluegreen.Config", Err: configErr(err)})
 			return
 		}
 		cfg.blueGreen = &c
@@ -415,7 +415,7 @@ func WithBlueGreen(c bluegreen.Config) Option {
 func WithFailover(c failover.Config) Option {
 	return func(cfg *config) {
 		if err := failovermon.Validate(c); err != nil {
-			cfg.fail(&ConfigError{Field: "WithFailover", Why: "invalid failover.Config", Err: err})
+			cfg.fail(&ConfigError{Field: "WithFailover", Why: "invalid failover.Config", Err: configErr(err)})
 			return
 		}
 		c.Aliases = maps.Clone(c.Aliases) // the caller's map may change later
@@ -460,7 +460,7 @@ func PoolName(name string) PoolOption {
 func PoolInstanceMode(mode failover.InstanceMode) PoolOption {
 	return func(o *poolOptions) {
 		if err := failovermon.ValidateMode(mode, "PoolInstanceMode"); err != nil {
-			o.err = err
+			o.err = configErr(err)
 			return
 		}
 		o.instance = &mode

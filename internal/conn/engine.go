@@ -13,7 +13,6 @@ import (
 	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/failover"
-	"github.com/holdfast-db/holdfast/internal/cfgerr"
 	"github.com/holdfast-db/holdfast/internal/compose"
 	"github.com/holdfast-db/holdfast/internal/failovermon"
 	"github.com/holdfast-db/holdfast/internal/obs"
@@ -150,10 +149,10 @@ func (e *Engine) Configure(cfg *pgxpool.Config, name string, instance *failover.
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
-		return configError("Factory", "closed")
+		return e.configError("Factory", "closed", nil)
 	}
 	if p := e.configOf(cfg); p != nil {
-		return configError("pgxpool.Config", "already configured by this factory: configure a config once")
+		return e.configError("pgxpool.Config", "already configured by this factory: configure a config once", nil)
 	}
 	p, err := e.bind(cfg, e.uniqueName(obs.PoolName(cfg.ConnConfig, name)), instance)
 	if err != nil {
@@ -328,8 +327,8 @@ func (e *Engine) Start(ctx context.Context, pool *pgxpool.Pool) error {
 	s := stateOf(c.Conn())
 	c.Release()
 	if s == nil || s.cn != e.cn {
-		return &cfgerr.Error{Field: "pgxpool.Config.BeforeConnect",
-			Why: "this factory's connect layer did not run for the pool's connection: the pool was not built from a config this factory configured, or BeforeConnect was replaced after Configure (set your hooks before Configure: holdfast chains them)"}
+		return e.configError("pgxpool.Config.BeforeConnect",
+			"this factory's connect layer did not run for the pool's connection: the pool was not built from a config this factory configured, or BeforeConnect was replaced after Configure (set your hooks before Configure: holdfast chains them)", nil)
 	}
 	s.p.comp.Attach(pool) // the layers learn their pool (sweeps of idle connections, connection counts)
 	return nil

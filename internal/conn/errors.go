@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/internal/cfgerr"
 )
 
 // Errors makes the errors of the face (package holdfast) that the engine
@@ -20,6 +21,15 @@ type Errors struct {
 	// lost: statement says what it was ("COMMIT", "statement", "batch",
 	// "copy"), err the connection's failure.
 	OutcomeUnknown func(statement string, err error) error
+	// Config is the face's configuration error of e (its Err included,
+	// when it is another *cfgerr.Error): the engine's own, and those of
+	// the layers it installs.
+	Config func(e *cfgerr.Error) error
+}
+
+// configError returns the face's configuration error of field.
+func (e *Engine) configError(field, why string, err error) error {
+	return e.cfg.Errors.Config(&cfgerr.Error{Field: field, Why: why, Err: err})
 }
 
 // ErrQueued is matched by the error of a connect that the pool's
