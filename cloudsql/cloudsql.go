@@ -332,4 +332,3 @@ func findDialError(err error, depth int, nodes *int) *errtype.DialError {
 	}
 	return nil
 }
-
