@@ -73,29 +73,61 @@ func configErrorOf(e *cfgerr.Error) *ConfigError {
 	return &ConfigError{Pkg: e.Pkg, Field: e.Field, Why: e.Why, Err: configErr(e.Err)}
 }
 
-// ConnectError is a connection that could not be made after the
-// factory's retries. Layer says where it failed:
+// ConnectError is a connection that could not be made, after the
+// factory's retries. Its text is one line: pgx's own error for the attempt
+// that decided, then one holdfast clause with the attempts made for the
+// caller, how long they took and why they stopped, and what to check:
 //
-//	"connect"   a dial and its handshake, inside pgx's DialFunc
-//	"password"  a password, token or credentials fetch, inside BeforeConnect
-//	"startup"   a pool's first connection (NewPool, Factory.Start)
+//	failed to connect to `user=app database=orders`: 10.0.0.5:5432 (db.internal): dial error: dial tcp 10.0.0.5:5432: connect: connection refused (holdfast: 15 attempts in 4.45s, gave up: attempts exhausted; nothing accepts connections at db.internal:5432: ...)
+//	failed to connect to `user=app database=orders`: 10.0.0.5:5432 (db.internal): server error: FATAL: database "orders" does not exist (SQLSTATE 3D000) (holdfast: not retried; no database "orders" on db.internal:5432: check dbname in the connection string)
 //
-// Err is a *retry.Error that says how many attempts were made and wraps
-// the last failure (for "startup", the last failure itself). Whether it is
-// worth trying again later is what Factory.Classify says of it: a
-// Transient cause means the database may come back (report not-ready and
-// try again later); a Fatal one is a mistake to fix (a password, a
-// database name, TLS).
+// Factory.NewPool and Start, Factory.Acquire, DBTX, the transaction
+// runner and package sqldb return it. A pool's own paths (pool.Query,
+// Exec, Acquire, ...) return pgx's *pgconn.ConnectError, which pgxpool
+// hands back unchanged; the connection's dial that gave up is a
+// *ConnectError of Layer "connect" inside it, and errors.As finds it
+// there too (see the package documentation on errors).
+//
+// Whether it is worth trying again later is what Factory.Classify says
+// of it: a Transient cause means the database may come back (report
+// not-ready and try again later); a Fatal one is a mistake to fix (a
+// password, a database name, TLS), and [ConnectError.Hint] says what to
+// check. errors.Is and errors.As reach the cause through Err: pgx's
+// *pgconn.ConnectError and the server's *pgconn.PgError, the *retry.Error
+// of the loop that gave up.
 type ConnectError struct {
+	// Layer says where it failed:
+	//
+	//	"connect"   a dial and its handshake, inside pgx's DialFunc
+	//	"password"  a password, token or credentials fetch, inside BeforeConnect
+	//	"startup"   a pool's first connection (NewPool, Factory.Start, sqldb.Open)
 	Layer string
-	Err   error
+	// Attempts is how many connection attempts were made for the caller,
+	// across holdfast's retries (1: not retried).
+	Attempts int
+	// Err is the failure: pgx's error, or the *retry.Error of the loop
+	// that gave up (wrapping the last failure).
+	Err error
+
+	f *conn.Failure // the one line; nil for a ConnectError made elsewhere
 }
 
+// Error returns the one line (see [ConnectError]).
 func (e *ConnectError) Error() string {
-	if e.Layer == conn.LayerStartup {
-		return "holdfast: first connection failed: " + e.Err.Error()
+	if e.f != nil {
+		return e.f.Text()
 	}
 	return "holdfast: " + e.Layer + ": " + e.Err.Error()
+}
+
+// Hint says what to check, in the words of the configuration (the
+// connection string's keywords, the options' names): the hint of the
+// ERROR log line of the same failure. "" when the error says it all.
+func (e *ConnectError) Hint() string {
+	if e.f == nil {
+		return ""
+	}
+	return e.f.Hint
 }
 
 // Unwrap returns Err.
@@ -149,8 +181,16 @@ func (e *OutcomeUnknownError) Is(target error) bool { return target == ErrOutcom
 
 // engineErrors make the face's errors for the engine.
 var engineErrors = conn.Errors{
-	Config:         func(e *cfgerr.Error) error { return configErrorOf(e) },
-	Connect:        func(layer string, err error) error { return &ConnectError{Layer: layer, Err: err} },
+	Config: func(e *cfgerr.Error) error { return configErrorOf(e) },
+	Connect: func(f *conn.Failure, err error) error {
+		return &ConnectError{Layer: f.Layer, Attempts: max(f.Attempts, 1), Err: err, f: f}
+	},
+	FailureOf: func(err error) *conn.Failure {
+		if ce, ok := err.(*ConnectError); ok && ce != nil {
+			return ce.f
+		}
+		return nil
+	},
 	OutcomeUnknown: func(statement string, err error) error { return &OutcomeUnknownError{Statement: statement, Err: err} },
 }
 

@@ -276,7 +276,9 @@ func WaitedBelow(err error) bool {
 }
 
 // Acquire is pool.Acquire with request-scope retry (the face's
-// Factory.Acquire). Its error carries no secret holdfast knows.
+// Factory.Acquire). A connect's failure is returned as the face's
+// *ConnectError, one line (failure.go); any error carries no secret
+// holdfast knows.
 func (e *Engine) Acquire(ctx context.Context, pool *pgxpool.Pool) (*pgxpool.Conn, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		// The connect that pool.Acquire may make runs without ctx's
@@ -288,7 +290,7 @@ func (e *Engine) Acquire(ctx context.Context, pool *pgxpool.Pool) (*pgxpool.Conn
 	if err == nil {
 		return c, nil
 	}
-	c, err = e.acquireAgain(ctx, pool, err, &e.acquire, false)
+	c, err = e.acquireAgain(ctx, pool, err, &e.acquire, "")
 	return c, e.cn.redact(err)
 }
 
@@ -296,7 +298,8 @@ func (e *Engine) Acquire(ctx context.Context, pool *pgxpool.Pool) (*pgxpool.Conn
 // (package sqldb: pgx's stdlib connector calls pool.Acquire): after
 // acquire failed with firstErr, it calls acquire again as Acquire retries
 // pool.Acquire. It returns nil once acquire succeeds, else an error that
-// carries no secret holdfast knows.
+// carries no secret holdfast knows: a connect's failure as the face's
+// *ConnectError, one line.
 func (e *Engine) Reacquire(ctx context.Context, pool *pgxpool.Pool, firstErr error, acquire func(context.Context) error) error {
 	if firstErr == nil {
 		return nil
@@ -304,25 +307,25 @@ func (e *Engine) Reacquire(ctx context.Context, pool *pgxpool.Pool, firstErr err
 	if dl, ok := ctx.Deadline(); ok {
 		ctx = retry.WithCallerDeadline(ctx, dl) // as Acquire: for the connects acquire waits on
 	}
-	return e.cn.redact(e.retryAcquire(ctx, pool, firstErr, &e.acquire, false, acquire))
+	return e.cn.redact(e.retryAcquire(ctx, pool, firstErr, &e.acquire, "", acquire))
 }
 
 // Start makes pool's first connection under the startup policy and
 // releases it to the pool (the face's Factory.Start); the layers learn
-// their pool. It returns the face's ConnectError of layer "startup", or a
-// *ConfigError when the pool's connection was not made through this
-// engine.
+// their pool. It returns the face's ConnectError of layer "startup", one
+// line, or a *ConfigError when the pool's connection was not made
+// through this engine.
 func (e *Engine) Start(ctx context.Context, pool *pgxpool.Pool) error {
 	ctx, traced := e.tel.BeginStartup(ctx) // holdfast.stage=startup, holdfast.startup span
 	c, err := pool.Acquire(ctx)
 	if err != nil {
-		c, err = e.acquireAgain(ctx, pool, err, &e.startup, true)
+		c, err = e.acquireAgain(ctx, pool, err, &e.startup, LayerStartup)
 	} else {
 		e.tel.FirstTry(ctx, LayerStartup)
 	}
 	traced(err)
 	if err != nil {
-		return e.cfg.Errors.Connect(LayerStartup, e.cn.redact(err))
+		return e.cn.redact(err)
 	}
 	s := stateOf(c.Conn())
 	c.Release()
@@ -334,10 +337,11 @@ func (e *Engine) Start(ctx context.Context, pool *pgxpool.Pool) error {
 	return nil
 }
 
-// acquireAgain retries pool.Acquire after a first failure firstErr.
-func (e *Engine) acquireAgain(ctx context.Context, pool *pgxpool.Pool, firstErr error, r *retry.Retrier, patient bool) (*pgxpool.Conn, error) {
+// acquireAgain retries pool.Acquire after a first failure firstErr (see
+// retryAcquire).
+func (e *Engine) acquireAgain(ctx context.Context, pool *pgxpool.Pool, firstErr error, r *retry.Retrier, startup string) (*pgxpool.Conn, error) {
 	var c *pgxpool.Conn
-	err := e.retryAcquire(ctx, pool, firstErr, r, patient, func(ctx context.Context) error {
+	err := e.retryAcquire(ctx, pool, firstErr, r, startup, func(ctx context.Context) error {
 		var err error
 		c, err = pool.Acquire(ctx)
 		return err
@@ -350,17 +354,25 @@ func (e *Engine) acquireAgain(ctx context.Context, pool *pgxpool.Pool, firstErr 
 
 // retryAcquire retries acquire after a first failure firstErr, under r:
 // one retry of a 28P01 or 28000 with a freshly fetched password or token,
-// and a failure that the connect could not see why it failed. Unless
-// patient (startup), a failure that WaitedBelow is not retried: a first
-// one is returned as it is, a later one ends the loop. pool names the
-// log lines.
-func (e *Engine) retryAcquire(ctx context.Context, pool *pgxpool.Pool, firstErr error, r *retry.Retrier, patient bool, acquire func(context.Context) error) error {
-	if !patient && WaitedBelow(firstErr) {
-		return firstErr
-	}
+// and a failure that the connect could not see why it failed. Unless at
+// startup (startup is LayerStartup; "" for a request), a failure that
+// WaitedBelow is not retried: a first one is returned as it is, a later
+// one ends the loop. pool names the log lines. Each try's connect
+// failure is read as one line (the loop logs it so), and so is the end:
+// the face's *ConnectError counting every try's attempts (a door,
+// failure.go), of Layer startup at startup.
+func (e *Engine) retryAcquire(ctx context.Context, pool *pgxpool.Pool, firstErr error, r *retry.Retrier, startup string, acquire func(context.Context) error) error {
+	patient := startup != ""
+	var target *obs.Target
 	if p := e.PoolOf(pool); p != nil {
-		ctx = obs.WithTarget(ctx, p.target)
+		target = p.target
 	}
+	d := e.cn.newDoor(target, startup)
+	firstErr = d.failed(firstErr)
+	if !patient && WaitedBelow(firstErr) {
+		return d.end(firstErr)
+	}
+	ctx = obs.WithTarget(ctx, target)
 	rr := *r
 	authRetried := false
 	rr.Classify = func(err error) classify.Verdict {
@@ -377,7 +389,13 @@ func (e *Engine) retryAcquire(ctx context.Context, pool *pgxpool.Pool, firstErr 
 	if patient {
 		layer = LayerStartup
 	}
-	return e.cn.retryFrom(ctx, &rr, layer, 0, firstErr, acquire)
+	err := e.cn.retryFrom(ctx, &rr, layer, 0, firstErr, func(ctx context.Context) error {
+		return d.failed(acquire(ctx))
+	})
+	if err != nil {
+		return d.end(err)
+	}
+	return nil
 }
 
 // RetryFrom is r.Continue with telemetry for layer (the transaction

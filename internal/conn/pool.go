@@ -439,12 +439,13 @@ func (p *Pool) connect(ctx context.Context, h compose.Conn, cc *pgx.ConnConfig, 
 	if err := next(ctx, h, cc); err != nil {
 		return err
 	}
-	c.prepare()
-	if p.tel == nil && p.lateTel.Load() == nil && cc.Password != p.static {
-		// Inactive telemetry: only watch fetched tokens for the log
-		// redactor, off the Acquire path (active telemetry does it).
+	if cc.Password != p.static {
+		// A fetched token, before prepare's first dial can log an
+		// error that echoes it (the telemetry layer registers it again
+		// once this returns).
 		p.e.tel.Secret(cc.Password)
 	}
+	c.prepare(ctx)
 	return nil
 }
 

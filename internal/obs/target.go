@@ -101,6 +101,10 @@ func targetOf(ctx context.Context) *Target {
 	return t
 }
 
+// TargetOf returns the target [WithTarget] put in ctx, or nil: for a
+// hint that names it.
+func TargetOf(ctx context.Context) *Target { return targetOf(ctx) }
+
 // logEvery is how often a log line of one kind (message, target, layer,
 // reason) is written at most; the lines in between are counted and the
 // next line says how many were suppressed.
