@@ -61,47 +61,7 @@ func (k Kind) String() string {
 	return kindNames[k]
 }
 
-// Retryable reports whether k is KindBusy or KindUnavailable.
-//
-// Deprecated: use [APIError.Retryable], which also says no for a call
-// whose context was canceled.
-func (k Kind) Retryable() bool { return k.transient() }
-
 func (k Kind) transient() bool { return k == KindBusy || k == KindUnavailable }
-
-// Sentinels, one per [Kind], that an [*APIError] matches through
-// errors.Is. They are deprecated: compare the error's Kind instead, for
-// example
-//
-//	if ae, ok := errors.AsType[*lb.APIError](err); ok && ae.Kind == lb.KindNotFound {
-//		// ...
-//	}
-var (
-	// Deprecated: use KindSession.
-	ErrSession = errors.New("lb: session expired")
-	// Deprecated: use KindAuth.
-	ErrAuth = errors.New("lb: authentication failed")
-	// Deprecated: use KindBusy.
-	ErrBusy = errors.New("lb: balancer busy")
-	// Deprecated: use KindUnavailable.
-	ErrUnavailable = errors.New("lb: balancer unavailable")
-	// Deprecated: use KindNotFound.
-	ErrNotFound = errors.New("lb: not found")
-	// Deprecated: use KindNoPrivilege.
-	ErrNoPrivilege = errors.New("lb: no privilege")
-	// Deprecated: use KindStatsDisabled.
-	ErrStatsDisabled = errors.New("lb: statistics disabled")
-	// Deprecated: use KindBadResponse.
-	ErrBadResponse = errors.New("lb: bad response")
-	// Deprecated: use KindRejected.
-	ErrRejected = errors.New("lb: request rejected")
-)
-
-var kindSentinels = [...]error{
-	KindSession: ErrSession, KindAuth: ErrAuth, KindBusy: ErrBusy, KindUnavailable: ErrUnavailable,
-	KindNotFound: ErrNotFound, KindNoPrivilege: ErrNoPrivilege, KindStatsDisabled: ErrStatsDisabled,
-	KindBadResponse: ErrBadResponse, KindRejected: ErrRejected,
-}
 
 // APIError is a failed call to a load balancer's API; Kind says what the
 // device answered. Adapters build it with the device's message already
@@ -166,11 +126,6 @@ func (e *APIError) Error() string {
 // Unwrap returns Err.
 func (e *APIError) Unwrap() error { return e.Err }
 
-// Is matches the deprecated sentinel of e's Kind, such as [ErrNotFound].
-func (e *APIError) Is(target error) bool {
-	return e.Kind > 0 && int(e.Kind) < len(kindSentinels) && kindSentinels[e.Kind] == target
-}
-
 // Retryable reports whether a later attempt may succeed: e's Kind is
 // KindBusy or KindUnavailable, and the call was not canceled. A request
 // that timed out (the HTTP client's timeout, which wraps
@@ -179,13 +134,6 @@ func (e *APIError) Is(target error) bool {
 func (e *APIError) Retryable() bool {
 	return e.Kind.transient() && !errors.Is(e.Err, context.Canceled)
 }
-
-// Retryable reports whether err holds an [*APIError] that is
-// [APIError.Retryable], and is not a canceled context.
-//
-// Deprecated: use errors.AsType (or errors.As) to find the *APIError and
-// call its Retryable method.
-func Retryable(err error) bool { return retryable(err) }
 
 // kindOf returns the Kind of the [*APIError] in err, or 0 if there is none.
 func kindOf(err error) Kind {

@@ -56,29 +56,3 @@ func TestKindString(t *testing.T) {
 		}
 	}
 }
-
-// The deprecated names keep working: each Kind's sentinel matches through
-// errors.Is, and the Retryable function and method agree with
-// APIError.Retryable.
-func TestDeprecatedNamesStillWork(t *testing.T) {
-	t.Parallel()
-	sentinels := []error{lb.ErrSession, lb.ErrAuth, lb.ErrBusy, lb.ErrUnavailable, lb.ErrNotFound, lb.ErrNoPrivilege, lb.ErrStatsDisabled, lb.ErrBadResponse, lb.ErrRejected}
-	for i, k := range allKinds {
-		err := fmt.Errorf("wrapped: %w", &lb.APIError{Kind: k})
-		for j, s := range sentinels {
-			if got := errors.Is(err, s); got != (i == j) {
-				t.Errorf("errors.Is(%v error, %v) = %v", k, s, got)
-			}
-		}
-		want := (&lb.APIError{Kind: k}).Retryable()
-		if got := lb.Retryable(err); got != want {
-			t.Errorf("Retryable(%v error) = %v, want %v", k, got, want)
-		}
-		if got := k.Retryable(); got != want {
-			t.Errorf("%v.Retryable() = %v, want %v", k, got, want)
-		}
-	}
-	if lb.Retryable(fmt.Errorf("%w: %w", context.Canceled, &lb.APIError{Kind: lb.KindBusy})) {
-		t.Error("Retryable of a canceled busy error = true, want false")
-	}
-}
