@@ -320,7 +320,10 @@ func (l ConnectLimit) validate() error {
 // text, from which passwords, tokens and connection-string secrets are
 // removed; a WARN line when a loop gives up on a transient failure; an
 // INFO "holdfast: recovered" line when a retried operation succeeds
-// (attempts, took). Every line names the database (server.address,
+// (attempts, took). During startup the connection's own dial and password
+// retries write those lines at DEBUG: the startup loop writes one WARN
+// line per round, with the round's error (its cause and attempts, one
+// line). Every line names the database (server.address,
 // server.port, db.namespace, and holdfast.pool with PoolName). Lines of
 // one kind (message, layer, stage, reason, database) are written at most
 // once a second; the next one says how many were suppressed. A panicking
