@@ -84,9 +84,11 @@ func configErrorOf(e *cfgerr.Error) *ConfigError {
 // Factory.NewPool and Start, Factory.Acquire, DBTX, the transaction
 // runner and package sqldb return it. A pool's own paths (pool.Query,
 // Exec, Acquire, ...) return pgx's *pgconn.ConnectError, which pgxpool
-// hands back unchanged; the connection's dial that gave up is a
-// *ConnectError of Layer "connect" inside it, and errors.As finds it
-// there too (see the package documentation on errors).
+// hands back unchanged: a dial that gave up (a refused port, a missing
+// socket, a timeout) is one line there too, whose *ConnectError of Layer
+// "connect" (with its Hint) errors.As finds inside pgx's; a handshake
+// tried several times reads as pgx writes it, one line per attempt, then
+// the line that ends the retries, with the attempts.
 //
 // Whether it is worth trying again later is what Factory.Classify says
 // of it: a Transient cause means the database may come back (report
