@@ -32,6 +32,7 @@ func TestHintsInTheUsersWords(t *testing.T) {
 		{"sqlstate-3D000", tt, []string{`"orders"`, "db.internal:5433", "dbname in the connection string"}},
 		{"sqlstate-28P01", tt, []string{`"app"`, "WithPasswordFunc", "password in the connection string"}},
 		{"sqlstate-08P01", tt, []string{"sslmode in the connection string"}},
+		{"sqlstate-28000", tt, []string{`"app"`, "user in the connection string", "pg_hba.conf"}},
 		{"dns-not-found", tt, []string{"host in the connection string", "db.internal:5433"}},
 		{"conn-refused", tt, []string{"db.internal:5433", "host and port in the connection string"}},
 		{"tls-verification", tt, []string{"sslmode in the connection string"}},

@@ -229,7 +229,7 @@ func Hint(reason string, t *Target) string {
 	case "sqlstate-28P01":
 		return "password authentication failed for " + user + ": check the password the pool uses (WithPasswordFunc's, or password in the connection string) against the server's, and that a rotation finished"
 	case "sqlstate-28000":
-		return "the server refused " + user + " (pg_hba.conf, or IAM: the role needs rds_iam / a Cloud SQL IAM user, and the token must be issued for " + host + " and this user)"
+		return "the server refused " + user + ": check user in the connection string, the server's pg_hba.conf, or with IAM that the role has rds_iam (a Cloud SQL IAM user) and the token is issued for " + host + " and this user"
 	case "sqlstate-3D000":
 		return "no database " + db + " on " + host + ": check dbname in the connection string"
 	case "sqlstate-53300":
