@@ -2,6 +2,7 @@ package holdfast_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"github.com/holdfast-db/holdfast/fakes"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/retry"
+	"github.com/holdfast-db/holdfast/sqldb"
 )
 
 // One failure, one line (issue 29, item 3): a connection that failed reads
@@ -27,7 +29,8 @@ import (
 // to check — with no "not dialed" line, no retry summary nested in another,
 // "not retried" for what was not, the hint in the returned error
 // (errors.As to a type with Hint) where the log line has one; on every door
-// of holdfast (NewPool, Factory.Acquire, DBTX, RunTx) and, for a failed
+// of holdfast (NewPool, Factory.Acquire, DBTX, RunTx, database/sql through
+// sqldb) and, for a failed
 // dial, on the pool's own paths too (pgx's error, which pgxpool returns
 // unchanged). The causes stay reachable (errors.As to pgx's
 // *pgconn.ConnectError and *pgconn.PgError, the *retry.Error) and
@@ -67,6 +70,7 @@ func TestOneFailureOneLine(t *testing.T) {
 
 	refused := want{has: []string{"dial error: dial tcp " + dead + ": connect: connection refused (holdfast: ", " attempts in ", "gave up: attempts exhausted"},
 		hint: "nothing accepts connections at " + dead, verdict: "transient/conn-refused", retryErr: true}
+	sqlDBs := map[*pgxpool.Pool]*sql.DB{} // sqldb.Open's, by their pool
 	tests := []struct {
 		name string
 		gone string // the sslmode of a pool on a server that then went away, given to err; "": none
@@ -95,6 +99,14 @@ func TestOneFailureOneLine(t *testing.T) {
 		{"RunTx, the server gone", "disable", func(t *testing.T, f *holdfast.Factory, gone *pgxpool.Pool) error {
 			return f.RunTx(ctx, gone, pgx.TxOptions{}, func(pgx.Tx) error { return nil })
 		}, want{door: true, has: []string{"connect: connection refused (holdfast: 9 attempts in ", "gave up: attempts exhausted"}, hint: "nothing accepts connections at", verdict: "transient/conn-refused", retryErr: true}},
+		{"database/sql over the pool (sqldb.OpenDB), the server gone", "disable", func(t *testing.T, f *holdfast.Factory, gone *pgxpool.Pool) error {
+			db := sqldb.OpenDB(gone)
+			defer db.Close()
+			return db.PingContext(ctx)
+		}, want{door: true, has: []string{"connect: connection refused (holdfast: 3 attempts in "}, hint: "nothing accepts connections at", verdict: "transient/conn-refused", retryErr: true}},
+		{"database/sql (sqldb.Open), the server gone", "sqldb", func(t *testing.T, f *holdfast.Factory, gone *pgxpool.Pool) error {
+			return sqldb.RunTx(ctx, f, sqlDBs[gone], nil, func(*sql.Tx) error { return nil })
+		}, want{door: true, has: []string{"connect: connection refused (holdfast: ", "gave up: attempts exhausted"}, hint: "nothing accepts connections at", verdict: "transient/conn-refused", retryErr: true}},
 		{"NewPool, a wrong password (28P01)", "", func(t *testing.T, f *holdfast.Factory, _ *pgxpool.Pool) error {
 			return newPoolErr(t, f, "postgres://oneline_pw:wrong-password@"+s.Addr()+"/postgres?sslmode=disable")
 		}, want{door: true, has: []string{"failed SASL auth", "(SQLSTATE 28P01) (holdfast: not retried; "}, hint: `password authentication failed for "oneline_pw"`, verdict: "fatal/sqlstate-28P01", code: "28P01", retryErr: true}},
@@ -139,7 +151,18 @@ func TestOneFailureOneLine(t *testing.T) {
 		logs[i] = &fakes.LogBuffer{}
 		factories[i] = newFactory(t, holdfast.WithStartupPolicy(startup), holdfast.WithLogger(slog.New(slog.NewJSONHandler(logs[i], nil))))
 		t.Cleanup(factories[i].Close)
-		if tt.gone != "" {
+		switch tt.gone {
+		case "":
+		case "sqldb":
+			cfg, _ := poolConfig(t, g.DSN(), "sslmode=disable")
+			db, err := sqldb.Open(ctx, factories[i], cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			pools[i] = sqldb.PoolOf(db)
+			sqlDBs[pools[i]] = db
+		default:
 			cfg, _ := poolConfig(t, g.DSN(), "sslmode="+tt.gone)
 			if pools[i], err = factories[i].NewPool(ctx, cfg); err != nil {
 				t.Fatal(err)

@@ -197,12 +197,15 @@ func (c *Connector) Connect(ctx context.Context) (driver.Conn, error) {
 
 func (c *Connector) connect(ctx context.Context) (driver.Conn, error) {
 	conn, err := c.base.Connect(ctx)
-	if err == nil || c.f == nil {
-		return conn, err
+	if err == nil {
+		return conn, nil
 	}
 	p := hfconn.OfPool(c.pool)
 	if p == nil {
 		return nil, err
+	}
+	if c.f == nil {
+		return nil, p.Engine().OneLine(c.pool, err) // no retry of its own: the connect's failure, one line
 	}
 	err = p.Engine().Reacquire(ctx, c.pool, err, func(ctx context.Context) error {
 		var err error
