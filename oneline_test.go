@@ -129,6 +129,16 @@ func TestOneFailureOneLine(t *testing.T) {
 			}
 			return newPool(t, f, cfg).Ping(ctx)
 		}, want{has: []string{"no such file or directory (holdfast: 3 attempts in "}, verdict: "transient/socket-missing", retryErr: true}},
+		{"pool.Ping, a host that does not resolve, sslmode=prefer", "", func(t *testing.T, f *holdfast.Factory, _ *pgxpool.Pool) error {
+			cfg, err := pgxpool.ParseConfig("postgres://app@db.example.invalid/orders?sslmode=prefer")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.ConnConfig.LookupFunc = func(context.Context, string) ([]string, error) {
+				return nil, &net.DNSError{Err: "no such host", Name: "db.example.invalid", IsNotFound: true}
+			}
+			return newPool(t, f, cfg).Ping(ctx)
+		}, want{has: []string{"hostname resolving error: lookup db.example.invalid: no such host (holdfast: not retried; the host name does not resolve"}, verdict: "fatal/dns-not-found", retryErr: true}},
 		{"pool.Ping, two hosts refused", "", func(t *testing.T, f *holdfast.Factory, _ *pgxpool.Pool) error {
 			host, port, _ := net.SplitHostPort(dead)
 			cfg, err := pgxpool.ParseConfig(fmt.Sprintf("host=%s,%s port=%s,%s user=app dbname=orders sslmode=disable", host, host, port, port))

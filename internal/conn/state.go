@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -323,8 +324,17 @@ func (c *connState) predial(ctx context.Context) {
 	}
 	if k < 0 {
 		// No entry resolved: nothing will be dialed, and the rounds
-		// would only repeat each host's lookup failure.
-		cc.Fallbacks = c.fallbacks
+		// would only repeat each host's lookup failure. pgconn gets
+		// each host once (sslmode=prefer's second entry is the same).
+		seen := []string{cc.Host}
+		fbs := make([]*pgconn.FallbackConfig, 0, len(c.fallbacks))
+		for _, fb := range c.fallbacks {
+			if !slices.Contains(seen, fb.Host) {
+				seen = append(seen, fb.Host)
+				fbs = append(fbs, fb)
+			}
+		}
+		cc.Fallbacks = fbs
 		return
 	}
 	if cc.ConnectTimeout > 0 {
