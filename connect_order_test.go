@@ -84,18 +84,23 @@ func TestConnectOrder(t *testing.T) {
 	}
 }
 
-// A connection's error reads as what happened: a line per attempt, the
-// number of attempts said once (in the line of the loop that gave up, the
-// same number as the log line), no host that does not exist, and one
-// error.type for the whole failure.
+// A connection's error on a pool's own path (pgx's, which pgxpool returns
+// unchanged) reads as what happened: a refused port is one line, as with
+// plain pgxpool (the retry rounds that would never be dialed are left
+// out); a handshake tried three times is a line per attempt and the line
+// that ends the retries; the number of attempts is said once (in holdfast's
+// clause, the same number as the log line), no line says an entry was not
+// dialed, no host that does not exist, and one error.type for the whole
+// failure.
 func TestConnectErrorReadsAsWhatHappened(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		attempts int
+		lines    int
 		setup    func(t *testing.T) *pgxpool.Config
 	}{
-		{"refused port", 3, func(t *testing.T) *pgxpool.Config {
+		{"refused port", 3, 1, func(t *testing.T) *pgxpool.Config {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				t.Fatal(err)
@@ -105,7 +110,7 @@ func TestConnectErrorReadsAsWhatHappened(t *testing.T) {
 			cfg, _ := poolConfig(t, "postgres://u@"+addr+"/db", "sslmode=disable")
 			return cfg
 		}},
-		{"53300 on every attempt", 3, func(t *testing.T) *pgxpool.Config {
+		{"53300 on every attempt", 3, 5, func(t *testing.T) *pgxpool.Config {
 			dsn := pgtest.DSN(t)
 			refusedRole(t, dsn, "readable_errors")
 			cfg, _ := poolConfig(t, dsn, "sslmode=disable", "user=readable_errors")
@@ -127,9 +132,15 @@ func TestConnectErrorReadsAsWhatHappened(t *testing.T) {
 			if strings.Contains(text, "holdfast-retry-summary") {
 				t.Errorf("the error names a host that does not exist")
 			}
-			counts := regexp.MustCompile(`gave up after (\d+) attempts?`).FindAllStringSubmatch(text, -1)
+			counts := regexp.MustCompile(`(\d+) attempts?`).FindAllStringSubmatch(text, -1)
 			if len(counts) != 1 || counts[0][1] != fmt.Sprint(tc.attempts) {
 				t.Errorf("the error says the attempts %d times (%v), want once: %d", len(counts), counts, tc.attempts)
+			}
+			if n := strings.Count(text, "\n") + 1; n != tc.lines {
+				t.Errorf("the error has %d lines, want %d", n, tc.lines)
+			}
+			if strings.Contains(text, "not dialed") {
+				t.Errorf("a line says an entry was not dialed")
 			}
 			if n := strings.Count(logs.String(), `"msg":"holdfast: giving up after transient failures"`); n != 1 {
 				t.Errorf("%d give-up lines, want 1", n)

@@ -10,38 +10,126 @@ import (
 )
 
 // ConfigError reports a nil or nonsense option, argument or configuration
-// field. It is not retryable: fix the configuration. Every package of
-// holdfast reports its configuration errors with this one type
-// (holdfast.ConfigError, bluegreen.ConfigError, failover.ConfigError, ...
-// are the same), so one errors.As finds any of them. Its fields are Pkg
-// (the package that reports it), Field (the option, argument or field at
-// fault, such as "WithRetryPolicy"), Why and Err (the cause, if any);
-// Error reads "holdfast: invalid <Field>: <Why>", and Unwrap returns Err.
-type ConfigError = cfgerr.Error
-
-// ConnectError is a connection that could not be made after the
-// factory's retries. Layer says where it failed:
+// field, of any holdfast package: holdfast.New and Factory.Configure
+// report bluegreen's and failover's with it, and sqldb.ConfigError,
+// readiness.ConfigError, cloudsql.ConfigError, rdsiam.ConfigError and
+// rdssecrets.ConfigError are this type under their package's name, so one
+// errors.As finds any of them, and errors.Is(err, ErrInvalidConfig)
+// matches every one. It is not retryable: fix the configuration.
 //
-//	"connect"   a dial and its handshake, inside pgx's DialFunc
-//	"password"  a password, token or credentials fetch, inside BeforeConnect
-//	"startup"   a pool's first connection (NewPool, Factory.Start)
+// Error reads "<Pkg>: invalid <Field>: <Why>", followed by ": <Err>" when
+// Err is set, for example
 //
-// Err is a *retry.Error that says how many attempts were made and wraps
-// the last failure (for "startup", the last failure itself). Whether it is
-// worth trying again later is what Factory.Classify says of it: a
-// Transient cause means the database may come back (report not-ready and
-// try again later); a Fatal one is a mistake to fix (a password, a
-// database name, TLS).
-type ConnectError struct {
-	Layer string
-	Err   error
+//	holdfast: invalid WithRetryPolicy: invalid policy: retry: invalid InitialInterval 0s: must be positive (...)
+//	bluegreen: invalid HighInterval: must not be negative (zero means the default 100ms)
+type ConfigError struct {
+	// Pkg is the package that reports the error: "holdfast",
+	// "bluegreen", "failover", "sqldb", "readiness", "cloudsql",
+	// "rdsiam", "rdssecrets". Empty reads as "holdfast".
+	Pkg string
+	// Field is the option, argument or configuration field at fault, as
+	// you wrote it: an option ("WithRetryPolicy", "PoolName"), an
+	// argument ("pool", "fn"), or a field ("Config.HoldTimeout",
+	// "pgxpool.Config.ConnConfig.DialFunc"). Empty reads as
+	// "configuration".
+	Field string
+	// Why says what is wrong with it, and often how to fix it.
+	Why string
+	// Err is the underlying error, if any: another package's
+	// *ConfigError (WithBlueGreen wraps bluegreen's), a
+	// *retry.InvalidPolicyError, a parse error.
+	Err error
 }
 
+// Error returns "<Pkg>: invalid <Field>: <Why>", followed by ": <Err>"
+// when Err is set.
+func (e *ConfigError) Error() string { return (*cfgerr.Error)(e).Error() }
+
+// Unwrap returns Err.
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// Is matches [ErrInvalidConfig].
+func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+
+// ErrInvalidConfig is matched (errors.Is) by every *ConfigError. The
+// ErrInvalidConfig of the other packages (bluegreen, sqldb, readiness,
+// cloudsql, rdsiam, rdssecrets) is this error.
+var ErrInvalidConfig = cfgerr.ErrInvalid
+
+// configErr returns err with holdfast's internal configuration errors
+// (those of the engine and of the bluegreen and failover layers, which
+// cannot name this package's type) turned into *ConfigError, Err
+// included; any other error as it is.
+func configErr(err error) error {
+	if ce, ok := err.(*cfgerr.Error); ok && ce != nil {
+		return configErrorOf(ce)
+	}
+	return err
+}
+
+// configErrorOf is the *ConfigError of e, and of its Err when that is
+// another of them.
+func configErrorOf(e *cfgerr.Error) *ConfigError {
+	return &ConfigError{Pkg: e.Pkg, Field: e.Field, Why: e.Why, Err: configErr(e.Err)}
+}
+
+// ConnectError is a connection that could not be made, after the
+// factory's retries. Its text is one line: pgx's own error for the attempt
+// that decided, then one holdfast clause with the attempts made for the
+// caller, how long they took and why they stopped, and what to check:
+//
+//	failed to connect to `user=app database=orders`: 10.0.0.5:5432 (db.internal): dial error: dial tcp 10.0.0.5:5432: connect: connection refused (holdfast: 15 attempts in 4.45s, gave up: attempts exhausted; nothing accepts connections at db.internal:5432: ...)
+//	failed to connect to `user=app database=orders`: 10.0.0.5:5432 (db.internal): server error: FATAL: database "orders" does not exist (SQLSTATE 3D000) (holdfast: not retried; no database "orders" on db.internal:5432: check dbname in the connection string)
+//
+// Factory.NewPool and Start, Factory.Acquire, DBTX, the transaction
+// runner and package sqldb return it. A pool's own paths (pool.Query,
+// Exec, Acquire, ...) return pgx's *pgconn.ConnectError, which pgxpool
+// hands back unchanged: a dial that gave up (a refused port, a missing
+// socket, a timeout) is one line there too, whose *ConnectError of Layer
+// "connect" (with its Hint) errors.As finds inside pgx's; a handshake
+// tried several times reads as pgx writes it, one line per attempt, then
+// the line that ends the retries, with the attempts.
+//
+// Whether it is worth trying again later is what Factory.Classify says
+// of it: a Transient cause means the database may come back (report
+// not-ready and try again later); a Fatal one is a mistake to fix (a
+// password, a database name, TLS), and [ConnectError.Hint] says what to
+// check. errors.Is and errors.As reach the cause through Err: pgx's
+// *pgconn.ConnectError and the server's *pgconn.PgError, the *retry.Error
+// of the loop that gave up.
+type ConnectError struct {
+	// Layer says where it failed:
+	//
+	//	"connect"   a dial and its handshake, inside pgx's DialFunc
+	//	"password"  a password, token or credentials fetch, inside BeforeConnect
+	//	"startup"   a pool's first connection (NewPool, Factory.Start, sqldb.Open)
+	Layer string
+	// Attempts is how many connection attempts were made for the caller,
+	// across holdfast's retries (1: not retried).
+	Attempts int
+	// Err is the failure: pgx's error, or the *retry.Error of the loop
+	// that gave up (wrapping the last failure).
+	Err error
+
+	f *conn.Failure // the one line; nil for a ConnectError made elsewhere
+}
+
+// Error returns the one line (see [ConnectError]).
 func (e *ConnectError) Error() string {
-	if e.Layer == conn.LayerStartup {
-		return "holdfast: first connection failed: " + e.Err.Error()
+	if e.f != nil {
+		return e.f.Text()
 	}
 	return "holdfast: " + e.Layer + ": " + e.Err.Error()
+}
+
+// Hint says what to check, in the words of the configuration (the
+// connection string's keywords, the options' names): the hint of the
+// ERROR log line of the same failure. "" when the error says it all.
+func (e *ConnectError) Hint() string {
+	if e.f == nil {
+		return ""
+	}
+	return e.f.Hint
 }
 
 // Unwrap returns Err.
@@ -95,7 +183,16 @@ func (e *OutcomeUnknownError) Is(target error) bool { return target == ErrOutcom
 
 // engineErrors make the face's errors for the engine.
 var engineErrors = conn.Errors{
-	Connect:        func(layer string, err error) error { return &ConnectError{Layer: layer, Err: err} },
+	Config: func(e *cfgerr.Error) error { return configErrorOf(e) },
+	Connect: func(f *conn.Failure, err error) error {
+		return &ConnectError{Layer: f.Layer, Attempts: max(f.Attempts, 1), Err: err, f: f}
+	},
+	FailureOf: func(err error) *conn.Failure {
+		if ce, ok := err.(*ConnectError); ok && ce != nil {
+			return ce.f
+		}
+		return nil
+	},
 	OutcomeUnknown: func(statement string, err error) error { return &OutcomeUnknownError{Statement: statement, Err: err} },
 }
 

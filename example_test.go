@@ -45,17 +45,23 @@ func Example() {
 	// BeforeConnect installed: true
 }
 
-// Bad configuration is an error from New, never a panic.
+// Bad configuration is an error from New, never a panic. A partial
+// retry.Policy is one: start from retry.Default() and change what you
+// need.
 func ExampleNew_invalid() {
-	p := retry.Default()
-	p.MaxAttempts = 0
-	_, err := holdfast.New(holdfast.WithRetryPolicy(p))
+	_, err := holdfast.New(holdfast.WithRetryPolicy(retry.Policy{MaxAttempts: 5}))
 	fmt.Println(err)
 	var ce *holdfast.ConfigError
 	fmt.Println(errors.As(err, &ce), ce.Field)
+
+	p := retry.Default()
+	p.MaxAttempts = 5
+	_, err = holdfast.New(holdfast.WithRetryPolicy(p))
+	fmt.Println(err)
 	// Output:
-	// holdfast: invalid WithRetryPolicy: invalid policy: retry: invalid MaxAttempts 0: must be at least 1
+	// holdfast: invalid WithRetryPolicy: invalid policy: retry: invalid InitialInterval 0s: must be positive (left at zero: a Policy has no defaults of its own; start from retry.Default() and change the fields you need)
 	// true WithRetryPolicy
+	// <nil>
 }
 
 // Every package reports a configuration mistake as its own *ConfigError,

@@ -218,7 +218,13 @@ func WithRetryPolicy(p retry.Policy) Option {
 // Factory.Start). Default: 5 attempts, 200ms doubling to at most 2s with
 // 20% jitter, 30s overall: more patient than the request-scope default
 // because nothing is waiting on a user request yet, and still bounded, so
-// that a dead database fails startup instead of looping.
+// that a dead database fails startup instead of looping. Each attempt is a
+// connection with the retry policy's dials (with the defaults, 5 attempts
+// of 3 dials, about 4.5 s against a refused port). A refused port and a
+// missing Unix socket (a Cloud SQL Auth Proxy sidecar in unix-socket mode
+// that starts after this service: classify's "socket-missing") are waited
+// for within this bound; raise MaxAttempts and MaxElapsed if the proxy or
+// the database may take longer to come up.
 func WithStartupPolicy(p retry.Policy) Option {
 	return func(c *config) { c.startup, c.startupSet = p, true }
 }
@@ -314,7 +320,10 @@ func (l ConnectLimit) validate() error {
 // text, from which passwords, tokens and connection-string secrets are
 // removed; a WARN line when a loop gives up on a transient failure; an
 // INFO "holdfast: recovered" line when a retried operation succeeds
-// (attempts, took). Every line names the database (server.address,
+// (attempts, took). During startup the connection's own dial and password
+// retries write those lines at DEBUG: the startup loop writes one WARN
+// line per round, with the round's error (its cause and attempts, one
+// line). Every line names the database (server.address,
 // server.port, db.namespace, and holdfast.pool with PoolName). Lines of
 // one kind (message, layer, stage, reason, database) are written at most
 // once a second; the next one says how many were suppressed. A panicking
@@ -392,7 +401,7 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 func WithBlueGreen(c bluegreen.Config) Option {
 	return func(cfg *config) {
 		if err := bgroute.Validate(c); err != nil {
-			cfg.fail(&ConfigError{Field: "WithBlueGreen", Why: "invalid bluegreen.Config", Err: err})
+			cfg.fail(&ConfigError{Field: "WithBlueGreen", Why: "invalid bluegreen.Config", Err: configErr(err)})
 			return
 		}
 		cfg.blueGreen = &c
@@ -413,7 +422,7 @@ func WithBlueGreen(c bluegreen.Config) Option {
 func WithFailover(c failover.Config) Option {
 	return func(cfg *config) {
 		if err := failovermon.Validate(c); err != nil {
-			cfg.fail(&ConfigError{Field: "WithFailover", Why: "invalid failover.Config", Err: err})
+			cfg.fail(&ConfigError{Field: "WithFailover", Why: "invalid failover.Config", Err: configErr(err)})
 			return
 		}
 		c.Aliases = maps.Clone(c.Aliases) // the caller's map may change later
@@ -458,7 +467,7 @@ func PoolName(name string) PoolOption {
 func PoolInstanceMode(mode failover.InstanceMode) PoolOption {
 	return func(o *poolOptions) {
 		if err := failovermon.ValidateMode(mode, "PoolInstanceMode"); err != nil {
-			o.err = err
+			o.err = configErr(err)
 			return
 		}
 		o.instance = &mode

@@ -73,26 +73,47 @@ func (f *Factory) RunTx(ctx context.Context, db interface {
 	case fn == nil:
 		return &ConfigError{Field: "fn", Why: "nil func"}
 	}
-	if pool, ok := db.(*pgxpool.Pool); ok {
-		if pool == nil {
+	var pool *pgxpool.Pool // for the hints of a connect's failure
+	switch p := db.(type) {
+	case *pgxpool.Pool:
+		if p == nil {
 			return &ConfigError{Field: "db", Why: "nil pool"}
 		}
-		db = f.DBTX(pool) // its connections through Acquire
+		pool, db = p, f.DBTX(p) // its connections through Acquire
+	case *DBTX:
+		pool = p.pool
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		ctx = retry.WithCallerDeadline(ctx, dl) // for the connects BEGIN waits on
 	}
-	run := func(ctx context.Context) error { return runTx(ctx, db, opts, fn) }
+	var door *conn.Door // made at the first failure
+	run := func(ctx context.Context) error {
+		err := runTx(ctx, db, opts, fn)
+		if s := stepOf(err); s != nil && s.step == stepBegin && door != nil {
+			door.Tried(err) // a connect's failure: its attempts are counted
+		}
+		return err
+	}
 	err := run(ctx)
 	if err == nil {
 		return nil
 	}
 	ctx = obs.WithTarget(ctx, txTarget(db)) // the re-runs' metrics and log lines name the pool
+	door = f.e.NewDoor(pool)
+	if s := stepOf(err); s != nil && s.step == stepBegin {
+		door.Tried(err)
+	}
 	r := f.tx
 	r.Classify = f.txVerdict.Classify
 	err = f.e.RetryFrom(ctx, &r, conn.LayerTransaction, err, run)
-	if re := (*retry.Error)(nil); errors.As(err, &re) && re.Verdict.Reason == classify.ReasonFunctionError {
+	re := (*retry.Error)(nil)
+	if errors.As(err, &re) && re.Verdict.Reason == classify.ReasonFunctionError {
 		re.Last = &functionError{err: re.Last} // Classify says so too
+	}
+	if s := stepOf(err); s != nil && s.step == stepBegin {
+		// BEGIN's connect failed: one line, counting every run's
+		// attempts, the runner's stop; not a retry summary in another.
+		err = door.End(err)
 	}
 	return f.e.Redact(err)
 }

@@ -38,8 +38,9 @@ const (
 //	Engine                 auto     Aurora's function if it exists, else RDS's
 //	Logger                          the factory's (holdfast.WithLogger), else none
 //
-// A negative duration or an unknown Engine is a *ConfigError, which
-// holdfast.New returns.
+// A negative duration or an unknown Engine makes holdfast.New return a
+// *holdfast.ConfigError (Field "WithBlueGreen") whose Err is another, of
+// Pkg "bluegreen", naming the field.
 type Config struct {
 	// ID names the deployment in logs and in the switchover summary
 	// ("[bgdId: 'ID']"). Default "1".

@@ -9,16 +9,11 @@ import (
 	"github.com/holdfast-db/holdfast/internal/typerule"
 )
 
-// ErrInvalidConfig is matched by every *ConfigError.
+// ErrInvalidConfig is holdfast.ErrInvalidConfig: an invalid [Config] is
+// reported by holdfast.New (WithBlueGreen) as a *holdfast.ConfigError
+// whose Err is another, of Pkg "bluegreen", naming the field; both match
+// it.
 var ErrInvalidConfig = cfgerr.ErrInvalid
-
-// ConfigError reports a nil or nonsense option, argument or configuration
-// field. It is not retryable: fix the configuration. Every package of
-// holdfast reports its configuration errors with this one type
-// (holdfast.ConfigError, bluegreen.ConfigError, failover.ConfigError, ...
-// are the same), so one errors.As finds any of them; Error reads
-// "bluegreen: invalid <Field>: <Why>", and Unwrap returns Err.
-type ConfigError = cfgerr.Error
 
 // SuspendError says that a new connection, an Acquire or a statement was
 // held back by a switchover (IN_PROGRESS, or a blue host whose green

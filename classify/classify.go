@@ -219,6 +219,8 @@ func (c *Classifier) Classify(err error) Verdict {
 //	syscall.EHOSTUNREACH         Transient "host-unreachable"
 //	syscall.ENETUNREACH          Transient "net-unreachable"
 //	syscall.ETIMEDOUT            Transient "timeout"
+//	*net.OpError dial unix,
+//	ENOENT inside                Transient "socket-missing"
 //	io.EOF, io.ErrUnexpectedEOF  Transient "eof"
 //	pgconn.ErrConnClosed         Transient "conn-closed"
 //	context.DeadlineExceeded,
@@ -245,8 +247,9 @@ func Classify(err error) Verdict {
 
 // ConnectionLost reports whether err shows that a connection broke, as
 // opposed to a server's answer that a new attempt might change: a reset,
-// a broken pipe, a refused dial, EOF, a closed connection, a timeout, or
-// a server ending the session (SQLSTATE 57P01, 57P02, 57P03). A
+// a broken pipe, a refused dial or a missing Unix socket, EOF, a closed
+// connection, a timeout, or a server ending the session (SQLSTATE 57P01,
+// 57P02, 57P03). A
 // transaction whose connection broke before its COMMIT was sent did not
 // commit: the server rolled it back.
 func ConnectionLost(err error) bool {
@@ -254,7 +257,7 @@ func ConnectionLost(err error) bool {
 		return false
 	}
 	switch builtin(err, nil).Reason {
-	case ReasonConnReset, ReasonConnClosed, ReasonEOF, ReasonTimeout, ReasonConnRefused, ReasonBrokenPipe,
+	case ReasonConnReset, ReasonConnClosed, ReasonEOF, ReasonTimeout, ReasonConnRefused, ReasonSocketMissing, ReasonBrokenPipe,
 		ReasonPrefixSQLState + "57P01", ReasonPrefixSQLState + "57P02", ReasonPrefixSQLState + "57P03":
 		return true
 	}

@@ -77,6 +77,7 @@
 //	| syscall.EHOSTUNREACH                         | Transient | host-unreachable   |
 //	| syscall.ENETUNREACH                          | Transient | net-unreachable    |
 //	| syscall.ETIMEDOUT                            | Transient | timeout            |
+//	| *net.OpError dial unix, ENOENT               | Transient | socket-missing     |
 //	| io.EOF, io.ErrUnexpectedEOF                  | Transient | eof                |
 //	| pgconn.ErrConnClosed                         | Transient | conn-closed        |
 //	| context.DeadlineExceeded                     | Transient | timeout            |
@@ -102,6 +103,17 @@
 // statement whose answer was lost — this ErrConnClosed "after a request may
 // already have been sent", or an *holdfast.OutcomeUnknownError — as Fatal
 // "outcome-unknown" (holdfast.Factory.Classify).
+//
+// A Unix socket that does not exist (ENOENT dialing host=/cloudsql/... or
+// /var/run/postgresql) is Transient, like a refused TCP port: a Cloud SQL
+// Auth Proxy sidecar in unix-socket mode, or a local server, that has not
+// created its socket yet (it starts after the application) or is
+// restarting. At startup holdfast waits for it within the startup policy
+// (holdfast.WithStartupPolicy); on a running pool, a socket that vanished
+// is retried within the retry policy like a refused port. A socket
+// directory that is wrong for good fails once those bounds are spent,
+// with a hint naming the socket path. ENOENT anywhere else (a file a
+// password function reads) stays unknown, Fatal.
 //
 // Timeouts are Transient because a per-attempt connect_timeout expiring says
 // nothing about the next attempt. The retry loop still stops as soon as the

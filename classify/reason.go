@@ -24,6 +24,7 @@ const (
 	ReasonConnAborted     = "conn-aborted"     // ECONNABORTED (Transient)
 	ReasonHostUnreachable = "host-unreachable" // EHOSTUNREACH (Transient)
 	ReasonNetUnreachable  = "net-unreachable"  // ENETUNREACH (Transient)
+	ReasonSocketMissing   = "socket-missing"   // a Unix socket that does not exist, ENOENT on its dial (Transient)
 	ReasonEOF             = "eof"              // io.EOF, io.ErrUnexpectedEOF (Transient)
 	ReasonConnClosed      = "conn-closed"      // pgconn.ErrConnClosed (Transient)
 	ReasonTimeout         = "timeout"          // deadlines and network timeouts (Transient)

@@ -150,6 +150,8 @@ func (w *walker) decisive(err error) (finding, bool) {
 		if v.Reason == "" {
 			return none, false
 		}
+	case socketMissing(err):
+		v = Verdict{Transient, ReasonSocketMissing}
 	case is(err, io.EOF), is(err, io.ErrUnexpectedEOF):
 		v = Verdict{Transient, ReasonEOF}
 	case is(err, pgconn.ErrConnClosed):
@@ -214,6 +216,25 @@ func opTimeout(e *net.OpError) bool {
 	}
 	t, ok := inner.(interface{ Timeout() bool })
 	return ok && t.Timeout()
+}
+
+// socketMissing reports whether the single node err is the dial of a Unix
+// socket that does not exist: a *net.OpError of Op "dial" on a "unix"
+// network whose cause is ENOENT (a PostgreSQL server, or a Cloud SQL Auth
+// Proxy sidecar in unix-socket mode, not listening there yet, or gone
+// while it restarts). ENOENT anywhere else (a file a password function
+// reads) is not recognised.
+func socketMissing(err error) bool {
+	e, ok := as[*net.OpError](err)
+	if !ok || e.Op != "dial" || (e.Net != "unix" && e.Net != "unixpacket") {
+		return false
+	}
+	inner := e.Err
+	if se, ok := inner.(*os.SyscallError); ok && se != nil {
+		inner = se.Err
+	}
+	errno, ok := inner.(syscall.Errno)
+	return ok && errno == syscall.ENOENT
 }
 
 // transientErrnos are the errnos of a connection that a later attempt

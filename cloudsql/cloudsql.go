@@ -2,7 +2,6 @@ package cloudsql
 
 import (
 	"context"
-	"github.com/holdfast-db/holdfast/internal/cfgerr"
 	"net"
 	"reflect"
 	"time"
@@ -16,16 +15,16 @@ import (
 	"github.com/holdfast-db/holdfast/retry"
 )
 
-// ErrInvalidConfig is matched by every *ConfigError.
-var ErrInvalidConfig = cfgerr.ErrInvalid
+// ErrInvalidConfig is [holdfast.ErrInvalidConfig], matched by every
+// *ConfigError.
+var ErrInvalidConfig = holdfast.ErrInvalidConfig
 
-// ConfigError reports a nil or nonsense option, argument or configuration
-// field. It is not retryable: fix the configuration. Every package of
-// holdfast reports its configuration errors with this one type
-// (holdfast.ConfigError, bluegreen.ConfigError, ...
-// are the same), so one errors.As finds any of them; Error reads
-// "cloudsql: invalid <Field>: <Why>", and Unwrap returns Err.
-type ConfigError = cfgerr.Error
+// ConfigError is [holdfast.ConfigError], the one configuration error of
+// every holdfast package, under this package's name: its errors read
+// "cloudsql: invalid <Field>: <Why>" (Pkg "cloudsql"), and one
+// errors.As with either name finds them and any other package's. It is
+// not retryable: fix the configuration.
+type ConfigError = holdfast.ConfigError
 
 // With returns the holdfast option that makes every connection of the
 // factory's pools go through the Cloud SQL connector d:

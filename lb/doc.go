@@ -57,9 +57,9 @@
 // [*LockedError], [*LockLostError], [*ConfigError] and [*StoreError]. Like
 // the error types of holdfast's other packages, each but *APIError also
 // matches one sentinel through errors.Is ([ErrNotDrained], [ErrLocked],
-// ...); an *APIError says what the device answered in its Kind. The only
-// sentinel without a type is
-// [ErrSkipped], recorded for the members a group request did not start.
+// ...); for an *APIError, compare its Kind. The only sentinel without a
+// type is [ErrSkipped], recorded for the members a group request did not
+// start.
 //
 // # Draining
 //

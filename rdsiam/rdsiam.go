@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/holdfast-db/holdfast"
-	"github.com/holdfast-db/holdfast/internal/cfgerr"
 	"github.com/holdfast-db/holdfast/internal/topology"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -51,16 +50,16 @@ type Config struct {
 	Aliases []string
 }
 
-// ErrInvalidConfig is matched by every *ConfigError.
-var ErrInvalidConfig = cfgerr.ErrInvalid
+// ErrInvalidConfig is [holdfast.ErrInvalidConfig], matched by every
+// *ConfigError.
+var ErrInvalidConfig = holdfast.ErrInvalidConfig
 
-// ConfigError reports a nil or nonsense option, argument or configuration
-// field. It is not retryable: fix the configuration. Every package of
-// holdfast reports its configuration errors with this one type
-// (holdfast.ConfigError, bluegreen.ConfigError, ...
-// are the same), so one errors.As finds any of them; Error reads
-// "rdsiam: invalid <Field>: <Why>", and Unwrap returns Err.
-type ConfigError = cfgerr.Error
+// ConfigError is [holdfast.ConfigError], the one configuration error of
+// every holdfast package, under this package's name: its errors read
+// "rdsiam: invalid <Field>: <Why>" (Pkg "rdsiam"), and one
+// errors.As with either name finds them and any other package's. It is
+// not retryable: fix the configuration.
+type ConfigError = holdfast.ConfigError
 
 // ErrToken is matched by every *TokenError.
 var ErrToken = errors.New("rdsiam: cannot mint an auth token")

@@ -16,7 +16,6 @@ import (
 
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/classify"
-	"github.com/holdfast-db/holdfast/internal/cfgerr"
 )
 
 // Defaults of [Config].
@@ -67,12 +66,16 @@ type Config struct {
 	RotationWait, PollInterval time.Duration
 }
 
-// ErrInvalidConfig is matched by every *ConfigError.
-var ErrInvalidConfig = cfgerr.ErrInvalid
+// ErrInvalidConfig is [holdfast.ErrInvalidConfig], matched by every
+// *ConfigError.
+var ErrInvalidConfig = holdfast.ErrInvalidConfig
 
-// ConfigError reports a nil or nonsense field of [Config]: the same type
-// as holdfast.ConfigError; Error reads "rdssecrets: invalid <Field>: <Why>".
-type ConfigError = cfgerr.Error
+// ConfigError is [holdfast.ConfigError], the one configuration error of
+// every holdfast package, under this package's name: its errors read
+// "rdssecrets: invalid <Field>: <Why>" (Pkg "rdssecrets"), and one
+// errors.As with either name finds them and any other package's. It is
+// not retryable: fix the configuration.
+type ConfigError = holdfast.ConfigError
 
 // Secret is a secret in the RDS JSON shape. Only Username and Password are
 // required; holdfast takes the host, port and database from the pool

@@ -3,9 +3,10 @@ package readiness
 import (
 	"errors"
 	"fmt"
-	"github.com/holdfast-db/holdfast/internal/cfgerr"
 	"strings"
 	"time"
+
+	"github.com/holdfast-db/holdfast"
 )
 
 // Sentinels matched with errors.Is. The other errors of the package are
@@ -21,13 +22,12 @@ var (
 	ErrEnabled = errors.New("readiness: re-enabled during the drain")
 )
 
-// ConfigError reports a nil or nonsense option, argument or configuration
-// field. It is not retryable: fix the configuration. Every package of
-// holdfast reports its configuration errors with this one type
-// (holdfast.ConfigError, bluegreen.ConfigError, failover.ConfigError, ...
-// are the same), so one errors.As finds any of them; Error reads
-// "readiness: invalid <Field>: <Why>", and Unwrap returns Err.
-type ConfigError = cfgerr.Error
+// ConfigError is [holdfast.ConfigError], the one configuration error of
+// every holdfast package, under this package's name: its errors read
+// "readiness: invalid <Field>: <Why>" (Pkg "readiness"), and one
+// errors.As with either name finds them and any other package's. It is
+// not retryable: fix the configuration.
+type ConfigError = holdfast.ConfigError
 
 // DrainTimeoutError says that a [Checker.Drain] ended before the acquired
 // connections of the targets' pools and the in-flight requests reached

@@ -68,15 +68,21 @@ type Error struct {
 }
 
 // Error names the package, the attempts, why the loop stopped, the verdict
-// and the last failure. It adds no secret of its own; Last's text is pgx's or
-// the connector's, which do not print passwords.
+// and the last failure: "retry: gave up after 3 attempts (attempts
+// exhausted; transient conn-refused): ...", or, for a failure that was
+// not retried, "retry: not retried (fatal sqlstate-28P01): ..." and
+// "retry: not retried (retry budget exhausted; transient conn-refused):
+// ...". It adds no secret of its own; Last's text is pgx's or the
+// connector's, which do not print passwords.
 func (e *Error) Error() string {
-	noun := "attempts"
-	if e.Attempts == 1 {
-		noun = "attempt"
+	if e.Attempts <= 1 {
+		if e.Stop == StopFatal {
+			return fmt.Sprintf("retry: not retried (%s %s): %v", e.Verdict.Class, e.Verdict.Reason, e.Last)
+		}
+		return fmt.Sprintf("retry: not retried (%s; %s %s): %v", e.Stop, e.Verdict.Class, e.Verdict.Reason, e.Last)
 	}
-	return fmt.Sprintf("retry: gave up after %d %s (%s; %s %s): %v",
-		e.Attempts, noun, e.Stop, e.Verdict.Class, e.Verdict.Reason, e.Last)
+	return fmt.Sprintf("retry: gave up after %d attempts (%s; %s %s): %v",
+		e.Attempts, e.Stop, e.Verdict.Class, e.Verdict.Reason, e.Last)
 }
 
 // Unwrap returns the last failure and, if set and not already in its chain,

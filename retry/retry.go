@@ -11,8 +11,17 @@ import (
 )
 
 // Policy is a bounded exponential backoff, as plain data. Copy it freely; a
-// Policy is never modified by this package. The zero value is not usable:
-// start from [Default] and change what you need.
+// Policy is never modified by this package. A Policy has no defaults of its
+// own: start from [Default] and change what you need,
+//
+//	p := retry.Default()
+//	p.MaxAttempts = 5
+//
+// A partial literal such as Policy{MaxAttempts: 5} is refused by
+// [Policy.Validate], with a message that says so, rather than completed:
+// a zero Jitter, MaxElapsed or AttemptTimeout means "none", so completing
+// it would silently drop the jitter and both time bounds that [Default]
+// has. (A [Retrier] whose Policy is entirely zero uses [Default].)
 //
 // The n-th retry (n = 1, 2, ...) sleeps
 //
@@ -35,7 +44,7 @@ type Policy struct {
 	Multiplier float64
 	// Jitter is the randomization factor in [0, 1]: a delay d becomes uniformly
 	// random in [d*(1-Jitter), d*(1+Jitter)], so that clients that failed
-	// together do not retry together.
+	// together do not retry together. 0 means no jitter.
 	Jitter float64
 	// MaxInterval caps the delay before jitter (>= InitialInterval).
 	MaxInterval time.Duration
@@ -75,29 +84,37 @@ func Default() Policy {
 }
 
 // Validate returns an *InvalidPolicyError naming the first nonsense field,
-// or nil.
+// or nil. A field left at zero where zero is not allowed (MaxAttempts,
+// InitialInterval, Multiplier, MaxInterval: a partial literal) gets a
+// message that names [Default], the Policy to start from.
 func (p Policy) Validate() error {
-	bad := func(field, why string, v any) error {
+	bad := func(field, why string, v any, zero bool) error {
+		if zero {
+			why += " (" + leftAtZero + ")"
+		}
 		return &InvalidPolicyError{Field: field, Value: fmt.Sprint(v), Why: why}
 	}
 	switch {
 	case p.MaxAttempts < 1:
-		return bad("MaxAttempts", "must be at least 1", p.MaxAttempts)
+		return bad("MaxAttempts", "must be at least 1", p.MaxAttempts, p.MaxAttempts == 0)
 	case p.InitialInterval <= 0:
-		return bad("InitialInterval", "must be positive", p.InitialInterval)
+		return bad("InitialInterval", "must be positive", p.InitialInterval, p.InitialInterval == 0)
 	case !(p.Multiplier >= 1) || p.Multiplier > 1e6: // also rejects NaN
-		return bad("Multiplier", "must be between 1 and 1e6", p.Multiplier)
+		return bad("Multiplier", "must be between 1 and 1e6", p.Multiplier, p.Multiplier == 0)
 	case !(p.Jitter >= 0 && p.Jitter <= 1):
-		return bad("Jitter", "must be between 0 and 1", p.Jitter)
+		return bad("Jitter", "must be between 0 and 1", p.Jitter, false)
 	case p.MaxInterval < p.InitialInterval:
-		return bad("MaxInterval", "must be at least InitialInterval", p.MaxInterval)
+		return bad("MaxInterval", "must be at least InitialInterval", p.MaxInterval, p.MaxInterval == 0)
 	case p.MaxElapsed < 0:
-		return bad("MaxElapsed", "must not be negative", p.MaxElapsed)
+		return bad("MaxElapsed", "must not be negative", p.MaxElapsed, false)
 	case p.AttemptTimeout < 0:
-		return bad("AttemptTimeout", "must not be negative", p.AttemptTimeout)
+		return bad("AttemptTimeout", "must not be negative", p.AttemptTimeout, false)
 	}
 	return nil
 }
+
+// leftAtZero is what Validate adds for a field a partial literal left out.
+const leftAtZero = "left at zero: a Policy has no defaults of its own; start from retry.Default() and change the fields you need"
 
 // backOff builds the un-shared backoff/v4 schedule for one loop.
 // ExponentialBackOff is not safe for concurrent use, so every Do gets its own.

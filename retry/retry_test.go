@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -75,6 +76,40 @@ func TestPolicyValidate(t *testing.T) {
 			ran := false
 			if err := r.Do(context.Background(), func(context.Context) error { ran = true; return nil }); !errors.Is(err, retry.ErrInvalidPolicy) || ran {
 				t.Fatalf("Do with invalid policy = %v (ran=%v)", err, ran)
+			}
+		})
+	}
+}
+
+// A partial Policy literal (issue 29, item 9) is refused with a message
+// that names retry.Default(), the Policy to start from (a zero Jitter,
+// MaxElapsed or AttemptTimeout means "none", so it is not completed); a
+// nonsense value that is not a left-out field is not told so.
+func TestPartialPolicyNamesDefault(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		p     retry.Policy
+		field string
+		hint  bool
+	}{
+		{"only MaxAttempts", retry.Policy{MaxAttempts: 5}, "InitialInterval", true},
+		{"only the intervals", retry.Policy{InitialInterval: time.Second, MaxInterval: time.Minute}, "MaxAttempts", true},
+		{"no Multiplier", retry.Policy{MaxAttempts: 2, InitialInterval: time.Second}, "Multiplier", true},
+		{"no MaxInterval", retry.Policy{MaxAttempts: 2, InitialInterval: time.Second, Multiplier: 2}, "MaxInterval", true},
+		{"the zero Policy", retry.Policy{}, "MaxAttempts", true},
+		{"negative attempts", retry.Policy{MaxAttempts: -1}, "MaxAttempts", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := tt.p.Validate()
+			var ipe *retry.InvalidPolicyError
+			if !errors.As(err, &ipe) || ipe.Field != tt.field {
+				t.Fatalf("Validate() = %v, want an *InvalidPolicyError on %s", err, tt.field)
+			}
+			if got := strings.Contains(err.Error(), "retry.Default()"); got != tt.hint {
+				t.Errorf("Validate() = %q: names retry.Default() %v, want %v", err, got, tt.hint)
 			}
 		})
 	}

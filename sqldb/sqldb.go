@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/holdfast-db/holdfast/internal/cfgerr"
-
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -21,16 +19,16 @@ import (
 	hfconn "github.com/holdfast-db/holdfast/internal/conn"
 )
 
-// ErrInvalidConfig is matched by every *ConfigError.
-var ErrInvalidConfig = cfgerr.ErrInvalid
+// ErrInvalidConfig is [holdfast.ErrInvalidConfig], matched by every
+// *ConfigError.
+var ErrInvalidConfig = holdfast.ErrInvalidConfig
 
-// ConfigError reports a nil or nonsense option, argument or configuration
-// field. It is not retryable: fix the configuration. Every package of
-// holdfast reports its configuration errors with this one type
-// (holdfast.ConfigError, bluegreen.ConfigError, failover.ConfigError, ...
-// are the same), so one errors.As finds any of them; Error reads
-// "sqldb: invalid <Field>: <Why>", and Unwrap returns Err.
-type ConfigError = cfgerr.Error
+// ConfigError is [holdfast.ConfigError], the one configuration error of
+// every holdfast package, under this package's name: its errors read
+// "sqldb: invalid <Field>: <Why>" (Pkg "sqldb"), and one
+// errors.As with either name finds them and any other package's. It is
+// not retryable: fix the configuration.
+type ConfigError = holdfast.ConfigError
 
 // ErrClosed is returned by [Connector.Connect] after [Connector.Close].
 // database/sql checks first that its *sql.DB is open, so code that uses a
@@ -211,6 +209,9 @@ func (c *Connector) connect(ctx context.Context) (driver.Conn, error) {
 	p := hfconn.OfPool(c.pool) // the factory that configured the pool, found from its config
 	if p == nil {
 		return nil, err
+	}
+	if c.f == nil {
+		return nil, p.Engine().OneLine(c.pool, err) // no retry of its own: the connect's failure, one line
 	}
 	err = p.Engine().Reacquire(ctx, c.pool, err, func(ctx context.Context) error {
 		var err error

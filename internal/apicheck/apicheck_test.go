@@ -86,6 +86,26 @@ func checkAPI(t *testing.T, dir string) {
 	t.Log(counts)
 }
 
+// Until the first release no exported name of either module is
+// deprecated (issue 29, item 5): a name to retire is removed, with a
+// **BREAKING** line in CHANGELOG.md naming what replaces it. It reads the
+// API files, which TestAPI keeps equal to the code.
+func TestNoDeprecatedNames(t *testing.T) {
+	for _, mod := range modules {
+		path := filepath.Join(root, mod.dir, "api", mod.name+".txt")
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Logf("no API file %s: %v", path, err) // outside the repository
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if strings.HasSuffix(line, "//deprecated") {
+				t.Errorf("%s: a deprecated name before the first release: %s", mod.name, line)
+			}
+		}
+	}
+}
+
 // countTable is, for each listed package, its count of exported names
 // computed as shared/tools/exported.go does, and its lines in the API
 // file.

@@ -24,7 +24,7 @@ const (
 	defaultMonitorQueryTimeout   = 10 * time.Second
 )
 
-// Validate reports the first invalid field of c as a *bluegreen.ConfigError,
+// Validate reports the first invalid field of c as a *cfgerr.Error (Pkg "bluegreen"; the face reports it as a *holdfast.ConfigError),
 // or nil.
 func Validate(c bluegreen.Config) error {
 	_, _, err := withDefaults(c)
@@ -40,7 +40,7 @@ func ID(c bluegreen.Config) string {
 }
 
 // withDefaults returns c with its zero fields set to the defaults, and the
-// metadata its Engine selects, or a *bluegreen.ConfigError.
+// metadata its Engine selects, or a *cfgerr.Error (Pkg "bluegreen"; the face reports it as a *holdfast.ConfigError).
 func withDefaults(c bluegreen.Config) (bluegreen.Config, meta.Engine, error) {
 	if d := cfgerr.SetDefaults([]cfgerr.Duration{
 		{Name: "ConnectTimeout", Value: &c.ConnectTimeout, Default: defaultConnectTimeout},

@@ -129,7 +129,7 @@ type Options struct {
 // target_session_attrs, without its tracer, with application_name
 // "holdfast-bluegreen-monitor" and Config.MonitorConnectTimeout; before
 // each monitor connect they call o.MonitorConnect. They never run the
-// pool's hooks. An invalid c is a *bluegreen.ConfigError.
+// pool's hooks. An invalid c is a *cfgerr.Error (Pkg "bluegreen"; the face reports it as a *holdfast.ConfigError).
 func New(cc *pgx.ConnConfig, c bluegreen.Config, o Options) (*Router, error) {
 	c, engine, err := withDefaults(c)
 	if err != nil {

@@ -1,7 +1,9 @@
-// Package cfgerr is the one configuration error of holdfast's packages:
-// holdfast.ConfigError, bluegreen.ConfigError and the others are this
-// type (package failover reports its own through holdfast.New), and their
-// ErrInvalidConfig is ErrInvalid.
+// Package cfgerr is the configuration error of the packages below the
+// root (the engine, the blue/green and failover layers, the drain), which
+// cannot name holdfast.ConfigError: the root turns each into a
+// *holdfast.ConfigError of the same fields before a user sees it
+// (holdfast's configErr, the engine's Errors.Config). Every
+// ErrInvalidConfig of holdfast's packages is ErrInvalid.
 package cfgerr
 
 import "errors"
@@ -10,7 +12,9 @@ import "errors"
 var ErrInvalid = errors.New("holdfast: invalid configuration")
 
 // Error reports a nil or nonsense option, argument or configuration field.
-// It is not retryable: fix the configuration.
+// It is not retryable: fix the configuration. Its fields are those of
+// holdfast.ConfigError, in the same order: the root converts one into the
+// other.
 type Error struct {
 	Pkg   string // the package that reports it ("holdfast", "bluegreen", ...); "" reads as "holdfast"
 	Field string // the option, argument or field at fault, for example "WithRetryPolicy" or "Config.HoldTimeout"

@@ -105,7 +105,9 @@ func (c *connState) admit(ctx context.Context) error {
 		}
 	}
 	c.admitted.Store(true)
-	c.admitStop = context.AfterFunc(ctx, c.releaseAdmission)
+	if !c.predialing { // predial's context ends with it: the backstop waits for pgconn's (dialEntry)
+		c.admitStop = context.AfterFunc(ctx, c.releaseAdmission)
+	}
 	return nil
 }
 

@@ -75,6 +75,7 @@ func endsWithin(ctx context.Context, d time.Duration) bool {
 // plainDial dials for a connection that the connector does not build
 // (a blue/green monitor's): the fast path, then the dial policy's retries.
 func (cn *connector) plainDial(ctx context.Context, base pgconn.DialFunc, network, addr string) (net.Conn, error) {
+	start := time.Now()
 	conn, err := cn.boundedDial(ctx, cn.perTry, base, network, addr)
 	if err == nil {
 		return conn, nil
@@ -87,7 +88,7 @@ func (cn *connector) plainDial(ctx context.Context, base pgconn.DialFunc, networ
 		return err
 	})
 	if err != nil {
-		return nil, cn.redact(cn.errs.Connect(LayerConnect, err))
+		return nil, cn.redact(cn.failure(LayerConnect, cn.coreText(lastOf(err)), err, start, obs.TargetOf(ctx)))
 	}
 	return conn, nil
 }
@@ -103,6 +104,10 @@ func (cn *connector) issuePassword(ctx context.Context, cc *pgx.ConnConfig, auth
 	}
 	cr, err := cn.fetchPassword(ctx, host)
 	if err != nil {
+		if f := cn.errs.FailureOf(err); f != nil {
+			// It ends the connect: pgx's prefix, as pgx would write it.
+			f.Line = fmt.Sprintf("failed to connect to `user=%s database=%s`: %s", cc.User, cc.Database, f.Line)
+		}
 		return err
 	}
 	cc.Password = cr.Password
@@ -116,6 +121,7 @@ func (cn *connector) issuePassword(ctx context.Context, cc *pgx.ConnConfig, auth
 // under the retry policy, each call bounded by the policy's
 // AttemptTimeout. The user is set only by a credentials function.
 func (cn *connector) fetchPassword(ctx context.Context, host string) (Credentials, error) {
+	start := time.Now()
 	pw, err := cn.boundedPassword(ctx, host)
 	if err == nil {
 		// No budget refund: a token fetched while the database is down
@@ -130,7 +136,7 @@ func (cn *connector) fetchPassword(ctx context.Context, host string) (Credential
 		return err
 	})
 	if err != nil {
-		return Credentials{}, cn.errs.Connect(LayerPassword, err)
+		return Credentials{}, cn.failure(LayerPassword, "the password function failed: "+cn.coreText(lastOf(err)), err, start, obs.TargetOf(ctx))
 	}
 	return pw, nil
 }

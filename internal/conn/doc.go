@@ -34,9 +34,22 @@
 // (a fatal one). A last entry, on the connection's own host and never
 // dialed, reports the retries' end when the last round's handshake
 // failed, so that Factory.Acquire does not retry the connection again.
-// Each attempt's own failure is one line of the error; the number of
-// attempts is said once, in the line of the retry loop that gave up; the
-// entries after it say only that they were not dialed.
+//
+// Entries that will never be dialed would each be a line of pgx's error.
+// So the connector makes the connection's first dial before pgconn starts
+// (predial, at the end of BeforeConnect, after the user's hooks): it
+// resolves every entry as pgconn will (and answers pgconn's lookups with
+// the same results), dials the first address through the same path as
+// any dial (admission, routing, the dial's retries), and hands the
+// connection to pgconn's first dial. When that dial fails for good (a
+// refused port, a missing socket, a timeout), no later entry is dialed,
+// since every dial of a connection shares one allowance: the rounds are
+// left out of the Fallbacks, and pgx's error is one line, the dial's
+// cause with holdfast's clause (failure.go). Each attempt that reached a
+// server is one line of the error; the number of attempts is said once,
+// in the clause of the line that ends the retries; entries after the end
+// say only that they were not dialed (a handshake's failure that pgconn
+// does not stop at: a 28000, a TLS failure).
 //
 // Nothing is resent: no statement has been sent on a connection that is
 // still being built.

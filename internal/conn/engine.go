@@ -13,7 +13,6 @@ import (
 	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/failover"
-	"github.com/holdfast-db/holdfast/internal/cfgerr"
 	"github.com/holdfast-db/holdfast/internal/compose"
 	"github.com/holdfast-db/holdfast/internal/failovermon"
 	"github.com/holdfast-db/holdfast/internal/obs"
@@ -150,10 +149,10 @@ func (e *Engine) Configure(cfg *pgxpool.Config, name string, instance *failover.
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
-		return configError("Factory", "closed")
+		return e.configError("Factory", "closed", nil)
 	}
 	if p := e.configOf(cfg); p != nil {
-		return configError("pgxpool.Config", "already configured by this factory: configure a config once")
+		return e.configError("pgxpool.Config", "already configured by this factory: configure a config once", nil)
 	}
 	p, err := e.bind(cfg, e.uniqueName(obs.PoolName(cfg.ConnConfig, name)), instance)
 	if err != nil {
@@ -277,7 +276,9 @@ func WaitedBelow(err error) bool {
 }
 
 // Acquire is pool.Acquire with request-scope retry (the face's
-// Factory.Acquire). Its error carries no secret holdfast knows.
+// Factory.Acquire). A connect's failure is returned as the face's
+// *ConnectError, one line (failure.go); any error carries no secret
+// holdfast knows.
 func (e *Engine) Acquire(ctx context.Context, pool *pgxpool.Pool) (*pgxpool.Conn, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		// The connect that pool.Acquire may make runs without ctx's
@@ -289,7 +290,7 @@ func (e *Engine) Acquire(ctx context.Context, pool *pgxpool.Pool) (*pgxpool.Conn
 	if err == nil {
 		return c, nil
 	}
-	c, err = e.acquireAgain(ctx, pool, err, &e.acquire, false)
+	c, err = e.acquireAgain(ctx, pool, err, &e.acquire, "")
 	return c, e.cn.redact(err)
 }
 
@@ -297,7 +298,8 @@ func (e *Engine) Acquire(ctx context.Context, pool *pgxpool.Pool) (*pgxpool.Conn
 // (package sqldb: pgx's stdlib connector calls pool.Acquire): after
 // acquire failed with firstErr, it calls acquire again as Acquire retries
 // pool.Acquire. It returns nil once acquire succeeds, else an error that
-// carries no secret holdfast knows.
+// carries no secret holdfast knows: a connect's failure as the face's
+// *ConnectError, one line.
 func (e *Engine) Reacquire(ctx context.Context, pool *pgxpool.Pool, firstErr error, acquire func(context.Context) error) error {
 	if firstErr == nil {
 		return nil
@@ -305,40 +307,58 @@ func (e *Engine) Reacquire(ctx context.Context, pool *pgxpool.Pool, firstErr err
 	if dl, ok := ctx.Deadline(); ok {
 		ctx = retry.WithCallerDeadline(ctx, dl) // as Acquire: for the connects acquire waits on
 	}
-	return e.cn.redact(e.retryAcquire(ctx, pool, firstErr, &e.acquire, false, acquire))
+	return e.cn.redact(e.retryAcquire(ctx, pool, firstErr, &e.acquire, "", acquire))
+}
+
+// OneLine returns err, a failure of pool's Acquire that no door of the
+// engine retried (package sqldb's connector over a pool, without a
+// factory), as a door returns it: a connect's failure as the face's
+// *ConnectError, one line; any other error as it is. It carries no secret
+// holdfast knows.
+func (e *Engine) OneLine(pool *pgxpool.Pool, err error) error {
+	if err == nil {
+		return nil
+	}
+	var target *obs.Target
+	if p := e.PoolOf(pool); p != nil {
+		target = p.target
+	}
+	d := e.cn.newDoor(target, "")
+	return e.cn.redact(d.end(d.failed(err)))
 }
 
 // Start makes pool's first connection under the startup policy and
 // releases it to the pool (the face's Factory.Start); the layers learn
-// their pool. It returns the face's ConnectError of layer "startup", or a
-// *ConfigError when the pool's connection was not made through this
-// engine.
+// their pool. It returns the face's ConnectError of layer "startup", one
+// line, or a *ConfigError when the pool's connection was not made
+// through this engine.
 func (e *Engine) Start(ctx context.Context, pool *pgxpool.Pool) error {
 	ctx, traced := e.tel.BeginStartup(ctx) // holdfast.stage=startup, holdfast.startup span
 	c, err := pool.Acquire(ctx)
 	if err != nil {
-		c, err = e.acquireAgain(ctx, pool, err, &e.startup, true)
+		c, err = e.acquireAgain(ctx, pool, err, &e.startup, LayerStartup)
 	} else {
 		e.tel.FirstTry(ctx, LayerStartup)
 	}
 	traced(err)
 	if err != nil {
-		return e.cfg.Errors.Connect(LayerStartup, e.cn.redact(err))
+		return e.cn.redact(err)
 	}
 	s := stateOf(c.Conn())
 	c.Release()
 	if s == nil || s.cn != e.cn {
-		return &cfgerr.Error{Field: "pgxpool.Config.BeforeConnect",
-			Why: "this factory's connect layer did not run for the pool's connection: the pool was not built from a config this factory configured, or BeforeConnect was replaced after Configure (set your hooks before Configure: holdfast chains them)"}
+		return e.configError("pgxpool.Config.BeforeConnect",
+			"this factory's connect layer did not run for the pool's connection: the pool was not built from a config this factory configured, or BeforeConnect was replaced after Configure (set your hooks before Configure: holdfast chains them)", nil)
 	}
 	s.p.comp.Attach(pool) // the layers learn their pool (sweeps of idle connections, connection counts)
 	return nil
 }
 
-// acquireAgain retries pool.Acquire after a first failure firstErr.
-func (e *Engine) acquireAgain(ctx context.Context, pool *pgxpool.Pool, firstErr error, r *retry.Retrier, patient bool) (*pgxpool.Conn, error) {
+// acquireAgain retries pool.Acquire after a first failure firstErr (see
+// retryAcquire).
+func (e *Engine) acquireAgain(ctx context.Context, pool *pgxpool.Pool, firstErr error, r *retry.Retrier, startup string) (*pgxpool.Conn, error) {
 	var c *pgxpool.Conn
-	err := e.retryAcquire(ctx, pool, firstErr, r, patient, func(ctx context.Context) error {
+	err := e.retryAcquire(ctx, pool, firstErr, r, startup, func(ctx context.Context) error {
 		var err error
 		c, err = pool.Acquire(ctx)
 		return err
@@ -351,17 +371,25 @@ func (e *Engine) acquireAgain(ctx context.Context, pool *pgxpool.Pool, firstErr 
 
 // retryAcquire retries acquire after a first failure firstErr, under r:
 // one retry of a 28P01 or 28000 with a freshly fetched password or token,
-// and a failure that the connect could not see why it failed. Unless
-// patient (startup), a failure that WaitedBelow is not retried: a first
-// one is returned as it is, a later one ends the loop. pool names the
-// log lines.
-func (e *Engine) retryAcquire(ctx context.Context, pool *pgxpool.Pool, firstErr error, r *retry.Retrier, patient bool, acquire func(context.Context) error) error {
-	if !patient && WaitedBelow(firstErr) {
-		return firstErr
-	}
+// and a failure that the connect could not see why it failed. Unless at
+// startup (startup is LayerStartup; "" for a request), a failure that
+// WaitedBelow is not retried: a first one is returned as it is, a later
+// one ends the loop. pool names the log lines. Each try's connect
+// failure is read as one line (the loop logs it so), and so is the end:
+// the face's *ConnectError counting every try's attempts (a door,
+// failure.go), of Layer startup at startup.
+func (e *Engine) retryAcquire(ctx context.Context, pool *pgxpool.Pool, firstErr error, r *retry.Retrier, startup string, acquire func(context.Context) error) error {
+	patient := startup != ""
+	var target *obs.Target
 	if p := e.PoolOf(pool); p != nil {
-		ctx = obs.WithTarget(ctx, p.target)
+		target = p.target
 	}
+	d := e.cn.newDoor(target, startup)
+	firstErr = d.failed(firstErr)
+	if !patient && WaitedBelow(firstErr) {
+		return d.end(firstErr)
+	}
+	ctx = obs.WithTarget(ctx, target)
 	rr := *r
 	authRetried := false
 	rr.Classify = func(err error) classify.Verdict {
@@ -378,7 +406,13 @@ func (e *Engine) retryAcquire(ctx context.Context, pool *pgxpool.Pool, firstErr 
 	if patient {
 		layer = LayerStartup
 	}
-	return e.cn.retryFrom(ctx, &rr, layer, 0, firstErr, acquire)
+	err := e.cn.retryFrom(ctx, &rr, layer, 0, firstErr, func(ctx context.Context) error {
+		return d.failed(acquire(ctx))
+	})
+	if err != nil {
+		return d.end(err)
+	}
+	return nil
 }
 
 // RetryFrom is r.Continue with telemetry for layer (the transaction

@@ -6,20 +6,34 @@ import (
 	"time"
 
 	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/internal/cfgerr"
 )
 
 // Errors makes the errors of the face (package holdfast) that the engine
 // returns: their types are holdfast's, documented there, and only made
 // here. Every field must be set.
 type Errors struct {
-	// Connect is a failed dial, password fetch or first connection after
-	// the retries: layer is one of the Layer constants, err the
-	// *retry.Error (or the last failure).
-	Connect func(layer string, err error) error
+	// Connect is a connect that failed (a dial, a password fetch, a
+	// door's try, a first connection), as f reads it; err is what
+	// errors.Is, errors.As and Classify reach: the *retry.Error of the
+	// loop that gave up, pgx's error, or the failure itself.
+	Connect func(f *Failure, err error) error
+	// FailureOf returns the failure of err when err itself (not its
+	// chain) is one of the face's errors that Connect made, else nil.
+	FailureOf func(err error) *Failure
 	// OutcomeUnknown is a statement that could commit whose answer was
 	// lost: statement says what it was ("COMMIT", "statement", "batch",
 	// "copy"), err the connection's failure.
 	OutcomeUnknown func(statement string, err error) error
+	// Config is the face's configuration error of e (its Err included,
+	// when it is another *cfgerr.Error): the engine's own, and those of
+	// the layers it installs.
+	Config func(e *cfgerr.Error) error
+}
+
+// configError returns the face's configuration error of field.
+func (e *Engine) configError(field, why string, err error) error {
+	return e.cfg.Errors.Config(&cfgerr.Error{Field: field, Why: why, Err: err})
 }
 
 // ErrQueued is matched by the error of a connect that the pool's
@@ -89,7 +103,9 @@ type redactedError struct {
 func (e *redactedError) Error() string { return e.text }
 func (e *redactedError) Unwrap() error { return e.err }
 
-// errRefused is what the dials of the remaining retry rounds return after
-// a failure this layer does not retry. It is not a *retry.Error: nothing
-// was retried, so Factory.Acquire still classifies the real cause.
-var errRefused = errors.New("holdfast: not retried: the previous attempt failed with an error that is not retried while connecting")
+// errRefused is the cause of the end of a connection's retries after a
+// handshake failure that this layer did not see (a TLS verification, a
+// protocol error, ValidateConnect): it is not retried here. It is not a
+// *retry.Error: nothing was retried, so Factory.Acquire still classifies
+// the real cause, pgx's line before it.
+var errRefused = errors.New("holdfast: not retried: the attempt above failed with an error that is not retried while connecting")

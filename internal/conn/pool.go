@@ -18,7 +18,6 @@ import (
 	"github.com/holdfast-db/holdfast/failover"
 	"github.com/holdfast-db/holdfast/internal/admit"
 	"github.com/holdfast-db/holdfast/internal/bgroute"
-	"github.com/holdfast-db/holdfast/internal/cfgerr"
 	"github.com/holdfast-db/holdfast/internal/compose"
 	"github.com/holdfast-db/holdfast/internal/evict"
 	"github.com/holdfast-db/holdfast/internal/failovermon"
@@ -102,8 +101,6 @@ func (p *Pool) Telemetry() *obs.Telemetry { return p.e.tel }
 // Engine returns the engine that configured the pool.
 func (p *Pool) Engine() *Engine { return p.e }
 
-func configError(field, why string) error { return &cfgerr.Error{Field: field, Why: why} }
-
 // bind composes the engine's layers into cfg. e.mu is held.
 func (e *Engine) bind(cfg *pgxpool.Config, name string, instance *failover.InstanceMode) (*Pool, error) {
 	cc := cfg.ConnConfig
@@ -153,7 +150,7 @@ func (e *Engine) bind(cfg *pgxpool.Config, name string, instance *failover.Insta
 		r, err := bgroute.New(mcc, bg, bgroute.Options{MonitorConnect: p.monitorConnect, Observer: o,
 			Trusted: e.aliasEndpoints(mcc), Redact: e.tel.Redact})
 		if err != nil {
-			return nil, &cfgerr.Error{Field: "WithBlueGreen", Why: "cannot install blue/green routing", Err: err}
+			return nil, e.configError("WithBlueGreen", "cannot install blue/green routing", err)
 		}
 		p.bg = r
 		comp.Add(compose.BlueGreen, r.Layer())
@@ -235,7 +232,7 @@ func (p *Pool) addFailover(cc *pgx.ConnConfig, mode failover.InstanceMode) error
 	cc.DialFunc = p.base
 	ref, err := e.failoverMonitor(cc, p.monitorConnect)
 	if err != nil {
-		return &cfgerr.Error{Field: "WithFailover", Why: "cannot install failover routing", Err: err}
+		return e.configError("WithFailover", "cannot install failover routing", err)
 	}
 	p.foRef = ref
 	p.fo = failovermon.NewLayer(ref.m, p.comp, cc, ep, mode, e.cfg.Failover.Readers, p.target.Logger(e.cfg.Logger))
@@ -352,8 +349,8 @@ func (p *Pool) checkDial(cc *pgx.ConnConfig) error {
 			return nil
 		}
 	}
-	return &cfgerr.Error{Field: "pgxpool.Config.ConnConfig.DialFunc",
-		Why: "replaced after Configure: set it before Configure, or use WithDialFunc"}
+	return p.e.configError("pgxpool.Config.ConnConfig.DialFunc",
+		"replaced after Configure: set it before Configure, or give it with WithIntegration(holdfast.Integration{Dial: ...})", nil)
 }
 
 // telemetryConnect is the telemetry layer's BeforeConnect: the connect
@@ -442,12 +439,13 @@ func (p *Pool) connect(ctx context.Context, h compose.Conn, cc *pgx.ConnConfig, 
 	if err := next(ctx, h, cc); err != nil {
 		return err
 	}
-	c.prepare()
-	if p.tel == nil && p.lateTel.Load() == nil && cc.Password != p.static {
-		// Inactive telemetry: only watch fetched tokens for the log
-		// redactor, off the Acquire path (active telemetry does it).
+	if cc.Password != p.static {
+		// A fetched token, before prepare's first dial can log an
+		// error that echoes it (the telemetry layer registers it again
+		// once this returns).
 		p.e.tel.Secret(cc.Password)
 	}
+	c.prepare(ctx)
 	return nil
 }
 

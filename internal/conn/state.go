@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net"
 	"os"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,15 +32,23 @@ type connState struct {
 	cc     *pgx.ConnConfig
 	target *obs.Target // log lines name the pool's database
 
-	rounds     int      // retry rounds, the first included (the policy's MaxAttempts)
-	authHosts  []string // the names the password is issued for, in order, when blue/green routing named them (SetAuthHosts)
-	entries    []string // the hosts of one round: cc.Host, then the original fallbacks
-	sockets    []bool   // entries that are Unix sockets (pgconn does not look them up)
+	rounds     int                      // retry rounds, the first included (the policy's MaxAttempts)
+	authHosts  []string                 // the names the password is issued for, in order, when blue/green routing named them (SetAuthHosts)
+	entries    []string                 // the hosts of one round: cc.Host, then the original fallbacks
+	ports      []uint16                 // and their ports
+	sockets    []bool                   // entries that are Unix sockets (pgconn does not look them up)
+	fallbacks  []*pgconn.FallbackConfig // cc's own Fallbacks, before the retry rounds
 	lookup     pgconn.LookupFunc
 	results    [][]string // lookup results of the first round, by entry
 	lookupErrs []error    // and their failures
+	resolved   []bool     // entries looked up already (predial): pgconn gets the same answer
+	onlyFirst  int        // an entry whose lookup gives pgconn its first address only (-1: none)
 	calls      int        // lookup calls so far
 	perRnd     int        // dials in one round, known once the first round is looked up
+
+	pre        *predialed // the first dial, made before pgconn's connect (predial): pgconn's first dial takes it
+	predialing bool       // predial is dialing: the admission slot's backstop waits for pgconn's context
+	start      time.Time  // when the connection's first dial began
 
 	connected atomic.Bool // the handshake completed: later dials are cancel requests
 
@@ -147,21 +157,30 @@ func stateOf(c *pgx.Conn) *connState {
 // BeforeConnect received, build its connection through c: retry rounds
 // in its Fallbacks, the connection's DialFunc, LookupFunc, OnPgError,
 // ValidateConnect and AfterConnect, each chained to what the pool config
-// had.
-func (c *connState) prepare() {
+// had; then it makes the connection's first dial (predial). ctx is
+// BeforeConnect's.
+func (c *connState) prepare(ctx context.Context) {
 	cc := c.cc
 	c.entries = append(c.entries, cc.Host)
+	c.ports = append(c.ports, cc.Port)
 	for _, fb := range cc.Fallbacks {
 		c.entries = append(c.entries, fb.Host)
+		c.ports = append(c.ports, fb.Port)
 	}
 	for _, h := range c.entries {
 		c.sockets = append(c.sockets, isSocket(h))
 	}
+	c.fallbacks = cc.Fallbacks
 	c.results = make([][]string, len(c.entries))
 	c.lookupErrs = make([]error, len(c.entries))
+	c.resolved = make([]bool, len(c.entries))
+	c.onlyFirst = -1
 	c.lookup = cc.LookupFunc
 	if c.lookup == nil {
 		c.lookup = net.DefaultResolver.LookupHost
+	}
+	if len(c.entries) > 1 && c.rounds <= 1 {
+		cc.LookupFunc = c.lookupEntry // predial's answers, for pgconn
 	}
 	if c.rounds > 1 {
 		round := make([]*pgconn.FallbackConfig, 0, len(c.entries))
@@ -253,6 +272,128 @@ func (c *connState) prepare() {
 		return nil
 	}
 	cc.DialFunc = c.dial
+	if len(cc.Fallbacks) > 0 {
+		c.predial(ctx)
+	}
+}
+
+// predialed is the first dial of a connection, made before pgconn's
+// connect: pgconn's first dial takes it.
+type predialed struct {
+	network, addr string
+	conn          net.Conn
+	err           error
+}
+
+// predial makes the connection's first dial before pgconn starts, so
+// that pgconn is not made to try entries that will never be dialed: when
+// that dial fails for good (a refused port, a missing socket, a timeout,
+// after the dial's retries), no entry after it is dialed (every dial of a
+// connection shares one allowance), so the retry rounds are left out of
+// cc's Fallbacks and pgx's error is one line. It resolves every entry
+// first, as pgconn does (each with its DNS retries, once: lookupEntry
+// gives pgconn the same answers), and dials the first address pgconn
+// would dial, through the same path (dialEntry: admission, routing, the
+// dial's retries). When pgconn might refuse the config before it dials
+// (predialable), it leaves the connection to pgconn. c.mu is not held.
+func (c *connState) predial(ctx context.Context) {
+	cc := c.cc
+	if !predialable(cc) {
+		return
+	}
+	k, network, addr := -1, "", ""
+	for i, host := range c.entries {
+		if c.sockets[i] {
+			if k < 0 {
+				k = i
+				network, addr = pgconn.NetworkAddress(host, c.ports[i])
+			}
+			continue
+		}
+		addrs, err := c.lookupRetried(ctx, host)
+		c.mu.Lock()
+		c.results[i], c.lookupErrs[i], c.resolved[i] = addrs, err, true
+		c.mu.Unlock()
+		if k < 0 && len(addrs) > 0 {
+			n, a, ok := connectAddress(addrs[0], c.ports[i])
+			if !ok {
+				return // pgconn refuses the answer before any dial
+			}
+			k, network, addr = i, n, a
+		}
+	}
+	if k < 0 {
+		// No entry resolved: nothing will be dialed, and the rounds
+		// would only repeat each host's lookup failure. pgconn gets
+		// each host once (sslmode=prefer's second entry is the same).
+		seen := []string{cc.Host}
+		fbs := make([]*pgconn.FallbackConfig, 0, len(c.fallbacks))
+		for _, fb := range c.fallbacks {
+			if !slices.Contains(seen, fb.Host) {
+				seen = append(seen, fb.Host)
+				fbs = append(fbs, fb)
+			}
+		}
+		cc.Fallbacks = fbs
+		return
+	}
+	if cc.ConnectTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cc.ConnectTimeout) // as pgconn bounds a dial
+		defer cancel()
+	}
+	c.mu.Lock()
+	c.predialing = true
+	c.mu.Unlock()
+	conn, err := c.dialEntry(ctx, network, addr)
+	c.mu.Lock()
+	c.predialing = false
+	c.pre = &predialed{network: network, addr: addr, conn: conn, err: err}
+	if err != nil {
+		// The connection's retries are over: pgconn tries the entries
+		// up to this one (those before it did not resolve), this one at
+		// its first address only.
+		cc.Fallbacks = c.fallbacks[:k]
+		c.onlyFirst = k
+	}
+	c.mu.Unlock()
+}
+
+// predialable reports whether pgconn reaches its first dial with cc: its
+// checks before a dial pass (sslcertmode, the protocol versions). A
+// config that fails them is left to pgconn, which returns its error.
+func predialable(cc *pgx.ConnConfig) bool {
+	switch cc.SSLCertMode {
+	case "", "disable", "allow", "require":
+	default:
+		return false
+	}
+	for _, v := range []string{cc.MinProtocolVersion, cc.MaxProtocolVersion} {
+		switch v {
+		case "", "3.0", "3.2", "latest":
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// connectAddress is the network and address pgconn dials for a lookup
+// answer of an entry on port (pgconn's buildConnectOneConfigs): the
+// answer's own port when it has one; ok is false for an answer pgconn
+// refuses (a port that does not parse).
+func connectAddress(answer string, port uint16) (network, addr string, ok bool) {
+	host, p, err := net.SplitHostPort(answer)
+	if err != nil {
+		network, addr = pgconn.NetworkAddress(answer, port)
+		return network, addr, true
+	}
+	n, err := strconv.ParseUint(p, 10, 16)
+	if err != nil {
+		return "", "", false
+	}
+	network, addr = pgconn.NetworkAddress(host, uint16(n))
+	return network, addr, true
 }
 
 // pgconnStops reports whether pgconn ends a connect at pe, without trying
@@ -291,9 +432,19 @@ func (c *connState) lookupEntry(ctx context.Context, host string) ([]string, err
 		}
 		return nil, c.firstLookupErr()
 	case i < n:
+		c.mu.Lock()
+		if c.resolved[i] { // by predial
+			addrs, err := c.results[i], c.lookupErrs[i]
+			if i == c.onlyFirst && len(addrs) > 1 {
+				addrs = addrs[:1]
+			}
+			c.mu.Unlock()
+			return addrs, err
+		}
+		c.mu.Unlock()
 		addrs, err := c.lookupRetried(ctx, host)
 		c.mu.Lock()
-		c.results[i], c.lookupErrs[i] = addrs, err
+		c.results[i], c.lookupErrs[i], c.resolved[i] = addrs, err, true
 		c.mu.Unlock()
 		return addrs, err
 	default:
@@ -319,7 +470,7 @@ func (c *connState) lookupRetried(ctx context.Context, host string) ([]string, e
 		return lerr
 	})
 	if err != nil {
-		return nil, c.cn.redact(c.cn.errs.Connect(LayerConnect, err))
+		return nil, c.cn.redact(c.cn.failure(LayerConnect, c.cn.coreText(lastOf(err)), err, time.Time{}, c.target))
 	}
 	return addrs, nil
 }
@@ -395,8 +546,25 @@ func (c *connState) dialEntry(ctx context.Context, network, addr string) (net.Co
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if p := c.pre; p != nil {
+		c.pre = nil
+		if p.network == network && p.addr == addr {
+			// pgconn's first dial: the one predial made. The admission
+			// slot's backstop now waits on pgconn's connect context.
+			if c.admitted.Load() && c.admitStop == nil {
+				c.admitStop = context.AfterFunc(ctx, c.releaseAdmission)
+			}
+			return p.conn, p.err
+		}
+		if p.conn != nil { // not reached: lookupEntry gave pgconn predial's answers
+			_ = p.conn.Close()
+		}
+	}
 	d := c.dials
 	c.dials++
+	if d == 0 {
+		c.start = time.Now()
+	}
 	if err := c.admitDial(ctx, d); err != nil { // the pool's admission limit (admit.go)
 		return nil, err
 	}
@@ -441,7 +609,7 @@ func (c *connState) stopped() error {
 type notDialedError struct{ end error }
 
 func (e *notDialedError) Error() string {
-	return "not dialed: the connection's attempts ended (see above)"
+	return "holdfast: not dialed: the connection's retries ended above"
 }
 
 func (e *notDialedError) Unwrap() error { return e.end }
@@ -477,7 +645,8 @@ func (c *connState) dialAttempt(ctx context.Context, network, addr string) (net.
 
 // redial carries on after the failed first dial of an entry, under the
 // dial policy limited to the connection's remaining attempts, each within
-// attemptBound. It returns the connection or a *ConnectError, and how many
+// attemptBound. It returns the connection or the face's *ConnectError
+// (the last dial's failure, with the connection's attempts), and how many
 // attempts were made (the failed one included). c.mu is held.
 func (c *connState) redial(ctx context.Context, network, addr string, firstErr error) (net.Conn, int, error) {
 	r := c.cn.dial
@@ -493,7 +662,7 @@ func (c *connState) redial(ctx context.Context, network, addr string, firstErr e
 		return err
 	})
 	if err != nil {
-		return nil, attempts, c.cn.errs.Connect(LayerConnect, err)
+		return nil, attempts, c.cn.failure(LayerConnect, c.cn.coreText(lastOf(err)), err, c.start, c.target)
 	}
 	return conn, attempts, nil
 }
@@ -642,8 +811,8 @@ func (c *connState) retryRound(ctx context.Context, network, addr string) (net.C
 	if last == nil {
 		// A failure this layer did not see (TLS verification,
 		// ValidateConnect, a protocol error): never retried here. The
-		// connection's error carries the real cause.
-		c.stop = errRefused
+		// connection's error carries the real cause, the line above.
+		c.stop = c.cn.errs.Connect(&Failure{Layer: LayerConnect, Attempts: c.used, Elapsed: time.Since(c.start), Stop: retry.StopFatal}, errRefused)
 		return nil, c.stopped()
 	}
 	if timedOut(last) {
@@ -672,9 +841,10 @@ func (c *connState) retryRound(ctx context.Context, network, addr string) (net.C
 	}
 	var conn net.Conn
 	var start time.Time
-	refreshed := false
+	refreshed, dialed := false, false
 	dial := c.retryDial()
 	err := c.retry(ctx, &r, prior, last, func(ctx context.Context) error {
+		dialed = true
 		if c.authRetried && c.cn.password != nil && !refreshed {
 			cr, err := c.cn.fetchPassword(ctx, c.retryHost())
 			if err != nil {
@@ -694,7 +864,11 @@ func (c *connState) retryRound(ctx context.Context, network, addr string) (net.C
 		return err
 	})
 	if err != nil {
-		c.stop = c.cn.errs.Connect(LayerConnect, err)
+		line := "" // the round dialed nothing: its cause is the handshake's line above
+		if dialed {
+			line = c.cn.coreText(lastOf(err))
+		}
+		c.stop = c.cn.failure(LayerConnect, line, err, c.start, c.target)
 		return nil, c.stopped()
 	}
 	return c.watch(conn, start), nil
@@ -746,15 +920,16 @@ func (cc *cancelConn) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// exhausted is the error of a connection whose retry rounds all failed.
+// exhausted is the error of a connection whose retry rounds all failed:
+// the end of its retries, whose cause is the handshake's line before it.
 // c.mu is held.
 func (c *connState) exhausted() error {
 	last := c.last
 	if last == nil {
 		last = errRefused
 	}
-	return c.cn.errs.Connect(LayerConnect, &retry.Error{Attempts: c.used, Last: last,
-		Verdict: c.cn.classifier.Classify(last), Stop: retry.StopExhausted})
+	return c.cn.failure(LayerConnect, "", &retry.Error{Attempts: c.used, Last: last,
+		Verdict: c.cn.classifier.Classify(last), Stop: retry.StopExhausted}, c.start, c.target)
 }
 
 // retryHost is the name the token of the one retry after an

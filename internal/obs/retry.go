@@ -41,17 +41,31 @@ func (t *Telemetry) Error(ctx context.Context, msg, layer, reason string, attrs 
 	t.log(ctx, slog.LevelError, msg, layer, reason, attrs...)
 }
 
+// retryLevel is the level of the retry and give-up lines of layer in
+// stage: WARN, but DEBUG for a connection's own loops (its dials, its
+// password fetches) during startup, where the startup loop writes one
+// line per round of its own (each round a connection, its cause and its
+// attempts in one line): a failed startup writes one WARN line per round
+// at most, sampled like every line.
+func retryLevel(layer, stage string) slog.Level {
+	if stage == StageStartup && (layer == LayerConnect || layer == LayerPassword) {
+		return slog.LevelDebug
+	}
+	return slog.LevelWarn
+}
+
 // Retried records one failed attempt that layer is about to retry (it is
-// the retry.Retrier OnRetry hook): one WARN log line, holdfast.retries, and
-// an attempt event on the span in ctx. The log line's attributes are, in
-// order: holdfast.layer, attempt, delay, error.class, error.reason,
-// holdfast.stage, error (redacted text).
+// the retry.Retrier OnRetry hook): one log line (WARN, or DEBUG:
+// retryLevel), holdfast.retries, and an attempt event on the span in ctx.
+// The log line's attributes are, in order: holdfast.layer, attempt,
+// delay, error.class, error.reason, holdfast.stage, error (redacted
+// text).
 func (t *Telemetry) Retried(ctx context.Context, layer string, e retry.Event) {
 	if t == nil {
 		return
 	}
 	stage := StageOf(ctx, layer)
-	t.log(ctx, slog.LevelWarn, MsgRetrying, layer, e.Verdict.Reason,
+	t.log(ctx, retryLevel(layer, stage), MsgRetrying, layer, e.Verdict.Reason,
 		slog.String(string(KeyLayer), layer),
 		slog.Int("attempt", e.Attempt),
 		slog.Float64("delay_s", e.Delay.Seconds()),
@@ -252,7 +266,7 @@ func (t *Telemetry) ConnectFailed(ctx context.Context, layer string, v classify.
 }
 
 func (l *Loop) gaveUp(ctx context.Context, attempts int, stop retry.StopReason, v classify.Verdict, last error) {
-	l.t.log(ctx, slog.LevelWarn, MsgGaveUp, l.layer, v.Reason,
+	l.t.log(ctx, retryLevel(l.layer, l.stage), MsgGaveUp, l.layer, v.Reason,
 		slog.String(string(KeyLayer), l.layer),
 		slog.Int("attempts", attempts),
 		slog.String("stop", stop.String()),

@@ -102,6 +102,10 @@ func targetOf(ctx context.Context) *Target {
 	return t
 }
 
+// TargetOf returns the target [WithTarget] put in ctx, or nil: for a
+// hint that names it.
+func TargetOf(ctx context.Context) *Target { return targetOf(ctx) }
+
 // logEvery is how often a log line of one kind (message, target, layer,
 // reason) is written at most; the lines in between are counted and the
 // next line says how many were suppressed.
@@ -205,28 +209,40 @@ func moduleVersion() string {
 
 // Hint says what to check about a failure of reason (a classified reason:
 // "sqlstate-42501", "token-fetch-403", …) on target t (nil: unknown), for
-// the person on call: "" when there is nothing more to say than the
+// the person on call, in the words of their configuration: the
+// connection string's keywords (host, port, dbname, user, password,
+// sslmode) and holdfast's option names (WithPasswordFunc,
+// WithStartupPolicy); "" when there is nothing more to say than the
 // error.
 func Hint(reason string, t *Target) string {
 	db, user, host := "the database", "the role", "the server"
+	socket := "the Unix socket"
 	if t != nil {
 		db, user, host = quoteIdent(t.db), quoteIdent(t.user), net.JoinHostPort(t.host, strconv.Itoa(t.port))
+		if strings.HasPrefix(t.host, "/") {
+			host = t.host
+			socket = strings.TrimSuffix(t.host, "/") + "/.s.PGSQL." + strconv.Itoa(t.port)
+		}
 	}
 	switch reason {
 	case "sqlstate-42501":
 		return "permission denied for database: GRANT CONNECT ON DATABASE " + db + " TO " + user + " (or to PUBLIC)"
 	case "sqlstate-28P01":
-		return "password authentication failed for " + user + ": check the password the pool uses (WithPasswordFunc's secret, or the connection string's) against the server's, and that a rotation finished"
+		return "password authentication failed for " + user + ": check the password the pool uses (WithPasswordFunc's, or password in the connection string) against the server's, and that a rotation finished"
 	case "sqlstate-28000":
-		return "the server refused " + user + " (pg_hba.conf, or IAM: the role needs rds_iam / a Cloud SQL IAM user, and the token must be issued for " + host + " and this user)"
+		return "the server refused " + user + ": check user in the connection string, the server's pg_hba.conf, or with IAM that the role has rds_iam (a Cloud SQL IAM user) and the token is issued for " + host + " and this user"
 	case "sqlstate-3D000":
-		return "database " + db + " does not exist on " + host + ": check db.namespace in the connection string"
+		return "no database " + db + " on " + host + ": check dbname in the connection string"
 	case "sqlstate-53300":
 		return "too many connections (max_connections, or the role's CONNECTION LIMIT): check pg_stat_activity and the pools' MaxConns"
 	case "sqlstate-57P03":
 		return "the server is starting up, shutting down or in recovery"
 	case "sqlstate-08P01":
-		return "protocol violation: check that " + host + " is a PostgreSQL server (not a proxy's admin port) and the sslmode"
+		return "protocol violation: check that " + host + " is a PostgreSQL server (not a proxy's admin port) and sslmode in the connection string"
+	case "conn-refused":
+		return "nothing accepts connections at " + host + ": the server (or its proxy) is down or restarting, or host and port in the connection string are wrong"
+	case "socket-missing":
+		return "no Unix socket at " + socket + ": the server, or a Cloud SQL Auth Proxy sidecar in unix-socket mode, is not listening there (yet); check host (the socket directory) and port in the connection string, that the proxy runs with --unix-socket on that directory, and WithStartupPolicy if it starts after this service"
 	case "outcome-unknown":
 		return ""
 	case "panic":
@@ -236,7 +252,7 @@ func Hint(reason string, t *Target) string {
 	case "instance-not-found":
 		return "the Cloud SQL instance was not found: check the instance connection name (project:region:instance)"
 	case "dns-not-found":
-		return "the host name does not resolve: check " + host + " in the connection string"
+		return "the host name does not resolve: check host in the connection string (" + host + ")"
 	case ReasonAuthFreshToken:
 		return "authentication failed: one retry with a freshly fetched password"
 	}
@@ -244,9 +260,9 @@ func Hint(reason string, t *Target) string {
 	case strings.HasPrefix(reason, "token-"), strings.HasPrefix(reason, "aws-credentials"), strings.HasPrefix(reason, "password"):
 		return "the password function failed: check the credentials and permissions of the identity it runs as"
 	case strings.HasPrefix(reason, "tls") || strings.Contains(reason, "certificate"):
-		return "TLS failed: check sslmode, the server's certificate and its name (" + host + ")"
+		return "TLS failed: check sslmode in the connection string, the server's certificate and its name (" + host + ")"
 	case reason == "config" || strings.HasSuffix(reason, "-config"):
-		return "a configuration error: fix the option or the connection string named in the error"
+		return "a configuration error: fix the option or the connection string keyword named in the error"
 	}
 	return ""
 }
