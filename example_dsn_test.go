@@ -59,7 +59,7 @@ func ExampleFactory_NewPoolFromDSN_invalid() {
 // message and its attributes named in keys.
 type levelAndMessage struct{ keys []string }
 
-func (h levelAndMessage) Enabled(context.Context, slog.Level) bool { return true }
+func (h levelAndMessage) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
 func (h levelAndMessage) Handle(_ context.Context, r slog.Record) error {
 	line := r.Level.String() + " " + r.Message
 	r.Attrs(func(a slog.Attr) bool {
@@ -76,9 +76,10 @@ func (h levelAndMessage) Handle(_ context.Context, r slog.Record) error {
 func (h levelAndMessage) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h levelAndMessage) WithGroup(string) slog.Handler      { return h }
 
-// The log lines of a pool whose first connection cannot be made: one WARN
-// per retry of a transient failure (sampled: lines of one kind at most once
-// a second), and one when the startup policy gives up. Every line names
+// The log lines of a pool whose first connection cannot be made, at the
+// default level (Info): one WARN per retry round of the startup policy
+// (sampled: lines of one kind at most once a second), and one when it
+// gives up; the connection's own retries within a round log at DEBUG. Every line names
 // its layer, its stage, the classified reason and its pool (the table of
 // every line is in the repository's docs/telemetry.md). Here every dial
 // is refused, with 1ns backoffs.
@@ -101,8 +102,6 @@ func ExampleWithLogger() {
 	_, err = f.NewPool(context.Background(), cfg, holdfast.PoolName("orders"))
 	fmt.Println(f.Classify(err))
 	// Output:
-	// WARN holdfast: retrying after a transient failure holdfast.layer=connect error.reason=conn-refused holdfast.stage=startup holdfast.pool=orders
-	// WARN holdfast: giving up after transient failures holdfast.layer=connect error.reason=conn-refused holdfast.stage=startup holdfast.pool=orders
 	// WARN holdfast: retrying after a transient failure holdfast.layer=startup error.reason=conn-refused holdfast.stage=startup holdfast.pool=orders
 	// WARN holdfast: giving up after transient failures holdfast.layer=startup error.reason=conn-refused holdfast.stage=startup holdfast.pool=orders
 	// transient/conn-refused

@@ -94,30 +94,18 @@
 // reset while a query runs is not safe to retry blindly (the statement may
 // have run); do not use this package to decide query retries.
 //
-// pgconn.ErrConnClosed is the same failure as an EOF or a reset, reported
-// differently: pgx (v5.13) returns it when the connection was lost during a
-// statement it sends with the simple protocol (BEGIN, COMMIT, any statement
-// without arguments), where the same loss during a statement with arguments
-// is an EOF or a reset. It is Transient like them, for a connection
-// attempt. For a statement it is not: holdfast's factory classifies a
-// statement whose answer was lost — this ErrConnClosed "after a request may
-// already have been sent", or an *holdfast.OutcomeUnknownError — as Fatal
-// "outcome-unknown" (holdfast.Factory.Classify).
+// pgconn.ErrConnClosed is an EOF or a reset that pgx (v5.13) reports so
+// for a statement sent with the simple protocol. For a connection attempt
+// it is Transient like them; for a statement whose answer was lost,
+// holdfast.Factory.Classify says Fatal "outcome-unknown".
 //
-// A Unix socket that does not exist (ENOENT dialing host=/cloudsql/... or
-// /var/run/postgresql) is Transient, like a refused TCP port: a Cloud SQL
-// Auth Proxy sidecar in unix-socket mode, or a local server, that has not
-// created its socket yet (it starts after the application) or is
-// restarting. At startup holdfast waits for it within the startup policy
-// (holdfast.WithStartupPolicy); on a running pool, a socket that vanished
-// is retried within the retry policy like a refused port. A socket
-// directory that is wrong for good fails once those bounds are spent,
-// with a hint naming the socket path. ENOENT anywhere else (a file a
-// password function reads) stays unknown, Fatal.
+// A missing Unix socket (ENOENT dialing host=/cloudsql/...) is Transient,
+// like a refused port: a Cloud SQL Auth Proxy sidecar or a local server
+// that has not created it yet. holdfast waits for it within its startup
+// and retry policies; ENOENT anywhere else stays Fatal "unknown".
 //
-// Timeouts are Transient because a per-attempt connect_timeout expiring says
-// nothing about the next attempt. The retry loop still stops as soon as the
-// caller's own context is done, so a caller's deadline is respected.
+// Timeouts are Transient: an attempt's connect_timeout says nothing of the
+// next; the retry loop still stops when the caller's context is done.
 //
 // Being a [net.Error] is deliberately not a signal: *url.Error (every Admin
 // API transport or token failure) and context.DeadlineExceeded are

@@ -210,9 +210,6 @@ func (c *Connector) connect(ctx context.Context) (driver.Conn, error) {
 	if p == nil {
 		return nil, err
 	}
-	if c.f == nil {
-		return nil, p.Engine().OneLine(c.pool, err) // no retry of its own: the connect's failure, one line
-	}
 	err = p.Engine().Reacquire(ctx, c.pool, err, func(ctx context.Context) error {
 		var err error
 		conn, err = c.base.Connect(ctx)

@@ -310,23 +310,6 @@ func (e *Engine) Reacquire(ctx context.Context, pool *pgxpool.Pool, firstErr err
 	return e.cn.redact(e.retryAcquire(ctx, pool, firstErr, &e.acquire, "", acquire))
 }
 
-// OneLine returns err, a failure of pool's Acquire that no door of the
-// engine retried (package sqldb's connector over a pool, without a
-// factory), as a door returns it: a connect's failure as the face's
-// *ConnectError, one line; any other error as it is. It carries no secret
-// holdfast knows.
-func (e *Engine) OneLine(pool *pgxpool.Pool, err error) error {
-	if err == nil {
-		return nil
-	}
-	var target *obs.Target
-	if p := e.PoolOf(pool); p != nil {
-		target = p.target
-	}
-	d := e.cn.newDoor(target, "")
-	return e.cn.redact(d.end(d.failed(err)))
-}
-
 // Start makes pool's first connection under the startup policy and
 // releases it to the pool (the face's Factory.Start); the layers learn
 // their pool. It returns the face's ConnectError of layer "startup", one
