@@ -2,7 +2,6 @@ package cloudsql
 
 import (
 	"context"
-	"github.com/holdfast-db/holdfast/internal/cfgerr"
 	"net"
 	"reflect"
 	"time"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/internal/cfgerr"
 	"github.com/holdfast-db/holdfast/retry"
 )
 

@@ -3,9 +3,10 @@ package readiness
 import (
 	"errors"
 	"fmt"
-	"github.com/holdfast-db/holdfast/internal/cfgerr"
 	"strings"
 	"time"
+
+	"github.com/holdfast-db/holdfast/internal/cfgerr"
 )
 
 // Sentinels matched with errors.Is. The other errors of the package are

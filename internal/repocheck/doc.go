@@ -1,0 +1,7 @@
+// Package repocheck holds checks of the repository as a whole, both of its
+// modules (the root and lb) included: what gofmt, go vet and staticcheck
+// do not look at. It has no code; its tests are the checks.
+//
+// TestImportGroups: every Go file groups its imports as goimports does,
+// the standard library first and alone.
+package repocheck
