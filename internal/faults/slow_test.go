@@ -81,6 +81,9 @@ func TestSlowButWorking(t *testing.T) {
 // doubling (an AttemptTimeout of 300 ms for every attempt, as before),
 // never connects.
 func TestSlowServerConnects(t *testing.T) {
+	if testing.Short() {
+		t.Skip("injects seconds of latency and waits out the timeouts: skipped with -short")
+	}
 	t.Parallel()
 	dsn, addr := serverAddr(t)
 	policy := testPolicy()
