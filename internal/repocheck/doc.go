@@ -4,4 +4,8 @@
 //
 // TestImportGroups: every Go file groups its imports as goimports does,
 // the standard library first and alone.
+//
+// TestReadmeCommands: the README names only make targets the Makefile
+// has, and says what make test costs (its duration, what it downloads)
+// and how long make test-short takes.
 package repocheck
