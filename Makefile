@@ -1,5 +1,5 @@
 # The Makefile mirrors CI: .ci/run calls "make test".
-.PHONY: help demo test fmt vet lint unit apicheck api pgxsuite stdlibsuite bench fuzz lb-screenshots
+.PHONY: help demo test test-short first-commands fmt vet lint unit apicheck api pgxsuite stdlibsuite bench fuzz lb-screenshots
 
 # Every Go module of the repository; vet, lint and unit run in each. lb is
 # its own module (the load-balancer drain and its CLI), nested in this one.
@@ -9,12 +9,18 @@ MODULES := . lb
 in_modules = set -e; for m in $(MODULES); do echo "==> $$m: $(1)"; (cd $$m && $(1)); done
 
 help: ## list targets
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
 
 demo: ## run the main demo (needs Go and the PostgreSQL server binaries)
 	go run ./examples/switchover
 
-test: fmt vet lint unit pgxsuite stdlibsuite ## every check CI runs
+test: first-commands fmt vet lint unit pgxsuite stdlibsuite ## every check CI runs (about 10 min on CI, up to 20 on a busy 2-core machine)
+
+test-short: ## the unit tests of every module with -short, no race detector: the long integration tests skip (under 3 min)
+	@$(call in_modules,go test -short -count=1 ./...)
+
+first-commands: ## fail if a fresh clone's first commands (go run, go list -m all, go build, go vet) change a tracked file
+	scripts/first-commands
 
 fmt: ## fail if gofmt would change a file, in any module
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

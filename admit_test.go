@@ -149,6 +149,9 @@ func runAdmission(t *testing.T, dsn, role string, limit holdfast.ConnectLimit, o
 // without the limit; and no goroutine waits past its context, queued or
 // not.
 func TestAdmissionLimitAgainstConnectionLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fills a real server's connection slots under load: skipped with -short")
+	}
 	dsn := pgtest.DSN(t)
 	admin := refusedRole(t, dsn, "admit_role")
 	mustExec(t, admin, "ALTER ROLE admit_role CONNECTION LIMIT 5")

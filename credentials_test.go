@@ -46,6 +46,9 @@ func TestCredentialsFuncExclusive(t *testing.T) {
 // refused password (28P01) makes one fresh call, told what was refused;
 // later connects reuse the cached answer.
 func TestCredentialsFuncRealPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("rotates credentials on a real server, waiting out their TTLs: skipped with -short")
+	}
 	if _, err := pgtest.BinDir(); err != nil {
 		if os.Getenv(pgtest.EnvRequire) == "1" {
 			t.Fatal(err)

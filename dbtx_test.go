@@ -70,6 +70,9 @@ func (q *queries) countBatch(ctx context.Context) (int, error) {
 // interface gets the fresh-password retry, and every connection goes back
 // to the pool.
 func TestDBTXFreshPasswordForSQLC(t *testing.T) {
+	if testing.Short() {
+		t.Skip("changes a real server's password under load: skipped with -short")
+	}
 	t.Parallel()
 	s := pgtest.NewServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -25,6 +25,9 @@ import (
 // operation succeeded, a connect that gives up says so, and a failure no
 // retry fixes gets one ERROR line with what to check.
 func TestLogLinesForOnCall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plays outages against real servers for every on-call log line: skipped with -short")
+	}
 	t.Parallel()
 	s := pgtest.NewServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

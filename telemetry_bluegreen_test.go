@@ -29,6 +29,9 @@ import (
 // histogram, and the phase and summary log lines through the factory's
 // logger.
 func TestTelemetrySwitchover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plays a blue/green switchover on real servers: skipped with -short")
+	}
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

@@ -299,6 +299,9 @@ func expectAddr(t *testing.T, what string, r result, addr string) {
 // host names), the metadata function fed from a control table, and a fake
 // DNS.
 func TestIntegration(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plays a blue/green switchover on real servers: skipped with -short")
+	}
 	env := startEnv(t)
 	blueIP, greenIP := env.Blue.Host, env.Green.Host
 

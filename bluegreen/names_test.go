@@ -57,6 +57,9 @@ func (s *signer) mark() int {
 // the other one), and green's certificate is accepted for the green
 // counterpart until it carries the blue names.
 func TestNamesThroughSwitchover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plays a blue/green switchover on real servers: skipped with -short")
+	}
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -106,6 +106,9 @@ func trustConfig(tr *pgtest.Trap) func(*pgxpool.Config) {
 // connection by the blue cluster endpoint going to the listener with the
 // password (as well as the monitor's).
 func TestMetadataRowOutsideDomain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plays blue/green deployments on real servers: skipped with -short")
+	}
 	env := startEnv(t)
 
 	t.Run("monitor", func(t *testing.T) {
@@ -332,6 +335,9 @@ func TestUntrustedMetadataFunction(t *testing.T) {
 // Before the fix (checked by running this test on main) every poll
 // resolved all 3,000 names.
 func TestMetadataRowsBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plays blue/green deployments on real servers: skipped with -short")
+	}
 	env := startEnv(t)
 	d := newDeployment(t, env, fake.Aurora)
 	const n = 3000

@@ -75,6 +75,9 @@ func assertVerdict(t *testing.T, err error, code string, want classify.Verdict) 
 var roleSeq atomic.Int64
 
 func TestRealPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("provokes every classified error on a real server of its own: skipped with -short")
+	}
 	dsn := pgtest.DSN(t)
 	t.Parallel()
 

@@ -203,6 +203,9 @@ func TestAPITokenFetch503Once(t *testing.T) {
 // TestAdminAPI503WithinConnectorRetry: three 503s are absorbed by the
 // connector's own retry inside one Dial; holdfast adds nothing.
 func TestAdminAPI503WithinConnectorRetry(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out the Cloud SQL connector's own Admin API retry (seconds): skipped with -short")
+	}
 	t.Parallel()
 	e := newEnv(t, envOpts{})
 	e.fake.Fail(fake.ConnectSettings, 503, 3)
@@ -223,6 +226,9 @@ func TestAdminAPI503WithinConnectorRetry(t *testing.T) {
 // retry (5 tries); holdfast's one retry runs another connector cycle, which
 // succeeds.
 func TestAdminAPI503OutlastsConnector(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out the Cloud SQL connector's own Admin API retry (seconds): skipped with -short")
+	}
 	t.Parallel()
 	e := newEnv(t, envOpts{})
 	e.fake.Fail(fake.ConnectSettings, 503, 5)
@@ -251,6 +257,9 @@ func TestAdminAPI503OutlastsConnector(t *testing.T) {
 // with a clear, classified error: Transient admin-api-503, attempts
 // exhausted.
 func TestAdminAPI503OutlastsHoldfast(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out the Cloud SQL connector's own Admin API retry (seconds): skipped with -short")
+	}
 	t.Parallel()
 	e := newEnv(t, envOpts{})
 	e.fake.Fail(fake.ConnectSettings, 503, -1)
@@ -385,6 +394,9 @@ func TestInstanceNetworkFailuresAreRetried(t *testing.T) {
 // succeeded; the connect sees the reset and retries it on a new dial, so
 // even a plain pool.Ping succeeds.
 func TestResetAfterHandshakeIsRetried(t *testing.T) {
+	if testing.Short() {
+		t.Skip("resets real connections after the handshake: skipped with -short")
+	}
 	t.Parallel()
 	e := newEnv(t, envOpts{})
 	e.fake.ResetAfterHandshake(1)
@@ -410,6 +422,9 @@ func TestResetAfterHandshakeIsRetried(t *testing.T) {
 // holdfast retry then connects. (holdfast's own AttemptTimeout does not
 // bound the first dial of a connection.)
 func TestHungAdminAPIIsCutByDialTimeout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for a real dial timeout: skipped with -short")
+	}
 	t.Parallel()
 	e := newEnv(t, envOpts{})
 	e.fake.Slow(fake.ConnectSettings, time.Hour, 1)

@@ -85,6 +85,9 @@ func TestScriptedTokenFetch503AtDialIsAbsorbed(t *testing.T) {
 
 // The same, when the 503 comes from the IAM token func.
 func TestScriptedTokenFetch503FromPasswordFuncIsAbsorbed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out the Cloud SQL connector's own Admin API retry (seconds): skipped with -short")
+	}
 	t.Parallel()
 	src := fakes.NewPasswordSource("iam-token", fake.TokenFetch503(), fakes.Connect())
 	_, pool, conn := scriptedPool(t, nil, holdfast.WithPasswordFunc(src.Password))
@@ -102,6 +105,9 @@ func TestScriptedTokenFetch503FromPasswordFuncIsAbsorbed(t *testing.T) {
 // The Admin API's 403 is tried exactly once and fails
 // at once, unwrapping to its cause.
 func TestScriptedForbiddenIsNotRetried(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out the Cloud SQL connector's own Admin API retry (seconds): skipped with -short")
+	}
 	t.Parallel()
 	f, pool, conn := scriptedPool(t, []fakes.Step{fake.Forbidden().Forever()})
 	c, err := f.Acquire(context.Background(), pool)

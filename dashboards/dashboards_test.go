@@ -16,6 +16,9 @@ import (
 // exported names and labels, the list of docs/telemetry.md, and the
 // dashboard's queries.
 func TestPrometheus(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plays incidents on real servers and scrapes every panel's series: skipped with -short")
+	}
 	s, body := scrapeRun(t)
 	if os.Getenv("HOLDFAST_PRINT_SCRAPE") != "" {
 		t.Log(body)

@@ -232,6 +232,9 @@ func untrustedTopology(t *testing.T, trap *pgtest.Trap) *pgxpool.Config {
 // the rows, adopted the writer they named, and, probing, sent the pool's
 // password to the listener.
 func TestUntrustedTopologyFunction(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts servers of its own: skipped with -short")
+	}
 	trap, err := pgtest.StartTrap(pgtest.TrapConfig{})
 	if err != nil {
 		t.Fatal(err)

@@ -32,6 +32,9 @@ func pgxConfig(t *testing.T) (*pgx.ConnConfig, string) {
 // error, kept intact inside pgx's ConnectError; the second connects.
 // (Package cloudsqltest runs its Cloud SQL steps through pgx the same way.)
 func TestPgxCustomThenConnect(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plays a scripted outage on a real server: skipped with -short")
+	}
 	t.Parallel()
 	cfg, target := pgxConfig(t)
 	c := fakes.NewConnector(target, status(503), fakes.Connect())
@@ -131,6 +134,9 @@ func TestPgxSteps(t *testing.T) {
 // TestPgxResetMidQuery: ResetAfter(the startup's byte count) lets the
 // connection start, then resets it during the first query.
 func TestPgxResetMidQuery(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drops real connections mid-query under load: skipped with -short")
+	}
 	t.Parallel()
 	cfg, target := pgxConfig(t)
 	ctx := testCtx(t)

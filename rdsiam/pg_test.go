@@ -76,6 +76,9 @@ func startAuthPG() (*pgtest.Server, error) {
 // TestRealPostgres runs the tests that need a real server, sharing one
 // server configured by startAuthPG.
 func TestRealPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts servers of its own: skipped with -short")
+	}
 	t.Parallel()
 	if _, err := pgtest.BinDir(); err != nil {
 		if os.Getenv(pgtest.EnvRequire) == "1" {

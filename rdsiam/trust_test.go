@@ -31,6 +31,9 @@ import (
 // listener received tokens signed for the cluster endpoint: valid there
 // for 15 minutes.
 func TestNoTokenForForeignHost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts servers of its own: skipped with -short")
+	}
 	c := failovertest.StartTest(t, failovertest.Config{Engine: failovertest.MultiAZ, TLS: true, TTL: time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

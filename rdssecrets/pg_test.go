@@ -300,6 +300,9 @@ func rotationRun(t *testing.T, strategy secretsmanagertest.Strategy, rotations i
 // before finishSecret moves AWSCURRENT; new connections in that window are
 // refused with the old one, and holdfast takes AWSPENDING.
 func TestSingleUserRotationUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("rotates the secret under load on a real server: skipped with -short")
+	}
 	rotationRun(t, secretsmanagertest.SingleUser, 1)
 }
 
@@ -307,10 +310,16 @@ func TestSingleUserRotationUnderLoad(t *testing.T) {
 // the password of the user the first one left (which the cache still
 // holds): refused, and holdfast takes the new AWSCURRENT (the other user).
 func TestAlternatingUsersRotationUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("rotates the secret under load on a real server: skipped with -short")
+	}
 	rotationRun(t, secretsmanagertest.AlternatingUsers, 2)
 }
 
 func TestSecretFetch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server of its own: skipped with -short")
+	}
 	s := startPG(t)
 	for _, tc := range []struct {
 		name string

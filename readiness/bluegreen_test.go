@@ -15,6 +15,9 @@ import (
 // With holdfast.WithBlueGreen, the readiness JSON carries the blue/green
 // status of the pool; without it, no such check.
 func TestReadinessJSONShowsBlueGreen(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a blue/green deployment of real servers: skipped with -short")
+	}
 	for _, tc := range []struct {
 		name string
 		opts []holdfast.Option

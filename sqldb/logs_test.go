@@ -19,6 +19,9 @@ import (
 // line that says the fresh password was refused too, naming the target,
 // with a hint. No line says "recovered".
 func TestWrongPasswordIsLoggedWhenItGivesUp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a SCRAM server of its own: skipped with -short")
+	}
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -312,6 +312,9 @@ func (h hook) WithGroup(string) slog.Handler             { return h }
 // found from the pool's config). The control, pgx's own
 // stdlib.OpenDBFromPool over the same factory's pool, gets the 28P01.
 func TestFreshPasswordAfter28P01(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a SCRAM server of its own: skipped with -short")
+	}
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

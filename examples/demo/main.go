@@ -22,7 +22,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/holdfast-db/holdfast/cloudsql"
 	"io"
 	"log/slog"
 	"os"
@@ -30,6 +29,7 @@ import (
 	"time"
 
 	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/cloudsql"
 	"github.com/holdfast-db/holdfast/examples/harness"
 	"github.com/holdfast-db/holdfast/fakes"
 	"github.com/holdfast-db/holdfast/fakes/cloudsqltest"

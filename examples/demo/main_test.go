@@ -19,6 +19,9 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // 503, holdfast absorbs it with one connection, real mistakes fail after one
 // attempt.
 func TestDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the whole demo: skipped with -short")
+	}
 	if _, err := pgtest.BinDir(); errors.Is(err, pgtest.ErrNotFound) && os.Getenv(pgtest.EnvRequire) != "1" {
 		t.Skip(err)
 	}
@@ -30,6 +33,9 @@ func TestDemo(t *testing.T) {
 // sslmode (prefer), each of which would add a dial per connect if the demo
 // did not pin one.
 func TestDemoWithDatabaseURL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the whole demo: skipped with -short")
+	}
 	dsn := pgtest.DSN(t)
 	if os.Getenv(pgtest.EnvDSN) == "" { // the harness's server: 127.0.0.1, sslmode=disable
 		u, err := url.Parse(dsn)

@@ -51,6 +51,9 @@ type scenarioTest struct {
 // each, one after the other (the goals are about timings: two runs at
 // once on a 2-core machine would measure each other), and checks each run.
 func TestFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plays every writer failover of the demo on a real cluster: skipped with -short")
+	}
 	tests := []scenarioTest{
 		{kind: failovertest.Crash},
 		{kind: failovertest.Graceful},

@@ -4,19 +4,26 @@
 //
 // It sets up the OpenTelemetry SDK as an application would (the global
 // meter and tracer providers, before building the holdfast factory), so
-// holdfast picks the providers up without any option. To show what an
-// operator sees during the incident holdfast was built for, the database's
-// connector fails the IAM token fetch with a 503 on the first connection
-// and again when the pool grows.
+// holdfast picks the providers up without any option. The pool connects
+// to a real PostgreSQL server, as the service would: nothing between them
+// is faked, and every metric and span printed is the real one.
+//
+// It connects to DATABASE_URL, or, when that is unset, to a throwaway
+// PostgreSQL it starts itself (it needs the PostgreSQL server binaries:
+// initdb, pg_ctl), and logs which. On the throwaway server it also plays
+// an incident, to show what an operator sees: the service's role
+// ("widget", CONNECTION LIMIT 0) is refused new connections by the server
+// itself (SQLSTATE 53300, too_many_connections, as when another service
+// holds the role's or the server's slots) for a moment at startup and
+// again when the pool must grow; holdfast retries and the requests
+// succeed. The incident needs the superuser of the throwaway server, so it
+// is not played on DATABASE_URL.
 //
 // Run it with:
 //
 //	go run ./examples/otel                    # a few requests, then print the telemetry and exit
 //	go run ./examples/otel -listen :8080      # serve GET /widget until interrupted
-//
-// It connects to DATABASE_URL, or, when that is unset, to a throwaway
-// PostgreSQL it starts itself (it needs the PostgreSQL server binaries:
-// initdb, pg_ctl), and logs which.
+//	DATABASE_URL=postgres://app@localhost/app go run ./examples/otel
 package main
 
 import (
@@ -24,7 +31,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/holdfast-db/holdfast/cloudsql"
 	"io"
 	"log/slog"
 	"net/http"
@@ -33,11 +39,6 @@ import (
 	"os/signal"
 	"time"
 
-	"github.com/holdfast-db/holdfast"
-	"github.com/holdfast-db/holdfast/examples/harness"
-	"github.com/holdfast-db/holdfast/fakes"
-	"github.com/holdfast-db/holdfast/fakes/cloudsqltest"
-	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/stdout/stdoutmetric"
@@ -47,13 +48,16 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/fakes/pgtest"
 )
 
 func main() {
 	var o options
 	flag.IntVar(&o.requests, "requests", 4, "requests to make in-process before exiting (without -listen)")
 	flag.StringVar(&o.listen, "listen", "", "serve GET /widget on this address until interrupted")
-	flag.BoolVar(&o.healthy, "healthy", false, "do not inject the token-fetch 503s")
+	flag.BoolVar(&o.healthy, "healthy", false, "do not play the incident (the throwaway server refusing the service's connections for a moment)")
 	flag.Parse()
 	o.dsn = os.Getenv("DATABASE_URL")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -73,7 +77,7 @@ type options struct {
 
 func run(ctx context.Context, w io.Writer, o options) (err error) {
 	logger := slog.New(slog.NewJSONHandler(w, nil))
-	dsn, stop, err := database(ctx, logger, o.dsn)
+	dsn, in, stop, err := database(ctx, logger, o)
 	if err != nil {
 		return err
 	}
@@ -87,7 +91,8 @@ func run(ctx context.Context, w io.Writer, o options) (err error) {
 	if err != nil {
 		return err
 	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(sdkmetric.NewPeriodicReader(mexp)))
+	mp := sdkmetric.NewMeterProvider(append([]sdkmetric.Option{sdkmetric.WithResource(res), sdkmetric.WithReader(sdkmetric.NewPeriodicReader(mexp))},
+		in.readers()...)...) // the incident's reader, if any: no part of a service
 	texp, err := stdouttrace.New(stdouttrace.WithWriter(w))
 	if err != nil {
 		return err
@@ -100,24 +105,20 @@ func run(ctx context.Context, w io.Writer, o options) (err error) {
 	otel.SetMeterProvider(mp)
 	otel.SetTracerProvider(tp)
 
-	// 2. holdfast, with the global providers (no option needed).
-	// The fake connector plays the Cloud SQL connector's errors; the
-	// factory classifies them as cloudsql.With makes it do.
-	f, err := holdfast.New(holdfast.WithLogger(logger),
-		holdfast.WithIntegration(holdfast.Integration{Name: "cloudsql-errors", Rules: cloudsql.Rules(), TypeRules: cloudsql.TypeRules()}))
+	// 2. holdfast, with the global providers (no option needed), and the
+	// pool, on the database as it is.
+	f, err := holdfast.New(holdfast.WithLogger(logger))
 	if err != nil {
 		return err
 	}
+	defer f.Close()
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return err
 	}
-	var connector *fakes.Connector
-	if !o.healthy {
-		// The incident: the first connection's IAM token fetch answers 503
-		// (one dial per connect: each injected 503 fails a connect).
-		connector = harness.FakeConnector(cfg.ConnConfig, cloudsqltest.TokenFetch503())
-	}
+	// The incident, part 1: the server refuses the service's first
+	// connection (53300) until holdfast has retried it.
+	in.refuse(ctx)
 	pool, err := f.NewPool(ctx, cfg)
 	if err != nil {
 		return err
@@ -138,11 +139,12 @@ func run(ctx context.Context, w io.Writer, o options) (err error) {
 		return nil
 	}
 	for i := range o.requests {
-		if i == o.requests/2 && connector != nil {
-			// The pool must grow (here: its idle connections are gone) and
-			// the token endpoint answers 503 again.
-			connector.Set(cloudsqltest.TokenFetch503())
+		if i == o.requests/2 && in != nil {
+			// The incident, part 2: the pool must grow (here: its idle
+			// connections are gone) while the server refuses the role's
+			// connections again, until holdfast has retried.
 			pool.Reset()
+			in.refuse(ctx)
 		}
 		rec := httptest.NewRecorder()
 		handler.ServeHTTP(rec, httptest.NewRequestWithContext(ctx, http.MethodGet, "/widget", nil))
@@ -151,21 +153,33 @@ func run(ctx context.Context, w io.Writer, o options) (err error) {
 	return nil
 }
 
-// database returns dsn when it is set. Otherwise it starts a throwaway
-// PostgreSQL server and returns its connection string and its Stop.
-func database(ctx context.Context, logger *slog.Logger, dsn string) (string, func() error, error) {
-	if dsn != "" {
-		logger.Info("database: DATABASE_URL")
-		return dsn, func() error { return nil }, nil
+// database returns DATABASE_URL when it is set. Otherwise it starts a
+// throwaway PostgreSQL server with a role "widget" for the service, and,
+// unless o.healthy, an incident to play on it (incident.go).
+func database(ctx context.Context, logger *slog.Logger, o options) (dsn string, in *incident, stop func() error, err error) {
+	if o.dsn != "" {
+		logger.Info("database: DATABASE_URL (no incident is played on it)")
+		return o.dsn, nil, func() error { return nil }, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	srv, err := pgtest.Start(ctx, pgtest.Options{})
 	if err != nil {
-		return "", nil, fmt.Errorf("DATABASE_URL is not set, and starting a throwaway PostgreSQL failed: %w", err)
+		return "", nil, nil, fmt.Errorf("DATABASE_URL is not set, and starting a throwaway PostgreSQL failed: %w", err)
 	}
 	logger.Info("database: DATABASE_URL is not set, started a throwaway PostgreSQL", slog.String("addr", srv.Addr()))
-	return srv.DSN(), srv.Stop, nil
+	if err := srv.Exec(ctx, `CREATE ROLE widget LOGIN`); err != nil {
+		return "", nil, nil, errors.Join(err, srv.Stop())
+	}
+	// The service connects as its own role, not as the superuser.
+	dsn = "postgres://widget@" + srv.Addr() + "/postgres?sslmode=disable"
+	if o.healthy {
+		return dsn, nil, srv.Stop, nil
+	}
+	if in, err = newIncident(ctx, srv.DSN(), logger); err != nil {
+		return "", nil, nil, errors.Join(err, srv.Stop())
+	}
+	return dsn, in, func() error { return errors.Join(in.close(), srv.Stop()) }, nil
 }
 
 // widgets serves GET /widget: one query through holdfast's Acquire, under a

@@ -14,10 +14,12 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// TestService runs the example briefly, in-process, with its default
-// incident, and checks that the output carries the telemetry an operator
-// needs: the standard pool metrics, holdfast's retry metrics by stage, the
-// connect spans with their attempt events, and the retry log lines.
+// TestService runs the example briefly, in-process, on a throwaway server
+// with its default incident (the server refusing the service's role with
+// 53300 at startup and when the pool grows), and checks that the output
+// carries the telemetry an operator needs: the standard pool metrics,
+// holdfast's retry metrics by stage and reason, the connect spans with
+// their attempt events, and the retry log lines.
 func TestService(t *testing.T) {
 	if _, err := pgtest.BinDir(); errors.Is(err, pgtest.ErrNotFound) && os.Getenv(pgtest.EnvRequire) != "1" {
 		t.Skip(err)
@@ -41,7 +43,7 @@ func TestService(t *testing.T) {
 		`"Name":"holdfast.recoveries"`,
 		`"Value":"startup"`,
 		`"Value":"pool-growth"`,
-		`"Value":"token-fetch-503"`,
+		`"Value":"sqlstate-53300"`,
 		`"Value":"widget-service"`,
 		// spans (stdouttrace JSON)
 		`"Name":"holdfast.connect"`,
@@ -53,13 +55,17 @@ func TestService(t *testing.T) {
 		`"holdfast.stage":"pool-growth"`,
 		`"msg":"request served","status":200`,
 		`"msg":"database: DATABASE_URL is not set, started a throwaway PostgreSQL"`,
+		`"msg":"incident: the server refuses the service's new connections"`,
+		`"msg":"incident: holdfast retried; the server accepts the service's connections again"`,
+		// the server's own error, not a fake's
+		`too many connections for role \"widget\"`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("output lacks %s", want)
 		}
 	}
 	if strings.Contains(text, `"status":503`) {
-		t.Errorf("a request failed although holdfast should absorb the 503s")
+		t.Errorf("a request failed although holdfast should absorb the refusals")
 	}
 	if t.Failed() {
 		t.Logf("output:\n%s", text)

@@ -46,6 +46,9 @@ const resumeBound = 2500 // ms
 // refresh; and that the faults bite the plain pool: a worse spread than
 // holdfast's, failures at the crash.
 func TestReaders(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plays the readers demo on a real cluster: skipped with -short")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	o := smallOptions()

@@ -145,6 +145,9 @@ func reportsDB(t *testing.T) string {
 // process exits 0. The service is the real example, run as a subprocess,
 // against a real PostgreSQL with a database for each.
 func TestSIGTERMLosesNoRequest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("sends the service SIGTERM under load and waits out its drain: skipped with -short")
+	}
 	const n = 6 // half on each pool, below its 4 connections
 	dsn := pgtest.DSN(t)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -282,6 +285,9 @@ func TestSIGTERMLosesNoRequest(t *testing.T) {
 // With no DATABASE_URL the example starts its own throwaway PostgreSQL, so
 // that it runs with no setup.
 func TestRunWithoutDatabaseURL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the service against a throwaway server through a database stop: skipped with -short")
+	}
 	if _, err := pgtest.BinDir(); err != nil {
 		pgtest.DSN(t) // skips, or fails under HOLDFAST_REQUIRE_PG=1, with the harness's message
 	}
@@ -440,6 +446,9 @@ func do(t *testing.T, method, url string, header ...string) result {
 // the service's port and /readyz?verbose served the details: this test
 // failed.
 func TestAdminListener(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the service against a throwaway server: skipped with -short")
+	}
 	base, admin := serve(t, map[string]string{"DATABASE_URL": pgtest.DSN(t), "REPORTS_DATABASE_URL": reportsDB(t)})
 	for _, path := range []string{"/readyz", "/readyz?verbose"} {
 		r := get(base + path)

@@ -82,6 +82,9 @@ func startEnvs(ctx context.Context, t *testing.T, cfgs ...bluegreentest.Config) 
 // (scenarioTest.check). The iam and node-certs scenarios run on servers of
 // their own, which check IAM tokens and present per-node certificates.
 func TestSwitchover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plays the whole switchover demo on real servers: skipped with -short")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	settings := bluegreentest.ReplicationSettings()
@@ -145,6 +148,9 @@ func TestSwitchover(t *testing.T) {
 // 127.0.0.21 by the simulator's dialer. holdfast must do as well as with
 // two addresses.
 func TestSwitchoverSingleIP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plays the whole switchover demo on real servers: skipped with -short")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	env, err := bluegreentest.Start(ctx, bluegreentest.Config{TLS: true, Settings: bluegreentest.ReplicationSettings(), SingleIP: true})
@@ -176,6 +182,9 @@ func TestSwitchoverSingleIP(t *testing.T) {
 // connections). holdfast must do as well as with blue/green routing alone,
 // within one poll of the IN_PROGRESS window.
 func TestSwitchoverFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plays the whole switchover demo on real servers: skipped with -short")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	env := startEnvs(ctx, t, bluegreentest.Config{TLS: true, Settings: bluegreentest.ReplicationSettings()})[0]

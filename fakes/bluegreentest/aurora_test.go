@@ -23,6 +23,9 @@ import (
 // TestAurora checks what an Aurora deployment publishes for a
 // topology-aware client, and that holdfast's failover monitor runs on it.
 func TestAurora(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a blue/green deployment of real servers: skipped with -short")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel) // the parallel subtests run after this function returns
 	env, err := fake.Start(ctx, fake.Config{TLS: true})

@@ -113,6 +113,9 @@ func checkListen(t *testing.T, env *fake.Env) {
 // request (which pgx sends to that address) reaches the server, and
 // nothing listens at the addresses themselves.
 func TestEnvSingleIP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a blue/green deployment of real servers: skipped with -short")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	env, err := fake.Start(ctx, fake.Config{SingleIP: true})
@@ -226,6 +229,9 @@ func TestNames(t *testing.T) {
 // serving TLS for the RDS names, with the metadata functions under their
 // real names and columns.
 func TestEnv(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a blue/green deployment of real servers: skipped with -short")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel) // the parallel subtests run after this function returns
 	env, err := fake.Start(ctx, fake.Config{TLS: true})

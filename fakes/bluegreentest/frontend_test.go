@@ -23,6 +23,9 @@ import (
 // an IAM token only when it is signed for a name it answers to at that
 // moment; the superuser needs none, and cancel requests get through.
 func TestNodeCertsAndIAM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a blue/green deployment of real servers: skipped with -short")
+	}
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -116,6 +116,9 @@ func has(ctx context.Context, t *testing.T, s *fake.Server, db string, id int) b
 // blue read-only after the switch, blue writable again after a rollback,
 // the metadata and DNS at the end.
 func TestSwitchover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plays a switchover on real servers: skipped with -short")
+	}
 	env := replicationEnv(t)
 	small := fake.Timings{Preparation: 100 * time.Millisecond, InProgress: 600 * time.Millisecond,
 		Rename: 50 * time.Millisecond, BlueDNS: 100 * time.Millisecond, Completed: 150 * time.Millisecond, Empty: 50 * time.Millisecond}

@@ -419,6 +419,9 @@ func TestDialOnlyRedirectsTheInstance(t *testing.T) {
 }
 
 func TestClose(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for real connections to close: skipped with -short")
+	}
 	t.Parallel()
 	s, err := fake.New(fake.Config{Backend: backend(t)})
 	if err != nil {

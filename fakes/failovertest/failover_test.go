@@ -238,6 +238,9 @@ func TestFailover(t *testing.T) {
 // With two replicas, a crash promotes one; the other follows the new writer
 // and has every acknowledged write, and the old writer rejoins as a third.
 func TestThreeServers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster of real servers: skipped with -short")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
 	c, err := failovertest.Start(ctx, failovertest.Config{Replicas: 2, TTL: 100 * time.Millisecond})
@@ -305,6 +308,9 @@ func TestThreeServers(t *testing.T) {
 // Where the loopback addresses cannot be bound, every server listens on
 // 127.0.0.1 with a port of its own, and the names still lead to them.
 func TestSingleIP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster of real servers: skipped with -short")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// 192.0.2.1 (TEST-NET-1) is not a local address.

@@ -13,6 +13,9 @@ import (
 // replica down a commit on the writer does not return, and it returns once
 // the replica is back, with the row on it.
 func TestCommitWaitsForReplica(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster of real servers: skipped with -short")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := Start(ctx, Config{})
@@ -65,6 +68,9 @@ func TestCommitWaitsForReplica(t *testing.T) {
 // every acknowledged commit: the target streams the rest from the other
 // standby before its promotion, as Aurora's shared storage would have it.
 func TestTargetCatchesUp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster of real servers: skipped with -short")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	c, err := Start(ctx, Config{Replicas: 2})

@@ -11,7 +11,8 @@ import (
 // and close it when the test ends. They skip the test when the
 // PostgreSQL server binaries are not installed, unless pgtest.EnvRequire
 // (HOLDFAST_REQUIRE_PG=1) is set: then, as for any other failure to
-// start, the test fails.
+// start, the test fails. They skip it under go test -short too: each is
+// real PostgreSQL servers, seconds to start.
 
 // StartMultiAZTest starts a [MultiAZ] for t (see [StartMultiAZ]).
 func StartMultiAZTest(t testing.TB, cfg MultiAZConfig) *MultiAZ {

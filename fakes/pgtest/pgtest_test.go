@@ -139,6 +139,9 @@ func TestStartStop(t *testing.T) {
 }
 
 func TestSettings(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts servers of its own: skipped with -short")
+	}
 	t.Parallel()
 	requireBinaries(t)
 	ctx := testContext(t)
@@ -193,6 +196,9 @@ func TestSettings(t *testing.T) {
 // connection after it returns: a rejected role is refused at once, others
 // still connect.
 func TestPrependHBA(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server of its own: skipped with -short")
+	}
 	t.Parallel()
 	requireBinaries(t)
 	ctx := testContext(t)
@@ -241,6 +247,9 @@ func TestStartOptionErrors(t *testing.T) {
 }
 
 func TestStartFailureIncludesLog(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts servers of its own: skipped with -short")
+	}
 	t.Parallel()
 	requireBinaries(t)
 	ctx := testContext(t)
@@ -290,6 +299,9 @@ func assertEmptyDir(t *testing.T, dir string) {
 }
 
 func TestPortInUse(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts servers of its own: skipped with -short")
+	}
 	t.Parallel()
 	requireBinaries(t)
 	ctx := testContext(t)
@@ -314,6 +326,9 @@ func TestPortInUse(t *testing.T) {
 // TestPortRetry checks that Start picks another port when the first free
 // port it chose was taken before the server could bind it.
 func TestPortRetry(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts servers of its own: skipped with -short")
+	}
 	t.Parallel()
 	requireBinaries(t)
 	ctx := testContext(t)
@@ -345,6 +360,9 @@ func TestPortRetry(t *testing.T) {
 }
 
 func TestStopAfterServerDied(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and kills servers of its own: skipped with -short")
+	}
 	t.Parallel()
 	requireBinaries(t)
 	ctx := testContext(t)

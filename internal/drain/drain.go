@@ -7,10 +7,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/holdfast-db/holdfast/internal/cfgerr"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/holdfast-db/holdfast/internal/cfgerr"
 )
 
 // Defaults of [Config], from the L4 drain procedure: check every second,

@@ -16,6 +16,9 @@ import (
 // the cancellation. goleak, at the end of the package, finds no goroutine
 // of theirs left.
 func TestCloseDuringConnect(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plays outages on a real server: skipped with -short")
+	}
 	t.Parallel()
 	dsn, _ := serverAddr(t)
 	for _, hang := range []bool{false, true} {

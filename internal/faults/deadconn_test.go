@@ -198,6 +198,9 @@ func compareDrop(t *testing.T, what string, measure func(t *testing.T, pool *pgx
 // where plain pgxpool (the control) keeps each dead connection's slot while
 // pgx drains it for up to 15 s.
 func TestSilentDropRecovery(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for a silently dropped connection's timeout: skipped with -short")
+	}
 	t.Parallel()
 	compareDrop(t, "the silent drop", recovery)
 }
@@ -207,6 +210,9 @@ func TestSilentDropRecovery(t *testing.T) {
 // request succeeds within 3 s of their arrival through holdfast, where
 // plain pgxpool (the control) takes the long way.
 func TestIdleHalfOpenRecovery(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for a half-open connection's keepalive timeout: skipped with -short")
+	}
 	t.Parallel()
 	compareDrop(t, "the requests arrived", func(t *testing.T, pool *pgxpool.Pool, drop func()) time.Duration {
 		return idleRecovery(t, pool, drop, 1500*time.Millisecond)

@@ -95,6 +95,9 @@ func TestRefusedDials(t *testing.T) {
 // clears before the second attempt, that attempt connects. Control: plain
 // pgxpool holds the caller for its whole deadline (2 s here).
 func TestBlackHoledDials(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures seconds of real attempt timeouts against wall-clock bounds: skipped with -short")
+	}
 	t.Parallel()
 	dsn, addr := serverAddr(t)
 	for _, tc := range []struct {
@@ -165,6 +168,9 @@ func TestBlackHoledDials(t *testing.T) {
 // two dials, where plain pgxpool, with no per-attempt bound, connects in
 // 300 ms with one. (Before the doubling, every attempt timed out.)
 func TestSlowDials(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures seconds of real attempt timeouts against wall-clock bounds: skipped with -short")
+	}
 	t.Parallel()
 	dsn, addr := serverAddr(t)
 	for _, tc := range []struct {

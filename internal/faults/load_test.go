@@ -281,6 +281,9 @@ func connect(t *testing.T, dsn string) *pgx.Conn {
 // every request succeeds, within 3 s, and no statement is resent; plain
 // pgxpool, the control, is measured alongside under the same fault.
 func TestResetUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("resets connections under load: skipped with -short")
+	}
 	t.Parallel()
 	dsn, addr := serverAddr(t)
 	p := newProxy(t, addr)

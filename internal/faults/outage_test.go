@@ -28,6 +28,9 @@ import (
 // is the same: a fetched token refunds nothing, only a completed
 // handshake does.
 func TestOutageCost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plays outages on a real server: skipped with -short")
+	}
 	t.Parallel()
 	dsn, _ := serverAddr(t)
 	const callers = 1000

@@ -125,6 +125,9 @@ var (
 //     retries it once with a fresh token on every pool path (pool.Ping: 2
 //     fetches, 2 dials); the control fails at once.
 func TestPasswordFunc(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plays outages on a real server: skipped with -short")
+	}
 	t.Parallel()
 	s := passwordServer(t)
 	for _, tc := range []struct {

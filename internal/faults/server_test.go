@@ -85,6 +85,9 @@ func TestRestartUnderLoad(t *testing.T) {
 // policy (3 attempts of 300 ms) and connects right after the thaw, where
 // plain pgxpool's hangs until the thaw.
 func TestFrozenServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("freezes a real server and waits out the timeouts: skipped with -short")
+	}
 	t.Parallel()
 	s := ownServer(t, nil)
 	pid := postmasterPID(t, s)

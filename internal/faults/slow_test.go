@@ -14,6 +14,9 @@ import (
 // all succeed through holdfast, with no retry and one dial per connection
 // the pool made.
 func TestSlowButWorking(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures seconds of injected latency against wall-clock bounds: skipped with -short")
+	}
 	t.Parallel()
 	dsn, addr := serverAddr(t)
 	for _, tc := range []struct {
@@ -81,6 +84,9 @@ func TestSlowButWorking(t *testing.T) {
 // doubling (an AttemptTimeout of 300 ms for every attempt, as before),
 // never connects.
 func TestSlowServerConnects(t *testing.T) {
+	if testing.Short() {
+		t.Skip("injects seconds of latency and waits out the timeouts: skipped with -short")
+	}
 	t.Parallel()
 	dsn, addr := serverAddr(t)
 	policy := testPolicy()

@@ -103,8 +103,8 @@ func TestStrategiesOrder(t *testing.T) {
 }
 
 // TestHoldfastGoals10000Pods runs holdfast's defaults on the full fleet of
-// RESULTS.md (a tenth of it under the race detector) and checks the
-// issue's goals: the retry share and the recovery time are met; the peak
+// RESULTS.md (a tenth of it under the race detector or -short) and checks
+// the goals: the retry share and the recovery time are met; the peak
 // after recovery is not (see RESULTS.md), and is logged.
 func TestHoldfastGoals10000Pods(t *testing.T) {
 	t.Parallel()
@@ -112,7 +112,7 @@ func TestHoldfastGoals10000Pods(t *testing.T) {
 		t.Run(d.String(), func(t *testing.T) {
 			t.Parallel()
 			c := storm.Default(d, storm.Named(storm.Holdfast))
-			if raceEnabled {
+			if raceEnabled || testing.Short() {
 				c.Pods /= 10
 			}
 			r, err := storm.Run(c)
@@ -246,7 +246,7 @@ func TestTokenRefundVoidsTheBudget(t *testing.T) {
 func TestDemandBudgetGoals(t *testing.T) {
 	t.Parallel()
 	pods := 1000
-	if raceEnabled {
+	if raceEnabled || testing.Short() {
 		pods = 250
 	}
 	for _, d := range []storm.Dependency{storm.Database, storm.TokenAPI} {

@@ -17,6 +17,9 @@ import (
 // any other failure to start, the test fails.
 func StartTest[T interface{ Close() error }](t testing.TB, start func(context.Context) (T, error)) T {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("a simulator of real PostgreSQL servers: skipped with -short")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c, err := start(ctx)

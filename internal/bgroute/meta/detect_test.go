@@ -19,6 +19,9 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // existence check on rds_tools.show_topology(text) alone reported a
 // varchar version "absent" and routed nothing.
 func TestDetectByName(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real servers for every metadata shape: skipped with -short")
+	}
 	ctx := context.Background()
 	conn := pgtest.Database(t, "meta_detect")
 	if _, err := conn.Exec(ctx, "CREATE SCHEMA rds_tools"); err != nil {

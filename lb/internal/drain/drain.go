@@ -8,10 +8,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/holdfast-db/holdfast/lb/internal/cfgerr"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/holdfast-db/holdfast/lb/internal/cfgerr"
 )
 
 // Defaults of [Config], from the L4 drain procedure: check every second,
