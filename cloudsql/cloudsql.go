@@ -12,7 +12,6 @@ import (
 
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/classify"
-	"github.com/holdfast-db/holdfast/internal/cfgerr"
 	"github.com/holdfast-db/holdfast/retry"
 )
 
