@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -334,20 +333,7 @@ func (d *duo) close() error {
 // 10 s it is re-created from a base backup instead. The new primary's
 // commits then wait for it again (synchronous).
 func rejoin(ctx context.Context, old, nw *pgnode.Node) error {
-	signal := filepath.Join(old.Data(), "standby.signal")
-	if err := os.WriteFile(signal, nil, 0o600); err != nil {
-		return err
-	}
-	if err := old.Chown(signal); err != nil {
-		return err
-	}
-	if err := old.Follow(ctx, nw, false); err != nil {
-		return err
-	}
-	if err := old.WriteConf(false); err != nil {
-		return err
-	}
-	if err := old.Start(ctx); err != nil {
+	if err := old.StartStandby(ctx, nw); err != nil {
 		return err
 	}
 	if err := nw.SetSync(ctx, true); err != nil {

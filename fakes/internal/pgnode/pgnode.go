@@ -318,6 +318,30 @@ func (n *Node) Follow(ctx context.Context, w *Node, reload bool) error {
 	return n.Exec(ctx, "SELECT pg_reload_conf()")
 }
 
+// StartStandby starts n, a server that was shut down cleanly (fast), as a
+// standby of upstream: standby.signal, primary_conninfo naming upstream,
+// its own configuration. It follows upstream's timeline without a rewind
+// when its last WAL (the shutdown checkpoint) reached upstream before a
+// promotion, as a fast shutdown makes sure by waiting for its walsenders
+// to send it (pg_rewind would need full_page_writes, which the servers
+// turn off for speed).
+func (n *Node) StartStandby(ctx context.Context, upstream *Node) error {
+	signal := filepath.Join(n.Data(), "standby.signal")
+	if err := os.WriteFile(signal, nil, 0o600); err != nil {
+		return err
+	}
+	if err := n.Chown(signal); err != nil {
+		return err
+	}
+	if err := n.Follow(ctx, upstream, false); err != nil {
+		return err
+	}
+	if err := n.WriteConf(false); err != nil {
+		return err
+	}
+	return n.Start(ctx)
+}
+
 // Received returns how far the standby n has received WAL (an LSN).
 func (n *Node) Received(ctx context.Context) (uint64, error) {
 	var lsn uint64
@@ -358,8 +382,29 @@ func (n *Node) IDs(ctx context.Context, table string) ([]int64, error) {
 	return ids, nil
 }
 
+// RecoveredIDs returns the ids in column id of table on n, a server that
+// is down (crashed or stopped), sorted: it starts it with no TCP listener,
+// only its Unix socket in n.Dir, so that no client reaches it (a crashed
+// server recovers first: what it wrote is there), reads them and stops it
+// again. It is the audit of what a lost server had committed.
+func (n *Node) RecoveredIDs(ctx context.Context, table string) ([]int64, error) {
+	if err := n.pgctl(ctx, "-l", filepath.Join(n.Dir, "server.log"), "-o", "-c listen_addresses=''", "start"); err != nil {
+		return nil, err
+	}
+	dsn := fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres sslmode=disable connect_timeout=5", n.Dir, n.Port)
+	ids, err := idsAt(ctx, dsn, table)
+	if err != nil {
+		err = fmt.Errorf("%s: %w", n.ID, err)
+	}
+	return ids, errors.Join(err, n.Stop(ctx, "fast"))
+}
+
 func (n *Node) ids(ctx context.Context, table string) ([]int64, error) {
-	conn, err := pgx.Connect(ctx, n.DSN())
+	return idsAt(ctx, n.DSN(), table)
+}
+
+func idsAt(ctx context.Context, dsn, table string) ([]int64, error) {
+	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return nil, err
 	}
@@ -533,6 +578,22 @@ func WaitSync(ctx context.Context, w *Node, n int) error {
 		var got int
 		err = conn.QueryRow(ctx, "SELECT count(*) FROM pg_stat_replication WHERE sync_state IN ('sync', 'quorum') AND state = 'streaming'").Scan(&got)
 		return err == nil && got >= n, nil
+	})
+}
+
+// WaitStreaming waits until w streams WAL to each of the standbys ids
+// (their application_name), synchronous or not: w may be a primary or a
+// standby that cascades.
+func WaitStreaming(ctx context.Context, w *Node, ids ...string) error {
+	return Poll(ctx, func() (bool, error) {
+		conn, err := pgx.Connect(ctx, w.DSN())
+		if err != nil {
+			return false, nil
+		}
+		defer conn.Close(context.Background())
+		var got int
+		err = conn.QueryRow(ctx, "SELECT count(*) FROM pg_stat_replication WHERE application_name = ANY($1) AND state = 'streaming'", ids).Scan(&got)
+		return err == nil && got >= len(ids), nil
 	})
 }
 
