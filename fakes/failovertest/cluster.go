@@ -22,12 +22,16 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Defaults of [Config].
+// Defaults of [Config] and [GlobalConfig].
 const (
 	DefaultName    = "orders"
 	DefaultAccount = bluegreentest.DefaultAccount
 	DefaultRegion  = bluegreentest.DefaultRegion
 	DefaultTTL     = 5 * time.Second // what Aurora publishes its endpoints with
+	// A Global's secondary Region, and how late what the primary writes
+	// reaches it (Aurora: "typically under a second").
+	DefaultSecondaryRegion = "us-west-2"
+	DefaultGlobalLag       = 500 * time.Millisecond
 )
 
 // Default addresses of the servers: the first writer, then the replicas
@@ -338,18 +342,29 @@ CREATE TABLE IF NOT EXISTS holdfast_failover.replica_status (
 	replica_lag_in_msec   real,
 	dbi_resource_id       text NOT NULL UNIQUE,
 	endpoint              text NOT NULL,
-	port                  integer NOT NULL
+	port                  integer NOT NULL,
+	-- a Global's servers only: what aurora_global_db_instance_status() shows
+	aws_region            text,
+	durable_lsn           bigint,
+	highest_lsn_rcvd      bigint,
+	feedback_epoch        bigint,
+	feedback_xmin         bigint,
+	oldest_read_view_lsn  bigint
 );
 `
 
 // installAurora creates aurora_replica_status() and
-// aurora_db_instance_identifier() (Engine Aurora).
+// aurora_db_instance_identifier() (Engine Aurora). A Global's server lists
+// the servers of its own Region only (the setting holdfast.aws_region);
+// the others, which have no Region, list every row.
 const installAurora = `
 CREATE OR REPLACE FUNCTION pg_catalog.aurora_replica_status()
 RETURNS TABLE (server_id text, session_id text, last_update_timestamp timestamptz, replica_lag_in_msec real, cpu real)
 LANGUAGE sql STABLE AS $fn$
 	SELECT r.server_id, r.session_id, r.last_update_timestamp, r.replica_lag_in_msec, 1.0::real
-	FROM holdfast_failover.replica_status r ORDER BY r.server_id
+	FROM holdfast_failover.replica_status r
+	WHERE r.aws_region IS NOT DISTINCT FROM nullif(current_setting('holdfast.aws_region', true), '')
+	ORDER BY r.server_id
 $fn$;
 CREATE OR REPLACE FUNCTION pg_catalog.aurora_db_instance_identifier()
 RETURNS text LANGUAGE sql STABLE AS $fn$ SELECT current_setting('holdfast.server_id', true) $fn$;
@@ -404,46 +419,82 @@ func (c *Cluster) publishTopology(ctx context.Context) error {
 		lags[n] = n.lag
 	}
 	c.mu.Unlock()
+	rows := make([]statusRow, 0, len(nodes))
+	for i, n := range nodes {
+		r := statusRow{id: n.ID, session: WriterSessionID, resourceID: n.resourceID, endpoint: c.InstanceEndpoint(n.ID)}
+		if n != w {
+			r.session, r.lag = fmt.Sprintf("5f0c0c1e-%04d-4000-8000-%012d", i, time.Now().UnixNano()%1e12), float32(lags[n].Milliseconds())
+		}
+		rows = append(rows, r)
+	}
+	var wait []*node
+	for _, s := range standbys {
+		if lags[s] == 0 { // a lagging one applies the change lags[s] late, as a lagging reader would
+			wait = append(wait, s)
+		}
+	}
+	return writeStatus(ctx, w, rows, nil, wait)
+}
+
+// statusRow is one row of the control table holdfast_failover.replica_status.
+type statusRow struct {
+	id, session          string
+	lag                  any // replica_lag_in_msec (a float32), nil for the writer
+	resourceID, endpoint string
+	// A Global's server's Region and replication
+	// (aurora_global_db_instance_status()); nil for a Cluster's.
+	region, durable, received, epoch, xmin, readView any
+}
+
+// writeStatus replaces the rows of the control tables on the writer w in
+// one transaction: replica_status with rows and, with regions (a Global's
+// rows of holdfast_failover.global_status, in its columns' order),
+// global_status. It then waits until each of wait has replayed the
+// change.
+func writeStatus(ctx context.Context, w *node, rows []statusRow, regions [][]any, wait []*node) error {
 	conn, err := pgx.Connect(ctx, w.DSN())
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.Background())
-	tx, err := conn.Begin(ctx)
+	lsn, err := writeRows(ctx, conn, rows, regions)
 	if err != nil {
 		return err
 	}
-	defer tx.Rollback(context.Background())
-	if _, err := tx.Exec(ctx, "DELETE FROM holdfast_failover.replica_status"); err != nil {
-		return err
-	}
-	for i, n := range nodes {
-		session, lag := WriterSessionID, any(nil)
-		if n != w {
-			session, lag = fmt.Sprintf("5f0c0c1e-%04d-4000-8000-%012d", i, time.Now().UnixNano()%1e12), float32(lags[n].Milliseconds())
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO holdfast_failover.replica_status
-			(server_id, session_id, replica_lag_in_msec, dbi_resource_id, endpoint, port) VALUES ($1, $2, $3, $4, $5, $6)`,
-			n.ID, session, lag, n.resourceID, c.InstanceEndpoint(n.ID), TopologyPort); err != nil {
-			return err
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return err
-	}
-	var lsn string
-	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {
-		return err
-	}
-	for _, s := range standbys {
-		if lags[s] > 0 {
-			continue // it applies the change lags[s] late, as a lagging reader would
-		}
+	for _, s := range wait {
 		if err := pgnode.WaitReplayed(ctx, s.Node, lsn); err != nil {
 			return fmt.Errorf("%s replaying the topology: %w", s.ID, err)
 		}
 	}
 	return nil
+}
+
+// writeRows is writeStatus's transaction on conn; it returns the writer's
+// WAL position after it.
+func writeRows(ctx context.Context, conn *pgx.Conn, rows []statusRow, regions [][]any) (string, error) {
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue("DELETE FROM holdfast_failover.replica_status")
+	for _, r := range rows {
+		b.Queue(`INSERT INTO holdfast_failover.replica_status (server_id, session_id, replica_lag_in_msec,
+			dbi_resource_id, endpoint, port, aws_region, durable_lsn, highest_lsn_rcvd, feedback_epoch, feedback_xmin,
+			oldest_read_view_lsn) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+			r.id, r.session, r.lag, r.resourceID, r.endpoint, TopologyPort, r.region, r.durable, r.received, r.epoch, r.xmin, r.readView)
+	}
+	if regions != nil {
+		b.Queue("DELETE FROM holdfast_failover.global_status")
+		for _, r := range regions {
+			b.Queue("INSERT INTO holdfast_failover.global_status VALUES ($1, $2, $3, $4, $5, $6, $7)", r...)
+		}
+	}
+	b.Queue("COMMIT")
+	var lsn string
+	b.Queue("SELECT pg_current_wal_lsn()::text").QueryRow(func(row pgx.Row) error { return row.Scan(&lsn) })
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		_, _ = conn.Exec(context.Background(), "ROLLBACK")
+		return "", err
+	}
+	return lsn, nil
 }
 
 // setDNS points the cluster endpoint at writer and the reader endpoint at

@@ -41,6 +41,10 @@ type Node struct {
 	Cred *syscall.Credential
 	PG   *pgtest.Server // the first primary, started by pgtest; nil for the others
 	Cert *Cert          // with TLS: installed in data/, ssl on
+	// Conninfo is added to the primary_conninfo of the standbys that
+	// follow the node (" sslmode=disable", with its space), empty for
+	// libpq's defaults.
+	Conninfo string
 	// Conf returns the settings of the node's own configuration file
 	// ([Settings] and the simulation's own); syncStandby makes a primary
 	// wait for a standby's flush at each commit.
@@ -305,7 +309,7 @@ func (n *Node) Follow(ctx context.Context, w *Node, reload bool) error {
 			out = append(out, line)
 		}
 	}
-	out = append(out, "primary_conninfo = "+pgtest.QuoteConf(fmt.Sprintf("host=%s port=%d user=postgres application_name=%s", w.Host, w.Port, n.ID)))
+	out = append(out, "primary_conninfo = "+pgtest.QuoteConf(fmt.Sprintf("host=%s port=%d user=postgres application_name=%s%s", w.Host, w.Port, n.ID, w.Conninfo)))
 	if err := os.WriteFile(name, []byte(strings.Join(out, "\n")+"\n"), 0o600); err != nil {
 		return err
 	}
