@@ -80,10 +80,21 @@ const (
 	// Aurora: pg_catalog.aurora_replica_status() and
 	// aurora_db_instance_identifier() (the default).
 	Aurora Engine = "aurora"
-	// MultiAZ: an RDS Multi-AZ DB cluster's schema rds_tools, with
-	// show_topology(text), dbi_resource_id() and
-	// multi_az_db_cluster_source_dbi_resource_id(), instead of Aurora's
-	// functions.
+	// MultiAZ: an RDS Multi-AZ DB cluster's schema rds_tools, instead of
+	// Aurora's functions:
+	//
+	//   - show_topology(client text DEFAULT NULL): id, endpoint, port, a
+	//     row per server. id is its dbi resource id ([Cluster.ResourceID],
+	//     "db-" and 26 characters such as "db-ABCDEFGHIJKLMNOPQRSTUVWXY1"),
+	//     endpoint its instance endpoint, port [TopologyPort] (the port
+	//     clients name; the resolver answers the real one).
+	//   - dbi_resource_id(): the server's own dbi resource id.
+	//   - multi_az_db_cluster_source_dbi_resource_id(): on a reader, a row
+	//     with the writer's dbi resource id; on the writer, no row.
+	//
+	// Aurora's functions are left out, as on RDS: with both, detection
+	// that looks for Aurora's first (as holdfast's does) would never see
+	// a Multi-AZ DB cluster.
 	MultiAZ Engine = "multi-az"
 )
 
@@ -133,10 +144,25 @@ type Config struct {
 	// MultiAZ. The host names are the same for both, as they are on RDS.
 	Engine Engine
 	// TLS turns TLS on on every server: they present one certificate,
-	// signed by a throwaway CA (Cluster.CAFile), for the cluster endpoint,
-	// the reader endpoint and every instance endpoint, and
-	// [Cluster.DSN] and [Cluster.PoolConfig] verify endpoint names
-	// (sslmode=verify-full).
+	// signed by a throwaway CA written to Cluster.CAFile. Its DNS names
+	// are the cluster endpoint, the reader endpoint and every instance
+	// endpoint (as an Aurora instance's certificate names the cluster's
+	// endpoints and its own), its common name the first writer's instance
+	// endpoint. It lies in each data directory (server.crt, and server.key
+	// owned by the server's OS user, mode 0600), TLS is turned on in each
+	// server's own configuration file, and a standby made by
+	// pg_basebackup, a rejoined old writer too, gets both again. A reader
+	// added by [Cluster.AddReader] presents a certificate of its own, from
+	// the same CA, that names its instance endpoint too.
+	//
+	// [Cluster.DSN] and [Cluster.PoolConfig] then ask for
+	// sslmode=verify-full&sslrootcert=CAFile for an endpoint name, so a
+	// client that reaches a server by another address than its name's (a
+	// dial redirected while DNS lags) still verifies that name; an
+	// "ip:port" from [Cluster.Addr] keeps sslmode=disable, since the
+	// certificate names no address. The simulator's own SQL connections go
+	// by address, without TLS; replication and pg_basebackup use it as
+	// libpq's default (sslmode=prefer) does.
 	TLS bool
 }
 
@@ -598,6 +624,12 @@ func (c *Cluster) CommittedIDs(ctx context.Context, table string) ([]int64, erro
 	c.mu.Lock()
 	w := c.writer
 	c.mu.Unlock()
+	return committedIDs(ctx, w, table)
+}
+
+// committedIDs returns the ids of table on the writer w, its error naming
+// the package.
+func committedIDs(ctx context.Context, w *node, table string) ([]int64, error) {
 	ids, err := w.IDs(ctx, table)
 	if err != nil {
 		return nil, fmt.Errorf("fakes/failovertest: %w", err)
@@ -673,12 +705,19 @@ func (c *Cluster) Close() error {
 	nodes := c.nodes
 	c.nodes = nil
 	c.mu.Unlock()
-	var errs []error
-	for _, n := range nodes {
-		errs = append(errs, n.Remove())
+	return removeAll(nodes, c.caDir)
+}
+
+// removeAll stops the servers nodes and removes their directories, in
+// parallel, then the directory caDir ("": none).
+func removeAll(nodes []*node, caDir string) error {
+	pn := make([]*pgnode.Node, len(nodes))
+	for i, n := range nodes {
+		pn[i] = n.Node
 	}
-	if c.caDir != "" {
-		errs = append(errs, os.RemoveAll(c.caDir))
+	err := pgnode.RemoveAll(pn)
+	if caDir != "" {
+		err = errors.Join(err, os.RemoveAll(caDir))
 	}
-	return errors.Join(errs...)
+	return err
 }

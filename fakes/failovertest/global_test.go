@@ -128,36 +128,34 @@ func readOnlyErr(err error) bool {
 	return errors.As(err, &pe) && pe.Code == "25006"
 }
 
-type instanceRow struct {
-	id, session, region string
-	lag                 *float32
-}
+// instanceRow is a row of aurora_global_db_instance_status(), regionRow
+// one of aurora_global_db_status().
+type (
+	instanceRow struct {
+		ID, Session, Region string
+		Lag                 *float32
+	}
+	regionRow struct {
+		Region   string
+		RPO, Dur *int64
+	}
+)
 
 func globalInstances(ctx context.Context, conn *pgx.Conn) ([]instanceRow, error) {
-	rows, err := conn.Query(ctx, "SELECT server_id, session_id, aws_region, visibility_lag_in_msec FROM aurora_global_db_instance_status()")
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (instanceRow, error) {
-		var x instanceRow
-		return x, r.Scan(&x.id, &x.session, &x.region, &x.lag)
-	})
-}
-
-type regionRow struct {
-	region   string
-	rpo, dur *int64
+	return queryAll[instanceRow](ctx, conn, "SELECT server_id, session_id, aws_region, visibility_lag_in_msec FROM aurora_global_db_instance_status()")
 }
 
 func globalRegions(ctx context.Context, conn *pgx.Conn) ([]regionRow, error) {
-	rows, err := conn.Query(ctx, "SELECT aws_region, rpo_lag_in_msec, durability_lag_in_msec FROM aurora_global_db_status()")
+	return queryAll[regionRow](ctx, conn, "SELECT aws_region, rpo_lag_in_msec, durability_lag_in_msec FROM aurora_global_db_status()")
+}
+
+// queryAll returns the rows of query, each scanned into a T by position.
+func queryAll[T any](ctx context.Context, conn *pgx.Conn, query string) ([]T, error) {
+	rows, err := conn.Query(ctx, query)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (regionRow, error) {
-		var x regionRow
-		return x, r.Scan(&x.region, &x.rpo, &x.dur)
-	})
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[T])
 }
 
 // checkWriterEverywhere checks that every server of the global cluster
@@ -172,14 +170,14 @@ func checkWriterEverywhere(ctx context.Context, t *testing.T, g *failovertest.Gl
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(rows) != 4 || rows[0].id != writer || rows[0].session != failovertest.WriterSessionID || rows[0].region != writerRegion {
+			if len(rows) != 4 || rows[0].ID != writer || rows[0].Session != failovertest.WriterSessionID || rows[0].Region != writerRegion {
 				t.Errorf("aurora_global_db_instance_status() on %s: %+v; want %s of %s first, the writer", id, rows, writer, writerRegion)
 			}
 			regions, err := globalRegions(ctx, conn)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(regions) != 2 || regions[0].region != writerRegion || regions[0].rpo == nil || *regions[0].rpo != -1 {
+			if len(regions) != 2 || regions[0].Region != writerRegion || regions[0].RPO == nil || *regions[0].RPO != -1 {
 				t.Errorf("aurora_global_db_status() on %s: %+v; want %s first, rpo_lag_in_msec -1", id, regions, writerRegion)
 			}
 		}
@@ -287,17 +285,17 @@ func testGlobalStatus(t *testing.T, g *failovertest.Global, lag time.Duration) {
 	var rpo int64
 	if !waitFor(ctx, 5*time.Second, func() bool {
 		regions, err := globalRegions(ctx, rc)
-		if err != nil || len(regions) != 2 || regions[1].rpo == nil {
+		if err != nil || len(regions) != 2 || regions[1].RPO == nil {
 			return false
 		}
-		rpo = *regions[1].rpo
+		rpo = *regions[1].RPO
 		return rpo >= lag.Milliseconds()/2
 	}) || rpo > 3*lag.Milliseconds() {
 		t.Errorf("rpo_lag_in_msec of %s = %d; want about %d", secondary.Name, rpo, lag.Milliseconds())
 	}
 	inst, err := globalInstances(ctx, rc)
-	if err != nil || len(inst) != 4 || inst[0].id != writer || inst[3].region != secondary.Name ||
-		inst[3].lag == nil || *inst[3].lag < float32(lag.Milliseconds()/2) {
+	if err != nil || len(inst) != 4 || inst[0].ID != writer || inst[3].Region != secondary.Name ||
+		inst[3].Lag == nil || *inst[3].Lag < float32(lag.Milliseconds()/2) {
 		t.Errorf("aurora_global_db_instance_status() on %s: %+v, %v", reader, inst, err)
 	}
 	var owner bool
@@ -400,7 +398,7 @@ func testGlobalFailover(t *testing.T, g *failovertest.Global, lag time.Duration)
 	if !waitFor(ctx, 10*time.Second, func() bool {
 		var n int
 		regions, err := globalRegions(ctx, conn)
-		return err == nil && len(regions) == 2 && regions[1].rpo != nil && *regions[1].rpo >= lag.Milliseconds()/2 &&
+		return err == nil && len(regions) == 2 && regions[1].RPO != nil && *regions[1].RPO >= lag.Milliseconds()/2 &&
 			hc.QueryRow(ctx, "SELECT count(*) FROM t_failover").Scan(&n) == nil && n >= 20
 	}) {
 		t.Fatal("no writes on the secondary, or no lag measured")

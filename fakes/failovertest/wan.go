@@ -16,14 +16,17 @@ import (
 
 // wan is the replication link between two Regions of a Global: a TCP
 // relay in the test process that the secondary Region's first server
-// streams WAL through, from the writer of the moment (its target). What
-// the writer sends reaches the standby delay late (each chunk is held
-// until delay after it was read), so the secondary really lags: a commit
-// the writer acknowledged is not on the secondary until then. The
-// standby's replies pass at once, so pg_stat_replication's lags on the
-// writer measure delay. cut drops the link as a Region's outage does:
-// every connection is closed and what was in flight is lost; while cut,
-// a new connection is closed at once.
+// streams WAL through, from the writer of the moment (its target). It
+// reads the writer's messages (the link is named without TLS in the
+// standby's primary_conninfo) and passes the connection's start at once;
+// from the CopyBothResponse on, what the writer sends reaches the standby
+// delay late (each chunk is held until delay after it was read), so the
+// secondary really lags: a commit the writer acknowledged is not on the
+// secondary until then. The standby's replies pass at once, so
+// pg_stat_replication's lags on the writer measure delay. cutOff drops
+// the link as a Region's outage does: every connection is closed and
+// what was in flight is lost; until retarget, a new connection is closed
+// at once.
 //
 // It runs an accept loop and three goroutines per connection (a reader
 // and a delayed writer one way, a copy the other); close stops and joins

@@ -314,14 +314,11 @@ func (d *duo) close() error {
 	if closed {
 		return nil
 	}
-	var errs []error
-	for _, n := range d.nodes {
-		errs = append(errs, n.Remove())
-	}
+	err := pgnode.RemoveAll(d.nodes)
 	if d.caDir != "" {
-		errs = append(errs, os.RemoveAll(d.caDir))
+		err = errors.Join(err, os.RemoveAll(d.caDir))
 	}
-	return errors.Join(errs...)
+	return err
 }
 
 // rejoin starts the old primary, shut down cleanly (fast), as a standby

@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -501,6 +502,17 @@ func (n *Node) Remove() error {
 	return os.RemoveAll(n.Dir)
 }
 
+// RemoveAll removes the nodes ([Node.Remove]), in parallel.
+func RemoveAll(nodes []*Node) error {
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Go(func() { errs[i] = n.Remove() })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
 // InstallCert writes the certificate and its key into the node's data
 // directory (nothing without one). The server runs as the owner of the
 // files it reads and refuses a key file that others can read: both are
@@ -573,22 +585,19 @@ func WaitReplayed(ctx context.Context, n *Node, lsn string) error {
 // WaitSync waits until w streams to n standbys, each a synchronous
 // candidate.
 func WaitSync(ctx context.Context, w *Node, n int) error {
-	return Poll(ctx, func() (bool, error) {
-		conn, err := pgx.Connect(ctx, w.DSN())
-		if err != nil {
-			return false, nil
-		}
-		defer conn.Close(context.Background())
-		var got int
-		err = conn.QueryRow(ctx, "SELECT count(*) FROM pg_stat_replication WHERE sync_state IN ('sync', 'quorum') AND state = 'streaming'").Scan(&got)
-		return err == nil && got >= n, nil
-	})
+	return waitStreams(ctx, w, n, "sync_state IN ('sync', 'quorum')")
 }
 
 // WaitStreaming waits until w streams WAL to each of the standbys ids
 // (their application_name), synchronous or not: w may be a primary or a
 // standby that cascades.
 func WaitStreaming(ctx context.Context, w *Node, ids ...string) error {
+	return waitStreams(ctx, w, len(ids), "application_name = ANY($1)", ids)
+}
+
+// waitStreams waits until w streams to n standbys whose rows of
+// pg_stat_replication match where (with args).
+func waitStreams(ctx context.Context, w *Node, n int, where string, args ...any) error {
 	return Poll(ctx, func() (bool, error) {
 		conn, err := pgx.Connect(ctx, w.DSN())
 		if err != nil {
@@ -596,8 +605,8 @@ func WaitStreaming(ctx context.Context, w *Node, ids ...string) error {
 		}
 		defer conn.Close(context.Background())
 		var got int
-		err = conn.QueryRow(ctx, "SELECT count(*) FROM pg_stat_replication WHERE application_name = ANY($1) AND state = 'streaming'", ids).Scan(&got)
-		return err == nil && got >= len(ids), nil
+		err = conn.QueryRow(ctx, "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming' AND "+where, args...).Scan(&got)
+		return err == nil && got >= n, nil
 	})
 }
 
