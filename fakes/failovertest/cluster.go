@@ -60,9 +60,9 @@ func DefaultHost(i int) string {
 const MaxReplicas = 8
 
 // ConfigError is the error of [Start] for a [Config] field with a value it
-// does not take.
+// does not take, and of [StartGlobal] for a [GlobalConfig] field.
 type ConfigError struct {
-	Field string // "Replicas", "ReplicaHosts", "Engine"
+	Field string // "Replicas", "ReplicaHosts", "Engine"; GlobalConfig's "Regions", "Readers"
 	Value any
 	Want  string // what it takes
 }

@@ -199,6 +199,21 @@ func logEvents(t *testing.T, started time.Time, events []failovertest.Event) {
 	}
 }
 
+func TestGlobalConfigErrors(t *testing.T) {
+	for _, cfg := range []failovertest.GlobalConfig{
+		{Regions: [2]string{"eu-west-1", "eu-west-1"}},
+		{Regions: [2]string{"", failovertest.DefaultRegion}},
+		{Readers: 4},
+		{Readers: -1},
+	} {
+		_, err := failovertest.StartGlobal(context.Background(), cfg)
+		var ce *failovertest.ConfigError
+		if !errors.As(err, &ce) {
+			t.Errorf("StartGlobal(%+v): %v; want a *ConfigError", cfg, err)
+		}
+	}
+}
+
 // TestGlobal starts one global cluster (its servers' start is most of the
 // cost) and plays on it a managed switchover, then a failover with data
 // loss back to the first Region, each under a plain pgxpool on the global
@@ -391,6 +406,8 @@ func testGlobalFailover(t *testing.T, g *failovertest.Global, lag time.Duration)
 	defer cancel()
 	primary, secondary := roles(g)
 	writer, head := primary.Servers[0], secondary.Servers[0]
+	lag *= 2
+	g.SetLag(lag) // more to lose
 	w, _, stop := startWriter(ctx, t, g, "t_failover")
 	// Writing for more than the lag (the first writes on the secondary
 	// already), and the lag measured.

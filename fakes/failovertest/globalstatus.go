@@ -78,10 +78,17 @@ func (cs conns) get(ctx context.Context, n *node) (*pgx.Conn, error) {
 	return c, nil
 }
 
-func (cs conns) close() {
-	for n, c := range cs {
+// drop closes the connection to n, if any: the next get connects again.
+func (cs conns) drop(n *node) {
+	if c := cs[n]; c != nil {
 		c.Close(context.Background())
 		delete(cs, n)
+	}
+}
+
+func (cs conns) close() {
+	for n := range cs {
+		cs.drop(n)
 	}
 }
 
@@ -165,8 +172,14 @@ func (g *Global) status(ctx context.Context, cs conns, wait bool) error {
 	}
 	fromHead := map[string]stream{}
 	if !down[head] {
-		if hc, err := cs.get(ctx, head); err == nil {
-			fromHead, _ = streams(ctx, hc)
+		// Its readers' rows only: when it does not answer (restarting),
+		// they have no figures this time.
+		hc, err := cs.get(ctx, head)
+		if err == nil {
+			fromHead, err = streams(ctx, hc)
+		}
+		if err != nil {
+			cs.drop(head)
 		}
 	}
 	now := time.Now()
