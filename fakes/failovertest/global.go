@@ -192,15 +192,19 @@ type GlobalRegion struct {
 // DNS moved, until the pool is reset; after a failover its writes fail
 // until the DNS moves and its cache expires.
 //
-// Measured on two shared cores under a load of 13 to 15 (other
-// engineers' tests), GlobalConfig{Lag: 300 ms, TTL: 500 ms, TLS: true}:
-// a start takes 18 s (initdb and three base backups; about a third of
-// that at a load of 1 to 2). A switchover with DNSLag 500 ms blocks
-// writes at 0.15 s, is synchronized at 0.4 s, promotes at 1.8 s, demotes
-// the old Region at 3.2 s and moves the DNS at 4.3 s; a failover with
-// Detect 200 ms and DNSLag 500 ms is down at 0.2 s, promotes at 0.8 s,
-// moves the DNS at 1.3 s and has the old Region back at 5.5 s, having
-// lost the 30 acknowledged writes of the last 300 ms (one every 10 ms).
+// Measured on two shared cores under a load of 12 to 17 (other
+// engineers' tests), GlobalConfig{Lag: 300 ms, TTL: 500 ms, TLS: true}
+// (TestGlobal): a start takes 11 to 18 s (initdb, then three base backups
+// in parallel). A switchover with DNSLag 500 ms blocks writes at 0.14 to
+// 0.24 s, is synchronized at 0.4 s, promotes at 1.5 to 1.8 s (the
+// writer's shutdown waits for the secondary's flush, Lag away), has the
+// old Region demoted at 2.5 to 3.2 s and moves the DNS at 3.6 to 4.5 s,
+// once every server replayed the new status. A failover with Lag 600 ms,
+// Detect 200 ms and DNSLag 500 ms is down at 0.2 to 0.4 s, promotes at
+// 0.7 to 1.5 s, moves the DNS at 1.2 to 2.2 s and has the old Region back
+// at 4.8 to 9.8 s (the audit and two base backups), having lost the
+// acknowledged writes of the last 600 ms (59 at one every 10 ms).
+// TestGlobal, the three on one start, takes 24 to 37 s there.
 //
 // # Limits
 //
