@@ -107,8 +107,8 @@ type GlobalRegion struct {
 //     received), feedback_epoch and feedback_xmin (its hot standby
 //     feedback), oldest_read_view_lsn (the WAL it replayed),
 //     visibility_lag_in_msec (its replay lag behind the writer, a
-//     cascading reader's upstream's included). The writer's row is NULL
-//     but for durable_lsn. A server that is down has no row.
+//     cascading reader's upstream's included). The writer's figures are
+//     NULL but for durable_lsn. A server that is down has no row.
 //   - aurora_global_db_status(): a row per Region, the primary's first
 //     with highest_lsn_written the writer's WAL, durability_lag_in_msec
 //     and rpo_lag_in_msec -1, last_lag_calculation_time 1970-01-01;
@@ -162,8 +162,8 @@ type GlobalRegion struct {
 //  1. EventWritesBlocked: the writer refuses writes
 //     (default_transaction_read_only: clients get 25006).
 //  2. EventSynced: the secondary's first server has replayed all it wrote.
-//  3. EventWriterDown: the writer shuts down (fast: 57P01); its last WAL
-//     reaches the secondary first.
+//  3. EventWriterDown: the writer shut down (fast: 57P01), once its last
+//     WAL reached the secondary.
 //  4. EventPromoted: the secondary's first server takes writes, its
 //     Region's readers synchronous.
 //  5. EventDemoted: the old writer restarts as a standby of the new one,
