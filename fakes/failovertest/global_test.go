@@ -305,7 +305,7 @@ func testGlobalStatus(t *testing.T, g *failovertest.Global, lag time.Duration) {
 		}
 		rpo = *regions[1].RPO
 		return rpo >= lag.Milliseconds()/2
-	}) || rpo > (lag + time.Second).Milliseconds() {
+	}) || rpo > (lag+time.Second).Milliseconds() {
 		t.Errorf("rpo_lag_in_msec of %s = %d; want about %d", secondary.Name, rpo, lag.Milliseconds())
 	}
 	inst, err := globalInstances(ctx, rc)
