@@ -2,6 +2,8 @@ package bluegreentest
 
 import (
 	"context"
+	"errors"
+	"net"
 	"testing"
 	"time"
 )
@@ -71,10 +73,36 @@ func TestResolverAlias(t *testing.T) {
 			}
 		}
 	}
+	// What a client learns of the chain: one step (a CNAME query), or its
+	// end (net.Resolver.LookupCNAME).
+	if got := r.CNAME("db.example"); got != "db.orders.internal" {
+		t.Errorf("CNAME(db.example) = %q", got)
+	}
+	if got := r.CNAME("orders.cluster-x.us-east-1.rds.amazonaws.com"); got != "" {
+		t.Errorf("CNAME of a name with addresses = %q", got)
+	}
+	for _, name := range []string{"DB.Example", "orders.cluster-x.us-east-1.rds.amazonaws.com."} {
+		if got, err := r.LookupCNAME(ctx, name); err != nil || got != "orders.cluster-x.us-east-1.rds.amazonaws.com." {
+			t.Errorf("LookupCNAME(%q) = %q, %v", name, got, err)
+		}
+	}
+	r.Alias("dangling.example", "nowhere.example")
+	var dnsErr *net.DNSError
+	if _, err := r.LookupCNAME(ctx, "dangling.example"); !errors.As(err, &dnsErr) || !dnsErr.IsNotFound {
+		t.Errorf("LookupCNAME of a dangling CNAME: %v; want NXDOMAIN", err)
+	}
+	r.Fail("orders.cluster-x.us-east-1.rds.amazonaws.com")
+	if _, err := r.LookupCNAME(ctx, "db.example"); !errors.As(err, &dnsErr) || !dnsErr.IsTemporary {
+		t.Errorf("LookupCNAME through a failing name: %v; want a temporary error", err)
+	}
+	r.Set("orders.cluster-x.us-east-1.rds.amazonaws.com", "127.0.0.21")
 	r.Alias("loop.a", "loop.b")
 	r.Alias("loop.b", "loop.a")
 	if _, err := r.Lookup(ctx, "loop.a"); err == nil {
 		t.Error("a CNAME loop resolved")
+	}
+	if _, err := r.LookupCNAME(ctx, "loop.a"); err == nil {
+		t.Error("LookupCNAME of a CNAME loop succeeded")
 	}
 	r.Alias("db.orders.internal", "")
 	if _, err := r.Lookup(ctx, "db.orders.internal"); err == nil {

@@ -122,13 +122,7 @@ func (r *Resolver) Lookup(ctx context.Context, host string) ([]string, error) {
 	defer r.mu.Unlock()
 	k := key(host)
 	r.lookups[k]++
-	for range 8 { // a chain of CNAMEs, as a resolver follows it (bounded)
-		t, ok := r.cnames[k]
-		if !ok {
-			break
-		}
-		k = t
-	}
+	k = r.canonicalLocked(k)
 	if r.failing[k] {
 		return nil, &net.DNSError{Err: "server misbehaving", Name: host, IsTemporary: true}
 	}
@@ -144,6 +138,52 @@ func (r *Resolver) Lookup(ctx context.Context, host string) ([]string, error) {
 		return []string{a[i]}, nil
 	}
 	return append([]string(nil), a...), nil
+}
+
+// CNAME returns the name host is a CNAME of (set by [Resolver.Alias]), ""
+// when it is none: one step of the chain, what a DNS query of type CNAME
+// for host answers (dig host CNAME), so that a client can walk the chain
+// step by step.
+func (r *Resolver) CNAME(host string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cnames[key(host)]
+}
+
+// LookupCNAME returns the canonical name of host as
+// [net.Resolver.LookupCNAME] does: the last name of its chain of CNAMEs
+// (host itself when it has none), fully qualified with a final dot. Like
+// net's, it fails (a *net.DNSError) when the chain does not end at
+// addresses: IsNotFound for a name that does not exist, IsTemporary for
+// one that fails ([Resolver.Fail]). It has net's signature, so that code
+// written against a *net.Resolver can be given this one.
+func (r *Resolver) LookupCNAME(ctx context.Context, host string) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", &net.DNSError{Err: err.Error(), Name: host, IsTimeout: true}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := r.canonicalLocked(key(host))
+	if r.failing[k] {
+		return "", &net.DNSError{Err: "server misbehaving", Name: host, IsTemporary: true}
+	}
+	if _, ok := r.addrs[k]; !ok {
+		return "", &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}
+	return k + ".", nil
+}
+
+// canonicalLocked follows the chain of CNAMEs from the name k, as a
+// resolver does (bounded), and returns its last name; r.mu is held.
+func (r *Resolver) canonicalLocked(k string) string {
+	for range 8 {
+		t, ok := r.cnames[k]
+		if !ok {
+			break
+		}
+		k = t
+	}
+	return k
 }
 
 // Addrs returns what host resolves to now (nil when it does not).

@@ -22,12 +22,16 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Defaults of [Config].
+// Defaults of [Config] and [GlobalConfig].
 const (
 	DefaultName    = "orders"
 	DefaultAccount = bluegreentest.DefaultAccount
 	DefaultRegion  = bluegreentest.DefaultRegion
 	DefaultTTL     = 5 * time.Second // what Aurora publishes its endpoints with
+	// A Global's secondary Region, and how late what the primary writes
+	// reaches it (Aurora: "typically under a second").
+	DefaultSecondaryRegion = "us-west-2"
+	DefaultGlobalLag       = 500 * time.Millisecond
 )
 
 // Default addresses of the servers: the first writer, then the replicas
@@ -56,9 +60,9 @@ func DefaultHost(i int) string {
 const MaxReplicas = 8
 
 // ConfigError is the error of [Start] for a [Config] field with a value it
-// does not take.
+// does not take, and of [StartGlobal] for a [GlobalConfig] field.
 type ConfigError struct {
-	Field string // "Replicas", "ReplicaHosts", "Engine"
+	Field string // "Replicas", "ReplicaHosts", "Engine"; GlobalConfig's "Regions", "Readers"
 	Value any
 	Want  string // what it takes
 }
@@ -76,10 +80,21 @@ const (
 	// Aurora: pg_catalog.aurora_replica_status() and
 	// aurora_db_instance_identifier() (the default).
 	Aurora Engine = "aurora"
-	// MultiAZ: an RDS Multi-AZ DB cluster's schema rds_tools, with
-	// show_topology(text), dbi_resource_id() and
-	// multi_az_db_cluster_source_dbi_resource_id(), instead of Aurora's
-	// functions.
+	// MultiAZ: an RDS Multi-AZ DB cluster's schema rds_tools, instead of
+	// Aurora's functions:
+	//
+	//   - show_topology(client text DEFAULT NULL): id, endpoint, port, a
+	//     row per server. id is its dbi resource id ([Cluster.ResourceID],
+	//     "db-" and 26 characters such as "db-ABCDEFGHIJKLMNOPQRSTUVWXY1"),
+	//     endpoint its instance endpoint, port [TopologyPort] (the port
+	//     clients name; the resolver answers the real one).
+	//   - dbi_resource_id(): the server's own dbi resource id.
+	//   - multi_az_db_cluster_source_dbi_resource_id(): on a reader, a row
+	//     with the writer's dbi resource id; on the writer, no row.
+	//
+	// Aurora's functions are left out, as on RDS: with both, detection
+	// that looks for Aurora's first (as holdfast's does) would never see
+	// a Multi-AZ DB cluster.
 	MultiAZ Engine = "multi-az"
 )
 
@@ -129,10 +144,25 @@ type Config struct {
 	// MultiAZ. The host names are the same for both, as they are on RDS.
 	Engine Engine
 	// TLS turns TLS on on every server: they present one certificate,
-	// signed by a throwaway CA (Cluster.CAFile), for the cluster endpoint,
-	// the reader endpoint and every instance endpoint, and
-	// [Cluster.DSN] and [Cluster.PoolConfig] verify endpoint names
-	// (sslmode=verify-full).
+	// signed by a throwaway CA written to Cluster.CAFile. Its DNS names
+	// are the cluster endpoint, the reader endpoint and every instance
+	// endpoint (as an Aurora instance's certificate names the cluster's
+	// endpoints and its own), its common name the first writer's instance
+	// endpoint. It lies in each data directory (server.crt, and server.key
+	// owned by the server's OS user, mode 0600), TLS is turned on in each
+	// server's own configuration file, and a standby made by
+	// pg_basebackup, a rejoined old writer too, gets both again. A reader
+	// added by [Cluster.AddReader] presents a certificate of its own, from
+	// the same CA, that names its instance endpoint too.
+	//
+	// [Cluster.DSN] and [Cluster.PoolConfig] then ask for
+	// sslmode=verify-full&sslrootcert=CAFile for an endpoint name, so a
+	// client that reaches a server by another address than its name's (a
+	// dial redirected while DNS lags) still verifies that name; an
+	// "ip:port" from [Cluster.Addr] keeps sslmode=disable, since the
+	// certificate names no address. The simulator's own SQL connections go
+	// by address, without TLS; replication and pg_basebackup use it as
+	// libpq's default (sslmode=prefer) does.
 	TLS bool
 }
 
@@ -338,18 +368,29 @@ CREATE TABLE IF NOT EXISTS holdfast_failover.replica_status (
 	replica_lag_in_msec   real,
 	dbi_resource_id       text NOT NULL UNIQUE,
 	endpoint              text NOT NULL,
-	port                  integer NOT NULL
+	port                  integer NOT NULL,
+	-- a Global's servers only: what aurora_global_db_instance_status() shows
+	aws_region            text,
+	durable_lsn           bigint,
+	highest_lsn_rcvd      bigint,
+	feedback_epoch        bigint,
+	feedback_xmin         bigint,
+	oldest_read_view_lsn  bigint
 );
 `
 
 // installAurora creates aurora_replica_status() and
-// aurora_db_instance_identifier() (Engine Aurora).
+// aurora_db_instance_identifier() (Engine Aurora). A Global's server lists
+// the servers of its own Region only (the setting holdfast.aws_region);
+// the others, which have no Region, list every row.
 const installAurora = `
 CREATE OR REPLACE FUNCTION pg_catalog.aurora_replica_status()
 RETURNS TABLE (server_id text, session_id text, last_update_timestamp timestamptz, replica_lag_in_msec real, cpu real)
 LANGUAGE sql STABLE AS $fn$
 	SELECT r.server_id, r.session_id, r.last_update_timestamp, r.replica_lag_in_msec, 1.0::real
-	FROM holdfast_failover.replica_status r ORDER BY r.server_id
+	FROM holdfast_failover.replica_status r
+	WHERE r.aws_region IS NOT DISTINCT FROM nullif(current_setting('holdfast.aws_region', true), '')
+	ORDER BY r.server_id
 $fn$;
 CREATE OR REPLACE FUNCTION pg_catalog.aurora_db_instance_identifier()
 RETURNS text LANGUAGE sql STABLE AS $fn$ SELECT current_setting('holdfast.server_id', true) $fn$;
@@ -404,46 +445,82 @@ func (c *Cluster) publishTopology(ctx context.Context) error {
 		lags[n] = n.lag
 	}
 	c.mu.Unlock()
+	rows := make([]statusRow, 0, len(nodes))
+	for i, n := range nodes {
+		r := statusRow{id: n.ID, session: WriterSessionID, resourceID: n.resourceID, endpoint: c.InstanceEndpoint(n.ID)}
+		if n != w {
+			r.session, r.lag = fmt.Sprintf("5f0c0c1e-%04d-4000-8000-%012d", i, time.Now().UnixNano()%1e12), float32(lags[n].Milliseconds())
+		}
+		rows = append(rows, r)
+	}
+	var wait []*node
+	for _, s := range standbys {
+		if lags[s] == 0 { // a lagging one applies the change lags[s] late, as a lagging reader would
+			wait = append(wait, s)
+		}
+	}
+	return writeStatus(ctx, w, rows, nil, wait)
+}
+
+// statusRow is one row of the control table holdfast_failover.replica_status.
+type statusRow struct {
+	id, session          string
+	lag                  any // replica_lag_in_msec (a float32), nil for the writer
+	resourceID, endpoint string
+	// A Global's server's Region and replication
+	// (aurora_global_db_instance_status()); nil for a Cluster's.
+	region, durable, received, epoch, xmin, readView any
+}
+
+// writeStatus replaces the rows of the control tables on the writer w in
+// one transaction: replica_status with rows and, with regions (a Global's
+// rows of holdfast_failover.global_status, in its columns' order),
+// global_status. It then waits until each of wait has replayed the
+// change.
+func writeStatus(ctx context.Context, w *node, rows []statusRow, regions [][]any, wait []*node) error {
 	conn, err := pgx.Connect(ctx, w.DSN())
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.Background())
-	tx, err := conn.Begin(ctx)
+	lsn, err := writeRows(ctx, conn, rows, regions)
 	if err != nil {
 		return err
 	}
-	defer tx.Rollback(context.Background())
-	if _, err := tx.Exec(ctx, "DELETE FROM holdfast_failover.replica_status"); err != nil {
-		return err
-	}
-	for i, n := range nodes {
-		session, lag := WriterSessionID, any(nil)
-		if n != w {
-			session, lag = fmt.Sprintf("5f0c0c1e-%04d-4000-8000-%012d", i, time.Now().UnixNano()%1e12), float32(lags[n].Milliseconds())
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO holdfast_failover.replica_status
-			(server_id, session_id, replica_lag_in_msec, dbi_resource_id, endpoint, port) VALUES ($1, $2, $3, $4, $5, $6)`,
-			n.ID, session, lag, n.resourceID, c.InstanceEndpoint(n.ID), TopologyPort); err != nil {
-			return err
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return err
-	}
-	var lsn string
-	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {
-		return err
-	}
-	for _, s := range standbys {
-		if lags[s] > 0 {
-			continue // it applies the change lags[s] late, as a lagging reader would
-		}
+	for _, s := range wait {
 		if err := pgnode.WaitReplayed(ctx, s.Node, lsn); err != nil {
 			return fmt.Errorf("%s replaying the topology: %w", s.ID, err)
 		}
 	}
 	return nil
+}
+
+// writeRows is writeStatus's transaction on conn; it returns the writer's
+// WAL position after it.
+func writeRows(ctx context.Context, conn *pgx.Conn, rows []statusRow, regions [][]any) (string, error) {
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue("DELETE FROM holdfast_failover.replica_status")
+	for _, r := range rows {
+		b.Queue(`INSERT INTO holdfast_failover.replica_status (server_id, session_id, replica_lag_in_msec,
+			dbi_resource_id, endpoint, port, aws_region, durable_lsn, highest_lsn_rcvd, feedback_epoch, feedback_xmin,
+			oldest_read_view_lsn) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+			r.id, r.session, r.lag, r.resourceID, r.endpoint, TopologyPort, r.region, r.durable, r.received, r.epoch, r.xmin, r.readView)
+	}
+	if regions != nil {
+		b.Queue("DELETE FROM holdfast_failover.global_status")
+		for _, r := range regions {
+			b.Queue("INSERT INTO holdfast_failover.global_status VALUES ($1, $2, $3, $4, $5, $6, $7)", r...)
+		}
+	}
+	b.Queue("COMMIT")
+	var lsn string
+	b.Queue("SELECT pg_current_wal_lsn()::text").QueryRow(func(row pgx.Row) error { return row.Scan(&lsn) })
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		_, _ = conn.Exec(context.Background(), "ROLLBACK")
+		return "", err
+	}
+	return lsn, nil
 }
 
 // setDNS points the cluster endpoint at writer and the reader endpoint at
@@ -547,6 +624,12 @@ func (c *Cluster) CommittedIDs(ctx context.Context, table string) ([]int64, erro
 	c.mu.Lock()
 	w := c.writer
 	c.mu.Unlock()
+	return committedIDs(ctx, w, table)
+}
+
+// committedIDs returns the ids of table on the writer w, its error naming
+// the package.
+func committedIDs(ctx context.Context, w *node, table string) ([]int64, error) {
 	ids, err := w.IDs(ctx, table)
 	if err != nil {
 		return nil, fmt.Errorf("fakes/failovertest: %w", err)
@@ -622,12 +705,19 @@ func (c *Cluster) Close() error {
 	nodes := c.nodes
 	c.nodes = nil
 	c.mu.Unlock()
-	var errs []error
-	for _, n := range nodes {
-		errs = append(errs, n.Remove())
+	return removeAll(nodes, c.caDir)
+}
+
+// removeAll stops the servers nodes and removes their directories, in
+// parallel, then the directory caDir ("": none).
+func removeAll(nodes []*node, caDir string) error {
+	pn := make([]*pgnode.Node, len(nodes))
+	for i, n := range nodes {
+		pn[i] = n.Node
 	}
-	if c.caDir != "" {
-		errs = append(errs, os.RemoveAll(c.caDir))
+	err := pgnode.RemoveAll(pn)
+	if caDir != "" {
+		err = errors.Join(err, os.RemoveAll(caDir))
 	}
-	return errors.Join(errs...)
+	return err
 }

@@ -76,24 +76,9 @@
 //
 // # TLS
 //
-// With Config.TLS every server presents one certificate, signed by a
-// throwaway CA written to [Cluster.CAFile]: its DNS names are the cluster
-// endpoint, the reader endpoint and every instance endpoint (as an Aurora
-// instance's certificate names the cluster's endpoints and its own), its
-// common name the first writer's instance endpoint. It lies in each data
-// directory (server.crt, and server.key owned by the server's OS user, mode
-// 0600), TLS is turned on in each server's own configuration file, and a
-// standby made by pg_basebackup, a rejoined old writer too, gets both again.
-// A reader added by [Cluster.AddReader] presents a certificate of its own,
-// from the same CA, that names its instance endpoint too.
-// [Cluster.DSN] and [Cluster.PoolConfig] then ask for
-// sslmode=verify-full&sslrootcert=CAFile for an endpoint name, so a client
-// that reaches a server by another address than its name's (a dial
-// redirected while DNS lags) still verifies that name; an "ip:port" from
-// [Cluster.Addr] keeps sslmode=disable, since the certificate names no
-// address. The simulator's own SQL connections go by address, without TLS;
-// replication and pg_basebackup use it as libpq's default (sslmode=prefer)
-// does.
+// With Config.TLS every server presents a certificate from a throwaway CA
+// ([Cluster.CAFile]) naming the cluster's endpoints, and [Cluster.DSN]
+// verifies endpoint names; see Config.TLS.
 //
 // # Topology
 //
@@ -101,22 +86,9 @@
 // [Aurora] (the default) every server has pg_catalog.aurora_replica_status()
 // (server_id, session_id — MASTER_SESSION_ID for the writer —,
 // last_update_timestamp, replica_lag_in_msec, cpu) and
-// aurora_db_instance_identifier(). With [MultiAZ] it has instead, as an RDS
-// Multi-AZ DB cluster does, the schema rds_tools:
-//
-//   - show_topology(client text DEFAULT NULL): id, endpoint, port, a row
-//     per server. id is its dbi resource id ([Cluster.ResourceID], "db-"
-//     and 26 characters such as "db-ABCDEFGHIJKLMNOPQRSTUVWXY1"), endpoint
-//     its instance endpoint, port [TopologyPort] (the port clients name;
-//     the resolver answers the real one).
-//   - dbi_resource_id(): the server's own dbi resource id.
-//   - multi_az_db_cluster_source_dbi_resource_id(): on a reader, a row with
-//     the writer's dbi resource id; on the writer, no row.
-//
-// Aurora's functions are left out with MultiAZ, as on RDS: with both,
-// detection that looks for Aurora's first (as holdfast's does) would
-// never see a Multi-AZ DB cluster. Both engines read one control table the simulator writes on
-// the writer; the standbys, read-only, read the same rows, replicated
+// aurora_db_instance_identifier(); with [MultiAZ], instead, an RDS
+// Multi-AZ DB cluster's schema rds_tools (see MultiAZ). Both engines read
+// one control table the simulator writes on the writer; the standbys, read-only, read the same rows, replicated
 // physically like any others (a file or a setting would need the simulator
 // to write every server, and a table is what survives a promotion). After
 // each write the simulator waits until every standby has replayed it, so
@@ -146,6 +118,15 @@
 // when the old writer is back as a reader before the client's cached DNS
 // answer expires, the pool connects to it and its writes fail with 25006
 // for as long as it keeps those connections (see the Example).
+//
+// # Global database
+//
+// [StartGlobal] starts a [Global]: an Aurora Global Database of two
+// Regions, each a cluster of its own names and hash, the secondary
+// replicating asynchronously with a real lag, Aurora's global status
+// functions on every server, and a global writer endpoint;
+// [Global.Switchover] and [Global.Failover] (with data loss) play
+// Aurora's two operations. See Global.
 //
 // # Limits
 //

@@ -74,16 +74,21 @@ func DemoScenario(k Kind) Scenario {
 	return Scenario{Kind: k, Detect: 2 * time.Second, DNSLag: 10 * time.Second, HangFor: 15 * time.Second, Rejoin: true}
 }
 
-// The events of a failover, in the order they happen.
+// The events of a failover, in the order they happen, then those of a
+// [Global]'s operations only.
 const (
 	EventWriterDown    = "writer down"               // stopped, crashed or hung
 	EventPromoted      = "replica promoted"          // the new writer takes writes
 	EventTopology      = "topology updated"          // the new writer and its standbys name it in their topology
-	EventDNS           = "DNS moved"                 // the cluster endpoint resolves to the new writer
+	EventDNS           = "DNS moved"                 // the cluster (Global: global writer) endpoint resolves to the new writer
 	EventResumed       = "old writer resumed"        // Hang: SIGCONT
 	EventFenced        = "old writer fenced"         // Hang: stopped right after
 	EventBackAsReader  = "old writer back as reader" // Rejoin: streaming, synchronous again
 	EventFailbackStart = "failback"                  // Failback: the second failover starts
+	EventWritesBlocked = "writes blocked"            // Global switchover: the writer refuses writes (25006)
+	EventSynced        = "secondary synchronized"    // Global switchover: the secondary replayed all the writer wrote
+	EventRegionDown    = "Region down"               // Global failover: the primary Region's servers crashed, its link cut
+	EventDemoted       = "old primary demoted"       // Global: the old primary Region streams from the new writer, read-only
 )
 
 // Event is one step of a failover, when it was done. Server is the server

@@ -2,6 +2,7 @@ package failovertest
 
 import (
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -20,6 +21,13 @@ type node struct {
 	// in the topology), and the apply delay of a lagging reader (SetLag).
 	crashed, hung bool
 	lag           time.Duration
+	// A Global's server: its Region, the other servers of its Region (the
+	// standbys its commits wait for while it is the writer), and whether
+	// it refuses writes as a primary (a switchover's first step). Set
+	// before it starts; readOnly changes under Global.op.
+	region   string
+	peers    []string
+	readOnly bool
 }
 
 func newNode(id, resourceID, host, bin string, cred *syscall.Credential) *node {
@@ -34,6 +42,9 @@ func (n *node) settings(syncStandby bool) map[string]string {
 	s := pgnode.Settings(syncStandby)
 	s["holdfast.server_id"] = n.ID
 	s["holdfast.dbi_resource_id"] = n.resourceID
+	if n.region != "" {
+		n.globalSettings(s, syncStandby)
+	}
 	if n.lag > 0 {
 		// A lagging reader (Cluster.SetLag): it receives and flushes WAL at
 		// once, so it still acknowledges commits, and applies each commit
@@ -42,4 +53,28 @@ func (n *node) settings(syncStandby bool) map[string]string {
 		s["recovery_min_apply_delay"] = strconv.FormatInt(n.lag.Milliseconds(), 10) + "ms"
 	}
 	return s
+}
+
+// globalSettings adds a Global's server's settings to s: its Region, read
+// by the topology functions; its id as cluster_name, which names its WAL
+// receiver (application_name) in its upstream's pg_stat_replication; its
+// commits, as the writer, waiting for a standby of its own Region only
+// (the other Region's is asynchronous); hot standby feedback, as Aurora's
+// readers give it; and, during a switchover, no writes.
+func (n *node) globalSettings(s map[string]string, syncStandby bool) {
+	s["holdfast.aws_region"] = n.region
+	s["cluster_name"] = n.ID
+	s["rds.extensions"] = "aurora_stat_utils"
+	s["hot_standby_feedback"] = "on"
+	s["synchronous_standby_names"] = ""
+	if syncStandby && len(n.peers) > 0 {
+		quoted := make([]string, len(n.peers))
+		for i, p := range n.peers {
+			quoted[i] = strconv.Quote(p)
+		}
+		s["synchronous_standby_names"] = "ANY 1 (" + strings.Join(quoted, ", ") + ")"
+	}
+	if n.readOnly {
+		s["default_transaction_read_only"] = "on"
+	}
 }

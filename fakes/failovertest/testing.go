@@ -18,3 +18,11 @@ func StartTest(t testing.TB, cfg Config) *Cluster {
 	t.Helper()
 	return pgnode.StartTest(t, func(ctx context.Context) (*Cluster, error) { return Start(ctx, cfg) })
 }
+
+// StartGlobalTest starts a Global for a test or benchmark and closes it
+// when the test ends, skipping as [StartTest] does (no PostgreSQL
+// binaries without HOLDFAST_REQUIRE_PG=1, go test -short).
+func StartGlobalTest(t testing.TB, cfg GlobalConfig) *Global {
+	t.Helper()
+	return pgnode.StartTest(t, func(ctx context.Context) (*Global, error) { return StartGlobal(ctx, cfg) })
+}

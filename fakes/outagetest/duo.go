@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -315,14 +314,11 @@ func (d *duo) close() error {
 	if closed {
 		return nil
 	}
-	var errs []error
-	for _, n := range d.nodes {
-		errs = append(errs, n.Remove())
-	}
+	err := pgnode.RemoveAll(d.nodes)
 	if d.caDir != "" {
-		errs = append(errs, os.RemoveAll(d.caDir))
+		err = errors.Join(err, os.RemoveAll(d.caDir))
 	}
-	return errors.Join(errs...)
+	return err
 }
 
 // rejoin starts the old primary, shut down cleanly (fast), as a standby
@@ -334,20 +330,7 @@ func (d *duo) close() error {
 // 10 s it is re-created from a base backup instead. The new primary's
 // commits then wait for it again (synchronous).
 func rejoin(ctx context.Context, old, nw *pgnode.Node) error {
-	signal := filepath.Join(old.Data(), "standby.signal")
-	if err := os.WriteFile(signal, nil, 0o600); err != nil {
-		return err
-	}
-	if err := old.Chown(signal); err != nil {
-		return err
-	}
-	if err := old.Follow(ctx, nw, false); err != nil {
-		return err
-	}
-	if err := old.WriteConf(false); err != nil {
-		return err
-	}
-	if err := old.Start(ctx); err != nil {
+	if err := old.StartStandby(ctx, nw); err != nil {
 		return err
 	}
 	if err := nw.SetSync(ctx, true); err != nil {

@@ -22,7 +22,7 @@ const overviewLimit = 120
 var overLimit = map[string]int{
 	"github.com/holdfast-db/holdfast/classify":            197,
 	"github.com/holdfast-db/holdfast/fakes/bluegreentest": 173,
-	"github.com/holdfast-db/holdfast/fakes/failovertest":  196,
+	"github.com/holdfast-db/holdfast/fakes/failovertest":  186,
 	"github.com/holdfast-db/holdfast/lb":                  281,
 }
 

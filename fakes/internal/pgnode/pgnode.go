@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -41,6 +42,10 @@ type Node struct {
 	Cred *syscall.Credential
 	PG   *pgtest.Server // the first primary, started by pgtest; nil for the others
 	Cert *Cert          // with TLS: installed in data/, ssl on
+	// Conninfo is added to the primary_conninfo of the standbys that
+	// follow the node (" sslmode=disable", with its space), empty for
+	// libpq's defaults.
+	Conninfo string
 	// Conf returns the settings of the node's own configuration file
 	// ([Settings] and the simulation's own); syncStandby makes a primary
 	// wait for a standby's flush at each commit.
@@ -305,7 +310,7 @@ func (n *Node) Follow(ctx context.Context, w *Node, reload bool) error {
 			out = append(out, line)
 		}
 	}
-	out = append(out, "primary_conninfo = "+pgtest.QuoteConf(fmt.Sprintf("host=%s port=%d user=postgres application_name=%s", w.Host, w.Port, n.ID)))
+	out = append(out, "primary_conninfo = "+pgtest.QuoteConf(fmt.Sprintf("host=%s port=%d user=postgres application_name=%s%s", w.Host, w.Port, n.ID, w.Conninfo)))
 	if err := os.WriteFile(name, []byte(strings.Join(out, "\n")+"\n"), 0o600); err != nil {
 		return err
 	}
@@ -316,6 +321,30 @@ func (n *Node) Follow(ctx context.Context, w *Node, reload bool) error {
 		return nil
 	}
 	return n.Exec(ctx, "SELECT pg_reload_conf()")
+}
+
+// StartStandby starts n, a server that was shut down cleanly (fast), as a
+// standby of upstream: standby.signal, primary_conninfo naming upstream,
+// its own configuration. It follows upstream's timeline without a rewind
+// when its last WAL (the shutdown checkpoint) reached upstream before a
+// promotion, as a fast shutdown makes sure by waiting for its walsenders
+// to send it (pg_rewind would need full_page_writes, which the servers
+// turn off for speed).
+func (n *Node) StartStandby(ctx context.Context, upstream *Node) error {
+	signal := filepath.Join(n.Data(), "standby.signal")
+	if err := os.WriteFile(signal, nil, 0o600); err != nil {
+		return err
+	}
+	if err := n.Chown(signal); err != nil {
+		return err
+	}
+	if err := n.Follow(ctx, upstream, false); err != nil {
+		return err
+	}
+	if err := n.WriteConf(false); err != nil {
+		return err
+	}
+	return n.Start(ctx)
 }
 
 // Received returns how far the standby n has received WAL (an LSN).
@@ -358,8 +387,29 @@ func (n *Node) IDs(ctx context.Context, table string) ([]int64, error) {
 	return ids, nil
 }
 
+// RecoveredIDs returns the ids in column id of table on n, a server that
+// is down (crashed or stopped), sorted: it starts it with no TCP listener,
+// only its Unix socket in n.Dir, so that no client reaches it (a crashed
+// server recovers first: what it wrote is there), reads them and stops it
+// again. It is the audit of what a lost server had committed.
+func (n *Node) RecoveredIDs(ctx context.Context, table string) ([]int64, error) {
+	if err := n.pgctl(ctx, "-l", filepath.Join(n.Dir, "server.log"), "-o", "-c listen_addresses=''", "start"); err != nil {
+		return nil, err
+	}
+	dsn := fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres sslmode=disable connect_timeout=5", n.Dir, n.Port)
+	ids, err := idsAt(ctx, dsn, table)
+	if err != nil {
+		err = fmt.Errorf("%s: %w", n.ID, err)
+	}
+	return ids, errors.Join(err, n.Stop(ctx, "fast"))
+}
+
 func (n *Node) ids(ctx context.Context, table string) ([]int64, error) {
-	conn, err := pgx.Connect(ctx, n.DSN())
+	return idsAt(ctx, n.DSN(), table)
+}
+
+func idsAt(ctx context.Context, dsn, table string) ([]int64, error) {
+	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return nil, err
 	}
@@ -452,6 +502,17 @@ func (n *Node) Remove() error {
 	return os.RemoveAll(n.Dir)
 }
 
+// RemoveAll removes the nodes ([Node.Remove]), in parallel.
+func RemoveAll(nodes []*Node) error {
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Go(func() { errs[i] = n.Remove() })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
 // InstallCert writes the certificate and its key into the node's data
 // directory (nothing without one). The server runs as the owner of the
 // files it reads and refuses a key file that others can read: both are
@@ -524,6 +585,19 @@ func WaitReplayed(ctx context.Context, n *Node, lsn string) error {
 // WaitSync waits until w streams to n standbys, each a synchronous
 // candidate.
 func WaitSync(ctx context.Context, w *Node, n int) error {
+	return waitStreams(ctx, w, n, "sync_state IN ('sync', 'quorum')")
+}
+
+// WaitStreaming waits until w streams WAL to each of the standbys ids
+// (their application_name), synchronous or not: w may be a primary or a
+// standby that cascades.
+func WaitStreaming(ctx context.Context, w *Node, ids ...string) error {
+	return waitStreams(ctx, w, len(ids), "application_name = ANY($1)", ids)
+}
+
+// waitStreams waits until w streams to n standbys whose rows of
+// pg_stat_replication match where (with args).
+func waitStreams(ctx context.Context, w *Node, n int, where string, args ...any) error {
 	return Poll(ctx, func() (bool, error) {
 		conn, err := pgx.Connect(ctx, w.DSN())
 		if err != nil {
@@ -531,7 +605,7 @@ func WaitSync(ctx context.Context, w *Node, n int) error {
 		}
 		defer conn.Close(context.Background())
 		var got int
-		err = conn.QueryRow(ctx, "SELECT count(*) FROM pg_stat_replication WHERE sync_state IN ('sync', 'quorum') AND state = 'streaming'").Scan(&got)
+		err = conn.QueryRow(ctx, "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming' AND "+where, args...).Scan(&got)
 		return err == nil && got >= n, nil
 	})
 }
