@@ -4,7 +4,7 @@ import (
 	"cloud.google.com/go/cloudsqlconn/errtype"
 
 	"github.com/holdfast-db/holdfast/classify"
-	"github.com/holdfast-db/holdfast/internal/gcperr"
+	"github.com/holdfast-db/holdfast/internal/gcpconn"
 )
 
 // TypeRules returns the classification of Google's and the Cloud SQL
@@ -56,13 +56,13 @@ func TypeRules() []classify.TypeRule { return connector.TypeRules() }
 // connector is the Cloud SQL connector's part of the classification; the
 // rest (Google's token and Admin API errors) is shared with package
 // alloydb.
-var connector = gcperr.Connector{
+var connector = gcpconn.Connector{
 	Config:   classify.ReasonCloudSQLConfig,
 	Refresh:  classify.ReasonCloudSQLRefresh,
 	Dial:     classify.ReasonCloudSQLDial,
 	Denied:   classify.ReasonPermissionDenied,
 	NotFound: classify.ReasonInstanceNotFound,
-	IsConfig: gcperr.Node[*errtype.ConfigError],
+	IsConfig: gcpconn.Node[*errtype.ConfigError],
 	RefreshCause: func(err error) (bool, bool) {
 		e, ok := classify.NodeAs[*errtype.RefreshError](err)
 		return ok, ok && e.Err != nil
@@ -72,7 +72,7 @@ var connector = gcperr.Connector{
 		return ok, ok && e.Err != nil
 	},
 	Other: func(err error) (classify.Verdict, bool) {
-		if gcperr.Node[*errtype.ResourceExhaustedError](err) {
+		if gcpconn.Node[*errtype.ResourceExhaustedError](err) {
 			return classify.Verdict{Class: classify.Transient, Reason: classify.ReasonCloudSQLResourceExhausted}, true
 		}
 		return classify.Verdict{}, false

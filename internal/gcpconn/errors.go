@@ -1,9 +1,9 @@
-// Package gcperr classifies the errors of Google's client libraries as
+// Package gcpconn classifies the errors of Google's client libraries as
 // the Cloud SQL and AlloyDB connectors return them (Admin API answers,
 // OAuth2 and metadata-server token fetches), and builds a connector's
 // classify.TypeRules from its own error types: what packages cloudsql and
 // alloydb share.
-package gcperr
+package gcpconn
 
 import (
 	"strconv"
