@@ -57,20 +57,14 @@ func TypeRules() []classify.TypeRule { return connector.TypeRules() }
 // rest (Google's token and Admin API errors) is shared with package
 // alloydb.
 var connector = gcpconn.Connector{
-	Config:   classify.ReasonCloudSQLConfig,
-	Refresh:  classify.ReasonCloudSQLRefresh,
-	Dial:     classify.ReasonCloudSQLDial,
-	Denied:   classify.ReasonPermissionDenied,
-	NotFound: classify.ReasonInstanceNotFound,
-	IsConfig: gcpconn.Node[*errtype.ConfigError],
-	RefreshCause: func(err error) (bool, bool) {
-		e, ok := classify.NodeAs[*errtype.RefreshError](err)
-		return ok, ok && e.Err != nil
-	},
-	DialCause: func(err error) (bool, bool) {
-		e, ok := classify.NodeAs[*errtype.DialError](err)
-		return ok, ok && e.Err != nil
-	},
+	Config:       classify.ReasonCloudSQLConfig,
+	Refresh:      classify.ReasonCloudSQLRefresh,
+	Dial:         classify.ReasonCloudSQLDial,
+	Denied:       classify.ReasonPermissionDenied,
+	NotFound:     classify.ReasonInstanceNotFound,
+	IsConfig:     gcpconn.Node[*errtype.ConfigError],
+	RefreshCause: gcpconn.Cause(func(e *errtype.RefreshError) error { return e.Err }),
+	DialCause:    gcpconn.Cause(func(e *errtype.DialError) error { return e.Err }),
 	Other: func(err error) (classify.Verdict, bool) {
 		if gcpconn.Node[*errtype.ResourceExhaustedError](err) {
 			return classify.Verdict{Class: classify.Transient, Reason: classify.ReasonCloudSQLResourceExhausted}, true

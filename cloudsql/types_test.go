@@ -11,10 +11,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
-	"net/url"
-	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,49 +19,31 @@ import (
 	"cloud.google.com/go/auth/oauth2adapt"
 	"cloud.google.com/go/cloudsqlconn/errtype"
 	"cloud.google.com/go/compute/metadata"
-	"github.com/googleapis/gax-go/v2/apierror"
 	"golang.org/x/oauth2"
 	"google.golang.org/api/googleapi"
 
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/cloudsql"
+	"github.com/holdfast-db/holdfast/internal/gcpconn/gcptree"
 )
 
 // secret appears in every message built by these tests; no Reason may
 // contain it.
-const secret = "p4ssw0rd"
+const secret = gcptree.Secret
 
 const connName = "proj:region:inst"
 
 // withGoogle classifies with TypeRules only, as WithTypes adds them.
 var withGoogle = classify.New().WithTypes(cloudsql.TypeRules()...)
 
-// googleErr builds a *googleapi.Error wrapping its *apierror.APIError, as
-// the generated Admin API client returns it.
-func googleErr(code int) *googleapi.Error {
-	ge := &googleapi.Error{Code: code, Message: secret}
-	if ae, ok := apierror.ParseError(ge, false); ok {
-		ge.Wrap(ae)
-	}
-	return ge
-}
-
-func resp(code int) *http.Response {
-	return &http.Response{StatusCode: code, Status: fmt.Sprint(code)}
-}
-
-func retrieveErr(code int) *oauth2.RetrieveError {
-	return &oauth2.RetrieveError{Response: resp(code), Body: []byte(secret)}
-}
-
-// syscallErr is what a failed dial or read on a TCP socket returns.
-func syscallErr(op string, errno syscall.Errno) error {
-	return &net.OpError{Op: op, Net: "tcp", Err: os.NewSyscallError(op, errno)}
-}
-
-func urlErr(err error) error {
-	return &url.Error{Op: "Post", URL: "https://sqladmin.googleapis.com/" + secret, Err: err}
-}
+// Google's errors as the client libraries build them.
+var (
+	googleErr   = gcptree.GoogleErr
+	resp        = gcptree.Resp
+	retrieveErr = gcptree.RetrieveErr
+	syscallErr  = gcptree.SyscallErr
+	urlErr      = gcptree.URLErr
+)
 
 // The core's classifier leaves Google's types to this package.
 func TestCoreKnowsNoGoogleTypes(t *testing.T) {

@@ -31,8 +31,8 @@ const DefaultRejection = "fake AlloyDB: the IAM principal is not allowed to conn
 // inject. Get one with [Server.Primary] or [Server.ReadPool]. It is safe
 // for concurrent use.
 //
-// The proxy does what AlloyDB's does (alloydbconn's dialer.go, the
-// connector's side): a TLS 1.3 handshake in which it requires a client
+// The proxy does what AlloyDB's does (the other side of alloydbconn's
+// Dialer.Dial): a TLS 1.3 handshake in which it requires a client
 // certificate signed by the cluster's client CA (from
 // generateClientCertificate); then, unless the certificate was issued with
 // use_metadata_exchange false, the metadata exchange: it reads a big-endian

@@ -147,3 +147,12 @@ func Node[T any](err error) bool {
 	_, ok := classify.NodeAs[T](err)
 	return ok
 }
+
+// Cause returns a [Connector]'s RefreshCause or DialCause for the error
+// type T whose cause cause returns.
+func Cause[T any](cause func(T) error) func(error) (node, hasCause bool) {
+	return func(err error) (bool, bool) {
+		e, ok := classify.NodeAs[T](err)
+		return ok, ok && cause(e) != nil
+	}
+}

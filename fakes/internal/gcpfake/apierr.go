@@ -76,6 +76,17 @@ func (m APIMessages) WriteError(w http.ResponseWriter, code int, msg, reason str
 // API sends, wrapping *apierror.APIError, as
 // google.golang.org/api/internal/gensupport.WrapError builds it.
 func (m APIMessages) Error(code int) *googleapi.Error {
+	e := m.Plain(code)
+	if ae, ok := apierror.ParseError(e, false); ok {
+		e.Wrap(ae)
+	}
+	return e
+}
+
+// Plain is Error without the wrapped *apierror.APIError: what
+// googleapi.CheckResponseWithBody returns, in a GAPIC REST client (whose
+// retry loop then wraps it in an *apierror.APIError itself).
+func (m APIMessages) Plain(code int) *googleapi.Error {
 	msg, reason, _ := m.Describe(code)
 	type item struct {
 		Message string `json:"message"`
@@ -96,9 +107,6 @@ func (m APIMessages) Error(code int) *googleapi.Error {
 	body, _ := json.Marshal(map[string]inner{"error": in})
 	e.Body = string(body)
 	e.Header = http.Header{"Content-Type": {"application/json; charset=UTF-8"}}
-	if ae, ok := apierror.ParseError(e, false); ok {
-		e.Wrap(ae)
-	}
 	return e
 }
 
