@@ -27,6 +27,8 @@ import (
 	"github.com/holdfast-db/holdfast/alloydb"
 	"github.com/holdfast-db/holdfast/classify"
 	fake "github.com/holdfast-db/holdfast/fakes/alloydbtest"
+	"github.com/holdfast-db/holdfast/fakes/pgtest"
+	"github.com/holdfast-db/holdfast/internal/gcpconn/gcptest"
 )
 
 // chainCase is one failure of the real dialer.
@@ -48,13 +50,13 @@ func TestRealAlloyDBChains(t *testing.T) {
 		{
 			name:  "connectionInfo 403",
 			setup: func(s *fake.Server) { s.Fail(fake.ConnectionInfo, 403, -1) },
-			want:  fatal(classify.ReasonAlloyDBPermissionDenied),
+			want:  gcptest.Fatal(classify.ReasonAlloyDBPermissionDenied),
 			chain: wantRefreshAPI(403, "failed to get instance metadata"),
 		},
 		{
 			name:  "generateClientCertificate 403",
 			setup: func(s *fake.Server) { s.Fail(fake.GenerateClientCertificate, 403, -1) },
-			want:  fatal(classify.ReasonAlloyDBPermissionDenied),
+			want:  gcptest.Fatal(classify.ReasonAlloyDBPermissionDenied),
 			chain: wantRefreshAPI(403, "create ephemeral cert failed"),
 		},
 		{
@@ -62,49 +64,49 @@ func TestRealAlloyDBChains(t *testing.T) {
 			uri: func(s *fake.Server) string {
 				return "projects/" + fake.DefaultProject + "/locations/" + fake.DefaultRegion + "/clusters/" + fake.DefaultCluster + "/instances/nope"
 			},
-			want:  fatal(classify.ReasonAlloyDBInstanceNotFound),
+			want:  gcptest.Fatal(classify.ReasonAlloyDBInstanceNotFound),
 			chain: wantRefreshAPI(404, "failed to get instance metadata"),
 		},
 		{
 			name:  "Admin API token 503",
 			setup: func(s *fake.Server) { s.Fail(fake.APIToken, 503, -1) },
-			want:  transient("token-fetch-503"),
+			want:  gcptest.Transient("token-fetch-503"),
 			chain: func(t *testing.T, err error) {
-				re := mustAs[*errtype.RefreshError](t, err)
-				ue := mustAs[*url.Error](t, re)
-				if ae := mustAs[*auth.Error](t, ue); ae.Response == nil || ae.Response.StatusCode != 503 {
+				re := gcptest.MustAs[*errtype.RefreshError](t, err)
+				ue := gcptest.MustAs[*url.Error](t, re)
+				if ae := gcptest.MustAs[*auth.Error](t, ue); ae.Response == nil || ae.Response.StatusCode != 503 {
 					t.Errorf("auth.Error = %+v", ae)
 				}
-				mustAs[*oauth2.RetrieveError](t, err)
-				mustNotAs[*alloydb.MetadataExchangeError](t, err)
+				gcptest.MustAs[*oauth2.RetrieveError](t, err)
+				gcptest.MustNotAs[*alloydb.MetadataExchangeError](t, err)
 			},
 		},
 		{
 			name:  "IAM login token 503, in the metadata exchange",
 			iam:   true,
 			setup: func(s *fake.Server) { s.Fail(fake.LoginToken, 503, -1) },
-			want:  transient("token-fetch-503"),
+			want:  gcptest.Transient("token-fetch-503"),
 			chain: func(t *testing.T, err error) {
-				me := mustAs[*alloydb.MetadataExchangeError](t, err)
+				me := gcptest.MustAs[*alloydb.MetadataExchangeError](t, err)
 				if ae, ok := me.Err.(*auth.Error); !ok || ae.Response == nil || ae.Response.StatusCode != 503 {
 					t.Errorf("the connector returned %T %v; want its token provider's *auth.Error, bare", me.Err, me.Err)
 				}
-				mustAs[*oauth2.RetrieveError](t, err)
-				mustNotAs[*errtype.RefreshError](t, err)
+				gcptest.MustAs[*oauth2.RetrieveError](t, err)
+				gcptest.MustNotAs[*errtype.RefreshError](t, err)
 			},
 		},
 		{
 			name:  "metadata exchange refused",
 			iam:   true,
 			setup: func(s *fake.Server) { s.Primary().RejectMetadataExchange(-1, "") },
-			want:  fatal(classify.ReasonAlloyDBMetadataExchange),
+			want:  gcptest.Fatal(classify.ReasonAlloyDBMetadataExchange),
 			chain: func(t *testing.T, err error) {
-				me := mustAs[*alloydb.MetadataExchangeError](t, err)
+				me := gcptest.MustAs[*alloydb.MetadataExchangeError](t, err)
 				if me.Err.Error() != fake.DefaultRejection || errors.Unwrap(me.Err) != nil {
 					t.Errorf("the connector returned %T %q; want the instance's message as a bare error", me.Err, me.Err)
 				}
 				// Without the wrapper, only a message: nothing to classify.
-				if v := classify.New().WithTypes(alloydb.TypeRules()...).Classify(me.Err); v != fatal(classify.ReasonUnknown) {
+				if v := classify.New().WithTypes(alloydb.TypeRules()...).Classify(me.Err); v != gcptest.Fatal(classify.ReasonUnknown) {
 					t.Errorf("the bare error classifies as %v", v)
 				}
 			},
@@ -112,9 +114,9 @@ func TestRealAlloyDBChains(t *testing.T) {
 		{
 			name:  "instance refuses the TCP connection",
 			setup: func(s *fake.Server) { s.Primary().Refuse(-1) },
-			want:  transient("conn-refused"),
+			want:  gcptest.Transient("conn-refused"),
 			chain: func(t *testing.T, err error) {
-				de := mustAs[*errtype.DialError](t, err)
+				de := gcptest.MustAs[*errtype.DialError](t, err)
 				if !errors.Is(de, syscall.ECONNREFUSED) || de.Message != "failed to dial" {
 					t.Errorf("DialError %q does not wrap ECONNREFUSED", de.Message)
 				}
@@ -123,9 +125,9 @@ func TestRealAlloyDBChains(t *testing.T) {
 		{
 			name:  "instance resets the TLS handshake",
 			setup: func(s *fake.Server) { s.Primary().ResetHandshake(-1) },
-			want:  transient("conn-reset"),
+			want:  gcptest.Transient("conn-reset"),
 			chain: func(t *testing.T, err error) {
-				de := mustAs[*errtype.DialError](t, err)
+				de := gcptest.MustAs[*errtype.DialError](t, err)
 				if !errors.Is(de, syscall.ECONNRESET) || de.Message != "handshake failed" {
 					t.Errorf("DialError %q does not wrap ECONNRESET", de.Message)
 				}
@@ -134,10 +136,10 @@ func TestRealAlloyDBChains(t *testing.T) {
 		{
 			name:  "instance resets the connection in the metadata exchange",
 			setup: func(s *fake.Server) { s.Primary().ResetAfterHandshake(-1) },
-			want:  transient("conn-reset"),
+			want:  gcptest.Transient("conn-reset"),
 			chain: func(t *testing.T, err error) {
-				me := mustAs[*alloydb.MetadataExchangeError](t, err)
-				mustAs[*net.OpError](t, me)
+				me := gcptest.MustAs[*alloydb.MetadataExchangeError](t, err)
+				gcptest.MustAs[*net.OpError](t, me)
 				if !errors.Is(me, syscall.ECONNRESET) {
 					t.Errorf("%v does not wrap ECONNRESET", me)
 				}
@@ -146,16 +148,16 @@ func TestRealAlloyDBChains(t *testing.T) {
 		{
 			name: "server certificate from another CA",
 			cfg:  fake.Config{UntrustedServerCert: true},
-			want: fatal(classify.ReasonTLS),
+			want: gcptest.Fatal(classify.ReasonTLS),
 			chain: func(t *testing.T, err error) {
-				mustAs[*errtype.DialError](t, err)
-				mustAs[*tls.CertificateVerificationError](t, err)
+				gcptest.MustAs[*errtype.DialError](t, err)
+				gcptest.MustAs[*tls.CertificateVerificationError](t, err)
 			},
 		},
 		{
 			name:     "PSC asked of an instance without it",
 			dialOpts: []alloydbconn.DialOption{alloydbconn.WithPSC()},
-			want:     fatal(classify.ReasonAlloyDBConfig),
+			want:     gcptest.Fatal(classify.ReasonAlloyDBConfig),
 			chain: func(t *testing.T, err error) {
 				if _, ok := err.(*errtype.ConfigError); !ok {
 					t.Errorf("err is %T, want a bare *errtype.ConfigError", err)
@@ -165,12 +167,12 @@ func TestRealAlloyDBChains(t *testing.T) {
 		{
 			name:  "dialer closed",
 			close: true,
-			want:  fatal(classify.ReasonDialerClosed),
+			want:  gcptest.Fatal(classify.ReasonDialerClosed),
 			chain: func(t *testing.T, err error) {
 				if !errors.Is(err, alloydbconn.ErrDialerClosed) {
 					t.Errorf("err = %v", err)
 				}
-				mustNotAs[*alloydb.MetadataExchangeError](t, err)
+				gcptest.MustNotAs[*alloydb.MetadataExchangeError](t, err)
 			},
 		},
 	}
@@ -191,7 +193,7 @@ func TestRealAlloyDBChains(t *testing.T) {
 				_ = d.Close()
 			}
 			dial := alloydb.Integration(d, u, tc.dialOpts...).Dial
-			conn, err := dial(ctxFor(t, 30*time.Second), "tcp", "localhost:5432")
+			conn, err := dial(gcptest.CtxFor(t, 30*time.Second), "tcp", "localhost:5432")
 			if err == nil {
 				_ = conn.Close()
 				t.Fatal("Dial succeeded")
@@ -218,8 +220,8 @@ func TestDialTimeoutIsNotAMetadataExchange(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Dial = %v, want the context's deadline", err)
 	}
-	mustNotAs[*alloydb.MetadataExchangeError](t, err)
-	if v := classify.New(alloydb.Rules()...).WithTypes(alloydb.TypeRules()...).Classify(err); v != transient(classify.ReasonTimeout) {
+	gcptest.MustNotAs[*alloydb.MetadataExchangeError](t, err)
+	if v := classify.New(alloydb.Rules()...).WithTypes(alloydb.TypeRules()...).Classify(err); v != gcptest.Transient(classify.ReasonTimeout) {
 		t.Errorf("Classify = %v", v)
 	}
 }
@@ -228,7 +230,7 @@ func TestDialTimeoutIsNotAMetadataExchange(t *testing.T) {
 // URI dials that instance; any other host dials With's.
 func TestReaderHostIsDialed(t *testing.T) {
 	t.Parallel()
-	s := startFake(t, fake.Config{ReadPools: []fake.ReadPool{{Name: "reads", Backend: backend(t)}}})
+	s := startFake(t, fake.Config{ReadPools: []fake.ReadPool{{Name: "reads", Backend: pgtest.Addr(t)}}})
 	d := realDialer(t, s, false)
 	dial := alloydb.Integration(d, s.URI()).Dial
 	for _, tc := range []struct {
@@ -240,7 +242,7 @@ func TestReaderHostIsDialed(t *testing.T) {
 		{s.URI() + ":5432", s.Primary()},
 	} {
 		before := tc.want.Stats().Handshakes
-		conn, err := dial(ctxFor(t, 30*time.Second), "tcp", tc.addr)
+		conn, err := dial(gcptest.CtxFor(t, 30*time.Second), "tcp", tc.addr)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.addr, err)
 		}
@@ -254,38 +256,13 @@ func TestReaderHostIsDialed(t *testing.T) {
 func wantRefreshAPI(code int, msg string) func(t *testing.T, err error) {
 	return func(t *testing.T, err error) {
 		t.Helper()
-		re := mustAs[*errtype.RefreshError](t, err)
+		re := gcptest.MustAs[*errtype.RefreshError](t, err)
 		if re.Message != msg {
 			t.Errorf("RefreshError.Message = %q, want %q", re.Message, msg)
 		}
-		if ge := mustAs[*googleapi.Error](t, re); ge.Code != code {
+		if ge := gcptest.MustAs[*googleapi.Error](t, re); ge.Code != code {
 			t.Errorf("googleapi.Error.Code = %d, want %d", ge.Code, code)
 		}
-		mustNotAs[*alloydb.MetadataExchangeError](t, err)
+		gcptest.MustNotAs[*alloydb.MetadataExchangeError](t, err)
 	}
-}
-
-func mustAs[T error](t *testing.T, err error) T {
-	t.Helper()
-	var target T
-	if !errors.As(err, &target) {
-		t.Fatalf("no %T in %v", target, err)
-	}
-	return target
-}
-
-func mustNotAs[T error](t *testing.T, err error) {
-	t.Helper()
-	var target T
-	if errors.As(err, &target) {
-		t.Errorf("unexpected %T in %v", target, err)
-	}
-}
-
-func fatal(reason string) classify.Verdict {
-	return classify.Verdict{Class: classify.Fatal, Reason: reason}
-}
-
-func transient(reason string) classify.Verdict {
-	return classify.Verdict{Class: classify.Transient, Reason: reason}
 }

@@ -1,11 +1,6 @@
 package alloydb_test
 
 import (
-	"context"
-	"errors"
-	"log/slog"
-	"net"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -20,6 +15,7 @@ import (
 	"github.com/holdfast-db/holdfast/fakes"
 	fake "github.com/holdfast-db/holdfast/fakes/alloydbtest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
+	"github.com/holdfast-db/holdfast/internal/gcpconn/gcptest"
 	"github.com/holdfast-db/holdfast/retry"
 )
 
@@ -53,46 +49,20 @@ type envOpts struct {
 	noTypes  bool                     // the control: the integration without TypeRules
 }
 
-// backend returns the address of the package's PostgreSQL server.
-func backend(t *testing.T) string {
-	t.Helper()
-	cfg, err := pgxpool.ParseConfig(pgtest.DSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port)))
-}
-
 // startFake starts a fake AlloyDB forwarding to the package's PostgreSQL.
 func startFake(t *testing.T, cfg fake.Config) *fake.Server {
 	t.Helper()
 	if cfg.Backend == "" {
-		cfg.Backend = backend(t)
+		cfg.Backend = pgtest.Addr(t)
 	}
 	s, err := fake.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
+	return gcptest.Started(t, s, err)
 }
 
 // realDialer builds the real connector's dialer pointed at s.
 func realDialer(t *testing.T, s *fake.Server, iam bool, extra ...alloydbconn.Option) *alloydbconn.Dialer {
 	t.Helper()
-	opts, err := s.DialerOptions()
-	if iam {
-		opts, err = s.IAMDialerOptions()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := alloydbconn.NewDialer(context.Background(), append(opts, extra...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
-	return d
+	return gcptest.Dialer(t, s, iam, alloydbconn.NewDialer, extra...)
 }
 
 // newEnv starts a fake, a real dialer and a pool configured the documented
@@ -107,101 +77,20 @@ func newEnv(t *testing.T, o envOpts) *env {
 	if uri == "" {
 		uri = s.URI()
 	}
-	in := alloydb.Integration(e.d, uri, o.dialOpts...)
+	in := gcptest.Counted(alloydb.Integration(e.d, uri, o.dialOpts...), &e.dials)
 	if o.noTypes {
 		in.TypeRules = nil
 	}
-	inner := in.Dial
-	in.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		e.dials.Add(1)
-		return inner(ctx, network, addr)
-	}
-	e.f = newFactory(t, e.logs, append([]holdfast.Option{holdfast.WithIntegration(in)}, o.holdfast...)...)
+	e.f = gcptest.NewFactory(t, e.logs, append([]holdfast.Option{holdfast.WithIntegration(in)}, o.holdfast...)...)
 	dsn := o.dsn
 	if dsn == "" {
 		dsn = "host=localhost user=postgres dbname=postgres"
 	}
-	e.pool = configuredPool(t, e.f, dsn)
+	e.pool = gcptest.Pool(t, e.f, gcptest.Parse(t, dsn))
 	return e
 }
 
-// newFactory is holdfast.New with a private retry budget (tests must not
-// share the process's) and a logger writing to logs.
-func newFactory(t *testing.T, logs *fakes.LogBuffer, opts ...holdfast.Option) *holdfast.Factory {
-	t.Helper()
-	budget, err := retry.NewBudget(retry.DefaultBudget())
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := holdfast.New(append([]holdfast.Option{holdfast.WithRetryBudget(budget),
-		holdfast.WithLogger(slog.New(slog.NewTextHandler(logs, nil)))}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(f.Close)
-	return f
-}
-
-// configuredPool is a pool of dsn configured by f, not started.
-func configuredPool(t *testing.T, f *holdfast.Factory, dsn string) *pgxpool.Pool {
-	t.Helper()
-	return configuredPoolOf(t, f, mustParse(t, dsn))
-}
-
-func mustParse(t *testing.T, dsn string) *pgxpool.Config {
-	t.Helper()
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
-
-// configuredPoolOf is a pool of cfg configured by f, not started.
-func configuredPoolOf(t *testing.T, f *holdfast.Factory, cfg *pgxpool.Config) *pgxpool.Pool {
-	t.Helper()
-	if err := f.Configure(cfg); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
-}
-
-func ctxFor(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// measured logs how long a case took, in a fixed format RetryPolicy's doc
-// quotes.
-func measured(t *testing.T, start time.Time) {
-	t.Helper()
-	t.Logf("MEASURED %s: %v", t.Name(), time.Since(start).Round(time.Millisecond))
-}
-
-// failure is what holdfast says of a failed Ping: the verdict, the
-// *retry.Error of its dial layer and its ConnectError's hint.
-type failure struct {
-	v    classify.Verdict
-	re   *retry.Error
-	hint string
-}
-
-func (e *env) failure(err error) failure {
-	var fl failure
-	fl.v = e.f.Classify(err)
-	errors.As(err, &fl.re)
-	var ce *holdfast.ConnectError
-	if errors.As(err, &ce) {
-		fl.hint = ce.Hint()
-	}
-	return fl
-}
+func (e *env) failure(err error) gcptest.Failure { return gcptest.FailureOf(e.f, err) }
 
 // TestSeedPlan is the seed's test plan (the Cloud SQL IAM token 503
 // incident), played through AlloyDB's connector: a token fetch that
@@ -229,8 +118,8 @@ func TestSeedPlan(t *testing.T) {
 		e := newEnv(t, envOpts{})
 		e.fake.Fail(fake.GenerateClientCertificate, 403, -1)
 		fl := e.wantFatalAtOnce(t, classify.ReasonAlloyDBPermissionDenied)
-		if !strings.Contains(fl.hint, "roles/alloydb.client") {
-			t.Errorf("hint = %q, want it to name roles/alloydb.client", fl.hint)
+		if !strings.Contains(fl.Hint, "roles/alloydb.client") {
+			t.Errorf("hint = %q, want it to name roles/alloydb.client", fl.Hint)
 		}
 	})
 	t.Run("IAM login token 403", func(t *testing.T) {
@@ -238,8 +127,8 @@ func TestSeedPlan(t *testing.T) {
 		e := newEnv(t, envOpts{iam: true})
 		e.fake.Fail(fake.LoginToken, 403, -1)
 		fl := e.wantFatalAtOnce(t, classify.ReasonTokenDenied)
-		if !strings.Contains(fl.hint, "alloydb.With") {
-			t.Errorf("hint = %q, want it to name the connector's credentials", fl.hint)
+		if !strings.Contains(fl.Hint, "alloydb.With") {
+			t.Errorf("hint = %q, want it to name the connector's credentials", fl.Hint)
 		}
 	})
 }
@@ -249,10 +138,10 @@ func TestSeedPlan(t *testing.T) {
 func (e *env) wantRetriedOnce(t *testing.T, reason string) {
 	t.Helper()
 	start := time.Now()
-	if err := e.pool.Ping(ctxFor(t, 30*time.Second)); err != nil {
+	if err := e.pool.Ping(gcptest.CtxFor(t, 30*time.Second)); err != nil {
 		t.Fatalf("Ping = %v, want success after one retry", err)
 	}
-	measured(t, start)
+	gcptest.Measured(t, start)
 	if got := e.pool.Stat().NewConnsCount(); got != 1 {
 		t.Errorf("NewConnsCount = %d, want exactly 1", got)
 	}
@@ -270,20 +159,20 @@ func (e *env) wantRetriedOnce(t *testing.T, reason string) {
 
 // wantFatalAtOnce: the Ping fails after one dial, not retried, Fatal with
 // reason.
-func (e *env) wantFatalAtOnce(t *testing.T, reason string) failure {
+func (e *env) wantFatalAtOnce(t *testing.T, reason string) gcptest.Failure {
 	t.Helper()
 	start := time.Now()
-	err := e.pool.Ping(ctxFor(t, 30*time.Second))
-	measured(t, start)
+	err := e.pool.Ping(gcptest.CtxFor(t, 30*time.Second))
+	gcptest.Measured(t, start)
 	if err == nil {
 		t.Fatal("Ping succeeded")
 	}
 	fl := e.failure(err)
-	if fl.v != (classify.Verdict{Class: classify.Fatal, Reason: reason}) {
-		t.Errorf("verdict = %v, want fatal/%s (err: %v)", fl.v, reason, err)
+	if fl.Verdict != (classify.Verdict{Class: classify.Fatal, Reason: reason}) {
+		t.Errorf("verdict = %v, want fatal/%s (err: %v)", fl.Verdict, reason, err)
 	}
-	if fl.re == nil || fl.re.Attempts != 1 || fl.re.Stop != retry.StopFatal {
-		t.Errorf("retry error = %+v, want one attempt stopped as fatal", fl.re)
+	if fl.Retry == nil || fl.Retry.Attempts != 1 || fl.Retry.Stop != retry.StopFatal {
+		t.Errorf("retry error = %+v, want one attempt stopped as fatal", fl.Retry)
 	}
 	if got := e.dials.Load(); got != 1 {
 		t.Errorf("dials = %d, want exactly 1", got)
@@ -305,13 +194,13 @@ func TestSeedPlanControl(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOpts{iam: true, noTypes: true})
 	e.fake.Fail(fake.LoginToken, 503, 1)
-	err := e.pool.Ping(ctxFor(t, 30*time.Second))
+	err := e.pool.Ping(gcptest.CtxFor(t, 30*time.Second))
 	if err == nil {
 		t.Fatal("Ping succeeded without the type rules: the control does not control anything")
 	}
 	fl := e.failure(err)
-	if fl.v.Retryable() || fl.v.Reason != classify.ReasonUnknown {
-		t.Errorf("verdict = %v, want fatal/unknown", fl.v)
+	if fl.Verdict.Retryable() || fl.Verdict.Reason != classify.ReasonUnknown {
+		t.Errorf("verdict = %v, want fatal/unknown", fl.Verdict)
 	}
 	if got := e.dials.Load(); got != 1 {
 		t.Errorf("dials = %d, want 1", got)
@@ -329,10 +218,10 @@ func TestAdminAPI503WithinConnectorRetry(t *testing.T) {
 			e := newEnv(t, envOpts{})
 			e.fake.Fail(ep, 503, 1)
 			start := time.Now()
-			if err := e.pool.Ping(ctxFor(t, 30*time.Second)); err != nil {
+			if err := e.pool.Ping(gcptest.CtxFor(t, 30*time.Second)); err != nil {
 				t.Fatalf("Ping = %v", err)
 			}
-			measured(t, start)
+			gcptest.Measured(t, start)
 			if got := e.dials.Load(); got != 1 {
 				t.Errorf("dials = %d, want 1: the connector absorbed the 503, holdfast must not retry", got)
 			}
@@ -352,18 +241,18 @@ func TestAdminAPI503OutlastsHoldfast(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	e.fake.Fail(fake.ConnectionInfo, 503, -1)
 	start := time.Now()
-	err := e.pool.Ping(ctxFor(t, 60*time.Second))
+	err := e.pool.Ping(gcptest.CtxFor(t, 60*time.Second))
 	took := time.Since(start)
-	measured(t, start)
+	gcptest.Measured(t, start)
 	if err == nil {
 		t.Fatal("Ping succeeded during an endless Admin API outage")
 	}
 	fl := e.failure(err)
-	if fl.v != (classify.Verdict{Class: classify.Transient, Reason: classify.ReasonTimeout}) {
-		t.Errorf("verdict = %v, want transient/timeout (each Dial cut by DialTimeout)", fl.v)
+	if fl.Verdict != (classify.Verdict{Class: classify.Transient, Reason: classify.ReasonTimeout}) {
+		t.Errorf("verdict = %v, want transient/timeout (each Dial cut by DialTimeout)", fl.Verdict)
 	}
-	if fl.re == nil || fl.re.Attempts != 2 || fl.re.Stop != retry.StopExhausted {
-		t.Errorf("retry error = %+v; want 2 attempts, exhausted", fl.re)
+	if fl.Retry == nil || fl.Retry.Attempts != 2 || fl.Retry.Stop != retry.StopExhausted {
+		t.Errorf("retry error = %+v; want 2 attempts, exhausted", fl.Retry)
 	}
 	if got := e.dials.Load(); got != 2 {
 		t.Errorf("dials = %d, want 2", got)
@@ -405,8 +294,8 @@ func TestFatalFailuresFailAtOnce(t *testing.T) {
 				tt.inject(e)
 			}
 			fl := e.wantFatalAtOnce(t, tt.reason)
-			if !strings.Contains(fl.hint, tt.hint) {
-				t.Errorf("hint = %q, want it to say %q", fl.hint, tt.hint)
+			if !strings.Contains(fl.Hint, tt.hint) {
+				t.Errorf("hint = %q, want it to say %q", fl.Hint, tt.hint)
 			}
 		})
 	}

@@ -11,36 +11,36 @@ import (
 
 	"github.com/holdfast-db/holdfast/alloydb"
 	"github.com/holdfast-db/holdfast/classify"
-	"github.com/holdfast-db/holdfast/internal/gcpconn/gcptree"
+	"github.com/holdfast-db/holdfast/internal/gcpconn/gcptest"
 )
 
 const instance = "p.r.c.i" // as the connector writes an instance in its errors
 
 // alloyTree returns the builder of error trees of Google's, the AlloyDB
-// connector's, this package's and a few core leaves (see gcptree.Tree for
+// connector's, this package's and a few core leaves (see gcptest.Tree for
 // the opcodes).
-func alloyTree() *gcptree.Tree {
-	return &gcptree.Tree{
-		Leaves: []func(*gcptree.Tree) error{
-			gcptree.Message, gcptree.PgError, gcptree.Errno, gcptree.Canceled, gcptree.DeadlineExceeded,
-			gcptree.Google, gcptree.Retrieve, gcptree.RetrieveNoResponse, gcptree.InvalidGrant,
-			gcptree.AuthNoResponse, gcptree.Auth, gcptree.Metadata,
-			func(*gcptree.Tree) error { return errtype.NewConfigError(gcptree.Secret, instance) }, // 12
-			gcptree.TLSVerification,
-			func(*gcptree.Tree) error { var re *errtype.RefreshError; return re }, // 14: typed nil; its Unwrap would panic
-			func(*gcptree.Tree) error { return alloydbconn.ErrDialerClosed },      // 15
-			gcptree.EOF,
-			func(*gcptree.Tree) error { var me *alloydb.MetadataExchangeError; return me }, // 17: typed nil
+func alloyTree() *gcptest.Tree {
+	return &gcptest.Tree{
+		Leaves: []func(*gcptest.Tree) error{
+			gcptest.Message, gcptest.PgError, gcptest.Errno, gcptest.Canceled, gcptest.DeadlineExceeded,
+			gcptest.Google, gcptest.Retrieve, gcptest.RetrieveNoResponse, gcptest.InvalidGrant,
+			gcptest.AuthNoResponse, gcptest.Auth, gcptest.Metadata,
+			func(*gcptest.Tree) error { return errtype.NewConfigError(gcptest.Secret, instance) }, // 12
+			gcptest.TLSVerification,
+			func(*gcptest.Tree) error { var re *errtype.RefreshError; return re }, // 14: typed nil; its Unwrap would panic
+			func(*gcptest.Tree) error { return alloydbconn.ErrDialerClosed },      // 15
+			gcptest.EOF,
+			func(*gcptest.Tree) error { var me *alloydb.MetadataExchangeError; return me }, // 17: typed nil
 		},
-		Wraps: []func(*gcptree.Tree, error) error{
-			gcptree.Lazy,
-			func(_ *gcptree.Tree, e error) error { return errtype.NewRefreshError(gcptree.Secret, instance, e) },
-			func(_ *gcptree.Tree, e error) error { return errtype.NewDialError(gcptree.Secret, instance, e) },
-			func(_ *gcptree.Tree, e error) error {
+		Wraps: []func(*gcptest.Tree, error) error{
+			gcptest.Lazy,
+			func(_ *gcptest.Tree, e error) error { return errtype.NewRefreshError(gcptest.Secret, instance, e) },
+			func(_ *gcptest.Tree, e error) error { return errtype.NewDialError(gcptest.Secret, instance, e) },
+			func(_ *gcptest.Tree, e error) error {
 				return &alloydb.MetadataExchangeError{Instance: instance, Err: e}
 			},
-			gcptree.URL, gcptree.DialOp, gcptree.AuthWrap, gcptree.AuthStatus, gcptree.GoogleWrap, gcptree.ReadOp,
-			gcptree.JoinNil,
+			gcptest.URL, gcptest.DialOp, gcptest.AuthWrap, gcptest.AuthStatus, gcptest.GoogleWrap, gcptest.ReadOp,
+			gcptest.JoinNil,
 		},
 	}
 }
@@ -66,7 +66,7 @@ func FuzzTypeRules(f *testing.F) {
 	f.Add([]byte{13, 0x82})                           // DialError(TLS verification)
 	f.Add([]byte{5, 8, 0xC0, 0xC0, 0xC0, 0xC0, 0x83}) // shared joins
 
-	checks := gcptree.Checks{
+	checks := gcptest.Checks{
 		Types:    classify.New().WithTypes(alloydb.TypeRules()...),
 		Full:     classify.New(alloydb.Rules()...).WithTypes(alloydb.TypeRules()...),
 		Closed:   alloydbconn.ErrDialerClosed,
@@ -89,11 +89,11 @@ func TestMetadataExchangeError(t *testing.T) {
 		err  error
 		want classify.Verdict
 	}{
-		{"the instance's refusal", wrap(errors.New(gcptree.Secret)), fatal(classify.ReasonAlloyDBMetadataExchange)},
-		{"login token 503", wrap(&auth.Error{Response: gcptree.Resp(503), Err: gcptree.RetrieveErr(503)}), transient("token-fetch-503")},
-		{"reset", wrap(gcptree.SyscallErr("read", syscall.ECONNRESET)), transient(classify.ReasonConnReset)},
-		{"a TLS alert", wrap(errors.New("remote error: tls: bad certificate")), fatal(classify.ReasonAlloyDBMetadataExchange)},
-		{"without the wrapper", errors.New(gcptree.Secret), fatal(classify.ReasonUnknown)},
+		{"the instance's refusal", wrap(errors.New(gcptest.Secret)), gcptest.Fatal(classify.ReasonAlloyDBMetadataExchange)},
+		{"login token 503", wrap(&auth.Error{Response: gcptest.Resp(503), Err: gcptest.RetrieveErr(503)}), gcptest.Transient("token-fetch-503")},
+		{"reset", wrap(gcptest.SyscallErr("read", syscall.ECONNRESET)), gcptest.Transient(classify.ReasonConnReset)},
+		{"a TLS alert", wrap(errors.New("remote error: tls: bad certificate")), gcptest.Fatal(classify.ReasonAlloyDBMetadataExchange)},
+		{"without the wrapper", errors.New(gcptest.Secret), gcptest.Fatal(classify.ReasonUnknown)},
 	} {
 		if got := c.Classify(tc.err); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)

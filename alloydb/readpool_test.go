@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/holdfast-db/holdfast/fakes"
 	fake "github.com/holdfast-db/holdfast/fakes/alloydbtest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
+	"github.com/holdfast-db/holdfast/internal/gcpconn/gcptest"
 )
 
 // TestReadPoolReaderOfReadWrite: one factory, alloydb.With the primary's
@@ -27,13 +27,13 @@ import (
 // Transient and the read pool keeps answering on new connections.
 func TestReadPoolReaderOfReadWrite(t *testing.T) {
 	t.Parallel()
-	s := startFake(t, fake.Config{ReadPools: []fake.ReadPool{{Name: "reads", Backend: backend(t)}}})
+	s := startFake(t, fake.Config{ReadPools: []fake.ReadPool{{Name: "reads", Backend: pgtest.Addr(t)}}})
 	d := realDialer(t, s, false)
 	var logs fakes.LogBuffer
-	f := newFactory(t, &logs, alloydb.With(d, s.URI()))
-	ctx := ctxFor(t, 60*time.Second)
+	f := gcptest.NewFactory(t, &logs, alloydb.With(d, s.URI()))
+	ctx := gcptest.CtxFor(t, 60*time.Second)
 
-	writer, reader := mustParse(t, "user=postgres dbname=postgres"), mustParse(t, "host="+s.ReadPool("reads").URI()+" user=postgres dbname=postgres")
+	writer, reader := gcptest.Parse(t, "user=postgres dbname=postgres"), gcptest.Parse(t, "host="+s.ReadPool("reads").URI()+" user=postgres dbname=postgres")
 	rw, err := f.NewReadWrite(ctx, writer, reader, holdfast.PoolName("orders"))
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +64,7 @@ func TestReadPoolReaderOfReadWrite(t *testing.T) {
 	if err := rw.Read(ctx).QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
 		t.Fatalf("read during the primary's failover: %v", err)
 	}
-	measured(t, start)
+	gcptest.Measured(t, start)
 	if got := s.ReadPool("reads").Stats().Forwarded; got <= reads.Forwarded {
 		t.Errorf("read pool forwarded %d connections, no new one during the failover", got)
 	}
@@ -75,11 +75,11 @@ func TestReadPoolReaderOfReadWrite(t *testing.T) {
 // whatever the connection string's host.
 func TestReadPoolFactoryOfItsOwn(t *testing.T) {
 	t.Parallel()
-	s := startFake(t, fake.Config{ReadPools: []fake.ReadPool{{Name: "reads", Backend: backend(t)}}})
+	s := startFake(t, fake.Config{ReadPools: []fake.ReadPool{{Name: "reads", Backend: pgtest.Addr(t)}}})
 	d := realDialer(t, s, false)
 	var logs fakes.LogBuffer
-	f := newFactory(t, &logs, alloydb.With(d, s.ReadPool("reads").URI()))
-	pool, err := f.NewPoolFromDSN(ctxFor(t, 30*time.Second), "host=localhost user=postgres dbname=postgres")
+	f := gcptest.NewFactory(t, &logs, alloydb.With(d, s.ReadPool("reads").URI()))
+	pool, err := f.NewPoolFromDSN(gcptest.CtxFor(t, 30*time.Second), "host=localhost user=postgres dbname=postgres")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestReadPoolFactoryOfItsOwn(t *testing.T) {
 func TestIAMAndPasswords(t *testing.T) {
 	t.Parallel()
 	pg := pgtest.NewServer(t)
-	ctx := ctxFor(t, 60*time.Second)
+	ctx := gcptest.CtxFor(t, 60*time.Second)
 	if err := pg.PasswordRole(ctx, "app", "s3cret"); err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestIAMAndPasswords(t *testing.T) {
 
 	t.Run("IAM, no password", func(t *testing.T) {
 		var logs fakes.LogBuffer
-		f := newFactory(t, &logs, alloydb.With(d, s.URI()))
+		f := gcptest.NewFactory(t, &logs, alloydb.With(d, s.URI()))
 		pool, err := f.NewPoolFromDSN(ctx, "user=postgres dbname=postgres")
 		if err != nil {
 			t.Fatal(err)
@@ -128,8 +128,8 @@ func TestIAMAndPasswords(t *testing.T) {
 			return "s3cret", nil
 		}
 		var logs fakes.LogBuffer
-		f := newFactory(t, &logs, alloydb.With(d, s.URI(), alloydbconn.WithDialIAMAuthN(false)), holdfast.WithPasswordFunc(password))
-		pool := configuredPool(t, f, "user=app dbname=postgres")
+		f := gcptest.NewFactory(t, &logs, alloydb.With(d, s.URI(), alloydbconn.WithDialIAMAuthN(false)), holdfast.WithPasswordFunc(password))
+		pool := gcptest.Pool(t, f, gcptest.Parse(t, "user=app dbname=postgres"))
 		c, err := f.Acquire(ctx, pool)
 		if err != nil {
 			t.Fatalf("Acquire = %v, want success on a fresh password", err)
@@ -154,25 +154,13 @@ func TestConnectorWithoutWith(t *testing.T) {
 	s := startFake(t, fake.Config{})
 	d := realDialer(t, s, false)
 	var logs fakes.LogBuffer
-	f := newFactory(t, &logs)
-	cfg := mustParse(t, "host=localhost user=postgres dbname=postgres sslmode=disable")
+	f := gcptest.NewFactory(t, &logs)
+	cfg := gcptest.Parse(t, "host=localhost user=postgres dbname=postgres sslmode=disable")
 	uri := s.URI()
 	cfg.ConnConfig.DialFunc = func(ctx context.Context, _, _ string) (net.Conn, error) { return d.Dial(ctx, uri) }
-	pool := configuredPoolOf(t, f, cfg)
+	pool := gcptest.Pool(t, f, cfg)
 	s.Fail(fake.APIToken, 503, 100)
-	var err error
-	for range 3 {
-		if err = pool.Ping(ctxFor(t, 30*time.Second)); err == nil {
-			t.Fatal("Ping succeeded through a failing token endpoint")
-		}
-	}
-	if v := f.Classify(err); v.Retryable() {
-		t.Errorf("Classify = %v: the factory classified the connector's error without alloydb.With", v)
-	}
-	if n := strings.Count(logs.String(), "level=WARN msg=\"holdfast: a dial failed with an error of cloud.google.com/go/alloydbconn"); n != 1 ||
-		!strings.Contains(logs.String(), `check="alloydb.With(dialer, instanceURI)"`) {
-		t.Errorf("%d lines name the connector, want one naming alloydb.With:\n%s", n, logs.String())
-	}
+	gcptest.WantUnclassified(t, f, pool, &logs, "cloud.google.com/go/alloydbconn", "alloydb.With(dialer, instanceURI)")
 }
 
 // TestNewPoolStartup: NewPool makes the first connection through a token
@@ -183,7 +171,7 @@ func TestNewPoolStartup(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, envOpts{iam: true})
 		e.fake.Fail(fake.LoginToken, 503, 1)
-		if err := e.f.Start(ctxFor(t, 60*time.Second), e.pool); err != nil {
+		if err := e.f.Start(gcptest.CtxFor(t, 60*time.Second), e.pool); err != nil {
 			t.Fatalf("Start = %v", err)
 		}
 		if got := e.pool.Stat().NewConnsCount(); got != 1 {
@@ -195,8 +183,8 @@ func TestNewPoolStartup(t *testing.T) {
 		e := newEnv(t, envOpts{})
 		e.fake.Fail(fake.ConnectionInfo, 403, -1)
 		start := time.Now()
-		err := e.f.Start(ctxFor(t, 60*time.Second), e.pool)
-		measured(t, start)
+		err := e.f.Start(gcptest.CtxFor(t, 60*time.Second), e.pool)
+		gcptest.Measured(t, start)
 		var ce *holdfast.ConnectError
 		if v := e.f.Classify(err); !errors.As(err, &ce) || ce.Layer != "startup" || v.Class != classify.Fatal || v.Reason != classify.ReasonAlloyDBPermissionDenied {
 			t.Fatalf("Start = %v; want a fatal alloydb-permission-denied ConnectError of layer startup", err)

@@ -9,33 +9,33 @@ import (
 
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/cloudsql"
-	"github.com/holdfast-db/holdfast/internal/gcpconn/gcptree"
+	"github.com/holdfast-db/holdfast/internal/gcpconn/gcptest"
 )
 
 // googleTree returns the builder of error trees of Google's, the Cloud SQL
-// connector's and a few core leaves (see gcptree.Tree for the opcodes).
-func googleTree() *gcptree.Tree {
-	return &gcptree.Tree{
-		Leaves: []func(*gcptree.Tree) error{
-			gcptree.Message, gcptree.PgError, gcptree.Errno, gcptree.Canceled, gcptree.DeadlineExceeded,
-			gcptree.Google, gcptree.Retrieve, gcptree.RetrieveNoResponse, gcptree.InvalidGrant,
-			gcptree.AuthNoResponse, gcptree.Auth, gcptree.Metadata,
-			func(*gcptree.Tree) error { return errtype.NewConfigError(secret, connName) }, // 12
-			gcptree.TLSVerification,
-			func(*gcptree.Tree) error { var re *errtype.RefreshError; return re }, // 14: typed nil; its Unwrap would panic
-			func(*gcptree.Tree) error { return cloudsqlconn.ErrDialerClosed },     // 15
-			gcptree.EOF,
-			func(*gcptree.Tree) error { // 17: a server identity failure
+// connector's and a few core leaves (see gcptest.Tree for the opcodes).
+func googleTree() *gcptest.Tree {
+	return &gcptest.Tree{
+		Leaves: []func(*gcptest.Tree) error{
+			gcptest.Message, gcptest.PgError, gcptest.Errno, gcptest.Canceled, gcptest.DeadlineExceeded,
+			gcptest.Google, gcptest.Retrieve, gcptest.RetrieveNoResponse, gcptest.InvalidGrant,
+			gcptest.AuthNoResponse, gcptest.Auth, gcptest.Metadata,
+			func(*gcptest.Tree) error { return errtype.NewConfigError(secret, connName) }, // 12
+			gcptest.TLSVerification,
+			func(*gcptest.Tree) error { var re *errtype.RefreshError; return re }, // 14: typed nil; its Unwrap would panic
+			func(*gcptest.Tree) error { return cloudsqlconn.ErrDialerClosed },     // 15
+			gcptest.EOF,
+			func(*gcptest.Tree) error { // 17: a server identity failure
 				return errtype.NewDialError(`certificate had CN "x", expected "p:i"`, connName, nil)
 			},
 		},
-		Wraps: []func(*gcptree.Tree, error) error{
-			gcptree.Lazy,
-			func(_ *gcptree.Tree, e error) error { return errtype.NewRefreshError(secret, connName, e) },
-			func(_ *gcptree.Tree, e error) error { return errtype.NewDialError(secret, connName, e) },
-			func(_ *gcptree.Tree, e error) error { return errtype.NewResourceExhaustedError(secret, connName, e) },
-			gcptree.URL, gcptree.DialOp, gcptree.AuthWrap, gcptree.AuthStatus, gcptree.GoogleWrap, gcptree.ReadOp,
-			gcptree.JoinNil,
+		Wraps: []func(*gcptest.Tree, error) error{
+			gcptest.Lazy,
+			func(_ *gcptest.Tree, e error) error { return errtype.NewRefreshError(secret, connName, e) },
+			func(_ *gcptest.Tree, e error) error { return errtype.NewDialError(secret, connName, e) },
+			func(_ *gcptest.Tree, e error) error { return errtype.NewResourceExhaustedError(secret, connName, e) },
+			gcptest.URL, gcptest.DialOp, gcptest.AuthWrap, gcptest.AuthStatus, gcptest.GoogleWrap, gcptest.ReadOp,
+			gcptest.JoinNil,
 		},
 	}
 }
@@ -63,7 +63,7 @@ func FuzzTypeRules(f *testing.F) {
 
 	// As With installs them: Rules (which decide before the walk), then
 	// TypeRules in the walk; and TypeRules alone.
-	checks := gcptree.Checks{
+	checks := gcptest.Checks{
 		Types:    withGoogle,
 		Full:     classify.New(cloudsql.Rules()...).WithTypes(cloudsql.TypeRules()...),
 		Closed:   cloudsqlconn.ErrDialerClosed,

@@ -29,32 +29,6 @@ var messages = gcpfake.APIMessages{
 // client (cloud.google.com/go/alloydb/apiv1alpha, REST) calls.
 const adminPrefix = "/v1alpha/"
 
-func (s *Server) handler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Every handler is joined by Close.
-		if !s.life.Enter() {
-			http.Error(w, "closed", http.StatusServiceUnavailable)
-			return
-		}
-		defer s.life.Leave()
-
-		switch {
-		case r.URL.Path == "/token":
-			s.tokens.Serve(w, r, func(login bool) (int, bool) {
-				kind := APIToken
-				if login {
-					kind = LoginToken
-				}
-				return s.faults.Inject(s.life, w, r, int(kind))
-			})
-		case strings.HasPrefix(r.URL.Path, adminPrefix):
-			s.serveAdmin(w, r)
-		default:
-			messages.WriteError(w, http.StatusNotFound, "Not found: "+r.URL.Path, "notFound")
-		}
-	})
-}
-
 // serveAdmin answers the two Admin API calls the dialer makes, in the
 // REST form of the v1alpha API:
 //
@@ -79,7 +53,7 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		messages.WriteError(w, http.StatusBadRequest, "unexpected Admin API call "+r.Method+" "+r.URL.Path, "badRequest")
 		return
 	}
-	status, ok := s.faults.Inject(s.life, w, r, int(e))
+	status, ok := s.api.Inject(w, r, int(e))
 	if !ok {
 		return
 	}
@@ -87,7 +61,7 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		messages.WriteError(w, status, "", "")
 		return
 	}
-	if !s.tokens.ValidBearer(r) {
+	if !s.api.Tokens.ValidBearer(r) {
 		messages.WriteError(w, http.StatusUnauthorized, "Request had invalid authentication credentials.", "authError")
 		return
 	}

@@ -19,54 +19,25 @@ import (
 
 	fake "github.com/holdfast-db/holdfast/fakes/alloydbtest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
+	"github.com/holdfast-db/holdfast/internal/gcpconn/gcptest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
-
-// backend returns the address of the package's PostgreSQL server.
-func backend(t *testing.T) string {
-	t.Helper()
-	cfg, err := pgx.ParseConfig(pgtest.DSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
-}
 
 // newFake starts a fake forwarding to the package's PostgreSQL server.
 func newFake(t *testing.T, cfg fake.Config) *fake.Server {
 	t.Helper()
 	if cfg.Backend == "" {
-		cfg.Backend = backend(t)
+		cfg.Backend = pgtest.Addr(t)
 	}
 	s, err := fake.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return s
+	return gcptest.Started(t, s, err)
 }
 
 // newDialer builds a real alloydbconn dialer pointed at s.
 func newDialer(t *testing.T, s *fake.Server, iam bool, extra ...alloydbconn.Option) *alloydbconn.Dialer {
 	t.Helper()
-	opts, err := s.DialerOptions()
-	if iam {
-		opts, err = s.IAMDialerOptions()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := alloydbconn.NewDialer(context.Background(), append(opts, extra...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
-	return d
+	return gcptest.Dialer(t, s, iam, alloydbconn.NewDialer, extra...)
 }
 
 func ctxFor(t *testing.T, d time.Duration) context.Context {
@@ -124,7 +95,7 @@ func TestRealDialerConnects(t *testing.T) {
 // address after Close.
 func TestInstances(t *testing.T) {
 	t.Parallel()
-	s := newFake(t, fake.Config{ReadPools: []fake.ReadPool{{Name: "r1", Backend: backend(t)}, {Name: "r2", Backend: backend(t)}}})
+	s := newFake(t, fake.Config{ReadPools: []fake.ReadPool{{Name: "r1", Backend: pgtest.Addr(t)}, {Name: "r2", Backend: pgtest.Addr(t)}}})
 	if s.ReadPool(fake.DefaultInstance) != nil || s.ReadPool("nope") != nil {
 		t.Error("ReadPool returned the primary, or an instance that does not exist")
 	}

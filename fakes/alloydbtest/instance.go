@@ -197,7 +197,7 @@ func (in *Instance) metadataExchange(tc *tls.Conn) bool {
 	switch {
 	case in.rejectN.Take():
 		resp.ResponseCode, resp.Error = connectorspb.MetadataExchangeResponse_ERROR, in.rejectMsg
-	case !in.srv.tokens.Valid(false, tok) && !in.srv.tokens.Valid(true, tok):
+	case !in.srv.api.Tokens.Valid(false, tok) && !in.srv.api.Tokens.Valid(true, tok):
 		resp.ResponseCode, resp.Error = connectorspb.MetadataExchangeResponse_ERROR, "fake AlloyDB: the OAuth2 token is not valid"
 	case iam:
 		in.iamLogins++

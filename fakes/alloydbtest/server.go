@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"slices"
 	"strconv"
 	"sync"
@@ -113,14 +112,9 @@ type Server struct {
 	byName    map[string]*Instance
 	byIP      map[string]*Instance
 
-	httpLn   net.Listener
-	http     *http.Server
-	adminURL string
-	client   *http.Client // for the token sources; idle connections closed by Close
+	api *gcpfake.API // the Admin API and the token endpoint
 
 	life   *gcpfake.Life // the HTTP serve loop, the accept loops, every handler and connection
-	faults *gcpfake.HTTPFaults
-	tokens *gcpfake.Tokens
 	closeO sync.Once
 }
 
@@ -142,8 +136,6 @@ func New(cfg Config) (*Server, error) {
 		byName: map[string]*Instance{},
 		byIP:   map[string]*Instance{},
 		life:   gcpfake.NewLife(),
-		faults: gcpfake.NewHTTPFaults(int(LoginToken)),
-		tokens: gcpfake.NewTokens(ScopeLogin),
 	}
 	var err error
 	if s.serverCA, err = certs.NewNamed("holdfast fake AlloyDB cluster CA"); err != nil {
@@ -183,21 +175,11 @@ func (s *Server) start(signer *certs.Authority) error {
 		s.byName[in.name], s.byIP[in.ip] = in, in
 	}
 	var err error
-	if s.httpLn, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
-		return err
-	}
-	s.adminURL = "http://" + s.httpLn.Addr().String()
-	s.client = &http.Client{Transport: &http.Transport{
-		DialContext:       (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
-		ForceAttemptHTTP2: false,
-		MaxIdleConns:      4,
-	}}
-	s.http = &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second}
-	ln := s.httpLn
-	s.life.Go(func() {
-		_ = s.http.Serve(ln) // returns when Close closes the server
+	s.api, err = gcpfake.StartAPI(s.life, gcpfake.APIConfig{
+		Endpoints: int(LoginToken), APIToken: int(APIToken), LoginToken: int(LoginToken),
+		LoginScope: ScopeLogin, Prefix: adminPrefix, Admin: s.serveAdmin, Messages: messages,
 	})
-	return nil
+	return err
 }
 
 // Close stops the fake: it closes the listeners and every open connection,
@@ -208,18 +190,16 @@ func (s *Server) start(signer *certs.Authority) error {
 func (s *Server) Close() error {
 	s.closeO.Do(func() {
 		s.life.Shut()
-		if s.http != nil {
-			_ = s.http.Close() // closes the HTTP listener and connections
-		} else if s.httpLn != nil {
-			_ = s.httpLn.Close()
+		if s.api != nil {
+			s.api.Close() // closes the HTTP listener and connections
 		}
 		for _, in := range s.instances {
 			in.proxy.Close()
 		}
 	})
 	s.life.Wait()
-	if s.client != nil {
-		s.client.CloseIdleConnections()
+	if s.api != nil {
+		s.api.CloseIdle()
 	}
 	return nil
 }
@@ -242,11 +222,11 @@ func (s *Server) ReadPool(name string) *Instance {
 
 // AdminURL returns the base URL of the fake Admin API, for
 // alloydbconn.WithAdminAPIEndpoint: "http://127.0.0.1:PORT".
-func (s *Server) AdminURL() string { return s.adminURL }
+func (s *Server) AdminURL() string { return s.api.URL }
 
 // TokenURL returns the URL of the fake OAuth2 token endpoint (client
 // credentials grant).
-func (s *Server) TokenURL() string { return s.adminURL + "/token" }
+func (s *Server) TokenURL() string { return s.api.TokenURL() }
 
 // ClusterCAPEM returns the PEM of the cluster's CA, which
 // generateClientCertificate returns as the CA the instances' certificates
@@ -267,9 +247,9 @@ func (s *Server) ClusterCAPEM() string { return string(s.serverCA.CertPEM()) }
 func (s *Server) TokenSource(kind Endpoint) oauth2.TokenSource {
 	switch kind {
 	case APIToken:
-		return gcpfake.TokenSource(s.client, s.TokenURL(), ScopeAdmin)
+		return s.api.TokenSource(ScopeAdmin)
 	case LoginToken:
-		return gcpfake.TokenSource(s.client, s.TokenURL(), ScopeLogin)
+		return s.api.TokenSource(ScopeLogin)
 	}
 	return gcpfake.FailingSource{Err: fmt.Errorf("fakes/alloydbtest: %v is not a token kind", kind)}
 }
@@ -310,14 +290,14 @@ func (s *Server) dialerOptions(api oauth2.TokenSource) ([]alloydbconn.Option, er
 	}
 	hc, err := httptransport.NewClient(&httptransport.Options{
 		Credentials:      auth.NewCredentials(&auth.CredentialsOptions{TokenProvider: oauth2adapt.TokenProviderFromTokenSource(api)}),
-		BaseRoundTripper: s.client.Transport,
+		BaseRoundTripper: s.api.Transport(),
 		DisableTelemetry: true,
 	})
 	if err != nil {
 		return nil, err
 	}
 	return []alloydbconn.Option{
-		alloydbconn.WithAdminAPIEndpoint(s.adminURL),
+		alloydbconn.WithAdminAPIEndpoint(s.api.URL),
 		alloydbconn.WithTokenSource(api),
 		alloydbconn.WithHTTPClient(hc),
 		alloydbconn.WithDialFunc(s.Dial),
@@ -350,19 +330,19 @@ func (s *Server) IAMDialerOptions() ([]alloydbconn.Option, error) {
 // The connector's Admin API client retries a 503 itself (with a backoff of
 // up to 1s, ×1.3 each time, for up to 60s a call) and nothing else; token
 // failures are never retried there.
-func (s *Server) Fail(e Endpoint, code, n int) { s.faults.Fail(int(e), code, n) }
+func (s *Server) Fail(e Endpoint, code, n int) { s.api.Faults.Fail(int(e), code, n) }
 
 // Slow delays the next n requests to endpoint e by d before they are
 // answered (n < 0: every request until [Server.Clear]); a delayed request
 // can still fail by [Server.Fail]. It replaces an earlier Slow of e. A
 // request whose client gives up, or that is pending when the fake closes,
 // ends early.
-func (s *Server) Slow(e Endpoint, d time.Duration, n int) { s.faults.Slow(int(e), d, n) }
+func (s *Server) Slow(e Endpoint, d time.Duration, n int) { s.api.Faults.Slow(int(e), d, n) }
 
 // Clear removes every injected fault, the instances' too. Requests and
 // connections already waiting in a delay keep waiting.
 func (s *Server) Clear() {
-	s.faults.Clear()
+	s.api.Faults.Clear()
 	for _, in := range s.instances {
 		in.Clear()
 	}
@@ -371,11 +351,11 @@ func (s *Server) Clear() {
 // Stats returns a snapshot of the fake's counters.
 func (s *Server) Stats() Stats {
 	st := Stats{
-		ConnectionInfo:            s.faults.Requests(int(ConnectionInfo)),
-		GenerateClientCertificate: s.faults.Requests(int(GenerateClientCertificate)),
-		APITokens:                 s.faults.Requests(int(APIToken)),
-		LoginTokens:               s.faults.Requests(int(LoginToken)),
-		Failed:                    s.faults.Failed(),
+		ConnectionInfo:            s.api.Faults.Requests(int(ConnectionInfo)),
+		GenerateClientCertificate: s.api.Faults.Requests(int(GenerateClientCertificate)),
+		APITokens:                 s.api.Faults.Requests(int(APIToken)),
+		LoginTokens:               s.api.Faults.Requests(int(LoginToken)),
+		Failed:                    s.api.Faults.Failed(),
 	}
 	for _, in := range s.instances {
 		st.Instances.add(in.Stats())
@@ -400,5 +380,5 @@ func (s *Server) Dial(ctx context.Context, network, addr string) (net.Conn, erro
 
 // String describes the fake without secrets.
 func (s *Server) String() string {
-	return "fakes/alloydbtest.Server{" + s.URI() + ", admin " + s.adminURL + ", " + strconv.Itoa(len(s.instances)) + " instances}"
+	return "fakes/alloydbtest.Server{" + s.URI() + ", admin " + s.api.URL + ", " + strconv.Itoa(len(s.instances)) + " instances}"
 }

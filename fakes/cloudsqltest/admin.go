@@ -29,31 +29,11 @@ func apiError(w http.ResponseWriter, code int, msg, reason string) {
 
 func writeJSON(w http.ResponseWriter, code int, v any) { gcpfake.WriteJSON(w, code, v) }
 
-func (s *Server) handler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Every handler is joined by Close.
-		if !s.life.Enter() {
-			http.Error(w, "closed", http.StatusServiceUnavailable)
-			return
-		}
-		defer s.life.Leave()
-
-		switch {
-		case r.URL.Path == "/token":
-			s.serveToken(w, r)
-		case strings.HasPrefix(r.URL.Path, adminPrefix):
-			s.serveAdmin(w, r)
-		default:
-			apiError(w, http.StatusNotFound, "Not found: "+r.URL.Path, "notFound")
-		}
-	})
-}
-
 // inject counts a request to e, applies its injected delay and reports the
 // injected failure status, or 0. It returns ok=false when the client went
 // away or the fake closed during the delay.
 func (s *Server) inject(w http.ResponseWriter, r *http.Request, e Endpoint) (status int, ok bool) {
-	return s.faults.Inject(s.life, w, r, int(e))
+	return s.api.Inject(w, r, int(e))
 }
 
 // serveAdmin answers the two Admin API calls the dialer makes:
@@ -83,7 +63,7 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		apiError(w, status, "", "")
 		return
 	}
-	if !s.tokens.ValidBearer(r) {
+	if !s.api.Tokens.ValidBearer(r) {
 		apiError(w, http.StatusUnauthorized, "Request had invalid authentication credentials.", "authError")
 		return
 	}
@@ -133,7 +113,7 @@ func (s *Server) serveEphemeralCert(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusBadRequest, "Invalid JSON payload received.", "badRequest")
 		return
 	}
-	if req.AccessToken != "" && !s.tokens.Valid(true, req.AccessToken) {
+	if req.AccessToken != "" && !s.api.Tokens.Valid(true, req.AccessToken) {
 		apiError(w, http.StatusUnauthorized, "Invalid IAM login token.", "authError")
 		return
 	}
@@ -171,16 +151,4 @@ func (s *Server) ephemeralCert(pubPEM string) (string, error) {
 	}
 	cert, err := s.clientCA.SignClient(pub, "holdfast-fake-ephemeral", time.Hour)
 	return string(cert), err
-}
-
-// serveToken is an OAuth2 token endpoint (client credentials grant). The
-// scope says which kind of token is asked for.
-func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
-	s.tokens.Serve(w, r, func(login bool) (int, bool) {
-		kind := APIToken
-		if login {
-			kind = LoginToken
-		}
-		return s.inject(w, r, kind)
-	})
 }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"sync"
 	"time"
 
@@ -94,15 +93,11 @@ type Server struct {
 	serverPEM string
 	tlsConfig *tls.Config
 
-	httpLn   net.Listener
-	http     *http.Server
+	api      *gcpfake.API // the Admin API and the token endpoint
 	adminURL string
-	client   *http.Client // for the token sources; idle connections closed by Close
 	inst     *gcpfake.Instance
 
-	life   *gcpfake.Life // the HTTP serve loop, the accept loop, every handler and connection
-	faults *gcpfake.HTTPFaults
-	tokens *gcpfake.Tokens
+	life *gcpfake.Life // the HTTP serve loop, the accept loop, every handler and connection
 
 	mu         sync.Mutex
 	loginCerts int
@@ -124,34 +119,29 @@ func New(cfg Config) (*Server, error) {
 		cfg:      cfg,
 		connName: cfg.Project + ":" + cfg.Region + ":" + cfg.Instance,
 		life:     gcpfake.NewLife(),
-		faults:   gcpfake.NewHTTPFaults(int(LoginToken)),
-		tokens:   gcpfake.NewTokens(ScopeLogin),
 	}
 	if err := s.setupTLS(); err != nil {
 		return nil, fmt.Errorf("fakes/cloudsqltest: certificates: %w", err)
 	}
 	var err error
-	if s.httpLn, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
-		return nil, fmt.Errorf("fakes/cloudsqltest: %w", err)
-	}
-	s.adminURL = "http://" + s.httpLn.Addr().String() + "/"
 	s.inst, err = gcpfake.StartInstance(s.life, gcpfake.InstanceConfig{
 		TLS: s.tlsConfig, Backend: cfg.Backend, IP: InstanceIP, Port: "3307",
 		ErrClosed: ErrClosed, ErrNotInstance: ErrNotInstance,
 	})
 	if err != nil {
-		_ = s.httpLn.Close()
 		return nil, fmt.Errorf("fakes/cloudsqltest: %w", err)
 	}
-	s.client = &http.Client{Transport: &http.Transport{
-		DialContext:       (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
-		ForceAttemptHTTP2: false,
-		MaxIdleConns:      4,
-	}}
-	s.http = &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second}
-	s.life.Go(func() {
-		_ = s.http.Serve(s.httpLn) // returns when Close closes the server
+	s.api, err = gcpfake.StartAPI(s.life, gcpfake.APIConfig{
+		Endpoints: int(LoginToken), APIToken: int(APIToken), LoginToken: int(LoginToken),
+		LoginScope: ScopeLogin, Prefix: adminPrefix, Admin: s.serveAdmin, Messages: messages,
 	})
+	if err != nil {
+		s.life.Shut()
+		s.inst.Close()
+		s.life.Wait()
+		return nil, fmt.Errorf("fakes/cloudsqltest: %w", err)
+	}
+	s.adminURL = s.api.URL + "/"
 	return s, nil
 }
 
@@ -192,11 +182,11 @@ func (s *Server) setupTLS() error {
 // cloudsqlconn dialer first.
 func (s *Server) Close() error {
 	if s.life.Shut() {
-		_ = s.http.Close() // closes the HTTP listener and connections
+		s.api.Close() // closes the HTTP listener and connections
 		s.inst.Close()
 	}
 	s.life.Wait()
-	s.client.CloseIdleConnections()
+	s.api.CloseIdle()
 	return nil
 }
 
@@ -209,7 +199,7 @@ func (s *Server) AdminURL() string { return s.adminURL }
 
 // TokenURL returns the URL of the fake OAuth2 token endpoint (client
 // credentials grant).
-func (s *Server) TokenURL() string { return s.adminURL + "token" }
+func (s *Server) TokenURL() string { return s.api.TokenURL() }
 
 // InstanceAddr returns the "host:port" of the fake instance's TLS listener.
 func (s *Server) InstanceAddr() string { return s.inst.Addr() }
@@ -232,9 +222,9 @@ func (s *Server) ServerCAPEM() string { return s.serverPEM }
 func (s *Server) TokenSource(kind Endpoint) oauth2.TokenSource {
 	switch kind {
 	case APIToken:
-		return gcpfake.TokenSource(s.client, s.TokenURL(), ScopeAdmin)
+		return s.api.TokenSource(ScopeAdmin)
 	case LoginToken:
-		return gcpfake.TokenSource(s.client, s.TokenURL(), ScopeLogin)
+		return s.api.TokenSource(ScopeLogin)
 	}
 	return gcpfake.FailingSource{Err: fmt.Errorf("fakes/cloudsqltest: %v is not a token kind", kind)}
 }
@@ -291,14 +281,14 @@ func (s *Server) dialerOptions(auth ...cloudsqlconn.Option) ([]cloudsqlconn.Opti
 //
 // The dialer retries Admin API 5xx answers itself (five tries, about 5 to
 // 8.5 seconds) and never retries token failures.
-func (s *Server) Fail(e Endpoint, code, n int) { s.faults.Fail(int(e), code, n) }
+func (s *Server) Fail(e Endpoint, code, n int) { s.api.Faults.Fail(int(e), code, n) }
 
 // Slow delays the next n requests to endpoint e by d before they are
 // answered (n < 0: every request until [Server.Clear]); a delayed request
 // can still fail by [Server.Fail]. It replaces an earlier Slow of e. A
 // request whose client gives up, or that is pending when the fake closes,
 // ends early.
-func (s *Server) Slow(e Endpoint, d time.Duration, n int) { s.faults.Slow(int(e), d, n) }
+func (s *Server) Slow(e Endpoint, d time.Duration, n int) { s.api.Faults.Slow(int(e), d, n) }
 
 // Refuse makes the next n dials of the instance through [Server.Dial] fail
 // like a TCP connect to a closed port (n < 0: every dial until
@@ -325,7 +315,7 @@ func (s *Server) SlowHandshake(d time.Duration, n int) { s.inst.SlowHandshake(d,
 // Clear removes every injected fault. Requests and connections already
 // waiting in a delay keep waiting.
 func (s *Server) Clear() {
-	s.faults.Clear()
+	s.api.Faults.Clear()
 	s.inst.Clear()
 }
 
@@ -336,12 +326,12 @@ func (s *Server) Stats() Stats {
 	loginCerts := s.loginCerts
 	s.mu.Unlock()
 	return Stats{
-		ConnectSettings:       s.faults.Requests(int(ConnectSettings)),
-		GenerateEphemeralCert: s.faults.Requests(int(GenerateEphemeralCert)),
+		ConnectSettings:       s.api.Faults.Requests(int(ConnectSettings)),
+		GenerateEphemeralCert: s.api.Faults.Requests(int(GenerateEphemeralCert)),
 		LoginCerts:            loginCerts,
-		APITokens:             s.faults.Requests(int(APIToken)),
-		LoginTokens:           s.faults.Requests(int(LoginToken)),
-		Failed:                s.faults.Failed(),
+		APITokens:             s.api.Faults.Requests(int(APIToken)),
+		LoginTokens:           s.api.Faults.Requests(int(LoginToken)),
+		Failed:                s.api.Faults.Failed(),
 		Dials:                 in.Dials,
 		Refused:               in.Refused,
 		Resets:                in.Resets,

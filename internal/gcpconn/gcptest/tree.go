@@ -1,9 +1,11 @@
-// Package gcptree builds error trees of Google's, a Google connector's and
-// a few core error types from fuzz bytes, and checks a connector's
-// classification of them: the fuzz tests of packages cloudsql and alloydb
-// (FuzzTypeRules). Package classify fuzzes the walk itself (FuzzClassify)
-// without vendor types.
-package gcptree
+// Package gcptest is what the tests of packages cloudsql and alloydb
+// share: error trees of Google's, a Google connector's and a few core
+// error types built from fuzz bytes, and the checks of a connector's
+// classification of them (their FuzzTypeRules; package classify fuzzes
+// the walk itself, FuzzClassify, without vendor types); assertions on
+// error chains; and the factory, pool and context helpers of their
+// end-to-end tests.
+package gcptest
 
 import (
 	"context"
@@ -16,7 +18,6 @@ import (
 	"net/url"
 	"os"
 	"reflect"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -30,6 +31,7 @@ import (
 	"google.golang.org/api/googleapi"
 
 	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/internal/fuzzbytes"
 )
 
 // Secret appears in every message of the trees; no Reason may contain it.
@@ -41,6 +43,8 @@ const Secret = "p4ssw0rd"
 // errors.Join(top, top), a shared subtree; odd: join the top two). Leaves
 // and wrappers may read more bytes (Next, Code).
 type Tree struct {
+	fuzzbytes.Reader // Next, Code
+
 	Leaves []func(*Tree) error
 	Wraps  []func(*Tree, error) error
 
@@ -48,30 +52,7 @@ type Tree struct {
 	// (errors.As may panic on one).
 	TypedNil bool
 
-	data  []byte
 	stack []error
-}
-
-// Next returns the next byte, 0 when there is none.
-func (b *Tree) Next() byte {
-	if len(b.data) == 0 {
-		return 0
-	}
-	c := b.data[0]
-	b.data = b.data[1:]
-	return c
-}
-
-var fuzzStatus = []int{400, 401, 403, 404, 408, 429, 500, 502, 503, 504}
-
-// Code returns an HTTP status: bytes 0-9 pick a common one, others give
-// 310..555.
-func (b *Tree) Code() int {
-	c := int(b.Next())
-	if c < len(fuzzStatus) {
-		return fuzzStatus[c]
-	}
-	return 300 + c
 }
 
 func (b *Tree) pop() error {
@@ -88,8 +69,9 @@ func (b *Tree) Build(data []byte) error {
 	if len(data) > 1024 {
 		data = data[:1024]
 	}
-	b.data, b.stack, b.TypedNil = data, nil, false
-	for len(b.data) > 0 {
+	b.Reset(data)
+	b.stack, b.TypedNil = nil, false
+	for b.More() {
 		op := b.Next()
 		switch op >> 6 {
 		case 0, 1:
@@ -146,7 +128,7 @@ var (
 // wrap (fmt.Errorf would call Error, which panics for some leaves and is
 // exponential in the depth of shared joins).
 var (
-	Lazy       = func(_ *Tree, e error) error { return LazyWrap{e} }
+	Lazy       = func(_ *Tree, e error) error { return fuzzbytes.LazyWrap{Prefix: "lazy " + Secret, Err: e} }
 	URL        = func(_ *Tree, e error) error { return URLErr(e) }
 	DialOp     = func(_ *Tree, e error) error { return &net.OpError{Op: "dial", Net: "tcp", Err: e} }
 	AuthWrap   = func(_ *Tree, e error) error { return &auth.Error{Err: e} } // nil Response
@@ -159,13 +141,6 @@ var (
 	ReadOp  = func(_ *Tree, e error) error { return &net.OpError{Op: "read", Net: "tcp", Err: e} }
 	JoinNil = func(_ *Tree, e error) error { return errors.Join(e, nil) }
 )
-
-// LazyWrap wraps without formatting at construction, so a chain holding an
-// *auth.Error without Response can be built; its Error would panic.
-type LazyWrap struct{ Err error }
-
-func (w LazyWrap) Error() string { return "lazy " + Secret + ": " + w.Err.Error() }
-func (w LazyWrap) Unwrap() error { return w.Err }
 
 // GoogleErr builds a *googleapi.Error wrapping its *apierror.APIError, as
 // a generated Admin API client returns it.
@@ -197,9 +172,6 @@ func URLErr(err error) error {
 	return &url.Error{Op: "Post", URL: "https://googleapis.com/" + Secret, Err: err}
 }
 
-// reasonRE is the shape of every built-in Reason.
-var reasonRE = regexp.MustCompile(`^[a-z0-9]+(-[a-zA-Z0-9]+)*$`)
-
 // Checks are what Check asserts of a connector's classification.
 type Checks struct {
 	// Types classifies with the connector's TypeRules only; Full with its
@@ -224,7 +196,7 @@ func (c Checks) Check(t *testing.T, b *Tree, err error) {
 		if v.Class != classify.Fatal && v.Class != classify.Transient {
 			t.Fatalf("Class out of range: %v", v)
 		}
-		if !reasonRE.MatchString(v.Reason) || strings.Contains(v.Reason, Secret) {
+		if !fuzzbytes.ReasonRE.MatchString(v.Reason) || strings.Contains(v.Reason, Secret) {
 			t.Fatalf("Reason %q is not a short machine-readable token", v.Reason)
 		}
 	}
