@@ -48,6 +48,7 @@ import (
 //	fmt → *errtype.RefreshError → *url.Error → *auth.Error → *oauth2.RetrieveError{503} → Transient token-fetch-503
 //	*MetadataExchangeError → *auth.Error → *oauth2.RetrieveError{503}        → Transient token-fetch-503
 //	*MetadataExchangeError → errors.New(the instance's message)              → Fatal alloydb-metadata-exchange
+//	*MetadataExchangeError → *tls.permanentError → *net.OpError → ECONNRESET → Transient conn-reset
 //	*errtype.DialError → *net.OpError → *os.SyscallError → ECONNREFUSED       → Transient conn-refused
 //	*errtype.DialError → *tls.CertificateVerificationError                    → Fatal tls-verification
 func TypeRules() []classify.TypeRule { return connector.TypeRules() }

@@ -33,8 +33,6 @@ var endpointNames = [...]string{
 // String returns the endpoint's name, for example "connectSettings".
 func (e Endpoint) String() string { return enum.Name("Endpoint", e, endpointNames[:]) }
 
-func (e Endpoint) valid() bool { return e >= ConnectSettings && e <= LoginToken }
-
 // Stats counts what the fake has seen since it started. Take a snapshot with
 // [Server.Stats]. Requests and dials are counted when they arrive, whether
 // they then succeed or fail.
