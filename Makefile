@@ -50,9 +50,10 @@ stdlibsuite: ## pgx's own database/sql (stdlib) tests with every *sql.DB through
 bench: ## holdfast against plain pgxpool, same run, same server
 	go test -run '^$$' -bench . -benchmem -count 5 .
 
-fuzz: ## fuzz the classifier, and cloudsql's rules on Google's error types, a minute each
+fuzz: ## fuzz the classifier, and cloudsql's and alloydb's rules on Google's error types, a minute each
 	go test -run '^$$' -fuzz FuzzClassify -fuzztime 60s ./classify/
 	go test -run '^$$' -fuzz FuzzTypeRules -fuzztime 60s ./cloudsql/
+	go test -run '^$$' -fuzz FuzzTypeRules -fuzztime 60s ./alloydb/
 
 lb-screenshots: ## lb: the console's screenshots in docs/lb/, made by its browser tests (needs chromium)
 	mkdir -p docs/lb

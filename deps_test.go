@@ -33,9 +33,13 @@ var vendorPrefixes = []string{
 	"golang.org/x/oauth2",
 	"github.com/aws/",
 	"github.com/holdfast-db/holdfast/cloudsql",
+	"github.com/holdfast-db/holdfast/alloydb",
+	"github.com/holdfast-db/holdfast/internal/gcpconn",
 	"github.com/holdfast-db/holdfast/rdsiam",
 	"github.com/holdfast-db/holdfast/rdssecrets",
 	"github.com/holdfast-db/holdfast/fakes/cloudsqltest",
+	"github.com/holdfast-db/holdfast/fakes/alloydbtest",
+	"github.com/holdfast-db/holdfast/fakes/internal/gcpfake",
 }
 
 func vendorPackage(path string) bool {

@@ -171,10 +171,10 @@
 // [Wrapper] counts only when nothing inside it is recognised, a
 // [Misconfiguration] outranks every cause but cancellation and TLS
 // verification. [Classifier.WithTypes] adds TypeRules to a Classifier.
-// Package cloudsql's TypeRules cover Google's token and Admin API errors
-// and the Cloud SQL connector's, with their table; its Rules add the
-// connector's closed-dialer sentinel through [Sentinel]. Without them
-// those errors are Fatal "unknown".
+// The TypeRules of packages cloudsql and alloydb cover Google's token and
+// Admin API errors and their connector's, with their tables; their Rules
+// add the connector's closed-dialer sentinel through [Sentinel]. Without
+// them those errors are Fatal "unknown".
 //
 // # User rules
 //

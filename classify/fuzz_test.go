@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,50 +16,23 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/internal/fuzzbytes"
 )
 
 // reasonRE is the shape of every built-in Reason.
-var reasonRE = regexp.MustCompile(`^[a-z0-9]+(-[a-zA-Z0-9]+)*$`)
-
-// lazyWrap wraps without formatting at construction, so a chain holding a
-// panicky error can be built; its Error would panic.
-type lazyWrap struct{ err error }
-
-func (w lazyWrap) Error() string { return "lazy " + secret + ": " + w.err.Error() }
-func (w lazyWrap) Unwrap() error { return w.err }
+var reasonRE = fuzzbytes.ReasonRE
 
 // errorBuilder turns fuzz bytes into an error tree with a small stack
 // machine: leaf opcodes push an error, wrapper opcodes replace the top,
 // join opcodes combine the top two (or duplicate the top, sharing it).
 type errorBuilder struct {
-	data  []byte
+	fuzzbytes.Reader
 	stack []entry
 }
 
 type entry struct {
 	err  error
 	size int // node count, with shared subtrees counted once per path
-}
-
-func (b *errorBuilder) next() byte {
-	if len(b.data) == 0 {
-		return 0
-	}
-	c := b.data[0]
-	b.data = b.data[1:]
-	return c
-}
-
-var fuzzStatus = []int{400, 401, 403, 404, 408, 429, 500, 502, 503, 504}
-
-// code returns an HTTP status: bytes 0-9 pick a common one, others give
-// 310..555.
-func (b *errorBuilder) code() int {
-	c := int(b.next())
-	if c < len(fuzzStatus) {
-		return fuzzStatus[c]
-	}
-	return 300 + c
 }
 
 func (b *errorBuilder) pop() entry {
@@ -86,11 +58,11 @@ func (b *errorBuilder) leaf(op byte) error {
 	case 0:
 		return errors.New(secret)
 	case 1:
-		return pgErr(fuzzCodes[int(b.next())%len(fuzzCodes)])
+		return pgErr(fuzzCodes[int(b.Next())%len(fuzzCodes)])
 	case 2:
-		return pgErr(string([]byte{b.next(), b.next(), b.next(), b.next(), b.next()}))
+		return pgErr(string([]byte{b.Next(), b.Next(), b.Next(), b.Next(), b.Next()}))
 	case 3:
-		return syscallErr("dial", fuzzErrnos[int(b.next())%len(fuzzErrnos)])
+		return syscallErr("dial", fuzzErrnos[int(b.Next())%len(fuzzErrnos)])
 	case 4:
 		return io.EOF
 	case 5:
@@ -100,21 +72,21 @@ func (b *errorBuilder) leaf(op byte) error {
 	case 7:
 		return context.DeadlineExceeded
 	case 8:
-		return &vendorStatusError{code: b.code()}
+		return &vendorStatusError{code: b.Code()}
 	case 9:
-		return vendorAs{b.code()}
+		return vendorAs{b.Code()}
 	case 10:
 		return panicky{} // Error() would panic
 	case 11:
 		return &vendorWrapError{} // no verdict of its own, no cause
 	case 12:
-		return &vendorWrapError{code: b.code()}
+		return &vendorWrapError{code: b.Code()}
 	case 13:
-		return pgAs{fuzzCodes[int(b.next())%len(fuzzCodes)]}
+		return pgAs{fuzzCodes[int(b.Next())%len(fuzzCodes)]}
 	case 14:
 		return &vendorConfigError{}
 	case 15:
-		c := b.next()
+		c := b.Next()
 		return &net.DNSError{Err: secret, IsNotFound: c&1 != 0, IsTemporary: c&2 != 0, IsTimeout: c&4 != 0}
 	case 16:
 		return &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}
@@ -144,15 +116,15 @@ func (b *errorBuilder) wrap(op byte, e error, size int) error {
 		if size > 256 {
 			// fmt.Errorf formats e at once, which is exponential in the
 			// depth of shared joins.
-			return lazyWrap{e}
+			return fuzzbytes.LazyWrap{Prefix: "lazy " + secret, Err: e}
 		}
 		return fmt.Errorf("wrapped %s: %w", secret, e)
 	case 1:
-		return lazyWrap{e}
+		return fuzzbytes.LazyWrap{Prefix: "lazy " + secret, Err: e}
 	case 2:
 		return &vendorWrapError{err: e}
 	case 3:
-		return &vendorWrapError{code: b.code(), err: e}
+		return &vendorWrapError{code: b.Code(), err: e}
 	case 4:
 		return panicky{err: e}
 	case 5:
@@ -162,13 +134,13 @@ func (b *errorBuilder) wrap(op byte, e error, size int) error {
 	case 7:
 		return &os.SyscallError{Syscall: "connect", Err: e}
 	case 8:
-		return &vendorStatusError{code: b.code(), err: e}
+		return &vendorStatusError{code: b.Code(), err: e}
 	case 9:
 		return &net.OpError{Op: "read", Net: "tcp", Err: e}
 	case 10:
 		return &vendorStatusError{code: 503, err: e}
 	case 11:
-		return &net.DNSError{Err: secret, UnwrapErr: e, IsNotFound: b.next()&1 != 0}
+		return &net.DNSError{Err: secret, UnwrapErr: e, IsNotFound: b.Next()&1 != 0}
 	case 12:
 		return &tls.CertificateVerificationError{Err: e}
 	default:
@@ -180,9 +152,10 @@ func buildError(data []byte) error {
 	if len(data) > 4096 {
 		data = data[:4096]
 	}
-	b := &errorBuilder{data: data}
-	for len(b.data) > 0 {
-		op := b.next()
+	b := &errorBuilder{}
+	b.Reset(data)
+	for b.More() {
+		op := b.Next()
 		switch op >> 6 {
 		case 0, 1:
 			b.push(b.leaf(op), 1)

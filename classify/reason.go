@@ -18,6 +18,13 @@ const (
 	ReasonCloudSQLDial              = "cloudsql-dial"               // *errtype.DialError, nil cause (Transient)
 	ReasonCloudSQLResourceExhausted = "cloudsql-resource-exhausted" // *errtype.ResourceExhaustedError (Transient)
 
+	ReasonAlloyDBConfig           = "alloydb-config"             // the AlloyDB connector's *errtype.ConfigError (Fatal)
+	ReasonAlloyDBRefresh          = "alloydb-refresh"            // its *errtype.RefreshError, nil cause (Transient)
+	ReasonAlloyDBDial             = "alloydb-dial"               // its *errtype.DialError, nil cause (Transient)
+	ReasonAlloyDBMetadataExchange = "alloydb-metadata-exchange"  // the instance refused the connector's metadata exchange (Fatal)
+	ReasonAlloyDBPermissionDenied = "alloydb-permission-denied"  // AlloyDB Admin API 401/403 (Fatal)
+	ReasonAlloyDBInstanceNotFound = "alloydb-instance-not-found" // AlloyDB Admin API 404 (Fatal)
+
 	ReasonConnRefused     = "conn-refused"     // ECONNREFUSED (Transient)
 	ReasonConnReset       = "conn-reset"       // ECONNRESET (Transient)
 	ReasonBrokenPipe      = "broken-pipe"      // EPIPE (Transient)
@@ -33,8 +40,8 @@ const (
 	ReasonDNSError        = "dns-error"        // other *net.DNSError (Transient)
 
 	ReasonBadRequest       = "bad-request"        // *googleapi.Error 400 (Fatal)
-	ReasonPermissionDenied = "permission-denied"  // *googleapi.Error 401/403 (Fatal)
-	ReasonInstanceNotFound = "instance-not-found" // *googleapi.Error 404 (Fatal)
+	ReasonPermissionDenied = "permission-denied"  // *googleapi.Error 401/403 of the Cloud SQL Admin API (Fatal)
+	ReasonInstanceNotFound = "instance-not-found" // *googleapi.Error 404 of the Cloud SQL Admin API (Fatal)
 
 	ReasonTokenInvalidGrant = "token-invalid-grant" // *oauth2.RetrieveError invalid_grant (Fatal)
 	ReasonTokenDenied       = "token-denied"        // token endpoint 400/401/403 (Fatal)

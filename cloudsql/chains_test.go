@@ -39,6 +39,7 @@ import (
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/cloudsql"
 	fake "github.com/holdfast-db/holdfast/fakes/cloudsqltest"
+	"github.com/holdfast-db/holdfast/internal/gcpconn/gcptest"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -61,57 +62,57 @@ func TestRealCloudSQLChains(t *testing.T) {
 		{
 			name:  "connectSettings 503 after the connector's 5 tries",
 			setup: func(_ *testing.T, s *fake.Server, _ *metadataFake) { s.Fail(fake.ConnectSettings, 503, -1) },
-			want:  transient("admin-api-503"),
+			want:  gcptest.Transient("admin-api-503"),
 			chain: wantRefreshAPI(503, "failed to get instance metadata"),
 			slow:  true,
 		},
 		{
 			name:  "generateEphemeralCert 503 after the connector's 5 tries",
 			setup: func(_ *testing.T, s *fake.Server, _ *metadataFake) { s.Fail(fake.GenerateEphemeralCert, 503, -1) },
-			want:  transient("admin-api-503"),
+			want:  gcptest.Transient("admin-api-503"),
 			chain: wantRefreshAPI(503, "create ephemeral cert failed"),
 			slow:  true,
 		},
 		{
 			name:  "connectSettings 403",
 			setup: func(_ *testing.T, s *fake.Server, _ *metadataFake) { s.Fail(fake.ConnectSettings, 403, -1) },
-			want:  fatal("permission-denied"),
+			want:  gcptest.Fatal("permission-denied"),
 			chain: wantRefreshAPI(403, "failed to get instance metadata"),
 		},
 		{
 			name:  "connectSettings 404",
 			setup: func(_ *testing.T, s *fake.Server, _ *metadataFake) { s.Fail(fake.ConnectSettings, 404, -1) },
-			want:  fatal("instance-not-found"),
+			want:  gcptest.Fatal("instance-not-found"),
 			chain: wantRefreshAPI(404, "failed to get instance metadata"),
 		},
 		{
 			name:  "connectSettings 429 (not retried by the connector)",
 			setup: func(_ *testing.T, s *fake.Server, _ *metadataFake) { s.Fail(fake.ConnectSettings, 429, -1) },
-			want:  transient("admin-api-429"),
+			want:  gcptest.Transient("admin-api-429"),
 			chain: wantRefreshAPI(429, "failed to get instance metadata"),
 		},
 		{
 			name:  "IAM login token source 503",
 			creds: "iam",
 			setup: func(_ *testing.T, s *fake.Server, _ *metadataFake) { s.Fail(fake.LoginToken, 503, -1) },
-			want:  transient("token-fetch-503"),
+			want:  gcptest.Transient("token-fetch-503"),
 			chain: func(t *testing.T, err error) {
-				re := mustAs[*errtype.RefreshError](t, err)
-				ae := mustAs[*auth.Error](t, re)
-				oe := mustAs[*oauth2.RetrieveError](t, ae)
+				re := gcptest.MustAs[*errtype.RefreshError](t, err)
+				ae := gcptest.MustAs[*auth.Error](t, re)
+				oe := gcptest.MustAs[*oauth2.RetrieveError](t, ae)
 				if re.Message != "failed to retrieve Oauth2 token" || oe.Response.StatusCode != 503 || !ae.Temporary() {
 					t.Errorf("RefreshError %q, RetrieveError status %d, auth.Error temporary %v", re.Message, oe.Response.StatusCode, ae.Temporary())
 				}
-				mustNotAs[*url.Error](t, err)
+				gcptest.MustNotAs[*url.Error](t, err)
 			},
 		},
 		{
 			name:  "IAM login token source invalid_grant",
 			creds: "iam",
 			setup: func(_ *testing.T, s *fake.Server, _ *metadataFake) { s.Fail(fake.LoginToken, 400, -1) },
-			want:  fatal("token-invalid-grant"),
+			want:  gcptest.Fatal("token-invalid-grant"),
 			chain: func(t *testing.T, err error) {
-				if oe := mustAs[*oauth2.RetrieveError](t, err); oe.ErrorCode != "invalid_grant" {
+				if oe := gcptest.MustAs[*oauth2.RetrieveError](t, err); oe.ErrorCode != "invalid_grant" {
 					t.Errorf("ErrorCode = %q", oe.ErrorCode)
 				}
 			},
@@ -119,12 +120,12 @@ func TestRealCloudSQLChains(t *testing.T) {
 		{
 			name:  "API token source 503",
 			setup: func(_ *testing.T, s *fake.Server, _ *metadataFake) { s.Fail(fake.APIToken, 503, -1) },
-			want:  transient("token-fetch-503"),
+			want:  gcptest.Transient("token-fetch-503"),
 			chain: func(t *testing.T, err error) {
-				re := mustAs[*errtype.RefreshError](t, err)
-				ue := mustAs[*url.Error](t, re)
-				mustAs[*auth.Error](t, ue)
-				if oe := mustAs[*oauth2.RetrieveError](t, ue); oe.Response.StatusCode != 503 {
+				re := gcptest.MustAs[*errtype.RefreshError](t, err)
+				ue := gcptest.MustAs[*url.Error](t, re)
+				gcptest.MustAs[*auth.Error](t, ue)
+				if oe := gcptest.MustAs[*oauth2.RetrieveError](t, ue); oe.Response.StatusCode != 503 {
 					t.Errorf("status %d", oe.Response.StatusCode)
 				}
 			},
@@ -133,11 +134,11 @@ func TestRealCloudSQLChains(t *testing.T) {
 			name:  "metadata server token 503 (ADC on Google runtimes)",
 			creds: "metadata",
 			setup: func(_ *testing.T, _ *fake.Server, md *metadataFake) { md.status.Store(503) },
-			want:  transient("token-fetch-503"),
+			want:  gcptest.Transient("token-fetch-503"),
 			chain: func(t *testing.T, err error) {
-				re := mustAs[*errtype.RefreshError](t, err)
-				ue := mustAs[*url.Error](t, re)
-				if me := mustAs[*metadata.Error](t, ue); me.Code != 503 {
+				re := gcptest.MustAs[*errtype.RefreshError](t, err)
+				ue := gcptest.MustAs[*url.Error](t, re)
+				if me := gcptest.MustAs[*metadata.Error](t, ue); me.Code != 503 {
 					t.Errorf("metadata.Error.Code = %d", me.Code)
 				}
 			},
@@ -146,26 +147,26 @@ func TestRealCloudSQLChains(t *testing.T) {
 			name:  "metadata server token 403",
 			creds: "metadata",
 			setup: func(_ *testing.T, _ *fake.Server, md *metadataFake) { md.status.Store(403) },
-			want:  fatal("token-denied"),
-			chain: func(t *testing.T, err error) { mustAs[*metadata.Error](t, err) },
+			want:  gcptest.Fatal("token-denied"),
+			chain: func(t *testing.T, err error) { gcptest.MustAs[*metadata.Error](t, err) },
 		},
 		{
 			name:  "service account key, token_uri 503",
 			creds: "sa-json",
 			setup: func(_ *testing.T, s *fake.Server, _ *metadataFake) { s.Fail(fake.APIToken, 503, -1) },
-			want:  transient("token-fetch-503"),
+			want:  gcptest.Transient("token-fetch-503"),
 			chain: func(t *testing.T, err error) {
-				ue := mustAs[*url.Error](t, err)
-				if ae := mustAs[*auth.Error](t, ue); ae.Response == nil || ae.Response.StatusCode != 503 {
+				ue := gcptest.MustAs[*url.Error](t, err)
+				if ae := gcptest.MustAs[*auth.Error](t, ue); ae.Response == nil || ae.Response.StatusCode != 503 {
 					t.Errorf("auth.Error = %+v", ae)
 				}
-				mustNotAs[*oauth2.RetrieveError](t, err)
+				gcptest.MustNotAs[*oauth2.RetrieveError](t, err)
 			},
 		},
 		{
 			name: "malformed instance connection name",
 			icn:  func(*fake.Server) string { return fake.DefaultProject + ":" + fake.DefaultInstance },
-			want: fatal("cloudsql-config"),
+			want: gcptest.Fatal("cloudsql-config"),
 			chain: func(t *testing.T, err error) {
 				if _, ok := err.(*errtype.ConfigError); !ok {
 					t.Errorf("err is %T, want a bare *errtype.ConfigError", err)
@@ -175,16 +176,16 @@ func TestRealCloudSQLChains(t *testing.T) {
 		{
 			name:  "region mismatch",
 			icn:   func(*fake.Server) string { return fake.DefaultProject + ":elsewhere:" + fake.DefaultInstance },
-			want:  fatal("cloudsql-config"),
-			chain: func(t *testing.T, err error) { mustAs[*errtype.ConfigError](t, err) },
+			want:  gcptest.Fatal("cloudsql-config"),
+			chain: func(t *testing.T, err error) { gcptest.MustAs[*errtype.ConfigError](t, err) },
 		},
 		{
 			name:  "instance refuses the TCP connection",
 			setup: func(_ *testing.T, s *fake.Server, _ *metadataFake) { s.Refuse(-1) },
-			want:  transient("conn-refused"),
+			want:  gcptest.Transient("conn-refused"),
 			chain: func(t *testing.T, err error) {
-				de := mustAs[*errtype.DialError](t, err)
-				mustAs[*net.OpError](t, de)
+				de := gcptest.MustAs[*errtype.DialError](t, err)
+				gcptest.MustAs[*net.OpError](t, de)
 				if !errors.Is(de, syscall.ECONNREFUSED) || de.Message != "failed to dial" {
 					t.Errorf("DialError %q does not wrap ECONNREFUSED", de.Message)
 				}
@@ -193,9 +194,9 @@ func TestRealCloudSQLChains(t *testing.T) {
 		{
 			name:  "instance resets the TLS handshake",
 			setup: func(_ *testing.T, s *fake.Server, _ *metadataFake) { s.ResetHandshake(-1) },
-			want:  transient("conn-reset"),
+			want:  gcptest.Transient("conn-reset"),
 			chain: func(t *testing.T, err error) {
-				de := mustAs[*errtype.DialError](t, err)
+				de := gcptest.MustAs[*errtype.DialError](t, err)
 				if !errors.Is(de, syscall.ECONNRESET) || de.Message != "handshake failed" {
 					t.Errorf("DialError %q does not wrap ECONNRESET", de.Message)
 				}
@@ -204,10 +205,10 @@ func TestRealCloudSQLChains(t *testing.T) {
 		{
 			name: "server certificate from an unknown CA",
 			cfg:  fake.Config{UntrustedServerCert: true},
-			want: fatal("tls-verification"),
+			want: gcptest.Fatal("tls-verification"),
 			chain: func(t *testing.T, err error) {
-				mustAs[*errtype.DialError](t, err)
-				ve := mustAs[*tls.CertificateVerificationError](t, err)
+				gcptest.MustAs[*errtype.DialError](t, err)
+				ve := gcptest.MustAs[*tls.CertificateVerificationError](t, err)
 				var ua x509.UnknownAuthorityError
 				if !errors.As(ve, &ua) {
 					t.Errorf("want x509.UnknownAuthorityError inside, got %v", ve.Err)
@@ -222,13 +223,13 @@ func TestRealCloudSQLChains(t *testing.T) {
 			// TestServerIdentityNeedsTheCloudSQLRule.
 			name:  "server certificate CN for another instance",
 			cfg:   fake.Config{ServerCN: "other-project:other-instance"},
-			want:  fatal("tls-verification"),
+			want:  gcptest.Fatal("tls-verification"),
 			chain: wantIdentityFailure,
 		},
 		{
 			name:  "dialer closed (with the documented Sentinel rule)",
 			close: true,
-			want:  fatal(classify.ReasonDialerClosed),
+			want:  gcptest.Fatal(classify.ReasonDialerClosed),
 			chain: func(t *testing.T, err error) {
 				if !errors.Is(err, cloudsqlconn.ErrDialerClosed) {
 					t.Errorf("err = %v, want ErrDialerClosed", err)
@@ -303,18 +304,18 @@ func TestServerIdentityNeedsTheCloudSQLRule(t *testing.T) {
 	rule := func(err error) (classify.Verdict, bool) {
 		var outer, inner *errtype.DialError
 		if errors.As(err, &outer) && outer.Err != nil && errors.As(outer.Err, &inner) && inner.Err == nil {
-			return fatal(classify.ReasonTLS), true
+			return gcptest.Fatal(classify.ReasonTLS), true
 		}
 		return classify.Verdict{}, false
 	}
-	if got := classify.New(rule).Classify(err); got != fatal(classify.ReasonTLS) {
+	if got := classify.New(rule).Classify(err); got != gcptest.Fatal(classify.ReasonTLS) {
 		t.Errorf("with the identity rule: %v", got)
 	}
 }
 
 func wantIdentityFailure(t *testing.T, err error) {
 	t.Helper()
-	outer := mustAs[*errtype.DialError](t, err)
+	outer := gcptest.MustAs[*errtype.DialError](t, err)
 	var inner *errtype.DialError
 	if outer.Message != "handshake failed" || !errors.As(outer.Err, &inner) || inner.Err != nil {
 		t.Fatalf("err = %v; want DialError(handshake failed) → DialError without a cause", err)
@@ -324,8 +325,8 @@ func wantIdentityFailure(t *testing.T, err error) {
 func wantRefreshAPI(code int, msg string) func(t *testing.T, err error) {
 	return func(t *testing.T, err error) {
 		t.Helper()
-		re := mustAs[*errtype.RefreshError](t, err)
-		ge := mustAs[*googleapi.Error](t, re)
+		re := gcptest.MustAs[*errtype.RefreshError](t, err)
+		ge := gcptest.MustAs[*googleapi.Error](t, re)
 		if ge.Code != code || re.Message != msg || re.ConnName != fake.DefaultProject+":"+fake.DefaultRegion+":"+fake.DefaultInstance {
 			t.Errorf("googleapi.Error.Code = %d, RefreshError %q for %q; want %d, %q", ge.Code, re.Message, re.ConnName, code, msg)
 		}
@@ -333,23 +334,6 @@ func wantRefreshAPI(code int, msg string) func(t *testing.T, err error) {
 			return // wrapped once by fmt, as observed
 		}
 		t.Errorf("want fmt.Errorf(...%%w) directly around the RefreshError, got %T", err)
-	}
-}
-
-func mustAs[T error](t *testing.T, err error) T {
-	t.Helper()
-	var target T
-	if !errors.As(err, &target) {
-		t.Fatalf("no %T in %v", target, err)
-	}
-	return target
-}
-
-func mustNotAs[T error](t *testing.T, err error) {
-	t.Helper()
-	var target T
-	if errors.As(err, &target) {
-		t.Errorf("unexpected %T in %v", target, err)
 	}
 }
 
@@ -497,10 +481,6 @@ func serviceAccountJSON(t *testing.T, tokenURI string) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-func transient(reason string) classify.Verdict {
-	return classify.Verdict{Class: classify.Transient, Reason: reason}
 }
 
 // viaPgx returns the error pgconn.ConnectConfig reports when its dial to

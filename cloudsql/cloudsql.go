@@ -3,7 +3,6 @@ package cloudsql
 import (
 	"context"
 	"net"
-	"reflect"
 	"time"
 
 	"cloud.google.com/go/cloudsqlconn"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/internal/gcpconn"
 	"github.com/holdfast-db/holdfast/retry"
 )
 
@@ -183,7 +183,7 @@ const ConnectorRetryMax = 8500 * time.Millisecond
 // installs: above [ConnectorRetryMax], so that it never cuts the
 // connector's own Admin API retry short, with room for ten Admin API round
 // trips and the TLS handshake. It equals [RetryPolicy]'s AttemptTimeout.
-const DialTimeout = 12 * time.Second
+const DialTimeout = gcpconn.DialTimeout
 
 // RetryPolicy returns the holdfast retry policy sized for the Cloud SQL
 // connector, for holdfast.WithRetryPolicy:
@@ -248,17 +248,7 @@ const DialTimeout = 12 * time.Second
 // 7.5s. Against a metadata server whose token endpoint answers 503
 // (Application Default Credentials on Google runtimes), the metadata
 // client's own retries make one Dial fail after 0.6s to 1.5s.
-func RetryPolicy() retry.Policy {
-	return retry.Policy{
-		MaxAttempts:     2,
-		InitialInterval: 250 * time.Millisecond,
-		Multiplier:      2,
-		Jitter:          0.2,
-		MaxInterval:     time.Second,
-		AttemptTimeout:  DialTimeout,
-		MaxElapsed:      30 * time.Second,
-	}
-}
+func RetryPolicy() retry.Policy { return gcpconn.RetryPolicy() }
 
 // StartupPolicy returns the policy for a pool's first connection
 // (holdfast.WithStartupPolicy): 3 attempts, 1s doubling to at most 5s with
@@ -269,16 +259,7 @@ func RetryPolicy() retry.Policy {
 // before startup fails with a *holdfast.ConnectError of Layer "startup"
 // whose cause Factory.Classify says is Transient; a Fatal cause (permission
 // denied, no such instance) fails it after one dial.
-func StartupPolicy() retry.Policy {
-	return retry.Policy{
-		MaxAttempts:     3,
-		InitialInterval: time.Second,
-		Multiplier:      2,
-		Jitter:          0.2,
-		MaxInterval:     5 * time.Second,
-		MaxElapsed:      90 * time.Second,
-	}
-}
+func StartupPolicy() retry.Policy { return gcpconn.StartupPolicy() }
 
 // Rules returns the classification rules for errors that only the
 // connector's root package defines, for holdfast.WithClassifier or
@@ -310,51 +291,12 @@ func Rules() []classify.Rule {
 // handshake's *errtype.DialError wrapping an *errtype.DialError with no
 // cause, which only the connector's certificate verification returns.
 func serverIdentity(err error) (classify.Verdict, bool) {
-	nodes := 0
-	outer := findDialError(err, 0, &nodes)
-	if outer == nil || outer.Err == nil {
+	outer, ok := gcpconn.FindNode[*errtype.DialError](err)
+	if !ok || outer.Err == nil {
 		return classify.Verdict{}, false
 	}
-	if inner := findDialError(outer.Err, 0, &nodes); inner != nil && inner.Err == nil {
+	if inner, ok := gcpconn.FindNode[*errtype.DialError](outer.Err); ok && inner.Err == nil {
 		return classify.Verdict{Class: classify.Fatal, Reason: classify.ReasonTLS}, true
 	}
 	return classify.Verdict{}, false
-}
-
-// Limits of findDialError's walk, as package classify's: beyond them the
-// rule does not match, and the built-in rules answer "too-complex".
-const (
-	maxDepth = 64
-	maxNodes = 1024
-)
-
-// findDialError is errors.As for *errtype.DialError (the first one, depth
-// first) within the walk limits, on *nodes nodes in all, and without
-// calling Unwrap on a nil pointer, which panics for the connector's error
-// types. errors.As itself would panic on such a node, and would take time
-// exponential in the depth of errors.Join(e, e) nested in itself.
-func findDialError(err error, depth int, nodes *int) *errtype.DialError {
-	if err == nil || depth > maxDepth {
-		return nil
-	}
-	if *nodes++; *nodes > maxNodes {
-		return nil
-	}
-	if v := reflect.ValueOf(err); v.Kind() == reflect.Pointer && v.IsNil() {
-		return nil
-	}
-	if e, ok := classify.NodeAs[*errtype.DialError](err); ok {
-		return e
-	}
-	switch u := err.(type) {
-	case interface{ Unwrap() error }:
-		return findDialError(u.Unwrap(), depth+1, nodes)
-	case interface{ Unwrap() []error }:
-		for _, c := range u.Unwrap() {
-			if e := findDialError(c, depth+1, nodes); e != nil {
-				return e
-			}
-		}
-	}
-	return nil
 }

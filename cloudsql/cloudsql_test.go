@@ -19,6 +19,7 @@ import (
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/cloudsql"
 	fake "github.com/holdfast-db/holdfast/fakes/cloudsqltest"
+	"github.com/holdfast-db/holdfast/internal/gcpconn/gcptest"
 )
 
 // offlineDialer is a real dialer that never touches the network until it
@@ -164,11 +165,11 @@ func TestRules(t *testing.T) {
 		err  error
 		want classify.Verdict
 	}{
-		{"dialer closed", cloudsqlconn.ErrDialerClosed, fatal(classify.ReasonDialerClosed)},
-		{"dialer closed, wrapped", fmt.Errorf("dial: %w", cloudsqlconn.ErrDialerClosed), fatal(classify.ReasonDialerClosed)},
-		{"dialer closed beats a transient cause", errors.Join(refused, cloudsqlconn.ErrDialerClosed), fatal(classify.ReasonDialerClosed)},
-		{"server identity", identity, fatal(classify.ReasonTLS)},
-		{"server identity through pgx-style wrapping", fmt.Errorf("failed to connect: %w", errors.Join(fmt.Errorf("dial error: %w", identity))), fatal(classify.ReasonTLS)},
+		{"dialer closed", cloudsqlconn.ErrDialerClosed, gcptest.Fatal(classify.ReasonDialerClosed)},
+		{"dialer closed, wrapped", fmt.Errorf("dial: %w", cloudsqlconn.ErrDialerClosed), gcptest.Fatal(classify.ReasonDialerClosed)},
+		{"dialer closed beats a transient cause", errors.Join(refused, cloudsqlconn.ErrDialerClosed), gcptest.Fatal(classify.ReasonDialerClosed)},
+		{"server identity", identity, gcptest.Fatal(classify.ReasonTLS)},
+		{"server identity through pgx-style wrapping", fmt.Errorf("failed to connect: %w", errors.Join(fmt.Errorf("dial error: %w", identity))), gcptest.Fatal(classify.ReasonTLS)},
 		{"refresh DialError without cause stays transient",
 			errtype.NewDialError("context was canceled or expired before refresh completed", cn, nil),
 			classify.Verdict{Class: classify.Transient, Reason: classify.ReasonCloudSQLDial}},
@@ -176,10 +177,10 @@ func TestRules(t *testing.T) {
 			classify.Verdict{Class: classify.Transient, Reason: classify.ReasonConnRefused}},
 		{"handshake reset stays transient", errtype.NewDialError("handshake failed", cn, &os.SyscallError{Syscall: "read", Err: syscall.ECONNRESET}),
 			classify.Verdict{Class: classify.Transient, Reason: classify.ReasonConnReset}},
-		{"typed nil DialError", nilDial, fatal(classify.ReasonUnknown)},
+		{"typed nil DialError", nilDial, gcptest.Fatal(classify.ReasonUnknown)},
 		{"typed nil RefreshError next to a server identity failure (its Unwrap panics)",
-			errors.Join(nilRefresh, identity), fatal(classify.ReasonTLS)},
-		{"unrelated error", errors.New("boom"), fatal(classify.ReasonUnknown)},
+			errors.Join(nilRefresh, identity), gcptest.Fatal(classify.ReasonTLS)},
+		{"unrelated error", errors.New("boom"), gcptest.Fatal(classify.ReasonUnknown)},
 	}
 	c := classify.New(cloudsql.Rules()...).WithTypes(cloudsql.TypeRules()...)
 	for _, tt := range tests {
@@ -205,14 +206,10 @@ func TestRulesOnAHugeSharedTree(t *testing.T) {
 	go func() { done <- c.Classify(err) }()
 	select {
 	case got := <-done:
-		if got != fatal(classify.ReasonTooComplex) {
+		if got != gcptest.Fatal(classify.ReasonTooComplex) {
 			t.Errorf("Classify = %v, want fatal/too-complex", got)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Classify did not return within 10s on a shared-join tree")
 	}
-}
-
-func fatal(reason string) classify.Verdict {
-	return classify.Verdict{Class: classify.Fatal, Reason: reason}
 }

@@ -3,9 +3,7 @@ package cloudsql_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"net"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -23,6 +21,7 @@ import (
 	"github.com/holdfast-db/holdfast/fakes"
 	fake "github.com/holdfast-db/holdfast/fakes/cloudsqltest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
+	"github.com/holdfast-db/holdfast/internal/gcpconn/gcptest"
 	"github.com/holdfast-db/holdfast/retry"
 )
 
@@ -60,12 +59,8 @@ type envOpts struct {
 // default sslmode (prefer), which Configure must neutralise.
 func newEnv(t *testing.T, o envOpts) *env {
 	t.Helper()
-	dsn, err := pgxpool.ParseConfig(pgtest.DSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
 	if o.cfg.Backend == "" {
-		o.cfg.Backend = net.JoinHostPort(dsn.ConnConfig.Host, strconv.Itoa(int(dsn.ConnConfig.Port)))
+		o.cfg.Backend = pgtest.Addr(t)
 	}
 	s, err := fake.New(o.cfg)
 	if err != nil {
@@ -86,45 +81,14 @@ func newEnv(t *testing.T, o envOpts) *env {
 	t.Cleanup(func() { _ = d.Close() })
 
 	e := &env{fake: s, d: d, logs: &fakes.LogBuffer{}}
-	budget, err := retry.NewBudget(retry.DefaultBudget())
-	if err != nil {
-		t.Fatal(err)
-	}
 	instance := o.instance
 	if instance == "" {
 		instance = s.ConnName()
 	}
-	in := cloudsql.Integration(d, instance)
-	inner := in.Dial
-	in.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		e.dials.Add(1)
-		return inner(ctx, network, addr)
-	}
-	hopts := []holdfast.Option{holdfast.WithIntegration(in),
-		holdfast.WithRetryBudget(budget), // not the process budget: tests must not share it
-		holdfast.WithLogger(slog.New(slog.NewTextHandler(e.logs, nil)))}
-	if e.f, err = holdfast.New(append(hopts, o.holdfast...)...); err != nil {
-		t.Fatal(err)
-	}
-
-	cfg, err := pgxpool.ParseConfig("host=localhost user=postgres dbname=postgres " + o.dsnExtra)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.f.Configure(cfg); err != nil {
-		t.Fatal(err)
-	}
-	if e.pool, err = pgxpool.NewWithConfig(context.Background(), cfg); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.pool.Close)
+	in := gcptest.Counted(cloudsql.Integration(d, instance), &e.dials)
+	e.f = gcptest.NewFactory(t, e.logs, append([]holdfast.Option{holdfast.WithIntegration(in)}, o.holdfast...)...)
+	e.pool = gcptest.Pool(t, e.f, gcptest.Parse(t, "host=localhost user=postgres dbname=postgres "+o.dsnExtra))
 	return e
-}
-
-func ctxFor(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // verdictOf returns the factory's classification of err and the
@@ -136,12 +100,6 @@ func (e *env) verdictOf(t *testing.T, err error) (classify.Verdict, *retry.Error
 	return e.f.Classify(err), re
 }
 
-// measured logs how long a case took, in a fixed format the README quotes.
-func measured(t *testing.T, start time.Time) {
-	t.Helper()
-	t.Logf("MEASURED %s: %v", t.Name(), time.Since(start).Round(time.Millisecond))
-}
-
 // TestIAMTokenFetch503Once is the incident this library was built for: the
 // IAM login token fetch of the real dialer gets a 503 once. The pool's Ping
 // succeeds with exactly one connection created and one holdfast retry.
@@ -151,10 +109,10 @@ func TestIAMTokenFetch503Once(t *testing.T) {
 	e.fake.Fail(fake.LoginToken, 503, 1)
 
 	start := time.Now()
-	if err := e.pool.Ping(ctxFor(t, 30*time.Second)); err != nil {
+	if err := e.pool.Ping(gcptest.CtxFor(t, 30*time.Second)); err != nil {
 		t.Fatalf("Ping = %v, want success after one retried token 503", err)
 	}
-	measured(t, start)
+	gcptest.Measured(t, start)
 	if got := e.pool.Stat().NewConnsCount(); got != 1 {
 		t.Errorf("NewConnsCount = %d, want exactly 1", got)
 	}
@@ -181,10 +139,10 @@ func TestAPITokenFetch503Once(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	e.fake.Fail(fake.APIToken, 503, 1)
 	start := time.Now()
-	if err := e.pool.Ping(ctxFor(t, 30*time.Second)); err != nil {
+	if err := e.pool.Ping(gcptest.CtxFor(t, 30*time.Second)); err != nil {
 		t.Fatalf("Ping = %v", err)
 	}
-	measured(t, start)
+	gcptest.Measured(t, start)
 	st := e.fake.Stats()
 	got, n := e.dials.Load(), e.pool.Stat().NewConnsCount()
 	switch {
@@ -210,10 +168,10 @@ func TestAdminAPI503WithinConnectorRetry(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	e.fake.Fail(fake.ConnectSettings, 503, 3)
 	start := time.Now()
-	if err := e.pool.Ping(ctxFor(t, 30*time.Second)); err != nil {
+	if err := e.pool.Ping(gcptest.CtxFor(t, 30*time.Second)); err != nil {
 		t.Fatalf("Ping = %v", err)
 	}
-	measured(t, start)
+	gcptest.Measured(t, start)
 	if got := e.dials.Load(); got != 1 {
 		t.Errorf("dials = %d, want 1: the connector absorbed the 503s, holdfast must not retry", got)
 	}
@@ -233,11 +191,11 @@ func TestAdminAPI503OutlastsConnector(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	e.fake.Fail(fake.ConnectSettings, 503, 5)
 	start := time.Now()
-	if err := e.pool.Ping(ctxFor(t, 60*time.Second)); err != nil {
+	if err := e.pool.Ping(gcptest.CtxFor(t, 60*time.Second)); err != nil {
 		t.Fatalf("Ping = %v, want success on holdfast's retry", err)
 	}
 	took := time.Since(start)
-	measured(t, start)
+	gcptest.Measured(t, start)
 	if got := e.dials.Load(); got != 2 {
 		t.Errorf("dials = %d, want 2", got)
 	}
@@ -264,9 +222,9 @@ func TestAdminAPI503OutlastsHoldfast(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	e.fake.Fail(fake.ConnectSettings, 503, -1)
 	start := time.Now()
-	err := e.pool.Ping(ctxFor(t, 60*time.Second))
+	err := e.pool.Ping(gcptest.CtxFor(t, 60*time.Second))
 	took := time.Since(start)
-	measured(t, start)
+	gcptest.Measured(t, start)
 	if err == nil {
 		t.Fatal("Ping succeeded during an endless Admin API outage")
 	}
@@ -331,8 +289,8 @@ func TestFatalFailuresFailAtOnce(t *testing.T) {
 				tt.inject(e)
 			}
 			start := time.Now()
-			err := e.pool.Ping(ctxFor(t, 30*time.Second))
-			measured(t, start)
+			err := e.pool.Ping(gcptest.CtxFor(t, 30*time.Second))
+			gcptest.Measured(t, start)
 			if err == nil {
 				t.Fatal("Ping succeeded")
 			}
@@ -375,10 +333,10 @@ func TestInstanceNetworkFailuresAreRetried(t *testing.T) {
 			e := newEnv(t, envOpts{})
 			tt.inject(e.fake)
 			start := time.Now()
-			if err := e.pool.Ping(ctxFor(t, 30*time.Second)); err != nil {
+			if err := e.pool.Ping(gcptest.CtxFor(t, 30*time.Second)); err != nil {
 				t.Fatalf("Ping = %v", err)
 			}
-			measured(t, start)
+			gcptest.Measured(t, start)
 			if got, n := e.dials.Load(), e.pool.Stat().NewConnsCount(); got != 2 || n != 1 {
 				t.Errorf("dials = %d, connections = %d; want 2 and 1", got, n)
 			}
@@ -400,12 +358,12 @@ func TestResetAfterHandshakeIsRetried(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOpts{})
 	e.fake.ResetAfterHandshake(1)
-	ctx := ctxFor(t, 30*time.Second)
+	ctx := gcptest.CtxFor(t, 30*time.Second)
 	start := time.Now()
 	if err := e.pool.Ping(ctx); err != nil {
 		t.Fatalf("Ping = %v", err)
 	}
-	measured(t, start)
+	gcptest.Measured(t, start)
 	if got := e.dials.Load(); got != 2 {
 		t.Errorf("dials = %d, want 2", got)
 	}
@@ -429,11 +387,11 @@ func TestHungAdminAPIIsCutByDialTimeout(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	e.fake.Slow(fake.ConnectSettings, time.Hour, 1)
 	start := time.Now()
-	if err := e.pool.Ping(ctxFor(t, 60*time.Second)); err != nil {
+	if err := e.pool.Ping(gcptest.CtxFor(t, 60*time.Second)); err != nil {
 		t.Fatalf("Ping = %v\nstats %+v dials %d\nlogs:\n%s", err, e.fake.Stats(), e.dials.Load(), e.logs.String())
 	}
 	took := time.Since(start)
-	measured(t, start)
+	gcptest.Measured(t, start)
 	if got := e.dials.Load(); got != 2 {
 		t.Errorf("dials = %d, want 2", got)
 	}
@@ -454,7 +412,7 @@ func TestNewPoolStartup(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, envOpts{iam: true})
 		e.fake.Fail(fake.LoginToken, 503, 1)
-		if err := e.f.Start(ctxFor(t, 60*time.Second), e.pool); err != nil {
+		if err := e.f.Start(gcptest.CtxFor(t, 60*time.Second), e.pool); err != nil {
 			t.Fatalf("Start = %v", err)
 		}
 		if got := e.pool.Stat().NewConnsCount(); got != 1 {
@@ -466,8 +424,8 @@ func TestNewPoolStartup(t *testing.T) {
 		e := newEnv(t, envOpts{})
 		e.fake.Fail(fake.ConnectSettings, 403, -1)
 		start := time.Now()
-		err := e.f.Start(ctxFor(t, 60*time.Second), e.pool)
-		measured(t, start)
+		err := e.f.Start(gcptest.CtxFor(t, 60*time.Second), e.pool)
+		gcptest.Measured(t, start)
 		var ce *holdfast.ConnectError
 		if v := e.f.Classify(err); !errors.As(err, &ce) || ce.Layer != "startup" || v.Class != classify.Fatal || v.Reason != "permission-denied" {
 			t.Fatalf("Start = %v; want a fatal permission-denied ConnectError of layer startup", err)
@@ -488,7 +446,7 @@ func TestConfigureDialsOncePerConnect(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, envOpts{dsnExtra: extra})
 			e.fake.Fail(fake.ConnectSettings, 403, -1)
-			if err := e.pool.Ping(ctxFor(t, 30*time.Second)); err == nil {
+			if err := e.pool.Ping(gcptest.CtxFor(t, 30*time.Second)); err == nil {
 				t.Fatal("Ping succeeded")
 			}
 			if got := e.dials.Load(); got != 1 {
@@ -506,7 +464,7 @@ func TestClassifierSeesRealChains(t *testing.T) {
 	c := classify.New(cloudsql.Rules()...).WithTypes(cloudsql.TypeRules()...)
 	typesOnly := classify.New().WithTypes(cloudsql.TypeRules()...)
 	e := newEnv(t, envOpts{cfg: fake.Config{ServerCN: "wrong:cn"}})
-	_, err := e.d.Dial(ctxFor(t, 30*time.Second), e.fake.ConnName())
+	_, err := e.d.Dial(gcptest.CtxFor(t, 30*time.Second), e.fake.ConnName())
 	var de *errtype.DialError
 	if !errors.As(err, &de) {
 		t.Fatalf("Dial = %v, want a DialError", err)
@@ -520,7 +478,7 @@ func TestClassifierSeesRealChains(t *testing.T) {
 
 	e2 := newEnv(t, envOpts{})
 	_ = e2.d.Close()
-	_, err = e2.d.Dial(ctxFor(t, 30*time.Second), e2.fake.ConnName())
+	_, err = e2.d.Dial(gcptest.CtxFor(t, 30*time.Second), e2.fake.ConnName())
 	if !errors.Is(err, cloudsqlconn.ErrDialerClosed) {
 		t.Fatalf("Dial after Close = %v", err)
 	}
@@ -530,7 +488,7 @@ func TestClassifierSeesRealChains(t *testing.T) {
 	// A refused dial is not mistaken for an identity failure.
 	e3 := newEnv(t, envOpts{})
 	e3.fake.Refuse(1)
-	_, err = e3.d.Dial(ctxFor(t, 30*time.Second), e3.fake.ConnName())
+	_, err = e3.d.Dial(gcptest.CtxFor(t, 30*time.Second), e3.fake.ConnName())
 	if !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("Dial = %v, want ECONNREFUSED", err)
 	}
@@ -548,56 +506,15 @@ func TestClassifierSeesRealChains(t *testing.T) {
 // 503 is retried.
 func TestConnectorWithoutWith(t *testing.T) {
 	t.Parallel()
-	dsn, err := pgxpool.ParseConfig(pgtest.DSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := fake.New(fake.Config{Backend: net.JoinHostPort(dsn.ConnConfig.Host, strconv.Itoa(int(dsn.ConnConfig.Port)))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	opts, err := s.IAMDialerOptions()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := cloudsqlconn.NewDialer(context.Background(), opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
+	s, err := fake.New(fake.Config{Backend: pgtest.Addr(t)})
+	s = gcptest.Started(t, s, err)
+	d := gcptest.Dialer(t, s, true, cloudsqlconn.NewDialer)
 	var logs fakes.LogBuffer
-	f, err := holdfast.New(holdfast.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(f.Close)
-	cfg, err := pgxpool.ParseConfig("host=localhost user=postgres dbname=postgres sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := gcptest.NewFactory(t, &logs)
+	cfg := gcptest.Parse(t, "host=localhost user=postgres dbname=postgres sslmode=disable")
 	instance := s.ConnName()
 	cfg.ConnConfig.DialFunc = func(ctx context.Context, _, _ string) (net.Conn, error) { return d.Dial(ctx, instance) }
-	if err := f.Configure(cfg); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := gcptest.Pool(t, f, cfg)
 	s.Fail(fake.LoginToken, 503, 100)
-	for range 3 {
-		err = pool.Ping(ctxFor(t, 30*time.Second))
-		if err == nil {
-			t.Fatal("Ping succeeded through a failing token endpoint")
-		}
-	}
-	if v := f.Classify(err); v.Retryable() {
-		t.Errorf("Classify = %v: the factory classified the connector's error without cloudsql.With", v)
-	}
-	if n := strings.Count(logs.String(), "level=WARN msg=\"holdfast: a dial failed with an error of cloud.google.com/go/cloudsqlconn"); n != 1 ||
-		!strings.Contains(logs.String(), `check="cloudsql.With(dialer, instance)"`) {
-		t.Errorf("%d lines name the connector, want one naming cloudsql.With:\n%s", n, logs.String())
-	}
+	gcptest.WantUnclassified(t, f, pool, &logs, "cloud.google.com/go/cloudsqlconn", "cloudsql.With(dialer, instance)")
 }

@@ -1,15 +1,10 @@
 package cloudsql
 
 import (
-	"strconv"
-
-	"cloud.google.com/go/auth"
 	"cloud.google.com/go/cloudsqlconn/errtype"
-	"cloud.google.com/go/compute/metadata"
-	"golang.org/x/oauth2"
-	"google.golang.org/api/googleapi"
 
 	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/internal/gcpconn"
 )
 
 // TypeRules returns the classification of Google's and the Cloud SQL
@@ -56,93 +51,24 @@ import (
 //
 // [Rules] adds the two cases that need the connector's root package or the
 // structure of its errors.
-func TypeRules() []classify.TypeRule {
-	return []classify.TypeRule{
-		{Kind: classify.Misconfiguration, Match: func(err error) (classify.Verdict, bool) {
-			if _, ok := classify.NodeAs[*errtype.ConfigError](err); ok {
-				return classify.Verdict{Class: classify.Fatal, Reason: classify.ReasonCloudSQLConfig}, true
-			}
-			return classify.Verdict{}, false
-		}},
-		{Kind: classify.Cause, Match: func(err error) (classify.Verdict, bool) {
-			if e, ok := classify.NodeAs[*oauth2.RetrieveError](err); ok {
-				return retrieveVerdict(e), true
-			}
-			if e, ok := classify.NodeAs[*metadata.Error](err); ok {
-				return tokenStatus(e.Code), true
-			}
-			return classify.Verdict{}, false
-		}},
-		{Kind: classify.Wrapper, Match: wrapperVerdict},
-	}
-}
+func TypeRules() []classify.TypeRule { return connector.TypeRules() }
 
-func wrapperVerdict(err error) (classify.Verdict, bool) {
-	if e, ok := classify.NodeAs[*errtype.RefreshError](err); ok {
-		if e.Err == nil {
-			return classify.Verdict{Class: classify.Transient, Reason: classify.ReasonCloudSQLRefresh}, true
+// connector is the Cloud SQL connector's part of the classification; the
+// rest (Google's token and Admin API errors) is shared with package
+// alloydb.
+var connector = gcpconn.Connector{
+	Config:       classify.ReasonCloudSQLConfig,
+	Refresh:      classify.ReasonCloudSQLRefresh,
+	Dial:         classify.ReasonCloudSQLDial,
+	Denied:       classify.ReasonPermissionDenied,
+	NotFound:     classify.ReasonInstanceNotFound,
+	IsConfig:     gcpconn.Node[*errtype.ConfigError],
+	RefreshCause: gcpconn.Cause(func(e *errtype.RefreshError) error { return e.Err }),
+	DialCause:    gcpconn.Cause(func(e *errtype.DialError) error { return e.Err }),
+	Other: func(err error) (classify.Verdict, bool) {
+		if gcpconn.Node[*errtype.ResourceExhaustedError](err) {
+			return classify.Verdict{Class: classify.Transient, Reason: classify.ReasonCloudSQLResourceExhausted}, true
 		}
 		return classify.Verdict{}, false
-	}
-	if e, ok := classify.NodeAs[*errtype.DialError](err); ok {
-		if e.Err == nil {
-			return classify.Verdict{Class: classify.Transient, Reason: classify.ReasonCloudSQLDial}, true
-		}
-		return classify.Verdict{}, false
-	}
-	if _, ok := classify.NodeAs[*errtype.ResourceExhaustedError](err); ok {
-		return classify.Verdict{Class: classify.Transient, Reason: classify.ReasonCloudSQLResourceExhausted}, true
-	}
-	if e, ok := classify.NodeAs[*googleapi.Error](err); ok {
-		return adminAPIStatus(e.Code), true
-	}
-	if e, ok := classify.NodeAs[*auth.Error](err); ok {
-		// Never call e.Error(): it dereferences e.Response.
-		if e.Response == nil {
-			return classify.Verdict{Class: classify.Fatal, Reason: classify.ReasonTokenError}, true
-		}
-		return tokenStatus(e.Response.StatusCode), true
-	}
-	return classify.Verdict{}, false
-}
-
-func retrieveVerdict(e *oauth2.RetrieveError) classify.Verdict {
-	if e.ErrorCode == "invalid_grant" {
-		return classify.Verdict{Class: classify.Fatal, Reason: classify.ReasonTokenInvalidGrant}
-	}
-	if e.Response == nil {
-		return classify.Verdict{Class: classify.Fatal, Reason: classify.ReasonTokenError}
-	}
-	return tokenStatus(e.Response.StatusCode)
-}
-
-// retryableStatus reports whether an HTTP status says "try again later".
-func retryableStatus(code int) bool {
-	return code == 408 || code == 429 || (code >= 500 && code <= 599)
-}
-
-func adminAPIStatus(code int) classify.Verdict {
-	switch {
-	case retryableStatus(code):
-		return classify.Verdict{Class: classify.Transient, Reason: classify.ReasonPrefixAdminAPI + strconv.Itoa(code)}
-	case code == 400:
-		return classify.Verdict{Class: classify.Fatal, Reason: classify.ReasonBadRequest}
-	case code == 401, code == 403:
-		return classify.Verdict{Class: classify.Fatal, Reason: classify.ReasonPermissionDenied}
-	case code == 404:
-		return classify.Verdict{Class: classify.Fatal, Reason: classify.ReasonInstanceNotFound}
-	default:
-		return classify.Verdict{Class: classify.Fatal, Reason: classify.ReasonPrefixAdminAPI + strconv.Itoa(code)}
-	}
-}
-
-func tokenStatus(code int) classify.Verdict {
-	switch {
-	case retryableStatus(code):
-		return classify.Verdict{Class: classify.Transient, Reason: classify.ReasonPrefixTokenFetch + strconv.Itoa(code)}
-	case code == 400, code == 401, code == 403:
-		return classify.Verdict{Class: classify.Fatal, Reason: classify.ReasonTokenDenied}
-	default:
-		return classify.Verdict{Class: classify.Fatal, Reason: classify.ReasonPrefixTokenFetch + strconv.Itoa(code)}
-	}
+	},
 }

@@ -1,17 +1,16 @@
 package cloudsql_test
 
 import (
-	"context"
 	"errors"
 	"net"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/cloudsqlconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/cloudsql"
+	"github.com/holdfast-db/holdfast/internal/gcpconn/gcptest"
 	"github.com/holdfast-db/holdfast/retry"
 )
 
@@ -29,36 +28,8 @@ func TestWith(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := pgxpool.ParseConfig("host=db.example port=5433 user=u dbname=d sslmode=prefer")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Configure(cfg); err != nil {
-			t.Fatal(err)
-		}
-		cc := cfg.ConnConfig
-		if cc.TLSConfig != nil || len(cc.Fallbacks) != 0 {
-			t.Errorf("pgx TLS still on: TLSConfig %v, %d fallbacks", cc.TLSConfig != nil, len(cc.Fallbacks))
-		}
-		if addrs, err := cc.LookupFunc(context.Background(), "db.example"); err != nil || len(addrs) != 1 || addrs[0] != "db.example" {
-			t.Errorf("LookupFunc = %v, %v; want the host unresolved", addrs, err)
-		}
-		// The dialer is closed: the dial must reach it (not pgx's TCP dial
-		// to db.example) and fail with its error, classified Fatal, once.
-		start := time.Now()
-		_, err = cc.DialFunc(context.Background(), "tcp", "db.example:5433")
-		if !errors.Is(err, cloudsqlconn.ErrDialerClosed) {
-			t.Errorf("dial = %v, want the connector's ErrDialerClosed", err)
-		}
-		if v := f.Classify(err); v.Retryable() || v.Reason != "dialer-closed" {
-			t.Errorf("Classify = %v, want fatal/dialer-closed", v)
-		}
-		if d := time.Since(start); d > 2*time.Second {
-			t.Errorf("a fatal dial took %v", d)
-		}
-		if got := f.Classify(errors.New("x")); got.Reason != "unknown" {
-			t.Errorf("Classify(plain error) = %v", got)
-		}
+		gcptest.WantConnectorDial(t, f, gcptest.Parse(t, "host=db.example port=5433 user=u dbname=d sslmode=prefer"), cloudsqlconn.ErrDialerClosed)
+		f.Close()
 	}
 }
 

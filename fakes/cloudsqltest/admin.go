@@ -1,64 +1,39 @@
 package cloudsqltest
 
 import (
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/holdfast-db/holdfast/fakes/internal/gcpfake"
 )
 
 const adminPrefix = "/sql/v1beta4/projects/"
 
-func (s *Server) handler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Every handler is joined by Close.
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			http.Error(w, "closed", http.StatusServiceUnavailable)
-			return
-		}
-		s.wg.Add(1)
-		s.mu.Unlock()
-		defer s.wg.Done()
-
-		switch {
-		case r.URL.Path == "/token":
-			s.serveToken(w, r)
-		case strings.HasPrefix(r.URL.Path, adminPrefix):
-			s.serveAdmin(w, r)
-		default:
-			apiError(w, http.StatusNotFound, "Not found: "+r.URL.Path, "notFound")
-		}
-	})
+// messages are the Cloud SQL Admin API's error texts.
+var messages = gcpfake.APIMessages{
+	Forbidden:      "The client is not authorized to make this request.",
+	NotFound:       "The Cloud SQL instance does not exist.",
+	NotFoundReason: "instanceDoesNotExist",
 }
+
+func apiError(w http.ResponseWriter, code int, msg, reason string) {
+	messages.WriteError(w, code, msg, reason)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) { gcpfake.WriteJSON(w, code, v) }
 
 // inject counts a request to e, applies its injected delay and reports the
 // injected failure status, or 0. It returns ok=false when the client went
 // away or the fake closed during the delay.
 func (s *Server) inject(w http.ResponseWriter, r *http.Request, e Endpoint) (status int, ok bool) {
-	s.mu.Lock()
-	s.stats.count(e)
-	f := &s.http4[e]
-	var delay time.Duration
-	if f.slowN.take() {
-		delay = f.delay
-	}
-	if f.failN.take() {
-		status = f.status
-	}
-	s.mu.Unlock()
-	if !s.wait(r.Context(), delay) {
-		http.Error(w, "fake closed or request canceled during an injected delay", http.StatusServiceUnavailable)
-		return 0, false
-	}
-	if status != 0 {
-		s.mu.Lock()
-		s.stats.Failed++
-		s.mu.Unlock()
-	}
-	return status, true
+	return s.api.Inject(w, r, int(e))
 }
 
 // serveAdmin answers the two Admin API calls the dialer makes:
@@ -88,7 +63,7 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		apiError(w, status, "", "")
 		return
 	}
-	if tok, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); !found || !s.validToken(APIToken, tok) {
+	if !s.api.Tokens.ValidBearer(r) {
 		apiError(w, http.StatusUnauthorized, "Request had invalid authentication credentials.", "authError")
 		return
 	}
@@ -138,18 +113,18 @@ func (s *Server) serveEphemeralCert(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusBadRequest, "Invalid JSON payload received.", "badRequest")
 		return
 	}
-	if req.AccessToken != "" && !s.validToken(LoginToken, req.AccessToken) {
+	if req.AccessToken != "" && !s.api.Tokens.Valid(true, req.AccessToken) {
 		apiError(w, http.StatusUnauthorized, "Invalid IAM login token.", "authError")
 		return
 	}
-	cert, err := s.clientCA.ephemeralCert(req.PublicKey)
+	cert, err := s.ephemeralCert(req.PublicKey)
 	if err != nil {
 		apiError(w, http.StatusBadRequest, "Invalid public key: "+err.Error(), "badRequest")
 		return
 	}
 	if req.AccessToken != "" {
 		s.mu.Lock()
-		s.stats.LoginCerts++
+		s.loginCerts++
 		s.mu.Unlock()
 	}
 	type sslCert struct {
@@ -161,97 +136,19 @@ func (s *Server) serveEphemeralCert(w http.ResponseWriter, r *http.Request) {
 	}{sslCert{Kind: "sql#sslCert", Cert: cert}})
 }
 
-// serveToken is an OAuth2 token endpoint (client credentials grant). The
-// scope says which kind of token is asked for.
-func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-		return
+// ephemeralCert signs a client certificate for the public key in pubPEM, as
+// generateEphemeralCert does: the connector sends a PEM block of type
+// "RSA PUBLIC KEY" that holds a PKIX-encoded key. The certificate is valid
+// for one hour.
+func (s *Server) ephemeralCert(pubPEM string) (string, error) {
+	b, _ := pem.Decode([]byte(pubPEM))
+	if b == nil {
+		return "", errors.New("public_key is not PEM")
 	}
-	if err := r.ParseForm(); err != nil {
-		tokenError(w, http.StatusBadRequest)
-		return
+	pub, err := x509.ParsePKIXPublicKey(b.Bytes)
+	if err != nil {
+		return "", fmt.Errorf("public_key: %w", err)
 	}
-	kind := APIToken
-	if strings.Contains(r.PostForm.Get("scope"), ScopeLogin) {
-		kind = LoginToken
-	}
-	status, ok := s.inject(w, r, kind)
-	if !ok {
-		return
-	}
-	if status != 0 {
-		tokenError(w, status)
-		return
-	}
-	if r.PostForm.Get("grant_type") != "client_credentials" {
-		tokenError(w, http.StatusBadRequest)
-		return
-	}
-	tok, exp := s.newToken(kind)
-	writeJSON(w, http.StatusOK, map[string]any{
-		"access_token": tok,
-		"token_type":   "Bearer",
-		"expires_in":   int(time.Until(exp).Seconds()),
-	})
-}
-
-// tokenError answers as an OAuth2 token endpoint does: a JSON error for 400
-// and 401, plain text otherwise.
-func tokenError(w http.ResponseWriter, code int) {
-	switch code {
-	case http.StatusBadRequest:
-		writeJSON(w, code, map[string]string{"error": "invalid_grant", "error_description": "Invalid grant: account not found"})
-	case http.StatusUnauthorized:
-		writeJSON(w, code, map[string]string{"error": "invalid_client", "error_description": "The OAuth client was not found."})
-	default:
-		http.Error(w, http.StatusText(code), code)
-	}
-}
-
-// apiError answers a Google API error. An empty message or reason gets the
-// one the Admin API uses for the status.
-func apiError(w http.ResponseWriter, code int, msg, reason string) {
-	dmsg, dreason, status := http.StatusText(code), "", ""
-	switch {
-	case code == http.StatusForbidden:
-		dmsg, dreason, status = "The client is not authorized to make this request.", "notAuthorized", "PERMISSION_DENIED"
-	case code == http.StatusNotFound:
-		dmsg, dreason, status = "The Cloud SQL instance does not exist.", "instanceDoesNotExist", "NOT_FOUND"
-	case code == http.StatusTooManyRequests:
-		dreason, status = "rateLimitExceeded", "RESOURCE_EXHAUSTED"
-	case code == http.StatusUnauthorized:
-		status = "UNAUTHENTICATED"
-	case code == http.StatusServiceUnavailable:
-		dmsg, dreason, status = "The service is currently unavailable.", "backendError", "UNAVAILABLE"
-	case code >= 500:
-		dreason, status = "backendError", "INTERNAL"
-	}
-	if msg == "" {
-		msg = dmsg
-	}
-	if reason == "" {
-		reason = dreason
-	}
-	type item struct {
-		Message string `json:"message"`
-		Domain  string `json:"domain"`
-		Reason  string `json:"reason,omitempty"`
-	}
-	type body struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-		Errors  []item `json:"errors"`
-		Status  string `json:"status,omitempty"`
-	}
-	writeJSON(w, code, map[string]body{"error": {
-		Code: code, Message: msg, Status: status,
-		Errors: []item{{Message: msg, Domain: "global", Reason: reason}},
-	}})
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
+	cert, err := s.clientCA.SignClient(pub, "holdfast-fake-ephemeral", time.Hour)
+	return string(cert), err
 }

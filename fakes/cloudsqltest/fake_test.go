@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/url"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,54 +21,25 @@ import (
 
 	fake "github.com/holdfast-db/holdfast/fakes/cloudsqltest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
+	"github.com/holdfast-db/holdfast/internal/gcpconn/gcptest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
-
-// backend returns the address of the package's PostgreSQL server.
-func backend(t *testing.T) string {
-	t.Helper()
-	cfg, err := pgx.ParseConfig(pgtest.DSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
-}
 
 // newFake starts a fake forwarding to the package's PostgreSQL server.
 func newFake(t *testing.T, cfg fake.Config) *fake.Server {
 	t.Helper()
 	if cfg.Backend == "" {
-		cfg.Backend = backend(t)
+		cfg.Backend = pgtest.Addr(t)
 	}
 	s, err := fake.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return s
+	return gcptest.Started(t, s, err)
 }
 
 // newDialer builds a real cloudsqlconn dialer pointed at s.
 func newDialer(t *testing.T, s *fake.Server, iam bool, extra ...cloudsqlconn.Option) *cloudsqlconn.Dialer {
 	t.Helper()
-	opts, err := s.DialerOptions()
-	if iam {
-		opts, err = s.IAMDialerOptions()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := cloudsqlconn.NewDialer(context.Background(), append(opts, extra...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
-	return d
+	return gcptest.Dialer(t, s, iam, cloudsqlconn.NewDialer, extra...)
 }
 
 func testCtx(t *testing.T) context.Context {
@@ -423,7 +393,7 @@ func TestClose(t *testing.T) {
 		t.Skip("waits for real connections to close: skipped with -short")
 	}
 	t.Parallel()
-	s, err := fake.New(fake.Config{Backend: backend(t)})
+	s, err := fake.New(fake.Config{Backend: pgtest.Addr(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

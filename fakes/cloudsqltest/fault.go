@@ -1,8 +1,6 @@
 package cloudsqltest
 
 import (
-	"time"
-
 	"github.com/holdfast-db/holdfast/internal/enum"
 )
 
@@ -35,41 +33,6 @@ var endpointNames = [...]string{
 // String returns the endpoint's name, for example "connectSettings".
 func (e Endpoint) String() string { return enum.Name("Endpoint", e, endpointNames[:]) }
 
-func (e Endpoint) valid() bool { return e >= ConnectSettings && e <= LoginToken }
-
-// budget counts how many more requests a fault applies to; a negative count
-// means every request until it is cleared.
-type budget int
-
-// take uses one play of the fault and reports whether it applies.
-func (b *budget) take() bool {
-	switch {
-	case *b < 0:
-		return true
-	case *b > 0:
-		*b--
-		return true
-	}
-	return false
-}
-
-// httpFault is the fault state of one HTTP endpoint.
-type httpFault struct {
-	failN  budget
-	status int
-	slowN  budget
-	delay  time.Duration
-}
-
-// instanceFault is the fault state of the fake instance.
-type instanceFault struct {
-	refuseN     budget
-	resetHSN    budget
-	resetAfterN budget
-	slowN       budget
-	slowDelay   time.Duration
-}
-
 // Stats counts what the fake has seen since it started. Take a snapshot with
 // [Server.Stats]. Requests and dials are counted when they arrive, whether
 // they then succeed or fail.
@@ -99,19 +62,6 @@ type Stats struct {
 	Handshakes int
 	// Forwarded counts connections forwarded to PostgreSQL.
 	Forwarded int
-}
-
-func (st *Stats) count(e Endpoint) {
-	switch e {
-	case ConnectSettings:
-		st.ConnectSettings++
-	case GenerateEphemeralCert:
-		st.GenerateEphemeralCert++
-	case APIToken:
-		st.APITokens++
-	case LoginToken:
-		st.LoginTokens++
-	}
 }
 
 // Requests returns the number of requests counted for endpoint e.

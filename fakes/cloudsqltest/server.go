@@ -3,22 +3,19 @@ package cloudsqltest
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
-	"strings"
 	"sync"
 	"time"
 
 	"cloud.google.com/go/cloudsqlconn"
-	"github.com/holdfast-db/holdfast/internal/pause"
 	"golang.org/x/oauth2"
-	"golang.org/x/oauth2/clientcredentials"
+
+	"github.com/holdfast-db/holdfast/fakes/internal/certs"
+	"github.com/holdfast-db/holdfast/fakes/internal/gcpfake"
 )
 
 // Defaults for [Config].
@@ -40,11 +37,6 @@ const (
 	ScopeAdmin = "https://www.googleapis.com/auth/sqlservice.admin"
 	ScopeLogin = "https://www.googleapis.com/auth/sqlservice.login"
 )
-
-// tokenLifetime is the lifetime of every token the fake mints. Tokens must
-// have an expiry: cloudsqlconn clamps the client certificate to the IAM
-// login token's expiry, and a zero expiry makes every dial force a refresh.
-const tokenLifetime = time.Hour
 
 // ErrClosed is returned by [Server.Dial] after [Server.Close].
 var ErrClosed = errors.New("fakes/cloudsqltest: server is closed")
@@ -96,29 +88,19 @@ type Server struct {
 	cfg      Config
 	connName string
 
-	serverCA  *ca // listed in connectSettings
-	clientCA  *ca // signs ephemeral certificates; trusted by the instance
+	serverCA  *certs.Authority // listed in connectSettings
+	clientCA  *certs.Authority // signs ephemeral certificates; trusted by the instance
 	serverPEM string
 	tlsConfig *tls.Config
 
-	httpLn   net.Listener
-	http     *http.Server
+	api      *gcpfake.API // the Admin API and the token endpoint
 	adminURL string
-	client   *http.Client // for the token sources; idle connections closed by Close
-	inst     net.Listener
-	refused  *boundPort
+	inst     *gcpfake.Instance
 
-	closing chan struct{}
-	wg      sync.WaitGroup // the HTTP serve loop, the accept loop, every handler and connection
+	life *gcpfake.Life // the HTTP serve loop, the accept loop, every handler and connection
 
-	mu       sync.Mutex
-	closed   bool
-	conns    map[net.Conn]struct{}
-	http4    [LoginToken + 1]httpFault
-	instF    instanceFault
-	stats    Stats
-	apiToks  map[string]time.Time
-	loginTok map[string]time.Time
+	mu         sync.Mutex
+	loginCerts int
 }
 
 // New starts a fake Cloud SQL: the HTTP server and the instance listener,
@@ -136,91 +118,61 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:      cfg,
 		connName: cfg.Project + ":" + cfg.Region + ":" + cfg.Instance,
-		closing:  make(chan struct{}),
-		conns:    map[net.Conn]struct{}{},
-		apiToks:  map[string]time.Time{},
-		loginTok: map[string]time.Time{},
+		life:     gcpfake.NewLife(),
 	}
 	if err := s.setupTLS(); err != nil {
 		return nil, fmt.Errorf("fakes/cloudsqltest: certificates: %w", err)
 	}
-	if err := s.listen(); err != nil {
-		s.closeListeners()
+	var err error
+	s.inst, err = gcpfake.StartInstance(s.life, gcpfake.InstanceConfig{
+		TLS: s.tlsConfig, Backend: cfg.Backend, IP: InstanceIP, Port: "3307",
+		ErrClosed: ErrClosed, ErrNotInstance: ErrNotInstance,
+	})
+	if err != nil {
 		return nil, fmt.Errorf("fakes/cloudsqltest: %w", err)
 	}
-	s.client = &http.Client{Transport: &http.Transport{
-		DialContext:       (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
-		ForceAttemptHTTP2: false,
-		MaxIdleConns:      4,
-	}}
-	s.http = &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second}
-	s.wg.Add(2)
-	go func() {
-		defer s.wg.Done()
-		_ = s.http.Serve(s.httpLn) // returns when Close closes the server
-	}()
-	go func() {
-		defer s.wg.Done()
-		s.acceptLoop()
-	}()
+	s.api, err = gcpfake.StartAPI(s.life, gcpfake.APIConfig{
+		Endpoints: int(LoginToken), APIToken: int(APIToken), LoginToken: int(LoginToken),
+		LoginScope: ScopeLogin, Prefix: adminPrefix, Admin: s.serveAdmin, Messages: messages,
+	})
+	if err != nil {
+		s.life.Shut()
+		s.inst.Close()
+		s.life.Wait()
+		return nil, fmt.Errorf("fakes/cloudsqltest: %w", err)
+	}
+	s.adminURL = s.api.URL + "/"
 	return s, nil
 }
 
 func (s *Server) setupTLS() error {
 	var err error
-	if s.serverCA, err = newCA("holdfast fake Cloud SQL server CA"); err != nil {
+	if s.serverCA, err = certs.NewNamed("holdfast fake Cloud SQL server CA"); err != nil {
 		return err
 	}
-	if s.clientCA, err = newCA("holdfast fake Cloud SQL client CA"); err != nil {
+	if s.clientCA, err = certs.NewNamed("holdfast fake Cloud SQL client CA"); err != nil {
 		return err
 	}
-	s.serverPEM = s.serverCA.pem()
+	s.serverPEM = string(s.serverCA.CertPEM())
 	signer := s.serverCA
 	if s.cfg.UntrustedServerCert {
-		if signer, err = newCA("holdfast fake untrusted CA"); err != nil {
+		if signer, err = certs.NewNamed("holdfast fake untrusted CA"); err != nil {
 			return err
 		}
 	}
-	cert, err := signer.serverCert(s.cfg.ServerCN)
+	cert, err := signer.KeyPair(s.cfg.ServerCN, nil)
 	if err != nil {
 		return err
 	}
 	clients := x509.NewCertPool()
-	clients.AddCert(s.clientCA.cert)
+	clients.AddCert(s.clientCA.Cert())
 	s.tlsConfig = &tls.Config{
-		Certificates: []tls.Certificate{cert},
+		Certificates: []tls.Certificate{*cert},
 		ClientAuth:   tls.RequireAndVerifyClientCert,
 		ClientCAs:    clients,
 		MinVersion:   tls.VersionTLS13,
 	}
 	return nil
-}
-
-func (s *Server) listen() error {
-	var err error
-	if s.httpLn, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
-		return err
-	}
-	s.adminURL = "http://" + s.httpLn.Addr().String() + "/"
-	if s.inst, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
-		return err
-	}
-	if s.refused, err = bindPort(); err != nil {
-		return fmt.Errorf("reserving a refused port: %w", err)
-	}
-	return nil
-}
-
-func (s *Server) closeListeners() {
-	if s.httpLn != nil {
-		_ = s.httpLn.Close()
-	}
-	if s.inst != nil {
-		_ = s.inst.Close()
-	}
-	if s.refused != nil {
-		_ = s.refused.Close()
-	}
 }
 
 // Close stops the fake: it closes the listeners and every open connection,
@@ -229,28 +181,12 @@ func (s *Server) closeListeners() {
 // concurrently; every call returns nil. Close the pgx pool and the
 // cloudsqlconn dialer first.
 func (s *Server) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		s.wg.Wait()
-		return nil
+	if s.life.Shut() {
+		s.api.Close() // closes the HTTP listener and connections
+		s.inst.Close()
 	}
-	s.closed = true
-	close(s.closing)
-	conns := make([]net.Conn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
-	s.mu.Unlock()
-
-	_ = s.http.Close() // closes the HTTP listener and connections
-	_ = s.inst.Close()
-	_ = s.refused.Close()
-	for _, c := range conns {
-		_ = c.Close()
-	}
-	s.wg.Wait()
-	s.client.CloseIdleConnections()
+	s.life.Wait()
+	s.api.CloseIdle()
 	return nil
 }
 
@@ -263,10 +199,10 @@ func (s *Server) AdminURL() string { return s.adminURL }
 
 // TokenURL returns the URL of the fake OAuth2 token endpoint (client
 // credentials grant).
-func (s *Server) TokenURL() string { return s.adminURL + "token" }
+func (s *Server) TokenURL() string { return s.api.TokenURL() }
 
 // InstanceAddr returns the "host:port" of the fake instance's TLS listener.
-func (s *Server) InstanceAddr() string { return s.inst.Addr().String() }
+func (s *Server) InstanceAddr() string { return s.inst.Addr() }
 
 // ServerCAPEM returns the PEM of the CA that connectSettings lists as the
 // instance's server CA.
@@ -284,29 +220,14 @@ func (s *Server) ServerCAPEM() string { return s.serverPEM }
 // oauth2 package builds for the HTTP status, *oauth2.RetrieveError with its
 // Response set. Any other kind returns a source that always fails.
 func (s *Server) TokenSource(kind Endpoint) oauth2.TokenSource {
-	scope := ""
 	switch kind {
 	case APIToken:
-		scope = ScopeAdmin
+		return s.api.TokenSource(ScopeAdmin)
 	case LoginToken:
-		scope = ScopeLogin
-	default:
-		return failingSource{fmt.Errorf("fakes/cloudsqltest: %v is not a token kind", kind)}
+		return s.api.TokenSource(ScopeLogin)
 	}
-	cc := clientcredentials.Config{
-		ClientID:     "holdfast-fake-client",
-		ClientSecret: "holdfast-fake-secret",
-		TokenURL:     s.TokenURL(),
-		Scopes:       []string{scope},
-		AuthStyle:    oauth2.AuthStyleInParams, // one request per fetch, no style probing
-	}
-	ctx := context.WithValue(context.Background(), oauth2.HTTPClient, s.client)
-	return cc.TokenSource(ctx)
+	return gcpfake.FailingSource{Err: fmt.Errorf("fakes/cloudsqltest: %v is not a token kind", kind)}
 }
-
-type failingSource struct{ err error }
-
-func (f failingSource) Token() (*oauth2.Token, error) { return nil, f.err }
 
 // DialerOptions returns the cloudsqlconn options that point a real dialer at
 // this fake, without IAM database authentication:
@@ -360,81 +281,63 @@ func (s *Server) dialerOptions(auth ...cloudsqlconn.Option) ([]cloudsqlconn.Opti
 //
 // The dialer retries Admin API 5xx answers itself (five tries, about 5 to
 // 8.5 seconds) and never retries token failures.
-func (s *Server) Fail(e Endpoint, code, n int) {
-	if !e.valid() || code < 400 || code > 599 {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.http4[e].failN, s.http4[e].status = budget(n), code
-}
+func (s *Server) Fail(e Endpoint, code, n int) { s.api.Faults.Fail(int(e), code, n) }
 
 // Slow delays the next n requests to endpoint e by d before they are
 // answered (n < 0: every request until [Server.Clear]); a delayed request
 // can still fail by [Server.Fail]. It replaces an earlier Slow of e. A
 // request whose client gives up, or that is pending when the fake closes,
 // ends early.
-func (s *Server) Slow(e Endpoint, d time.Duration, n int) {
-	if !e.valid() {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.http4[e].slowN, s.http4[e].delay = budget(n), d
-}
+func (s *Server) Slow(e Endpoint, d time.Duration, n int) { s.api.Faults.Slow(int(e), d, n) }
 
 // Refuse makes the next n dials of the instance through [Server.Dial] fail
 // like a TCP connect to a closed port (n < 0: every dial until
 // [Server.Clear]). The refusal is real: the dial goes to a loopback port
 // that is bound but not listening, and fails with ECONNREFUSED.
-func (s *Server) Refuse(n int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.instF.refuseN = budget(n)
-}
+func (s *Server) Refuse(n int) { s.inst.Refuse(n) }
 
 // ResetHandshake makes the instance reset the next n connections in the
 // middle of the TLS handshake (n < 0: all until [Server.Clear]): it reads
 // the client's first handshake record, then closes the TCP connection with
 // a reset, so the dialer's handshake fails with ECONNRESET.
-func (s *Server) ResetHandshake(n int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.instF.resetHSN = budget(n)
-}
+func (s *Server) ResetHandshake(n int) { s.inst.ResetHandshake(n) }
 
 // ResetAfterHandshake makes the instance complete the TLS handshake of the
 // next n connections and then reset them before forwarding (n < 0: all
 // until [Server.Clear]). The dial succeeds; the first read of the
 // PostgreSQL startup exchange fails with ECONNRESET.
-func (s *Server) ResetAfterHandshake(n int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.instF.resetAfterN = budget(n)
-}
+func (s *Server) ResetAfterHandshake(n int) { s.inst.ResetAfterHandshake(n) }
 
 // SlowHandshake makes the instance wait d before it starts the TLS
 // handshake of the next n connections (n < 0: all until [Server.Clear]).
-func (s *Server) SlowHandshake(d time.Duration, n int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.instF.slowN, s.instF.slowDelay = budget(n), d
-}
+func (s *Server) SlowHandshake(d time.Duration, n int) { s.inst.SlowHandshake(d, n) }
 
 // Clear removes every injected fault. Requests and connections already
 // waiting in a delay keep waiting.
 func (s *Server) Clear() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.http4 = [LoginToken + 1]httpFault{}
-	s.instF = instanceFault{}
+	s.api.Faults.Clear()
+	s.inst.Clear()
 }
 
 // Stats returns a snapshot of the fake's counters.
 func (s *Server) Stats() Stats {
+	in := s.inst.Stats()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.stats
+	loginCerts := s.loginCerts
+	s.mu.Unlock()
+	return Stats{
+		ConnectSettings:       s.api.Faults.Requests(int(ConnectSettings)),
+		GenerateEphemeralCert: s.api.Faults.Requests(int(GenerateEphemeralCert)),
+		LoginCerts:            loginCerts,
+		APITokens:             s.api.Faults.Requests(int(APIToken)),
+		LoginTokens:           s.api.Faults.Requests(int(LoginToken)),
+		Failed:                s.api.Faults.Failed(),
+		Dials:                 in.Dials,
+		Refused:               in.Refused,
+		Resets:                in.Resets,
+		Handshakes:            in.Handshakes,
+		Forwarded:             in.Forwarded,
+	}
 }
 
 // Dial is the dial function to give the dialer (cloudsqlconn.WithDialFunc;
@@ -443,83 +346,8 @@ func (s *Server) Stats() Stats {
 // [Server.Refuse] says so. It fails with an error wrapping [ErrNotInstance]
 // for any other address, and with [ErrClosed] after Close.
 func (s *Server) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil || host != InstanceIP || port != "3307" || !strings.HasPrefix(network, "tcp") {
-		return nil, fmt.Errorf("%w: %s %s", ErrNotInstance, network, addr)
-	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil, ErrClosed
-	}
-	s.stats.Dials++
-	refuse := s.instF.refuseN.take()
-	if refuse {
-		s.stats.Refused++
-	}
-	s.mu.Unlock()
-	target := s.inst.Addr().String()
-	if refuse {
-		target = s.refused.addr
-	}
-	var d net.Dialer
-	return d.DialContext(ctx, "tcp", target)
+	return s.inst.Dial(ctx, network, addr)
 }
-
-// newToken mints an opaque token of the given kind and remembers it.
-func (s *Server) newToken(kind Endpoint) (string, time.Time) {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	exp := time.Now().Add(tokenLifetime)
-	prefix, m := "fake-api-", s.apiToks
-	if kind == LoginToken {
-		prefix, m = "fake-login-", s.loginTok
-	}
-	tok := prefix + hex.EncodeToString(b[:])
-	s.mu.Lock()
-	m[tok] = exp
-	s.mu.Unlock()
-	return tok, exp
-}
-
-// validToken reports whether tok is an unexpired token of the given kind
-// minted by this fake.
-func (s *Server) validToken(kind Endpoint, tok string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m := s.apiToks
-	if kind == LoginToken {
-		m = s.loginTok
-	}
-	exp, ok := m[tok]
-	return ok && time.Now().Before(exp)
-}
-
-// track registers c so that Close closes it, and counts one goroutine in
-// the wait group for the caller to release with untrack. It returns false,
-// having closed c, if the fake is closing.
-func (s *Server) track(c net.Conn) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		_ = c.Close()
-		return false
-	}
-	s.conns[c] = struct{}{}
-	s.wg.Add(1)
-	return true
-}
-
-func (s *Server) untrack(c net.Conn) {
-	s.mu.Lock()
-	delete(s.conns, c)
-	s.mu.Unlock()
-	s.wg.Done()
-}
-
-// wait sleeps for d, or until ctx is done or the fake closes; it reports
-// whether d elapsed.
-func (s *Server) wait(ctx context.Context, d time.Duration) bool { return pause.For(ctx, d, s.closing) }
 
 // String describes the fake without secrets.
 func (s *Server) String() string {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -52,6 +54,20 @@ func DSN(t testing.TB) string {
 		return "" // not reached with a real testing.TB
 	}
 	return s.DSN()
+}
+
+// Addr returns the "host:port" of the server of [DSN] (of PGTEST_DSN when
+// it is set), for a test that forwards connections to it (a fake proxy, a
+// fake managed instance). It skips or fails as DSN does, and fails the
+// test if the connection string does not parse.
+func Addr(t testing.TB) string {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(DSN(t))
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+		return ""
+	}
+	return net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
 }
 
 // NewServer starts a server of the test's own (for a test that changes

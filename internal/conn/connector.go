@@ -219,12 +219,13 @@ func (cn *connector) redact(err error) error {
 // without importing them.
 var unclassifiedDialers = []struct{ pkg, integration, option string }{
 	{"cloud.google.com/go/cloudsqlconn", "cloudsql", "cloudsql.With(dialer, instance)"},
+	{"cloud.google.com/go/alloydbconn", "alloydb", "alloydb.With(dialer, instanceURI)"},
 }
 
 // hintIntegration warns once per factory when a dial failed with an error
 // of a dialer that an integration of holdfast classifies, used without it
-// (the Cloud SQL connector's Dial set as ConnConfig.DialFunc, as
-// cloudsqlconn's README shows): its token and Admin API failures are then
+// (the Cloud SQL or AlloyDB connector's Dial set as ConnConfig.DialFunc, as
+// their READMEs show): its token and Admin API failures are then
 // Fatal "unknown", not retried. Called on a dial's failure path only.
 func (cn *connector) hintIntegration(ctx context.Context, err error) {
 	if cn.hinted.Load() {

@@ -36,6 +36,10 @@ func TestHintsInTheUsersWords(t *testing.T) {
 		{"dns-not-found", tt, []string{"host in the connection string", "db.internal:5433"}},
 		{"conn-refused", tt, []string{"db.internal:5433", "host and port in the connection string"}},
 		{"tls-verification", tt, []string{"sslmode in the connection string"}},
+		{"alloydb-permission-denied", tt, []string{"roles/alloydb.client", "roles/serviceusage.serviceUsageConsumer"}},
+		{"alloydb-instance-not-found", tt, []string{"alloydb.With", "host in the connection string"}},
+		{"alloydb-metadata-exchange", tt, []string{"alloydbconn.WithIAMAuthN", "roles/alloydb.databaseUser", "user in the connection string"}},
+		{"token-denied", tt, []string{"WithPasswordFunc", "alloydb.With"}},
 		{"socket-missing", st, []string{"/cloudsql/proj:region:inst/.s.PGSQL.5432", "Cloud SQL Auth Proxy", "--unix-socket", "host (the socket directory)", "WithStartupPolicy"}},
 	} {
 		h := obs.Hint(c.reason, c.target)
@@ -46,7 +50,8 @@ func TestHintsInTheUsersWords(t *testing.T) {
 		}
 	}
 	for _, reason := range []string{"sqlstate-42501", "sqlstate-28P01", "sqlstate-28000", "sqlstate-3D000", "sqlstate-53300",
-		"sqlstate-08P01", "conn-refused", "socket-missing", "dns-not-found", "tls-verification", "cloudsql-config", "token-fetch-403"} {
+		"sqlstate-08P01", "conn-refused", "socket-missing", "dns-not-found", "tls-verification", "cloudsql-config", "token-fetch-403",
+		"alloydb-permission-denied", "alloydb-instance-not-found", "alloydb-metadata-exchange", "alloydb-config"} {
 		for _, target := range []*obs.Target{tt, st, nil} {
 			h := obs.Hint(reason, target)
 			for _, otel := range []string{"db.namespace", "server.address", "server.port", "db.user"} {

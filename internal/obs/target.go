@@ -251,13 +251,21 @@ func Hint(reason string, t *Target) string {
 		return "the Cloud SQL Admin API refused the identity: it needs roles/cloudsql.client (and roles/cloudsql.instanceUser for IAM login)"
 	case "instance-not-found":
 		return "the Cloud SQL instance was not found: check the instance connection name (project:region:instance)"
+	case "alloydb-permission-denied":
+		return "the AlloyDB Admin API refused the identity: it needs roles/alloydb.client and roles/serviceusage.serviceUsageConsumer (and roles/alloydb.databaseUser for IAM database authentication)"
+	case "alloydb-instance-not-found":
+		return "the AlloyDB instance was not found: check the instance URI (projects/PROJECT/locations/REGION/clusters/CLUSTER/instances/INSTANCE) given to alloydb.With, or host in the connection string when it is one"
+	case "alloydb-metadata-exchange":
+		return "the AlloyDB instance refused the connection in the connector's metadata exchange (its reason is in the error): check that the identity has roles/alloydb.client, and with IAM database authentication (alloydbconn.WithIAMAuthN) that it has roles/alloydb.databaseUser and that user in the connection string is that IAM principal (a service account's email without .gserviceaccount.com)"
 	case "dns-not-found":
 		return "the host name does not resolve: check host in the connection string (" + host + ")"
 	case ReasonAuthFreshToken:
 		return "authentication failed: one retry with a freshly fetched password"
 	}
 	switch {
-	case strings.HasPrefix(reason, "token-"), strings.HasPrefix(reason, "aws-credentials"), strings.HasPrefix(reason, "password"):
+	case strings.HasPrefix(reason, "token-"):
+		return "a token fetch failed (WithPasswordFunc's, or the connector's credentials with cloudsql.With or alloydb.With): check the credentials and permissions of the identity it runs as"
+	case strings.HasPrefix(reason, "aws-credentials"), strings.HasPrefix(reason, "password"):
 		return "the password function failed: check the credentials and permissions of the identity it runs as"
 	case strings.HasPrefix(reason, "tls") || strings.Contains(reason, "certificate"):
 		return "TLS failed: check sslmode in the connection string, the server's certificate and its name (" + host + ")"

@@ -1,7 +1,9 @@
 // Package certs is the throwaway certificate authority of the fakes that
-// serve TLS (fakes/bluegreentest, fakes/failovertest, fakes/outagetest):
+// serve TLS (fakes/bluegreentest, fakes/failovertest, fakes/outagetest,
+// and the Google Cloud fakes fakes/cloudsqltest and fakes/alloydbtest):
 // a CA made at start, valid for a day, that signs server certificates for
-// the names a test's clients verify. Nothing of it is secret or kept.
+// the names a test's clients verify, and client certificates for the keys
+// a connector sends. Nothing of it is secret or kept.
 package certs
 
 import (
@@ -14,6 +16,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"math/big"
+	"net"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -30,7 +33,11 @@ type Authority struct {
 }
 
 // New makes a CA, "holdfast fake RDS CA", valid from an hour ago for a day.
-func New() (*Authority, error) {
+func New() (*Authority, error) { return NewNamed("holdfast fake RDS CA") }
+
+// NewNamed makes a CA whose common name is cn, valid from an hour ago for
+// a day.
+func NewNamed(cn string) (*Authority, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -38,7 +45,7 @@ func New() (*Authority, error) {
 	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "holdfast fake RDS CA"},
+		Subject:               pkix.Name{CommonName: cn},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.Add(24 * time.Hour),
 		IsCA:                  true,
@@ -76,10 +83,18 @@ func (a *Authority) WriteTemp(pattern string) (dir, file string, err error) {
 	return dir, file, nil
 }
 
+// Cert returns the CA's certificate.
+func (a *Authority) Cert() *x509.Certificate { return a.cert }
+
 // Issue returns a server certificate for names (its DNS names, none of
 // them when names is empty) and its key, PEM, signed by a; cn is its
 // common name.
 func (a *Authority) Issue(cn string, names []string) (certPEM, keyPEM []byte, err error) {
+	return a.IssueIP(cn, names, nil)
+}
+
+// IssueIP is Issue with IP addresses among the certificate's names too.
+func (a *Authority) IssueIP(cn string, names []string, ips []net.IP) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err
@@ -89,6 +104,7 @@ func (a *Authority) Issue(cn string, names []string) (certPEM, keyPEM []byte, er
 		SerialNumber: big.NewInt(a.serial.Add(1)),
 		Subject:      pkix.Name{CommonName: cn},
 		DNSNames:     names,
+		IPAddresses:  ips,
 		NotBefore:    now.Add(-time.Hour),
 		NotAfter:     now.Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
@@ -108,7 +124,12 @@ func (a *Authority) Issue(cn string, names []string) (certPEM, keyPEM []byte, er
 
 // KeyPair is Issue as a tls.Certificate.
 func (a *Authority) KeyPair(cn string, names []string) (*tls.Certificate, error) {
-	certPEM, keyPEM, err := a.Issue(cn, names)
+	return a.KeyPairIP(cn, names, nil)
+}
+
+// KeyPairIP is IssueIP as a tls.Certificate.
+func (a *Authority) KeyPairIP(cn string, names []string, ips []net.IP) (*tls.Certificate, error) {
+	certPEM, keyPEM, err := a.IssueIP(cn, names, ips)
 	if err != nil {
 		return nil, err
 	}
@@ -117,4 +138,25 @@ func (a *Authority) KeyPair(cn string, names []string) (*tls.Certificate, error)
 		return nil, err
 	}
 	return &c, nil
+}
+
+// SignClient returns a client certificate (for client authentication) for
+// the public key pub, PEM, signed by a, with common name cn, valid from
+// five minutes ago for lifetime: what a managed database's API issues to
+// its connector for the key the connector sent.
+func (a *Authority) SignClient(pub any, cn string, lifetime time.Duration) ([]byte, error) {
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(a.serial.Add(1)),
+		Subject:      pkix.Name{CommonName: cn},
+		NotBefore:    now.Add(-5 * time.Minute),
+		NotAfter:     now.Add(lifetime),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, pub, a.key)
+	if err != nil {
+		return nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), nil
 }

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package cloudsqltest
+package gcpfake
 
 import "net"
 
