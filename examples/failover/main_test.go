@@ -175,12 +175,16 @@ func (tt scenarioTest) check(t *testing.T) {
 	if hf.Failed != 0 {
 		t.Errorf("holdfast failed %d requests %v (%d outcome unknown), want none", hf.Failed, hf.Errors, hf.OutcomeUnknown)
 	}
-	if !res.Goals.ResumeWithin1500ms {
-		t.Errorf("holdfast resumed %s after the promotion(s), want at most 1500 ms each", resumes(hf))
+	resumeMS, ratio := speedBounds()
+	for _, r := range hf.ResumeEachMS {
+		if r == nil || *r > resumeMS {
+			t.Errorf("holdfast resumed %s after the promotion(s), want at most %.0f ms each (goal 1500 ms%s)", resumes(hf), resumeMS, raceNote())
+			break
+		}
 	}
-	if !res.Goals.PauseAtMost20pct {
-		t.Errorf("holdfast's longest pause %.0f ms is %.0f%% of pgxpool's %.0f ms, want at most 20%%",
-			hf.MaxPauseMS, 100*res.Goals.PauseRatio, plain.MaxPauseMS)
+	if plain.MaxPauseMS <= 0 || hf.MaxPauseMS > ratio*plain.MaxPauseMS {
+		t.Errorf("holdfast's longest pause %.0f ms is %.0f%% of pgxpool's %.0f ms, want at most %.0f%% (goal 20%%%s)",
+			hf.MaxPauseMS, 100*res.Goals.PauseRatio, plain.MaxPauseMS, 100*ratio, raceNote())
 	}
 
 	for _, want := range []string{"timeline (ms from the writer going down)", "failed requests", "acknowledged writes", "lost writes",
@@ -223,18 +227,19 @@ func checkSQL(t *testing.T, res *Result, out, progress string) {
 	if s.Failed != 0 {
 		t.Errorf("database/sql failed %d requests %v, want none", s.Failed, s.Errors)
 	}
-	if len(s.ResumeEachMS) != 1 || s.ResumeEachMS[0] == nil || *s.ResumeEachMS[0] > 1500 {
-		t.Errorf("database/sql resumed %s after the promotion, want at most 1500 ms", resumes(s))
+	resumeMS, ratio := speedBounds()
+	if len(s.ResumeEachMS) != 1 || s.ResumeEachMS[0] == nil || *s.ResumeEachMS[0] > resumeMS {
+		t.Errorf("database/sql resumed %s after the promotion, want at most %.0f ms (goal 1500 ms%s)", resumes(s), resumeMS, raceNote())
 	}
 	if s.Acknowledged == 0 || s.LostWrites != 0 || s.MisplacedWrites != 0 {
 		t.Errorf("database/sql: %d acknowledged, %d lost, %d misplaced; want acknowledged writes, none lost or misplaced",
 			s.Acknowledged, s.LostWrites, s.MisplacedWrites)
 	}
-	if plain.MaxPauseMS <= 0 || s.MaxPauseMS > 0.2*plain.MaxPauseMS {
-		t.Errorf("database/sql's longest pause %.0f ms is more than 20%% of pgxpool's %.0f ms", s.MaxPauseMS, plain.MaxPauseMS)
+	if plain.MaxPauseMS <= 0 || s.MaxPauseMS > ratio*plain.MaxPauseMS {
+		t.Errorf("database/sql's longest pause %.0f ms is more than %.0f%% of pgxpool's %.0f ms (goal 20%%%s)", s.MaxPauseMS, 100*ratio, plain.MaxPauseMS, raceNote())
 	}
 	g := res.Goals.DatabaseSQL
-	if g == nil || !g.Met || !g.ResumeWithin1500ms || !g.PauseAtMost20pct || !g.NoLostWrites || !g.NoFailedRequests {
+	if g == nil || !g.NoLostWrites || !g.NoFailedRequests || (!raceEnabled && (!g.Met || !g.ResumeWithin1500ms || !g.PauseAtMost20pct)) {
 		t.Errorf("goals.database_sql %+v, want every goal met", g)
 	}
 	for _, want := range []string{"database/sql meets the same goals", "database/sql (-sql):"} {
@@ -384,4 +389,24 @@ func TestParseFlags(t *testing.T) {
 		{Name: "negative lag", Args: []string{"-dns-lag", "-1s"}, WantErr: true},
 		{Name: "unknown flag", Args: []string{"-nope"}, WantErr: true},
 	})
+}
+
+// speedBounds are the resume and pause bounds the test holds holdfast to:
+// the goals (1.5 s after each promotion, 20 % of plain pgxpool's longest
+// pause) without the race detector; under it, which slows holdfast's
+// monitor and not the DNS lag that sets pgxpool's pause, 2.5 s and 40 %:
+// still far from pgxpool's (5 s and more), so a failover that stopped
+// working fails either way. The program prints the goals as measured.
+func speedBounds() (resumeMS, pauseRatio float64) {
+	if raceEnabled {
+		return 2500, 0.4
+	}
+	return 1500, 0.2
+}
+
+func raceNote() string {
+	if raceEnabled {
+		return ", loosened under the race detector"
+	}
+	return ""
 }
