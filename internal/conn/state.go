@@ -57,12 +57,13 @@ type connState struct {
 	addr   string    // the server's address, as the socket reports it
 	madeAt time.Time // when the connection was made
 
-	clamp      atomic.Int64                // unix nanos: deadlines are clamped to it while the connection closes (0: not closing)
-	inflight   atomic.Int32                // what the connection has in flight (outcome.go)
-	committing atomic.Bool                 // a transaction runner's COMMIT comes next (MarkCommit)
-	aborted    atomic.Pointer[abortion]    // set when a layer cut the connection (abort)
-	dialed     atomic.Pointer[string]      // the server of the current dial, from the dial on: a cut reaches a handshake too
-	sock       atomic.Pointer[watchedConn] // the current dial's connection
+	clamp      atomic.Int64                 // unix nanos: deadlines are clamped to it while the connection closes (0: not closing)
+	inflight   atomic.Int32                 // what the connection has in flight (outcome.go)
+	committing atomic.Bool                  // a transaction runner's COMMIT comes next (MarkCommit)
+	aborted    atomic.Pointer[abortion]     // set when a layer cut the connection (abort)
+	dialed     atomic.Pointer[string]       // the server of the current dial, from the dial on: a cut reaches a handshake too
+	sock       atomic.Pointer[watchedConn]  // the current dial's connection
+	peeked     atomic.Pointer[peekedSocket] // the socket Unread peeks, found at its first peek (peek.go)
 
 	mu          sync.Mutex // guards the fields below (a slow write may read on pgconn's background reader)
 	dials       int        // dials of this connection so far
@@ -220,6 +221,15 @@ func (c *connState) prepare(ctx context.Context) {
 			c.mu.Unlock()
 			c.cn.creds.refuse(user, pw) // the next fetch is a fresh one
 		}
+		if c.connected.Load() {
+			if pe.Severity == "FATAL" && (pe.Code == "57P01" || pe.Code == "57P02") {
+				// The server ended the session shutting down (or an
+				// administrator ended it): its other connections go too.
+				chain.Failed(c.addr, true)
+			}
+		} else if shuttingDown(pe) {
+			chain.Failed(c.Server(), false) // the handshake of a server that is down, or going
+		}
 		if c.rounds > 1 && !c.connected.Load() {
 			c.note(pe)
 			if pgconnStops(pe) {
@@ -244,7 +254,7 @@ func (c *connState) prepare(ctx context.Context) {
 			c.note(err)
 			return err
 		}
-		if err := chain.Validate(c, host, pc); err != nil {
+		if err := chain.Validate(ctx, c, host, pc); err != nil {
 			c.note(err) // retried by the next round's dial
 			return err
 		}
@@ -394,6 +404,13 @@ func connectAddress(answer string, port uint16) (network, addr string, ok bool) 
 	}
 	network, addr = pgconn.NetworkAddress(host, uint16(n))
 	return network, addr, true
+}
+
+// shuttingDown reports whether a handshake's failure pe says the server
+// does not accept connections: shutting down (57P01, 57P02), starting up
+// or in recovery (57P03).
+func shuttingDown(pe *pgconn.PgError) bool {
+	return pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
 }
 
 // pgconnStops reports whether pgconn ends a connect at pe, without trying
@@ -615,7 +632,10 @@ func (e *notDialedError) Error() string {
 func (e *notDialedError) Unwrap() error { return e.end }
 
 // dialAttempt dials an entry, retrying dial failures under the
-// connection's allowance. c.mu is held.
+// connection's allowance. After a failed dial the layers may hold the
+// connection (Hold: the target is down); once it is back, the connection
+// starts afresh, by its host's address now, as a first attempt: no retry
+// is spent on waiting. c.mu is held.
 func (c *connState) dialAttempt(ctx context.Context, network, addr string) (net.Conn, error) {
 	if c.used >= c.cn.maxDials && c.used > 0 {
 		if c.stop == nil {
@@ -624,12 +644,26 @@ func (c *connState) dialAttempt(ctx context.Context, network, addr string) (net.
 		return nil, c.stopped()
 	}
 	base := c.routedDial(false)
-	start := time.Now()
-	conn, err := c.cn.boundedDial(ctx, c.attemptBound(), base, network, addr)
-	if err != nil {
-		c.p.chain.Failed(addr, false) // a refused connect may be a failover
+	for {
+		start := time.Now()
+		conn, err := c.cn.boundedDial(ctx, c.attemptBound(), base, network, addr)
+		if err == nil {
+			return c.watch(conn, start), nil
+		}
+		c.p.chain.Failed(addr, false) // a refused connect may be a failover, or the target down
 		if timedOut(err) {
 			c.timeouts++
+		}
+		waited, herr := c.hold(ctx)
+		if herr != nil {
+			c.used++
+			c.stop = herr
+			return nil, c.stopped()
+		}
+		if waited {
+			c.afresh()
+			base = c.retryDial()
+			continue
 		}
 		var n int
 		conn, n, err = c.redial(ctx, network, addr, err)
@@ -639,8 +673,22 @@ func (c *connState) dialAttempt(ctx context.Context, network, addr string) (net.
 			return nil, c.stopped()
 		}
 		c.used += n - 1
+		return c.watch(conn, start), nil
 	}
-	return c.watch(conn, start), nil
+}
+
+// hold asks the layers whether to wait before a retry of the connection
+// (compose.Chain.Hold): waited when the target was down and is back.
+// c.mu is held; the wait is bounded by ctx and the layers' own bounds.
+func (c *connState) hold(ctx context.Context) (waited bool, err error) {
+	return c.p.chain.Hold(obs.WithTarget(ctx, c.target), c)
+}
+
+// afresh starts the connection's attempts over after a hold that waited
+// for the target to come back: its allowance, its attempts' bounds and
+// MaxElapsed count from now. c.mu is held.
+func (c *connState) afresh() {
+	c.used, c.timeouts, c.firstFailure = 0, 0, time.Time{}
 }
 
 // redial carries on after the failed first dial of an entry, under the
@@ -792,6 +840,7 @@ func (c *connState) watch(conn net.Conn, dialStart time.Time) net.Conn {
 	c.clamp.Store(0)
 	addr := conn.RemoteAddr().String()
 	c.dialed.Store(&addr)
+	c.peeked.Store(nil)
 	if d := c.attemptBound(); d > 0 {
 		_ = conn.SetDeadline(time.Now().Add(d))
 		c.deadlined = true
@@ -805,8 +854,7 @@ func (c *connState) watch(conn net.Conn, dialStart time.Time) net.Conn {
 // retryRound starts a retry round after the previous round failed with
 // c.last, or refuses it. c.mu is held.
 func (c *connState) retryRound(ctx context.Context, network, addr string) (net.Conn, error) {
-	c.used++            // the failed handshake
-	prior := c.used - 1 // attempts before this loop's first, which is the failed handshake
+	c.used++ // the failed handshake
 	last := c.last
 	if last == nil {
 		// A failure this layer did not see (TLS verification,
@@ -818,6 +866,23 @@ func (c *connState) retryRound(ctx context.Context, network, addr string) (net.C
 	if timedOut(last) {
 		c.timeouts++ // the next attempt may take longer
 	}
+	// The layers may hold the round while the target is down: once it is
+	// back, the round's first dial is a first attempt again.
+	if waited, err := c.hold(ctx); err != nil {
+		c.stop = err
+		return nil, c.stopped()
+	} else if waited {
+		c.afresh()
+		start := time.Now()
+		conn, err := c.cn.boundedDial(ctx, c.attemptBound(), c.retryDial(), network, addr)
+		if err == nil {
+			return c.watch(conn, start), nil
+		}
+		c.p.chain.Failed(addr, false)
+		c.used++
+		last = err
+	}
+	prior := c.used - 1 // attempts before this loop's first, which is the failed attempt
 	r := c.cn.dial
 	r.Policy.MaxAttempts = c.cn.maxDials - c.used + 1 // the failed handshake is attempt 1
 	r.Policy.AttemptTimeout = 0                       // each dial is bounded by attemptBound
@@ -1118,10 +1183,16 @@ func (c *connState) noteNet(err error) {
 		return // pgconn closed it after a failure it reports itself
 	}
 	c.mu.Lock()
-	if c.last == nil {
+	first := c.last == nil
+	if first {
 		c.last = err
 	}
 	c.mu.Unlock()
+	if first && c.aborted.Load() == nil {
+		// A reset, an EOF or a hung handshake (the attempt's deadline):
+		// the server may be down. (A layer's cut is not a sign of it.)
+		c.p.chain.Failed(c.Server(), false)
+	}
 }
 
 // reasonAuthFreshToken is the retry reason of an authentication failure

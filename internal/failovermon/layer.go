@@ -10,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdfast-db/holdfast/failover"
 	"github.com/holdfast-db/holdfast/internal/compose"
@@ -156,6 +155,10 @@ func NewLayer(m *Monitor, comp *compose.Composition, cc *pgx.ConnConfig, ep stri
 // isSocket reports whether host is a Unix socket directory.
 func isSocket(host string) bool { return len(host) > 0 && host[0] == '/' }
 
+// Readers reports whether the layer routes a reader pool (the cluster's
+// reader endpoint, balanced over the topology's readers).
+func (fo *Layer) Readers() bool { return fo.rd != nil }
+
 // Monitor returns the cluster's monitor the layer routes by.
 func (fo *Layer) Monitor() *Monitor { return fo.m }
 
@@ -172,6 +175,7 @@ func (fo *Layer) Layer() compose.Layer {
 		PgError:        fo.pgError,
 		Failed:         fo.failed,
 		Closed:         fo.closed,
+		Routing:        fo.routing,
 		StandDownWhile: fo.m.StandDownWhile,
 	}
 	if fo.rd != nil {
@@ -181,6 +185,19 @@ func (fo *Layer) Layer() compose.Layer {
 		l.PrepareConn = nil
 	}
 	return l
+}
+
+// routing reports whether the layer routes the pool by its cluster's
+// topology now: the pool is routed (by the writer endpoint, or a reader
+// pool) and the monitor knows the writer or holds for one. The outage
+// layer stands down meanwhile (compose.Precedence): the topology knows
+// where a new writer is. One atomic load.
+func (fo *Layer) routing() bool {
+	if !fo.writer && fo.rd == nil {
+		return false
+	}
+	s := fo.m.Snapshot()
+	return !s.Off && (s.Writer != "" || s.Down)
 }
 
 // hold is the layer's BeforeConnect.
@@ -234,7 +251,7 @@ func (fo *Layer) failed(string, bool) { fo.m.Trouble() }
 
 // validate refuses a connection by the writer endpoint that reached a
 // server that is not the writer.
-func (fo *Layer) validate(_ compose.Conn, host string, pc *pgconn.PgConn) error {
+func (fo *Layer) validate(_ context.Context, _ compose.Conn, host string, pc *pgconn.PgConn) error {
 	if !fo.writer {
 		return nil
 	}
@@ -360,7 +377,7 @@ func (fo *Layer) cut(addr string, err *failover.CutError) {
 		c.Abort(wrap)
 	}
 	if pool := fo.comp.Pool(); pool != nil {
-		closeIdle(pool, func(a string) bool { return a == addr })
+		compose.CloseIdle(pool, func(a string) bool { return a == addr })
 	}
 }
 
@@ -372,26 +389,6 @@ func cutWrap(err *failover.CutError) func(error) error {
 		e.Err = cause
 		return &e
 	}
-}
-
-// closeIdle closes the pool's idle connections whose server address pick
-// chooses (called once per idle connection, in one pass), and returns how
-// many it closed. A closed connection is destroyed at its Release, and
-// pgxpool's health check then restores MinConns.
-func closeIdle(pool *pgxpool.Pool, pick func(addr string) bool) int {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	closed := 0
-	for _, c := range pool.AcquireAllIdle(ctx) {
-		if pick(c.Conn().PgConn().Conn().RemoteAddr().String()) {
-			closed++
-			cctx, ccancel := context.WithTimeout(ctx, 100*time.Millisecond)
-			_ = c.Conn().Close(cctx) // a Terminate, then the socket closes (at once when cut)
-			ccancel()
-		}
-		c.Release()
-	}
-	return closed
 }
 
 // Leave ends the layer with its pool: changes are ignored from now on

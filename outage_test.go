@@ -1,0 +1,356 @@
+package holdfast_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/fakes/pgtest"
+)
+
+// dialLog counts the dials of a pool (its config's DialFunc: the pool's
+// connects and, through holdfast, its prober's checks) and when each
+// began.
+type dialLog struct {
+	mu  sync.Mutex
+	at  []time.Time
+	dlr net.Dialer
+}
+
+func (d *dialLog) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	d.mu.Lock()
+	d.at = append(d.at, time.Now())
+	d.mu.Unlock()
+	return d.dlr.DialContext(ctx, network, addr)
+}
+
+// between returns the dials begun in [a, b).
+func (d *dialLog) between(a, b time.Time) []time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []time.Time
+	for _, t := range d.at {
+		if !t.Before(a) && t.Before(b) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// minGap is the shortest time between two of ts (0 for fewer than 2).
+func minGap(ts []time.Time) time.Duration {
+	var least time.Duration
+	for i := 1; i < len(ts); i++ {
+		if g := ts[i].Sub(ts[i-1]); i == 1 || g < least {
+			least = g
+		}
+	}
+	return least
+}
+
+// request is one request of a worker: when it began and ended, and its
+// error.
+type request struct {
+	start, end time.Time
+	err        error
+}
+
+// worker starts a request every interval, each on its own goroutine with
+// its own deadline, whether or not the ones before it ended, until stop:
+// what a service's handlers do (open loop).
+type worker struct {
+	mu      sync.Mutex
+	reqs    []request
+	changed chan struct{}
+	stop    func()
+}
+
+func startWorker(t *testing.T, interval, deadline time.Duration, do func(ctx context.Context) error) *worker {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &worker{changed: make(chan struct{})}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			wg.Go(func() {
+				r := request{start: time.Now()}
+				rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), deadline)
+				r.err = do(rctx)
+				rcancel()
+				r.end = time.Now()
+				w.mu.Lock()
+				w.reqs = append(w.reqs, r)
+				close(w.changed)
+				w.changed = make(chan struct{})
+				w.mu.Unlock()
+			})
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	var once sync.Once
+	w.stop = func() { once.Do(func() { cancel(); wg.Wait() }) }
+	t.Cleanup(w.stop)
+	return w
+}
+
+func (w *worker) Changed() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.changed
+}
+
+func (w *worker) requests() []request {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]request(nil), w.reqs...)
+}
+
+// started returns the requests begun in [a, b).
+func (w *worker) started(a, b time.Time) []request {
+	var out []request
+	for _, r := range w.requests() {
+		if !r.start.Before(a) && r.start.Before(b) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// failed returns the failed requests of reqs.
+func failedOf(reqs []request) []request {
+	var out []request
+	for _, r := range reqs {
+		if r.err != nil {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// firstOKAfter returns the end of the first successful request that
+// ended after t.
+func (w *worker) firstOKAfter(t time.Time) (time.Time, bool) {
+	for _, r := range w.requests() {
+		if r.err == nil && r.end.After(t) {
+			return r.end, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// okAfter counts the successful requests that ended after t.
+func (w *worker) okAfter(t time.Time) int {
+	n := 0
+	for _, r := range w.requests() {
+		if r.err == nil && r.end.After(t) {
+			n++
+		}
+	}
+	return n
+}
+
+// waitFor waits until cond holds, checking it at each close of changed's
+// channel and every 10 ms, for d at most.
+func waitFor(t *testing.T, d time.Duration, what string, changed func() <-chan struct{}, cond func() bool) {
+	t.Helper()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ch := changed()
+		if cond() {
+			return
+		}
+		select {
+		case <-ch:
+		case <-tick.C:
+		case <-timer.C:
+			t.Fatalf("%s: not within %v", what, d)
+		}
+	}
+}
+
+// acceptWatch finds when a server accepts connections again: a plain
+// connect every 10 ms from start until one succeeds (the oracle of "the
+// database accepts again", finer than pg_ctl's wait).
+func acceptWatch(t *testing.T, dsn string) (first func() time.Time, stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var mu sync.Mutex
+	var at time.Time
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			cctx, ccancel := context.WithTimeout(ctx, time.Second)
+			c, err := pgconn.Connect(cctx, dsn)
+			ccancel()
+			if err == nil {
+				now := time.Now()
+				c.Close(context.Background())
+				mu.Lock()
+				at = now
+				mu.Unlock()
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); wg.Wait() }) }
+	t.Cleanup(stop)
+	return func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return at
+	}, stop
+}
+
+// Issue 30, item 1: a 5 s restart (pg_ctl stop -m fast, 5 s, start) under
+// a worker making a request every 250 ms, each with a deadline 1 s longer
+// than the outage: through holdfast (the defaults: the outage hold on) no
+// request fails, the pool makes at most one connect per step of the
+// prober's backoff while the database is down (the prober's checks; no
+// request dials), and it resumes within 200 ms of the database accepting
+// again; "database down" and "database back" are logged once each. The
+// control, plain pgxpool on the same server in the same run, fails every
+// request made during the stop.
+func TestOutageRestart(t *testing.T) {
+	t.Parallel()
+	s := pgtest.NewServer(t)
+	const outage = 5 * time.Second
+	const interval, deadline = 250 * time.Millisecond, outage + time.Second
+	logs := &syncBuffer{}
+	f, err := holdfast.New(holdfast.WithLogger(slog.New(slog.NewJSONHandler(logs, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	hd, cd := &dialLog{}, &dialLog{}
+	hcfg, _ := poolConfig(t, s.DSN(), "sslmode=disable")
+	hcfg.ConnConfig.DialFunc = hd.Dial
+	ccfg, _ := poolConfig(t, s.DSN(), "sslmode=disable")
+	ccfg.ConnConfig.DialFunc = cd.Dial
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	hp, err := f.NewPool(ctx, hcfg, holdfast.PoolName("orders"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hp.Close)
+	cp, err := pgxpool.NewWithConfig(ctx, ccfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cp.Close)
+	query := func(p *pgxpool.Pool) func(context.Context) error {
+		return func(ctx context.Context) error {
+			_, err := p.Exec(ctx, "SELECT 1")
+			return err
+		}
+	}
+	hw := startWorker(t, interval, deadline, query(hp))
+	cw := startWorker(t, interval, deadline, query(cp))
+	waitFor(t, 10*time.Second, "both workers' first requests", hw.Changed, func() bool { return hw.okAfter(time.Time{}) >= 3 && cw.okAfter(time.Time{}) >= 3 })
+
+	stopped := time.Now()
+	if err := s.Shutdown(ctx, pgtest.ShutdownFast); err != nil {
+		t.Fatal(err)
+	}
+	down := time.Now()
+	accepted, stopWatch := acceptWatch(t, s.DSN()+"&sslmode=disable")
+	wait(ctx, t, time.Until(stopped.Add(outage)))
+	if err := s.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	restarted := time.Now()
+	waitFor(t, 10*time.Second, "the oracle's connect", func() <-chan struct{} { return nil }, func() bool { return !accepted().IsZero() })
+	stopWatch()
+	back := accepted() // the first evidence that it accepts: the oracle's, or pg_ctl's
+	if restarted.Before(back) {
+		back = restarted
+	}
+	waitFor(t, deadline+5*time.Second, "3 holdfast requests after the restart", hw.Changed, func() bool { return hw.okAfter(back) >= 3 })
+	waitFor(t, deadline+5*time.Second, "3 control requests after the restart", cw.Changed, func() bool { return cw.okAfter(back) >= 3 })
+	hw.stop()
+	cw.stop()
+
+	during := func(w *worker) []request { return w.started(stopped, back) }
+	hFailed, cFailed := failedOf(during(hw)), failedOf(during(cw))
+	firstH, _ := hw.firstOKAfter(back)
+	resume := firstH.Sub(back)
+	held := hd.between(down, back)
+	t.Logf("MEASURED 5 s restart: pg_ctl stop took %v, the server accepted %v after the stop began (pg_ctl start returned %v after)",
+		down.Sub(stopped).Round(time.Millisecond), back.Sub(stopped).Round(time.Millisecond), restarted.Sub(stopped).Round(time.Millisecond))
+	t.Logf("MEASURED holdfast: %d requests during the stop, %d failed, the longest %v; %d dials while down (the smallest gap %v); first success %v after the server accepted",
+		len(during(hw)), len(hFailed), longest(during(hw)).Round(time.Millisecond), len(held), minGap(held).Round(time.Millisecond), resume.Round(time.Millisecond))
+	t.Logf("MEASURED control, plain pgxpool: %d requests during the stop, %d failed; %d dials while down", len(during(cw)), len(cFailed), len(cd.between(down, back)))
+	for _, r := range hFailed {
+		t.Errorf("holdfast: a request begun %v after the stop failed: %v", r.start.Sub(stopped).Round(time.Millisecond), r.err)
+	}
+	if len(cFailed) == 0 || len(cFailed) < len(during(cw))-1 {
+		t.Errorf("control: %d of %d requests during the stop failed; want all (the one in flight at the stop aside): the restart does not bite", len(cFailed), len(during(cw)))
+	}
+	if resume > 200*time.Millisecond {
+		t.Errorf("holdfast resumed %v after the server accepted again, want within 200ms", resume)
+	}
+	// The prober's pace while requests wait: a check every 100 ms ± 20 %.
+	if steps := int(back.Sub(down)/(80*time.Millisecond)) + 1; len(held) > steps {
+		t.Errorf("holdfast: %d dials while down, more than one per step of the prober's pace (%d steps)", len(held), steps)
+	}
+	if g := minGap(held); len(held) > 1 && g < 75*time.Millisecond {
+		t.Errorf("holdfast: two dials %v apart while down: more than the prober dials", g)
+	}
+	lines := logs.String()
+	if n := strings.Count(lines, `"msg":"holdfast: database down"`); n != 1 {
+		t.Errorf("%d lines \"database down\", want 1:\n%s", n, lines)
+	}
+	if n := strings.Count(lines, `"msg":"holdfast: database back"`); n != 1 {
+		t.Errorf("%d lines \"database back\", want 1:\n%s", n, lines)
+	}
+}
+
+// longest is the longest of reqs.
+func longest(reqs []request) time.Duration {
+	var d time.Duration
+	for _, r := range reqs {
+		d = max(d, r.end.Sub(r.start))
+	}
+	return d
+}
+
+// wait waits d, or until ctx ends: the length of a scenario's step, not a
+// synchronisation.
+func wait(ctx context.Context, t *testing.T, d time.Duration) {
+	t.Helper()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	}
+}
+
+var _ = errors.New
