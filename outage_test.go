@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/fakes/outagetest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 )
 
@@ -354,3 +355,134 @@ func wait(ctx context.Context, t *testing.T, d time.Duration) {
 }
 
 var _ = errors.New
+
+// writes returns a request that inserts a new id from next into table t.
+func writes(p *pgxpool.Pool, next func() int64) func(context.Context) error {
+	return func(ctx context.Context) error {
+		_, err := p.Exec(ctx, "INSERT INTO t VALUES ($1)", next())
+		return err
+	}
+}
+
+// counter returns successive ids from start, by step.
+func counter(start, step int64) func() int64 {
+	var mu sync.Mutex
+	n := start - step
+	return func() int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		n += step
+		return n
+	}
+}
+
+// hungPast returns the requests of reqs that outlived their deadline by
+// more than slack.
+func hungPast(reqs []request, deadline, slack time.Duration) []request {
+	var out []request
+	for _, r := range reqs {
+		if r.end.Sub(r.start) > deadline+slack {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Issue 30, item 2: a DNS-only failover of an RDS Multi-AZ DB instance
+// (outagetest.MultiAZ: no topology, the old primary's address silent,
+// its packets dropped; the standby promoted; the endpoint's DNS record
+// moving 1 s after the promotion, read through a client-side cache with a
+// TTL of 200 ms; TLS verify-full by the endpoint's name), under a writer
+// starting a request every 250 ms, each with a deadline of 3 s: through
+// holdfast (the defaults) the first write succeeds within 1 s of the DNS
+// move (a dial left pending 1 s is a sign; the prober re-resolves the name
+// every 100 ms while its check of the silent address hangs, and moves at
+// once; the pool's dials to the old address are cut and sent to the new
+// one), and no request outlives its deadline. The control, plain pgxpool
+// in the same run, resumes only once its connections to the silent
+// address are gone and its cache moved.
+func TestOutageMultiAZ(t *testing.T) {
+	t.Parallel()
+	const ttl = 200 * time.Millisecond
+	const interval, deadline = 250 * time.Millisecond, 3 * time.Second
+	m := outagetest.StartMultiAZTest(t, outagetest.MultiAZConfig{TTL: ttl, TLS: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	logs := &syncBuffer{}
+	f, err := holdfast.New(holdfast.WithLogger(slog.New(slog.NewJSONHandler(logs, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	hcfg, err := m.PoolConfig(m.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hd := &dialLog{}
+	hcfg.ConnConfig.DialFunc = hd.Dial
+	hp, err := f.NewPool(ctx, hcfg, holdfast.PoolName("orders"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hp.Close)
+	if _, err := hp.Exec(ctx, "CREATE TABLE t (id bigint PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	ccfg, err := m.PoolConfig(m.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := pgxpool.NewWithConfig(ctx, ccfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cp.Close)
+	hw := startWorker(t, interval, deadline, writes(hp, counter(1, 1)))
+	cw := startWorker(t, interval, deadline, writes(cp, counter(-1, -1)))
+	waitFor(t, 10*time.Second, "both workers' first writes", hw.Changed, func() bool { return hw.okAfter(time.Time{}) >= 3 && cw.okAfter(time.Time{}) >= 3 })
+
+	res, err := m.Failover(ctx, outagetest.FailoverScenario{Detect: 300 * time.Millisecond, DNSLag: time.Second, Rejoin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	silent, _ := res.At(outagetest.EventSilent)
+	moved, ok := res.At(outagetest.EventDNS)
+	if !ok {
+		t.Fatalf("no DNS move: %+v", res)
+	}
+	waitFor(t, deadline+10*time.Second, "3 holdfast writes after the DNS move", hw.Changed, func() bool { return hw.okAfter(moved) >= 3 })
+	waitFor(t, deadline+10*time.Second, "3 control writes after the DNS move", cw.Changed, func() bool { return cw.okAfter(moved) >= 3 })
+	hw.stop()
+	cw.stop()
+	for _, e := range res.Events {
+		t.Logf("%6.2fs  %-28s %s", e.At.Sub(silent).Seconds(), e.Name, e.Server)
+	}
+	hFirst, _ := hw.firstOKAfter(moved)
+	cFirst, _ := cw.firstOKAfter(moved)
+	hReqs, cReqs := hw.started(silent, moved), cw.started(silent, moved)
+	t.Logf("MEASURED Multi-AZ failover (DNS moved %v after the silence, TTL %v): holdfast: first write %v after the DNS move; %d requests from the silence to the move, %d failed, the longest %v; %d dials from the silence to the move",
+		moved.Sub(silent).Round(time.Millisecond), ttl, hFirst.Sub(moved).Round(time.Millisecond), len(hReqs), len(failedOf(hReqs)),
+		longest(hw.requests()).Round(time.Millisecond), len(hd.between(silent, moved)))
+	t.Logf("MEASURED control, plain pgxpool: first write %v after the DNS move; %d requests from the silence to the move, %d failed, the longest %v",
+		cFirst.Sub(moved).Round(time.Millisecond), len(cReqs), len(failedOf(cReqs)), longest(cw.requests()).Round(time.Millisecond))
+	if d := hFirst.Sub(moved); d > time.Second {
+		t.Errorf("holdfast: first write %v after the DNS move, want within 1s", d)
+	}
+	if h := hungPast(hw.requests(), deadline, 100*time.Millisecond); len(h) > 0 {
+		t.Errorf("holdfast: %d requests outlived their deadline (%v) by over 100ms, the longest %v", len(h), deadline, longest(h))
+	}
+	if len(failedOf(cReqs)) == 0 {
+		t.Errorf("control: no write failed between the silence and the DNS move: the failover does not bite")
+	}
+	committed, err := m.CommittedIDs(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range failedOf(hw.requests()) {
+		t.Logf("holdfast: a request begun %v after the silence failed after %v: %v", r.start.Sub(silent).Round(time.Millisecond), r.end.Sub(r.start).Round(time.Millisecond), r.err)
+	}
+	t.Logf("%d rows on the new primary", len(committed))
+	if n := strings.Count(logs.String(), `"msg":"holdfast: database back"`) + strings.Count(logs.String(), `"msg":"holdfast: database down"`); n > 2 {
+		t.Errorf("%d outage lines, want at most a down and a back:\n%s", n, logs.String())
+	}
+}

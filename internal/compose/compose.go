@@ -75,11 +75,12 @@ type Conn interface {
 	// MadeAt returns when the connection's handshake completed (zero
 	// before).
 	MadeAt() time.Time
-	// Abort cuts the connection at any moment from its dial on: a blocked
-	// read or write returns at once, every later one fails before sending
-	// anything, with wrap(the I/O error) as its error, and a handshake
-	// that completes anyway is refused. It reports whether this call cut
-	// it (not an earlier one).
+	// Abort cuts the connection at any moment from its dial on: a dial
+	// under way is canceled (the connector tells no layer it failed), a
+	// blocked read or write returns at once, every later one fails before
+	// sending anything, with wrap(the I/O error) as its error, and a
+	// handshake that completes anyway is refused. It reports whether this
+	// call cut it (not an earlier one).
 	Abort(wrap func(cause error) error) bool
 	// SetAuthHosts names the hosts the connection's password or token is
 	// issued for, in order (the second after a refusal of the first):

@@ -81,17 +81,22 @@ func (e *panicError) Error() string {
 // Rules classify the engine's own errors: a connect not admitted is
 // Transient "connect-queued" (before the built-in rules would call its
 // context error Fatal or unknown), a wait for a database that is down
-// Transient "database-down" (whatever its cause and context error), a
-// connection of a pool meant for writes refused by a read-only server
-// Transient "not-writable", a panic Fatal "panic".
+// Transient "database-down" (whatever its cause and context error), and so
+// is a connection being made to an address the database left, cut by the
+// outage layer; a connection of a pool meant for writes refused by a
+// read-only server Transient "not-writable", a panic Fatal "panic".
 func Rules() []classify.Rule {
 	return []classify.Rule{
 		classify.Sentinel(ErrQueued, classify.Verdict{Class: classify.Transient, Reason: classify.ReasonQueued}),
 		classify.Sentinel(outage.ErrDown, classify.Verdict{Class: classify.Transient, Reason: classify.ReasonDatabaseDown}),
 		func(err error) (classify.Verdict, bool) {
 			var nw *outage.NotWritableError
-			if errors.As(err, &nw) {
+			var left *outage.LeftError
+			switch {
+			case errors.As(err, &nw):
 				return classify.Verdict{Class: classify.Transient, Reason: classify.ReasonNotWritable}, true
+			case errors.As(err, &left):
+				return classify.Verdict{Class: classify.Transient, Reason: classify.ReasonDatabaseDown}, true
 			}
 			return classify.Verdict{}, false
 		},

@@ -57,13 +57,14 @@ type connState struct {
 	addr   string    // the server's address, as the socket reports it
 	madeAt time.Time // when the connection was made
 
-	clamp      atomic.Int64                 // unix nanos: deadlines are clamped to it while the connection closes (0: not closing)
-	inflight   atomic.Int32                 // what the connection has in flight (outcome.go)
-	committing atomic.Bool                  // a transaction runner's COMMIT comes next (MarkCommit)
-	aborted    atomic.Pointer[abortion]     // set when a layer cut the connection (abort)
-	dialed     atomic.Pointer[string]       // the server of the current dial, from the dial on: a cut reaches a handshake too
-	sock       atomic.Pointer[watchedConn]  // the current dial's connection
-	peeked     atomic.Pointer[peekedSocket] // the socket Unread peeks, found at its first peek (peek.go)
+	clamp      atomic.Int64                       // unix nanos: deadlines are clamped to it while the connection closes (0: not closing)
+	inflight   atomic.Int32                       // what the connection has in flight (outcome.go)
+	committing atomic.Bool                        // a transaction runner's COMMIT comes next (MarkCommit)
+	aborted    atomic.Pointer[abortion]           // set when a layer cut the connection (abort)
+	dialed     atomic.Pointer[string]             // the server of the current dial, from the dial on: a cut reaches a handshake too
+	sock       atomic.Pointer[watchedConn]        // the current dial's connection
+	peeked     atomic.Pointer[peekedSocket]       // the socket Unread peeks, found at its first peek (peek.go)
+	pending    atomic.Pointer[context.CancelFunc] // cancels the dial under way, before its socket exists (Abort)
 
 	mu          sync.Mutex // guards the fields below (a slow write may read on pgconn's background reader)
 	dials       int        // dials of this connection so far
@@ -646,11 +647,17 @@ func (c *connState) dialAttempt(ctx context.Context, network, addr string) (net.
 	base := c.routedDial(false)
 	for {
 		start := time.Now()
-		conn, err := c.cn.boundedDial(ctx, c.attemptBound(), base, network, addr)
+		dctx, done := c.abortable(ctx)
+		conn, err := c.cn.boundedDial(dctx, c.attemptBound(), base, network, addr)
+		done()
 		if err == nil {
 			return c.watch(conn, start), nil
 		}
-		c.p.chain.Failed(addr, false) // a refused connect may be a failover, or the target down
+		if cut := c.abortErr(err); cut != nil {
+			err = cut // a layer's abort: its error (Transient), and no sign of the target's
+		} else {
+			c.p.chain.Failed(addr, false) // a refused connect may be a failover, or the target down
+		}
 		if timedOut(err) {
 			c.timeouts++
 		}
@@ -820,11 +827,30 @@ func (c *connState) boundedRetry(ctx context.Context, dial pgconn.DialFunc, netw
 		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
 	}
+	ctx, done := c.abortable(ctx)
+	defer done()
 	conn, err := dial(ctx, network, addr)
+	if err != nil {
+		if cut := c.abortErr(err); cut != nil {
+			return nil, cut
+		}
+	}
 	if err != nil && timedOut(err) && ctx.Err() != nil {
 		c.timeouts++
 	}
 	return conn, err
+}
+
+// abortable returns ctx for one dial of the connection, which Abort
+// cancels while the dial is pending (no socket yet: a dial to an address
+// whose packets are dropped), and the func that ends it. c.mu is held.
+func (c *connState) abortable(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	c.pending.Store(&cancel)
+	return ctx, func() {
+		c.pending.Store(nil)
+		cancel()
+	}
 }
 
 // watch wraps a dialed connection for its handshake: it records the
@@ -874,11 +900,17 @@ func (c *connState) retryRound(ctx context.Context, network, addr string) (net.C
 	} else if waited {
 		c.afresh()
 		start := time.Now()
-		conn, err := c.cn.boundedDial(ctx, c.attemptBound(), c.retryDial(), network, addr)
+		dctx, done := c.abortable(ctx)
+		conn, err := c.cn.boundedDial(dctx, c.attemptBound(), c.retryDial(), network, addr)
+		done()
 		if err == nil {
 			return c.watch(conn, start), nil
 		}
-		c.p.chain.Failed(addr, false)
+		if cut := c.abortErr(err); cut != nil {
+			err = cut
+		} else {
+			c.p.chain.Failed(addr, false)
+		}
 		c.used++
 		last = err
 	}
@@ -1019,12 +1051,12 @@ func (c *connState) freshAuth() bool { return c.cn.password != nil || c.cn.authR
 // cut caused into the layer's error (a *failover.CutError).
 type abortion struct{ wrap func(cause error) error }
 
-// Abort cuts the connection, at any moment from its dial on: its socket's
-// deadlines are set in the past, so a blocked read or write returns at
-// once and every later one fails before sending anything, with wrap(the
-// I/O error) as the cause; a handshake that completes anyway is refused
-// (ValidateConnect). It reports whether this call cut it (not an earlier
-// one).
+// Abort cuts the connection, at any moment from its dial on: a dial under
+// way is canceled; its socket's deadlines are set in the past, so a
+// blocked read or write returns at once and every later one fails before
+// sending anything, with wrap(the I/O error) as the cause; a handshake
+// that completes anyway is refused (ValidateConnect). It reports whether
+// this call cut it (not an earlier one).
 func (c *connState) Abort(wrap func(cause error) error) bool {
 	if !c.aborted.CompareAndSwap(nil, &abortion{wrap: wrap}) {
 		return false
@@ -1033,6 +1065,9 @@ func (c *connState) Abort(wrap func(cause error) error) bool {
 	c.clamp.Store(past.UnixNano())
 	if wc := c.sock.Load(); wc != nil {
 		_ = wc.Conn.SetDeadline(past) // the socket itself: during the handshake too
+	}
+	if cancel := c.pending.Load(); cancel != nil {
+		(*cancel)() // a dial under way, before its socket exists
 	}
 	return true
 }

@@ -176,14 +176,36 @@ type Layer struct {
 	standBy  []func() bool // compose.Precedence: the layers that outrank this one route the pool
 	lastRole time.Time     // the last role suspicion (at most one a second)
 	wg       sync.WaitGroup
+
+	// The pool's connections from their dial to the end of their
+	// handshake, once the layer is armed: a dial that the network leaves
+	// pending is a sign (slowDial), and a move cuts those to the address
+	// left.
+	dialing   map[compose.Conn]*dialing
+	slow      *time.Timer // checkSlow, while dialing has entries
+	slowArmed bool
 }
+
+// dialing is a connection being made.
+type dialing struct {
+	addr      string
+	at        time.Time
+	connected bool // its dial completed: its handshake runs
+	reported  bool // its dial was slow, and said so
+}
+
+// slowDial is how long a dial may stay pending before it is a sign: a
+// SYN unanswered that long was lost, and is resent (Linux's first
+// retransmission is at 1 s); an address whose packets are dropped (a
+// Multi-AZ instance's failed primary) answers never.
+const slowDial = time.Second
 
 // maxFailed bounds the addresses an outage remembers.
 const maxFailed = 16
 
 // New returns the outage layer of a pool.
 func New(cfg Config) *Layer {
-	l := &Layer{cfg: cfg, comp: cfg.Comp, kick: make(chan struct{}, 1)}
+	l := &Layer{cfg: cfg, comp: cfg.Comp, kick: make(chan struct{}, 1), dialing: map[compose.Conn]*dialing{}}
 	l.role.Store(int32(cfg.Role))
 	l.snap.Store(&snapshot{changed: make(chan struct{})})
 	return l
@@ -195,6 +217,8 @@ func (l *Layer) Layer() compose.Layer {
 		BeforeConnect:  l.beforeConnect,
 		Hold:           l.hold,
 		Route:          l.route,
+		Dialed:         l.dialed,
+		Closed:         l.forget,
 		Validate:       l.validate,
 		PgError:        l.pgError,
 		Failed:         l.onFailed,
@@ -238,6 +262,10 @@ func (l *Layer) Close() {
 	if l.cancel != nil {
 		l.cancel()
 	}
+	if l.slow != nil {
+		l.slow.Stop()
+	}
+	clear(l.dialing)
 	l.publish(func(n *snapshot) { n.phase, n.since = up, time.Time{} })
 	l.mu.Unlock()
 	l.wg.Wait()
@@ -353,16 +381,123 @@ func (l *Layer) DownError(err error) error {
 }
 
 // route sends a dial to an address the database left (a stale DNS
-// answer) to the address that answered instead.
-func (l *Layer) route(_ context.Context, _ compose.Conn, _, addr string, _ bool) (string, error) {
-	s := l.snap.Load()
-	if s.moves == nil {
-		return addr, nil
+// answer) to the address that answered instead, and follows the dial: a
+// dial left pending slowDial is a sign.
+func (l *Layer) route(_ context.Context, c compose.Conn, _, addr string, _ bool) (string, error) {
+	if s := l.snap.Load(); s.moves != nil {
+		if to, ok := s.moves[addr]; ok && time.Now().Before(s.movesTo) {
+			addr = to
+		}
 	}
-	if to, ok := s.moves[addr]; ok && time.Now().Before(s.movesTo) {
-		return to, nil
+	if l.armed.Load() {
+		l.track(c, addr)
 	}
 	return addr, nil
+}
+
+// track follows c's dial to addr, which begins now.
+func (l *Layer) track(c compose.Conn, addr string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return
+	}
+	l.dialing[c] = &dialing{addr: addr, at: time.Now()}
+	l.armSlowLocked(slowDial)
+}
+
+// armSlowLocked runs checkSlow in d, unless it is due already. l.mu is
+// held.
+func (l *Layer) armSlowLocked(d time.Duration) {
+	if l.slowArmed {
+		return
+	}
+	l.slowArmed = true
+	if l.slow == nil {
+		l.slow = time.AfterFunc(d, l.checkSlow)
+	} else {
+		l.slow.Reset(d)
+	}
+}
+
+// maxTracked bounds how long a connection is followed (a connect that
+// ended without a handshake leaves its entry: it goes then).
+const maxTracked = time.Minute
+
+// checkSlow makes a sign of each dial pending slowDial or longer (once
+// each), on the timer's goroutine, and runs again when the next may be.
+func (l *Layer) checkSlow() {
+	l.mu.Lock()
+	l.slowArmed = false
+	now := time.Now()
+	var slow []string
+	next := time.Duration(-1)
+	for c, d := range l.dialing {
+		age := now.Sub(d.at)
+		switch {
+		case age > maxTracked:
+			delete(l.dialing, c)
+		case d.connected || d.reported:
+		case age >= slowDial:
+			d.reported = true
+			slow = append(slow, d.addr)
+		case next < 0 || slowDial-age < next:
+			next = slowDial - age
+		}
+	}
+	if next >= 0 && !l.closed {
+		l.armSlowLocked(next)
+	}
+	l.mu.Unlock()
+	for _, a := range slow {
+		l.suspect(a)
+	}
+}
+
+// dialed notes that c's dial reached addr; one to an address left behind
+// meanwhile is cut.
+func (l *Layer) dialed(c compose.Conn, addr string, _ time.Time) {
+	l.mu.Lock()
+	if d := l.dialing[c]; d != nil {
+		d.connected, d.addr = true, addr
+	}
+	l.mu.Unlock()
+	if s := l.snap.Load(); s.moves != nil {
+		if to, ok := s.moves[addr]; ok && time.Now().Before(s.movesTo) {
+			c.Abort(leftWrap(addr, to))
+		}
+	}
+}
+
+// forget stops following c (its handshake ended, or its socket closed).
+func (l *Layer) forget(c compose.Conn) {
+	l.mu.Lock()
+	delete(l.dialing, c)
+	l.mu.Unlock()
+}
+
+// LeftError is the error of a connection being made to an address the
+// database left, which the layer cut: its connect goes on, to the address
+// that answers. Transient (classify.ReasonDatabaseDown: the database is
+// gone from that address).
+type LeftError struct {
+	addr, to string
+	err      error
+}
+
+func (e *LeftError) Error() string {
+	msg := "holdfast: connection to " + e.addr + " cut: the database left it"
+	if e.to != "" {
+		msg += " (it answers at " + e.to + ")"
+	}
+	return msg + ": " + e.err.Error()
+}
+
+func (e *LeftError) Unwrap() error { return e.err }
+
+// leftWrap is the abortion of a connection to addr, left for to.
+func leftWrap(addr, to string) func(error) error {
+	return func(cause error) error { return &LeftError{addr: addr, to: to, err: cause} }
 }
 
 // onFailed is a sign: a dial or handshake that failed, or an established
@@ -402,6 +537,7 @@ func (l *Layer) noteFailedLocked(addr string) {
 // connection decides what a pool whose connection string does not say is
 // meant for. A connection that passes arms the layer.
 func (l *Layer) validate(ctx context.Context, c compose.Conn, host string, pc *pgconn.PgConn) error {
+	l.forget(c) // made: no longer followed
 	switch Role(l.role.Load()) {
 	case RoleLearn:
 		ro, _, err := readOnly(ctx, pc)

@@ -251,7 +251,7 @@ func (l *Layer) settle(r result) bool {
 		failed := slices.Clone(l.failed)
 		l.mu.Unlock()
 		l.cfg.Report.Down(cause, v, lastOf(r.dialed))
-		l.retire(failed)
+		l.retire(failed, "")
 		return false
 	case isDown:
 		cause := shortCause(r.err)
@@ -281,7 +281,7 @@ func (l *Layer) settle(r result) bool {
 		}
 	})
 	l.mu.Unlock()
-	l.retire(moved)
+	l.retire(moved, r.addr)
 	if wasDown {
 		l.cfg.Report.Back(now.Sub(s.since), r.addr, moved)
 	}
@@ -351,15 +351,30 @@ func (l *Layer) leftLocked(r result) []string {
 	return out
 }
 
-// retire leaves addrs behind: the pool's connections to them made before
-// now are destroyed when next acquired (the eviction: compose.Gone), and
-// the idle ones are closed now.
-func (l *Layer) retire(addrs []string) {
+// retire leaves addrs behind (for to, "" when unknown): the pool's
+// connections to them made before now are destroyed when next acquired
+// (the eviction: compose.Gone), the idle ones are closed now, and those
+// being made are cut (their connects go on, held or to the address that
+// answers).
+func (l *Layer) retire(addrs []string, to string) {
 	if len(addrs) == 0 {
 		return
 	}
 	for _, a := range addrs {
 		l.comp.Gone(a)
+	}
+	l.mu.Lock()
+	var cut []compose.Conn
+	var at []string
+	for c, d := range l.dialing {
+		if slices.Contains(addrs, d.addr) {
+			cut = append(cut, c)
+			at = append(at, d.addr)
+		}
+	}
+	l.mu.Unlock()
+	for i, c := range cut {
+		c.Abort(leftWrap(at[i], to))
 	}
 	if pool := l.comp.Pool(); pool != nil {
 		compose.CloseIdle(pool, func(a string) bool { return slices.Contains(addrs, a) })
