@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/failover"
 	"github.com/holdfast-db/holdfast/fakes/outagetest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 )
@@ -485,4 +486,252 @@ func TestOutageMultiAZ(t *testing.T) {
 	if n := strings.Count(logs.String(), `"msg":"holdfast: database back"`) + strings.Count(logs.String(), `"msg":"holdfast: database down"`); n > 2 {
 		t.Errorf("%d outage lines, want at most a down and a back:\n%s", n, logs.String())
 	}
+}
+
+// kindOf is how a request ended: "ok", a SQLSTATE, "timeout" (its
+// deadline), "database-down" (holdfast's wait), or the last words of
+// another error.
+func kindOf(err error) string {
+	var pe *pgconn.PgError
+	var ne net.Error
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, holdfast.ErrDatabaseDown):
+		return "database-down"
+	case errors.As(err, &pe):
+		return pe.Code
+	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	}
+	s := err.Error()
+	if i := strings.LastIndex(s, ": "); i >= 0 {
+		s = s[i+2:]
+	}
+	return s
+}
+
+// kindsOf counts reqs by how they ended.
+func kindsOf(reqs []request) map[string]int {
+	out := map[string]int{}
+	for _, r := range reqs {
+		out[kindOf(r.err)]++
+	}
+	return out
+}
+
+// Issue 30, item 3: a primary behind a DNS name demoted to a read-only
+// hot standby (outagetest.Pair: it shuts down fast, the standby is
+// promoted, the old primary comes back as a standby of it) with the name
+// held on the demoted server, then moved (MoveName; a client-side cache
+// with a TTL of 100 ms), under a writer per pool starting a write every
+// 250 ms, each with a deadline of 10 s: through holdfast, without and
+// with WithFailover (a name of your own with an instance template: no
+// topology, failover routing off), no write fails with 25006 — a new
+// connection to the read-only server is refused and the pool holds until
+// a writable server answers at the name — and the writes resume after the
+// move. The control, plain pgxpool, writes on the demoted server and
+// fails with 25006 for as long as it keeps its connection.
+func TestOutageDemotedName(t *testing.T) {
+	t.Parallel()
+	p := outagetest.StartPairTest(t, outagetest.PairConfig{TTL: 100 * time.Millisecond})
+	testDemoted(t, p, p.Name)
+}
+
+// The VIP flavour: the name resolves to a VIP (a fixed address) that
+// leads to the demoted server until MoveName moves it (and resets its
+// connections to the old one): through holdfast no write fails with
+// 25006 either.
+func TestOutageDemotedVIP(t *testing.T) {
+	t.Parallel()
+	p := outagetest.StartPairTest(t, outagetest.PairConfig{VIP: true, TTL: -1})
+	testDemoted(t, p, p.Name)
+}
+
+func testDemoted(t *testing.T, p *outagetest.Pair, host string) {
+	const interval, deadline = 250 * time.Millisecond, 10 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	type client struct {
+		name string
+		pool *pgxpool.Pool
+		w    *worker
+	}
+	var clients []*client
+	for i, opts := range [][]holdfast.Option{
+		nil,
+		{holdfast.WithFailover(failover.Config{InstanceTemplate: "?.orders.internal"})},
+	} {
+		logs := &syncBuffer{}
+		f, err := holdfast.New(append(opts, holdfast.WithLogger(slog.New(slog.NewJSONHandler(logs, nil))))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(f.Close)
+		cfg, err := p.PoolConfig(host, "pool_max_conns=4")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool, err := f.NewPool(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		name := "holdfast"
+		if i == 1 {
+			name = "holdfast, WithFailover"
+		}
+		clients = append(clients, &client{name: name, pool: pool})
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("%s's log:\n%s", name, logs.String())
+			}
+		})
+	}
+	cfg, err := p.PoolConfig(host, "pool_max_conns=4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(plain.Close)
+	clients = append(clients, &client{name: "control, plain pgxpool", pool: plain})
+	if _, err := plain.Exec(ctx, "CREATE TABLE t (id bigint PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range clients {
+		c.w = startWorker(t, interval, deadline, writes(c.pool, counter(int64(i+1), int64(len(clients)))))
+	}
+	for _, c := range clients {
+		waitFor(t, 10*time.Second, c.name+"'s first writes", c.w.Changed, func() bool { return c.w.okAfter(time.Time{}) >= 3 })
+	}
+	began := time.Now()
+	res, err := p.Demote(ctx, outagetest.DemoteScenario{Hold: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rejoined, _ := res.At(outagetest.EventRejoined)
+	// The name stays on the demoted server for a while: the control's
+	// writes fail with 25006 meanwhile.
+	control := clients[len(clients)-1]
+	waitFor(t, 10*time.Second, "a control write refused with 25006", control.w.Changed, func() bool {
+		return kindsOf(control.w.started(rejoined, time.Now().Add(time.Hour)))["25006"] > 0
+	})
+	wait(ctx, t, time.Until(rejoined.Add(time.Second)))
+	ev := p.MoveName()
+	for _, c := range clients[:len(clients)-1] {
+		waitFor(t, deadline+10*time.Second, c.name+": 3 writes after the move", c.w.Changed, func() bool { return c.w.okAfter(ev.At) >= 3 })
+	}
+	for _, c := range clients {
+		c.w.stop()
+	}
+	for _, e := range append(res.Events, ev) {
+		t.Logf("%6.2fs  %-28s %s", e.At.Sub(began).Seconds(), e.Name, e.Server)
+	}
+	for _, c := range clients {
+		reqs := c.w.started(began, time.Now().Add(time.Hour))
+		first, _ := c.w.firstOKAfter(ev.At)
+		resume := "none"
+		if !first.IsZero() {
+			resume = first.Sub(ev.At).Round(time.Millisecond).String()
+		}
+		t.Logf("MEASURED %s: from the demote on %v, the longest %v; first write after the move: %s", c.name, kindsOf(reqs), longest(reqs).Round(time.Millisecond), resume)
+		k := kindsOf(reqs)
+		if c == control {
+			if k["25006"] == 0 {
+				t.Errorf("control: no write failed with 25006: the demote does not bite")
+			}
+			continue
+		}
+		if k["25006"] > 0 {
+			t.Errorf("%s: %d writes failed with 25006, want none", c.name, k["25006"])
+		}
+		for _, r := range failedOf(reqs) {
+			t.Logf("%s: a write begun %v after the demote failed: %v", c.name, r.start.Sub(began).Round(time.Millisecond), r.err)
+		}
+	}
+	committed, err := p.CommittedIDs(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d rows on the new primary", len(committed))
+}
+
+// A primary made read-only by default without a restart (ALTER SYSTEM SET
+// default_transaction_read_only, reloaded: what an operator does to stop
+// writes, and what some failover managers do to an old primary), then
+// writable again 2 s later, under a writer starting a write every 250 ms
+// with a deadline of 10 s: through holdfast at most the first write and
+// one acquired meanwhile fail with 25006 — the first 25006 from a
+// connection that reports itself read-only makes the prober check a fresh
+// session's default, the pool holds until the server is writable, and its
+// connections made before are retired — and the writes resume when it is
+// writable again. The control, plain pgxpool, fails every write meanwhile.
+func TestOutageReadOnlyReload(t *testing.T) {
+	t.Parallel()
+	s := pgtest.NewServer(t)
+	const interval, deadline = 250 * time.Millisecond, 10 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f := newFactory(t)
+	t.Cleanup(f.Close)
+	hcfg, _ := poolConfig(t, s.DSN(), "sslmode=disable")
+	hp, err := f.NewPool(ctx, hcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hp.Close)
+	cp := newPlainPool(t, s.DSN()+"&sslmode=disable")
+	if _, err := cp.Exec(ctx, "CREATE TABLE t (id bigint PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	hw := startWorker(t, interval, deadline, writes(hp, counter(1, 2)))
+	cw := startWorker(t, interval, deadline, writes(cp, counter(2, 2)))
+	waitFor(t, 10*time.Second, "both workers' first writes", hw.Changed, func() bool { return hw.okAfter(time.Time{}) >= 3 && cw.okAfter(time.Time{}) >= 3 })
+	readOnly := time.Now()
+	for _, sql := range []string{"ALTER SYSTEM SET default_transaction_read_only = on", "SELECT pg_reload_conf()"} {
+		if err := s.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 10*time.Second, "a control write refused with 25006", cw.Changed, func() bool {
+		return kindsOf(cw.started(readOnly, time.Now().Add(time.Hour)))["25006"] >= 3
+	})
+	wait(ctx, t, time.Until(readOnly.Add(2*time.Second)))
+	writable := time.Now()
+	for _, sql := range []string{"ALTER SYSTEM RESET default_transaction_read_only", "SELECT pg_reload_conf()"} {
+		if err := s.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, deadline+5*time.Second, "3 holdfast writes after the reset", hw.Changed, func() bool { return hw.okAfter(writable) >= 3 })
+	waitFor(t, deadline+5*time.Second, "3 control writes after the reset", cw.Changed, func() bool { return cw.okAfter(writable) >= 3 })
+	hw.stop()
+	cw.stop()
+	h, c := kindsOf(hw.started(readOnly, writable)), kindsOf(cw.started(readOnly, writable))
+	first, _ := hw.firstOKAfter(writable)
+	t.Logf("MEASURED read-only by default for 2 s: holdfast %v (first write %v after the reset), control %v",
+		h, first.Sub(writable).Round(time.Millisecond), c)
+	if h["25006"] > 2 {
+		t.Errorf("holdfast: %d writes failed with 25006, want at most the first and one acquired meanwhile", h["25006"])
+	}
+	if failed := failedOf(hw.started(readOnly, writable)); len(failed) > h["25006"] {
+		t.Errorf("holdfast: writes failed otherwise than with 25006: %v", h)
+	}
+	if c["25006"] < 3 {
+		t.Errorf("control: %v, want writes refused with 25006: the fault does not bite", c)
+	}
+}
+
+// newPlainPool is a plain pgxpool on dsn, closed with the test.
+func newPlainPool(t *testing.T, dsn string) *pgxpool.Pool {
+	t.Helper()
+	p, err := pgxpool.New(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
 }

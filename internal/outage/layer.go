@@ -610,10 +610,15 @@ func askReadOnly(ctx context.Context, pc *pgconn.PgConn) (bool, string, error) {
 }
 
 // pgError acts on a 25006 on a connection of a pool meant for writes:
-// from a server that reports itself read-only by default, the pool's
-// connections to it are retired (this one closed: a transaction runner
-// may run its transaction again) and the name is checked; from one that
-// reports no role, a suspicion starts. A 25006 from a server that says it
+// from a server in hot standby, the pool's connections to it are retired
+// (this one closed: a transaction runner may run its transaction again)
+// and the name is checked; from a connection that reports itself
+// read-only by default (the server's default, or a session the
+// application made read-only: only a fresh connection tells), the name is
+// checked, and meanwhile a connection to that server that reports itself
+// read-only is destroyed when next acquired; from a server that reports
+// no role (before PostgreSQL 14), each connection made to it before is
+// asked once when next acquired. A 25006 from a connection that says it
 // is writable is a transaction the application made read-only: nothing.
 func (l *Layer) pgError(pc *pgconn.PgConn, pe *pgconn.PgError) bool {
 	if pe.Code != "25006" || Role(l.role.Load()) != RoleWriter || !l.armed.Load() {
@@ -625,11 +630,13 @@ func (l *Layer) pgError(pc *pgconn.PgConn, pe *pgconn.PgError) bool {
 	}
 	addr := h.Server()
 	switch hot, ro := pc.ParameterStatus("in_hot_standby"), pc.ParameterStatus("default_transaction_read_only"); {
-	case hot == "on" || ro == "on":
+	case hot == "on":
 		l.demoted(addr)
 		return false
+	case ro == "on":
+		l.suspectRole(addr, false)
 	case hot == "":
-		l.suspectRole(addr)
+		l.suspectRole(addr, true)
 	}
 	return true
 }
@@ -642,12 +649,15 @@ func (l *Layer) demoted(addr string) {
 	l.suspect(addr)
 }
 
-// roleSuspicion is a 25006 from addr, a server that reports no role:
-// every connection to it made before at is checked once when next
-// acquired.
+// roleSuspicion is a 25006 from addr, a server that says it is read-only
+// by default or says nothing of its role: until the prober's verdict (for
+// roleSuspicionFor at most), a connection to it that reports itself read-
+// only is destroyed when next acquired, and, when ask, each connection to
+// it made before at is asked once.
 type roleSuspicion struct {
 	addr string
 	at   time.Time
+	ask  bool
 }
 
 // roleSuspicionFor bounds a suspicion: a connection not acquired that
@@ -656,7 +666,7 @@ const roleSuspicionFor = time.Minute
 
 // suspectRole starts a suspicion on addr (at most one a second), and
 // checks the name.
-func (l *Layer) suspectRole(addr string) {
+func (l *Layer) suspectRole(addr string, ask bool) {
 	l.mu.Lock()
 	now := time.Now()
 	if now.Sub(l.lastRole) < time.Second {
@@ -665,7 +675,7 @@ func (l *Layer) suspectRole(addr string) {
 	}
 	l.lastRole = now
 	l.mu.Unlock()
-	l.suspicion.Store(&roleSuspicion{addr: addr, at: now})
+	l.suspicion.Store(&roleSuspicion{addr: addr, at: now, ask: ask})
 	l.rearm()
 	l.suspect(addr)
 }
@@ -704,7 +714,17 @@ func (l *Layer) prepareConn(ctx context.Context, c *pgx.Conn) (bool, error) {
 		return true, nil
 	}
 	h := compose.ConnOf(c)
-	if h == nil || h.Server() != rs.addr || !h.MadeAt().Before(rs.at) {
+	if h == nil || h.Server() != rs.addr {
+		return true, nil
+	}
+	switch hot, ro := pc.ParameterStatus("in_hot_standby"), pc.ParameterStatus("default_transaction_read_only"); {
+	case hot == "on":
+		l.demoted(rs.addr)
+		return false, nil
+	case ro == "on":
+		return false, nil // read-only: not for this pool's writes
+	}
+	if !rs.ask || !h.MadeAt().Before(rs.at) {
 		return true, nil
 	}
 	data := pc.CustomData()

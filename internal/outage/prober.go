@@ -281,6 +281,9 @@ func (l *Layer) settle(r result) bool {
 		}
 	})
 	l.mu.Unlock()
+	if l.suspicion.Swap(nil) != nil {
+		l.rearm() // the verdict: the suspicion is over
+	}
 	l.retire(moved, r.addr)
 	if wasDown {
 		l.cfg.Report.Back(now.Sub(s.since), r.addr, moved)
