@@ -41,8 +41,11 @@ func (p *Pool) addOutage(cc *pgx.ConnConfig) {
 		timeout = defaultProbeTimeout
 	}
 	role := outage.RoleOf(&cc.Config)
-	if p.fo != nil && p.fo.Readers() {
-		role = outage.RoleReader // failover routing's reader pool: its readers are the monitor's
+	if p.fo != nil && (p.fo.Readers() || p.fo.Pinned()) {
+		// Failover routing's reader pool (its readers are the monitor's),
+		// or a pool kept on its instance whatever its role: not meant
+		// for the writer.
+		role = outage.RoleReader
 	}
 	lookup := cc.LookupFunc
 	if lookup == nil {

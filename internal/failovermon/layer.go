@@ -63,6 +63,9 @@ type Layer struct {
 	hinted atomic.Bool
 
 	rd *readerRouting // reader routing: a pool on the reader endpoint (readers.go)
+	// pinned: a pool on an instance endpoint kept on its instance
+	// (failover.Pinned), whatever the instance's role.
+	pinned bool
 
 	mu   sync.Mutex
 	live map[compose.Conn]struct{} // the pool's connections, from their dial on
@@ -136,6 +139,7 @@ func NewLayer(m *Monitor, comp *compose.Composition, cc *pgx.ConnConfig, ep stri
 		host = cc.Host // the monitor checks its DNS against the writer
 	}
 	fo.writer = fo.writer || fo.follow
+	fo.pinned = !fo.writer && topology.KindOf(topology.NormHost(ep)) == topology.KindInstance
 	if !fo.writer && !isSocket(cc.Host) && topology.KindOf(topology.NormHost(ep)) == topology.KindReaderCluster &&
 		readers.Strategy != failover.ByDNS {
 		fo.rd = newReaderRouting(readers)
@@ -158,6 +162,11 @@ func isSocket(host string) bool { return len(host) > 0 && host[0] == '/' }
 // Readers reports whether the layer routes a reader pool (the cluster's
 // reader endpoint, balanced over the topology's readers).
 func (fo *Layer) Readers() bool { return fo.rd != nil }
+
+// Pinned reports whether the pool is on an instance endpoint and kept on
+// its instance (failover.Pinned), whatever the instance's role: not a
+// pool meant for the writer.
+func (fo *Layer) Pinned() bool { return fo.pinned }
 
 // Monitor returns the cluster's monitor the layer routes by.
 func (fo *Layer) Monitor() *Monitor { return fo.m }

@@ -245,6 +245,10 @@ func (l *Layer) lastCause() error {
 	return nil
 }
 
+// Changed returns a channel closed at the state's next change (a
+// suspicion, down, back, Close).
+func (l *Layer) Changed() <-chan struct{} { return l.snap.Load().changed }
+
 // Role returns what the pool is meant for (RoleLearn until its first
 // connection when its connection string does not say).
 func (l *Layer) Role() Role { return Role(l.role.Load()) }
