@@ -35,7 +35,8 @@ import (
 //	PgError        57P01/57P02/57P03, and 25006 by the writer endpoint, wake
 //	               the monitor; a 25006 from a standby or read-only server
 //	               closes the connection
-//	PrepareConn    a connection to a writer that is down is destroyed
+//	PrepareConn    a connection to a writer that is down is destroyed (lazy:
+//	               only while the writer is down)
 //	Failed         network errors and refused dials wake the monitor (a
 //	               reader pool's too: the probes judge the readers)
 //	Dialed/Closed  the pool's connections, from their dial on: on a new
@@ -192,6 +193,9 @@ func (fo *Layer) Layer() compose.Layer {
 		// ReaderConfig.Hold false) are cut by the failover that follows;
 		// its Acquire pays for no check of its own.
 		l.PrepareConn = nil
+	} else {
+		// Lazy: it runs only while the writer is down.
+		l.Arm = fo.m.WatchDown
 	}
 	return l
 }
@@ -221,8 +225,8 @@ func (fo *Layer) hold(ctx context.Context, c compose.Conn, cc *pgx.ConnConfig, n
 }
 
 // prepareConn destroys a connection to a writer that stopped answering: a
-// new connection is held until one is known. One atomic load when nothing
-// is wrong.
+// new connection is held until one is known. Lazy (compose.Layer.Arm): it
+// runs only while the monitor finds the writer down.
 func (fo *Layer) prepareConn(_ context.Context, c *pgx.Conn) (bool, error) {
 	if s := fo.m.Snapshot(); s.Down && c.PgConn().Conn().RemoteAddr().String() == s.DownAddr {
 		return false, nil
