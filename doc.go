@@ -42,6 +42,8 @@
 //     package [cloudsql], [rdsiam] or [rdssecrets].
 //   - Blue/green switchovers: [WithBlueGreen] and package [bluegreen];
 //     writer failover and reader pools: [WithFailover] and [failover].
+//   - A database that is down (a restart, a DNS-only failover, a demoted
+//     primary): [WithOutage], on by default; [ErrDatabaseDown].
 //   - Readiness probes, drains and graceful shutdown: package [readiness].
 //   - Tests: package [fakes] (scripted failures, throwaway servers).
 //
@@ -56,6 +58,7 @@
 //	WithTxPolicy        3 runs, 20ms→200ms, 10s overall          RunTx's re-runs
 //	WithRetryBudget     retry.DefaultBudget(), per factory       every retry of the factory's pools
 //	WithConnectLimit    max(2, MaxConns/4) connects in flight    a pool's new connections
+//	WithOutage          on, HoldFor 30s                          a pool whose database is down: hold, follow, leave a demoted primary
 //	WithPasswordFunc    the connection string's password         a fresh password or IAM token per connection
 //	WithIntegration     none (cloudsql.With, rdsiam.With, ...)   a dial, credentials, rules, policies
 //	WithClassifier      none                                     rules before the built-in ones

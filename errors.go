@@ -2,10 +2,13 @@ package holdfast
 
 import (
 	"errors"
+	"strings"
+	"time"
 
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/internal/cfgerr"
 	"github.com/holdfast-db/holdfast/internal/conn"
+	"github.com/holdfast-db/holdfast/internal/outage"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -181,6 +184,84 @@ func (e *OutcomeUnknownError) Unwrap() error { return e.Err }
 // Is matches [ErrOutcomeUnknown].
 func (e *OutcomeUnknownError) Is(target error) bool { return target == ErrOutcomeUnknown }
 
+// ErrDatabaseDown is matched (errors.Is) by every *DatabaseDownError.
+var ErrDatabaseDown = outage.ErrDown
+
+// DatabaseDownError says that a request needed a new connection while its
+// pool's database was down (see [WithOutage]: it stopped accepting
+// connections, or, for a pool meant for writes, only a read-only server
+// answers at its name), and that its wait for the database to come back
+// ended first: at HoldFor, or at the request's own deadline (Err is then
+// the context's error: errors.Is(err, context.DeadlineExceeded) holds).
+// Nothing was sent. It is Transient ("database-down"): the database may
+// come back, and a later request may succeed; but it already waited its
+// bound, so Factory.Acquire, DBTX, sqldb and the transaction runner return
+// it as it is. Its text is one line:
+//
+//	holdfast: database down: orders has not accepted connections for 7.2s; this request waited 5s (its deadline); last check: dial tcp 10.0.0.5:5432: connect: connection refused (requests go on as soon as it answers again: check the server, its failover, its address)
+//
+// Factory.Acquire, DBTX, sqldb and RunTx return it when the caller's
+// deadline ends the wait. The pool's own paths (pool.Query, Exec,
+// Acquire) return it when HoldFor ends the wait; when the caller's
+// deadline does, pgxpool returns the context's error itself.
+type DatabaseDownError struct {
+	Pool   string        // the pool's name (PoolName, else "host:port/database")
+	Down   time.Duration // how long the database had been down when the wait ended
+	Waited time.Duration // how long this request waited (0: not known)
+	// Cause is the last failed check of the pool's prober (a refused
+	// dial, a timeout, 57P03, a read-only server); nil before the first.
+	Cause error
+	// Err is what ended the wait: the request's context's error, or nil
+	// when HoldFor did.
+	Err error
+
+	bound time.Duration // HoldFor
+}
+
+// Error returns the one line (see [DatabaseDownError]).
+func (e *DatabaseDownError) Error() string {
+	var b strings.Builder
+	b.WriteString("holdfast: database down: ")
+	b.WriteString(e.Pool)
+	b.WriteString(" has not accepted connections for ")
+	b.WriteString(roundSeconds(e.Down))
+	switch {
+	case e.Err != nil && e.Waited > 0:
+		b.WriteString("; this request waited " + roundSeconds(e.Waited) + " (its deadline)")
+	case e.Err != nil:
+		b.WriteString("; this request's deadline ended first")
+	case e.bound < 0:
+		b.WriteString("; this request did not wait (WithOutage's HoldFor is negative)")
+	default:
+		b.WriteString("; this request waited " + roundSeconds(e.Waited) + " (WithOutage's HoldFor)")
+	}
+	if e.Cause != nil {
+		b.WriteString("; last check: ")
+		b.WriteString(strings.ReplaceAll(e.Cause.Error(), "\n", "; "))
+	}
+	b.WriteString(" (requests go on as soon as it answers again: check the server, its failover, its address)")
+	return b.String()
+}
+
+// roundSeconds writes d to the 100 ms, at least 0s.
+func roundSeconds(d time.Duration) string {
+	return max(d, 0).Round(100 * time.Millisecond).String()
+}
+
+// Unwrap returns Err and Cause (those set).
+func (e *DatabaseDownError) Unwrap() []error {
+	var out []error
+	for _, err := range []error{e.Err, e.Cause} {
+		if err != nil {
+			out = append(out, err)
+		}
+	}
+	return out
+}
+
+// Is matches [ErrDatabaseDown].
+func (e *DatabaseDownError) Is(target error) bool { return target == ErrDatabaseDown }
+
 // engineErrors make the face's errors for the engine.
 var engineErrors = conn.Errors{
 	Config: func(e *cfgerr.Error) error { return configErrorOf(e) },
@@ -194,6 +275,13 @@ var engineErrors = conn.Errors{
 		return nil
 	},
 	OutcomeUnknown: func(statement string, err error) error { return &OutcomeUnknownError{Statement: statement, Err: err} },
+	Down: func(d outage.Down, pool string) error {
+		down := time.Duration(0)
+		if !d.Since.IsZero() {
+			down = time.Since(d.Since)
+		}
+		return &DatabaseDownError{Pool: pool, Down: down, Waited: d.Waited, Cause: d.Cause, Err: d.Err, bound: d.Bound}
+	},
 }
 
 // outcomeRule classifies a statement whose answer was lost as Fatal

@@ -118,6 +118,7 @@ func New(opts ...Option) (*Factory, error) {
 		Limit:           conn.Limit(c.connectLimit),
 		BlueGreen:       c.blueGreen,
 		Failover:        c.failover,
+		Outage:          engineOutage(c.outage),
 	})
 	f.tx = f.e.Retrier(c.txPolicy, conn.LayerTransaction)
 	return f, nil

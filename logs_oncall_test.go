@@ -59,7 +59,8 @@ func TestLogLinesForOnCall(t *testing.T) {
 		dsn     string
 		opts    []holdfast.Option
 		refused bool     // the first dial is refused once (a restart's blip)
-		act     string   // "ping" (the pool path) or "acquire" (Factory.Acquire)
+		outage  bool     // the pool connects, then its dials are refused twice (a restart: down, then back)
+		act     string   // "ping" (the pool path), "acquire" (Factory.Acquire) or "outage" (ping, Reset, ping)
 		ok      bool     // the operation succeeds
 		want    []want   // kinds of lines, with their counts
 		none    []string // messages that must not appear
@@ -100,6 +101,16 @@ func TestLogLinesForOnCall(t *testing.T) {
 			})},
 			want: []want{{obsPanicked, "ERROR", "", 1, 1}, {obsCannotConnect, "ERROR", "panic", 1, 1}},
 			none: []string{obsRecovered}},
+		{name: "database down, then back", dsn: dsn("oncall_app", "postgres"), outage: true, act: "outage", ok: true,
+			want: []want{{obsDatabaseDown, "WARN", "conn-refused", 1, 1}, {obsDatabaseBack, "INFO", "", 1, 1}},
+			none: []string{obsGaveUp, obsCannotConnect},
+			check: func(t *testing.T, l map[string]any) {
+				if l["msg"] == obsDatabaseBack {
+					if _, ok := l["downtime_s"].(float64); !ok {
+						t.Errorf("the back line has no downtime_s: %v", l)
+					}
+				}
+			}},
 		{name: "password function fails for good", dsn: dsn("oncall_pw", "postgres"), act: "ping",
 			opts: []holdfast.Option{holdfast.WithPasswordFunc(func(context.Context, string) (string, error) {
 				return "", errors.New("secrets store: access denied")
@@ -121,6 +132,11 @@ func TestLogLinesForOnCall(t *testing.T) {
 				if tt.refused {
 					cfg.ConnConfig.DialFunc = fakes.NewConnector(s.Addr(), fakes.Refused()).Dial
 				}
+				if tt.outage {
+					// The pool's first connection, then its next connect and
+					// the prober's first check refused, its second connects.
+					cfg.ConnConfig.DialFunc = fakes.NewConnector(s.Addr(), fakes.Connect(), fakes.Refused(), fakes.Refused()).Dial
+				}
 				f := newFactory(t, append(rig.options(), tt.opts...)...)
 				var pool *pgxpool.Pool
 				if err := f.Configure(cfg, holdfast.PoolName("oncall")); err != nil {
@@ -140,6 +156,11 @@ func TestLogLinesForOnCall(t *testing.T) {
 					var c *pgxpool.Conn
 					if c, err = f.Acquire(actx, pool); err == nil {
 						c.Release()
+					}
+				case "outage":
+					if err = pool.Ping(actx); err == nil {
+						pool.Reset()
+						err = pool.Ping(actx)
 					}
 				}
 				if (err == nil) != tt.ok {
@@ -245,6 +266,8 @@ const (
 	obsCannotConnect = "holdfast: cannot connect"
 	obsGaveUpFatal   = "holdfast: giving up on a failure that is not retryable"
 	obsPanicked      = "holdfast: the password function panicked"
+	obsDatabaseDown  = "holdfast: database down"
+	obsDatabaseBack  = "holdfast: database back"
 )
 
 func parseLines(t *testing.T, text string) []map[string]any {

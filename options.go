@@ -15,6 +15,7 @@ import (
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/failover"
 	"github.com/holdfast-db/holdfast/internal/bgroute"
+	"github.com/holdfast-db/holdfast/internal/conn"
 	"github.com/holdfast-db/holdfast/internal/failovermon"
 	"github.com/holdfast-db/holdfast/retry"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -51,6 +52,7 @@ type config struct {
 	logger        *slog.Logger
 	blueGreen     *bluegreen.Config
 	failover      *failover.Config
+	outage        Outage
 	connectLimit  ConnectLimit
 	invalidOption error
 
@@ -428,6 +430,64 @@ func WithFailover(c failover.Config) Option {
 		c.Aliases = maps.Clone(c.Aliases) // the caller's map may change later
 		cfg.failover = &c
 	}
+}
+
+// Outage configures what the factory's pools do while their database is
+// down, given to [WithOutage]. The zero value is the default: on, HoldFor
+// 30 s.
+//
+// While a pool's database is down (the pool connected once, then a dial
+// or handshake fails and a check confirms it; or only a read-only server
+// answers a pool meant for writes), one prober per pool checks it with
+// backoff and is the only one to connect; a request that needs a new
+// connection waits for it to come back, within its own deadline and
+// HoldFor, and fails with a [*DatabaseDownError] when one ends first. No
+// request retries on its own meanwhile, and waiting spends no retry
+// budget. "holdfast: database down" (WARN, once) and "holdfast: database
+// back" (INFO, with the downtime) are logged, and holdfast.database.down
+// is 1 meanwhile; package readiness reads the state. A database that
+// moved to another address (a DNS-only failover) is followed at once, and
+// a pool meant for writes leaves a primary that was demoted. See the
+// repository's guide (docs/guide.md, "When the database is down") for the
+// states, the prober's pace and the costs.
+type Outage struct {
+	// HoldFor bounds how long a request that needs a new connection waits
+	// for its database to come back (its own deadline ends the wait when
+	// sooner). 0 means 30 s: a restart (seconds) and a Cloud SQL or
+	// Patroni failover (tens of seconds) fit in it, and so does the
+	// deadline of most requests (an HTTP request is seldom given more
+	// than 30 s), which then decides alone; a request without a deadline
+	// (a job, a migration) waits 30 s at most, then fails instead of
+	// hanging; an RDS Multi-AZ instance's failover (60 to 120 s) is
+	// longer: its requests fail after 30 s, each. Negative: no wait, a
+	// request that needs a new connection while the database is down
+	// fails at once (nothing is dialed for it either).
+	HoldFor time.Duration
+	// Off turns the outage layer off: the pools behave as before it (each
+	// connect retries on its own under the retry policy and the budget;
+	// a demoted primary's connections stay).
+	Off bool
+}
+
+// defaultHoldFor is Outage.HoldFor's default.
+const defaultHoldFor = 30 * time.Second
+
+// WithOutage configures what the factory's pools do while their database
+// is down (see [Outage]; default: on, HoldFor 30 s). Outage{Off: true}
+// turns it off.
+func WithOutage(o Outage) Option {
+	return func(c *config) { c.outage = o }
+}
+
+// engineOutage is the engine's configuration of o: nil when off.
+func engineOutage(o Outage) *conn.Outage {
+	if o.Off {
+		return nil
+	}
+	if o.HoldFor == 0 {
+		o.HoldFor = defaultHoldFor
+	}
+	return &conn.Outage{HoldFor: o.HoldFor}
 }
 
 // A PoolOption configures one pool in [Factory.Configure],

@@ -64,5 +64,7 @@ const (
 	ReasonDeadlock       = "deadlock"              // 40P01 in a transaction: re-run it whole (Transient)
 	ReasonNotCommitted   = "not-committed"         // the connection failed before COMMIT was sent: the server rolled back (Transient)
 	ReasonReadOnlyMoved  = "read-only-moved"       // 25006 from a server holdfast's routing has since left (Transient)
+	ReasonDatabaseDown   = "database-down"         // a wait for a database that is down ended first (holdfast.ErrDatabaseDown: Transient)
+	ReasonNotWritable    = "not-writable"          // a new connection of a pool meant for writes reached a read-only server: refused (Transient)
 	ReasonFunctionError  = "function-error"        // the transaction function's own error: never re-run (Fatal)
 )

@@ -26,6 +26,7 @@ import (
 //	CheckTimeout      1s       one check of one target
 //	ProbeTimeout      800ms    a probe's wait for a running check
 //	FailureThreshold  3        consecutive failed checks before 503
+//	NotReadyAfter     10s      how long a pool's database may be down before 503
 //	DrainInterval     1s       the time between two drain polls
 //	DrainTimeout      2m       a drain (WithDrainTimeout overrides it)
 //	Factory           holdfast.New() with no options
@@ -57,6 +58,17 @@ type Config struct {
 	// required target after which readiness fails (503). Fewer failures
 	// answer 200 with status "warn"; the first success recovers. Default 3.
 	FailureThreshold int
+	// NotReadyAfter is how long a required target's database may be down
+	// before readiness fails (503, reason "database-down"): its pool's
+	// outage layer (holdfast.WithOutage, on by default) found it down and
+	// holds the requests that need a new connection. Until then readiness
+	// answers 200 with status "warn": a restart of a few seconds, during
+	// which the held requests go through, does not take the service out of
+	// its load balancer; a longer outage does, within NotReadyAfter and the
+	// orchestrator's own period. It is ready again as soon as the database
+	// is back, without waiting for a check. The pool's state decides, not
+	// the count of failed checks. Default 10s.
+	NotReadyAfter time.Duration
 
 	// DrainInterval is the time between two polls of a drain. Default 1s.
 	DrainInterval time.Duration
@@ -101,6 +113,7 @@ const (
 	defaultCheckTimeout     = time.Second
 	defaultProbeTimeout     = 800 * time.Millisecond
 	defaultFailureThreshold = 3
+	defaultNotReadyAfter    = 10 * time.Second
 	defaultDrainInterval    = time.Second
 	defaultDrainTimeout     = 2 * time.Minute
 )
@@ -111,6 +124,7 @@ func (c Config) validate() (Config, error) {
 		{Name: "Config.CheckInterval", Value: &c.CheckInterval, Default: defaultCheckInterval},
 		{Name: "Config.CheckTimeout", Value: &c.CheckTimeout, Default: defaultCheckTimeout},
 		{Name: "Config.ProbeTimeout", Value: &c.ProbeTimeout, Default: defaultProbeTimeout},
+		{Name: "Config.NotReadyAfter", Value: &c.NotReadyAfter, Default: defaultNotReadyAfter},
 		{Name: "Config.DrainInterval", Value: &c.DrainInterval, Default: defaultDrainInterval},
 		{Name: "Config.DrainTimeout", Value: &c.DrainTimeout, Default: defaultDrainTimeout},
 	}); d != nil {

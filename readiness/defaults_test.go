@@ -51,7 +51,7 @@ func TestDocDefaults(t *testing.T) {
 		v         any
 		fields    []string // the rows with a value to compare
 	}{
-		{"checker.go", "Config", cfg, []string{"CheckInterval", "CheckTimeout", "ProbeTimeout", "FailureThreshold", "DrainInterval", "DrainTimeout"}},
+		{"checker.go", "Config", cfg, []string{"CheckInterval", "CheckTimeout", "ProbeTimeout", "FailureThreshold", "NotReadyAfter", "DrainInterval", "DrainTimeout"}},
 		{"serve.go", "ServeConfig", sc, []string{"DrainTimeout", "ShutdownDelay", "ShutdownTimeout"}},
 	} {
 		rows := docDefaults(t, tt.file, tt.typ)

@@ -107,11 +107,15 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	if o.startup == 0 {
 		o.startup = 3
 	}
-	// One dial per connection attempt, so that the connector counts checks.
-	factory, err := holdfast.New(holdfast.WithRetryPolicy(fastPolicy(1)), holdfast.WithStartupPolicy(fastPolicy(o.startup)), holdfast.WithRetryBudget(budget))
+	// One dial per connection attempt, so that the connector counts
+	// checks; and no outage layer, whose prober would dial too while the
+	// database is away (TestReadinessOutage covers readiness with it).
+	factory, err := holdfast.New(holdfast.WithRetryPolicy(fastPolicy(1)), holdfast.WithStartupPolicy(fastPolicy(o.startup)), holdfast.WithRetryBudget(budget),
+		holdfast.WithOutage(holdfast.Outage{Off: true}))
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(factory.Close)
 	if err := factory.Configure(cfg); err != nil {
 		t.Fatal(err)
 	}

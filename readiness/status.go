@@ -54,6 +54,7 @@ const (
 	reasonDatabase      = "database"
 	reasonSaturated     = "pool-saturated"
 	reasonFailover      = "failover"
+	reasonDown          = "database-down"
 )
 
 // InUse is what a drain waits for.
@@ -112,6 +113,9 @@ type Status struct {
 	//	draining        fail        the drain state is Disabling or Disabled
 	//	starting        fail        the startup gate has not opened yet
 	//	startup-failed  fail        Start failed and no check has succeeded since
+	//	database-down   warn, fail  the pool's database is down (holdfast.WithOutage holds the requests
+	//	                            that need a new connection): warn until NotReadyAfter, fail after;
+	//	                            ready again as soon as it is back
 	//	failover        warn        checks failed while the cluster fails over (holdfast.WithFailover):
 	//	                            holdfast holds and reroutes the traffic, so readiness does not fail
 	//	database        warn, fail  the database check failed: warn below FailureThreshold, fail at it
@@ -140,8 +144,8 @@ type TargetStatus struct {
 
 	// Health and Reason are the target's own: Fail when its check fails,
 	// also for an optional target (the Checker then answers Warn).
-	// Reasons: "starting", "startup-failed", "database", "failover",
-	// "pool-saturated", or "" for Pass.
+	// Reasons: "starting", "startup-failed", "database-down", "database",
+	// "failover", "pool-saturated", or "" for Pass.
 	Health Health
 	Reason string
 
@@ -174,6 +178,9 @@ type DatabaseStatus struct {
 	Cause               classify.Verdict // why the last check failed, when ConsecutiveFailures > 0
 	Err                 error            // the last check's error; for logs, never served
 	Checks              int64            // checks run so far
+	// DownSince is when the pool's outage layer (holdfast.WithOutage)
+	// found its database down (the first sign); zero while it is up.
+	DownSince time.Time
 }
 
 // PoolStatus is the pool's occupancy (pgxpool.Stat) when the Status was
@@ -254,6 +261,8 @@ func (s Status) targetDetail() string {
 		return fmt.Sprintf("%s, %d %s", s.Database.Cause, n, noun)
 	case reasonSaturated:
 		return fmt.Sprintf("%d of %d connections acquired", s.Pool.Acquired, s.Pool.Max)
+	case reasonDown:
+		return "since " + s.Database.DownSince.UTC().Format(time.RFC3339)
 	}
 	return ""
 }
@@ -356,12 +365,23 @@ func (c *Checker) targetStatusLocked(t *target, st *pgxpool.Stat) TargetStatus {
 		s.Failover = &fo
 		failingOver = m.Active()
 	}
+	out := t.outage()
+	s.Database.DownSince = out.Since
+	// Failed checks from before the database came back are over: ready
+	// again at "back", not at the next check.
+	stale := db.failures > 0 && !out.Back.IsZero() && !out.Back.Before(db.checked)
 	s.Health, s.Reason = Fail, ""
 	switch {
 	case g.gate == gateFailed:
 		s.Reason = reasonStartupFailed
 	case g.gate != gateOpen:
 		s.Reason = reasonStarting
+	case out.Down && c.now().Sub(out.Since) >= c.cfg.NotReadyAfter:
+		s.Reason = reasonDown
+	case out.Down:
+		s.Health, s.Reason = Warn, reasonDown
+	case stale:
+		s.Health = Pass
 	case db.failures > 0 && failingOver:
 		s.Health, s.Reason = Warn, reasonFailover
 	case db.failures >= c.cfg.FailureThreshold:

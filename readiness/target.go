@@ -18,6 +18,7 @@ import (
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/internal/conn"
 	"github.com/holdfast-db/holdfast/internal/obs"
+	"github.com/holdfast-db/holdfast/internal/outage"
 	"github.com/holdfast-db/holdfast/sqldb"
 )
 
@@ -338,6 +339,17 @@ func (t *target) blueGreen() bluegreen.Router {
 		return p.BlueGreen() // another factory's
 	}
 	return nil
+}
+
+// outage returns the outage state of the target's pool (holdfast's
+// WithOutage), found from its config: up when it has no outage layer.
+func (t *target) outage() outage.State {
+	if p := conn.OfPool(t.pool); p != nil {
+		if o := p.Outage(); o != nil {
+			return o.State()
+		}
+	}
+	return outage.State{}
 }
 
 // logAttrs returns the target's attributes followed by attrs.

@@ -27,6 +27,7 @@ func (*handle) MadeAt() time.Time             { return time.Time{} }
 func (*handle) Abort(func(error) error) bool  { return false }
 func (h *handle) SetAuthHosts(hosts []string) { h.auth = hosts }
 func (*handle) MarkCommit(bool)               {}
+func (*handle) Unread() bool                  { return false }
 
 // With no switchover under way the layer's BeforeConnect costs an atomic
 // load: no allocation, no change to the connection's config, no names.

@@ -36,7 +36,8 @@ const (
 	Telemetry = "telemetry" // times and counts every connect, even one a later layer holds or refuses
 	BlueGreen = "bluegreen" // switchover routing: holds, refuses, substitutes addresses and names
 	Failover  = "failover"  // writer failover and reader routing: holds, routes, cuts the old writer
-	Eviction  = "eviction"  // destroys connections to a server that just failed or was left
+	Outage    = "outage"    // holds new connections while the target is down; follows its address; refuses a demoted primary
+	Eviction  = "eviction"  // destroys connections to a server that just failed or was left; finds dead idle ones
 	Connect   = "connect"   // the connector: fresh password, retried dials and handshakes
 	User      = "user"      // the hooks the config had before it was composed
 )
@@ -47,16 +48,22 @@ const (
 // ([Chain]) run before theirs. It is declared here only; the layer table
 // of the repository's docs/guide.md shows it (TestDocumentedLayerOrder
 // compares the two).
-var Order = [...]string{Telemetry, BlueGreen, Failover, Eviction, Connect, User}
+var Order = [...]string{Telemetry, BlueGreen, Failover, Outage, Eviction, Connect, User}
 
 // Precedence is the one rule of which layer yields to which: while the
 // first layer of a pair routes the pool (its Routing reports true), the
-// second stands down — its BeforeConnect, PrepareConn, Route and Validate
-// are passed over, and its StandDownWhile learns the signal. A blue/green
-// switchover moves the writer on purpose (blue turns read-only, green
-// takes its names), which failover routing would otherwise take for a
-// failover.
-var Precedence = [...][2]string{{BlueGreen, Failover}}
+// second stands down — its BeforeConnect, PrepareConn, Route, Validate
+// and Hold are passed over, and its StandDownWhile learns the signal.
+//
+// A blue/green switchover moves the writer on purpose (blue turns
+// read-only, green takes its names), which failover routing would
+// otherwise take for a failover, and the outage layer for a demoted
+// primary or a target that is down: blue/green outranks both while it
+// routes (a switchover under way). Failover routing outranks the outage
+// layer while it routes by a topology (it knows the writer, or holds for
+// one): it knows where the new writer is, where the outage layer could
+// only wait for the name to move.
+var Precedence = [...][2]string{{BlueGreen, Failover}, {BlueGreen, Outage}, {Failover, Outage}}
 
 // Conn is a layer's handle of one connection of the pool, from the start
 // of its connect to its close: the connector makes it, and every hook of
@@ -68,11 +75,12 @@ type Conn interface {
 	// MadeAt returns when the connection's handshake completed (zero
 	// before).
 	MadeAt() time.Time
-	// Abort cuts the connection at any moment from its dial on: a blocked
-	// read or write returns at once, every later one fails before sending
-	// anything, with wrap(the I/O error) as its error, and a handshake
-	// that completes anyway is refused. It reports whether this call cut
-	// it (not an earlier one).
+	// Abort cuts the connection at any moment from its dial on: a dial
+	// under way is canceled (the connector tells no layer it failed), a
+	// blocked read or write returns at once, every later one fails before
+	// sending anything, with wrap(the I/O error) as its error, and a
+	// handshake that completes anyway is refused. It reports whether this
+	// call cut it (not an earlier one).
 	Abort(wrap func(cause error) error) bool
 	// SetAuthHosts names the hosts the connection's password or token is
 	// issued for, in order (the second after a refusal of the first):
@@ -84,6 +92,14 @@ type Conn interface {
 	// that loses its answer leaves the outcome unknown. The mark ends
 	// with that request.
 	MarkCommit(next bool)
+	// Unread reports, without blocking, whether the server sent the
+	// connection bytes it has not read, or closed it: one non-blocking
+	// peek of its socket (recv with MSG_PEEK). While the connection is
+	// idle nothing is due from the server, so any byte means it spoke
+	// unasked (a FATAL before it closes, a NOTIFY, a parameter change).
+	// False when it cannot tell (no socket of the kernel's under the
+	// dial, another OS). Only its pool's current holder calls it.
+	Unread() bool
 }
 
 // connKey keeps, in pgconn's CustomData, the handle of a connection that
@@ -97,6 +113,14 @@ func Keep(pc *pgconn.PgConn, c Conn) { pc.CustomData()[connKey] = c }
 // connector of a composition made.
 func ConnOf(c *pgx.Conn) Conn {
 	h, _ := c.PgConn().CustomData()[connKey].(Conn)
+	return h
+}
+
+// HandleOf returns the handle of pc, or nil before its handshake
+// completed or for a connection that no connector made: a PgError hook
+// tells an established connection's error from a handshake's by it.
+func HandleOf(pc *pgconn.PgConn) Conn {
+	h, _ := pc.CustomData()[connKey].(Conn)
 	return h
 }
 
@@ -117,6 +141,23 @@ type Layer struct {
 	// It runs on every Acquire: it must cost an atomic load when nothing
 	// is wrong, and have no effect when it says no.
 	PrepareConn func(ctx context.Context, c *pgx.Conn) (bool, error)
+	// Arm makes PrepareConn lazy: Install calls it once with the layer's
+	// switch, which the layer turns on while its PrepareConn has anything
+	// to check and off when it has not. While no lazy layer's switch is
+	// on, an Acquire runs none of their PrepareConn: the composed
+	// PrepareConn is then one atomic load (and the always-on layers' and
+	// the config's own). A layer turns its switch off only after it found
+	// nothing left to check, and checks again after turning it off (a
+	// change meanwhile turns it back on).
+	Arm func(set func(on bool))
+	// ShouldPing is asked, for a connection pgxpool is about to hand out
+	// that was idle longer than IdleAfter, whether to ping it first (a
+	// ping that fails destroys it, and pgxpool takes another): it is
+	// ORed with the config's own ShouldPing (pgx's default: idle over a
+	// second). A connection idle up to IdleAfter is not asked about, so
+	// that an Acquire right after a Release costs a comparison.
+	ShouldPing func(ctx context.Context, c *pgx.Conn, idle time.Duration) bool
+	IdleAfter  time.Duration
 	// AfterRelease runs before the next layers'; false destroys the
 	// connection. It is installed only when the config had one of its
 	// own: pgxpool starts a goroutine per Release when one is set.
@@ -142,18 +183,29 @@ type Layer struct {
 	// the connection (BeforeConnect routed it just before) and true for
 	// the connector's retries.
 	Route func(ctx context.Context, c Conn, host, addr string, retry bool) (string, error)
+	// Hold is asked by the connector before it retries a failed dial or
+	// handshake of c (the failure already told to Failed or PgError):
+	// it may wait, within ctx, while the layer finds out whether the
+	// target is down and, if it is, until it is back. waited reports that
+	// it waited for the target to come back: the connector then starts
+	// the connection's attempts afresh instead of retrying (no retry
+	// budget spent); an error ends the connection with it.
+	Hold func(ctx context.Context, c Conn) (waited bool, err error)
 	// Dialed: c's current dial reached addr (started at start); its
 	// handshake follows.
 	Dialed func(c Conn, addr string, start time.Time)
 	// Validate runs when c's handshake completed (pgconn's
-	// ValidateConnect): an error refuses the connection, and the
-	// connector's next round retries it.
-	Validate func(c Conn, host string, pc *pgconn.PgConn) error
+	// ValidateConnect, ctx its context): an error refuses the
+	// connection, and the connector's next round retries it.
+	Validate func(ctx context.Context, c Conn, host string, pc *pgconn.PgConn) error
 	// PgError is pgconn's OnPgError: false closes the connection. Every
 	// layer's runs.
 	PgError func(pc *pgconn.PgConn, pe *pgconn.PgError) bool
-	// Failed: a dial to addr was refused (established false), or an
-	// established connection to addr met a network error.
+	// Failed: a dial to addr failed, or its handshake met a network
+	// error or a server shutting down or starting (57P01, 57P02, 57P03)
+	// (established false); or an established connection to addr met a
+	// network error or was ended by a server shutting down (FATAL 57P01,
+	// 57P02).
 	Failed func(addr string, established bool)
 	// Closed: c's socket was closed.
 	Closed func(c Conn)
@@ -189,7 +241,10 @@ type Composition struct {
 	userBefore  func(context.Context, *pgx.ConnConfig) error
 	userPrepare func(context.Context, *pgx.Conn) (bool, error)
 	userRelease func(*pgx.Conn) bool
+	userPing    func(context.Context, pgxpool.ShouldPingParams) bool
 	userTracer  pgx.QueryTracer
+
+	armed atomic.Uint32 // the switches of the lazy PrepareConn (Layer.Arm), one bit each
 
 	chain      pgx.QueryTracer // the composed tracer of the pool's connections
 	conns      Chain
@@ -205,6 +260,7 @@ func Begin[O any](cfg *pgxpool.Config, owner *O) *Composition {
 		userBefore:  cfg.BeforeConnect,
 		userPrepare: cfg.PrepareConn,
 		userRelease: cfg.AfterRelease,
+		userPing:    cfg.ShouldPing,
 		userTracer:  cfg.ConnConfig.Tracer,
 	}
 	//lint:ignore SA1019 the user's deprecated hook is honoured, not used
@@ -278,26 +334,56 @@ func (c *Composition) Install(cfg *pgxpool.Config, newConn func(ctx context.Cont
 	}
 
 	// PrepareConn: each layer before the next; the first that says no
-	// ends the chain.
-	prepare := c.userPrepare
-	for i := len(layers) - 1; i >= 0; i-- {
-		if h := layers[i].PrepareConn; h != nil {
-			next := prepare
-			if next == nil {
-				prepare = h
-				continue
-			}
-			prepare = func(ctx context.Context, pc *pgx.Conn) (bool, error) {
-				if keep, err := h(ctx, pc); !keep || err != nil {
-					return keep, err
+	// ends the chain. The lazy layers' (Arm) run only while one of them
+	// is armed: then the whole chain runs, in Order; else only the
+	// always-on layers' and the config's own.
+	full := prepareChain(layers, c.userPrepare, true)
+	var lazy []*Layer
+	for _, l := range layers {
+		if l.Arm != nil && l.PrepareConn != nil {
+			lazy = append(lazy, l)
+		}
+	}
+	if len(lazy) == 0 {
+		cfg.PrepareConn = full
+	} else {
+		always := prepareChain(layers, c.userPrepare, false)
+		armed := &c.armed
+		for i, l := range lazy {
+			bit := uint32(1) << i
+			l.Arm(func(on bool) {
+				if on {
+					armed.Or(bit)
+				} else {
+					armed.And(^bit)
 				}
-				return next(ctx, pc)
+			})
+		}
+		if always == nil {
+			cfg.PrepareConn = func(ctx context.Context, pc *pgx.Conn) (bool, error) {
+				if armed.Load() == 0 {
+					return true, nil
+				}
+				return full(ctx, pc)
+			}
+		} else {
+			cfg.PrepareConn = func(ctx context.Context, pc *pgx.Conn) (bool, error) {
+				if armed.Load() == 0 {
+					return always(ctx, pc)
+				}
+				return full(ctx, pc)
 			}
 		}
 	}
 	//lint:ignore SA1019 cleared because PrepareConn replaces it
 	cfg.BeforeAcquire = nil
-	cfg.PrepareConn = prepare
+
+	// ShouldPing: pgx's default (or the config's own), ORed with the
+	// layers', asked only about connections idle longer than their
+	// IdleAfter.
+	if ping := c.shouldPing(layers); ping != nil {
+		cfg.ShouldPing = ping
+	}
 
 	// AfterRelease: only when the config had one.
 	if release := c.userRelease; release != nil {
@@ -330,6 +416,69 @@ func (c *Composition) Install(cfg *pgxpool.Config, newConn func(ctx context.Cont
 		attach = attach || (l.Attach != nil && l.AttachOnAcquire)
 	}
 	c.setCarrier(tracer, attach)
+}
+
+// prepareChain composes the PrepareConn of layers (with lazy, the lazy
+// ones' too; without, only the always-on ones'), each before the next,
+// then user's; nil when there is none.
+func prepareChain(layers []*Layer, user func(context.Context, *pgx.Conn) (bool, error), lazy bool) func(context.Context, *pgx.Conn) (bool, error) {
+	prepare := user
+	for i := len(layers) - 1; i >= 0; i-- {
+		h := layers[i].PrepareConn
+		if h == nil || (!lazy && layers[i].Arm != nil) {
+			continue
+		}
+		next := prepare
+		if next == nil {
+			prepare = h
+			continue
+		}
+		prepare = func(ctx context.Context, pc *pgx.Conn) (bool, error) {
+			if keep, err := h(ctx, pc); !keep || err != nil {
+				return keep, err
+			}
+			return next(ctx, pc)
+		}
+	}
+	return prepare
+}
+
+// PgxPingIdle is pgxpool's default ShouldPing (pgx v5.13): a connection
+// idle longer than this is pinged before it is handed out.
+const PgxPingIdle = time.Second
+
+// shouldPing returns the composed ShouldPing: pgx's default (or the
+// config's own), ORed with the layers' for a connection idle longer than
+// their IdleAfter; nil when no layer has one (the config's stays).
+func (c *Composition) shouldPing(layers []*Layer) func(context.Context, pgxpool.ShouldPingParams) bool {
+	var pingers []*Layer
+	var least time.Duration = -1
+	for _, l := range layers {
+		if l.ShouldPing != nil {
+			pingers = append(pingers, l)
+			if least < 0 || l.IdleAfter < least {
+				least = l.IdleAfter
+			}
+		}
+	}
+	if len(pingers) == 0 {
+		return nil
+	}
+	user := c.userPing
+	return func(ctx context.Context, p pgxpool.ShouldPingParams) bool {
+		idle := p.IdleDuration
+		if user == nil && idle > PgxPingIdle {
+			return true // pgx's default pings it anyway
+		}
+		if idle > least {
+			for _, l := range pingers {
+				if idle > l.IdleAfter && l.ShouldPing(ctx, p.Conn, idle) {
+					return true
+				}
+			}
+		}
+		return user != nil && user(ctx, p)
+	}
 }
 
 // applyPrecedence makes the outranked layers stand down while the layer
@@ -369,11 +518,19 @@ func (c *Composition) applyPrecedence() {
 			}
 		}
 		if h := low.Validate; h != nil {
-			low.Validate = func(hc Conn, host string, pc *pgconn.PgConn) error {
+			low.Validate = func(ctx context.Context, hc Conn, host string, pc *pgconn.PgConn) error {
 				if routing() {
 					return nil
 				}
-				return h(hc, host, pc)
+				return h(ctx, hc, host, pc)
+			}
+		}
+		if h := low.Hold; h != nil {
+			low.Hold = func(ctx context.Context, hc Conn) (bool, error) {
+				if routing() {
+					return false, nil
+				}
+				return h(ctx, hc)
 			}
 		}
 		if low.StandDownWhile != nil {
@@ -480,16 +637,32 @@ func (ch *Chain) Dialed(c Conn, addr string, start time.Time) {
 
 // Validate runs the layers' Validate; the first error refuses the
 // connection.
-func (ch *Chain) Validate(c Conn, host string, pc *pgconn.PgConn) error {
+func (ch *Chain) Validate(ctx context.Context, c Conn, host string, pc *pgconn.PgConn) error {
 	for _, l := range ch.layers {
 		if l.Validate == nil {
 			continue
 		}
-		if err := l.Validate(c, host, pc); err != nil {
+		if err := l.Validate(ctx, c, host, pc); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// Hold runs the layers' Hold, in order: waited when one waited for the
+// target to come back; the first error ends it.
+func (ch *Chain) Hold(ctx context.Context, c Conn) (waited bool, err error) {
+	for _, l := range ch.layers {
+		if l.Hold == nil {
+			continue
+		}
+		w, err := l.Hold(ctx, c)
+		waited = waited || w
+		if err != nil {
+			return waited, err
+		}
+	}
+	return waited, nil
 }
 
 // PgError runs every layer's PgError; false from any closes the

@@ -16,6 +16,7 @@ import (
 	"github.com/holdfast-db/holdfast/internal/compose"
 	"github.com/holdfast-db/holdfast/internal/failovermon"
 	"github.com/holdfast-db/holdfast/internal/obs"
+	"github.com/holdfast-db/holdfast/internal/outage"
 	"github.com/holdfast-db/holdfast/retry"
 )
 
@@ -60,6 +61,7 @@ type Config struct {
 
 	BlueGreen *bluegreen.Config // nil: off
 	Failover  *failover.Config  // nil: off
+	Outage    *Outage           // nil: off
 }
 
 // Engine is one factory's engine: its connector, the pools it configured
@@ -267,12 +269,28 @@ const ReasonRetriedBelow = "retried-below"
 
 // WaitedBelow reports whether err was already retried at the dial or
 // password layer (it carries a *retry.Error) or already held for its
-// bound (blue/green's suspension, the admission queue): waiting for it
-// again would multiply the bound.
+// bound (blue/green's suspension, the admission queue, the outage
+// layer's hold): waiting for it again would multiply the bound.
 func WaitedBelow(err error) bool {
 	var below *retry.Error
 	var held *bluegreen.SuspendError
-	return errors.As(err, &below) || errors.As(err, &held) || errors.Is(err, ErrQueued)
+	return errors.As(err, &below) || errors.As(err, &held) || errors.Is(err, ErrQueued) || errors.Is(err, outage.ErrDown)
+}
+
+// downError returns the face's error of a wait for pool's database that
+// ended with err, the caller's context's error, while pgxpool waited for
+// a connect that the outage layer holds: the database is down; else err.
+// Off the fast path.
+func (e *Engine) downError(pool *pgxpool.Pool, err error) error {
+	if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	if p := e.PoolOf(pool); p != nil && p.out != nil {
+		if de := p.out.DownError(err); de != nil {
+			return de
+		}
+	}
+	return err
 }
 
 // Acquire is pool.Acquire with request-scope retry (the face's
@@ -290,7 +308,7 @@ func (e *Engine) Acquire(ctx context.Context, pool *pgxpool.Pool) (*pgxpool.Conn
 	if err == nil {
 		return c, nil
 	}
-	c, err = e.acquireAgain(ctx, pool, err, &e.acquire, "")
+	c, err = e.acquireAgain(ctx, pool, e.downError(pool, err), &e.acquire, "")
 	return c, e.cn.redact(err)
 }
 
@@ -307,7 +325,7 @@ func (e *Engine) Reacquire(ctx context.Context, pool *pgxpool.Pool, firstErr err
 	if dl, ok := ctx.Deadline(); ok {
 		ctx = retry.WithCallerDeadline(ctx, dl) // as Acquire: for the connects acquire waits on
 	}
-	return e.cn.redact(e.retryAcquire(ctx, pool, firstErr, &e.acquire, "", acquire))
+	return e.cn.redact(e.retryAcquire(ctx, pool, e.downError(pool, firstErr), &e.acquire, "", acquire))
 }
 
 // Start makes pool's first connection under the startup policy and

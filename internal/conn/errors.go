@@ -7,6 +7,7 @@ import (
 
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/internal/cfgerr"
+	"github.com/holdfast-db/holdfast/internal/outage"
 )
 
 // Errors makes the errors of the face (package holdfast) that the engine
@@ -29,6 +30,9 @@ type Errors struct {
 	// when it is another *cfgerr.Error): the engine's own, and those of
 	// the layers it installs.
 	Config func(e *cfgerr.Error) error
+	// Down is a wait for the database of pool (its name) that ended
+	// while it was down (the outage layer's); it matches outage.ErrDown.
+	Down func(d outage.Down, pool string) error
 }
 
 // configError returns the face's configuration error of field.
@@ -76,10 +80,26 @@ func (e *panicError) Error() string {
 
 // Rules classify the engine's own errors: a connect not admitted is
 // Transient "connect-queued" (before the built-in rules would call its
-// context error Fatal or unknown), a panic Fatal "panic".
+// context error Fatal or unknown), a wait for a database that is down
+// Transient "database-down" (whatever its cause and context error), and so
+// is a connection being made to an address the database left, cut by the
+// outage layer; a connection of a pool meant for writes refused by a
+// read-only server Transient "not-writable", a panic Fatal "panic".
 func Rules() []classify.Rule {
 	return []classify.Rule{
 		classify.Sentinel(ErrQueued, classify.Verdict{Class: classify.Transient, Reason: classify.ReasonQueued}),
+		classify.Sentinel(outage.ErrDown, classify.Verdict{Class: classify.Transient, Reason: classify.ReasonDatabaseDown}),
+		func(err error) (classify.Verdict, bool) {
+			var nw *outage.NotWritableError
+			var left *outage.LeftError
+			switch {
+			case errors.As(err, &nw):
+				return classify.Verdict{Class: classify.Transient, Reason: classify.ReasonNotWritable}, true
+			case errors.As(err, &left):
+				return classify.Verdict{Class: classify.Transient, Reason: classify.ReasonDatabaseDown}, true
+			}
+			return classify.Verdict{}, false
+		},
 		func(err error) (classify.Verdict, bool) {
 			var pe *panicError
 			if errors.As(err, &pe) {

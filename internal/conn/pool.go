@@ -22,6 +22,7 @@ import (
 	"github.com/holdfast-db/holdfast/internal/evict"
 	"github.com/holdfast-db/holdfast/internal/failovermon"
 	"github.com/holdfast-db/holdfast/internal/obs"
+	"github.com/holdfast-db/holdfast/internal/outage"
 	"github.com/holdfast-db/holdfast/internal/topology"
 	"github.com/holdfast-db/holdfast/retry"
 )
@@ -49,6 +50,7 @@ type Pool struct {
 	bg    *bgroute.Router    // blue/green routing; nil when off
 	fo    *failovermon.Layer // failover routing; nil when off or not routed
 	foRef *monitorRef        // fo's cluster monitor
+	out   *outage.Layer      // the outage layer; nil when off
 	adm   *admit.Limiter     // the admission limit of the pool's connects; nil when off
 	tel   *obs.Pool          // nil when telemetry was inactive at Configure
 
@@ -163,6 +165,9 @@ func (e *Engine) bind(cfg *pgxpool.Config, name string, instance *failover.Insta
 		if err := p.addFailover(mc, mode); err != nil {
 			return nil, err
 		}
+	}
+	if e.cfg.Outage != nil {
+		p.addOutage(mc)
 	}
 	comp.Add(compose.Eviction, (&evict.Eviction{}).Layer())
 	comp.Add(compose.Connect, compose.Layer{BeforeConnect: p.connect})
@@ -465,8 +470,9 @@ func (p *Pool) monitorConnect(ctx context.Context, cc *pgx.ConnConfig, authHosts
 	return nil
 }
 
-// close stops the layers' goroutines (the blue/green monitors) and leaves
-// the cluster's failover monitor to the pools still on it. Idempotent.
+// close stops the layers' goroutines (the blue/green monitors, the outage
+// layer's prober, joined) and leaves the cluster's failover monitor to
+// the pools still on it. Idempotent.
 func (p *Pool) close() {
 	if p == nil || !p.closed.CompareAndSwap(false, true) {
 		return
@@ -476,5 +482,8 @@ func (p *Pool) close() {
 	}
 	if p.fo != nil {
 		p.fo.Leave()
+	}
+	if p.out != nil {
+		p.out.Close()
 	}
 }

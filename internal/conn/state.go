@@ -57,12 +57,14 @@ type connState struct {
 	addr   string    // the server's address, as the socket reports it
 	madeAt time.Time // when the connection was made
 
-	clamp      atomic.Int64                // unix nanos: deadlines are clamped to it while the connection closes (0: not closing)
-	inflight   atomic.Int32                // what the connection has in flight (outcome.go)
-	committing atomic.Bool                 // a transaction runner's COMMIT comes next (MarkCommit)
-	aborted    atomic.Pointer[abortion]    // set when a layer cut the connection (abort)
-	dialed     atomic.Pointer[string]      // the server of the current dial, from the dial on: a cut reaches a handshake too
-	sock       atomic.Pointer[watchedConn] // the current dial's connection
+	clamp      atomic.Int64                       // unix nanos: deadlines are clamped to it while the connection closes (0: not closing)
+	inflight   atomic.Int32                       // what the connection has in flight (outcome.go)
+	committing atomic.Bool                        // a transaction runner's COMMIT comes next (MarkCommit)
+	aborted    atomic.Pointer[abortion]           // set when a layer cut the connection (abort)
+	dialed     atomic.Pointer[string]             // the server of the current dial, from the dial on: a cut reaches a handshake too
+	sock       atomic.Pointer[watchedConn]        // the current dial's connection
+	peeked     atomic.Pointer[peekedSocket]       // the socket Unread peeks, found at its first peek (peek.go)
+	pending    atomic.Pointer[context.CancelFunc] // cancels the dial under way, before its socket exists (Abort)
 
 	mu          sync.Mutex // guards the fields below (a slow write may read on pgconn's background reader)
 	dials       int        // dials of this connection so far
@@ -220,6 +222,15 @@ func (c *connState) prepare(ctx context.Context) {
 			c.mu.Unlock()
 			c.cn.creds.refuse(user, pw) // the next fetch is a fresh one
 		}
+		if c.connected.Load() {
+			if pe.Severity == "FATAL" && (pe.Code == "57P01" || pe.Code == "57P02") {
+				// The server ended the session shutting down (or an
+				// administrator ended it): its other connections go too.
+				chain.Failed(c.addr, true)
+			}
+		} else if shuttingDown(pe) {
+			chain.Failed(c.Server(), false) // the handshake of a server that is down, or going
+		}
 		if c.rounds > 1 && !c.connected.Load() {
 			c.note(pe)
 			if pgconnStops(pe) {
@@ -244,7 +255,7 @@ func (c *connState) prepare(ctx context.Context) {
 			c.note(err)
 			return err
 		}
-		if err := chain.Validate(c, host, pc); err != nil {
+		if err := chain.Validate(ctx, c, host, pc); err != nil {
 			c.note(err) // retried by the next round's dial
 			return err
 		}
@@ -394,6 +405,13 @@ func connectAddress(answer string, port uint16) (network, addr string, ok bool) 
 	}
 	network, addr = pgconn.NetworkAddress(host, uint16(n))
 	return network, addr, true
+}
+
+// shuttingDown reports whether a handshake's failure pe says the server
+// does not accept connections: shutting down (57P01, 57P02), starting up
+// or in recovery (57P03).
+func shuttingDown(pe *pgconn.PgError) bool {
+	return pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
 }
 
 // pgconnStops reports whether pgconn ends a connect at pe, without trying
@@ -615,7 +633,10 @@ func (e *notDialedError) Error() string {
 func (e *notDialedError) Unwrap() error { return e.end }
 
 // dialAttempt dials an entry, retrying dial failures under the
-// connection's allowance. c.mu is held.
+// connection's allowance. After a failed dial the layers may hold the
+// connection (Hold: the target is down); once it is back, the connection
+// starts afresh, by its host's address now, as a first attempt: no retry
+// is spent on waiting. c.mu is held.
 func (c *connState) dialAttempt(ctx context.Context, network, addr string) (net.Conn, error) {
 	if c.used >= c.cn.maxDials && c.used > 0 {
 		if c.stop == nil {
@@ -624,12 +645,32 @@ func (c *connState) dialAttempt(ctx context.Context, network, addr string) (net.
 		return nil, c.stopped()
 	}
 	base := c.routedDial(false)
-	start := time.Now()
-	conn, err := c.cn.boundedDial(ctx, c.attemptBound(), base, network, addr)
-	if err != nil {
-		c.p.chain.Failed(addr, false) // a refused connect may be a failover
+	for {
+		start := time.Now()
+		dctx, done := c.abortable(ctx)
+		conn, err := c.cn.boundedDial(dctx, c.attemptBound(), base, network, addr)
+		done()
+		if err == nil {
+			return c.watch(conn, start), nil
+		}
+		if cut := c.abortErr(err); cut != nil {
+			err = cut // a layer's abort: its error (Transient), and no sign of the target's
+		} else {
+			c.p.chain.Failed(addr, false) // a refused connect may be a failover, or the target down
+		}
 		if timedOut(err) {
 			c.timeouts++
+		}
+		waited, herr := c.hold(ctx)
+		if herr != nil {
+			c.used++
+			c.stop = herr
+			return nil, c.stopped()
+		}
+		if waited {
+			c.afresh()
+			base = c.retryDial()
+			continue
 		}
 		var n int
 		conn, n, err = c.redial(ctx, network, addr, err)
@@ -639,8 +680,22 @@ func (c *connState) dialAttempt(ctx context.Context, network, addr string) (net.
 			return nil, c.stopped()
 		}
 		c.used += n - 1
+		return c.watch(conn, start), nil
 	}
-	return c.watch(conn, start), nil
+}
+
+// hold asks the layers whether to wait before a retry of the connection
+// (compose.Chain.Hold): waited when the target was down and is back.
+// c.mu is held; the wait is bounded by ctx and the layers' own bounds.
+func (c *connState) hold(ctx context.Context) (waited bool, err error) {
+	return c.p.chain.Hold(obs.WithTarget(ctx, c.target), c)
+}
+
+// afresh starts the connection's attempts over after a hold that waited
+// for the target to come back: its allowance, its attempts' bounds and
+// MaxElapsed count from now. c.mu is held.
+func (c *connState) afresh() {
+	c.used, c.timeouts, c.firstFailure = 0, 0, time.Time{}
 }
 
 // redial carries on after the failed first dial of an entry, under the
@@ -772,11 +827,30 @@ func (c *connState) boundedRetry(ctx context.Context, dial pgconn.DialFunc, netw
 		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
 	}
+	ctx, done := c.abortable(ctx)
+	defer done()
 	conn, err := dial(ctx, network, addr)
+	if err != nil {
+		if cut := c.abortErr(err); cut != nil {
+			return nil, cut
+		}
+	}
 	if err != nil && timedOut(err) && ctx.Err() != nil {
 		c.timeouts++
 	}
 	return conn, err
+}
+
+// abortable returns ctx for one dial of the connection, which Abort
+// cancels while the dial is pending (no socket yet: a dial to an address
+// whose packets are dropped), and the func that ends it. c.mu is held.
+func (c *connState) abortable(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	c.pending.Store(&cancel)
+	return ctx, func() {
+		c.pending.Store(nil)
+		cancel()
+	}
 }
 
 // watch wraps a dialed connection for its handshake: it records the
@@ -792,6 +866,7 @@ func (c *connState) watch(conn net.Conn, dialStart time.Time) net.Conn {
 	c.clamp.Store(0)
 	addr := conn.RemoteAddr().String()
 	c.dialed.Store(&addr)
+	c.peeked.Store(nil)
 	if d := c.attemptBound(); d > 0 {
 		_ = conn.SetDeadline(time.Now().Add(d))
 		c.deadlined = true
@@ -805,8 +880,7 @@ func (c *connState) watch(conn net.Conn, dialStart time.Time) net.Conn {
 // retryRound starts a retry round after the previous round failed with
 // c.last, or refuses it. c.mu is held.
 func (c *connState) retryRound(ctx context.Context, network, addr string) (net.Conn, error) {
-	c.used++            // the failed handshake
-	prior := c.used - 1 // attempts before this loop's first, which is the failed handshake
+	c.used++ // the failed handshake
 	last := c.last
 	if last == nil {
 		// A failure this layer did not see (TLS verification,
@@ -818,6 +892,29 @@ func (c *connState) retryRound(ctx context.Context, network, addr string) (net.C
 	if timedOut(last) {
 		c.timeouts++ // the next attempt may take longer
 	}
+	// The layers may hold the round while the target is down: once it is
+	// back, the round's first dial is a first attempt again.
+	if waited, err := c.hold(ctx); err != nil {
+		c.stop = err
+		return nil, c.stopped()
+	} else if waited {
+		c.afresh()
+		start := time.Now()
+		dctx, done := c.abortable(ctx)
+		conn, err := c.cn.boundedDial(dctx, c.attemptBound(), c.retryDial(), network, addr)
+		done()
+		if err == nil {
+			return c.watch(conn, start), nil
+		}
+		if cut := c.abortErr(err); cut != nil {
+			err = cut
+		} else {
+			c.p.chain.Failed(addr, false)
+		}
+		c.used++
+		last = err
+	}
+	prior := c.used - 1 // attempts before this loop's first, which is the failed attempt
 	r := c.cn.dial
 	r.Policy.MaxAttempts = c.cn.maxDials - c.used + 1 // the failed handshake is attempt 1
 	r.Policy.AttemptTimeout = 0                       // each dial is bounded by attemptBound
@@ -954,12 +1051,12 @@ func (c *connState) freshAuth() bool { return c.cn.password != nil || c.cn.authR
 // cut caused into the layer's error (a *failover.CutError).
 type abortion struct{ wrap func(cause error) error }
 
-// Abort cuts the connection, at any moment from its dial on: its socket's
-// deadlines are set in the past, so a blocked read or write returns at
-// once and every later one fails before sending anything, with wrap(the
-// I/O error) as the cause; a handshake that completes anyway is refused
-// (ValidateConnect). It reports whether this call cut it (not an earlier
-// one).
+// Abort cuts the connection, at any moment from its dial on: a dial under
+// way is canceled; its socket's deadlines are set in the past, so a
+// blocked read or write returns at once and every later one fails before
+// sending anything, with wrap(the I/O error) as the cause; a handshake
+// that completes anyway is refused (ValidateConnect). It reports whether
+// this call cut it (not an earlier one).
 func (c *connState) Abort(wrap func(cause error) error) bool {
 	if !c.aborted.CompareAndSwap(nil, &abortion{wrap: wrap}) {
 		return false
@@ -968,6 +1065,9 @@ func (c *connState) Abort(wrap func(cause error) error) bool {
 	c.clamp.Store(past.UnixNano())
 	if wc := c.sock.Load(); wc != nil {
 		_ = wc.Conn.SetDeadline(past) // the socket itself: during the handshake too
+	}
+	if cancel := c.pending.Load(); cancel != nil {
+		(*cancel)() // a dial under way, before its socket exists
 	}
 	return true
 }
@@ -1118,10 +1218,16 @@ func (c *connState) noteNet(err error) {
 		return // pgconn closed it after a failure it reports itself
 	}
 	c.mu.Lock()
-	if c.last == nil {
+	first := c.last == nil
+	if first {
 		c.last = err
 	}
 	c.mu.Unlock()
+	if first && c.aborted.Load() == nil {
+		// A reset, an EOF or a hung handshake (the attempt's deadline):
+		// the server may be down. (A layer's cut is not a sign of it.)
+		c.p.chain.Failed(c.Server(), false)
+	}
 }
 
 // reasonAuthFreshToken is the retry reason of an authentication failure

@@ -1,6 +1,8 @@
 // Package evict is the eviction layer of a pool: it presumes dead the
 // pool's connections to a server that just failed one of them, or that
-// another layer left behind, and has them destroyed when next acquired.
+// another layer left behind, and has them destroyed when next acquired;
+// and it finds an idle connection whose server closed it (or spoke
+// unasked) before pgxpool hands it out.
 package evict
 
 import (
@@ -21,6 +23,20 @@ import (
 // connections made before the failure are destroyed when next acquired
 // (PrepareConn), and new ones are made instead. Its zero value is ready;
 // it learns everything through its layer's hooks (Layer).
+//
+// Dead idle connections. A server that shuts down (pg_ctl stop -m fast, a
+// restart, a failover) sends each idle connection a FATAL 57P01 and a FIN,
+// which pgx reads only with the connection's next query: that query
+// would fail, and it cannot be retried (never resend what may have
+// reached a server). pgxpool pings only connections idle over a second.
+// So the layer asks pgxpool (ShouldPing) to ping a connection idle longer
+// than PeekAfter whose socket holds bytes the server sent unasked, or its
+// close: one non-blocking peek of the socket (compose.Conn.Unread), about
+// a microsecond, only for a connection idle that long; an Acquire right
+// after a Release costs one comparison. The ping reads the FATAL, fails
+// and destroys the connection (and the connector tells every layer that
+// the server failed it: Failed), pgxpool takes another; a NOTIFY or a
+// parameter change costs a harmless ping.
 type Eviction struct {
 	// cur, when set, is the latest failure and the ones before it still
 	// in force.
@@ -28,7 +44,16 @@ type Eviction struct {
 	// quota, when set, is a reader rebalance's: how many more of the
 	// pool's connections to each server to destroy when next acquired.
 	quota atomic.Pointer[retiring]
+	// arm is the switch of the lazy PrepareConn (compose.Layer.Arm): on
+	// while cur or quota is set.
+	arm func(on bool)
 }
+
+// PeekAfter is how long a connection must have been idle for its socket
+// to be peeked before it is handed out (see Eviction): longer than an
+// Acquire that follows a Release, shorter than the time between a
+// service's requests.
+const PeekAfter = 50 * time.Millisecond
 
 // retiring is a rebalance's quota of connections to retire, by server
 // address, until a deadline; immutable but for its counters.
@@ -61,7 +86,36 @@ const evictWindow = time.Minute
 // and what it hears of the pool's connections (Failed) and of the other
 // layers (Gone, Retire).
 func (e *Eviction) Layer() compose.Layer {
-	return compose.Layer{PrepareConn: e.prepareConn, Failed: e.failed, Gone: e.evictHost, Retire: e.retireSome}
+	return compose.Layer{PrepareConn: e.prepareConn, Arm: e.setArm, Failed: e.failed, Gone: e.evictHost, Retire: e.retireSome,
+		ShouldPing: e.shouldPing, IdleAfter: PeekAfter}
+}
+
+// setArm keeps the switch of the lazy PrepareConn (at Install).
+func (e *Eviction) setArm(set func(on bool)) {
+	e.arm = set
+	e.rearm()
+}
+
+// rearm turns the switch on while there is anything to check, off when
+// not: off first, then on again if a change came meanwhile.
+func (e *Eviction) rearm() {
+	if e.arm == nil {
+		return
+	}
+	if e.cur.Load() == nil && e.quota.Load() == nil {
+		e.arm(false)
+		if e.cur.Load() == nil && e.quota.Load() == nil {
+			return
+		}
+	}
+	e.arm(true)
+}
+
+// shouldPing asks pgxpool to ping a connection idle longer than
+// PeekAfter whose server sent it anything or closed it (see Eviction).
+func (e *Eviction) shouldPing(_ context.Context, c *pgx.Conn, _ time.Duration) bool {
+	h := compose.ConnOf(c)
+	return h != nil && h.Unread()
 }
 
 // failed presumes dead the pool's connections to addr when an established
@@ -87,10 +141,12 @@ func (e *Eviction) evictHost(addr string) {
 		}
 	}
 	e.cur.Store(n)
+	e.rearm()
 }
 
-// prepareConn is the layer's PrepareConn: two atomic loads when no server
-// failed in the last minute and no rebalance is under way.
+// prepareConn is the layer's PrepareConn, lazy (it runs only while the
+// switch is on: a server failed in the last minute, or a rebalance is
+// under way).
 func (e *Eviction) prepareConn(_ context.Context, c *pgx.Conn) (bool, error) {
 	if cur := e.cur.Load(); cur != nil && e.evicts(cur, c) {
 		return false, nil // pgxpool destroys it and tries another
@@ -117,16 +173,20 @@ func (e *Eviction) retireSome(n map[string]int) {
 	}
 	if total == 0 {
 		e.quota.Store(nil)
+		e.rearm()
 		return
 	}
 	q.total.Store(int32(total))
 	e.quota.Store(q)
+	e.rearm()
 }
 
 // retires reports whether c is one of q's quota, and counts it.
 func (e *Eviction) retires(q *retiring, c *pgx.Conn) bool {
 	if time.Now().After(q.until) {
-		e.quota.CompareAndSwap(q, nil)
+		if e.quota.CompareAndSwap(q, nil) {
+			e.rearm()
+		}
 		return false
 	}
 	h := compose.ConnOf(c)
@@ -139,8 +199,8 @@ func (e *Eviction) retires(q *retiring, c *pgx.Conn) bool {
 	}
 	for v := left.Load(); v > 0; v = left.Load() {
 		if left.CompareAndSwap(v, v-1) {
-			if q.total.Add(-1) == 0 {
-				e.quota.CompareAndSwap(q, nil)
+			if q.total.Add(-1) == 0 && e.quota.CompareAndSwap(q, nil) {
+				e.rearm()
 			}
 			return true
 		}
@@ -152,7 +212,9 @@ func (e *Eviction) retires(q *retiring, c *pgx.Conn) bool {
 // server.
 func (e *Eviction) evicts(cur *evicted, c *pgx.Conn) bool {
 	if time.Since(cur.at) > evictWindow {
-		e.cur.CompareAndSwap(cur, nil)
+		if e.cur.CompareAndSwap(cur, nil) {
+			e.rearm()
+		}
 		return false
 	}
 	h := compose.ConnOf(c)

@@ -10,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdfast-db/holdfast/failover"
 	"github.com/holdfast-db/holdfast/internal/compose"
@@ -36,7 +35,8 @@ import (
 //	PgError        57P01/57P02/57P03, and 25006 by the writer endpoint, wake
 //	               the monitor; a 25006 from a standby or read-only server
 //	               closes the connection
-//	PrepareConn    a connection to a writer that is down is destroyed
+//	PrepareConn    a connection to a writer that is down is destroyed (lazy:
+//	               only while the writer is down)
 //	Failed         network errors and refused dials wake the monitor (a
 //	               reader pool's too: the probes judge the readers)
 //	Dialed/Closed  the pool's connections, from their dial on: on a new
@@ -64,6 +64,9 @@ type Layer struct {
 	hinted atomic.Bool
 
 	rd *readerRouting // reader routing: a pool on the reader endpoint (readers.go)
+	// pinned: a pool on an instance endpoint kept on its instance
+	// (failover.Pinned), whatever the instance's role.
+	pinned bool
 
 	mu   sync.Mutex
 	live map[compose.Conn]struct{} // the pool's connections, from their dial on
@@ -137,6 +140,7 @@ func NewLayer(m *Monitor, comp *compose.Composition, cc *pgx.ConnConfig, ep stri
 		host = cc.Host // the monitor checks its DNS against the writer
 	}
 	fo.writer = fo.writer || fo.follow
+	fo.pinned = !fo.writer && topology.KindOf(topology.NormHost(ep)) == topology.KindInstance
 	if !fo.writer && !isSocket(cc.Host) && topology.KindOf(topology.NormHost(ep)) == topology.KindReaderCluster &&
 		readers.Strategy != failover.ByDNS {
 		fo.rd = newReaderRouting(readers)
@@ -156,6 +160,15 @@ func NewLayer(m *Monitor, comp *compose.Composition, cc *pgx.ConnConfig, ep stri
 // isSocket reports whether host is a Unix socket directory.
 func isSocket(host string) bool { return len(host) > 0 && host[0] == '/' }
 
+// Readers reports whether the layer routes a reader pool (the cluster's
+// reader endpoint, balanced over the topology's readers).
+func (fo *Layer) Readers() bool { return fo.rd != nil }
+
+// Pinned reports whether the pool is on an instance endpoint and kept on
+// its instance (failover.Pinned), whatever the instance's role: not a
+// pool meant for the writer.
+func (fo *Layer) Pinned() bool { return fo.pinned }
+
 // Monitor returns the cluster's monitor the layer routes by.
 func (fo *Layer) Monitor() *Monitor { return fo.m }
 
@@ -172,6 +185,7 @@ func (fo *Layer) Layer() compose.Layer {
 		PgError:        fo.pgError,
 		Failed:         fo.failed,
 		Closed:         fo.closed,
+		Routing:        fo.routing,
 		StandDownWhile: fo.m.StandDownWhile,
 	}
 	if fo.rd != nil {
@@ -179,8 +193,24 @@ func (fo *Layer) Layer() compose.Layer {
 		// ReaderConfig.Hold false) are cut by the failover that follows;
 		// its Acquire pays for no check of its own.
 		l.PrepareConn = nil
+	} else {
+		// Lazy: it runs only while the writer is down.
+		l.Arm = fo.m.WatchDown
 	}
 	return l
+}
+
+// routing reports whether the layer routes the pool by its cluster's
+// topology now: the pool is routed (by the writer endpoint, or a reader
+// pool) and the monitor knows the writer or holds for one. The outage
+// layer stands down meanwhile (compose.Precedence): the topology knows
+// where a new writer is. One atomic load.
+func (fo *Layer) routing() bool {
+	if !fo.writer && fo.rd == nil {
+		return false
+	}
+	s := fo.m.Snapshot()
+	return !s.Off && (s.Writer != "" || s.Down)
 }
 
 // hold is the layer's BeforeConnect.
@@ -195,8 +225,8 @@ func (fo *Layer) hold(ctx context.Context, c compose.Conn, cc *pgx.ConnConfig, n
 }
 
 // prepareConn destroys a connection to a writer that stopped answering: a
-// new connection is held until one is known. One atomic load when nothing
-// is wrong.
+// new connection is held until one is known. Lazy (compose.Layer.Arm): it
+// runs only while the monitor finds the writer down.
 func (fo *Layer) prepareConn(_ context.Context, c *pgx.Conn) (bool, error) {
 	if s := fo.m.Snapshot(); s.Down && c.PgConn().Conn().RemoteAddr().String() == s.DownAddr {
 		return false, nil
@@ -234,7 +264,7 @@ func (fo *Layer) failed(string, bool) { fo.m.Trouble() }
 
 // validate refuses a connection by the writer endpoint that reached a
 // server that is not the writer.
-func (fo *Layer) validate(_ compose.Conn, host string, pc *pgconn.PgConn) error {
+func (fo *Layer) validate(_ context.Context, _ compose.Conn, host string, pc *pgconn.PgConn) error {
 	if !fo.writer {
 		return nil
 	}
@@ -360,7 +390,7 @@ func (fo *Layer) cut(addr string, err *failover.CutError) {
 		c.Abort(wrap)
 	}
 	if pool := fo.comp.Pool(); pool != nil {
-		closeIdle(pool, func(a string) bool { return a == addr })
+		compose.CloseIdle(pool, func(a string) bool { return a == addr })
 	}
 }
 
@@ -372,26 +402,6 @@ func cutWrap(err *failover.CutError) func(error) error {
 		e.Err = cause
 		return &e
 	}
-}
-
-// closeIdle closes the pool's idle connections whose server address pick
-// chooses (called once per idle connection, in one pass), and returns how
-// many it closed. A closed connection is destroyed at its Release, and
-// pgxpool's health check then restores MinConns.
-func closeIdle(pool *pgxpool.Pool, pick func(addr string) bool) int {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	closed := 0
-	for _, c := range pool.AcquireAllIdle(ctx) {
-		if pick(c.Conn().PgConn().Conn().RemoteAddr().String()) {
-			closed++
-			cctx, ccancel := context.WithTimeout(ctx, 100*time.Millisecond)
-			_ = c.Conn().Close(cctx) // a Terminate, then the socket closes (at once when cut)
-			ccancel()
-		}
-		c.Release()
-	}
-	return closed
 }
 
 // Leave ends the layer with its pool: changes are ignored from now on

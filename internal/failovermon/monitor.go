@@ -56,6 +56,7 @@ type Monitor struct {
 
 	mu        sync.Mutex
 	listeners []func(Change)
+	downWatch []func(down bool) // WatchDown
 	standBy   []func() bool   // StandDownWhile: a blue/green switchover routes a pool of the cluster
 	writers   map[string]bool // host names of the writer endpoint(s) whose DNS is checked
 	status    failover.Status
@@ -229,6 +230,16 @@ func (m *Monitor) Watch(writerHost string, l func(Change)) {
 	if writerHost != "" {
 		m.writers[topology.NormHost(writerHost)] = true
 	}
+}
+
+// WatchDown calls f at once with whether the writer is down (Snapshot.Down),
+// and again at each change of it, under the monitor's lock: f must not
+// block (a layer's switch of its lazy PrepareConn).
+func (m *Monitor) WatchDown(f func(down bool)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.downWatch = append(m.downWatch, f)
+	f(m.snap.Load().Down)
 }
 
 // StandDownWhile makes the monitor stand down while active reports true:
@@ -1232,6 +1243,11 @@ func (m *Monitor) publish(change func(*Snapshot)) {
 	s.Changed = make(chan struct{})
 	m.snap.Store(&s)
 	close(old.Changed)
+	if s.Down != old.Down {
+		for _, f := range m.downWatch {
+			f(s.Down)
+		}
+	}
 	m.status.Routing = routingName(&s)
 	m.statusChanged()
 }

@@ -214,7 +214,7 @@ func (fo *Layer) rebalance() {
 	if len(surplus) == 0 {
 		return
 	}
-	closed := closeIdle(pool, func(a string) bool {
+	closed := compose.CloseIdle(pool, func(a string) bool {
 		if surplus[a] > 0 {
 			surplus[a]--
 			return true
@@ -251,7 +251,7 @@ func (fo *Layer) retire(addrs []string) {
 	if pool == nil {
 		return
 	}
-	closeIdle(pool, func(a string) bool { return slices.Contains(addrs, a) })
+	compose.CloseIdle(pool, func(a string) bool { return slices.Contains(addrs, a) })
 	fo.log.LogAttrs(context.Background(), slog.LevelInfo, "failover: connections to readers lagging beyond MaxLag retired (idle ones closed, the others when released)",
 		slog.String("server.address", fo.host), slog.Any("addrs", addrs))
 }

@@ -150,33 +150,50 @@ func TestTxBeginConnectGaveUpIsRerun(t *testing.T) {
 }
 
 // The same through database/sql, which connects inside the run (at
-// db.BeginTx): a connect the connect layer gave up on is run again.
+// db.BeginTx): a connect the connect layer gave up on is run again (the
+// outage layer off). With the outage layer (on by default) the pool,
+// which connected before, finds its database down at that connect, and
+// the connect waits for it instead of giving up: the prober's checks are
+// the only dials meanwhile (two refused, then one that connects: back),
+// and the BEGIN goes through at the first run.
 func TestSQLTxBeginConnectGaveUpIsRerun(t *testing.T) {
 	t.Parallel()
-	dsn, addr := serverAddr(t)
-	f, _ := newHoldfast(t, testPolicy())
-	cfg := configAt(t, dsn, addr, nil, "")
-	dials := fakes.NewConnector(addr, fakes.Connect(), fakes.Refused().Times(3)) // the pool's first connection, then a connect's 3 attempts
-	cfg.ConnConfig.DialFunc = dials.Dial
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	pool, err := f.NewPool(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	pool.Reset() // the next BEGIN connects
-	db := sqldb.OpenDB(pool)
-	t.Cleanup(func() { db.Close() })
-	runs := 0
-	err = sqldb.RunTx(ctx, f, db, nil, func(tx *sql.Tx) error {
-		runs++
-		_, err := tx.ExecContext(ctx, "SELECT 1")
-		return err
-	})
-	t.Logf("MEASURED database/sql, a BEGIN whose connect gave up: %d runs of the function, %d dials, %v", runs, dials.Attempts(), err)
-	if err != nil || runs != 1 || dials.Attempts() != 5 {
-		t.Fatalf("sqldb.RunTx = %v, %d runs, %d dials; want success, 1 run, 5 dials", err, runs, dials.Attempts())
+	for _, tc := range []struct {
+		name  string
+		opts  []holdfast.Option
+		dials int
+	}{
+		{"outage layer off", []holdfast.Option{holdfast.WithOutage(holdfast.Outage{Off: true})}, 5}, // 1 + the connect's 3 + the re-run's 1
+		{"outage layer on", nil, 6}, // 1 + the connect's 1 + the prober's 3 + the connect's fresh 1
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dsn, addr := serverAddr(t)
+			f, _ := newHoldfast(t, testPolicy(), tc.opts...)
+			cfg := configAt(t, dsn, addr, nil, "")
+			dials := fakes.NewConnector(addr, fakes.Connect(), fakes.Refused().Times(3)) // the pool's first connection, then 3 refused
+			cfg.ConnConfig.DialFunc = dials.Dial
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			pool, err := f.NewPool(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(pool.Close)
+			pool.Reset() // the next BEGIN connects
+			db := sqldb.OpenDB(pool)
+			t.Cleanup(func() { db.Close() })
+			runs := 0
+			err = sqldb.RunTx(ctx, f, db, nil, func(tx *sql.Tx) error {
+				runs++
+				_, err := tx.ExecContext(ctx, "SELECT 1")
+				return err
+			})
+			t.Logf("MEASURED database/sql, a BEGIN whose connect gave up, %s: %d runs of the function, %d dials, %v", tc.name, runs, dials.Attempts(), err)
+			if err != nil || runs != 1 || dials.Attempts() != tc.dials {
+				t.Fatalf("sqldb.RunTx = %v, %d runs, %d dials; want success, 1 run, %d dials", err, runs, dials.Attempts(), tc.dials)
+			}
+		})
 	}
 }
 

@@ -135,6 +135,7 @@ type Telemetry struct {
 	ready      metric.Int64Gauge
 	readyMoves metric.Int64Counter
 	drain      metric.Float64Histogram
+	dbDown     metric.Int64Gauge
 	queue      queueInstruments // admission waits (admit.go)
 
 	// Standard database client instruments.
@@ -227,6 +228,7 @@ func (t *Telemetry) instruments() []instrument {
 		{&t.ready, MetricReady, "1", "1 while the readiness probe answers 200, 0 while it answers 503."},
 		{&t.readyMoves, MetricReadyTransitions, "{transition}", "Changes of the readiness health, by the health and reason changed to."},
 		{&t.drain, MetricDrainDuration, "s", "Duration of readiness drains, by outcome."},
+		{&t.dbDown, MetricDatabaseDown, "{down}", "1 while the pool's database is down (new connections held until it answers), 0 otherwise."},
 	}
 }
 

@@ -1,0 +1,130 @@
+package conn
+
+import (
+	"context"
+	"net"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/internal/compose"
+	"github.com/holdfast-db/holdfast/internal/obs"
+	"github.com/holdfast-db/holdfast/internal/outage"
+	"github.com/holdfast-db/holdfast/internal/topology"
+)
+
+// This file binds a pool's outage layer (internal/outage) to the engine:
+// the prober's check, which connects through the pool's own dial as the
+// monitors do, and the layer's reports, through the engine's telemetry.
+
+// Outage configures the outage layer of every pool of an engine (the
+// face's holdfast.Outage, checked and defaulted there).
+type Outage struct {
+	HoldFor time.Duration // > 0; negative: no wait
+}
+
+// probeApp is the application_name of the prober's connections.
+const probeApp = "holdfast-outage-probe"
+
+// defaultProbeTimeout bounds a check when the retry policy has no
+// AttemptTimeout.
+const defaultProbeTimeout = 10 * time.Second
+
+// addOutage adds the outage layer of the pool of cc (a copy of its config,
+// before the composition). e.mu is held.
+func (p *Pool) addOutage(cc *pgx.ConnConfig) {
+	e := p.e
+	timeout := e.cn.perTry
+	if timeout <= 0 {
+		timeout = defaultProbeTimeout
+	}
+	role := outage.RoleOf(&cc.Config)
+	if p.fo != nil && (p.fo.Readers() || p.fo.Pinned()) {
+		// Failover routing's reader pool (its readers are the monitor's),
+		// or a pool kept on its instance whatever its role: not meant
+		// for the writer.
+		role = outage.RoleReader
+	}
+	lookup := cc.LookupFunc
+	if lookup == nil {
+		// A resolver that caches nothing: the system's may (nscd,
+		// systemd-resolved), and a check must see a moved name at once.
+		lookup = (&net.Resolver{PreferGo: true}).LookupHost
+	}
+	probe := topology.MonitorConfig(cc, probeApp, timeout)
+	report := &outageReport{o: e.tel.Outage(p.target)}
+	p.out = outage.New(outage.Config{
+		HoldFor: e.cfg.Outage.HoldFor,
+		Host:    cc.Host,
+		Role:    role,
+		Lookup:  lookup,
+		Probe: func(ctx context.Context, l pgconn.LookupFunc) (*pgconn.PgConn, []string, error) {
+			return p.probe(ctx, probe, l)
+		},
+		ProbeTimeout: timeout,
+		Classify:     e.cfg.Classifier.Classify,
+		DownError:    func(d outage.Down) error { return e.cfg.Errors.Down(d, p.name) },
+		Report:       report,
+		Comp:         p.comp,
+	})
+	report.holdFor = e.cfg.Outage.HoldFor
+	p.comp.Add(compose.Outage, p.out.Layer())
+}
+
+// probe is one check of the outage layer's prober: one connect to the
+// pool's target with a copy of tmpl (the pool's config, without its
+// hooks), hosts resolved by lookup, through the pool's own dial (an
+// integration's, the config's DialFunc, pgx's; its TLS; the engine's
+// password or token for the host), each dial made once: the prober's
+// pace is its retry. It returns the addresses it dialed.
+func (p *Pool) probe(ctx context.Context, tmpl *pgx.ConnConfig, lookup pgconn.LookupFunc) (*pgconn.PgConn, []string, error) {
+	cc := tmpl.Copy()
+	cc.LookupFunc = lookup
+	var dialed []string // pgconn dials one address at a time
+	base := p.base
+	cc.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dialed = append(dialed, addr)
+		conn, err := base(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		tuneSocket(conn)
+		return conn, nil
+	}
+	if err := p.monitorConnect(ctx, cc, nil); err != nil {
+		return nil, dialed, err
+	}
+	pc, err := pgconn.ConnectConfig(ctx, &cc.Config)
+	if err != nil {
+		return nil, dialed, p.e.cn.redact(err)
+	}
+	return pc, dialed, nil
+}
+
+// outageReport records a pool's outages through the engine's telemetry.
+type outageReport struct {
+	o       *obs.Outage
+	holdFor time.Duration
+}
+
+func (r *outageReport) Down(cause error, v classify.Verdict, addr string) {
+	hint := "requests that need a new connection wait for it up to " + r.holdFor.String() + " (WithOutage's HoldFor) and their own deadline; it is checked with backoff"
+	if r.holdFor < 0 {
+		hint = "requests that need a new connection fail at once with ErrDatabaseDown while it is down (WithOutage's HoldFor is negative); it is checked with backoff"
+	}
+	r.o.Down(cause, v, addr, hint)
+}
+
+func (r *outageReport) Back(downtime time.Duration, addr string, moved []string) {
+	r.o.Back(downtime, addr, moved)
+}
+
+// Outage returns the pool's outage layer, nil when it is off.
+func (p *Pool) Outage() *outage.Layer {
+	if p == nil {
+		return nil
+	}
+	return p.out
+}

@@ -1,0 +1,77 @@
+// Package outage is the outage layer of a pool (holdfast.WithOutage): it
+// tells a database that is down from a blip, holds the requests that need
+// a new connection while it is down instead of letting each retry on its
+// own, follows the database to a new address, and keeps a pool meant for
+// writes off a server that is read-only (a demoted primary).
+//
+// # States
+//
+//	up       nothing held. Until the pool's first connection it stays up
+//	         whatever fails: a pool that never connected is startup's
+//	         (the startup policy bounds it), not an outage's.
+//	suspect  a sign came (a failed dial or handshake, a server that shut
+//	         a connection down, a reset, a 25006 from a server read-only
+//	         by default): the prober checks at once; new connections
+//	         and the connector's retries wait for its verdict.
+//	down     the check failed too: "database down" is logged once, the
+//	         pool's connections to the failed addresses are retired (idle
+//	         ones closed, busy ones destroyed when next acquired), new
+//	         connections wait for "back" within HoldFor and their context,
+//	         and the prober checks with backoff; it is the only one to
+//	         connect meanwhile.
+//	back     a check connected (to a writable server, for a pool meant
+//	         for writes): "database back" is logged with the downtime,
+//	         every waiting connection goes on at once, the prober ends.
+//	         An address the name no longer resolves to is left behind:
+//	         its connections retired, and a dial that a stale cache
+//	         still sends there goes to the address that answered
+//	         (Route), for a minute.
+//
+// # The prober
+//
+// One goroutine per pool, started when a sign comes and ended at the
+// verdict "up" or at "back" (Close joins it); it runs one check at a time
+// on a goroutine of its own, which it joins. A check resolves the pool's
+// host afresh (the config's LookupFunc, else a resolver that caches
+// nothing), then connects once through the pool's own dial (its TLS, its
+// password or token, an integration's dialer, the user's DialFunc),
+// bounded by the retry policy's AttemptTimeout, and, for a pool meant for
+// writes, reads the server's role. While a check hangs (an address whose
+// packets are dropped) the name is resolved again at each step, and a
+// check to the new address starts at once.
+//
+// Its pace, with ±20 % jitter:
+//
+//	while requests wait, for the outage's first 10 s   every 100 ms
+//	while requests wait, after that                     doubling to every 2 s
+//	while nothing waits                                 doubling to every 5 s
+//
+// A request that starts waiting wakes a prober paced for nobody. So a
+// restart of seconds resumes within about 120 ms of the server accepting
+// again (the longest step, and one connect), a long outage costs a
+// connect every 2 s per pool, and an idle pool's prober at most one
+// every 5 s. A check of an address whose packets are dropped lasts its
+// bound (3 s with the default policy): one connect at a time.
+//
+// # A pool meant for writes
+//
+// A pool is meant for writes unless its connection string says
+// target_session_attrs=read-only, standby or prefer-standby, it is a
+// reader pool of failover routing, or its first connection reached a
+// server in hot standby or read-only by default (a pool on a replica's
+// own address). Such a pool refuses a new connection to a read-only server
+// (Validate, like target_session_attrs=read-write, from the server's
+// in_hot_standby and default_transaction_read_only, which PostgreSQL 14
+// and later report at connect; one SHOW transaction_read_only round trip
+// before 14) and holds until a writable server answers at its name. A
+// 25006 on one of its connections from a server that reports itself read-
+// only by default (not a transaction the application made read-only)
+// retires the pool's connections to that server and checks the name. A
+// server that reports no role (before 14) starts a suspicion instead: each
+// connection to it made before the suspicion is checked once when next
+// acquired (one SHOW transaction_read_only round trip, within a second),
+// for a minute, at most one suspicion a second. A pool with
+// target_session_attrs=standby or read-only retires, when next acquired, a
+// connection whose server reported that it no longer is one (a map lookup
+// per Acquire, for those pools only).
+package outage

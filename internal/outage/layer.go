@@ -1,0 +1,806 @@
+package outage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"reflect"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/internal/compose"
+)
+
+// Role is what a pool is meant for, which decides what the layer checks
+// of its servers.
+type Role int32
+
+// The roles.
+const (
+	// RoleLearn: the first connection decides (a read-only server makes
+	// the pool a reader, any other a writer).
+	RoleLearn Role = iota
+	// RoleWriter: new connections to a read-only server are refused, a
+	// 25006 from one retires its connections.
+	RoleWriter
+	// RoleReader: no role check (target_session_attrs=prefer-standby, a
+	// reader pool of failover routing, a pool that learned it).
+	RoleReader
+	// RoleStandby (target_session_attrs=standby): a pooled connection
+	// whose server left hot standby is retired.
+	RoleStandby
+	// RoleReadOnly (target_session_attrs=read-only): a pooled connection
+	// whose server is neither in hot standby nor read-only by default is
+	// retired.
+	RoleReadOnly
+)
+
+// RoleOf is the role that cc's target_session_attrs asks for (pgconn
+// turns it into ValidateConnect): RoleWriter for read-write and primary,
+// RoleReader for prefer-standby, RoleStandby and RoleReadOnly; RoleLearn
+// for any (none) or a ValidateConnect of the user's.
+func RoleOf(cc *pgconn.Config) Role {
+	if cc.ValidateConnect == nil {
+		return RoleLearn
+	}
+	fn := reflect.ValueOf(cc.ValidateConnect).Pointer()
+	is := func(f pgconn.ValidateConnectFunc) bool { return reflect.ValueOf(f).Pointer() == fn }
+	switch {
+	case is(pgconn.ValidateConnectTargetSessionAttrsReadWrite), is(pgconn.ValidateConnectTargetSessionAttrsPrimary):
+		return RoleWriter
+	case is(pgconn.ValidateConnectTargetSessionAttrsPreferStandby):
+		return RoleReader
+	case is(pgconn.ValidateConnectTargetSessionAttrsStandby):
+		return RoleStandby
+	case is(pgconn.ValidateConnectTargetSessionAttrsReadOnly):
+		return RoleReadOnly
+	}
+	return RoleLearn
+}
+
+// Config is what a pool's Layer is built from; the engine fills it.
+type Config struct {
+	// HoldFor bounds each wait for a database that is down (positive);
+	// negative: no wait, a connect fails at once while it is down.
+	HoldFor time.Duration
+	// Host is the pool's host (a name, an address or a Unix socket
+	// directory): what the prober resolves.
+	Host string
+	// Role is what the pool is meant for.
+	Role Role
+	// Lookup resolves a host for the prober, afresh each time.
+	Lookup func(ctx context.Context, host string) ([]string, error)
+	// Probe connects once to the pool's target through its own dial,
+	// resolving hosts with lookup: the connection (closed by the caller),
+	// the addresses it dialed, or the failure.
+	Probe func(ctx context.Context, lookup pgconn.LookupFunc) (pc *pgconn.PgConn, dialed []string, err error)
+	// ProbeTimeout bounds one check.
+	ProbeTimeout time.Duration
+	// Classify is the factory's classifier.
+	Classify func(error) classify.Verdict
+	// DownError makes the face's error of a wait that ended while the
+	// database was down (holdfast's *DatabaseDownError).
+	DownError func(Down) error
+	// Report records the outages (the gauge and the log lines); on the
+	// prober's goroutine.
+	Report Reporter
+	// Comp is the pool's composition: its pool, and the events to the
+	// other layers.
+	Comp *compose.Composition
+}
+
+// ErrDown is matched (errors.Is) by the error Config.DownError makes (the
+// face's holdfast.ErrDatabaseDown).
+var ErrDown = errors.New("holdfast: database down")
+
+// Down is a wait that ended while the database was down, for
+// Config.DownError.
+type Down struct {
+	Since  time.Time     // when the database was found down (first sign)
+	Waited time.Duration // how long this wait lasted
+	Cause  error         // the prober's last failed check
+	Err    error         // what ended the wait: the context's error; nil when HoldFor did
+	Bound  time.Duration // HoldFor (negative: no wait)
+}
+
+// Reporter records a pool's outages.
+type Reporter interface {
+	// Down: the database is down; cause is the failed check (v its
+	// verdict, addr the address it tried).
+	Down(cause error, v classify.Verdict, addr string)
+	// Back: it answers again at addr after downtime; moved are the
+	// addresses it left.
+	Back(downtime time.Duration, addr string, moved []string)
+}
+
+// State is a pool's outage state, for readiness.
+type State struct {
+	Down  bool      // the database is down: new connections wait
+	Since time.Time // when it was found down (its first sign); zero while up
+	Cause error     // the prober's last failed check, while down
+	Back  time.Time // when it last came back; zero if it never went down
+}
+
+type phase int8
+
+const (
+	up phase = iota
+	suspect
+	down
+)
+
+// snapshot is the layer's state, immutable: replaced, never changed; its
+// changed channel is closed when it is.
+type snapshot struct {
+	phase   phase
+	since   time.Time // suspect, down: the first sign
+	backAt  time.Time
+	moves   map[string]string // an address left behind → the one that answered instead
+	movesTo time.Time         // until when the moves apply
+	changed chan struct{}
+}
+
+// movesFor is how long a dial to an address the name left goes to the
+// address that answered instead: a client-side DNS cache's TTL (RDS
+// publishes 5 s; a JVM's default is 30 s) with room to spare.
+const movesFor = time.Minute
+
+// Layer is one pool's outage layer. Build it with New; Close ends it with
+// its pool. Its hooks (Layer) are safe for concurrent use.
+type Layer struct {
+	cfg  Config
+	comp *compose.Composition
+
+	snap    atomic.Pointer[snapshot]
+	armed   atomic.Bool  // a connection of the pool completed: outages are watched from now on
+	role    atomic.Int32 // Role
+	waiting atomic.Int32 // waits under way (the prober's pace)
+	kick    chan struct{}
+
+	cause     atomic.Pointer[error]         // the prober's last failed check (down)
+	suspicion atomic.Pointer[roleSuspicion] // a 25006 from a server that reports no role
+	arm       func(on bool)                 // the switch of the lazy PrepareConn
+
+	mu       sync.Mutex
+	failed   []string // addresses that failed since the first sign (at most maxFailed)
+	probing  bool     // the prober runs
+	cancel   context.CancelFunc
+	closed   bool
+	standBy  []func() bool // compose.Precedence: the layers that outrank this one route the pool
+	lastRole time.Time     // the last role suspicion (at most one a second)
+	wg       sync.WaitGroup
+
+	// The pool's connections from their dial to the end of their
+	// handshake, once the layer is armed: a dial that the network leaves
+	// pending is a sign (slowDial), and a move cuts those to the address
+	// left.
+	dialing   map[compose.Conn]*dialing
+	slow      *time.Timer // checkSlow, while dialing has entries
+	slowArmed bool
+}
+
+// dialing is a connection being made.
+type dialing struct {
+	addr      string
+	at        time.Time
+	connected bool // its dial completed: its handshake runs
+	reported  bool // its dial was slow, and said so
+}
+
+// slowDial is how long a dial may stay pending before it is a sign: a
+// SYN unanswered that long was lost, and is resent (Linux's first
+// retransmission is at 1 s); an address whose packets are dropped (a
+// Multi-AZ instance's failed primary) answers never.
+const slowDial = time.Second
+
+// maxFailed bounds the addresses an outage remembers.
+const maxFailed = 16
+
+// New returns the outage layer of a pool.
+func New(cfg Config) *Layer {
+	l := &Layer{cfg: cfg, comp: cfg.Comp, kick: make(chan struct{}, 1), dialing: map[compose.Conn]*dialing{}}
+	l.role.Store(int32(cfg.Role))
+	l.snap.Store(&snapshot{changed: make(chan struct{})})
+	return l
+}
+
+// Layer returns the layer's part of the pool's hooks.
+func (l *Layer) Layer() compose.Layer {
+	return compose.Layer{
+		BeforeConnect:  l.beforeConnect,
+		Hold:           l.hold,
+		Route:          l.route,
+		Dialed:         l.dialed,
+		Closed:         l.forget,
+		Validate:       l.validate,
+		PgError:        l.pgError,
+		Failed:         l.onFailed,
+		PrepareConn:    l.prepareConn,
+		Arm:            l.setArm,
+		StandDownWhile: l.standDownWhile,
+	}
+}
+
+// State returns the pool's outage state.
+func (l *Layer) State() State {
+	s := l.snap.Load()
+	if s.phase != down {
+		return State{Back: s.backAt}
+	}
+	return State{Down: true, Since: s.since, Cause: l.lastCause(), Back: s.backAt}
+}
+
+// lastCause is the prober's last failed check.
+func (l *Layer) lastCause() error {
+	if p := l.cause.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Changed returns a channel closed at the state's next change (a
+// suspicion, down, back, Close).
+func (l *Layer) Changed() <-chan struct{} { return l.snap.Load().changed }
+
+// Role returns what the pool is meant for (RoleLearn until its first
+// connection when its connection string does not say).
+func (l *Layer) Role() Role { return Role(l.role.Load()) }
+
+// Close ends the layer with its pool: the prober stops and is joined, and
+// nothing waits any longer (the pool goes on as a plain pool). Idempotent.
+func (l *Layer) Close() {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		l.wg.Wait()
+		return
+	}
+	l.closed = true
+	if l.cancel != nil {
+		l.cancel()
+	}
+	if l.slow != nil {
+		l.slow.Stop()
+	}
+	clear(l.dialing)
+	l.publish(func(n *snapshot) { n.phase, n.since = up, time.Time{} })
+	l.mu.Unlock()
+	l.wg.Wait()
+}
+
+// publish replaces the snapshot by a copy that change changed, and wakes
+// the waiters of the old one. l.mu is held.
+func (l *Layer) publish(change func(*snapshot)) {
+	old := l.snap.Load()
+	n := *old
+	n.changed = make(chan struct{})
+	change(&n)
+	l.snap.Store(&n)
+	close(old.changed)
+}
+
+// standDownWhile learns the Routing of a layer that outranks this one.
+func (l *Layer) standDownWhile(routing func() bool) {
+	l.mu.Lock()
+	l.standBy = append(l.standBy, routing)
+	l.mu.Unlock()
+}
+
+// standingDown reports whether a layer that outranks this one routes the
+// pool now: its signs are not this layer's to act on.
+func (l *Layer) standingDown() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.standingDownLocked()
+}
+
+func (l *Layer) standingDownLocked() bool {
+	for _, r := range l.standBy {
+		if r() {
+			return true
+		}
+	}
+	return false
+}
+
+// beforeConnect holds a new connection while the database is suspect or
+// down, before its password is fetched or anything is dialed.
+func (l *Layer) beforeConnect(ctx context.Context, c compose.Conn, cc *pgx.ConnConfig, next compose.ConnectFunc) error {
+	if _, err := l.wait(ctx); err != nil {
+		return err
+	}
+	return next(ctx, c, cc)
+}
+
+// hold is the connector's question before a retry (compose.Layer.Hold).
+func (l *Layer) hold(ctx context.Context, _ compose.Conn) (bool, error) { return l.wait(ctx) }
+
+// wait waits while the database is suspect (for the prober's verdict) or
+// down (for "back"), at most HoldFor and while ctx lasts. waited reports
+// that it was down: the connect starts afresh. It returns the face's
+// error when it ends while down. One atomic load when up.
+func (l *Layer) wait(ctx context.Context) (waited bool, err error) {
+	s := l.snap.Load()
+	if s.phase == up {
+		return false, nil
+	}
+	if l.cfg.HoldFor < 0 {
+		if s.phase == down {
+			return true, l.downError(s, 0, nil)
+		}
+		return false, nil
+	}
+	l.waiting.Add(1)
+	defer l.waiting.Add(-1)
+	select {
+	case l.kick <- struct{}{}: // a prober paced for nobody speeds up
+	default:
+	}
+	start := time.Now()
+	t := time.NewTimer(l.cfg.HoldFor)
+	defer t.Stop()
+	for {
+		switch s.phase {
+		case up:
+			return waited, nil
+		case down:
+			waited = true
+		}
+		select {
+		case <-s.changed:
+			s = l.snap.Load()
+		case <-ctx.Done():
+			if s.phase == down {
+				return true, l.downError(s, time.Since(start), ctx.Err())
+			}
+			return waited, ctx.Err()
+		case <-t.C:
+			return true, l.downError(s, time.Since(start), nil)
+		}
+	}
+}
+
+// downError is the face's error of a wait that ended while s.
+func (l *Layer) downError(s *snapshot, waited time.Duration, err error) error {
+	return l.cfg.DownError(Down{Since: s.since, Waited: waited, Cause: l.lastCause(), Err: err, Bound: l.cfg.HoldFor})
+}
+
+// DownError returns the face's error of a wait that ended now with err
+// (a request's own deadline), or nil when the database is not down: for
+// the face's doors, whose caller's deadline ended while pgxpool waited
+// for a connect held here.
+func (l *Layer) DownError(err error) error {
+	s := l.snap.Load()
+	if s.phase != down {
+		return nil
+	}
+	return l.downError(s, 0, err)
+}
+
+// route sends a dial to an address the database left (a stale DNS
+// answer) to the address that answered instead, and follows the dial: a
+// dial left pending slowDial is a sign.
+func (l *Layer) route(_ context.Context, c compose.Conn, _, addr string, _ bool) (string, error) {
+	if s := l.snap.Load(); s.moves != nil {
+		if to, ok := s.moves[addr]; ok && time.Now().Before(s.movesTo) {
+			addr = to
+		}
+	}
+	if l.armed.Load() {
+		l.track(c, addr)
+	}
+	return addr, nil
+}
+
+// track follows c's dial to addr, which begins now.
+func (l *Layer) track(c compose.Conn, addr string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return
+	}
+	l.dialing[c] = &dialing{addr: addr, at: time.Now()}
+	l.armSlowLocked(slowDial)
+}
+
+// armSlowLocked runs checkSlow in d, unless it is due already. l.mu is
+// held.
+func (l *Layer) armSlowLocked(d time.Duration) {
+	if l.slowArmed {
+		return
+	}
+	l.slowArmed = true
+	if l.slow == nil {
+		l.slow = time.AfterFunc(d, l.checkSlow)
+	} else {
+		l.slow.Reset(d)
+	}
+}
+
+// maxTracked bounds how long a connection is followed (a connect that
+// ended without a handshake leaves its entry: it goes then).
+const maxTracked = time.Minute
+
+// checkSlow makes a sign of each dial pending slowDial or longer (once
+// each), on the timer's goroutine, and runs again when the next may be.
+func (l *Layer) checkSlow() {
+	l.mu.Lock()
+	l.slowArmed = false
+	now := time.Now()
+	var slow []string
+	next := time.Duration(-1)
+	for c, d := range l.dialing {
+		age := now.Sub(d.at)
+		switch {
+		case age > maxTracked:
+			delete(l.dialing, c)
+		case d.connected || d.reported:
+		case age >= slowDial:
+			d.reported = true
+			slow = append(slow, d.addr)
+		case next < 0 || slowDial-age < next:
+			next = slowDial - age
+		}
+	}
+	if next >= 0 && !l.closed {
+		l.armSlowLocked(next)
+	}
+	l.mu.Unlock()
+	for _, a := range slow {
+		l.suspect(a)
+	}
+}
+
+// dialed notes that c's dial reached addr; one to an address left behind
+// meanwhile is cut.
+func (l *Layer) dialed(c compose.Conn, addr string, _ time.Time) {
+	l.mu.Lock()
+	if d := l.dialing[c]; d != nil {
+		d.connected, d.addr = true, addr
+	}
+	l.mu.Unlock()
+	if s := l.snap.Load(); s.moves != nil {
+		if to, ok := s.moves[addr]; ok && time.Now().Before(s.movesTo) {
+			c.Abort(leftWrap(addr, to))
+		}
+	}
+}
+
+// forget stops following c (its handshake ended, or its socket closed).
+func (l *Layer) forget(c compose.Conn) {
+	l.mu.Lock()
+	delete(l.dialing, c)
+	l.mu.Unlock()
+}
+
+// LeftError is the error of a connection being made to an address the
+// database left, which the layer cut: its connect goes on, to the address
+// that answers. Transient (classify.ReasonDatabaseDown: the database is
+// gone from that address).
+type LeftError struct {
+	addr, to string
+	err      error
+}
+
+func (e *LeftError) Error() string {
+	msg := "holdfast: connection to " + e.addr + " cut: the database left it"
+	if e.to != "" {
+		msg += " (it answers at " + e.to + ")"
+	}
+	return msg + ": " + e.err.Error()
+}
+
+func (e *LeftError) Unwrap() error { return e.err }
+
+// leftWrap is the abortion of a connection to addr, left for to.
+func leftWrap(addr, to string) func(error) error {
+	return func(cause error) error { return &LeftError{addr: addr, to: to, err: cause} }
+}
+
+// onFailed is a sign: a dial or handshake that failed, or an established
+// connection that broke or that its server ended.
+func (l *Layer) onFailed(addr string, _ bool) { l.suspect(addr) }
+
+// suspect starts the prober on a sign of the database being down (addr:
+// the address that failed, "" when unknown), once the pool connected and
+// unless a layer that outranks this one routes it.
+func (l *Layer) suspect(addr string) {
+	if !l.armed.Load() {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed || l.standingDownLocked() {
+		return
+	}
+	l.noteFailedLocked(addr)
+	if l.snap.Load().phase != up || l.probing {
+		return
+	}
+	l.publish(func(n *snapshot) { n.phase, n.since = suspect, time.Now() })
+	l.startLocked()
+}
+
+// noteFailedLocked remembers addr as failed in this outage. l.mu is held.
+func (l *Layer) noteFailedLocked(addr string) {
+	if addr == "" || slices.Contains(l.failed, addr) || len(l.failed) >= maxFailed {
+		return
+	}
+	l.failed = append(l.failed, addr)
+}
+
+// validate checks a new connection's server: for a pool meant for
+// writes, a read-only one is refused (and is a sign); the pool's first
+// connection decides what a pool whose connection string does not say is
+// meant for. A connection that passes arms the layer.
+func (l *Layer) validate(ctx context.Context, c compose.Conn, host string, pc *pgconn.PgConn) error {
+	l.forget(c) // made: no longer followed
+	switch Role(l.role.Load()) {
+	case RoleLearn:
+		ro, _, err := readOnly(ctx, pc)
+		if err != nil {
+			return err
+		}
+		learnt := RoleWriter
+		if ro {
+			learnt = RoleReader
+		}
+		l.role.CompareAndSwap(int32(RoleLearn), int32(learnt))
+	case RoleWriter:
+		ro, why, err := readOnly(ctx, pc)
+		if err != nil {
+			return err
+		}
+		if ro {
+			addr := c.Server()
+			l.suspect(addr)
+			return &NotWritableError{Host: host, Addr: addr, Why: why}
+		}
+	}
+	l.armed.Store(true)
+	return nil
+}
+
+// NotWritableError is a new connection of a pool meant for writes that
+// reached a read-only server: refused before any statement. The pool
+// holds until a writable server answers at its name. Transient
+// (classify.ReasonNotWritable).
+type NotWritableError struct {
+	Host string // the name asked for
+	Addr string // the server reached
+	Why  string // "in hot standby", "read-only"
+}
+
+func (e *NotWritableError) Error() string {
+	return fmt.Sprintf("holdfast: %s led to %s, which is %s: refused, this pool is meant for writes (it waits for a writable server at %s)", e.Host, e.Addr, e.Why, e.Host)
+}
+
+// readOnly reports whether pc's server is read-only by default, and why:
+// from the parameters it reports at connect (PostgreSQL 14 and later),
+// else by asking (SHOW transaction_read_only, one round trip).
+func readOnly(ctx context.Context, pc *pgconn.PgConn) (bool, string, error) {
+	switch hot, ro := pc.ParameterStatus("in_hot_standby"), pc.ParameterStatus("default_transaction_read_only"); {
+	case hot == "on":
+		return true, "in hot standby", nil
+	case ro == "on":
+		return true, "read-only", nil
+	case hot != "":
+		return false, "", nil
+	}
+	return askReadOnly(ctx, pc)
+}
+
+// askReadOnly asks pc's server whether a new transaction is read-only
+// (a standby, or default_transaction_read_only), within a second.
+func askReadOnly(ctx context.Context, pc *pgconn.PgConn) (bool, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	res := pc.Exec(ctx, "SHOW transaction_read_only")
+	results, err := res.ReadAll()
+	if err != nil {
+		return false, "", err
+	}
+	if len(results) == 1 && len(results[0].Rows) == 1 && len(results[0].Rows[0]) == 1 && string(results[0].Rows[0][0]) == "on" {
+		return true, "read-only", nil
+	}
+	return false, "", nil
+}
+
+// pgError acts on a 25006 on a connection of a pool meant for writes:
+// from a server in hot standby, the pool's connections to it are retired
+// (this one closed: a transaction runner may run its transaction again)
+// and the name is checked; from a connection that reports itself
+// read-only by default (the server's default, or a session the
+// application made read-only: only a fresh connection tells), the name is
+// checked, and meanwhile a connection to that server that reports itself
+// read-only is destroyed when next acquired; from a server that reports
+// no role (before PostgreSQL 14), each connection made to it before is
+// asked once when next acquired. A 25006 from a connection that says it
+// is writable is a transaction the application made read-only: nothing.
+func (l *Layer) pgError(pc *pgconn.PgConn, pe *pgconn.PgError) bool {
+	if pe.Code != "25006" || Role(l.role.Load()) != RoleWriter || !l.armed.Load() {
+		return true
+	}
+	h := compose.HandleOf(pc)
+	if h == nil || l.standingDown() {
+		return true
+	}
+	addr := h.Server()
+	switch hot, ro := pc.ParameterStatus("in_hot_standby"), pc.ParameterStatus("default_transaction_read_only"); {
+	case hot == "on":
+		l.demoted(addr)
+		return false
+	case ro == "on":
+		l.suspectRole(addr, false)
+	case hot == "":
+		l.suspectRole(addr, true)
+	}
+	return true
+}
+
+// demoted retires the pool's connections to addr, a server that turned
+// read-only (busy ones destroyed when next acquired, idle ones closed by
+// the prober), and checks the name.
+func (l *Layer) demoted(addr string) {
+	l.comp.Gone(addr)
+	l.suspect(addr)
+}
+
+// roleSuspicion is a 25006 from addr, a server that says it is read-only
+// by default or says nothing of its role: until the prober's verdict (for
+// roleSuspicionFor at most), a connection to it that reports itself read-
+// only is destroyed when next acquired, and, when ask, each connection to
+// it made before at is asked once.
+type roleSuspicion struct {
+	addr string
+	at   time.Time
+	ask  bool
+}
+
+// roleSuspicionFor bounds a suspicion: a connection not acquired that
+// long is checked at the next one.
+const roleSuspicionFor = time.Minute
+
+// suspectRole starts a suspicion on addr (at most one a second), and
+// checks the name.
+func (l *Layer) suspectRole(addr string, ask bool) {
+	l.mu.Lock()
+	now := time.Now()
+	if now.Sub(l.lastRole) < time.Second {
+		l.mu.Unlock()
+		return
+	}
+	l.lastRole = now
+	l.mu.Unlock()
+	l.suspicion.Store(&roleSuspicion{addr: addr, at: now, ask: ask})
+	l.rearm()
+	l.suspect(addr)
+}
+
+// checkedKey keeps, in a connection's CustomData, the suspicion it was
+// checked for.
+const checkedKey = "holdfast/outage-checked"
+
+// prepareConn retires a pooled connection whose server no longer is what
+// the pool is meant for: for a pool of target_session_attrs=standby or
+// read-only, from the parameters the server reported; during a role
+// suspicion, by asking it, once per connection. Lazy (Arm): it runs only
+// for those pools or during a suspicion.
+func (l *Layer) prepareConn(ctx context.Context, c *pgx.Conn) (bool, error) {
+	pc := c.PgConn()
+	switch Role(l.role.Load()) {
+	case RoleStandby:
+		if pc.ParameterStatus("in_hot_standby") == "off" {
+			l.mismatch(c)
+			return false, nil
+		}
+	case RoleReadOnly:
+		if pc.ParameterStatus("in_hot_standby") == "off" && pc.ParameterStatus("default_transaction_read_only") == "off" {
+			l.mismatch(c)
+			return false, nil
+		}
+	}
+	rs := l.suspicion.Load()
+	if rs == nil {
+		return true, nil
+	}
+	if time.Since(rs.at) > roleSuspicionFor {
+		if l.suspicion.CompareAndSwap(rs, nil) {
+			l.rearm()
+		}
+		return true, nil
+	}
+	h := compose.ConnOf(c)
+	if h == nil || h.Server() != rs.addr {
+		return true, nil
+	}
+	switch hot, ro := pc.ParameterStatus("in_hot_standby"), pc.ParameterStatus("default_transaction_read_only"); {
+	case hot == "on":
+		l.demoted(rs.addr)
+		return false, nil
+	case ro == "on":
+		return false, nil // read-only: not for this pool's writes
+	}
+	if !rs.ask || !h.MadeAt().Before(rs.at) {
+		return true, nil
+	}
+	data := pc.CustomData()
+	if data[checkedKey] == rs {
+		return true, nil
+	}
+	data[checkedKey] = rs
+	ro, _, err := askReadOnly(ctx, pc)
+	if err != nil {
+		return false, nil // it cannot say: pgxpool destroys it and takes another
+	}
+	if ro {
+		l.demoted(rs.addr)
+		return false, nil
+	}
+	return true, nil
+}
+
+// mismatch retires c, whose server no longer matches the pool's
+// target_session_attrs, and the pool's other connections to it.
+func (l *Layer) mismatch(c *pgx.Conn) {
+	if h := compose.ConnOf(c); h != nil {
+		l.comp.Gone(h.Server())
+	}
+}
+
+// setArm keeps the switch of the lazy PrepareConn (at Install).
+func (l *Layer) setArm(set func(on bool)) {
+	l.arm = set
+	l.rearm()
+}
+
+// rearm turns the switch on while PrepareConn has anything to check.
+func (l *Layer) rearm() {
+	if l.arm == nil {
+		return
+	}
+	need := func() bool {
+		r := Role(l.role.Load())
+		return r == RoleStandby || r == RoleReadOnly || l.suspicion.Load() != nil
+	}
+	if !need() {
+		l.arm(false)
+		if !need() {
+			return
+		}
+	}
+	l.arm(true)
+}
+
+// downKind reports whether a failed check says the database is down (it
+// could not be reached, or it refused because it is shutting down,
+// starting or recovering, or it is read-only for a pool meant for
+// writes): else the server answered (it accepts connections) or the check
+// could not be made (a password function's failure).
+func (l *Layer) downKind(err error) (isDown bool, v classify.Verdict) {
+	var nw *NotWritableError
+	if errors.As(err, &nw) {
+		return true, classify.Verdict{Class: classify.Transient, Reason: classify.ReasonNotWritable}
+	}
+	v = l.cfg.Classify(err)
+	switch v.Reason {
+	case classify.ReasonConnRefused, classify.ReasonConnReset, classify.ReasonBrokenPipe, classify.ReasonConnAborted,
+		classify.ReasonHostUnreachable, classify.ReasonNetUnreachable, classify.ReasonSocketMissing,
+		classify.ReasonEOF, classify.ReasonConnClosed, classify.ReasonTimeout,
+		classify.ReasonDNSTemporary, classify.ReasonDNSNotFound, classify.ReasonDNSError,
+		classify.ReasonPrefixSQLState + "57P01", classify.ReasonPrefixSQLState + "57P02", classify.ReasonPrefixSQLState + "57P03":
+		return true, v
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true, classify.Verdict{Class: classify.Transient, Reason: classify.ReasonTimeout}
+	}
+	return false, v
+}

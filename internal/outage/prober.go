@@ -1,0 +1,385 @@
+package outage
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/holdfast-db/holdfast/classify"
+	"github.com/holdfast-db/holdfast/internal/compose"
+)
+
+// The prober's pace (see the package doc).
+const (
+	fastPace    = 100 * time.Millisecond // while requests wait, for the outage's first fastFor
+	fastFor     = 10 * time.Second
+	waitedPace  = 2 * time.Second // the most, while requests wait
+	idlePace    = 5 * time.Second // the most, while nothing waits
+	paceJitter  = 0.2
+	closeProbes = time.Second // bounds the close of a check's connection
+)
+
+// startLocked starts the prober. l.mu is held.
+func (l *Layer) startLocked() {
+	ctx, cancel := context.WithCancel(context.Background())
+	l.cancel, l.probing = cancel, true
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		defer cancel()
+		l.run(ctx)
+	}()
+}
+
+// result is one check's outcome.
+type result struct {
+	addr     string   // the address that answered
+	resolved []string // what the host resolved to for it (nil: not resolved: a socket, a failed lookup)
+	dialed   []string // the addresses it dialed
+	err      error    // nil: it connected (to a writable server, for a pool meant for writes)
+}
+
+// run is the prober: a check at once, then one per step of the pace,
+// until one connects or ctx ends.
+func (l *Layer) run(ctx context.Context) {
+	for step := 0; ; step++ {
+		r := l.check(ctx, l.pace(0))
+		if ctx.Err() != nil {
+			return
+		}
+		if l.settle(r) {
+			return
+		}
+		if !l.sleep(ctx, step) {
+			return
+		}
+	}
+}
+
+// pace is the time between two checks at step (0: the first after the
+// sign), without jitter: see the package doc.
+func (l *Layer) pace(step int) time.Duration {
+	s := l.snap.Load()
+	waiting := l.waiting.Load() > 0
+	if waiting && (s.phase != down || time.Since(s.since) < fastFor) {
+		return fastPace
+	}
+	most := idlePace
+	if waiting {
+		most = waitedPace
+	}
+	d := fastPace << min(step, 8)
+	return min(d, most)
+}
+
+// sleep waits for the next check: the pace of step, with jitter, sooner
+// when a request starts waiting on a prober paced for nobody. It reports
+// false when ctx ended.
+func (l *Layer) sleep(ctx context.Context, step int) bool {
+	began := time.Now()
+	d := jitter(l.pace(step))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			return true
+		case <-ctx.Done():
+			return false
+		case <-l.kick:
+			if nd := jitter(l.pace(step)); began.Add(nd).Before(began.Add(d)) {
+				d = nd
+				t.Reset(time.Until(began.Add(d)))
+			}
+		}
+	}
+}
+
+// jitter spreads d by ±paceJitter.
+func jitter(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * (1 - paceJitter + 2*paceJitter*rand.Float64()))
+}
+
+// check makes one check: it resolves the host, connects, and, while a
+// connect hangs, resolves the host again every pace and starts over at
+// once when it leads elsewhere. It joins the goroutine each connect runs
+// on.
+func (l *Layer) check(ctx context.Context, every time.Duration) result {
+	resolved := l.resolve(ctx)
+	var left []string // addresses the host left while a connect to them hung
+	for {
+		pctx, cancel := context.WithTimeout(ctx, l.cfg.ProbeTimeout)
+		done := make(chan result, 1)
+		go func(resolved []string) { done <- l.connect(pctx, resolved) }(resolved)
+		r, moved := l.watchCheck(ctx, done, every, resolved)
+		cancel()
+		if moved == nil {
+			r.dialed = append(r.dialed, left...)
+			return r
+		}
+		<-done // the connect to the old address ends at once (canceled)
+		for _, a := range resolved {
+			if !slices.Contains(moved, a) {
+				left = append(left, a)
+			}
+		}
+		resolved = moved
+	}
+}
+
+// watchCheck waits for a connect's result, resolving the host again every
+// pace: it returns the new answer (moved) when the host leads elsewhere
+// (the connect then goes on, canceled by the caller).
+func (l *Layer) watchCheck(ctx context.Context, done <-chan result, every time.Duration, resolved []string) (result, []string) {
+	if resolved == nil {
+		select {
+		case r := <-done:
+			return r, nil
+		case <-ctx.Done():
+			return <-done, nil
+		}
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case r := <-done:
+			return r, nil
+		case <-ctx.Done():
+			return <-done, nil
+		case <-t.C:
+			if now := l.resolve(ctx); len(now) > 0 && !sameSet(now, resolved) {
+				return result{}, now
+			}
+		}
+	}
+}
+
+// resolve resolves the pool's host afresh; nil for a Unix socket or when
+// the lookup fails (the connect then resolves it itself).
+func (l *Layer) resolve(ctx context.Context) []string {
+	if l.cfg.Host == "" || l.cfg.Host[0] == '/' || l.cfg.Lookup == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	addrs, err := l.cfg.Lookup(ctx, l.cfg.Host)
+	if err != nil {
+		return nil
+	}
+	return addrs
+}
+
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
+}
+
+// connect makes one check's connect, the host resolved to resolved
+// (nil: resolved as the connect goes), and reads the server's role for a
+// pool meant for writes. It closes the connection.
+func (l *Layer) connect(ctx context.Context, resolved []string) result {
+	lookup := func(ctx context.Context, host string) ([]string, error) {
+		if host == l.cfg.Host && resolved != nil {
+			return resolved, nil
+		}
+		return l.cfg.Lookup(ctx, host)
+	}
+	pc, dialed, err := l.cfg.Probe(ctx, lookup)
+	r := result{resolved: resolved, dialed: dialed, err: err}
+	if err != nil {
+		return r
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), closeProbes)
+		_ = pc.Close(cctx)
+		cancel()
+	}()
+	r.addr = pc.Conn().RemoteAddr().String()
+	if Role(l.role.Load()) == RoleWriter {
+		ro, why, err := readOnly(ctx, pc)
+		switch {
+		case err != nil:
+			r.err = err
+		case ro:
+			r.err = &NotWritableError{Host: l.cfg.Host, Addr: r.addr, Why: why}
+		}
+	}
+	return r
+}
+
+// settle acts on a check: it reports true when the prober is done (the
+// database is up, or back). A check that the server answered without
+// letting it in (too many connections, an authentication failure) counts
+// as up: the database accepts connections, and the pool's own connects
+// surface the error. One that could not be made (a password function's
+// failure) ends a suspicion, and changes nothing while down.
+func (l *Layer) settle(r result) bool {
+	var isDown bool
+	var v classify.Verdict
+	if r.err != nil {
+		isDown, v = l.downKind(r.err)
+	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return true
+	}
+	for _, a := range r.dialed {
+		if r.err != nil || a != r.addr {
+			l.noteFailedLocked(a)
+		}
+	}
+	s := l.snap.Load()
+	switch {
+	case isDown && s.phase == suspect:
+		cause := shortCause(r.err)
+		l.cause.Store(&cause)
+		l.publish(func(n *snapshot) { n.phase = down })
+		failed := slices.Clone(l.failed)
+		l.mu.Unlock()
+		l.cfg.Report.Down(cause, v, lastOf(r.dialed))
+		l.retire(failed, "")
+		return false
+	case isDown:
+		cause := shortCause(r.err)
+		l.cause.Store(&cause)
+		l.mu.Unlock()
+		return false
+	case r.err != nil && s.phase == down && !answered(r.err):
+		l.mu.Unlock()
+		return false // no verdict: check again
+	}
+	// Up, or back.
+	moved := l.leftLocked(r)
+	l.failed, l.probing = nil, false
+	wasDown := s.phase == down
+	now := time.Now()
+	l.publish(func(n *snapshot) {
+		n.phase = up
+		if wasDown {
+			n.backAt = now
+		}
+		if len(moved) > 0 {
+			n.moves = map[string]string{}
+			for _, a := range moved {
+				n.moves[a] = r.addr
+			}
+			n.movesTo = now.Add(movesFor)
+		}
+	})
+	l.mu.Unlock()
+	if l.suspicion.Swap(nil) != nil {
+		l.rearm() // the verdict: the suspicion is over
+	}
+	l.retire(moved, r.addr)
+	if wasDown {
+		l.cfg.Report.Back(now.Sub(s.since), r.addr, moved)
+	}
+	return true
+}
+
+// shortCause is err as the cause of a wait's error: one line, the last
+// dial's failure of pgx's error (pgx joins one line per dial, after its
+// "failed to connect to" prefix, which the wait's error says its own way);
+// errors.Is and errors.As reach err whole.
+func shortCause(err error) error {
+	var pce *pgconn.ConnectError
+	if !errors.As(err, &pce) {
+		return err
+	}
+	leaf := pce.Unwrap()
+	for leaf != nil {
+		j, ok := leaf.(interface{ Unwrap() []error })
+		if !ok || len(j.Unwrap()) == 0 {
+			break
+		}
+		leaf = j.Unwrap()[len(j.Unwrap())-1]
+	}
+	if leaf == nil {
+		return err
+	}
+	return &cause{err: err, text: strings.ReplaceAll(leaf.Error(), "\n", "; ")}
+}
+
+// cause is a failed check, with a shorter text.
+type cause struct {
+	err  error
+	text string
+}
+
+func (c *cause) Error() string { return c.text }
+func (c *cause) Unwrap() error { return c.err }
+
+// lastOf is the last of addrs, "" for none.
+func lastOf(addrs []string) string {
+	if len(addrs) == 0 {
+		return ""
+	}
+	return addrs[len(addrs)-1]
+}
+
+// answered reports whether err is a server's answer (it accepts
+// connections, and said no for another reason).
+func answered(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe)
+}
+
+// leftLocked returns the failed addresses that the database left: the
+// host no longer resolves to them, and a server answered elsewhere.
+// l.mu is held.
+func (l *Layer) leftLocked(r result) []string {
+	if r.err != nil || r.addr == "" || r.resolved == nil {
+		return nil
+	}
+	var out []string
+	for _, a := range l.failed {
+		if a != r.addr && !slices.Contains(r.resolved, a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// retire leaves addrs behind (for to, "" when unknown): the pool's
+// connections to them made before now are destroyed when next acquired
+// (the eviction: compose.Gone), the idle ones are closed now, and those
+// being made are cut (their connects go on, held or to the address that
+// answers).
+func (l *Layer) retire(addrs []string, to string) {
+	if len(addrs) == 0 {
+		return
+	}
+	for _, a := range addrs {
+		l.comp.Gone(a)
+	}
+	l.mu.Lock()
+	var cut []compose.Conn
+	var at []string
+	for c, d := range l.dialing {
+		if slices.Contains(addrs, d.addr) {
+			cut = append(cut, c)
+			at = append(at, d.addr)
+		}
+	}
+	l.mu.Unlock()
+	for i, c := range cut {
+		c.Abort(leftWrap(at[i], to))
+	}
+	if pool := l.comp.Pool(); pool != nil {
+		compose.CloseIdle(pool, func(a string) bool { return slices.Contains(addrs, a) })
+	}
+}

@@ -1,0 +1,743 @@
+package holdfast_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/failover"
+	"github.com/holdfast-db/holdfast/fakes/outagetest"
+	"github.com/holdfast-db/holdfast/fakes/pgtest"
+)
+
+// dialLog counts the dials of a pool (its config's DialFunc: the pool's
+// connects and, through holdfast, its prober's checks) and when each
+// began.
+type dialLog struct {
+	mu  sync.Mutex
+	at  []time.Time
+	dlr net.Dialer
+}
+
+func (d *dialLog) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	d.mu.Lock()
+	d.at = append(d.at, time.Now())
+	d.mu.Unlock()
+	return d.dlr.DialContext(ctx, network, addr)
+}
+
+// between returns the dials begun in [a, b).
+func (d *dialLog) between(a, b time.Time) []time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []time.Time
+	for _, t := range d.at {
+		if !t.Before(a) && t.Before(b) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// minGap is the shortest time between two of ts (0 for fewer than 2).
+func minGap(ts []time.Time) time.Duration {
+	var least time.Duration
+	for i := 1; i < len(ts); i++ {
+		if g := ts[i].Sub(ts[i-1]); i == 1 || g < least {
+			least = g
+		}
+	}
+	return least
+}
+
+// request is one request of a worker: when it began and ended, and its
+// error.
+type request struct {
+	start, end time.Time
+	err        error
+}
+
+// worker starts a request every interval, each on its own goroutine with
+// its own deadline, whether or not the ones before it ended, until stop:
+// what a service's handlers do (open loop).
+type worker struct {
+	mu      sync.Mutex
+	reqs    []request
+	changed chan struct{}
+	stop    func()
+}
+
+func startWorker(t *testing.T, interval, deadline time.Duration, do func(ctx context.Context) error) *worker {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &worker{changed: make(chan struct{})}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			wg.Go(func() {
+				r := request{start: time.Now()}
+				rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), deadline)
+				r.err = do(rctx)
+				rcancel()
+				r.end = time.Now()
+				w.mu.Lock()
+				w.reqs = append(w.reqs, r)
+				close(w.changed)
+				w.changed = make(chan struct{})
+				w.mu.Unlock()
+			})
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	var once sync.Once
+	w.stop = func() { once.Do(func() { cancel(); wg.Wait() }) }
+	t.Cleanup(w.stop)
+	return w
+}
+
+func (w *worker) Changed() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.changed
+}
+
+func (w *worker) requests() []request {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]request(nil), w.reqs...)
+}
+
+// started returns the requests begun in [a, b).
+func (w *worker) started(a, b time.Time) []request {
+	var out []request
+	for _, r := range w.requests() {
+		if !r.start.Before(a) && r.start.Before(b) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// failed returns the failed requests of reqs.
+func failedOf(reqs []request) []request {
+	var out []request
+	for _, r := range reqs {
+		if r.err != nil {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// firstOKAfter returns the end of the first successful request that
+// ended after t.
+func (w *worker) firstOKAfter(t time.Time) (time.Time, bool) {
+	for _, r := range w.requests() {
+		if r.err == nil && r.end.After(t) {
+			return r.end, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// okAfter counts the successful requests that ended after t.
+func (w *worker) okAfter(t time.Time) int {
+	n := 0
+	for _, r := range w.requests() {
+		if r.err == nil && r.end.After(t) {
+			n++
+		}
+	}
+	return n
+}
+
+// waitFor waits until cond holds, checking it at each close of changed's
+// channel and every 10 ms, for d at most.
+func waitFor(t *testing.T, d time.Duration, what string, changed func() <-chan struct{}, cond func() bool) {
+	t.Helper()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ch := changed()
+		if cond() {
+			return
+		}
+		select {
+		case <-ch:
+		case <-tick.C:
+		case <-timer.C:
+			t.Fatalf("%s: not within %v", what, d)
+		}
+	}
+}
+
+// acceptWatch finds when a server accepts connections again: a plain
+// connect every 10 ms from start until one succeeds (the oracle of "the
+// database accepts again", finer than pg_ctl's wait).
+func acceptWatch(t *testing.T, dsn string) (first func() time.Time, stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var mu sync.Mutex
+	var at time.Time
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			cctx, ccancel := context.WithTimeout(ctx, time.Second)
+			c, err := pgconn.Connect(cctx, dsn)
+			ccancel()
+			if err == nil {
+				now := time.Now()
+				c.Close(context.Background())
+				mu.Lock()
+				at = now
+				mu.Unlock()
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); wg.Wait() }) }
+	t.Cleanup(stop)
+	return func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return at
+	}, stop
+}
+
+// Issue 30, item 1: a 5 s restart (pg_ctl stop -m fast, 5 s, start) under
+// a worker starting a request every 250 ms, each with a deadline of 7 s,
+// 1 s longer than the outage (the 5 s stop and pg_ctl's start, 0.4 to
+// 1.2 s here): through holdfast (the defaults: the outage hold on) no
+// request whose deadline ends at least 1 s after the server accepts again
+// fails, the pool makes at most one connect per step of the prober's
+// backoff while the database is down (the prober's checks; no request
+// dials), and it resumes within 200 ms of the database accepting again;
+// "database down" and "database back" are logged once each. The control,
+// plain pgxpool on the same server in the same run, fails every request
+// made during the stop. Not parallel: the resume is timed on an otherwise
+// quiet package.
+func TestOutageRestart(t *testing.T) {
+	s := pgtest.NewServer(t)
+	const outage = 5 * time.Second
+	const interval, deadline = 250 * time.Millisecond, 7 * time.Second
+	logs := &syncBuffer{}
+	f, err := holdfast.New(holdfast.WithLogger(slog.New(slog.NewJSONHandler(logs, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	hd, cd := &dialLog{}, &dialLog{}
+	hcfg, _ := poolConfig(t, s.DSN(), "sslmode=disable")
+	hcfg.ConnConfig.DialFunc = hd.Dial
+	ccfg, _ := poolConfig(t, s.DSN(), "sslmode=disable")
+	ccfg.ConnConfig.DialFunc = cd.Dial
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	hp, err := f.NewPool(ctx, hcfg, holdfast.PoolName("orders"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hp.Close)
+	cp, err := pgxpool.NewWithConfig(ctx, ccfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cp.Close)
+	query := func(p *pgxpool.Pool) func(context.Context) error {
+		return func(ctx context.Context) error {
+			_, err := p.Exec(ctx, "SELECT 1")
+			return err
+		}
+	}
+	hw := startWorker(t, interval, deadline, query(hp))
+	cw := startWorker(t, interval, deadline, query(cp))
+	waitFor(t, 10*time.Second, "both workers' first requests", hw.Changed, func() bool { return hw.okAfter(time.Time{}) >= 3 && cw.okAfter(time.Time{}) >= 3 })
+
+	stopped := time.Now()
+	if err := s.Shutdown(ctx, pgtest.ShutdownFast); err != nil {
+		t.Fatal(err)
+	}
+	down := time.Now()
+	accepted, stopWatch := acceptWatch(t, s.DSN()+"&sslmode=disable")
+	wait(ctx, t, time.Until(stopped.Add(outage)))
+	if err := s.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	restarted := time.Now()
+	waitFor(t, 10*time.Second, "the oracle's connect", func() <-chan struct{} { return nil }, func() bool { return !accepted().IsZero() })
+	stopWatch()
+	back := accepted() // the first evidence that it accepts: the oracle's, or pg_ctl's
+	if restarted.Before(back) {
+		back = restarted
+	}
+	waitFor(t, deadline+5*time.Second, "3 holdfast requests after the restart", hw.Changed, func() bool { return hw.okAfter(back) >= 3 })
+	waitFor(t, deadline+5*time.Second, "3 control requests after the restart", cw.Changed, func() bool { return cw.okAfter(back) >= 3 })
+	hw.stop()
+	cw.stop()
+
+	during := func(w *worker) []request { return w.started(stopped, back) }
+	hFailed, cFailed := failedOf(during(hw)), failedOf(during(cw))
+	firstH, _ := hw.firstOKAfter(back)
+	resume := firstH.Sub(back)
+	held := hd.between(down, back)
+	t.Logf("MEASURED 5 s restart: pg_ctl stop took %v, the server accepted %v after the stop began (pg_ctl start returned %v after)",
+		down.Sub(stopped).Round(time.Millisecond), back.Sub(stopped).Round(time.Millisecond), restarted.Sub(stopped).Round(time.Millisecond))
+	t.Logf("MEASURED holdfast: %d requests during the stop, %d failed, the longest %v; %d dials while down (the smallest gap %v); first success %v after the server accepted",
+		len(during(hw)), len(hFailed), longest(during(hw)).Round(time.Millisecond), len(held), minGap(held).Round(time.Millisecond), resume.Round(time.Millisecond))
+	t.Logf("MEASURED control, plain pgxpool: %d requests during the stop, %d failed; %d dials while down", len(during(cw)), len(cFailed), len(cd.between(down, back)))
+	for _, r := range hFailed {
+		if r.start.Add(deadline).Before(back.Add(time.Second)) {
+			t.Logf("holdfast: a request begun %v after the stop, its deadline less than 1 s after the server accepted, failed: %v", r.start.Sub(stopped).Round(time.Millisecond), r.err)
+			continue
+		}
+		t.Errorf("holdfast: a request begun %v after the stop failed: %v", r.start.Sub(stopped).Round(time.Millisecond), r.err)
+	}
+	if len(cFailed) == 0 || len(cFailed) < len(during(cw))-1 {
+		t.Errorf("control: %d of %d requests during the stop failed; want all (the one in flight at the stop aside): the restart does not bite", len(cFailed), len(during(cw)))
+	}
+	if resume > 200*time.Millisecond {
+		t.Errorf("holdfast resumed %v after the server accepted again, want within 200ms", resume)
+	}
+	// The prober's pace while requests wait: a check every 100 ms ± 20 %.
+	if steps := int(back.Sub(down)/(80*time.Millisecond)) + 1; len(held) > steps {
+		t.Errorf("holdfast: %d dials while down, more than one per step of the prober's pace (%d steps)", len(held), steps)
+	}
+	if g := minGap(held); len(held) > 1 && g < 75*time.Millisecond {
+		t.Errorf("holdfast: two dials %v apart while down: more than the prober dials", g)
+	}
+	lines := logs.String()
+	if n := strings.Count(lines, `"msg":"holdfast: database down"`); n != 1 {
+		t.Errorf("%d lines \"database down\", want 1:\n%s", n, lines)
+	}
+	if n := strings.Count(lines, `"msg":"holdfast: database back"`); n != 1 {
+		t.Errorf("%d lines \"database back\", want 1:\n%s", n, lines)
+	}
+}
+
+// longest is the longest of reqs.
+func longest(reqs []request) time.Duration {
+	var d time.Duration
+	for _, r := range reqs {
+		d = max(d, r.end.Sub(r.start))
+	}
+	return d
+}
+
+// wait waits d, or until ctx ends: the length of a scenario's step, not a
+// synchronisation.
+func wait(ctx context.Context, t *testing.T, d time.Duration) {
+	t.Helper()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	}
+}
+
+var _ = errors.New
+
+// writes returns a request that inserts a new id from next into table t.
+func writes(p *pgxpool.Pool, next func() int64) func(context.Context) error {
+	return func(ctx context.Context) error {
+		_, err := p.Exec(ctx, "INSERT INTO t VALUES ($1)", next())
+		return err
+	}
+}
+
+// counter returns successive ids from start, by step.
+func counter(start, step int64) func() int64 {
+	var mu sync.Mutex
+	n := start - step
+	return func() int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		n += step
+		return n
+	}
+}
+
+// hungPast returns the requests of reqs that outlived their deadline by
+// more than slack.
+func hungPast(reqs []request, deadline, slack time.Duration) []request {
+	var out []request
+	for _, r := range reqs {
+		if r.end.Sub(r.start) > deadline+slack {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Issue 30, item 2: a DNS-only failover of an RDS Multi-AZ DB instance
+// (outagetest.MultiAZ: no topology, the old primary's address silent,
+// its packets dropped; the standby promoted; the endpoint's DNS record
+// moving 1 s after the promotion, read through a client-side cache with a
+// TTL of 200 ms; TLS verify-full by the endpoint's name), under a writer
+// starting a request every 250 ms, each with a deadline of 3 s: through
+// holdfast (the defaults) the first write succeeds within 1 s of the DNS
+// move (a dial left pending 1 s is a sign; the prober re-resolves the name
+// every 100 ms while its check of the silent address hangs, and moves at
+// once; the pool's dials to the old address are cut and sent to the new
+// one), and no request outlives its deadline. The control, plain pgxpool
+// in the same run, resumes only once its connections to the silent
+// address are gone and its cache moved.
+func TestOutageMultiAZ(t *testing.T) {
+	t.Parallel()
+	const ttl = 200 * time.Millisecond
+	const interval, deadline = 250 * time.Millisecond, 3 * time.Second
+	m := outagetest.StartMultiAZTest(t, outagetest.MultiAZConfig{TTL: ttl, TLS: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	logs := &syncBuffer{}
+	f, err := holdfast.New(holdfast.WithLogger(slog.New(slog.NewJSONHandler(logs, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	hcfg, err := m.PoolConfig(m.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hd := &dialLog{}
+	hcfg.ConnConfig.DialFunc = hd.Dial
+	hp, err := f.NewPool(ctx, hcfg, holdfast.PoolName("orders"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hp.Close)
+	if _, err := hp.Exec(ctx, "CREATE TABLE t (id bigint PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	ccfg, err := m.PoolConfig(m.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := pgxpool.NewWithConfig(ctx, ccfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cp.Close)
+	hw := startWorker(t, interval, deadline, writes(hp, counter(1, 1)))
+	cw := startWorker(t, interval, deadline, writes(cp, counter(-1, -1)))
+	waitFor(t, 10*time.Second, "both workers' first writes", hw.Changed, func() bool { return hw.okAfter(time.Time{}) >= 3 && cw.okAfter(time.Time{}) >= 3 })
+
+	res, err := m.Failover(ctx, outagetest.FailoverScenario{Detect: 300 * time.Millisecond, DNSLag: time.Second, Rejoin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	silent, _ := res.At(outagetest.EventSilent)
+	moved, ok := res.At(outagetest.EventDNS)
+	if !ok {
+		t.Fatalf("no DNS move: %+v", res)
+	}
+	waitFor(t, deadline+10*time.Second, "3 holdfast writes after the DNS move", hw.Changed, func() bool { return hw.okAfter(moved) >= 3 })
+	waitFor(t, deadline+10*time.Second, "3 control writes after the DNS move", cw.Changed, func() bool { return cw.okAfter(moved) >= 3 })
+	hw.stop()
+	cw.stop()
+	for _, e := range res.Events {
+		t.Logf("%6.2fs  %-28s %s", e.At.Sub(silent).Seconds(), e.Name, e.Server)
+	}
+	hFirst, _ := hw.firstOKAfter(moved)
+	cFirst, _ := cw.firstOKAfter(moved)
+	hReqs, cReqs := hw.started(silent, moved), cw.started(silent, moved)
+	t.Logf("MEASURED Multi-AZ failover (DNS moved %v after the silence, TTL %v): holdfast: first write %v after the DNS move; %d requests from the silence to the move, %d failed, the longest %v; %d dials from the silence to the move",
+		moved.Sub(silent).Round(time.Millisecond), ttl, hFirst.Sub(moved).Round(time.Millisecond), len(hReqs), len(failedOf(hReqs)),
+		longest(hw.requests()).Round(time.Millisecond), len(hd.between(silent, moved)))
+	t.Logf("MEASURED control, plain pgxpool: first write %v after the DNS move; %d requests from the silence to the move, %d failed, the longest %v",
+		cFirst.Sub(moved).Round(time.Millisecond), len(cReqs), len(failedOf(cReqs)), longest(cw.requests()).Round(time.Millisecond))
+	if d := hFirst.Sub(moved); d > time.Second {
+		t.Errorf("holdfast: first write %v after the DNS move, want within 1s", d)
+	}
+	if h := hungPast(hw.requests(), deadline, 100*time.Millisecond); len(h) > 0 {
+		t.Errorf("holdfast: %d requests outlived their deadline (%v) by over 100ms, the longest %v", len(h), deadline, longest(h))
+	}
+	if len(failedOf(cReqs)) == 0 {
+		t.Errorf("control: no write failed between the silence and the DNS move: the failover does not bite")
+	}
+	committed, err := m.CommittedIDs(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range failedOf(hw.requests()) {
+		t.Logf("holdfast: a request begun %v after the silence failed after %v: %v", r.start.Sub(silent).Round(time.Millisecond), r.end.Sub(r.start).Round(time.Millisecond), r.err)
+	}
+	t.Logf("%d rows on the new primary", len(committed))
+	if n := strings.Count(logs.String(), `"msg":"holdfast: database back"`) + strings.Count(logs.String(), `"msg":"holdfast: database down"`); n > 2 {
+		t.Errorf("%d outage lines, want at most a down and a back:\n%s", n, logs.String())
+	}
+}
+
+// kindOf is how a request ended: "ok", a SQLSTATE, "timeout" (its
+// deadline), "database-down" (holdfast's wait), or the last words of
+// another error.
+func kindOf(err error) string {
+	var pe *pgconn.PgError
+	var ne net.Error
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, holdfast.ErrDatabaseDown):
+		return "database-down"
+	case errors.As(err, &pe):
+		return pe.Code
+	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	}
+	s := err.Error()
+	if i := strings.LastIndex(s, ": "); i >= 0 {
+		s = s[i+2:]
+	}
+	return s
+}
+
+// kindsOf counts reqs by how they ended.
+func kindsOf(reqs []request) map[string]int {
+	out := map[string]int{}
+	for _, r := range reqs {
+		out[kindOf(r.err)]++
+	}
+	return out
+}
+
+// Issue 30, item 3: a primary behind a DNS name demoted to a read-only
+// hot standby (outagetest.Pair: it shuts down fast, the standby is
+// promoted, the old primary comes back as a standby of it) with the name
+// held on the demoted server, then moved (MoveName; a client-side cache
+// with a TTL of 100 ms), under a writer per pool starting a write every
+// 250 ms, each with a deadline of 10 s: through holdfast, without and
+// with WithFailover (a name of your own with an instance template: no
+// topology, failover routing off), no write fails with 25006 — a new
+// connection to the read-only server is refused and the pool holds until
+// a writable server answers at the name — and the writes resume after the
+// move. The control, plain pgxpool, writes on the demoted server and
+// fails with 25006 for as long as it keeps its connection.
+func TestOutageDemotedName(t *testing.T) {
+	t.Parallel()
+	p := outagetest.StartPairTest(t, outagetest.PairConfig{TTL: 100 * time.Millisecond})
+	testDemoted(t, p, p.Name)
+}
+
+// The VIP flavour: the name resolves to a VIP (a fixed address) that
+// leads to the demoted server until MoveName moves it (and resets its
+// connections to the old one): through holdfast no write fails with
+// 25006 either.
+func TestOutageDemotedVIP(t *testing.T) {
+	t.Parallel()
+	p := outagetest.StartPairTest(t, outagetest.PairConfig{VIP: true, TTL: -1})
+	testDemoted(t, p, p.Name)
+}
+
+func testDemoted(t *testing.T, p *outagetest.Pair, host string) {
+	const interval, deadline = 250 * time.Millisecond, 10 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	type client struct {
+		name string
+		pool *pgxpool.Pool
+		w    *worker
+	}
+	var clients []*client
+	for i, opts := range [][]holdfast.Option{
+		nil,
+		{holdfast.WithFailover(failover.Config{InstanceTemplate: "?.orders.internal"})},
+	} {
+		logs := &syncBuffer{}
+		f, err := holdfast.New(append(opts, holdfast.WithLogger(slog.New(slog.NewJSONHandler(logs, nil))))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(f.Close)
+		cfg, err := p.PoolConfig(host, "pool_max_conns=4")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool, err := f.NewPool(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		name := "holdfast"
+		if i == 1 {
+			name = "holdfast, WithFailover"
+		}
+		clients = append(clients, &client{name: name, pool: pool})
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("%s's log:\n%s", name, logs.String())
+			}
+		})
+	}
+	cfg, err := p.PoolConfig(host, "pool_max_conns=4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(plain.Close)
+	clients = append(clients, &client{name: "control, plain pgxpool", pool: plain})
+	if _, err := plain.Exec(ctx, "CREATE TABLE t (id bigint PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range clients {
+		c.w = startWorker(t, interval, deadline, writes(c.pool, counter(int64(i+1), int64(len(clients)))))
+	}
+	for _, c := range clients {
+		waitFor(t, 10*time.Second, c.name+"'s first writes", c.w.Changed, func() bool { return c.w.okAfter(time.Time{}) >= 3 })
+	}
+	began := time.Now()
+	res, err := p.Demote(ctx, outagetest.DemoteScenario{Hold: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rejoined, _ := res.At(outagetest.EventRejoined)
+	// The name stays on the demoted server for a while: the control's
+	// writes fail with 25006 meanwhile.
+	control := clients[len(clients)-1]
+	waitFor(t, 10*time.Second, "a control write refused with 25006", control.w.Changed, func() bool {
+		return kindsOf(control.w.started(rejoined, time.Now().Add(time.Hour)))["25006"] > 0
+	})
+	wait(ctx, t, time.Until(rejoined.Add(time.Second)))
+	ev := p.MoveName()
+	for _, c := range clients[:len(clients)-1] {
+		waitFor(t, deadline+10*time.Second, c.name+": 3 writes after the move", c.w.Changed, func() bool { return c.w.okAfter(ev.At) >= 3 })
+	}
+	for _, c := range clients {
+		c.w.stop()
+	}
+	for _, e := range append(res.Events, ev) {
+		t.Logf("%6.2fs  %-28s %s", e.At.Sub(began).Seconds(), e.Name, e.Server)
+	}
+	for _, c := range clients {
+		reqs := c.w.started(began, time.Now().Add(time.Hour))
+		first, _ := c.w.firstOKAfter(ev.At)
+		resume := "none"
+		if !first.IsZero() {
+			resume = first.Sub(ev.At).Round(time.Millisecond).String()
+		}
+		t.Logf("MEASURED %s: from the demote on %v, the longest %v; first write after the move: %s", c.name, kindsOf(reqs), longest(reqs).Round(time.Millisecond), resume)
+		k := kindsOf(reqs)
+		if c == control {
+			if k["25006"] == 0 {
+				t.Errorf("control: no write failed with 25006: the demote does not bite")
+			}
+			continue
+		}
+		if k["25006"] > 0 {
+			t.Errorf("%s: %d writes failed with 25006, want none", c.name, k["25006"])
+		}
+		for _, r := range failedOf(reqs) {
+			t.Logf("%s: a write begun %v after the demote failed: %v", c.name, r.start.Sub(began).Round(time.Millisecond), r.err)
+		}
+	}
+	committed, err := p.CommittedIDs(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d rows on the new primary", len(committed))
+}
+
+// A primary made read-only by default without a restart (ALTER SYSTEM SET
+// default_transaction_read_only, reloaded: what an operator does to stop
+// writes, and what some failover managers do to an old primary), then
+// writable again 2 s later, under a writer starting a write every 250 ms
+// with a deadline of 10 s: through holdfast at most the first write and
+// one acquired meanwhile fail with 25006 — the first 25006 from a
+// connection that reports itself read-only makes the prober check a fresh
+// session's default, the pool holds until the server is writable, and its
+// connections made before are retired — and the writes resume when it is
+// writable again. The control, plain pgxpool, fails every write meanwhile.
+func TestOutageReadOnlyReload(t *testing.T) {
+	t.Parallel()
+	s := pgtest.NewServer(t)
+	const interval, deadline = 250 * time.Millisecond, 10 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f := newFactory(t)
+	t.Cleanup(f.Close)
+	hcfg, _ := poolConfig(t, s.DSN(), "sslmode=disable")
+	hp, err := f.NewPool(ctx, hcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hp.Close)
+	cp := newPlainPool(t, s.DSN()+"&sslmode=disable")
+	if _, err := cp.Exec(ctx, "CREATE TABLE t (id bigint PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	hw := startWorker(t, interval, deadline, writes(hp, counter(1, 2)))
+	cw := startWorker(t, interval, deadline, writes(cp, counter(2, 2)))
+	waitFor(t, 10*time.Second, "both workers' first writes", hw.Changed, func() bool { return hw.okAfter(time.Time{}) >= 3 && cw.okAfter(time.Time{}) >= 3 })
+	readOnly := time.Now()
+	for _, sql := range []string{"ALTER SYSTEM SET default_transaction_read_only = on", "SELECT pg_reload_conf()"} {
+		if err := s.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 10*time.Second, "a control write refused with 25006", cw.Changed, func() bool {
+		return kindsOf(cw.started(readOnly, time.Now().Add(time.Hour)))["25006"] >= 3
+	})
+	wait(ctx, t, time.Until(readOnly.Add(2*time.Second)))
+	writable := time.Now()
+	for _, sql := range []string{"ALTER SYSTEM RESET default_transaction_read_only", "SELECT pg_reload_conf()"} {
+		if err := s.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, deadline+5*time.Second, "3 holdfast writes after the reset", hw.Changed, func() bool { return hw.okAfter(writable) >= 3 })
+	waitFor(t, deadline+5*time.Second, "3 control writes after the reset", cw.Changed, func() bool { return cw.okAfter(writable) >= 3 })
+	hw.stop()
+	cw.stop()
+	h, c := kindsOf(hw.started(readOnly, writable)), kindsOf(cw.started(readOnly, writable))
+	first, _ := hw.firstOKAfter(writable)
+	t.Logf("MEASURED read-only by default for 2 s: holdfast %v (first write %v after the reset), control %v",
+		h, first.Sub(writable).Round(time.Millisecond), c)
+	if h["25006"] > 2 {
+		t.Errorf("holdfast: %d writes failed with 25006, want at most the first and one acquired meanwhile", h["25006"])
+	}
+	if failed := failedOf(hw.started(readOnly, writable)); len(failed) > h["25006"] {
+		t.Errorf("holdfast: writes failed otherwise than with 25006: %v", h)
+	}
+	if c["25006"] < 3 {
+		t.Errorf("control: %v, want writes refused with 25006: the fault does not bite", c)
+	}
+}
+
+// newPlainPool is a plain pgxpool on dsn, closed with the test.
+func newPlainPool(t *testing.T, dsn string) *pgxpool.Pool {
+	t.Helper()
+	p, err := pgxpool.New(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
