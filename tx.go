@@ -86,8 +86,14 @@ func (f *Factory) RunTx(ctx context.Context, db interface {
 	if dl, ok := ctx.Deadline(); ok {
 		ctx = retry.WithCallerDeadline(ctx, dl) // for the connects BEGIN waits on
 	}
+	start := time.Now() // the policy's MaxElapsed counts from here, not from the first failure
 	var door *conn.Door // made at the first failure
+	rerun := false
 	run := func(ctx context.Context) error {
+		if rerun {
+			ctx = conn.ConnectsWithin(ctx) // a re-run's connect ends within the runner's bound
+		}
+		rerun = true
 		err := runTx(ctx, db, opts, fn)
 		if s := stepOf(err); s != nil && s.step == stepBegin && door != nil {
 			door.Tried(err) // a connect's failure: its attempts are counted
@@ -105,6 +111,8 @@ func (f *Factory) RunTx(ctx context.Context, db interface {
 	}
 	r := f.tx
 	r.Classify = f.txVerdict.Classify
+	ctx, cancel := conn.Within(ctx, start, r.Policy)
+	defer cancel()
 	err = f.e.RetryFrom(ctx, &r, conn.LayerTransaction, err, run)
 	re := (*retry.Error)(nil)
 	if errors.As(err, &re) && re.Verdict.Reason == classify.ReasonFunctionError {

@@ -72,9 +72,9 @@ type connState struct {
 	told        bool       // stop was returned once in full; later entries say they were not dialed
 	authRetried bool
 
-	firstFailure time.Time // of a handshake, for MaxElapsed across rounds
-	deadlined    bool      // watch set a deadline on the socket
-	timeouts     int       // attempts that timed out: each later one may take longer (attemptBound)
+	end       time.Time // when its dials and handshakes must be over (zero: no bound): endOf
+	deadlined bool      // watch set a deadline on the socket
+	timeouts  int       // attempts that timed out: each later one may take longer (attemptBound)
 
 	// The telemetry of the connection's retries, from its first retried
 	// failure to its end: recovered when its handshake completes, given
@@ -564,6 +564,7 @@ func (c *connState) dialEntry(ctx context.Context, network, addr string) (net.Co
 	c.dials++
 	if d == 0 {
 		c.start = time.Now()
+		c.end = c.endOf(ctx)
 	}
 	if err := c.admitDial(ctx, d); err != nil { // the pool's admission limit (admit.go)
 		return nil, err
@@ -652,6 +653,7 @@ func (c *connState) redial(ctx context.Context, network, addr string, firstErr e
 	r := c.cn.dial
 	r.Policy.MaxAttempts = c.cn.maxDials - c.used
 	r.Policy.AttemptTimeout = 0 // each dial is bounded by attemptBound
+	ctx = c.withEnd(ctx)
 	dial := c.retryDial()
 	var conn net.Conn
 	attempts := 1
@@ -733,27 +735,50 @@ func (c *connState) reresolve(ctx context.Context, host, addr string) string {
 // maxBoundGrowth bounds how many times an attempt's timeout doubles.
 const maxBoundGrowth = 3
 
+// endOf returns when the connection's dials and handshakes must be over:
+// MaxElapsed after its first dial (c.start), or earlier when the door
+// that waits on it ends earlier (ConnectsWithin); zero for no bound.
+func (c *connState) endOf(ctx context.Context) time.Time {
+	var end time.Time
+	if me := c.cn.dial.Policy.MaxElapsed; me > 0 {
+		end = c.start.Add(me)
+	}
+	if t, ok := ctx.Value(connectEndKey{}).(time.Time); ok && (end.IsZero() || t.Before(end)) {
+		end = t
+	}
+	return end
+}
+
 // attemptBound returns how long the next attempt of this connection may
 // take (its dial, then its whole handshake): the policy's AttemptTimeout,
 // doubled for each of the connection's attempts that timed out, at most
-// 2^maxBoundGrowth times, and never past MaxElapsed from the first
-// failure. A slow but alive server (a far region, a loaded proxy: TLS and
-// SCRAM take four or five round trips) then connects on a later attempt,
-// while a hung one stays bounded. 0: no bound. c.mu is held.
+// 2^maxBoundGrowth times, and clamped to the time left before the
+// connection's end (endOf: MaxElapsed from its first dial), so that its
+// attempts end within MaxElapsed, not one grown bound after it. A slow
+// but alive server (a far region, a loaded proxy: TLS and SCRAM take four
+// or five round trips) then connects on a later attempt, while a hung one
+// stays bounded. 0: no bound. c.mu is held.
 func (c *connState) attemptBound() time.Duration {
 	d := c.cn.perTry
-	if d <= 0 {
-		return 0
-	}
-	for i := 0; i < c.timeouts && i < maxBoundGrowth; i++ {
+	for i := 0; d > 0 && i < c.timeouts && i < maxBoundGrowth; i++ {
 		d *= 2
 	}
-	if me := c.cn.dial.Policy.MaxElapsed; me > 0 && !c.firstFailure.IsZero() {
-		if left := time.Until(c.firstFailure.Add(me)); left < d {
-			d = max(left, time.Millisecond)
+	if !c.end.IsZero() {
+		if left := max(time.Until(c.end), time.Millisecond); d <= 0 || left < d {
+			d = left
 		}
 	}
 	return d
+}
+
+// withEnd returns ctx bounded by the connection's end (endOf), for its
+// retry loops: no backoff runs past it (the loop stops with
+// StopDeadline), and no attempt, each being clamped to it (attemptBound).
+func (c *connState) withEnd(ctx context.Context) context.Context {
+	if c.end.IsZero() {
+		return ctx
+	}
+	return retry.WithCallerDeadline(ctx, c.end)
 }
 
 // timedOut reports whether err is an attempt that ran out of time: a
@@ -829,16 +854,9 @@ func (c *connState) retryRound(ctx context.Context, network, addr string) (net.C
 		}
 		return retryAuthOnce(v, err, &c.authRetried) // a fresh token or a fresh dial
 	}
-	// MaxElapsed bounds the connection's retries from its first failure,
-	// across rounds (each loop would otherwise count from its own start).
-	if c.firstFailure.IsZero() {
-		c.firstFailure = time.Now()
-	}
-	if me := c.cn.dial.Policy.MaxElapsed; me > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, c.firstFailure.Add(me))
-		defer cancel()
-	}
+	// The connection's end bounds its retries across rounds (each loop
+	// would otherwise count MaxElapsed from its own start).
+	ctx = c.withEnd(ctx)
 	var conn net.Conn
 	var start time.Time
 	refreshed, dialed := false, false
