@@ -195,7 +195,8 @@ func WithIntegration(in Integration) Option {
 // WithClassifier adds rules that the factory consults, in order, before the
 // built-in classify rules: use it for another SDK's error types. One rule
 // runs before them: a statement or COMMIT whose answer was lost is Fatal
-// "outcome-unknown" whatever broke its connection ([ErrOutcomeUnknown]).
+// "outcome-unknown" whatever broke its connection ([ErrOutcomeUnknown]),
+// Transient "lost-on-standby" on a server in hot standby.
 func WithClassifier(rules ...classify.Rule) Option {
 	return func(c *config) {
 		for _, r := range rules {

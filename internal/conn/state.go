@@ -59,6 +59,7 @@ type connState struct {
 
 	clamp      atomic.Int64                // unix nanos: deadlines are clamped to it while the connection closes (0: not closing)
 	inflight   atomic.Int32                // what the connection has in flight (outcome.go)
+	standby    atomic.Bool                 // its server said it is in hot standby (outcome.go): nothing in flight commits
 	committing atomic.Bool                 // a transaction runner's COMMIT comes next (MarkCommit)
 	aborted    atomic.Pointer[abortion]    // set when a layer cut the connection (abort)
 	dialed     atomic.Pointer[string]      // the server of the current dial, from the dial on: a cut reaches a handshake too
@@ -255,10 +256,12 @@ func (c *connState) prepare(ctx context.Context) {
 	}
 	after := cc.AfterConnect
 	cc.AfterConnect = func(ctx context.Context, pc *pgconn.PgConn) error {
+		standby := inHotStandby(ctx, pc) // within the attempt's bound: an older server is asked
 		if c.deadlined {
 			_ = pc.Conn().SetDeadline(time.Time{}) // the attempt's bound ends with it
 		}
 		c.addr, c.madeAt = pc.Conn().RemoteAddr().String(), time.Now()
+		c.standby.Store(standby)
 		c.pc.Store(pc)
 		c.connected.Store(true)
 		compose.Keep(pc, c)   // the layers find its handle (eviction: Server, MadeAt); Engine.Start checks that the connector ran
@@ -1038,8 +1041,13 @@ func (w *watchedConn) Read(b []byte) (int, error) {
 		w.c.failed(err)
 		if k := w.c.inflight.Load(); mayCommit(k) && w.c.connected.Load() && (w.c.clamp.Load() == 0 || w.c.aborted.Load() != nil) {
 			// A statement that could commit was sent and its answer is
-			// lost (a failed write sends nothing the server runs).
-			err = w.c.cn.errs.OutcomeUnknown(inflightNames[k], err)
+			// lost (a failed write sends nothing the server runs), unless
+			// its server is a standby, where nothing commits.
+			if pc := w.c.pc.Load(); pc != nil && w.c.standby.Load() && stillStandby(pc) {
+				err = &StandbyLostError{Statement: inflightNames[k], Err: err}
+			} else {
+				err = w.c.cn.errs.OutcomeUnknown(inflightNames[k], err)
+			}
 		}
 	}
 	return n, err
