@@ -2,6 +2,7 @@ package holdfast_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -186,4 +187,47 @@ func configured(f *holdfast.Factory, cfg *pgxpool.Config) (*pgxpool.Pool, error)
 		return nil, err
 	}
 	return pgxpool.NewWithConfig(context.Background(), cfg)
+}
+
+// The password fetch holds its bound too: a password function that never
+// answers, under a policy whose attempts outlast MaxElapsed (10 attempts
+// of 1 s, 2 s overall), fails the connect within MaxElapsed from the
+// first fetch. (Before: the first fetch, then MaxElapsed counted from its
+// failure: 3 s.)
+func TestIssue30PasswordBoundHolds(t *testing.T) {
+	t.Parallel()
+	const slack = 400 * time.Millisecond
+	p := retry.Default()
+	p.MaxAttempts, p.AttemptTimeout, p.MaxElapsed = 10, time.Second, 2*time.Second
+	var calls atomic.Int64
+	f, err := holdfast.New(holdfast.WithRetryPolicy(p), holdfast.WithRetryBudget(nil),
+		holdfast.WithPasswordFunc(func(ctx context.Context, _ string) (string, error) {
+			calls.Add(1)
+			<-ctx.Done() // never answers
+			return "", ctx.Err()
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	addr, _ := silentServer(t)
+	cfg, err := pgxpool.ParseConfig("postgres://u@" + addr + "/db?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := configured(f, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	start := time.Now()
+	err = pool.Ping(context.Background())
+	took := time.Since(start)
+	t.Logf("MEASURED a hung password function: %v, %d calls: %v", took.Round(time.Millisecond), calls.Load(), err)
+	if err == nil {
+		t.Fatal("succeeded without a password")
+	}
+	if took > p.MaxElapsed+slack {
+		t.Errorf("returned after %v, want within MaxElapsed %v (+%v slack)", took.Round(time.Millisecond), p.MaxElapsed, slack)
+	}
 }
