@@ -9,6 +9,7 @@ import (
 	"github.com/holdfast-db/holdfast/internal/cfgerr"
 	"github.com/holdfast-db/holdfast/internal/conn"
 	"github.com/holdfast-db/holdfast/internal/outage"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -149,7 +150,8 @@ var ErrQueued = conn.ErrQueued
 
 // ErrOutcomeUnknown is matched (errors.Is) by every *OutcomeUnknownError:
 // a statement or COMMIT that may have committed reached the server, and
-// its answer never came back.
+// its answer never came back. A server in hot standby commits nothing: the
+// same loss there is Transient "lost-on-standby" (see OutcomeUnknownError).
 var ErrOutcomeUnknown = errors.New("holdfast: outcome unknown")
 
 // OutcomeUnknownError says that a statement that could commit — a COMMIT,
@@ -167,6 +169,15 @@ var ErrOutcomeUnknown = errors.New("holdfast: outcome unknown")
 // CopyFrom, database/sql through package sqldb) and from the transaction
 // runner ([Factory.RunTx], sqldb.RunTx), which never re-runs a transaction
 // whose COMMIT's outcome is unknown.
+//
+// Not on a server in hot standby, which runs every transaction read-only:
+// a connection whose server said so (in_hot_standby=on, PostgreSQL 14 and
+// later, at connect and not otherwise since; pg_is_in_recovery() at
+// connect on an older server) returns the same loss as an error that
+// Classify says is Transient "lost-on-standby" (errors.As reaches the
+// cause), and the runner re-runs a read-only transaction whose COMMIT's
+// answer was lost there. pgx's ErrConnClosed on a pool's own path (see
+// outcomeRule) stays "outcome-unknown".
 type OutcomeUnknownError struct {
 	// Statement says what was in flight: "COMMIT", "statement" (one
 	// outside a transaction), "batch" or "copy".
@@ -292,11 +303,33 @@ var engineErrors = conn.Errors{
 // error, when the answer to a simple-protocol statement is lost (an
 // autocommit INSERT without arguments, a COMMIT). pgx does not return it
 // for a connection attempt.
+//
+// The same loss on a server in hot standby, which the connector marks
+// (conn.StandbyLostError: the server said so at connect and since), is
+// Transient "lost-on-standby": nothing commits on a standby. pgx's
+// ErrConnClosed does not say which server it was: the runners that hold
+// the connection (DBTX, the transaction runner) mark it (lostOnStandby);
+// on a pool's own paths it stays unknown.
 func outcomeRule(err error) (classify.Verdict, bool) {
-	if errors.Is(err, ErrOutcomeUnknown) || closedInFlight(err) {
+	var sl *conn.StandbyLostError
+	switch {
+	case errors.As(err, &sl):
+		return classify.Verdict{Class: classify.Transient, Reason: classify.ReasonStandbyLost}, true
+	case errors.Is(err, ErrOutcomeUnknown) || closedInFlight(err):
 		return classify.Verdict{Class: classify.Fatal, Reason: classify.ReasonOutcomeUnknown}, true
 	}
 	return classify.Verdict{}, false
+}
+
+// lostOnStandby returns err marked as a loss on a server in hot standby
+// (conn.StandbyLostError) when it is pgx's ErrConnClosed after a request
+// (closedInFlight) on c, a connection the factory made to a standby; else
+// err. For the runners that hold the connection a statement ran on.
+func lostOnStandby(c *pgx.Conn, err error) error {
+	if err == nil || !closedInFlight(err) {
+		return err
+	}
+	return conn.LostOnStandby(c, err)
 }
 
 // closedInFlight reports whether err's chain holds pgconn's error for an

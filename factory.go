@@ -221,7 +221,8 @@ func (f *Factory) NewPoolFromDSN(ctx context.Context, dsn string, opts ...PoolOp
 // it with Factory.Classify: Transient, the database may come back;
 // Fatal, a mistake to fix). Failures already retried at the dial layer are
 // retried again here: startup is more patient than a request, and still
-// bounded. It returns a *ConfigError when the pool's connection was not
+// bounded: it ends within the startup policy's MaxElapsed from the call,
+// its first connection included. It returns a *ConfigError when the pool's connection was not
 // made through this factory (a pool built from a config it did not
 // configure, or whose BeforeConnect was replaced after Configure).
 func (f *Factory) Start(ctx context.Context, pool *pgxpool.Pool) error {

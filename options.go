@@ -197,7 +197,8 @@ func WithIntegration(in Integration) Option {
 // WithClassifier adds rules that the factory consults, in order, before the
 // built-in classify rules: use it for another SDK's error types. One rule
 // runs before them: a statement or COMMIT whose answer was lost is Fatal
-// "outcome-unknown" whatever broke its connection ([ErrOutcomeUnknown]).
+// "outcome-unknown" whatever broke its connection ([ErrOutcomeUnknown]),
+// Transient "lost-on-standby" on a server in hot standby.
 func WithClassifier(rules ...classify.Rule) Option {
 	return func(c *config) {
 		for _, r := range rules {
@@ -220,9 +221,11 @@ func WithRetryPolicy(p retry.Policy) Option {
 // Factory.Start). Default: 5 attempts, 200ms doubling to at most 2s with
 // 20% jitter, 30s overall: more patient than the request-scope default
 // because nothing is waiting on a user request yet, and still bounded, so
-// that a dead database fails startup instead of looping. Each attempt is a
-// connection with the retry policy's dials (with the defaults, 5 attempts
-// of 3 dials, about 4.5 s against a refused port). A refused port and a
+// that a dead database fails startup instead of looping: its MaxElapsed
+// bounds the whole startup, counted from the call, the first connection
+// included. Each attempt is a connection with the retry policy's dials
+// (with the defaults, 5 attempts of 3 dials, about 4.5 s against a refused
+// port). A refused port and a
 // missing Unix socket (a Cloud SQL Auth Proxy sidecar in unix-socket mode
 // that starts after this service: classify's "socket-missing") are waited
 // for within this bound; raise MaxAttempts and MaxElapsed if the proxy or
@@ -234,7 +237,8 @@ func WithStartupPolicy(p retry.Policy) Option {
 // WithTxPolicy sets the policy of the transaction runner (Factory.RunTx,
 // sqldb.RunTx). Default: 3 runs in all, 20 ms doubling to at most 200 ms
 // between them with 50 % jitter (two transactions that conflicted should
-// not meet again), 10 s overall; the caller's deadline bounds it too, and
+// not meet again), 10 s overall (from the call; a first run that takes
+// longer ends at its own bound); the caller's deadline bounds it too, and
 // a run is not bounded (a transaction takes what it takes) unless the
 // policy's AttemptTimeout is set.
 func WithTxPolicy(p retry.Policy) Option {

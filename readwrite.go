@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdfast-db/holdfast/internal/conn"
 	"github.com/holdfast-db/holdfast/internal/failovermon"
 	"github.com/holdfast-db/holdfast/internal/topology"
+	"github.com/holdfast-db/holdfast/retry"
 )
 
 // ReadWrite is read/write splitting over one cluster: a pool on its
@@ -106,8 +108,14 @@ func (f *Factory) NewReadWrite(ctx context.Context, writer, reader *pgxpool.Conf
 		f.ClosePool(w)
 		return nil, err
 	}
-	return &ReadWrite{f: f, writer: w, reader: r, w: f.DBTX(w), r: f.DBTX(r)}, nil
+	reread := f.e.Retrier(rereadPolicy, conn.LayerRead)
+	return &ReadWrite{f: f, writer: w, reader: r, w: f.DBTX(w), r: &DBTX{f: f, pool: r, reread: &reread}}, nil
 }
+
+// rereadPolicy is the reader runner's one re-run of a read lost on a
+// standby, at once (the policy's shortest wait), within the caller's
+// deadline and the factory's retry budget.
+var rereadPolicy = retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond, Multiplier: 1, MaxInterval: time.Millisecond}
 
 // readerConfig derives the reader endpoint's config from writer's (see
 // NewReadWrite).
@@ -176,6 +184,24 @@ func (rw *ReadWrite) Write() *DBTX { return rw.w }
 // Read returns the statement runner of the reader pool, or of the writer
 // pool when ctx is marked with [ReadYourWrites]. A write through it on a
 // reader fails with the server's 25006 (read-only), never re-run.
+//
+// A read whose connection died on a reader runs once more: a Query
+// (before its first row) or QueryRow whose SQL only reads (its first
+// keyword SELECT, VALUES, TABLE, SHOW or WITH, and no INSERT, UPDATE,
+// DELETE, MERGE, INTO, COPY, CALL, FOR UPDATE or SHARE in it) and whose
+// answer was lost on a server that said it is in hot standby
+// (in_hot_standby=on, PostgreSQL 14 and later; pg_is_in_recovery() at
+// connect on older servers), where nothing commits: a reader that crashed,
+// or one that hung and that WithFailover's reader health cut. It runs on a
+// new connection, which the reader routing sends to a live reader, within
+// ctx and the factory's retry budget, counted as holdfast.layer "read" (a
+// WARN line, holdfast.retries). Such a loss is Transient "lost-on-standby"
+// wherever it happens, not [ErrOutcomeUnknown]. Nothing else is re-run: no
+// Exec, batch, copy or transaction (RunTx re-runs a read-only transaction
+// whose COMMIT's answer was lost on a standby), nothing that failed on a
+// writer (the reader endpoint answers with the writer when there is no
+// reader, and ReadYourWrites reads there), and no read once a row of it
+// was returned.
 func (rw *ReadWrite) Read(ctx context.Context) *DBTX {
 	if conn.ReadYourWrites(ctx) {
 		return rw.w

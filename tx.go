@@ -31,6 +31,8 @@ import (
 //     or nothing was sent at all (pgconn.SafeToRetry);
 //   - 25006 read-only on a connection that holdfast's routing has since
 //     left (a writer that failed over, a blue/green switchover);
+//   - COMMIT's answer lost on a server in hot standby (a read-only
+//     transaction on a reader: ReadWrite.Read(ctx)), where nothing commits;
 //   - holdfast's own waits and refusals: *failover.HoldError,
 //     *failover.NotWriterError, *bluegreen.SuspendError,
 //     *bluegreen.DroppedError.
@@ -86,8 +88,14 @@ func (f *Factory) RunTx(ctx context.Context, db interface {
 	if dl, ok := ctx.Deadline(); ok {
 		ctx = retry.WithCallerDeadline(ctx, dl) // for the connects BEGIN waits on
 	}
+	start := time.Now() // the policy's MaxElapsed counts from here, not from the first failure
 	var door *conn.Door // made at the first failure
+	rerun := false
 	run := func(ctx context.Context) error {
+		if rerun {
+			ctx = conn.ConnectsWithin(ctx) // a re-run's connect ends within the runner's bound
+		}
+		rerun = true
 		err := runTx(ctx, db, opts, fn)
 		if s := stepOf(err); s != nil && s.step == stepBegin && door != nil {
 			door.Tried(err) // a connect's failure: its attempts are counted
@@ -105,6 +113,8 @@ func (f *Factory) RunTx(ctx context.Context, db interface {
 	}
 	r := f.tx
 	r.Classify = f.txVerdict.Classify
+	ctx, cancel := conn.Within(ctx, start, r.Policy)
+	defer cancel()
 	err = f.e.RetryFrom(ctx, &r, conn.LayerTransaction, err, run)
 	re := (*retry.Error)(nil)
 	if errors.As(err, &re) && re.Verdict.Reason == classify.ReasonFunctionError {
@@ -164,11 +174,12 @@ func runTx(ctx context.Context, db interface {
 		cancel()
 		return &txStepError{step: stepWork, err: err, closed: closed}
 	}
-	if c := tx.Conn(); c != nil {
+	c := tx.Conn()
+	if c != nil {
 		conn.MarkCommit(c) // what the connection sends next is the COMMIT
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return commitError(err)
+		return commitError(lostOnStandby(c, err))
 	}
 	return nil
 }
@@ -198,11 +209,16 @@ func (e *txStepError) Unwrap() error { return e.err }
 // commitError is the error of a COMMIT that failed: err when the server
 // refused it or nothing was sent (a *pgconn.PgError but a PANIC, a
 // SafeToRetry failure, pgx's own refusals, database/sql's
-// driver.ErrBadConn and sql.ErrTxDone, which say the same), an
-// *OutcomeUnknownError otherwise: it was sent and its answer is lost (the
-// connector marks a connection that failed; a context that ended while
-// COMMIT ran leaves it unknown too).
+// driver.ErrBadConn and sql.ErrTxDone, which say the same) or when its
+// answer was lost on a server in hot standby (a conn.StandbyLostError:
+// nothing committed there), an *OutcomeUnknownError otherwise: it was
+// sent and its answer is lost (the connector marks a connection that
+// failed; a context that ended while COMMIT ran leaves it unknown too).
 func commitError(err error) error {
+	var sl *conn.StandbyLostError
+	if errors.As(err, &sl) {
+		return err
+	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && (pe.SeverityUnlocalized == "PANIC" || pe.Severity == "PANIC") {
 		// The server crashed while COMMIT ran: its commit record may be
@@ -257,9 +273,14 @@ func txRules(f *Factory) []classify.Rule {
 	}
 	return []classify.Rule{
 		// A COMMIT, or a statement that commits on its own, whose answer
-		// was lost.
+		// was lost: unknown, but on a server in hot standby, where nothing
+		// commits.
 		func(err error) (classify.Verdict, bool) {
-			if errors.Is(err, ErrOutcomeUnknown) {
+			var sl *conn.StandbyLostError
+			switch {
+			case errors.As(err, &sl):
+				return transient(classify.ReasonStandbyLost)
+			case errors.Is(err, ErrOutcomeUnknown):
 				return fatal(classify.ReasonOutcomeUnknown)
 			}
 			return classify.Verdict{}, false

@@ -58,6 +58,7 @@ const (
 // only when the failure proves that nothing committed.
 const (
 	ReasonOutcomeUnknown = "outcome-unknown"       // a statement or COMMIT that may have committed lost its answer (Fatal)
+	ReasonStandbyLost    = "lost-on-standby"       // the same, on a server in hot standby: nothing committed there (Transient)
 	ReasonQueued         = "connect-queued"        // a connect the pool's admission limit did not admit in time (Transient)
 	ReasonPanic          = "panic"                 // the password or credentials function panicked (Fatal)
 	ReasonSerialization  = "serialization-failure" // 40001 in a transaction: re-run it whole (Transient)

@@ -139,9 +139,9 @@ func dialFunc(d *cloudsqlconn.Dialer, instance string, opts []cloudsqlconn.DialO
 //
 // Configure keeps cfg.ConnConfig.ConnectTimeout as it is. pgx applies it to
 // the whole connect, retries included, so leave connect_timeout unset, or
-// set it above [DialTimeout] plus [RetryPolicy]'s MaxElapsed (42s): a
-// shorter one cuts holdfast's retry, or the connector's own Admin API retry,
-// short.
+// set it above [RetryPolicy]'s MaxElapsed (30s, which bounds a connection's
+// attempts from its first dial): a shorter one cuts holdfast's retry, or
+// the connector's own Admin API retry, short.
 //
 // Configure returns a *ConfigError if cfg, cfg.ConnConfig or d is nil or
 // instance is empty. The dialer stays the caller's: close the pool first,

@@ -51,7 +51,9 @@ func (e *NotWriterError) Error() string {
 // When what was in flight could commit by itself — a COMMIT, an autocommit
 // statement — its outcome is unknown, as with any broken connection: the
 // caller gets a *holdfast.OutcomeUnknownError wrapping the CutError, Fatal
-// "outcome-unknown", never to be resent blindly.
+// "outcome-unknown", never to be resent blindly; on a reader (a server in
+// hot standby, where nothing commits) an error wrapping the CutError that
+// holdfast.Factory.Classify says is Transient "lost-on-standby".
 //
 // A connection to an instance that left the cluster's topology is cut the
 // same way; OldWriter and NewWriter are then empty and Left is its id. So

@@ -53,8 +53,19 @@ type Policy struct {
 	// runs past the loop's start plus MaxElapsed. The first attempt is
 	// bounded by AttemptTimeout and the caller's context. MaxElapsed never
 	// extends the caller's context.
+	//
+	// So a loop ends within MaxElapsed of its start, or within its first
+	// attempt's AttemptTimeout when that is longer: never MaxElapsed plus
+	// an attempt. A later attempt's AttemptTimeout is clamped to the time
+	// left, and one that op does not honour is cut at the loop's end
+	// (its context's deadline). holdfast holds every retry of its own to
+	// the same bound, counted from the call of its door (see
+	// [Retrier.Continue]): a connection's attempts, whose bound grows after
+	// each one that timed out, are clamped to the time left before its
+	// MaxElapsed.
 	MaxElapsed time.Duration
-	// AttemptTimeout bounds each attempt (>= 0; 0 means none).
+	// AttemptTimeout bounds each attempt (>= 0; 0 means none), within
+	// MaxElapsed after the first.
 	AttemptTimeout time.Duration
 }
 
@@ -198,7 +209,11 @@ func (r *Retrier) Do(ctx context.Context, op func(ctx context.Context) error) er
 // (on its fast path, without a Retrier) and got firstErr. It classifies
 // firstErr as attempt 1 and carries on from there, so that a caller's
 // success path costs nothing and its failure path keeps every bound.
-// MaxElapsed counts from the call to Continue.
+// MaxElapsed counts from the call to Continue, after the first attempt; a
+// caller that wants it counted from its own start passes ctx with
+// [WithCallerDeadline] at that start plus MaxElapsed: the loop then stops
+// there (StopDeadline), and ends within MaxElapsed of the caller's start
+// as long as its attempts honour that deadline too.
 func (r *Retrier) Continue(ctx context.Context, firstErr error, op func(ctx context.Context) error) error {
 	if firstErr == nil {
 		return nil

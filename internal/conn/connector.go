@@ -130,6 +130,8 @@ func (cn *connector) fetchPassword(ctx context.Context, host string) (Credential
 		cn.tel.FirstTry(ctx, LayerPassword)
 		return pw, nil
 	}
+	ctx, cancel := Within(ctx, start, cn.fetch.Policy) // MaxElapsed from the first fetch, not from its failure
+	defer cancel()
 	err = cn.retryFrom(ctx, &cn.fetch, LayerPassword, 0, err, func(ctx context.Context) error {
 		p, err := cn.callPassword(ctx, host)
 		pw = p

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -334,8 +335,13 @@ func (e *Engine) Reacquire(ctx context.Context, pool *pgxpool.Pool, firstErr err
 // line, or a *ConfigError when the pool's connection was not made
 // through this engine.
 func (e *Engine) Start(ctx context.Context, pool *pgxpool.Pool) error {
+	// The startup policy's MaxElapsed bounds the whole startup, its first
+	// try (a connect under the retry policy) included.
+	start := time.Now()
+	ctx, cancel := Within(ctx, start, e.startup.Policy)
+	defer cancel()
 	ctx, traced := e.tel.BeginStartup(ctx) // holdfast.stage=startup, holdfast.startup span
-	c, err := pool.Acquire(ctx)
+	c, err := pool.Acquire(ConnectsWithin(ctx))
 	if err != nil {
 		c, err = e.acquireAgain(ctx, pool, err, &e.startup, LayerStartup)
 	} else {
@@ -391,6 +397,10 @@ func (e *Engine) retryAcquire(ctx context.Context, pool *pgxpool.Pool, firstErr 
 		return d.end(firstErr)
 	}
 	ctx = obs.WithTarget(ctx, target)
+	// The door's MaxElapsed counts from its call (its first try's start),
+	// not from the first failure; each try's connects end before it.
+	ctx, cancel := Within(ctx, d.start, r.Policy)
+	defer cancel()
 	rr := *r
 	authRetried := false
 	rr.Classify = func(err error) classify.Verdict {
@@ -408,7 +418,7 @@ func (e *Engine) retryAcquire(ctx context.Context, pool *pgxpool.Pool, firstErr 
 		layer = LayerStartup
 	}
 	err := e.cn.retryFrom(ctx, &rr, layer, 0, firstErr, func(ctx context.Context) error {
-		return d.failed(acquire(ctx))
+		return d.failed(acquire(ConnectsWithin(ctx)))
 	})
 	if err != nil {
 		return d.end(err)

@@ -59,6 +59,7 @@ type connState struct {
 
 	clamp      atomic.Int64                       // unix nanos: deadlines are clamped to it while the connection closes (0: not closing)
 	inflight   atomic.Int32                       // what the connection has in flight (outcome.go)
+	standby    atomic.Bool                        // its server said it is in hot standby (outcome.go): nothing in flight commits
 	committing atomic.Bool                        // a transaction runner's COMMIT comes next (MarkCommit)
 	aborted    atomic.Pointer[abortion]           // set when a layer cut the connection (abort)
 	dialed     atomic.Pointer[string]             // the server of the current dial, from the dial on: a cut reaches a handshake too
@@ -74,9 +75,9 @@ type connState struct {
 	told        bool       // stop was returned once in full; later entries say they were not dialed
 	authRetried bool
 
-	firstFailure time.Time // of a handshake, for MaxElapsed across rounds
-	deadlined    bool      // watch set a deadline on the socket
-	timeouts     int       // attempts that timed out: each later one may take longer (attemptBound)
+	end       time.Time // when its dials and handshakes must be over (zero: no bound): endOf
+	deadlined bool      // watch set a deadline on the socket
+	timeouts  int       // attempts that timed out: each later one may take longer (attemptBound)
 
 	// The telemetry of the connection's retries, from its first retried
 	// failure to its end: recovered when its handshake completes, given
@@ -266,10 +267,12 @@ func (c *connState) prepare(ctx context.Context) {
 	}
 	after := cc.AfterConnect
 	cc.AfterConnect = func(ctx context.Context, pc *pgconn.PgConn) error {
+		standby := inHotStandby(ctx, pc) // within the attempt's bound: an older server is asked
 		if c.deadlined {
 			_ = pc.Conn().SetDeadline(time.Time{}) // the attempt's bound ends with it
 		}
 		c.addr, c.madeAt = pc.Conn().RemoteAddr().String(), time.Now()
+		c.standby.Store(standby)
 		c.pc.Store(pc)
 		c.connected.Store(true)
 		compose.Keep(pc, c)   // the layers find its handle (eviction: Server, MadeAt); Engine.Start checks that the connector ran
@@ -582,6 +585,7 @@ func (c *connState) dialEntry(ctx context.Context, network, addr string) (net.Co
 	c.dials++
 	if d == 0 {
 		c.start = time.Now()
+		c.end = c.endOf(ctx, c.start)
 	}
 	if err := c.admitDial(ctx, d); err != nil { // the pool's admission limit (admit.go)
 		return nil, err
@@ -668,7 +672,7 @@ func (c *connState) dialAttempt(ctx context.Context, network, addr string) (net.
 			return nil, c.stopped()
 		}
 		if waited {
-			c.afresh()
+			c.afresh(ctx)
 			base = c.retryDial()
 			continue
 		}
@@ -694,8 +698,9 @@ func (c *connState) hold(ctx context.Context) (waited bool, err error) {
 // afresh starts the connection's attempts over after a hold that waited
 // for the target to come back: its allowance, its attempts' bounds and
 // MaxElapsed count from now. c.mu is held.
-func (c *connState) afresh() {
-	c.used, c.timeouts, c.firstFailure = 0, 0, time.Time{}
+func (c *connState) afresh(ctx context.Context) {
+	c.used, c.timeouts = 0, 0
+	c.end = c.endOf(ctx, time.Now())
 }
 
 // redial carries on after the failed first dial of an entry, under the
@@ -707,6 +712,7 @@ func (c *connState) redial(ctx context.Context, network, addr string, firstErr e
 	r := c.cn.dial
 	r.Policy.MaxAttempts = c.cn.maxDials - c.used
 	r.Policy.AttemptTimeout = 0 // each dial is bounded by attemptBound
+	ctx = c.withEnd(ctx)
 	dial := c.retryDial()
 	var conn net.Conn
 	attempts := 1
@@ -788,27 +794,51 @@ func (c *connState) reresolve(ctx context.Context, host, addr string) string {
 // maxBoundGrowth bounds how many times an attempt's timeout doubles.
 const maxBoundGrowth = 3
 
+// endOf returns when the connection's dials and handshakes must be over:
+// MaxElapsed after from (its first dial, or the end of a hold that waited
+// for the target to come back: afresh), or earlier when the door that
+// waits on it ends earlier (ConnectsWithin); zero for no bound.
+func (c *connState) endOf(ctx context.Context, from time.Time) time.Time {
+	var end time.Time
+	if me := c.cn.dial.Policy.MaxElapsed; me > 0 {
+		end = from.Add(me)
+	}
+	if t, ok := ctx.Value(connectEndKey{}).(time.Time); ok && (end.IsZero() || t.Before(end)) {
+		end = t
+	}
+	return end
+}
+
 // attemptBound returns how long the next attempt of this connection may
 // take (its dial, then its whole handshake): the policy's AttemptTimeout,
 // doubled for each of the connection's attempts that timed out, at most
-// 2^maxBoundGrowth times, and never past MaxElapsed from the first
-// failure. A slow but alive server (a far region, a loaded proxy: TLS and
-// SCRAM take four or five round trips) then connects on a later attempt,
-// while a hung one stays bounded. 0: no bound. c.mu is held.
+// 2^maxBoundGrowth times, and clamped to the time left before the
+// connection's end (endOf: MaxElapsed from its first dial), so that its
+// attempts end within MaxElapsed, not one grown bound after it. A slow
+// but alive server (a far region, a loaded proxy: TLS and SCRAM take four
+// or five round trips) then connects on a later attempt, while a hung one
+// stays bounded. 0: no bound. c.mu is held.
 func (c *connState) attemptBound() time.Duration {
 	d := c.cn.perTry
-	if d <= 0 {
-		return 0
-	}
-	for i := 0; i < c.timeouts && i < maxBoundGrowth; i++ {
+	for i := 0; d > 0 && i < c.timeouts && i < maxBoundGrowth; i++ {
 		d *= 2
 	}
-	if me := c.cn.dial.Policy.MaxElapsed; me > 0 && !c.firstFailure.IsZero() {
-		if left := time.Until(c.firstFailure.Add(me)); left < d {
-			d = max(left, time.Millisecond)
+	if !c.end.IsZero() {
+		if left := max(time.Until(c.end), time.Millisecond); d <= 0 || left < d {
+			d = left
 		}
 	}
 	return d
+}
+
+// withEnd returns ctx bounded by the connection's end (endOf), for its
+// retry loops: no backoff runs past it (the loop stops with
+// StopDeadline), and no attempt, each being clamped to it (attemptBound).
+func (c *connState) withEnd(ctx context.Context) context.Context {
+	if c.end.IsZero() {
+		return ctx
+	}
+	return retry.WithCallerDeadline(ctx, c.end)
 }
 
 // timedOut reports whether err is an attempt that ran out of time: a
@@ -898,7 +928,7 @@ func (c *connState) retryRound(ctx context.Context, network, addr string) (net.C
 		c.stop = err
 		return nil, c.stopped()
 	} else if waited {
-		c.afresh()
+		c.afresh(ctx)
 		start := time.Now()
 		dctx, done := c.abortable(ctx)
 		conn, err := c.cn.boundedDial(dctx, c.attemptBound(), c.retryDial(), network, addr)
@@ -926,16 +956,9 @@ func (c *connState) retryRound(ctx context.Context, network, addr string) (net.C
 		}
 		return retryAuthOnce(v, err, &c.authRetried) // a fresh token or a fresh dial
 	}
-	// MaxElapsed bounds the connection's retries from its first failure,
-	// across rounds (each loop would otherwise count from its own start).
-	if c.firstFailure.IsZero() {
-		c.firstFailure = time.Now()
-	}
-	if me := c.cn.dial.Policy.MaxElapsed; me > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, c.firstFailure.Add(me))
-		defer cancel()
-	}
+	// The connection's end bounds its retries across rounds (each loop
+	// would otherwise count MaxElapsed from its own start).
+	ctx = c.withEnd(ctx)
 	var conn net.Conn
 	var start time.Time
 	refreshed, dialed := false, false
@@ -1120,8 +1143,13 @@ func (w *watchedConn) Read(b []byte) (int, error) {
 		w.c.failed(err)
 		if k := w.c.inflight.Load(); mayCommit(k) && w.c.connected.Load() && (w.c.clamp.Load() == 0 || w.c.aborted.Load() != nil) {
 			// A statement that could commit was sent and its answer is
-			// lost (a failed write sends nothing the server runs).
-			err = w.c.cn.errs.OutcomeUnknown(inflightNames[k], err)
+			// lost (a failed write sends nothing the server runs), unless
+			// its server is a standby, where nothing commits.
+			if pc := w.c.pc.Load(); pc != nil && w.c.standby.Load() && stillStandby(pc) {
+				err = &StandbyLostError{Statement: inflightNames[k], Err: err}
+			} else {
+				err = w.c.cn.errs.OutcomeUnknown(inflightNames[k], err)
+			}
 		}
 	}
 	return n, err
