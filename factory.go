@@ -58,7 +58,7 @@ func New(opts ...Option) (*Factory, error) {
 		return nil, &ConfigError{Field: "WithTxPolicy", Why: "invalid policy", Err: err}
 	}
 	if !c.budgetSet {
-		c.budget, _ = retry.NewBudget(retry.DefaultBudget()) // the default config is valid
+		c.budget, _ = retry.NewBudget(retry.DemandBudget()) // the default config is valid
 	}
 	// What was in flight decides first: a lost answer to a statement that
 	// could commit is never retried, whatever broke the connection.

@@ -103,6 +103,9 @@ func (c *connState) retry(ctx context.Context, r *retry.Retrier, prior int, firs
 		c.tctx, c.tl = c.cn.tel.Begin(ctx, LayerConnect)
 	}
 	rr := *r
+	if budgetFree(ctx) {
+		rr.Budget = nil // startup, the prober: bounded by their own policies
+	}
 	onRetry := rr.OnRetry
 	rr.OnRetry = func(ctx context.Context, e retry.Event) {
 		e.Attempt += prior
