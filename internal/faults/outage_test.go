@@ -19,9 +19,13 @@ import (
 // database is down, behind a port that refuses, or behind a front end (a
 // proxy, a load balancer) that accepts each connection and closes it, its
 // backend being down. Every connection is dialed once, and retried only as
-// the factory's retry budget (retry.DefaultBudget: 100 tokens, 5 a retry,
-// 1 back a second; refunded only by a completed handshake) allows: about
-// 20 retries for all 1,000, plus one per 5 s the outage lasts. Without a
+// the factory's retry budget allows: under the plain bucket
+// (retry.DefaultBudget, the default until the demand budget: 100 tokens, 5
+// a retry, 1 back a second; refunded only by a completed handshake) about
+// 20 retries for all 1,000, plus one per 5 s the outage lasts; under the
+// default, the budget relative to demand (retry.DemandBudget: 5 tokens,
+// every failure takes one, retries only above 2.5, 0.2 back a second),
+// 2 retries for all 1,000, plus what its time refill allows. Without a
 // budget (measured for comparison) each connection makes MaxAttempts (3)
 // dials. With a token function (an IAM token fetched for each connect,
 // successfully: the token endpoint is up, the database is not) the cost
@@ -33,12 +37,15 @@ func TestOutageCost(t *testing.T) {
 	const callers = 1000
 	for _, front := range []string{"refused port", "accepts then closes"} {
 		for _, run := range []struct {
-			budgeted, token bool
-		}{{true, false}, {true, true}, {false, false}} {
+			budgeted, token, demand bool
+		}{{true, false, false}, {true, true, false}, {true, false, true}, {true, true, true}, {false, false, false}} {
 			budgeted := run.budgeted
-			name := front + "/default budget"
-			if !budgeted {
+			name := front + "/plain budget"
+			switch {
+			case !budgeted:
 				name = front + "/no budget"
+			case run.demand:
+				name = front + "/demand budget (default)"
 			}
 			if run.token {
 				name += "/token function"
@@ -62,9 +69,16 @@ func TestOutageCost(t *testing.T) {
 						return "a-fresh-token", nil
 					}))
 				}
-				if budgeted {
+				switch {
+				case budgeted && run.demand:
+					var err error
+					if b, err = retry.NewBudget(retry.DemandBudget()); err != nil {
+						t.Fatal(err)
+					}
+					f, _ = newHoldfast(t, retry.Default(), append(opts, holdfast.WithRetryBudget(b))...) // the last WithRetryBudget wins
+				case budgeted:
 					f, b = newHoldfast(t, retry.Default(), opts...)
-				} else {
+				default:
 					f, _ = newHoldfast(t, retry.Default(), append(opts, holdfast.WithRetryBudget(nil))...)
 				}
 				pool := holdfastPool(t, f, configAt(t, dsn, addr, d, "&pool_max_conns=1000"))
@@ -104,9 +118,14 @@ func TestOutageCost(t *testing.T) {
 					}
 					return
 				}
-				// The budget: 20 retries from a full bucket, and one per 5 s of
-				// refill while the outage lasted.
+				// The plain bucket: 20 retries from a full bucket, and one per
+				// 5 s of refill while the outage lasted. The demand budget: 2
+				// from a full bucket (5 tokens, a failure takes one, retries
+				// above 2.5), and at most one per 0.2 tokens of refill.
 				allowed := int64(20 + math.Ceil(took.Seconds()/5))
+				if run.demand {
+					allowed = int64(2 + math.Ceil(took.Seconds()*0.2))
+				}
 				if r := b.Retries(); r > allowed {
 					t.Errorf("%d retries in %v, want at most %d", r, took, allowed)
 				}
