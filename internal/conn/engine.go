@@ -415,6 +415,7 @@ func (e *Engine) retryAcquire(ctx context.Context, pool *pgxpool.Pool, firstErr 
 		}
 		return retryAuthOnce(v, err, &authRetried) // a freshly fetched token
 	}
+	rr.Exempt = isFreshAuth
 	layer := LayerAcquire
 	if patient {
 		layer = LayerStartup

@@ -832,6 +832,7 @@ func (c *connState) retryRound(ctx context.Context, network, addr string) (net.C
 		}
 		return retryAuthOnce(v, err, &c.authRetried) // a fresh token or a fresh dial
 	}
+	r.Exempt = isFreshAuth
 	// MaxElapsed bounds the connection's retries from its first failure,
 	// across rounds (each loop would otherwise count from its own start).
 	if c.firstFailure.IsZero() {
@@ -1130,6 +1131,14 @@ func (c *connState) noteNet(err error) {
 // reasonAuthFreshToken is the retry reason of an authentication failure
 // retried once with a fresh token or a fresh dial.
 const reasonAuthFreshToken = "auth-failed-fresh-token"
+
+// isFreshAuth reports whether v is retryAuthOnce's verdict: the one retry
+// of a refused password or token with a fresh one, which the retry budget
+// neither charges nor refuses (retry.Retrier.Exempt). It has a bound of
+// its own, once per connection, and a credentials rotation under load
+// refuses many connects at once, each needing it: under the default
+// budget, retry.DemandBudget, the third would leave the rest refused.
+func isFreshAuth(v classify.Verdict) bool { return v.Reason == reasonAuthFreshToken }
 
 // retryAuthOnce turns v, the verdict of err, into a Transient one when err
 // is the first authentication failure (28000 or 28P01) that *used has not
