@@ -250,18 +250,23 @@ func WithTxPolicy(p retry.Policy) Option {
 // (NewPool, Start, sqldb.Open) draws nothing from it: the startup policy
 // bounds it (WithStartupPolicy).
 //
-// Default: a budget of the factory's own, relative to demand,
-// retry.DemandBudget() (gRPC's retry throttling: every failed attempt,
-// first attempts included, takes one of 5 tokens; a retry runs only while
-// more than 2.5 are left; a completed connection gives back 0.1, time 0.2
-// a second). A lone failure is retried at once and a lone connect keeps
-// its three dials; after three failures in a row retries stop until
-// successes and time refill the bucket, so a fleet in an outage retries
-// about twice per factory whatever its demand (in the storm simulation,
-// under 4 % of first attempts at 2 to 20 requests per second per pod).
-// Until this default, it was retry.DefaultBudget(), the plain bucket
-// (about 20 retries at once, then one every 5 seconds, whatever the
-// demand: 41 % of a quiet fleet's first attempts); pass
+// Default: a budget of the factory's own, relative to demand: gRPC's retry
+// throttling, as retry.DemandBudget() (every failed attempt, first
+// attempts included, takes a token; a retry runs only while more than half
+// the bucket is left), with 20 tokens (retry.BudgetConfig{Capacity: 20,
+// FailureCost: 1, Threshold: 10, SuccessRefill: 0.1, RefillPerSecond:
+// 0.5}). A lone failure is retried at once and a lone connect keeps its
+// three dials; a burst of failures across the factory's pools gets 9
+// retries (a failover's or a switchover's first second), and then retries
+// stop until completed connections and time refill the bucket, however
+// many requests fail. In the storm simulation, with nothing else, a fleet
+// in a 30 s outage retries 1.5 to 12.5 % of its first attempts at 20 to 2
+// requests per second per pod; with the outage hold, which makes requests
+// wait instead, 0.1 to 3.3 %. retry.DemandBudget() (2 retries in a burst:
+// 0.3 to 3.3 % with nothing else) is stingier, too stingy for a failover's
+// first second. Until this default, it was retry.DefaultBudget(), the
+// plain bucket (about 20 retries at once, then one every 5 seconds,
+// whatever the demand: 41 % of a quiet fleet's first attempts); pass
 // retry.NewBudget(retry.DefaultBudget()) to keep it.
 //
 // It belongs to the factory, as gRPC's retry throttling belongs to a client

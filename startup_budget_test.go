@@ -17,16 +17,18 @@ import (
 )
 
 // A service started before its database comes up with the defaults,
-// whose budget is relative to demand (retry.DemandBudget): its startup is
-// bounded by the startup policy alone, neither charged to the request
-// budget nor refused by it. The database is down until the startup's
-// fourth dial (its second round: the first connect's three dials are what
-// the demand budget lets a request make) and then starts.
+// whose budget is relative to demand: its startup is bounded by the
+// startup policy alone, neither charged to the request budget nor refused
+// by it. The database is down until the startup's fourth dial (its second
+// round: the first connect's three dials are what retry.DemandBudget lets
+// a request make) and then starts.
 //
 //   - defaults: NewPool of a factory with no option succeeds, after more
 //     than three dials, within the startup policy's 30 s;
-//   - the same with the demand budget given (WithRetryBudget), to read it:
-//     NewPool succeeds and leaves it full, with no failure charged;
+//   - the same with retry.DemandBudget given (WithRetryBudget: the
+//     strictest budget relative to demand, 2 retries in a burst where the
+//     default's allows 9), to read it: NewPool succeeds and leaves it
+//     full, with no failure charged;
 //   - control: requests (Factory.Acquire) against the same database, down,
 //     on that budget: the first one's connect makes its three dials, and
 //     the second one's retry is refused (retry.ErrBudgetExhausted) after
@@ -36,8 +38,8 @@ func TestStartupBeforeDatabase(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name   string
-		budget bool // give the default budget explicitly, to read it
-	}{{"defaults", false}, {"demand budget given", true}} {
+		budget bool // give retry.DemandBudget explicitly, to read it
+	}{{"defaults", false}, {"DemandBudget given", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			srv := pgtest.NewServer(t)

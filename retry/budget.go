@@ -79,13 +79,15 @@ func DefaultBudget() BudgetConfig {
 // 2 to 20 requests per second per pod, where DefaultBudget allows 4.2 to
 // 47 %.
 //
-// It is the default budget of a holdfast Factory, one per factory
-// (holdfast.WithRetryBudget to give another). The price: two failures in
-// a row use what the bucket allows, so a burst of failures across a pool
-// gets about two retries, not twenty; and a loop that retries whole
-// connects, each of whose dials is a failure, gets one connect, which is
-// why holdfast bounds a pool's startup by its startup policy alone and
-// charges nothing of it to the budget.
+// Give each Factory its own (holdfast.WithRetryBudget). A holdfast
+// Factory's default budget follows the same rule with a bucket four times
+// as large (20 tokens, retries above 10). The price of this one: two
+// failures in a row use what the bucket allows, so a burst of failures
+// across a pool gets about two retries, not twenty, too few for a
+// failover's first second; and a loop that retries whole connects, each
+// of whose dials is a failure, gets one connect, which is why holdfast
+// bounds a pool's startup by its startup policy alone and charges nothing
+// of it to the budget.
 func DemandBudget() BudgetConfig {
 	return BudgetConfig{Capacity: 5, FailureCost: 1, Threshold: 2.5, SuccessRefill: 0.1, RefillPerSecond: 0.2}
 }

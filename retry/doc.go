@@ -37,7 +37,8 @@
 //     the storm simulation's fleet, under 4 % of first attempts from 2 to 20
 //     requests per second per pod, where the plain bucket gives 4 to 47 %.
 //
-// holdfast's factories use the budget relative to demand by default
+// holdfast's factories use a budget relative to demand by default,
+// DemandBudget's rule with a bucket of 20 tokens, 9 retries in a burst
 // (holdfast.WithRetryBudget to choose another). Its retry layers nest (the
 // first connection at startup retries a connect that retries its dials,
 // up to 9 attempts for one operation), and a bucket small enough to keep

@@ -51,7 +51,7 @@ func TestHoldfastDefaultsGoals(t *testing.T) {
 			t.Parallel()
 			for _, rate := range demandRates {
 				rs := map[string]*storm.Result{}
-				for _, name := range []string{storm.NoRetry, storm.PlainBudget, storm.Holdfast} {
+				for _, name := range []string{storm.NoRetry, storm.PlainBudget, storm.Holdfast, storm.NoHold} {
 					c := storm.Default(d, storm.Named(name))
 					c.Pods, c.RequestRate = pods, rate
 					r, err := storm.Run(c)
@@ -60,7 +60,7 @@ func TestHoldfastDefaultsGoals(t *testing.T) {
 					}
 					rs[name] = r
 				}
-				none, old, hf := rs[storm.NoRetry], rs[storm.PlainBudget], rs[storm.Holdfast]
+				none, old, hf, noHold := rs[storm.NoRetry], rs[storm.PlainBudget], rs[storm.Holdfast], rs[storm.NoHold]
 				during := hf.PeakOutage / none.PeakOutage
 				ofNone := hf.RetriesPerPod / none.FirstPerPod
 				t.Logf("%g requests/s: retries %.1f%% of first attempts (%.2f per pod, %.2f%% of no retry's first attempts), %.1f probes per pod; peak during %.2f× no retry's; "+
@@ -93,6 +93,15 @@ func TestHoldfastDefaultsGoals(t *testing.T) {
 				}
 				if hf.Total > none.Total/3 {
 					t.Errorf("%g requests/s: total load %.1f× steady, want under a third of no retry's %.1f×", rate, hf.Total, none.Total)
+				}
+				// Until the hold lands the factory's budget alone bounds the
+				// retries: fewer than the plain budget's, at most its burst
+				// of 19 per pod, more than 5 % below 20 requests/s.
+				t.Logf("%g requests/s: without the hold: retries %.1f%% of first attempts (%.1f per pod), peak during %.2f× no retry's, peak after %.1f×",
+					rate, 100*noHold.RetryShare, noHold.RetriesPerPod, noHold.PeakOutage/none.PeakOutage, noHold.PeakAfter)
+				if noHold.RetryShare >= old.RetryShare || noHold.RetriesPerPod > 19 {
+					t.Errorf("%g requests/s: without the hold %.1f%% retries (%.1f per pod), want fewer than the plain budget's %.1f%% and at most 19 per pod",
+						rate, 100*noHold.RetryShare, noHold.RetriesPerPod, 100*old.RetryShare)
 				}
 				if rate == 2 && old.RetryShare <= goalRetries && old.PeakOutage/none.PeakOutage <= goalPeakDuring {
 					t.Errorf("plain budget at 2 requests/s: %.1f%% retries, peak during %.2f× no retry's: want the goals failed (the check must tell the defaults apart)",

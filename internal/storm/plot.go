@@ -154,7 +154,8 @@ var palette = color.Palette{
 	color.RGBA{255, 127, 14, 255},  // backoff only: orange
 	color.RGBA{31, 119, 180, 255},  // plain budget (old defaults): blue
 	color.RGBA{44, 160, 44, 255},   // holdfast, demand budget: green
-	color.RGBA{148, 103, 189, 255}, // holdfast defaults (demand budget, hold, admission): purple
+	color.RGBA{148, 103, 189, 255}, // holdfast defaults (a budget relative to demand, the hold, admission): purple
+	color.RGBA{23, 190, 207, 255},  // holdfast defaults without the hold: teal
 }
 
 func lineColor(i int) uint8 { return cLine0 + uint8(i%(len(palette)-int(cLine0))) }

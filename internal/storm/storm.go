@@ -64,22 +64,38 @@ const (
 	// budget relative to demand, alone.
 	Demand = "holdfast, demand budget"
 	// Holdfast: holdfast's defaults: the default policy, a per-pod
-	// retry.DemandBudget, the outage hold ([DefaultHold]) and the default
-	// admission limit (2 connects in flight for a pool of 4).
+	// budget relative to demand ([FactoryBudget]), the outage hold
+	// ([DefaultHold]) and the default admission limit (2 connects in
+	// flight for a pool of 4).
 	Holdfast = "holdfast defaults"
+	// NoHold: holdfast's defaults without the outage hold, as the factory
+	// is until the hold's engine lands: the default policy, a per-pod
+	// FactoryBudget and the admission limit.
+	NoHold = "holdfast defaults without the hold"
 )
+
+// FactoryBudget returns the retry budget of a holdfast factory built
+// without WithRetryBudget (factory.go's defaultBudget; the root package's
+// TestStormUsesTheDefaultBudget checks that they agree): relative to
+// demand, as retry.DemandBudget, with a bucket of 40 tokens and a
+// threshold of 20, so that a burst of failures gets 19 retries (a
+// failover's first second) where DemandBudget's gets 2.
+func FactoryBudget() retry.BudgetConfig {
+	return retry.BudgetConfig{Capacity: 40, FailureCost: 1, Threshold: 20, SuccessRefill: 0.1, RefillPerSecond: 0.5}
+}
 
 // Strategies returns the strategies compared, in the order of the tables:
 // no retry, three immediate tries, the default backoff without a budget,
 // holdfast's old defaults (the plain budget), holdfast's policy with the
-// budget relative to demand alone, and holdfast's defaults (the demand
-// budget, the outage hold and the admission limit). A strategy added
-// later goes at the end; find one with [Named].
+// budget relative to demand alone, holdfast's defaults (a budget relative
+// to demand, the outage hold and the admission limit), and holdfast's
+// defaults without the hold. A strategy added later goes at the end; find
+// one with [Named].
 func Strategies() []Strategy {
 	none := retry.Default()
 	none.MaxAttempts = 1
 	naive := retry.Policy{MaxAttempts: 3, InitialInterval: time.Nanosecond, Multiplier: 1, MaxInterval: time.Nanosecond}
-	budget, demand := retry.DefaultBudget(), retry.DemandBudget()
+	budget, demand, factory := retry.DefaultBudget(), retry.DemandBudget(), FactoryBudget()
 	hold := DefaultHold()
 	return []Strategy{
 		{Name: NoRetry, Policy: none},
@@ -87,7 +103,8 @@ func Strategies() []Strategy {
 		{Name: BackoffOnly, Policy: retry.Default()},
 		{Name: PlainBudget, Policy: retry.Default(), Budget: &budget},
 		{Name: Demand, Policy: retry.Default(), Budget: &demand},
-		{Name: Holdfast, Policy: retry.Default(), Budget: &demand, Hold: &hold, Admission: &Admission{InFlight: 2}},
+		{Name: Holdfast, Policy: retry.Default(), Budget: &factory, Hold: &hold, Admission: &Admission{InFlight: 2}},
+		{Name: NoHold, Policy: retry.Default(), Budget: &factory, Admission: &Admission{InFlight: 2}},
 	}
 }
 
