@@ -3,6 +3,7 @@ package holdfast_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -124,5 +125,82 @@ func TestAcceptedDialRefundsNothing(t *testing.T) {
 	}
 	if got, want := b.Available(), 90.0; b.Retries() != 2 || got != want {
 		t.Errorf("%d retries, %v tokens left; want 2 retries and %v (no refund for an accepted dial)", b.Retries(), got, want)
+	}
+}
+
+// A password rotation under load with the default budget: eight connects
+// at once are refused with the password they fetched (28P01), and each
+// Factory.Acquire retries once with a fresh one. That retry has a bound of
+// its own (once per connection), so the budget neither charges nor
+// refuses it: all eight succeed. Charged to the default budget (relative
+// to demand: a retry only while more than 2.5 of its 5 tokens are left
+// after a failure), the third refusal left the rest failing with the
+// budget exhausted.
+func TestFreshPasswordRetriesOutsideTheBudget(t *testing.T) {
+	t.Parallel()
+	s := pgtest.NewServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const user, password, conns = "rotated_app", "the-new-one", 8
+	if err := s.PasswordRole(ctx, user, password); err != nil {
+		t.Fatal(err)
+	}
+	// The first eight fetches, one per connect, wait for each other and
+	// get the old password; every later one, the new.
+	var mu sync.Mutex
+	calls := 0
+	all := make(chan struct{})
+	f, err := holdfast.New(holdfast.WithPasswordFunc(func(ctx context.Context, _ string) (string, error) {
+		mu.Lock()
+		calls++
+		n := calls
+		if n == conns {
+			close(all)
+		}
+		mu.Unlock()
+		if n > conns {
+			return password, nil
+		}
+		select {
+		case <-all:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+		return "the-old-one", nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cfg, err := pgxpool.ParseConfig(fmt.Sprintf("postgres://%s@%s/postgres?sslmode=disable&pool_max_conns=%d", user, s.Addr(), conns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := newPool(t, f, cfg) // not started: every connect is a request's
+	var wg sync.WaitGroup
+	var held sync.WaitGroup // each Acquire keeps its connection until all have one
+	held.Add(conns)
+	errs := make(chan error, conns)
+	for range conns {
+		wg.Go(func() {
+			c, err := f.Acquire(ctx, pool)
+			held.Done()
+			if err != nil {
+				errs <- err
+				return
+			}
+			held.Wait()
+			c.Release()
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("Acquire through the rotation: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if calls != 2*conns {
+		t.Errorf("%d password fetches, want %d: each connect's old one and its fresh one", calls, 2*conns)
 	}
 }

@@ -56,7 +56,7 @@
 //	WithRetryPolicy     retry.Default(): 3 attempts, 100ms→1s    a connection's dials and handshakes; Acquire
 //	WithStartupPolicy   5 attempts, 200ms→2s, 30s overall        a pool's first connection
 //	WithTxPolicy        3 runs, 20ms→200ms, 10s overall          RunTx's re-runs
-//	WithRetryBudget     retry.DefaultBudget(), per factory       every retry of the factory's pools
+//	WithRetryBudget     relative to demand, 20 tokens, per factory every retry of the factory's pools but startup's
 //	WithConnectLimit    max(2, MaxConns/4) connects in flight    a pool's new connections
 //	WithOutage          on, HoldFor 30s                          a pool whose database is down: hold, follow, leave a demoted primary
 //	WithPasswordFunc    the connection string's password         a fresh password or IAM token per connection

@@ -7,3 +7,7 @@ import "github.com/jackc/pgx/v5/pgxpool"
 func (f *Factory) ReaderConfigForTest(writer *pgxpool.Config) (*pgxpool.Config, error) {
 	return f.readerConfig(writer)
 }
+
+// DefaultBudgetForTest is the retry budget of a factory built without
+// WithRetryBudget.
+var DefaultBudgetForTest = defaultBudget

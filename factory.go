@@ -29,6 +29,24 @@ type Factory struct {
 	failover   *failover.Config     // WithFailover, nil when off (NewReadWrite reads its aliases)
 }
 
+// defaultBudget is the retry budget of a factory built without
+// WithRetryBudget: relative to demand, with retry.DemandBudget's rule
+// (gRPC's retry throttling: every failed attempt takes a token, a retry
+// runs only while more than half the bucket is left) and a bucket of 40
+// tokens, so that a burst of failures across a factory's pools gets 19
+// retries where DemandBudget's 5 tokens give 2, about the plain bucket's
+// 20. That burst is a failover's or a switchover's first second, before
+// the routing layers hold: with 2 the failover demo loses 1 to 38
+// requests (examples/failover, TestFailover/crash), with 4 up to 3, with
+// 9 up to 10 on a loaded machine, with 19 none. A sustained outage then
+// drains it, and its first attempts keep it below half: no retry until
+// completed connections (0.1 each) and time (0.5 a second) refill it. The
+// outage hold (issue 30) is what keeps a fleet's retries within a few per
+// pod; until it lands, this budget alone allows about 20 per pod per
+// outage. internal/storm's "holdfast defaults" use the same config
+// (TestStormUsesTheDefaultBudget).
+var defaultBudget = retry.BudgetConfig{Capacity: 40, FailureCost: 1, Threshold: 20, SuccessRefill: 0.1, RefillPerSecond: 0.5}
+
 // New returns a Factory built from opts, or a *ConfigError if an option is
 // nil or a policy or budget makes no sense.
 func New(opts ...Option) (*Factory, error) {
@@ -58,7 +76,7 @@ func New(opts ...Option) (*Factory, error) {
 		return nil, &ConfigError{Field: "WithTxPolicy", Why: "invalid policy", Err: err}
 	}
 	if !c.budgetSet {
-		c.budget, _ = retry.NewBudget(retry.DefaultBudget()) // the default config is valid
+		c.budget, _ = retry.NewBudget(defaultBudget) // the default config is valid
 	}
 	// What was in flight decides first: a lost answer to a statement that
 	// could commit is never retried, whatever broke the connection.

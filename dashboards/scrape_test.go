@@ -101,8 +101,18 @@ func scrapeRun(t *testing.T) (scrape, string) {
 	defer func() { checkLogTargets(t, logs.String()) }()
 	policy := retry.Policy{MaxAttempts: 4, Multiplier: 2, InitialInterval: 20 * time.Millisecond,
 		MaxInterval: 200 * time.Millisecond, MaxElapsed: 5 * time.Second, AttemptTimeout: 2 * time.Second}
+	// One factory for the pools whose failures the dashboard shows
+	// (limited's refusals, then the blip's): a budget that still retries
+	// the blip after limited's failures (the plain bucket, 20 retries).
+	// The default, relative to demand, would refuse it, limited's four
+	// failures in a row having left it at its threshold; "stingy" shows
+	// the budget's refusals.
+	plain, err := retry.NewBudget(retry.DefaultBudget())
+	if err != nil {
+		t.Fatal(err)
+	}
 	f, err := holdfast.New(holdfast.WithMeterProvider(mp), holdfast.WithLogger(logger), holdfast.WithRetryPolicy(policy),
-		holdfast.WithFailover(failover.Config{}), holdfast.WithBlueGreen(bluegreen.Config{}))
+		holdfast.WithFailover(failover.Config{}), holdfast.WithBlueGreen(bluegreen.Config{}), holdfast.WithRetryBudget(plain))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -98,15 +98,12 @@ func TestNoReaderSafeToRetry(t *testing.T) {
 // TestRunnerRerunsFailoverErrors: a transaction whose run failed with a
 // hold, a refusal, a reader wait or a cut before COMMIT was sent is run
 // again by the factory's runner (nothing of it committed), and one whose
-// hold the caller canceled is not.
+// hold the caller canceled is not. Each case has a factory of its own, so
+// that its failure meets a full retry budget (the default,
+// retry.DemandBudget, refuses a rerun after three failures in a row of
+// one factory).
 func TestRunnerRerunsFailoverErrors(t *testing.T) {
 	t.Parallel()
-	f, err := holdfast.New(holdfast.WithFailover(failover.Config{}),
-		holdfast.WithTxPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond, Multiplier: 1, MaxInterval: time.Millisecond}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, tt := range []struct {
@@ -119,8 +116,14 @@ func TestRunnerRerunsFailoverErrors(t *testing.T) {
 		{&failover.CutError{OldWriter: "a", NewWriter: "b", Addr: "10.0.0.1:5432", Err: io.EOF}, 2},
 		{&failover.HoldError{Host: "h", Err: context.Canceled}, 1},
 	} {
+		f, err := holdfast.New(holdfast.WithFailover(failover.Config{}),
+			holdfast.WithTxPolicy(retry.Policy{MaxAttempts: 2, InitialInterval: time.Millisecond, Multiplier: 1, MaxInterval: time.Millisecond}))
+		if err != nil {
+			t.Fatal(err)
+		}
 		db := &failingBegin{err: fmt.Errorf("begin: %w", tt.err)}
-		err := f.RunTx(ctx, db, pgx.TxOptions{}, func(pgx.Tx) error { return nil })
+		err = f.RunTx(ctx, db, pgx.TxOptions{}, func(pgx.Tx) error { return nil })
+		f.Close()
 		runs := db.runs
 		if runs != tt.runs || (tt.runs == 2) != (err == nil) {
 			t.Errorf("RunTx, first run failing with %v: %d runs, %v; want %d", tt.err, runs, err, tt.runs)

@@ -37,20 +37,21 @@
 //     the storm simulation's fleet, under 4 % of first attempts from 2 to 20
 //     requests per second per pod, where the plain bucket gives 4 to 47 %.
 //
-// The default stays the plain bucket: holdfast's retry layers nest (the
+// holdfast's factories use a budget relative to demand by default,
+// DemandBudget's rule with a bucket of 20 tokens, 9 retries in a burst
+// (holdfast.WithRetryBudget to choose another). Its retry layers nest (the
 // first connection at startup retries a connect that retries its dials,
 // up to 9 attempts for one operation), and a bucket small enough to keep
-// a fleet's outage at a few retries per pod cuts that short. Choose the
-// budget relative to demand for a fleet of many small pools
-// (holdfast.WithRetryBudget of a NewBudget(DemandBudget())), and keep the
-// default where startup patience matters more than the first second of an
-// outage.
+// a fleet's outage at a few retries per pod would cut that short, so a
+// pool's startup is bounded by its startup policy alone and draws nothing
+// from the budget: the budget bounds what requests retry.
 //
 // During a sustained outage either budget empties and further failures
 // are returned after one attempt: thousands of goroutines cannot multiply
 // the load on a token API or a database. holdfast gives each Factory a
 // budget of its own, so that one dead database does not spend another's
-// retries; holdfast.ProcessBudget is one budget for a whole process.
+// retries; for one budget over a whole process, build one with NewBudget
+// and give it to every factory.
 //
 // # Concurrency
 //

@@ -76,7 +76,8 @@ func (r *Retrier) Start(now time.Time, rnd *rand.Rand) (Loop, error) {
 // loop's MaxElapsed (StopDeadline), and OnRetry receives it. A success
 // refills the Budget (unless the Retrier's NoRefund is set); a failure
 // classified Transient is charged to it (its FailureCost, whether or not
-// the loop goes on), and a retry spends from it, at now.
+// the loop goes on), and a retry spends from it, at now, unless the
+// Retrier's Exempt exempts the failure's verdict.
 func (l *Loop) Next(ctx context.Context, now time.Time, err error) (delay time.Duration, again bool) {
 	if l.done || l.r == nil {
 		return 0, false
@@ -90,6 +91,10 @@ func (l *Loop) Next(ctx context.Context, now time.Time, err error) (delay time.D
 		return 0, false
 	}
 	l.last, l.verdict = err, l.classify(err)
+	budget := l.r.Budget
+	if l.r.Exempt != nil && l.r.Exempt(l.verdict) {
+		budget = nil
+	}
 	if ctx.Err() != nil {
 		l.end(ctx, StopContext)
 		return 0, false
@@ -99,7 +104,7 @@ func (l *Loop) Next(ctx context.Context, now time.Time, err error) (delay time.D
 		return 0, false
 	}
 	if l.attempt >= l.p.MaxAttempts {
-		l.r.Budget.fail(now)
+		budget.fail(now)
 		l.end(ctx, StopExhausted)
 		return 0, false
 	}
@@ -120,11 +125,11 @@ func (l *Loop) Next(ctx context.Context, now time.Time, err error) (delay time.D
 		end = l.start.Add(l.p.MaxElapsed)
 	}
 	if deadline, ok := stopBy(ctx, end); ok && deadline.Sub(now) <= delay {
-		l.r.Budget.fail(now)
+		budget.fail(now)
 		l.end(ctx, StopDeadline)
 		return 0, false
 	}
-	if !l.r.Budget.spend(now) {
+	if !budget.spend(now) {
 		l.end(ctx, StopBudget)
 		return 0, false
 	}

@@ -184,6 +184,13 @@ type Retrier struct {
 	// is down. The caller refills the budget once it knows (holdfast: when
 	// the connection's startup handshake completes).
 	NoRefund bool
+	// Exempt, when not nil, reports whether a failure of verdict v is
+	// exempt from Budget: it is not charged, and its retry is neither
+	// refused nor spent. For a retry that has a bound of its own (holdfast
+	// retries a password or token the server refused once, with a fresh
+	// one: a credentials rotation under load fails many connects at once,
+	// and each needs that one retry). Policy's bounds still apply.
+	Exempt func(v classify.Verdict) bool
 	// OnRetry, when not nil, is called synchronously on the goroutine running
 	// Do after a transient failure, once the budget has allowed the retry and
 	// before the sleep. It must not block; it receives Do's context.

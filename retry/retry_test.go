@@ -676,3 +676,43 @@ func BenchmarkBudgetSuccessFull(b *testing.B) {
 		bud.Success()
 	}
 }
+
+// TestExemptFromBudget: a failure whose verdict the Retrier's Exempt
+// exempts is neither charged to the budget nor refused by it, even from a
+// bucket at its threshold; other failures of the same loop still are.
+func TestExemptFromBudget(t *testing.T) {
+	t.Parallel()
+	errFresh := errors.New("refused password, retried with a fresh one")
+	classifier := func(err error) classify.Verdict {
+		if errors.Is(err, errFresh) {
+			return classify.Verdict{Class: classify.Transient, Reason: "fresh"}
+		}
+		return testClassify(err)
+	}
+	b, err := retry.NewBudget(retry.DemandBudget())
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain := &retry.Retrier{Policy: fast(), Classify: testClassify, Budget: b}
+	_ = drain.Do(context.Background(), func(context.Context) error { return errTransient }) // 3 failures: 2 tokens left, at the threshold
+	left := b.Available()
+	r := &retry.Retrier{Policy: fast(), Classify: classifier, Budget: b,
+		Exempt: func(v classify.Verdict) bool { return v.Reason == "fresh" }}
+	calls := 0
+	if err := r.Do(context.Background(), func(context.Context) error {
+		if calls++; calls == 1 {
+			return errFresh
+		}
+		return nil
+	}); err != nil || calls != 2 {
+		t.Fatalf("an exempt failure from a drained bucket: Do = %v after %d calls, want nil after 2", err, calls)
+	}
+	if b.Denied() != 0 || b.Available() < left {
+		t.Errorf("after the exempt retry: %d refused, %v tokens (before %v); want none refused and nothing taken", b.Denied(), b.Available(), left)
+	}
+	calls = 0
+	err = r.Do(context.Background(), func(context.Context) error { calls++; return errTransient })
+	if !errors.Is(err, retry.ErrBudgetExhausted) || calls != 1 {
+		t.Errorf("a failure Exempt does not exempt: Do = %v after %d calls, want the budget exhausted after 1", err, calls)
+	}
+}

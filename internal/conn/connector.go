@@ -181,6 +181,9 @@ func (cn *connector) retryFrom(ctx context.Context, r *retry.Retrier, layer stri
 	ctx, loop := cn.tel.Begin(ctx, layer)
 	loop.Prior(prior)
 	rr := *r
+	if budgetFree(ctx) {
+		rr.Budget = nil // startup, the prober: bounded by their own policies
+	}
 	onRetry := rr.OnRetry
 	rr.OnRetry = func(ctx context.Context, e retry.Event) {
 		e.Attempt += prior

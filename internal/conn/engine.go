@@ -120,9 +120,39 @@ func New(c Config) *Engine {
 	return e
 }
 
+// budgetFreeKey marks a context whose retries the retry budget neither
+// charges nor refuses (WithoutBudget).
+type budgetFreeKey struct{}
+
+// WithoutBudget returns ctx marked so that every retry loop of the engine
+// run in it (the connect layer's dials, lookups and password fetches,
+// Acquire's) is neither charged to the factory's retry budget nor refused
+// by it: for a loop that its own policy bounds, as the outage prober's
+// backoff bounds its probes. Startup needs no mark: Start's context is
+// marked as the startup stage (obs.BeginStartup), which pgxpool carries
+// into the connect it makes, and budgetFree reads that too.
+func WithoutBudget(ctx context.Context) context.Context {
+	return context.WithValue(ctx, budgetFreeKey{}, true)
+}
+
+// budgetFree reports whether the retries of ctx are exempt from the retry
+// budget: marked by WithoutBudget, or a pool's startup (NewPool,
+// Factory.Start, sqldb.Open: the startup policy bounds it, and under
+// retry.DemandBudget a budget it drew on would refuse its second connect,
+// each connect's failed dials having taken a token each). The budget is
+// the request-scope bound of a factory's pools; a startup that fails
+// before its database is up leaves it full.
+func budgetFree(ctx context.Context) bool {
+	if v, _ := ctx.Value(budgetFreeKey{}).(bool); v {
+		return true
+	}
+	return obs.StageOf(ctx, LayerConnect) == obs.StageStartup
+}
+
 // Retrier returns a retrier of p for layer, with the engine's classifier
 // and budget, that reports each retry (one WARN line, holdfast.retries, a
-// span event).
+// span event). The engine's loops (connector.retryFrom, connState.retry)
+// leave the budget out in a context that budgetFree reports.
 func (e *Engine) Retrier(p retry.Policy, layer string) retry.Retrier {
 	return retry.Retrier{
 		Policy:   p,
@@ -413,6 +443,7 @@ func (e *Engine) retryAcquire(ctx context.Context, pool *pgxpool.Pool, firstErr 
 		}
 		return retryAuthOnce(v, err, &authRetried) // a freshly fetched token
 	}
+	rr.Exempt = isFreshAuth
 	layer := LayerAcquire
 	if patient {
 		layer = LayerStartup

@@ -106,6 +106,9 @@ func (c *connState) retry(ctx context.Context, r *retry.Retrier, prior int, firs
 		c.tctx, c.tl = c.cn.tel.Begin(ctx, LayerConnect)
 	}
 	rr := *r
+	if budgetFree(ctx) {
+		rr.Budget = nil // startup, the prober: bounded by their own policies
+	}
 	onRetry := rr.OnRetry
 	rr.OnRetry = func(ctx context.Context, e retry.Event) {
 		e.Attempt += prior
@@ -956,6 +959,7 @@ func (c *connState) retryRound(ctx context.Context, network, addr string) (net.C
 		}
 		return retryAuthOnce(v, err, &c.authRetried) // a fresh token or a fresh dial
 	}
+	r.Exempt = isFreshAuth
 	// The connection's end bounds its retries across rounds (each loop
 	// would otherwise count MaxElapsed from its own start).
 	ctx = c.withEnd(ctx)
@@ -1261,6 +1265,14 @@ func (c *connState) noteNet(err error) {
 // reasonAuthFreshToken is the retry reason of an authentication failure
 // retried once with a fresh token or a fresh dial.
 const reasonAuthFreshToken = "auth-failed-fresh-token"
+
+// isFreshAuth reports whether v is retryAuthOnce's verdict: the one retry
+// of a refused password or token with a fresh one, which the retry budget
+// neither charges nor refuses (retry.Retrier.Exempt). It has a bound of
+// its own, once per connection, and a credentials rotation under load
+// refuses many connects at once, each needing it: under the default
+// budget, retry.DemandBudget, the third would leave the rest refused.
+func isFreshAuth(v classify.Verdict) bool { return v.Reason == reasonAuthFreshToken }
 
 // retryAuthOnce turns v, the verdict of err, into a Transient one when err
 // is the first authentication failure (28000 or 28P01) that *used has not

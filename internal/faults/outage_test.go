@@ -2,6 +2,7 @@ package faults_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"net"
 	"strings"
@@ -19,9 +20,13 @@ import (
 // database is down, behind a port that refuses, or behind a front end (a
 // proxy, a load balancer) that accepts each connection and closes it, its
 // backend being down. Every connection is dialed once, and retried only as
-// the factory's retry budget (retry.DefaultBudget: 100 tokens, 5 a retry,
-// 1 back a second; refunded only by a completed handshake) allows: about
-// 20 retries for all 1,000, plus one per 5 s the outage lasts. Without a
+// the factory's retry budget allows: under the plain bucket
+// (retry.DefaultBudget, the default until the demand budget: 100 tokens, 5
+// a retry, 1 back a second; refunded only by a completed handshake) about
+// 20 retries for all 1,000, plus one per 5 s the outage lasts; under the
+// factory's default, a budget relative to demand (40 tokens, every failure
+// takes one, retries only above 20, 0.5 back a second), 19 retries for all
+// 1,000, plus what its time refill allows. Without a
 // budget (measured for comparison) each connection makes MaxAttempts (3)
 // dials. With a token function (an IAM token fetched for each connect,
 // successfully: the token endpoint is up, the database is not) the cost
@@ -36,12 +41,15 @@ func TestOutageCost(t *testing.T) {
 	const callers = 1000
 	for _, front := range []string{"refused port", "accepts then closes"} {
 		for _, run := range []struct {
-			budgeted, token bool
-		}{{true, false}, {true, true}, {false, false}} {
+			budgeted, token, demand bool
+		}{{true, false, false}, {true, true, false}, {true, false, true}, {true, true, true}, {false, false, false}} {
 			budgeted := run.budgeted
-			name := front + "/default budget"
-			if !budgeted {
+			name := front + "/plain budget"
+			switch {
+			case !budgeted:
 				name = front + "/no budget"
+			case run.demand:
+				name = front + "/default budget"
 			}
 			if run.token {
 				name += "/token function"
@@ -65,9 +73,16 @@ func TestOutageCost(t *testing.T) {
 						return "a-fresh-token", nil
 					}))
 				}
-				if budgeted {
+				switch {
+				case budgeted && run.demand: // the factory's own default budget
+					var err error
+					if f, err = holdfast.New(append([]holdfast.Option{holdfast.WithRetryPolicy(retry.Default())}, opts...)...); err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(f.Close)
+				case budgeted:
 					f, b = newHoldfast(t, retry.Default(), opts...)
-				} else {
+				default:
 					f, _ = newHoldfast(t, retry.Default(), append(opts, holdfast.WithRetryBudget(nil))...)
 				}
 				pool := holdfastPool(t, f, configAt(t, dsn, addr, d, "&pool_max_conns=1000"))
@@ -91,8 +106,12 @@ func TestOutageCost(t *testing.T) {
 				wg.Wait()
 				took := time.Since(began)
 				dials := d.dials()
-				t.Logf("MEASURED outage, %s: %d callers, %d dials (%.2f per caller), %d token fetches, %d retries allowed, %d refused by the budget, %v; outcomes %v",
-					name, callers, dials, float64(dials)/callers, fetches.Load(), b.Retries(), b.Denied(), took.Round(time.Millisecond), verdicts)
+				counts := fmt.Sprintf("%d retries allowed, %d refused by the budget", b.Retries(), b.Denied())
+				if b == nil {
+					counts = fmt.Sprintf("%d retries", dials-callers) // the factory's own budget, or none
+				}
+				t.Logf("MEASURED outage, %s: %d callers, %d dials (%.2f per caller), %d token fetches, %s, %v; outcomes %v",
+					name, callers, dials, float64(dials)/callers, fetches.Load(), counts, took.Round(time.Millisecond), verdicts)
 				if verdicts["ok"] != 0 {
 					t.Errorf("%d callers connected to a database that is down", verdicts["ok"])
 				}
@@ -107,9 +126,19 @@ func TestOutageCost(t *testing.T) {
 					}
 					return
 				}
-				// The budget: 20 retries from a full bucket, and one per 5 s of
-				// refill while the outage lasted.
+				// The plain bucket: 20 retries from a full bucket, and one per
+				// 5 s of refill while the outage lasted. The default: 19 from a
+				// full bucket (40 tokens, a failure takes one, retries above
+				// 20), and at most one per token of its 0.5 a second refill;
+				// read from the dials, its counters being the factory's.
 				allowed := int64(20 + math.Ceil(took.Seconds()/5))
+				if run.demand {
+					allowed = int64(19 + math.Ceil(took.Seconds()*0.5))
+					if dials < callers || dials > callers+allowed {
+						t.Errorf("dials = %d, want %d first attempts + at most %d retries", dials, callers, allowed)
+					}
+					return
+				}
 				if r := b.Retries(); r > allowed {
 					t.Errorf("%d retries in %v, want at most %d", r, took, allowed)
 				}

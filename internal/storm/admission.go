@@ -22,13 +22,14 @@ type Admission struct {
 	Burst     int
 }
 
-// AdmissionStrategies returns holdfast's defaults with admission limits:
-// one connect in flight per pod (the default of a pool of 4 is 2, which
-// pgxpool's own limit of MaxConns constructs hardly changes), and one in
-// flight with a rate per pod.
+// AdmissionStrategies returns the plain budget (holdfast's old defaults)
+// and the demand budget, without the hold, with admission limits: the
+// default of a pool of 4 (2 connects in flight, which pgxpool's own limit
+// of MaxConns constructs hardly changes), one connect in flight per pod,
+// and one in flight with a rate per pod.
 func AdmissionStrategies() []Strategy {
 	with := func(name string, a Admission) Strategy {
-		s := Named(Holdfast)
+		s := Named(PlainBudget)
 		s.Name, s.Admission = name, &a
 		return s
 	}
@@ -38,11 +39,11 @@ func AdmissionStrategies() []Strategy {
 		return s
 	}
 	return []Strategy{
-		with("holdfast + admission 2 in flight (default)", Admission{InFlight: 2}),
-		with("holdfast + admission 1 in flight", Admission{InFlight: 1}),
-		with("holdfast + admission 1 in flight, 1/s burst 2", Admission{InFlight: 1, PerSecond: 1, Burst: 2}),
-		with("holdfast + admission 1 in flight, 0.5/s burst 2", Admission{InFlight: 1, PerSecond: 0.5, Burst: 2}),
-		with("holdfast + admission 1 in flight, 0.25/s burst 2", Admission{InFlight: 1, PerSecond: 0.25, Burst: 2}),
+		with("plain budget + admission 2 in flight (default)", Admission{InFlight: 2}),
+		with("plain budget + admission 1 in flight", Admission{InFlight: 1}),
+		with("plain budget + admission 1 in flight, 1/s burst 2", Admission{InFlight: 1, PerSecond: 1, Burst: 2}),
+		with("plain budget + admission 1 in flight, 0.5/s burst 2", Admission{InFlight: 1, PerSecond: 0.5, Burst: 2}),
+		with("plain budget + admission 1 in flight, 0.25/s burst 2", Admission{InFlight: 1, PerSecond: 0.25, Burst: 2}),
 		withDemand("demand budget + admission 2 in flight", Admission{InFlight: 2}),
 		withDemand("demand budget + admission 1 in flight, 0.5/s burst 2", Admission{InFlight: 1, PerSecond: 0.5, Burst: 2}),
 	}
@@ -64,9 +65,13 @@ const (
 // admitConstruct starts the first attempt of the construct in slot, or
 // queues it behind the pod's admission limit.
 func (s *sim) admitConstruct(pod int32, slot int, now int64) {
+	if s.isDown(pod) {
+		s.holdConnect(pod, slot, now) // it waits for "back" before admission
+		return
+	}
 	a := s.c.Strategy.Admission
 	if a == nil {
-		s.startAttempt(pod, slot, now, true)
+		s.startAttempt(pod, slot, now, attemptFirst)
 		return
 	}
 	p := &s.pods[pod]
@@ -100,7 +105,7 @@ func (s *sim) admitted(pod int32, slot int, now int64) {
 	p.adm.inFlight++
 	c.holds = true
 	if p.adm.bucket == nil {
-		s.startAttempt(pod, slot, now, true)
+		s.startAttempt(pod, slot, now, attemptFirst)
 		return
 	}
 	wait, ok := p.adm.bucket.ReserveJittered(now+1, c.deadline+1, s.rng.Float64()) // the bucket's clock never reads 0
@@ -109,7 +114,7 @@ func (s *sim) admitted(pod int32, slot int, now int64) {
 		return
 	}
 	if wait == 0 {
-		s.startAttempt(pod, slot, now, true)
+		s.startAttempt(pod, slot, now, attemptFirst)
 		return
 	}
 	s.q.push(event{at: now + int64(wait), kind: evAdmitted, pod: pod, slot: int8(slot), gen: c.id})
@@ -144,7 +149,7 @@ func (s *sim) handleAdmission(e event) bool {
 	case evAdmitted:
 		p := &s.pods[e.pod]
 		if c := &p.slots[e.slot]; c.active && c.id == e.gen {
-			s.startAttempt(e.pod, int(e.slot), e.at, true)
+			s.startAttempt(e.pod, int(e.slot), e.at, attemptFirst)
 		}
 	case evQueueTimeout:
 		p := &s.pods[e.pod]

@@ -29,21 +29,33 @@ func Plot(rs []*Result) *image.Paletted {
 		width, left, gap, right = 1640, 84, 96, 24
 		zoomW                   = 420 // the right-hand plots
 		legendH, panelH         = 96, 372
+		legendRow               = 26 // a further row of the legend
 		plotTop, plotH          = 34, 290
 	)
-	img := image.NewPaletted(image.Rect(0, 0, width, legendH+panelH*len(deps)), palette)
-	fill(img, img.Rect, cWhite)
-
-	// The legend: a swatch and a name per strategy, and what the axes are.
-	x := left
+	// The legend: a swatch and a name per strategy, in rows as wide as
+	// the image, then what the axes are.
+	type entry struct{ x, row int }
+	entries := make([]entry, len(names))
+	x, row := left, 0
 	for i, n := range names {
-		c := lineColor(i)
-		fill(img, image.Rect(x, 18, x+36, 22), c)
-		text(img, x+46, 13, n, 2, c)
-		x += 46 + textWidth(n, 2) + 40
+		w := 46 + textWidth(n, 2)
+		if x > left && x+w > width-right {
+			x, row = left, row+1
+		}
+		entries[i] = entry{x, row}
+		x += w + 40
 	}
-	text(img, left, 44, "attempts per second reaching the failing dependency, × steady state (log scale, 100 ms bins)", 2, cText)
-	text(img, left, 70, "shaded: the outage. time in seconds of virtual time.", 2, cText)
+	extra := row * legendRow
+	img := image.NewPaletted(image.Rect(0, 0, width, legendH+extra+panelH*len(deps)), palette)
+	fill(img, img.Rect, cWhite)
+	for i, n := range names {
+		c, e := lineColor(i), entries[i]
+		y := e.row * legendRow
+		fill(img, image.Rect(e.x, 18+y, e.x+36, 22+y), c)
+		text(img, e.x+46, 13+y, n, 2, c)
+	}
+	text(img, left, 44+extra, "attempts per second reaching the failing dependency, × steady state (log scale, 100 ms bins)", 2, cText)
+	text(img, left, 70+extra, "shaded: the outage. time in seconds of virtual time.", 2, cText)
 
 	for pi, d := range deps {
 		var c Config
@@ -54,7 +66,7 @@ func Plot(rs []*Result) *image.Paletted {
 				runs = append(runs, r)
 			}
 		}
-		top := legendH + pi*panelH + plotTop
+		top := legendH + extra + pi*panelH + plotTop
 		t1 := c.OutageStart + c.Outage
 		full := image.Rect(left, top, width-right-zoomW-gap, top+plotH)
 		zoom := image.Rect(width-right-zoomW, top, width-right, top+plotH)
@@ -140,9 +152,10 @@ var palette = color.Palette{
 	color.RGBA{120, 120, 120, 255}, // no retry: grey
 	color.RGBA{214, 39, 40, 255},   // naive: red
 	color.RGBA{255, 127, 14, 255},  // backoff only: orange
-	color.RGBA{31, 119, 180, 255},  // holdfast defaults: blue
+	color.RGBA{31, 119, 180, 255},  // plain budget (old defaults): blue
 	color.RGBA{44, 160, 44, 255},   // holdfast, demand budget: green
-	color.RGBA{148, 103, 189, 255},
+	color.RGBA{148, 103, 189, 255}, // holdfast defaults (a budget relative to demand, the hold, admission): purple
+	color.RGBA{23, 190, 207, 255},  // holdfast defaults without the hold: teal
 }
 
 func lineColor(i int) uint8 { return cLine0 + uint8(i%(len(palette)-int(cLine0))) }

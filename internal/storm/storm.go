@@ -41,6 +41,8 @@ type Strategy struct {
 	// Admission: holdfast's admission limit of new connections per pod
 	// (admission.go); nil: none.
 	Admission *Admission
+	// Hold: the outage hold of each pod's pool (hold.go); nil: none.
+	Hold *Hold
 	// TokenRefund: each connect attempt fetches a token first, from a
 	// token API that is up, and each fetched token refunds the budget, as
 	// holdfast's factory did before it refunded only completed handshakes
@@ -54,29 +56,55 @@ const (
 	NoRetry     = "no retry"
 	Naive       = "naive 3× retry"
 	BackoffOnly = "backoff only"
-	// Holdfast: holdfast's defaults, the default policy and a per-pod
-	// retry.DefaultBudget (the plain token bucket).
-	Holdfast = "holdfast defaults"
+	// PlainBudget: holdfast's defaults before the hold, the default policy
+	// and a per-pod retry.DefaultBudget (the plain token bucket), no
+	// admission limit.
+	PlainBudget = "plain budget (old defaults)"
 	// Demand: the default policy and a per-pod retry.DemandBudget, the
-	// budget relative to demand.
+	// budget relative to demand, alone.
 	Demand = "holdfast, demand budget"
+	// Holdfast: holdfast's defaults: the default policy, a per-pod
+	// budget relative to demand ([FactoryBudget]), the outage hold
+	// ([DefaultHold]) and the default admission limit (2 connects in
+	// flight for a pool of 4).
+	Holdfast = "holdfast defaults"
+	// NoHold: holdfast's defaults without the outage hold, as the factory
+	// is until the hold's engine lands: the default policy, a per-pod
+	// FactoryBudget and the admission limit.
+	NoHold = "holdfast defaults without the hold"
 )
+
+// FactoryBudget returns the retry budget of a holdfast factory built
+// without WithRetryBudget (factory.go's defaultBudget; the root package's
+// TestStormUsesTheDefaultBudget checks that they agree): relative to
+// demand, as retry.DemandBudget, with a bucket of 40 tokens and a
+// threshold of 20, so that a burst of failures gets 19 retries (a
+// failover's first second) where DemandBudget's gets 2.
+func FactoryBudget() retry.BudgetConfig {
+	return retry.BudgetConfig{Capacity: 40, FailureCost: 1, Threshold: 20, SuccessRefill: 0.1, RefillPerSecond: 0.5}
+}
 
 // Strategies returns the strategies compared, in the order of the tables:
 // no retry, three immediate tries, the default backoff without a budget,
-// holdfast's defaults, and holdfast's policy with the budget relative to
-// demand. A strategy added later goes at the end; find one with [Named].
+// holdfast's old defaults (the plain budget), holdfast's policy with the
+// budget relative to demand alone, holdfast's defaults (a budget relative
+// to demand, the outage hold and the admission limit), and holdfast's
+// defaults without the hold. A strategy added later goes at the end; find
+// one with [Named].
 func Strategies() []Strategy {
 	none := retry.Default()
 	none.MaxAttempts = 1
 	naive := retry.Policy{MaxAttempts: 3, InitialInterval: time.Nanosecond, Multiplier: 1, MaxInterval: time.Nanosecond}
-	budget, demand := retry.DefaultBudget(), retry.DemandBudget()
+	budget, demand, factory := retry.DefaultBudget(), retry.DemandBudget(), FactoryBudget()
+	hold := DefaultHold()
 	return []Strategy{
 		{Name: NoRetry, Policy: none},
 		{Name: Naive, Policy: naive},
 		{Name: BackoffOnly, Policy: retry.Default()},
-		{Name: Holdfast, Policy: retry.Default(), Budget: &budget},
+		{Name: PlainBudget, Policy: retry.Default(), Budget: &budget},
 		{Name: Demand, Policy: retry.Default(), Budget: &demand},
+		{Name: Holdfast, Policy: retry.Default(), Budget: &factory, Hold: &hold, Admission: &Admission{InFlight: 2}},
+		{Name: NoHold, Policy: retry.Default(), Budget: &factory, Admission: &Admission{InFlight: 2}},
 	}
 }
 
@@ -137,9 +165,10 @@ func Default(d Dependency, s Strategy) Config {
 type Result struct {
 	Config Config
 
-	// First and Retries count attempts per Bin, by start time: first
-	// attempts of a connect, and retries.
-	First, Retries []int
+	// First, Retries and Probes count attempts per Bin, by start time:
+	// first attempts of a connect, its retries, and the outage hold's
+	// probes (hold.go).
+	First, Retries, Probes []int
 
 	Steady      float64       // attempts per second from 10 s to the outage
 	PeakOutage  float64       // highest one-second load during the outage, ×Steady
@@ -149,7 +178,24 @@ type Result struct {
 	// end, ×(Steady × 40 s).
 	Total float64
 	// RetryShare is retries ÷ first attempts over the same window.
+	// Probes are in neither: they have a bound of their own (one per pool
+	// per backoff step), and are reported apart (ProbesPerPod).
 	RetryShare float64
+	// FirstPerPod, RetriesPerPod and ProbesPerPod are the attempts of the
+	// same window per pod.
+	FirstPerPod, RetriesPerPod, ProbesPerPod float64
+	// Floor is the model's floor of ReconnectedMedian at a peak after
+	// recovery of 3× steady: every pod needs at least one connect, and
+	// 3×Steady connects a second reconnect half the pods in
+	// Pods/2 ÷ (3×Steady) seconds.
+	Floor time.Duration
+	// ReconnectAttempts is the attempts a pod that had no connection when
+	// the outage ended makes from then until a second after its first
+	// connection (probes included), on average: with it, the floor of a
+	// fleet whose pods make that many is ReconnectAttempts × Floor.
+	ReconnectAttempts float64
+	// WentDown is how many pods' pools the hold put down at least once.
+	WentDown int
 	// Recovery is the time from the end of the outage to the last request
 	// it hurt: one that failed, or that waited for a connection longer than
 	// a connect takes. Zero when no request after the outage was hurt.
@@ -172,8 +218,8 @@ type Result struct {
 	Refused                       int // connects the admission limit refused (their wait ended)
 }
 
-// Load returns the attempts of bin i, first and retries.
-func (r *Result) Load(i int) int { return r.First[i] + r.Retries[i] }
+// Load returns the attempts of bin i: first attempts, retries and probes.
+func (r *Result) Load(i int) int { return r.First[i] + r.Retries[i] + r.Probes[i] }
 
 // errOutage is the failure of every attempt during the outage; the
 // simulated pools classify it as transient, as holdfast classifies a
@@ -196,6 +242,11 @@ func Run(c Config) (*Result, error) {
 	if c.OutageStart < 11*time.Second || c.After < 10*time.Second {
 		return nil, errors.New("storm: the outage must start after 11 s and the run go on 10 s after it")
 	}
+	if h := c.Strategy.Hold; h != nil {
+		if err := h.validate(); err != nil {
+			return nil, err
+		}
+	}
 	s := &sim{
 		c:    c,
 		rng:  rand.New(rand.NewPCG(c.Seed, c.Seed^0x5eed)),
@@ -207,8 +258,9 @@ func Run(c Config) (*Result, error) {
 	s.lastHurt = s.t1
 	s.podHurt = make([]int64, c.Pods)
 	s.podBack = make([]int64, c.Pods)
+	s.reconn = make([]int32, c.Pods)
 	bins := int(s.end/int64(c.Bin)) + 1
-	s.res = &Result{Config: c, First: make([]int, bins), Retries: make([]int, bins)}
+	s.res = &Result{Config: c, First: make([]int, bins), Retries: make([]int, bins), Probes: make([]int, bins)}
 	for i := range s.pods {
 		p := &s.pods[i]
 		p.retrier = retry.Retrier{Policy: c.Strategy.Policy, Classify: classifyOutage}
@@ -223,6 +275,9 @@ func Run(c Config) (*Result, error) {
 			return nil, err // an invalid policy
 		}
 		p.slots = make([]construct, c.MaxConns)
+		if c.Strategy.Hold != nil {
+			p.hold = &holdState{}
+		}
 		// Steady state from the start: one connection, part-way through
 		// its life. The life of the connection found open at a random
 		// moment is length-biased (density ∝ l over [Lifetime,
@@ -256,6 +311,7 @@ type sim struct {
 	lastHurt int64   // the last request hurt at or after t1
 	podHurt  []int64 // the same, per pod
 	podBack  []int64 // when each pod that had no connection at t1 has one again
+	reconn   []int32 // attempts of each such pod from t1 to a second after podBack
 	res      *Result
 }
 
@@ -272,6 +328,8 @@ type pod struct {
 	queue   []int64 // arrival times of requests waiting for a connection slot
 	lost    bool    // had no connection when the outage ended, and none since
 	adm     *admission
+	hold    *holdState // the outage hold (hold.go); nil without one
+	nextCID uint32     // ids of constructs, for stale retry events
 }
 
 // construct is one connection being built, as pgxpool builds it for the
@@ -286,7 +344,20 @@ type construct struct {
 	id       uint32 // admission: the construct's id, for stale events
 	deadline int64  // admission: when its wait for a slot ends
 	holds    bool   // admission: it holds a slot
+
+	cid       uint32 // the construct's id, for stale retry events (hold)
+	held      bool   // hold: it waits for the prober's "back"
+	hid       uint32 // hold: the id of its wait, for stale timeouts
+	hdeadline int64  // hold: when its wait ends
+	probe     bool   // hold: its attempt in flight is the prober's probe
 }
+
+// The kinds of attempt, for the counts per bin.
+const (
+	attemptFirst = iota
+	attemptRetry
+	attemptProbe
+)
 
 const (
 	evArrival = iota + 1
@@ -299,7 +370,7 @@ const (
 func (s *sim) down(t int64) bool { return t >= s.t0 && t < s.t1 }
 
 func (s *sim) handle(e event) {
-	if s.handleAdmission(e) {
+	if s.handleAdmission(e) || s.handleHold(e) {
 		return
 	}
 	switch e.kind {
@@ -332,6 +403,9 @@ func (s *sim) handle(e event) {
 		for i := range s.pods {
 			if p := &s.pods[i]; len(p.conns) > 0 {
 				p.conns = p.conns[:0]
+				if p.hold != nil && s.c.Strategy.Hold.BreakDown {
+					s.goDown(int32(i), e.at) // 57P01 on the pool's connections
+				}
 				s.runOut(int32(i), e.at)
 			}
 		}
@@ -377,7 +451,8 @@ func (s *sim) startConstruct(pod int32, owner, now int64) {
 	for i := range p.slots {
 		if c := &p.slots[i]; !c.active {
 			l, _ := p.retrier.Start(epoch.Add(time.Duration(now)), s.rng) // the policy was validated in Run
-			*c = construct{active: true, loop: l, owner: owner}
+			p.nextCID++
+			*c = construct{active: true, loop: l, owner: owner, cid: p.nextCID}
 			p.busy++
 			s.admitConstruct(pod, i, now)
 			return
@@ -385,17 +460,16 @@ func (s *sim) startConstruct(pod int32, owner, now int64) {
 	}
 }
 
-// startAttempt records an attempt that reaches the dependency at t and
-// schedules its end.
-func (s *sim) startAttempt(pod int32, slot int, t int64, first bool) {
-	c := &s.pods[pod].slots[slot]
-	if b := t / int64(s.c.Bin); b < int64(len(s.res.First)) {
-		if first {
-			s.res.First[b]++
-		} else {
-			s.res.Retries[b]++
-		}
+// startAttempt records an attempt of kind that reaches the dependency at t
+// and schedules its end. With a hold, a first attempt or a retry of a pool
+// that is down waits for "back" instead (hold.go).
+func (s *sim) startAttempt(pod int32, slot int, t int64, kind int) {
+	if kind != attemptProbe && s.isDown(pod) {
+		s.holdConnect(pod, slot, t)
+		return
 	}
+	c := &s.pods[pod].slots[slot]
+	s.count(pod, t, kind)
 	c.fail = s.down(t)
 	if s.c.Strategy.TokenRefund && s.c.Dependency == Database {
 		s.pods[pod].retrier.Budget.Success() // the token came back: refunded, before
@@ -407,16 +481,57 @@ func (s *sim) startAttempt(pod int32, slot int, t int64, first bool) {
 	s.q.push(event{at: t + int64(lat), kind: evAttemptEnd, pod: pod, slot: int8(slot)})
 }
 
+// count records an attempt of kind of pod that starts at t.
+func (s *sim) count(pod int32, t int64, kind int) {
+	if t >= s.t1 && (s.pods[pod].lost || s.podBack[pod] > 0 && t < s.podBack[pod]+int64(time.Second)) {
+		s.reconn[pod]++
+	}
+	b := t / int64(s.c.Bin)
+	if b >= int64(len(s.res.First)) {
+		return
+	}
+	switch kind {
+	case attemptFirst:
+		s.res.First[b]++
+	case attemptRetry:
+		s.res.Retries[b]++
+	default:
+		s.res.Probes[b]++
+	}
+}
+
 func (s *sim) attemptEnd(pod int32, slot int, now int64) {
 	p := &s.pods[pod]
 	c := &p.slots[slot]
+	if c.probe {
+		s.probeEnd(pod, slot, now)
+		return
+	}
 	var err error
 	if c.fail {
 		err = errOutage
 	}
 	delay, again := c.loop.Next(context.Background(), epoch.Add(time.Duration(now)), err)
-	if again {
-		s.startAttempt(pod, slot, now+int64(delay), false)
+	if h := p.hold; h != nil {
+		if err == nil {
+			h.fails = 0
+		} else {
+			s.holdFailed(pod, now)
+		}
+		if err != nil && h.down {
+			s.holdConnect(pod, slot, now) // no retry of its own: it waits for "back"
+			return
+		}
+		if again {
+			s.q.push(event{at: now + int64(delay), kind: evRetry, pod: pod, slot: int8(slot), gen: c.cid})
+			return
+		}
+	} else if again {
+		s.startAttempt(pod, slot, now+int64(delay), attemptRetry)
+		return
+	}
+	if err == nil {
+		s.connected(pod, slot, now)
 		return
 	}
 	c.active = false
@@ -424,21 +539,30 @@ func (s *sim) attemptEnd(pod int32, slot int, now int64) {
 	if s.c.Strategy.Admission != nil {
 		s.admitRelease(pod, slot, now)
 	}
-	if err == nil {
-		s.addConn(pod, now, float64(s.c.Lifetime)+s.rng.Float64()*float64(s.c.LifetimeJitter))
-		if c.owner >= 0 {
-			s.served(pod, c.owner, now)
-		}
-		for _, a := range p.queue {
-			s.served(pod, a, now)
-		}
-		p.queue = p.queue[:0]
-		return
-	}
 	if c.owner >= 0 {
 		s.failed(pod, min(now, c.owner+int64(s.c.RequestTimeout)))
 	}
 	s.nextWaiting(pod, now)
+}
+
+// connected ends the connect in slot with a connection: its request and
+// those waiting for a pool slot are served.
+func (s *sim) connected(pod int32, slot int, now int64) {
+	p := &s.pods[pod]
+	c := &p.slots[slot]
+	c.active = false
+	p.busy--
+	if s.c.Strategy.Admission != nil {
+		s.admitRelease(pod, slot, now)
+	}
+	s.addConn(pod, now, float64(s.c.Lifetime)+s.rng.Float64()*float64(s.c.LifetimeJitter))
+	if c.owner >= 0 {
+		s.served(pod, c.owner, now)
+	}
+	for _, a := range p.queue {
+		s.served(pod, a, now)
+	}
+	p.queue = p.queue[:0]
 }
 
 // nextWaiting gives a free pool slot of pod to the first request still
@@ -506,16 +630,17 @@ func (s *sim) finish() {
 		}
 		return n
 	}
-	sum := func(from, to int64) (first, retries int) {
+	sum := func(from, to int64) (first, retries, probes int) {
 		for i := int(from / int64(s.c.Bin)); i < int(to/int64(s.c.Bin)); i++ {
 			first += r.First[i]
 			retries += r.Retries[i]
+			probes += r.Probes[i]
 		}
-		return first, retries
+		return first, retries, probes
 	}
 	sec := int64(time.Second)
-	f, rt := sum(10*sec, s.t0)
-	r.Steady = float64(f+rt) / (float64(s.t0-10*sec) / float64(sec))
+	f, rt, pr := sum(10*sec, s.t0)
+	r.Steady = float64(f+rt+pr) / (float64(s.t0-10*sec) / float64(sec))
 	peak := func(from, to int64) (float64, int64) {
 		best, at := 0, from
 		for t := from; t+sec <= to; t += sec {
@@ -529,9 +654,24 @@ func (s *sim) finish() {
 	var at int64
 	r.PeakAfter, at = peak(s.t1, s.end)
 	r.PeakAfterAt = time.Duration(at - s.t1)
-	f, rt = sum(s.t0, s.t1+10*sec)
-	r.Total = float64(f+rt) / (r.Steady * float64(s.t1+10*sec-s.t0) / float64(sec))
+	f, rt, pr = sum(s.t0, s.t1+10*sec)
+	r.Total = float64(f+rt+pr) / (r.Steady * float64(s.t1+10*sec-s.t0) / float64(sec))
 	r.RetryShare = float64(rt) / math.Max(float64(f), 1)
+	n := float64(len(s.pods))
+	r.FirstPerPod, r.RetriesPerPod, r.ProbesPerPod = float64(f)/n, float64(rt)/n, float64(pr)/n
+	r.Floor = time.Duration(n / 2 / (3 * r.Steady) * float64(time.Second))
+	if r.Disconnected > 0 {
+		total := 0
+		for _, a := range s.reconn {
+			total += int(a)
+		}
+		r.ReconnectAttempts = float64(total) / float64(r.Disconnected)
+	}
+	for i := range s.pods {
+		if h := s.pods[i].hold; h != nil && h.downs > 0 {
+			r.WentDown++
+		}
+	}
 	r.Recovery = time.Duration(s.lastHurt - s.t1)
 	r.ReconnectedMedian, r.HurtMedian = median(s.podBack, s.t1), median(s.podHurt, s.t1)
 }

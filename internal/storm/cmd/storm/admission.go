@@ -2,41 +2,49 @@ package main
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/holdfast-db/holdfast/internal/storm"
 )
 
-// admissionTable runs holdfast's defaults without and with admission
-// limits (storm.AdmissionStrategies) through both outages and prints
-// them, with the median pod's recovery.
-func admissionTable(pods int, seed uint64) error {
-	hf := storm.Named(storm.Holdfast)
-	var configs []storm.Config
-	for _, d := range []storm.Dependency{storm.Database, storm.TokenAPI} {
-		for _, s := range append([]storm.Strategy{hf}, storm.AdmissionStrategies()...) {
-			c := storm.Default(d, s)
-			c.Pods, c.Seed = pods, seed
-			configs = append(configs, c)
+// detailTables runs, at the main rate, the budgets without the hold with
+// admission limits (storm.AdmissionStrategies), and holdfast's defaults
+// with one parameter of the hold changed at a time (storm.HoldVariants),
+// through both outages, and prints them with the median pod's figures.
+func detailTables(pods int, seed uint64, rate float64) error {
+	tables := []struct {
+		title  string
+		strats []storm.Strategy
+	}{
+		{"The budgets without the hold, with an admission limit per pod (holdfast.WithConnectLimit)",
+			append([]storm.Strategy{storm.Named(storm.PlainBudget)}, storm.AdmissionStrategies()...)},
+		{"holdfast's defaults with one parameter of the outage hold changed (storm.HoldVariants; defaults: " + storm.DefaultHold().String() + ")",
+			append([]storm.Strategy{storm.Named(storm.Holdfast)}, storm.HoldVariants()...)},
+	}
+	for _, t := range tables {
+		var configs []storm.Config
+		for _, d := range []storm.Dependency{storm.Database, storm.TokenAPI} {
+			for _, s := range t.strats {
+				c := storm.Default(d, s)
+				c.Pods, c.Seed, c.RequestRate = pods, seed, rate
+				configs = append(configs, c)
+			}
 		}
-	}
-	results, err := runAll(configs)
-	if err != nil {
-		return err
-	}
-	fmt.Printf("\nholdfast's defaults with an admission limit per pod (holdfast.WithConnectLimit):\n\n")
-	fmt.Println("| dependency down | strategy | peak during outage ×steady | peak after recovery ×steady | total load ×steady | retries % of first attempts | time to recovery (last request hurt) | median pod: reconnected | median pod: last request hurt | every pod connected | requests failed | connects not admitted |")
-	fmt.Println("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
-	for _, r := range results {
-		fmt.Printf("| %s | %s | %.1f× | %.1f× | %.1f× | %.1f%% | %.2f s | %.2f s | %.2f s | %.2f s | %d | %d |\n", r.Config.Dependency, r.Config.Strategy.Name,
-			r.PeakOutage, r.PeakAfter, r.Total, 100*r.RetryShare, r.Recovery.Seconds(), r.ReconnectedMedian.Seconds(), r.HurtMedian.Seconds(),
-			r.Reconnected.Seconds(), r.Failed, r.Refused)
+		results, err := runAll(configs)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("\n%s, %g requests/s per pod:\n\n", t.title, rate)
+		if err := storm.DetailTable(os.Stdout, results); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
-func admissionIf(on bool, pods int, seed uint64) error {
+func detailsIf(on bool, pods int, seed uint64, rate float64) error {
 	if !on {
 		return nil
 	}
-	return admissionTable(pods, seed)
+	return detailTables(pods, seed, rate)
 }

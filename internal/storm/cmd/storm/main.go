@@ -1,7 +1,8 @@
 // Command storm runs the fleet-scale reconnect storm simulation of package
-// storm: the retry strategies of storm.Strategies through a 30 s outage of
-// the database and of the token API, 10,000 pods each, at several request
-// rates. It prints the Markdown tables of RESULTS.md and writes the plot:
+// storm: the retry strategies of storm.Strategies (holdfast's defaults,
+// with the outage hold, among them) through a 30 s outage of the database
+// and of the token API, 10,000 pods each, at several request rates. It
+// prints the Markdown tables of RESULTS.md and writes the plot:
 //
 //	go run ./internal/storm/cmd/storm                # from the module root
 //	go run ./internal/storm/cmd/storm -json          # every run, as {"rows": [...]}
@@ -32,7 +33,7 @@ func main() {
 	rates := flag.String("rates", "2,5,10,20", "request rates per pod (per second): every strategy runs at each")
 	main := flag.Float64("rate", 10, "the request rate of the main table and of the plot (one of -rates)")
 	asJSON := flag.Bool("json", false, "print every run as one JSON object, {\"rows\": [...]}, instead of the tables")
-	admission := flag.Bool("admission", true, "also print holdfast's defaults with admission limits (admission.go; not with -json)")
+	details := flag.Bool("admission", true, "also print the budgets with admission limits and the hold's variants, at -rate (not with -json)")
 	flag.Parse()
 	if *asJSON {
 		set := false
@@ -45,7 +46,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "storm:", err)
 		os.Exit(1)
 	}
-	if err := admissionIf(*admission && !*asJSON, *pods, *seed); err != nil {
+	if err := detailsIf(*details && !*asJSON, *pods, *seed, *main); err != nil {
 		fmt.Fprintln(os.Stderr, "storm:", err)
 		os.Exit(1)
 	}
@@ -80,7 +81,7 @@ func run(pods int, seed uint64, out, rateList string, mainRate float64, asJSON b
 	// A token function (IAM) during a database outage: each attempt fetches
 	// a token first, from a token API that is up. Refunding each fetched
 	// token, as the factory did before, voids the budget.
-	before := storm.Named(storm.Holdfast)
+	before := storm.Named(storm.PlainBudget)
 	before.Name, before.TokenRefund = "holdfast, token refunds (before)", true
 	c := storm.Default(storm.Database, before)
 	c.Pods, c.Seed, c.RequestRate = pods, seed, mainRate
@@ -111,7 +112,7 @@ func run(pods int, seed uint64, out, rateList string, mainRate float64, asJSON b
 	if err := storm.Table(os.Stdout, main); err != nil {
 		return err
 	}
-	fmt.Printf("\nAt each request rate (requests per second per pod), every strategy but naive:\n\n")
+	fmt.Printf("\nAt each request rate (requests per second per pod), every strategy but naive (%s: %s):\n\n", storm.Holdfast, storm.DefaultHold())
 	if err := storm.RateTable(os.Stdout, byRate); err != nil {
 		return err
 	}

@@ -1,0 +1,233 @@
+package storm_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/holdfast-db/holdfast/internal/storm"
+)
+
+// The goals of issue 30 (item 5) for holdfast's defaults, at every rate of
+// demandRates.
+const (
+	goalRetries      = 0.05            // retries ÷ first attempts
+	goalPeakDuring   = 1.3             // peak during the outage ÷ no retry's
+	goalPeakAfter3   = 3.0             // peak after recovery, ×steady
+	goalMedianBack   = 2 * time.Second // the median pod holds a connection again
+	maxRetriesPerPod = 1.0             // the lone connect's one retry before its pool goes down
+	maxRetriesOfNone = 0.05            // retries ÷ no retry's first attempts (the demand)
+)
+
+// TestHoldfastDefaultsGoals runs no retry, the plain budget (the old
+// defaults) and holdfast's defaults (the demand budget, the outage hold,
+// the admission limit) at 2, 5, 10 and 20 requests/s per pod through both
+// outages, on 1,000 pods (250 under the race detector), and checks issue
+// 30's goals for the defaults:
+//
+//   - the peak during the outage within 1.3× no retry's, at every rate;
+//   - the median pod back (holding a connection) within 2 s;
+//   - retries within 5 % of first attempts in the database outage; in the
+//     token API outage, whose pools go down only after two failures in a
+//     row (there is no break to see), at most the lone connect's one retry
+//     per pod, within 5 % of no retry's first attempts (the demand; the
+//     hold removes the first attempts themselves, so the share of the
+//     few left is over 5 % below 20 requests/s: logged);
+//   - the peak after recovery no higher than no retry's; the goal of 3×
+//     steady is not met with the median pod back within 2 s (the model's
+//     floors are logged; RESULTS.md explains, TestHoldProbeMaxTradeoff
+//     shows the other end).
+//
+// The plain budget fails the retries and the peak at 2 requests/s, so the
+// checks tell the defaults of before and now apart.
+func TestHoldfastDefaultsGoals(t *testing.T) {
+	t.Parallel()
+	pods := 1000
+	if raceEnabled {
+		pods = 250
+	}
+	for _, d := range []storm.Dependency{storm.Database, storm.TokenAPI} {
+		t.Run(d.String(), func(t *testing.T) {
+			t.Parallel()
+			for _, rate := range demandRates {
+				rs := map[string]*storm.Result{}
+				for _, name := range []string{storm.NoRetry, storm.PlainBudget, storm.Holdfast, storm.NoHold} {
+					c := storm.Default(d, storm.Named(name))
+					c.Pods, c.RequestRate = pods, rate
+					r, err := storm.Run(c)
+					if err != nil {
+						t.Fatal(err)
+					}
+					rs[name] = r
+				}
+				none, old, hf, noHold := rs[storm.NoRetry], rs[storm.PlainBudget], rs[storm.Holdfast], rs[storm.NoHold]
+				during := hf.PeakOutage / none.PeakOutage
+				ofNone := hf.RetriesPerPod / none.FirstPerPod
+				t.Logf("%g requests/s: retries %.1f%% of first attempts (%.2f per pod, %.2f%% of no retry's first attempts), %.1f probes per pod; peak during %.2f× no retry's; "+
+					"peak after %.1f× steady (no retry %.1f×), median pod back %v (floor at 3× steady: %v at one connect per pod, %v at the pods' %.1f); plain budget: %.1f%% retries, peak during %.2f× no retry's",
+					rate, 100*hf.RetryShare, hf.RetriesPerPod, 100*ofNone, hf.ProbesPerPod, during,
+					hf.PeakAfter, none.PeakAfter, hf.ReconnectedMedian.Round(time.Millisecond), hf.Floor.Round(time.Millisecond),
+					time.Duration(hf.ReconnectAttempts*float64(hf.Floor)).Round(time.Millisecond), hf.ReconnectAttempts,
+					100*old.RetryShare, old.PeakOutage/none.PeakOutage)
+				if during > goalPeakDuring {
+					t.Errorf("%g requests/s: peak during the outage %.2f× no retry's, goal %.1f×", rate, during, goalPeakDuring)
+				}
+				if hf.ReconnectedMedian > goalMedianBack {
+					t.Errorf("%g requests/s: the median pod is back after %v, goal %v", rate, hf.ReconnectedMedian, goalMedianBack)
+				}
+				switch {
+				case d == storm.Database && hf.RetryShare > goalRetries:
+					t.Errorf("%g requests/s: retries are %.1f%% of first attempts, goal %.0f%%", rate, 100*hf.RetryShare, 100*goalRetries)
+				case hf.RetriesPerPod > maxRetriesPerPod || ofNone > maxRetriesOfNone:
+					t.Errorf("%g requests/s: %.2f retries per pod, %.2f%% of no retry's first attempts; want at most %.0f and %.0f%%",
+						rate, hf.RetriesPerPod, 100*ofNone, maxRetriesPerPod, 100*maxRetriesOfNone)
+				case hf.RetryShare > goalRetries:
+					t.Logf("%g requests/s: goal not met: retries %.1f%% of first attempts, goal %.0f%% (the lone connect's retry before the pool goes down, over the few first attempts the hold leaves)",
+						rate, 100*hf.RetryShare, 100*goalRetries)
+				}
+				if hf.PeakAfter > none.PeakAfter {
+					t.Errorf("%g requests/s: peak after recovery %.1f× steady, over no retry's %.1f×", rate, hf.PeakAfter, none.PeakAfter)
+				}
+				if hf.PeakAfter > goalPeakAfter3 {
+					t.Logf("%g requests/s: goal not met: peak after recovery %.1f× steady, goal %.0f×", rate, hf.PeakAfter, goalPeakAfter3)
+				}
+				if hf.Total > none.Total/3 {
+					t.Errorf("%g requests/s: total load %.1f× steady, want under a third of no retry's %.1f×", rate, hf.Total, none.Total)
+				}
+				// Until the hold lands the factory's budget alone bounds the
+				// retries: fewer than the plain budget's, at most its burst
+				// of 19 per pod, more than 5 % below 20 requests/s.
+				t.Logf("%g requests/s: without the hold: retries %.1f%% of first attempts (%.1f per pod), peak during %.2f× no retry's, peak after %.1f×",
+					rate, 100*noHold.RetryShare, noHold.RetriesPerPod, noHold.PeakOutage/none.PeakOutage, noHold.PeakAfter)
+				if noHold.RetryShare >= old.RetryShare || noHold.RetriesPerPod > 19 {
+					t.Errorf("%g requests/s: without the hold %.1f%% retries (%.1f per pod), want fewer than the plain budget's %.1f%% and at most 19 per pod",
+						rate, 100*noHold.RetryShare, noHold.RetriesPerPod, 100*old.RetryShare)
+				}
+				if rate == 2 && old.RetryShare <= goalRetries && old.PeakOutage/none.PeakOutage <= goalPeakDuring {
+					t.Errorf("plain budget at 2 requests/s: %.1f%% retries, peak during %.2f× no retry's: want the goals failed (the check must tell the defaults apart)",
+						100*old.RetryShare, old.PeakOutage/none.PeakOutage)
+				}
+			}
+		})
+	}
+}
+
+// TestHoldProbeMaxTradeoff: the longest delay between probes trades the
+// peak after recovery against the median pod's return. At 10 requests/s
+// per pod, with probes at most 12 s apart the peak after recovery is
+// within 3× steady, and the median pod is back only after several seconds
+// (over the 2 s goal, and over the model's floor at the attempts each pod
+// makes in its reconnect); with 1 s, the median pod is back within a
+// second and the peak after is over twice the defaults'.
+func TestHoldProbeMaxTradeoff(t *testing.T) {
+	t.Parallel()
+	pods := 1000
+	if raceEnabled {
+		pods = 250
+	}
+	run := func(probeMax time.Duration) *storm.Result {
+		s := storm.Named(storm.Holdfast)
+		h := *s.Hold
+		if probeMax > 0 {
+			h.ProbeMax = probeMax
+		}
+		s.Hold = &h
+		c := storm.Default(storm.Database, s)
+		c.Pods = pods
+		r, err := storm.Run(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	short, def, long := run(time.Second), run(0), run(12*time.Second)
+	for _, r := range []*storm.Result{short, def, long} {
+		t.Logf("probes at most %v apart: peak after %.1f× steady, median pod back %v (floor %v at one connect per pod, %v at the pods' %.1f)",
+			r.Config.Strategy.Hold.ProbeMax, r.PeakAfter, r.ReconnectedMedian.Round(time.Millisecond), r.Floor.Round(time.Millisecond),
+			time.Duration(r.ReconnectAttempts*float64(r.Floor)).Round(time.Millisecond), r.ReconnectAttempts)
+	}
+	if long.PeakAfter > 3.3 || long.ReconnectedMedian < 2*goalMedianBack || long.ReconnectedMedian < time.Duration(long.ReconnectAttempts*float64(long.Floor)) {
+		t.Errorf("12 s: peak after %.1f×, median %v: want about 3× and a median over 4 s and over the floor at the pods' attempts", long.PeakAfter, long.ReconnectedMedian)
+	}
+	if !(short.ReconnectedMedian < time.Second && short.PeakAfter > 2*def.PeakAfter && def.PeakAfter > long.PeakAfter) {
+		t.Errorf("1 s: median %v, peak after %.1f×; defaults' peak after %.1f×, 12 s's %.1f×: want a median within a second and the peaks falling as probes space out",
+			short.ReconnectedMedian, short.PeakAfter, def.PeakAfter, long.PeakAfter)
+	}
+}
+
+// TestHoldWhileDown: from the break on, no pool of the fleet makes an
+// attempt but its prober's probes (no request connects or retries on its
+// own while down), at most one per pool per backoff step; after the
+// return every pod is back.
+func TestHoldWhileDown(t *testing.T) {
+	t.Parallel()
+	c := storm.Default(storm.Database, storm.Named(storm.Holdfast))
+	c.Pods = 200
+	r, err := storm.Run(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := c.Strategy.Hold
+	if r.WentDown != c.Pods || r.Disconnected != c.Pods {
+		t.Errorf("%d pools went down, %d had no connection at the return; want all %d", r.WentDown, r.Disconnected, c.Pods)
+	}
+	// From the break: the pools go down there (BreakDown); a connect that
+	// was in flight may still end in the first bin.
+	from, to := int((c.OutageStart+c.Bin)/c.Bin), int((c.OutageStart+c.Outage)/c.Bin)
+	first, retries, probes := 0, 0, 0
+	for b := from; b < to; b++ {
+		first += r.First[b]
+		retries += r.Retries[b]
+		probes += r.Probes[b]
+	}
+	// The schedule's steps within the outage, at the shortest jitter.
+	steps, at, d := 0, time.Duration(0), h.ProbeInitial
+	for at < c.Outage {
+		at += time.Duration(float64(d) * (1 - h.ProbeJitter))
+		d = min(time.Duration(float64(d)*h.ProbeMultiplier), h.ProbeMax)
+		steps++
+	}
+	if first+retries > c.Pods/50 || probes > steps*c.Pods {
+		t.Errorf("while down: %d first attempts, %d retries, %d probes; want about none, none and at most %d (%d steps × %d pools)",
+			first, retries, probes, steps*c.Pods, steps, c.Pods)
+	}
+	if r.Reconnected > 2*time.Duration(float64(h.ProbeMax)*(1+h.ProbeJitter)) {
+		t.Errorf("every pod back after %v", r.Reconnected)
+	}
+	var b strings.Builder
+	if err := storm.DetailTable(&b, []*storm.Result{r}); err != nil || strings.Count(b.String(), "\n") != 3 {
+		t.Errorf("DetailTable = %v:\n%s", err, b.String())
+	}
+}
+
+// TestHoldProbeInitial: the delay of the first probe sets the busiest
+// second of a database outage that every pod sees at once. At 2
+// requests/s per pod, probes from 100 ms put it over 1.3× no retry's (3
+// probes per pod in its first second), where the defaults' 250 ms keep it
+// under no retry's.
+func TestHoldProbeInitial(t *testing.T) {
+	t.Parallel()
+	pods := 1000
+	if raceEnabled {
+		pods = 250
+	}
+	run := func(s storm.Strategy) *storm.Result {
+		c := storm.Default(storm.Database, s)
+		c.Pods, c.RequestRate = pods, 2
+		r, err := storm.Run(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	fast := storm.Named(storm.Holdfast)
+	h := *fast.Hold
+	h.ProbeInitial = 100 * time.Millisecond
+	fast.Hold = &h
+	none, def, early := run(storm.Named(storm.NoRetry)), run(storm.Named(storm.Holdfast)), run(fast)
+	t.Logf("peak during the outage ÷ no retry's: probes from %v %.2f, from 100 ms %.2f", storm.DefaultHold().ProbeInitial, def.PeakOutage/none.PeakOutage, early.PeakOutage/none.PeakOutage)
+	if def.PeakOutage > none.PeakOutage || early.PeakOutage <= goalPeakDuring*none.PeakOutage {
+		t.Errorf("peak during: defaults %.1f×, from 100 ms %.1f×, no retry %.1f×: want the defaults at most no retry's and 100 ms over %.1f× it",
+			def.PeakOutage, early.PeakOutage, none.PeakOutage, goalPeakDuring)
+	}
+}
