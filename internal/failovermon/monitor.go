@@ -57,8 +57,8 @@ type Monitor struct {
 	mu        sync.Mutex
 	listeners []func(Change)
 	downWatch []func(down bool) // WatchDown
-	standBy   []func() bool   // StandDownWhile: a blue/green switchover routes a pool of the cluster
-	writers   map[string]bool // host names of the writer endpoint(s) whose DNS is checked
+	standBy   []func() bool     // StandDownWhile: a blue/green switchover routes a pool of the cluster
+	writers   map[string]bool   // host names of the writer endpoint(s) whose DNS is checked
 	status    failover.Status
 	statusErr error         // the error behind status.Error (guarded by mu)
 	statusCh  chan struct{} // closed when status changes (Changed)
