@@ -88,9 +88,9 @@ func TestNoTokenForForeignHost(t *testing.T) {
 	}
 	t.Cleanup(pool.Close)
 	m := f.Failover(pool)
-	for m.Status().Writer == "" {
+	for ch := m.Changed(); m.Status().Writer == ""; ch = m.Changed() { // the channel before the status: no change missed
 		select {
-		case <-m.Changed():
+		case <-ch:
 		case <-ctx.Done():
 			t.Fatal("the monitor never read the topology")
 		}

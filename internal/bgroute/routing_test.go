@@ -795,9 +795,7 @@ func TestWaitBounds(t *testing.T) {
 		h := newSuspended(t, time.Hour)
 		done := make(chan error, 1)
 		go func() { done <- connect(h, context.Background()) }()
-		for h.r.Status().Waiting == 0 {
-			<-h.r.Changed()
-		}
+		waitWaiting(h)
 		h.set(meta.StatusSwitchoverPostProcess)
 		if err := <-done; err != nil {
 			t.Fatalf("connect = %v after POST, want nil", err)
@@ -808,9 +806,7 @@ func TestWaitBounds(t *testing.T) {
 		h := newSuspended(t, time.Hour)
 		done := make(chan error, 1)
 		go func() { done <- connect(h, context.Background()) }()
-		for h.r.Status().Waiting == 0 {
-			<-h.r.Changed()
-		}
+		waitWaiting(h)
 		h.r.Close()
 		if err := <-done; err != nil {
 			t.Fatalf("connect = %v after Close, want nil", err)
@@ -1010,5 +1006,18 @@ func TestRetryRoute(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second): // generous bound: it is released by the snapshot change
 		t.Fatal("POST: retryRoute still held")
+	}
+}
+
+// waitWaiting returns once a connect waits on h's router. The channel is
+// taken before the status is read, so a change between the two is not
+// missed.
+func waitWaiting(h *harness) {
+	for {
+		ch := h.r.Changed()
+		if h.r.Status().Waiting > 0 {
+			return
+		}
+		<-ch
 	}
 }
