@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -50,6 +51,39 @@ func (c *Client) Records() []Record {
 		all = append(all, recs...)
 	}
 	return all
+}
+
+// Acks are the times its acknowledged requests (those that succeeded)
+// finished, worker after worker.
+func (c *Client) Acks() []time.Time {
+	var acks []time.Time
+	for _, recs := range c.Recs {
+		for _, r := range recs {
+			if r.Err == "" {
+				acks = append(acks, r.End)
+			}
+		}
+	}
+	return acks
+}
+
+// LongestGap is the longest time between begin, the acknowledgements
+// (sorted in place) and end: its start and its end (the first of the
+// longest). A write demo's longest pause is its length.
+func LongestGap(begin, end time.Time, acks []time.Time) (from, to time.Time) {
+	slices.SortFunc(acks, func(a, b time.Time) int { return a.Compare(b) })
+	from, to = begin, begin
+	prev := begin
+	for _, a := range acks {
+		if a.Sub(prev) > to.Sub(from) {
+			from, to = prev, a
+		}
+		prev = a
+	}
+	if end.Sub(prev) > to.Sub(from) {
+		from, to = prev, end
+	}
+	return from, to
 }
 
 // Series is the client's requests for a chart (package examples/timeline),
