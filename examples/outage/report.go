@@ -47,7 +47,7 @@ func (r *Result) print(w io.Writer) {
 
 	fmt.Fprintf(w, "\ngoals:\n")
 	for _, g := range r.Goals {
-		fmt.Fprintf(w, "  %-66s %-7s (%s)\n", g.Goal, harness.Met(g.Met), g.Measured)
+		fmt.Fprintf(w, "  %-70s %-7s (%s)\n", g.Goal, harness.Met(g.Met), g.Measured)
 	}
 	fmt.Fprintf(w, `
 legend:
@@ -56,7 +56,7 @@ progress lines: requests that succeeded and failed in that second, and each pool
 back: %s; the outage runs from the fault to it.
 failed requests: requests that still failed after the retry (pgxpool: the application's
   loop, up to 5 attempts, each at most 3 s; holdfast: its transaction runner with its
-  defaults; each request at most %.0f ms, the outage plus 1 s), by SQLSTATE, else by
+  defaults; each request at most %.0f ms, the outage and 1 s), by SQLSTATE, else by
   holdfast's error class/reason; "of them during the outage": of the requests started
   from the fault to back.
 outcome unknown: requests whose COMMIT was sent and whose answer was lost: holdfast's
@@ -74,6 +74,24 @@ connects while down: the pool's dials from the fault to back. holdfast's outage 
   requests wait (the outage's first 10 s), then backing off; at most %d here.
 hung past deadline: requests that ended over %.0f ms after their deadline.
 `, t.back, r.RequestTimeoutMS, r.BackoffSteps, ms(hangSlack))
+	if n := notes[r.Scenario]; n != "" {
+		fmt.Fprint(w, n)
+	}
+}
+
+// notes are what the legend says of a scenario.
+var notes = map[string]string{
+	MultiAZ: `silent primary: a request in flight on a connection to it hangs (nothing answers, and
+  without a topology nothing pings the primary: WithFailover's monitor does, on clusters
+  that publish one) until its deadline, or until the old address answers again and
+  resets it; holdfast holds the requests that need a new connection and re-resolves
+  the name at each step of its prober.
+`,
+	Demoted: `demoted primary: a pool's connections made to the name while it led to the demoted
+  server stay there; pgxpool's writes on them fail with 25006 for as long as it keeps
+  them. holdfast refuses a new connection to a read-only server and holds until a
+  writable one answers at the name.
+`,
 }
 
 // errorNames name the error keys in the table.

@@ -80,8 +80,12 @@ func start(ctx context.Context, o options, progress io.Writer) (*target, error) 
 			poolConfig: func(extra ...string) (*pgxpool.Config, error) { return p.PoolConfig(p.Name, extra...) },
 			committed:  p.CommittedIDs,
 			fault: func(ctx context.Context, on func(outagetest.Event)) ([]outagetest.Event, time.Time, time.Time, error) {
+				// The fault begins with the fast shutdown, the event
+				// comes once it is done.
+				began := time.Now()
 				res, err := p.Demote(ctx, outagetest.DemoteScenario{NameLag: o.NameLag, OnEvent: on})
-				return span(res, err, outagetest.EventStopped, outagetest.EventDNS)
+				events, _, back, err := span(res, err, outagetest.EventStopped, outagetest.EventDNS)
+				return events, began, back, err
 			},
 			close: func() { _ = p.Close() },
 		}, nil
