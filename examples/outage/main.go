@@ -52,6 +52,7 @@
 package main
 
 import (
+	"flag"
 	"slices"
 	"time"
 
@@ -84,6 +85,10 @@ type options struct {
 	// RequestTimeout bounds each request, retries included; 0: the
 	// scenario's default (defaultTimeout).
 	RequestTimeout time.Duration
+	// Every, when set, makes each worker start a request every Every,
+	// whether or not its previous one ended (harness.Config.Every), instead
+	// of one after the other, Think apart.
+	Every time.Duration
 	SVG            string // a file to draw the run into (package examples/timeline); "" for none
 }
 
@@ -99,6 +104,18 @@ func defaultOptions() options {
 		DNSLag:   f.DNSLag,
 		NameLag:  d.NameLag,
 	}
+}
+
+// defaultEvery is the scenario's pace of each worker: 0 (one request
+// after the other) but for multiaz, 250 ms. A Multi-AZ failover freezes
+// the connections to the silent primary: a worker that waits for its
+// request waits for its deadline there, while a service's callers keep
+// coming; those need new connections, which the outage layer holds.
+func defaultEvery(scenario string) time.Duration {
+	if scenario == MultiAZ {
+		return 250 * time.Millisecond
+	}
+	return 0
 }
 
 // defaultTimeout is the scenario's request bound: the outage plus 1 s, so
@@ -136,15 +153,21 @@ func (o *options) flags(fs *harness.FlagSet) (check func() error) {
 	fs.DurationVar(&o.Warmup, "warmup", o.Warmup, "workload before the fault")
 	fs.DurationVar(&o.Settle, "settle", o.Settle, "workload after the database is back")
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", 0, "bound of each request, retries included (0: the outage plus 1 s)")
+	fs.DurationVar(&o.Every, "every", 0, "each worker starts a request every this long, whether or not its previous one ended (0: one after the other, -think apart; by default 250ms for multiaz, else 0)")
 	fs.SVG(&o.SVG, "draw the run into this SVG `file`: requests per 100 ms per client, ok and failed, the outage, each client's longest pause")
 	return func() error {
 		if !slices.Contains(scenarios, o.Scenario) {
 			return fs.Fail("unknown -scenario %q", o.Scenario)
 		}
+		every := false
+		fs.Visit(func(f *flag.Flag) { every = every || f.Name == "every" })
+		if !every {
+			o.Every = defaultEvery(o.Scenario)
+		}
 		if err := fs.CheckWorkers(o.Common); err != nil {
 			return err
 		}
-		return fs.NonNegative("think", "warmup", "settle", "down", "detect", "dns-lag", "name-lag", "dns-ttl", "request-timeout")
+		return fs.NonNegative("think", "warmup", "settle", "down", "detect", "dns-lag", "name-lag", "dns-ttl", "request-timeout", "every")
 	}
 }
 

@@ -32,6 +32,7 @@ func smallOptions(scenario string) options {
 	o.Detect = time.Second
 	o.DNSLag = 3 * time.Second
 	o.NameLag = 2 * time.Second
+	o.Every = defaultEvery(scenario)
 	return o
 }
 
@@ -217,16 +218,17 @@ func checkJSON(t *testing.T, res *Result) {
 func TestParseFlags(t *testing.T) {
 	harnesstest.Flags(t, command, []string{"-scenario", "nope"}, []harnesstest.FlagCase[options]{
 		{Name: "defaults", Args: nil, Check: func(o options) bool {
-			return o.Scenario == Restart && o.Workers == 4 && !o.JSON && o.Down == 5*time.Second && o.timeout() == 7*time.Second &&
+			return o.Scenario == Restart && o.Every == 0 && o.Workers == 4 && !o.JSON && o.Down == 5*time.Second && o.timeout() == 7*time.Second &&
 				o.Detect+o.DNSLag == 20*time.Second && o.DNSTTL == 200*time.Millisecond
 		}},
 		{Name: "multiaz", Args: []string{"-scenario", "multiaz", "-json", "-svg", "run.svg"}, Check: func(o options) bool {
-			return o.Scenario == MultiAZ && o.JSON && o.SVG == "run.svg" && o.timeout() == 21200*time.Millisecond
+			return o.Scenario == MultiAZ && o.JSON && o.SVG == "run.svg" && o.timeout() == 21200*time.Millisecond && o.Every == 250*time.Millisecond
 		}},
 		{Name: "demoted", Args: []string{"-scenario", "demoted", "-name-lag", "1s", "-request-timeout", "3s", "-dns-ttl", "0"},
 			Check: func(o options) bool {
 				return o.Scenario == Demoted && o.NameLag == time.Second && o.timeout() == 3*time.Second && o.DNSTTL == 0
 			}},
+		{Name: "closed loop", Args: []string{"-scenario", "multiaz", "-every", "0"}, Check: func(o options) bool { return o.Every == 0 }},
 		{Name: "unknown scenario", Args: []string{"-scenario", "crash"}, WantErr: true},
 		{Name: "no workers", Args: []string{"-workers", "0"}, WantErr: true},
 		{Name: "negative down", Args: []string{"-down", "-1s"}, WantErr: true},

@@ -315,7 +315,8 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 	defer f.Close()
 	dialers := map[string]*dialer{"pgxpool": {}, "holdfast": {}}
 	pools, err := harness.OpenPools(ctx, f, false, func(client string) (*pgxpool.Config, error) {
-		cfg, err := tgt.poolConfig(fmt.Sprintf("pool_max_conns=%d", o.Workers))
+		// Room beyond the connections a fault freezes (multiaz).
+		cfg, err := tgt.poolConfig(fmt.Sprintf("pool_max_conns=%d", 2*o.Workers))
 		if err != nil {
 			return nil, err
 		}
@@ -339,13 +340,17 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 	if err := pools.Holdfast.Ping(ctx); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(progress, "%s; DNS TTL %v; %d workers per pool, each request bounded by %v; scenario %s (%s)\n",
-		tgt.what, o.DNSTTL, o.Workers, timeout, o.Scenario, o.timings())
+	pace := fmt.Sprintf("one request after the other, %v apart", o.Think)
+	if o.Every > 0 {
+		pace = fmt.Sprintf("each starting a request every %v", o.Every)
+	}
+	fmt.Fprintf(progress, "%s; DNS TTL %v; %d workers per pool, %s, each request bounded by %v; scenario %s (%s)\n",
+		tgt.what, o.DNSTTL, o.Workers, pace, timeout, o.Scenario, o.timings())
 
 	// The workload and the progress lines.
 	var lastEvent atomic.Value
 	lastEvent.Store("steady")
-	wl := harness.Start(clients, harness.Config{Workers: o.Workers, Think: o.Think, Timeout: timeout,
+	wl := harness.Start(clients, harness.Config{Workers: o.Workers, Think: o.Think, Every: o.Every, Timeout: timeout,
 		ErrorKey: func(err error) string { return harness.WriteErrorKey(classifier, err) }})
 	begin := wl.Begin
 	lastDials := map[string]int{}
