@@ -89,7 +89,7 @@ type options struct {
 	// whether or not its previous one ended (harness.Config.Every), instead
 	// of one after the other, Think apart.
 	Every time.Duration
-	SVG            string // a file to draw the run into (package examples/timeline); "" for none
+	SVG   string // a file to draw the run into (package examples/timeline); "" for none
 }
 
 func defaultOptions() options {
