@@ -284,10 +284,6 @@ func requestPolicy(timeout time.Duration) retry.Policy {
 	return p
 }
 
-// classifier names the errors that carry no SQLSTATE (holdfast's
-// database-down among them).
-var classifier = classify.New()
-
 // run starts the scenario's database, plays its fault under the workload
 // and returns the measurements. progress receives the live lines.
 func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
@@ -351,7 +347,9 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 	var lastEvent atomic.Value
 	lastEvent.Store("steady")
 	wl := harness.Start(clients, harness.Config{Workers: o.Workers, Think: o.Think, Every: o.Every, Timeout: timeout,
-		ErrorKey: func(err error) string { return harness.WriteErrorKey(classifier, err) }})
+		// The factory's classifier names the errors that carry no SQLSTATE,
+		// the engine's own among them (database-down, connect-queued).
+		ErrorKey: func(err error) string { return harness.WriteErrorKey(f, err) }})
 	begin := wl.Begin
 	lastDials := map[string]int{}
 	wl.Progress(progress, func(b *strings.Builder, counts []harness.Count) {
