@@ -284,6 +284,16 @@ func requestPolicy(timeout time.Duration) retry.Policy {
 	return p
 }
 
+// classifier names the errors that carry no SQLSTATE: the built-in rules,
+// after holdfast's waits that ended first (a database down, a connect not
+// admitted). Not the factory's own: it says Fatal "outcome-unknown" of a
+// connection closed under a transaction that the runner knows did not
+// commit (it said so, and it was not retried only for lack of time).
+var classifier = classify.New(
+	classify.Sentinel(holdfast.ErrDatabaseDown, classify.Verdict{Class: classify.Transient, Reason: classify.ReasonDatabaseDown}),
+	classify.Sentinel(holdfast.ErrQueued, classify.Verdict{Class: classify.Transient, Reason: classify.ReasonQueued}),
+)
+
 // run starts the scenario's database, plays its fault under the workload
 // and returns the measurements. progress receives the live lines.
 func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
@@ -347,9 +357,7 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 	var lastEvent atomic.Value
 	lastEvent.Store("steady")
 	wl := harness.Start(clients, harness.Config{Workers: o.Workers, Think: o.Think, Every: o.Every, Timeout: timeout,
-		// The factory's classifier names the errors that carry no SQLSTATE,
-		// the engine's own among them (database-down, connect-queued).
-		ErrorKey: func(err error) string { return harness.WriteErrorKey(f, err) }})
+		ErrorKey: func(err error) string { return harness.WriteErrorKey(classifier, err) }})
 	begin := wl.Begin
 	lastDials := map[string]int{}
 	wl.Progress(progress, func(b *strings.Builder, counts []harness.Count) {
