@@ -154,7 +154,8 @@ func restart(ctx context.Context, s *pgtest.Server, down time.Duration, on func(
 		return nil, began, began, err
 	}
 	emit(EventStopped, time.Now())
-	accepted := watchAccept(ctx, s.DSN())
+	accepted, stop := watchAccept(ctx, s.DSN())
+	defer stop()
 	if err := harness.Sleep(ctx, time.Until(began.Add(down))); err != nil {
 		return nil, began, began, err
 	}
@@ -170,13 +171,15 @@ func restart(ctx context.Context, s *pgtest.Server, down time.Duration, on func(
 	return events, began, back, nil
 }
 
-// watchAccept connects to dsn every 10 ms until a connect succeeds; the
-// function returned waits for that (at most 5 s) and returns when it was,
-// zero if none did.
-func watchAccept(ctx context.Context, dsn string) func() time.Time {
+// watchAccept connects to dsn every 10 ms until a connect succeeds or
+// stop is called (which waits for the goroutine); wait waits for a
+// success (at most 5 s) and returns when it was, zero if none came.
+func watchAccept(ctx context.Context, dsn string) (wait func() time.Time, stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan time.Time, 1)
+	exited := make(chan struct{})
 	go func() {
+		defer close(exited)
 		defer close(done)
 		for {
 			cctx, ccancel := context.WithTimeout(ctx, time.Second)
@@ -192,16 +195,16 @@ func watchAccept(ctx context.Context, dsn string) func() time.Time {
 			}
 		}
 	}()
+	stop = func() { cancel(); <-exited }
 	return func() time.Time {
-		defer cancel()
 		select {
 		case at := <-done:
 			return at
 		case <-time.After(5 * time.Second):
-			cancel()
-			return <-done
+			stop()
+			return <-done // zero, or a success just before the stop
 		}
-	}
+	}, stop
 }
 
 // dialer counts the dials of a pool: its config's DialFunc, which
