@@ -19,8 +19,12 @@
 //     as a read-only hot standby (writes fail with 25006) and the name
 //     stays on it until -name-lag (5 s) after the promotion.
 //
-// N workers per pool run short write transactions (insert a row with a
-// unique id into the client's own table), each request bounded by
+// N workers per pool (pool_max_conns 2N) run short write transactions
+// (insert a row with a unique id into the client's own table), one after
+// the other, -think apart; in multiaz each worker starts one every -every
+// (250 ms) whether or not its previous one ended, as a service's callers
+// keep coming: the old primary's connections freeze, and a worker that
+// waited would only wait there. Each request is bounded by
 // -request-timeout: by default the outage plus 1 s (see defaultTimeout),
 // so that a client that rides through the outage fails nothing. The
 // holdfast client is holdfast.New() with every default (no WithFailover:
