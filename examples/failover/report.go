@@ -144,13 +144,7 @@ func (r *Result) chart(begin, stopAt, end time.Time, fres failovertest.Result, m
 	var counts []string
 	for i, cl := range clients {
 		s := cl.Series(begin)
-		var acks []time.Time
-		for _, rec := range cl.Records() {
-			if rec.Err == "" {
-				acks = append(acks, rec.End)
-			}
-		}
-		from, to := longestGapSpan(begin, stopAt, acks)
+		from, to := harness.LongestGap(begin, stopAt, cl.Acks())
 		s.Pause = &timeline.Span{From: from.Sub(begin), To: to.Sub(begin), Label: fmt.Sprintf("longest pause %.0f ms", ms(to.Sub(from)))}
 		c.Series = append(c.Series, s)
 		counts = append(counts, fmt.Sprintf("%s %d of %d", cl.Name, r.Clients[i].Failed, r.Clients[i].Requests))

@@ -199,7 +199,8 @@ func measure(ctx context.Context, res *Result, c *failovertest.Cluster, fres fai
 				cr.MisplacedWrites++
 			}
 		}
-		cr.MaxPauseMS = ms(longestGap(begin, stopAt, acks))
+		from, to := harness.LongestGap(begin, stopAt, acks)
+		cr.MaxPauseMS = ms(to.Sub(from))
 		for _, p := range promotions {
 			until := stopAt
 			for _, d := range downs {
@@ -240,31 +241,6 @@ func slowestResume(each []*float64) *float64 {
 		}
 	}
 	return out
-}
-
-// longestGap is the longest time between begin, the acknowledgements and
-// end.
-func longestGap(begin, end time.Time, acks []time.Time) time.Duration {
-	from, to := longestGapSpan(begin, end, acks)
-	return to.Sub(from)
-}
-
-// longestGapSpan is the longest time between begin, the acknowledgements
-// and end: its start and its end (the first of the longest).
-func longestGapSpan(begin, end time.Time, acks []time.Time) (from, to time.Time) {
-	slices.SortFunc(acks, func(a, b time.Time) int { return a.Compare(b) })
-	from, to = begin, begin
-	prev := begin
-	for _, a := range acks {
-		if a.Sub(prev) > to.Sub(from) {
-			from, to = prev, a
-		}
-		prev = a
-	}
-	if end.Sub(prev) > to.Sub(from) {
-		from, to = prev, end
-	}
-	return from, to
 }
 
 // readiness records the health values and reasons seen.

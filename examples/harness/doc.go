@@ -1,5 +1,5 @@
 // Package harness is what the side-by-side demos under examples/
-// (switchover, failover, readers) share. Each runs the same workload
+// (switchover, failover, readers, outage) share. Each runs the same workload
 // through a plain pgxpool and through a holdfast pool (and, in some, a
 // database/sql client) against a simulator, prints a progress line a
 // second, then a table with a column per client, or with -json the same
@@ -11,9 +11,10 @@
 //     JSON object ([WriteJSON]; the progress lines then go to stderr).
 //   - [OpenPools] opens a demo's pools on configs alike.
 //   - [Client], [Start] and [Workload] are the workload: workers per
-//     client, each running its request one after the other, each request
-//     recorded ([Record]) and counted for the progress lines
-//     ([Workload.Progress]).
+//     client, each running its request one after the other (or, open-loop,
+//     starting one every [Config].Every), each request recorded ([Record])
+//     and counted for the progress lines ([Workload.Progress]);
+//     [LongestGap] is a write demo's longest pause.
 //   - [Writer] runs a write demo's transaction the way each client does:
 //     holdfast's runner (Factory.RunTx, sqldb.RunTx) or, for the
 //     plain pool, the retry loop an application writes by hand, an unknown

@@ -57,3 +57,30 @@ func TestWorkload(t *testing.T) {
 		t.Errorf("table:\n%s\nwant it to start %q and name the error key cut to 7 characters", out.String(), want)
 	}
 }
+
+// TestWorkloadEvery runs an open-loop worker whose requests last longer
+// than its pace: they overlap, and Stop waits for the last.
+func TestWorkloadEvery(t *testing.T) {
+	t.Parallel()
+	slow := &Client{Name: "slow", Request: func(ctx context.Context, _ int, _ *Record) error {
+		return Sleep(ctx, 100*time.Millisecond)
+	}}
+	w := Start([]*Client{slow}, Config{Workers: 1, Every: 20 * time.Millisecond, Timeout: time.Second,
+		ErrorKey: func(err error) string { return err.Error() }})
+	time.Sleep(300 * time.Millisecond)
+	stopAt := w.Stop()
+	recs := slow.Records()
+	if c := slow.Count(); c.Requests < 8 || c.Failed != 0 {
+		t.Fatalf("%+v: want a request every 20 ms for 300 ms, each 100 ms, none failed", c)
+	}
+	overlap := false
+	for i := 1; i < len(recs); i++ {
+		overlap = overlap || recs[i].Start.Before(recs[i-1].End)
+	}
+	if !overlap {
+		t.Error("no two requests overlapped: the worker waited for each")
+	}
+	if last := recs[len(recs)-1]; last.End.Before(stopAt) {
+		t.Errorf("the last request ended %v before Stop: Stop did not wait for it", stopAt.Sub(last.End))
+	}
+}

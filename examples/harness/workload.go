@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,10 +38,11 @@ type Client struct {
 	// Writer is how a write demo's client runs its transactions (its
 	// Request uses it); nil in the others.
 	Writer *Writer
-	// Recs are its records, per worker, in order.
+	// Recs are its records, per worker, in the order they ended.
 	Recs [][]Record
 
 	ok, failed atomic.Int64
+	mu         sync.Mutex // guards Recs while the workers run
 }
 
 // Records returns every record, worker after worker.
@@ -50,6 +52,39 @@ func (c *Client) Records() []Record {
 		all = append(all, recs...)
 	}
 	return all
+}
+
+// Acks are the times its acknowledged requests (those that succeeded)
+// finished, worker after worker.
+func (c *Client) Acks() []time.Time {
+	var acks []time.Time
+	for _, recs := range c.Recs {
+		for _, r := range recs {
+			if r.Err == "" {
+				acks = append(acks, r.End)
+			}
+		}
+	}
+	return acks
+}
+
+// LongestGap is the longest time between begin, the acknowledgements
+// (sorted in place) and end: its start and its end (the first of the
+// longest). A write demo's longest pause is its length.
+func LongestGap(begin, end time.Time, acks []time.Time) (from, to time.Time) {
+	slices.SortFunc(acks, func(a, b time.Time) int { return a.Compare(b) })
+	from, to = begin, begin
+	prev := begin
+	for _, a := range acks {
+		if a.Sub(prev) > to.Sub(from) {
+			from, to = prev, a
+		}
+		prev = a
+	}
+	if end.Sub(prev) > to.Sub(from) {
+		from, to = prev, end
+	}
+	return from, to
 }
 
 // Series is the client's requests for a chart (package examples/timeline),
@@ -64,8 +99,24 @@ func (c *Client) Series(begin time.Time) timeline.Series {
 	return s
 }
 
-// loop runs requests until stop is closed.
+// loop runs requests until stop is closed: one after the other, Think
+// apart, or with Every one every Every, each on a goroutine of its own
+// (it waits for them before it returns).
 func (c *Client) loop(worker int, stop <-chan struct{}, cfg Config) {
+	if cfg.Every > 0 {
+		var inflight sync.WaitGroup
+		defer inflight.Wait()
+		t := time.NewTicker(cfg.Every)
+		defer t.Stop()
+		for {
+			inflight.Go(func() { c.request(worker, cfg) })
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+		}
+	}
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -74,27 +125,39 @@ func (c *Client) loop(worker int, stop <-chan struct{}, cfg Config) {
 			return
 		case <-t.C:
 		}
-		r := Record{Start: time.Now()}
-		// Each request is bounded; the stop signal never cancels one midway.
-		ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
-		err := c.Request(ctx, worker, &r)
-		cancel()
-		r.End = time.Now()
-		if err != nil {
-			r.Err, r.Server = cfg.ErrorKey(err), ""
-			c.failed.Add(1)
-		} else {
-			c.ok.Add(1)
-		}
-		c.Recs[worker] = append(c.Recs[worker], r)
+		c.request(worker, cfg)
 		t.Reset(cfg.Think)
 	}
+}
+
+// request runs one request of worker and records it.
+func (c *Client) request(worker int, cfg Config) {
+	r := Record{Start: time.Now()}
+	// Each request is bounded; the stop signal never cancels one midway.
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
+	err := c.Request(ctx, worker, &r)
+	cancel()
+	r.End = time.Now()
+	if err != nil {
+		r.Err, r.Server = cfg.ErrorKey(err), ""
+		c.failed.Add(1)
+	} else {
+		c.ok.Add(1)
+	}
+	c.mu.Lock()
+	c.Recs[worker] = append(c.Recs[worker], r)
+	c.mu.Unlock()
 }
 
 // Config is how a workload runs.
 type Config struct {
 	Workers int           // per client
 	Think   time.Duration // pause between a worker's requests
+	// Every, when set, makes the workers open-loop: each starts a request
+	// every Every, whether or not its previous one ended (as a service's
+	// callers do), instead of one after the other, Think apart. A fault
+	// that freezes requests then still sees new ones.
+	Every   time.Duration
 	Timeout time.Duration // bound of each request
 	// ErrorKey names a failed request's error: its SQLSTATE, else its
 	// class and reason.
@@ -114,7 +177,8 @@ type Workload struct {
 }
 
 // Start starts cfg.Workers workers per client, each running the client's
-// request one after the other, cfg.Think apart, until [Workload.Stop].
+// request one after the other, cfg.Think apart (or, with cfg.Every, one
+// every Every), until [Workload.Stop].
 func Start(clients []*Client, cfg Config) *Workload {
 	w := &Workload{clients: clients, stop: make(chan struct{}), done: make(chan struct{}), Begin: time.Now()}
 	for _, c := range clients {

@@ -123,9 +123,15 @@ func (w *Writer) run(ctx context.Context, attempt func(), work func(context.Cont
 	})
 }
 
+// Classifier classifies errors: a *classify.Classifier, or a
+// *holdfast.Factory (its rules, then the engine's and the built-in ones).
+type Classifier interface {
+	Classify(err error) classify.Verdict
+}
+
 // ErrorKey is the key of err in a demo's table: its SQLSTATE, else its
 // class and reason by c.
-func ErrorKey(c *classify.Classifier, err error) string {
+func ErrorKey(c Classifier, err error) string {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		return pe.Code
@@ -136,7 +142,7 @@ func ErrorKey(c *classify.Classifier, err error) string {
 // WriteErrorKey is the key of a write demo's failed request: holdfast's
 // reason when the outcome of its COMMIT is unknown (and could not be
 // resolved), else [ErrorKey].
-func WriteErrorKey(c *classify.Classifier, err error) string {
+func WriteErrorKey(c Classifier, err error) string {
 	if errors.Is(err, holdfast.ErrOutcomeUnknown) {
 		return classify.ReasonOutcomeUnknown
 	}
