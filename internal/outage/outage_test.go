@@ -127,7 +127,7 @@ type rig struct {
 
 const host = "db.internal"
 
-func newRig(t *testing.T, holdFor time.Duration) *rig {
+func newRig(t *testing.T, holdFor time.Duration, opts ...func(*outage.Config)) *rig {
 	t.Helper()
 	r := &rig{rep: newReport(), probed: make(chan struct{}, 64)}
 	r.lookup.Store(&[]string{"10.0.0.1:5432"})
@@ -138,7 +138,7 @@ func newRig(t *testing.T, holdFor time.Duration) *rig {
 	var owner struct{}
 	comp := compose.Begin(cfg, &owner)
 	dsn := pgtest.DSN(t)
-	r.l = outage.New(outage.Config{
+	ocfg := outage.Config{
 		HoldFor: holdFor,
 		Host:    host,
 		Role:    outage.RoleLearn,
@@ -163,7 +163,11 @@ func newRig(t *testing.T, holdFor time.Duration) *rig {
 		DownError:    downErr,
 		Report:       r.rep,
 		Comp:         comp,
-	})
+	}
+	for _, o := range opts {
+		o(&ocfg)
+	}
+	r.l = outage.New(ocfg)
 	comp.Add(compose.Outage, r.l.Layer())
 	comp.Add(compose.Eviction, compose.Layer{Gone: func(addr string) {
 		r.mu.Lock()
@@ -405,6 +409,52 @@ func TestStandsDown(t *testing.T) {
 	r.hooks.Failed("10.0.0.1:5432", false)
 	if r.probes.Load() != 0 || r.l.State().Down {
 		t.Fatalf("%d checks while a layer that outranks it routes", r.probes.Load())
+	}
+}
+
+// A pool meant for writes that another layer makes a reader's for a
+// while (Config.ReaderWhile: failover routing keeps a pinned pool on its
+// instance while the cluster publishes a topology): meanwhile a new
+// connection to a read-only server is let in and a 25006 from one starts
+// no check; once it no longer does (no topology), the connection is
+// refused and the 25006 makes a check, as in a pool without failover.
+func TestReaderWhile(t *testing.T) {
+	t.Parallel()
+	var keeping atomic.Bool
+	r := newRig(t, 10*time.Second, func(c *outage.Config) { c.ReaderWhile = keeping.Load })
+	r.probe = func(context.Context, []string) (*pgconn.PgConn, []string, error) { return nil, nil, nil }
+	r.arm(t)
+	cc, err := pgconn.ParseConfig(pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc.RuntimeParams["default_transaction_read_only"] = "on" // reported at connect (PostgreSQL 14 and later)
+	pc, err := pgconn.ConnectConfig(context.Background(), cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close(context.Background())
+	if pc.ParameterStatus("default_transaction_read_only") != "on" {
+		t.Skip("the server does not report default_transaction_read_only (before PostgreSQL 14)")
+	}
+	h := &handle{addr: "10.0.0.1:5432"}
+	compose.Keep(pc, h)
+	pe := &pgconn.PgError{Code: "25006"}
+
+	keeping.Store(true)
+	if err := r.hooks.Validate(context.Background(), h, host, pc); err != nil {
+		t.Errorf("Validate of a read-only server while a reader's: %v, want nil", err)
+	}
+	if keep := r.hooks.PgError(pc, pe); !keep || r.probes.Load() != 0 {
+		t.Errorf("25006 while a reader's: keep %v, %d checks; want kept, no check", keep, r.probes.Load())
+	}
+
+	keeping.Store(false)
+	r.hooks.PgError(pc, pe)
+	r.awaitChecks(t, 1, 3*time.Second) // the 25006 makes a check
+	var nw *outage.NotWritableError
+	if err := r.hooks.Validate(context.Background(), h, host, pc); !errors.As(err, &nw) {
+		t.Errorf("Validate of a read-only server meant for writes: %v, want a *NotWritableError", err)
 	}
 }
 
