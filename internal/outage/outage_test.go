@@ -309,6 +309,89 @@ func TestDownThenBack(t *testing.T) {
 	}
 }
 
+// While the database is down and nothing waits, the prober backs off:
+// at most one check per step, the steps doubling from 100 ms (±20 %);
+// a request that starts waiting wakes it at once, and it checks every
+// 100 ms (±20 %) while the request waits.
+func TestPace(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, 10*time.Second)
+	var mu sync.Mutex
+	var at []time.Time
+	made := make(chan struct{}, 64) // a value per check, once recorded
+	r.probe = func(context.Context, []string) (*pgconn.PgConn, []string, error) {
+		mu.Lock()
+		at = append(at, time.Now())
+		mu.Unlock()
+		select {
+		case made <- struct{}{}:
+		default:
+		}
+		return nil, []string{"10.0.0.1:5432"}, refusedErr("10.0.0.1:5432")
+	}
+	await := func(n int, d time.Duration) {
+		t.Helper()
+		timer := time.NewTimer(d)
+		defer timer.Stop()
+		for range n {
+			select {
+			case <-made:
+			case <-timer.C:
+				t.Fatalf("%d checks within %v", n, d)
+			}
+		}
+	}
+	checks := func() []time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(at)
+	}
+	r.arm(t)
+	r.hooks.Failed("10.0.0.1:5432", false)
+	// The first check and 6 steps: 100, 200, 400, 800, 1600, 3200 ms.
+	await(7, 10*time.Second)
+	idle := checks()
+	for i := 1; i < len(idle); i++ {
+		step := 100 * time.Millisecond << (i - 1)
+		if gap := idle[i].Sub(idle[i-1]); gap < step*8/10 {
+			t.Errorf("nothing waiting: check %d came %v after the one before, want at least %v (a step of %v, -20 %%)", i, gap, step*8/10, step)
+		}
+	}
+	// The next step is 5 s: a request that starts waiting wakes the
+	// prober at once.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = r.hooks.Hold(ctx, &handle{})
+	}()
+	waitFrom := time.Now()
+	await(1, 10*time.Second)
+	woke := checks()[len(idle)]
+	await(3, 5*time.Second)
+	cancel()
+	<-done
+	waiting := checks()[len(idle):]
+	t.Logf("MEASURED idle steps %v; a request that started waiting got a check %v later", gaps(idle), woke.Sub(waitFrom).Round(time.Millisecond))
+	if d := woke.Sub(waitFrom); d > time.Second {
+		t.Errorf("a request that started waiting got a check %v later, want within a second (not the idle step of 5 s)", d)
+	}
+	for i := 1; i < len(waiting); i++ {
+		if gap := waiting[i].Sub(waiting[i-1]); gap < 80*time.Millisecond {
+			t.Errorf("while a request waits: two checks %v apart, want at least 80ms (100 ms, -20 %%)", gap)
+		}
+	}
+}
+
+// gaps returns the times between successive ts, rounded.
+func gaps(ts []time.Time) []time.Duration {
+	var out []time.Duration
+	for i := 1; i < len(ts); i++ {
+		out = append(out, ts[i].Sub(ts[i-1]).Round(time.Millisecond))
+	}
+	return out
+}
+
 // A wait ends at HoldFor with the face's error (ErrDown), carrying since
 // when and the cause; a negative HoldFor does not wait; the caller's
 // context ends a wait with its error.
