@@ -104,6 +104,7 @@ func TestConfiguredPasswordOutlivesMintedTokens(t *testing.T) {
 	f := newFactory(t, holdfast.WithPasswordFunc(func(context.Context, string) (string, error) {
 		return fmt.Sprintf("tok-%04d-minted", minted.Add(1)), nil
 	}), holdfast.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	t.Cleanup(f.Close) // its outage prober, started by the refusals below, ends with it
 	pool := newPool(t, f, cfg)
 	for range 40 { // 40 connections, one token each
 		c, err := pool.Acquire(ctx)

@@ -41,11 +41,19 @@ func (p *Pool) addOutage(cc *pgx.ConnConfig) {
 		timeout = defaultProbeTimeout
 	}
 	role := outage.RoleOf(&cc.Config)
-	if p.fo != nil && (p.fo.Readers() || p.fo.Pinned()) {
-		// Failover routing's reader pool (its readers are the monitor's),
-		// or a pool kept on its instance whatever its role: not meant
-		// for the writer.
+	var readerWhile func() bool
+	switch {
+	case p.fo == nil:
+	case p.fo.Readers():
+		// Failover routing's reader pool (its readers are the monitor's):
+		// not meant for the writer.
 		role = outage.RoleReader
+	case p.fo.Pinned():
+		// A pool kept on its instance whatever its role, while the
+		// cluster publishes a topology (the instance turning reader is
+		// the monitor's to tell); without one, failover routing is off,
+		// and the pool's role is checked here as without WithFailover.
+		readerWhile = p.fo.Keeping
 	}
 	lookup := cc.LookupFunc
 	if lookup == nil {
@@ -56,10 +64,11 @@ func (p *Pool) addOutage(cc *pgx.ConnConfig) {
 	probe := topology.MonitorConfig(cc, probeApp, timeout)
 	report := &outageReport{o: e.tel.Outage(p.target)}
 	p.out = outage.New(outage.Config{
-		HoldFor: e.cfg.Outage.HoldFor,
-		Host:    cc.Host,
-		Role:    role,
-		Lookup:  lookup,
+		HoldFor:     e.cfg.Outage.HoldFor,
+		Host:        cc.Host,
+		Role:        role,
+		ReaderWhile: readerWhile,
+		Lookup:      lookup,
 		Probe: func(ctx context.Context, l pgconn.LookupFunc) (*pgconn.PgConn, []string, error) {
 			return p.probe(ctx, probe, l)
 		},

@@ -169,6 +169,22 @@ func (fo *Layer) Readers() bool { return fo.rd != nil }
 // pool meant for the writer.
 func (fo *Layer) Pinned() bool { return fo.pinned }
 
+// Keeping reports whether the layer keeps the pool on its instance now,
+// whatever the instance's role: a pinned pool (Pinned) while the monitor
+// follows the cluster's topology (it knows the writer, or holds for one),
+// which tells, and cuts, when the instance stops being the writer. While
+// the cluster publishes no topology (a name of your own on a server with
+// none), failover routing is off and the pool is kept on nothing: the
+// outage layer checks its servers' role as it would without WithFailover
+// (a demoted primary is left). One atomic load.
+func (fo *Layer) Keeping() bool {
+	if !fo.pinned {
+		return false
+	}
+	s := fo.m.Snapshot()
+	return !s.Off && (s.Writer != "" || s.Down)
+}
+
 // Monitor returns the cluster's monitor the layer routes by.
 func (fo *Layer) Monitor() *Monitor { return fo.m }
 

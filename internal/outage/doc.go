@@ -57,7 +57,10 @@
 //
 // A pool is meant for writes unless its connection string says
 // target_session_attrs=read-only, standby or prefer-standby, it is a
-// reader pool of failover routing, or its first connection reached a
+// reader pool of failover routing or one that failover routing keeps on
+// its instance (failover.Pinned) while the cluster publishes a topology
+// (without one, routing is off and the pool is this layer's to check, as
+// without WithFailover), or its first connection reached a
 // server in hot standby or read-only by default (a pool on a replica's
 // own address). Such a pool refuses a new connection to a read-only server
 // (Validate, like target_session_attrs=read-write, from the server's

@@ -75,6 +75,16 @@ type Config struct {
 	Host string
 	// Role is what the pool is meant for.
 	Role Role
+	// ReaderWhile, when set, makes the pool a reader's (RoleReader: no
+	// role checked) while it reports true, whatever Role says or the
+	// first connection taught: a pool that failover routing keeps on its
+	// instance (failover.Pinned) while the cluster publishes a topology,
+	// where the instance turning reader is the topology's to tell. It is
+	// asked at each role check (a new connection, a 25006, a check of the
+	// prober's, an Acquire while PrepareConn is armed), never on the
+	// Acquire of a pool with nothing to check; it must be cheap (an
+	// atomic load).
+	ReaderWhile func() bool
 	// Lookup resolves a host for the prober, afresh each time.
 	Lookup func(ctx context.Context, host string) ([]string, error)
 	// Probe connects once to the pool's target through its own dial,
@@ -252,6 +262,16 @@ func (l *Layer) Changed() <-chan struct{} { return l.snap.Load().changed }
 // Role returns what the pool is meant for (RoleLearn until its first
 // connection when its connection string does not say).
 func (l *Layer) Role() Role { return Role(l.role.Load()) }
+
+// roleNow is the role the layer checks now: RoleReader while
+// Config.ReaderWhile reports true, else the pool's.
+func (l *Layer) roleNow() Role {
+	r := Role(l.role.Load())
+	if r != RoleLearn && r != RoleReader && l.cfg.ReaderWhile != nil && l.cfg.ReaderWhile() {
+		return RoleReader
+	}
+	return r
+}
 
 // Close ends the layer with its pool: the prober stops and is joined, and
 // nothing waits any longer (the pool goes on as a plain pool). Idempotent.
@@ -542,7 +562,7 @@ func (l *Layer) noteFailedLocked(addr string) {
 // meant for. A connection that passes arms the layer.
 func (l *Layer) validate(ctx context.Context, c compose.Conn, host string, pc *pgconn.PgConn) error {
 	l.forget(c) // made: no longer followed
-	switch Role(l.role.Load()) {
+	switch l.roleNow() {
 	case RoleLearn:
 		ro, _, err := readOnly(ctx, pc)
 		if err != nil {
@@ -625,7 +645,7 @@ func askReadOnly(ctx context.Context, pc *pgconn.PgConn) (bool, string, error) {
 // asked once when next acquired. A 25006 from a connection that says it
 // is writable is a transaction the application made read-only: nothing.
 func (l *Layer) pgError(pc *pgconn.PgConn, pe *pgconn.PgError) bool {
-	if pe.Code != "25006" || Role(l.role.Load()) != RoleWriter || !l.armed.Load() {
+	if pe.Code != "25006" || !l.armed.Load() || l.roleNow() != RoleWriter {
 		return true
 	}
 	h := compose.HandleOf(pc)
@@ -695,7 +715,8 @@ const checkedKey = "holdfast/outage-checked"
 // for those pools or during a suspicion.
 func (l *Layer) prepareConn(ctx context.Context, c *pgx.Conn) (bool, error) {
 	pc := c.PgConn()
-	switch Role(l.role.Load()) {
+	r := l.roleNow()
+	switch r {
 	case RoleStandby:
 		if pc.ParameterStatus("in_hot_standby") == "off" {
 			l.mismatch(c)
@@ -716,6 +737,9 @@ func (l *Layer) prepareConn(ctx context.Context, c *pgx.Conn) (bool, error) {
 			l.rearm()
 		}
 		return true, nil
+	}
+	if r != RoleWriter {
+		return true, nil // a reader's meanwhile (Config.ReaderWhile)
 	}
 	h := compose.ConnOf(c)
 	if h == nil || h.Server() != rs.addr {

@@ -127,7 +127,7 @@ type rig struct {
 
 const host = "db.internal"
 
-func newRig(t *testing.T, holdFor time.Duration) *rig {
+func newRig(t *testing.T, holdFor time.Duration, opts ...func(*outage.Config)) *rig {
 	t.Helper()
 	r := &rig{rep: newReport(), probed: make(chan struct{}, 64)}
 	r.lookup.Store(&[]string{"10.0.0.1:5432"})
@@ -138,7 +138,7 @@ func newRig(t *testing.T, holdFor time.Duration) *rig {
 	var owner struct{}
 	comp := compose.Begin(cfg, &owner)
 	dsn := pgtest.DSN(t)
-	r.l = outage.New(outage.Config{
+	ocfg := outage.Config{
 		HoldFor: holdFor,
 		Host:    host,
 		Role:    outage.RoleLearn,
@@ -163,7 +163,11 @@ func newRig(t *testing.T, holdFor time.Duration) *rig {
 		DownError:    downErr,
 		Report:       r.rep,
 		Comp:         comp,
-	})
+	}
+	for _, o := range opts {
+		o(&ocfg)
+	}
+	r.l = outage.New(ocfg)
 	comp.Add(compose.Outage, r.l.Layer())
 	comp.Add(compose.Eviction, compose.Layer{Gone: func(addr string) {
 		r.mu.Lock()
@@ -305,6 +309,89 @@ func TestDownThenBack(t *testing.T) {
 	}
 }
 
+// While the database is down and nothing waits, the prober backs off:
+// at most one check per step, the steps doubling from 100 ms (±20 %);
+// a request that starts waiting wakes it at once, and it checks every
+// 100 ms (±20 %) while the request waits.
+func TestPace(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, 10*time.Second)
+	var mu sync.Mutex
+	var at []time.Time
+	made := make(chan struct{}, 64) // a value per check, once recorded
+	r.probe = func(context.Context, []string) (*pgconn.PgConn, []string, error) {
+		mu.Lock()
+		at = append(at, time.Now())
+		mu.Unlock()
+		select {
+		case made <- struct{}{}:
+		default:
+		}
+		return nil, []string{"10.0.0.1:5432"}, refusedErr("10.0.0.1:5432")
+	}
+	await := func(n int, d time.Duration) {
+		t.Helper()
+		timer := time.NewTimer(d)
+		defer timer.Stop()
+		for range n {
+			select {
+			case <-made:
+			case <-timer.C:
+				t.Fatalf("%d checks within %v", n, d)
+			}
+		}
+	}
+	checks := func() []time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(at)
+	}
+	r.arm(t)
+	r.hooks.Failed("10.0.0.1:5432", false)
+	// The first check and 6 steps: 100, 200, 400, 800, 1600, 3200 ms.
+	await(7, 10*time.Second)
+	idle := checks()
+	for i := 1; i < len(idle); i++ {
+		step := 100 * time.Millisecond << (i - 1)
+		if gap := idle[i].Sub(idle[i-1]); gap < step*8/10 {
+			t.Errorf("nothing waiting: check %d came %v after the one before, want at least %v (a step of %v, -20 %%)", i, gap, step*8/10, step)
+		}
+	}
+	// The next step is 5 s: a request that starts waiting wakes the
+	// prober at once.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = r.hooks.Hold(ctx, &handle{})
+	}()
+	waitFrom := time.Now()
+	await(1, 10*time.Second)
+	woke := checks()[len(idle)]
+	await(3, 5*time.Second)
+	cancel()
+	<-done
+	waiting := checks()[len(idle):]
+	t.Logf("MEASURED idle steps %v; a request that started waiting got a check %v later", gaps(idle), woke.Sub(waitFrom).Round(time.Millisecond))
+	if d := woke.Sub(waitFrom); d > time.Second {
+		t.Errorf("a request that started waiting got a check %v later, want within a second (not the idle step of 5 s)", d)
+	}
+	for i := 1; i < len(waiting); i++ {
+		if gap := waiting[i].Sub(waiting[i-1]); gap < 80*time.Millisecond {
+			t.Errorf("while a request waits: two checks %v apart, want at least 80ms (100 ms, -20 %%)", gap)
+		}
+	}
+}
+
+// gaps returns the times between successive ts, rounded.
+func gaps(ts []time.Time) []time.Duration {
+	var out []time.Duration
+	for i := 1; i < len(ts); i++ {
+		out = append(out, ts[i].Sub(ts[i-1]).Round(time.Millisecond))
+	}
+	return out
+}
+
 // A wait ends at HoldFor with the face's error (ErrDown), carrying since
 // when and the cause; a negative HoldFor does not wait; the caller's
 // context ends a wait with its error.
@@ -405,6 +492,52 @@ func TestStandsDown(t *testing.T) {
 	r.hooks.Failed("10.0.0.1:5432", false)
 	if r.probes.Load() != 0 || r.l.State().Down {
 		t.Fatalf("%d checks while a layer that outranks it routes", r.probes.Load())
+	}
+}
+
+// A pool meant for writes that another layer makes a reader's for a
+// while (Config.ReaderWhile: failover routing keeps a pinned pool on its
+// instance while the cluster publishes a topology): meanwhile a new
+// connection to a read-only server is let in and a 25006 from one starts
+// no check; once it no longer does (no topology), the connection is
+// refused and the 25006 makes a check, as in a pool without failover.
+func TestReaderWhile(t *testing.T) {
+	t.Parallel()
+	var keeping atomic.Bool
+	r := newRig(t, 10*time.Second, func(c *outage.Config) { c.ReaderWhile = keeping.Load })
+	r.probe = func(context.Context, []string) (*pgconn.PgConn, []string, error) { return nil, nil, nil }
+	r.arm(t)
+	cc, err := pgconn.ParseConfig(pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc.RuntimeParams["default_transaction_read_only"] = "on" // reported at connect (PostgreSQL 14 and later)
+	pc, err := pgconn.ConnectConfig(context.Background(), cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close(context.Background())
+	if pc.ParameterStatus("default_transaction_read_only") != "on" {
+		t.Skip("the server does not report default_transaction_read_only (before PostgreSQL 14)")
+	}
+	h := &handle{addr: "10.0.0.1:5432"}
+	compose.Keep(pc, h)
+	pe := &pgconn.PgError{Code: "25006"}
+
+	keeping.Store(true)
+	if err := r.hooks.Validate(context.Background(), h, host, pc); err != nil {
+		t.Errorf("Validate of a read-only server while a reader's: %v, want nil", err)
+	}
+	if keep := r.hooks.PgError(pc, pe); !keep || r.probes.Load() != 0 {
+		t.Errorf("25006 while a reader's: keep %v, %d checks; want kept, no check", keep, r.probes.Load())
+	}
+
+	keeping.Store(false)
+	r.hooks.PgError(pc, pe)
+	r.awaitChecks(t, 1, 3*time.Second) // the 25006 makes a check
+	var nw *outage.NotWritableError
+	if err := r.hooks.Validate(context.Background(), h, host, pc); !errors.As(err, &nw) {
+		t.Errorf("Validate of a read-only server meant for writes: %v, want a *NotWritableError", err)
 	}
 }
 

@@ -208,7 +208,7 @@ func (l *Layer) connect(ctx context.Context, resolved []string) result {
 		cancel()
 	}()
 	r.addr = pc.Conn().RemoteAddr().String()
-	if Role(l.role.Load()) == RoleWriter {
+	if l.roleNow() == RoleWriter {
 		ro, why, err := readOnly(ctx, pc)
 		switch {
 		case err != nil:
