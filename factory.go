@@ -3,6 +3,7 @@ package holdfast
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/classify"
@@ -65,6 +66,14 @@ func New(opts ...Option) (*Factory, error) {
 	}
 	if c.integrationStartup != nil && !c.startupSet {
 		c.startup = *c.integrationStartup
+	}
+	if c.serverless != nil {
+		if c.outage.Off {
+			return nil, &ConfigError{Field: "WithServerlessV2", Why: "needs the outage layer, which WithOutage turns off"}
+		}
+		if !c.startupSet {
+			c.startup = doubling(10, 200*time.Millisecond, 2*time.Second, 0.2, c.serverless.WakeFor)
+		}
 	}
 	if err := c.policy.Validate(); err != nil {
 		return nil, &ConfigError{Field: "WithRetryPolicy", Why: "invalid policy", Err: err}
@@ -136,7 +145,7 @@ func New(opts ...Option) (*Factory, error) {
 		Limit:           conn.Limit(c.connectLimit),
 		BlueGreen:       c.blueGreen,
 		Failover:        c.failover,
-		Outage:          engineOutage(c.outage),
+		Outage:          engineOutage(c.outage, c.serverless),
 	})
 	f.tx = f.e.Retrier(c.txPolicy, conn.LayerTransaction)
 	return f, nil

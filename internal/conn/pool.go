@@ -168,6 +168,9 @@ func (e *Engine) bind(cfg *pgxpool.Config, name string, instance *failover.Insta
 	}
 	if e.cfg.Outage != nil {
 		p.addOutage(mc)
+		if e.cfg.Outage.Wake != nil {
+			applyWake(cfg, e.cfg.Outage.Wake)
+		}
 	}
 	comp.Add(compose.Eviction, (&evict.Eviction{}).Layer())
 	comp.Add(compose.Connect, compose.Layer{BeforeConnect: p.connect})

@@ -1,0 +1,221 @@
+package holdfast_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/fakes/outagetest"
+)
+
+// serverlessPool is a pool of f on s's endpoint, closed with the test;
+// dials counts its dials (its connects' and its prober's).
+func serverlessPool(ctx context.Context, t *testing.T, f *holdfast.Factory, s *outagetest.Serverless) (*pgxpool.Pool, *dialLog) {
+	t.Helper()
+	cfg, err := s.PoolConfig(s.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &dialLog{}
+	cfg.ConnConfig.DialFunc = d.Dial
+	p, err := f.NewPool(ctx, cfg, holdfast.PoolName("orders"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p, d
+}
+
+// plainServerlessPool is a plain pgxpool on s's endpoint, not connected yet.
+func plainServerlessPool(t *testing.T, s *outagetest.Serverless, extra ...string) (*pgxpool.Pool, *dialLog) {
+	t.Helper()
+	cfg, err := s.PoolConfig(s.Endpoint, extra...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &dialLog{}
+	cfg.ConnConfig.DialFunc = d.Dial
+	p, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p, d
+}
+
+// paused waits until pool holds no connection and s has paused n times,
+// and returns when pool's last connection went (as seen here).
+func paused(t *testing.T, s *outagetest.Serverless, pool *pgxpool.Pool, n int, within time.Duration) time.Time {
+	t.Helper()
+	waitFor(t, within, "the pool holds no connection", s.Changed, func() bool { return pool.Stat().TotalConns() == 0 })
+	empty := time.Now()
+	waitFor(t, within, "the instance paused", s.Changed, func() bool { return s.Pauses() == n && s.Paused() })
+	return empty
+}
+
+// resumedAt is when s last resumed.
+func resumedAt(t *testing.T, s *outagetest.Serverless) time.Time {
+	t.Helper()
+	ev := s.Events()
+	for i := len(ev) - 1; i >= 0; i-- {
+		if ev[i].Name == outagetest.EventResumed {
+			return ev[i].At
+		}
+	}
+	t.Fatalf("no resume: %v", ev)
+	return time.Time{}
+}
+
+// Issue 30, item 4 (a, b, d): an Aurora Serverless v2 instance that
+// pauses (outagetest.Serverless: AutoPause 1.5 s, Resume 4 s, scaled from
+// 300 s and 15 s). With WithServerlessV2, an idle pool holds no
+// connection after IdleFor (AutoPause/2) and a health check, so the
+// instance pauses; plain pgxpool, the control, holds its idle connection
+// and keeps it awake. After the pause, the preset's first request waits
+// for the resume and succeeds, where plain pgxpool with connect_timeout=2
+// fails it; concurrent first requests make one dial in flight (the
+// instance holds one connection attempt while it resumes) where plain
+// pgxpool makes one per request.
+func TestServerlessV2(t *testing.T) {
+	const autoPause, resume = 1500 * time.Millisecond, 4 * time.Second
+	s := outagetest.StartServerlessTest(t, outagetest.ServerlessConfig{AutoPause: autoPause, Resume: resume})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f, err := holdfast.New(holdfast.WithServerlessV2(holdfast.ServerlessV2Config{AutoPause: autoPause}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	hp, dials := serverlessPool(ctx, t, f, s)
+	control, _ := plainServerlessPool(t, s, "connect_timeout=10")
+	if _, err := hp.Exec(ctx, "CREATE TABLE t (id int)"); err != nil {
+		t.Fatal(err)
+	}
+	used := time.Now()
+	if _, err := control.Exec(ctx, "SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+
+	// (a) The preset's pool lets its connections go; the control's idle
+	// connection stays, and keeps the instance awake.
+	waitFor(t, 5*autoPause, "the preset's pool holds no connection", s.Changed, func() bool { return hp.Stat().TotalConns() == 0 })
+	t.Logf("MEASURED the preset's idle pool: 0 connections %s after its last use (IdleFor %s, AutoPause %s)", ms(time.Since(used)), ms(autoPause/2), ms(autoPause))
+	timer := time.NewTimer(3 * autoPause)
+	for awake := true; awake; {
+		ch := s.Changed()
+		if s.Paused() {
+			t.Fatalf("paused while the control held a connection: %v", s.Events())
+		}
+		if n, c := s.Conns(), int(control.Stat().TotalConns()); n != c || c != 1 || hp.Stat().TotalConns() != 0 {
+			t.Fatalf("instance's connections %d; control's %d, preset's %d; want 1, 1, 0", n, c, hp.Stat().TotalConns())
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			awake = false
+		}
+	}
+	t.Logf("MEASURED with the control's idle connection: awake for 3×AutoPause, instance's connections 1 (the control's), the preset's 0")
+	closed := time.Now()
+	control.Close()
+	paused(t, s, hp, 1, 5*autoPause)
+	ev := s.Events()
+	t.Logf("MEASURED without the control: paused %s after its connection closed (AutoPause %s); the preset's pool held 0", ms(ev[len(ev)-1].At.Sub(closed)), ms(autoPause))
+
+	// (b) The preset's first request after the pause succeeds.
+	began := time.Now()
+	if _, err := hp.Exec(ctx, "INSERT INTO t VALUES (1)"); err != nil {
+		t.Fatalf("the preset's first request after the pause: %v", err)
+	}
+	took := time.Since(began)
+	t.Logf("MEASURED the preset's first request after the pause: ok in %s (Resume %s); dials %d", ms(took), ms(resume), len(dials.between(began, time.Now())))
+	if took < resume || took > resume+5*time.Second {
+		t.Errorf("the first request took %v; want Resume (%v) and little more", took, resume)
+	}
+
+	// The control, a plain pool with an ordinary connect_timeout, fails it.
+	paused(t, s, hp, 2, 5*autoPause)
+	plain, _ := plainServerlessPool(t, s, "connect_timeout=2")
+	began = time.Now()
+	_, err = plain.Exec(ctx, "SELECT 1")
+	t.Logf("MEASURED control (pgxpool, connect_timeout=2): first request after the pause: %v after %s", err, ms(time.Since(began)))
+	if err == nil {
+		t.Errorf("control: the first request after the pause succeeded; want a timeout: the fault does not bite")
+	}
+	plain.Close()
+
+	// (d) Concurrent first requests: one dial in flight while the
+	// instance resumes (it holds every attempt until then).
+	const n = 8
+	for i, name := range []string{"holdfast", "control"} {
+		paused(t, s, hp, 3+i, 10*autoPause)
+		p, d := hp, dials
+		if name == "control" {
+			p, d = plainServerlessPool(t, s, "connect_timeout=10", "pool_max_conns=8")
+		}
+		began := time.Now()
+		var wg sync.WaitGroup
+		errs := make([]error, n)
+		for j := range n {
+			wg.Go(func() { _, errs[j] = p.Exec(ctx, "SELECT 1") })
+		}
+		wg.Wait()
+		took := time.Since(began)
+		if err := errors.Join(errs...); err != nil {
+			t.Errorf("%s: %d concurrent first requests after the pause: %v", name, n, err)
+		}
+		held := len(d.between(began, resumedAt(t, s)))
+		t.Logf("MEASURED %s: %d concurrent first requests after the pause: all ok in %s; dials made before the resume (held by the instance): %d, after: %d",
+			name, n, ms(took), held, len(d.between(resumedAt(t, s), time.Now())))
+		switch {
+		case name == "holdfast" && held != 1:
+			t.Errorf("holdfast: %d dials before the resume; want 1 (single-flight wake)", held)
+		case name == "control" && held < 2:
+			t.Errorf("control: %d dials before the resume; want more than 1: the fault does not bite", held)
+		}
+	}
+}
+
+// Issue 30, item 4 (c): an instance that refuses connection attempts
+// with 57P03 while it resumes (outagetest.ServerlessConfig.StartingUp):
+// the preset's first request after the pause is retried within WakeFor
+// and succeeds; plain pgxpool fails it with the 57P03.
+func TestServerlessV2StartingUp(t *testing.T) {
+	const autoPause, resume = 1500 * time.Millisecond, 3 * time.Second
+	s := outagetest.StartServerlessTest(t, outagetest.ServerlessConfig{AutoPause: autoPause, Resume: resume, StartingUp: true})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	f, err := holdfast.New(holdfast.WithServerlessV2(holdfast.ServerlessV2Config{AutoPause: autoPause}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	hp, dials := serverlessPool(ctx, t, f, s)
+	paused(t, s, hp, 1, 10*autoPause)
+	began := time.Now()
+	if _, err := hp.Exec(ctx, "SELECT 1"); err != nil {
+		t.Fatalf("the preset's first request after the pause: %v", err)
+	}
+	took := time.Since(began)
+	d := dials.between(began, time.Now())
+	t.Logf("MEASURED the preset's first request after the pause, 57P03 while resuming: ok in %s (Resume %s), %d dials (the prober's, one at a time, then the pool's)", ms(took), ms(resume), len(d))
+	if len(d) < 3 {
+		t.Errorf("%d dials; want the 57P03 retried", len(d))
+	}
+
+	paused(t, s, hp, 2, 10*autoPause)
+	plain, _ := plainServerlessPool(t, s, "connect_timeout=10")
+	_, err = plain.Exec(ctx, "SELECT 1")
+	t.Logf("MEASURED control (pgxpool): first request after the pause: %v", err)
+	if err == nil {
+		t.Errorf("control: the first request after the pause succeeded; want 57P03: the fault does not bite")
+	}
+}
+
+// ms writes d to the millisecond.
+func ms(d time.Duration) string { return d.Round(time.Millisecond).String() }
