@@ -139,8 +139,8 @@ type State struct {
 	// new connections wait for it. Since is when the wake began.
 	Waking bool
 	Since  time.Time // when it was found down (its first sign); zero while up
-	Cause error     // the prober's last failed check, while down
-	Back  time.Time // when it last came back; zero if it never went down
+	Cause  error     // the prober's last failed check, while down
+	Back   time.Time // when it last came back; zero if it never went down
 }
 
 type phase int8
