@@ -3,13 +3,16 @@ package holdfast_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/failover"
 	"github.com/holdfast-db/holdfast/fakes/outagetest"
 )
 
@@ -219,3 +222,105 @@ func TestServerlessV2StartingUp(t *testing.T) {
 
 // ms writes d to the millisecond.
 func ms(d time.Duration) string { return d.Round(time.Millisecond).String() }
+
+// installAurora gives s's server the topology of a one-instance Aurora
+// cluster (its writer "orders-1", at the instance endpoint that the
+// failover monitor derives from the cluster's), for WithFailover.
+func installAurora(ctx context.Context, t *testing.T, s *outagetest.Serverless) {
+	t.Helper()
+	c, err := pgx.Connect(ctx, s.DSN(s.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, `
+CREATE OR REPLACE FUNCTION pg_catalog.aurora_replica_status()
+RETURNS TABLE (server_id text, session_id text, last_update_timestamp timestamptz, replica_lag_in_msec real, cpu real)
+LANGUAGE sql STABLE AS $fn$ SELECT 'orders-1'::text, 'MASTER_SESSION_ID'::text, now(), 0::real, 1.0::real $fn$;
+CREATE OR REPLACE FUNCTION pg_catalog.aurora_db_instance_identifier()
+RETURNS text LANGUAGE sql STABLE AS $fn$ SELECT 'orders-1'::text $fn$;`); err != nil {
+		t.Fatal(err)
+	}
+	s.Resolver.Set(strings.Replace(s.Endpoint, "orders.cluster-", "orders-1.", 1), s.Addr())
+}
+
+// Issue 30, item 4 (a), the monitors: with WithFailover, the cluster's
+// monitor holds a connection of its own. With WithServerlessV2 it lets it
+// go when the pool holds none, so the instance pauses, and follows the
+// cluster again after the first request; the control, WithFailover alone
+// (its pool letting its connections go all the same), keeps the instance
+// awake with its monitor's connection.
+func TestServerlessV2Failover(t *testing.T) {
+	const autoPause, resume = 1500 * time.Millisecond, 3 * time.Second
+	s := outagetest.StartServerlessTest(t, outagetest.ServerlessConfig{AutoPause: autoPause, Resume: resume})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	installAurora(ctx, t, s)
+	for _, name := range []string{"control", "holdfast"} {
+		opts := []holdfast.Option{holdfast.WithFailover(failover.Config{})}
+		if name == "holdfast" {
+			opts = append(opts, holdfast.WithServerlessV2(holdfast.ServerlessV2Config{AutoPause: autoPause}))
+		}
+		f, err := holdfast.New(opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := s.PoolConfig(s.Endpoint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.MinConns, cfg.MaxConnIdleTime, cfg.HealthCheckPeriod = 0, autoPause/2, autoPause/8 // the control's pool lets go too
+		p, err := f.NewPool(ctx, cfg, holdfast.PoolName("orders"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := f.Failover(p)
+		if m == nil {
+			t.Fatal("no failover monitor")
+		}
+		waitFor(t, 10*time.Second, "the monitor knows the writer", s.Changed, func() bool { return m.Status().Writer == "orders-1" })
+		if name == "control" {
+			waitFor(t, 5*autoPause, "the control's pool holds no connection", s.Changed, func() bool { return p.Stat().TotalConns() == 0 })
+			timer := time.NewTimer(3 * autoPause)
+			for awake := true; awake; {
+				ch := s.Changed()
+				if s.Paused() {
+					t.Fatalf("control: paused with the monitor's connection: the control does not hold it")
+				}
+				select {
+				case <-ch:
+				case <-timer.C:
+					awake = false
+				}
+			}
+			t.Logf("MEASURED control (WithFailover alone): its pool idle with 0 connections, the instance holds %d (the monitor's), no pause in 3×AutoPause", s.Conns())
+			if s.Conns() == 0 {
+				t.Errorf("control: the monitor holds no connection: the fault does not bite")
+			}
+			p.Close()
+			f.Close()
+			continue
+		}
+		used := time.Now()
+		paused(t, s, p, 1, 10*autoPause)
+		st := m.Status()
+		t.Logf("MEASURED holdfast (WithFailover and WithServerlessV2): the instance paused %s after the pool's last use, 0 connections (monitor's included); monitor Off %q, MonitorConnects %d",
+			ms(time.Since(used)), st.Off, st.MonitorConnects)
+		if st.Off != "idle" {
+			t.Errorf("monitor Off %q; want idle", st.Off)
+		}
+		began := time.Now()
+		if _, err := p.Exec(ctx, "SELECT 1"); err != nil {
+			t.Fatalf("the first request after the pause: %v", err)
+		}
+		t.Logf("MEASURED holdfast: the first request after the pause ok in %s (Resume %s)", ms(time.Since(began)), ms(resume))
+		waitFor(t, 5*time.Second, "the monitor follows the cluster again", s.Changed, func() bool {
+			st := m.Status()
+			return st.Off == "" && st.MonitorConnects > 1
+		})
+		t.Logf("MEASURED holdfast: the monitor follows again %s after the request began (MonitorConnects %d)", ms(time.Since(began)), m.Status().MonitorConnects)
+		paused(t, s, p, 2, 10*autoPause)
+		p.Close()
+		f.Close()
+	}
+}

@@ -243,6 +243,9 @@ func (p *Pool) addFailover(cc *pgx.ConnConfig, mode failover.InstanceMode) error
 		return e.configError("WithFailover", "cannot install failover routing", err)
 	}
 	p.foRef = ref
+	if e.cfg.Outage != nil && e.cfg.Outage.Wake != nil {
+		ref.m.IdleWhile(p.cold) // WithServerlessV2: no monitor connection while the pools are idle
+	}
 	p.fo = failovermon.NewLayer(ref.m, p.comp, cc, ep, mode, e.cfg.Failover.Readers, p.target.Logger(e.cfg.Logger))
 	p.comp.Add(compose.Failover, p.fo.Layer())
 	return nil
