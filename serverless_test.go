@@ -324,3 +324,49 @@ func TestServerlessV2Failover(t *testing.T) {
 		f.Close()
 	}
 }
+
+// WithServerlessV2's config: the defaults make a pool let its
+// connections go before AutoPause; a config that cannot is a
+// *ConfigError naming its field, and so is the preset without the outage
+// layer.
+func TestServerlessV2Config(t *testing.T) {
+	f, err := holdfast.New(holdfast.WithServerlessV2(holdfast.ServerlessV2Config{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cfg, err := pgxpool.ParseConfig("postgres://u@db.example/app?pool_min_conns=4&pool_max_conn_idle_time=1h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Configure(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.MinConns != 0 || cfg.MinIdleConns != 0 || cfg.MaxConnIdleTime != 150*time.Second || cfg.HealthCheckPeriod != 37500*time.Millisecond {
+		t.Errorf("MinConns %d, MinIdleConns %d, MaxConnIdleTime %v, HealthCheckPeriod %v; want 0, 0, 2m30s, 37.5s",
+			cfg.MinConns, cfg.MinIdleConns, cfg.MaxConnIdleTime, cfg.HealthCheckPeriod)
+	}
+	for _, tc := range []struct {
+		name  string
+		opts  []holdfast.Option
+		field string
+	}{
+		{"negative AutoPause", []holdfast.Option{holdfast.WithServerlessV2(holdfast.ServerlessV2Config{AutoPause: -1})}, "AutoPause"},
+		{"negative IdleFor", []holdfast.Option{holdfast.WithServerlessV2(holdfast.ServerlessV2Config{IdleFor: -1})}, "IdleFor"},
+		{"negative WakeFor", []holdfast.Option{holdfast.WithServerlessV2(holdfast.ServerlessV2Config{WakeFor: -1})}, "WakeFor"},
+		{"IdleFor past AutoPause", []holdfast.Option{holdfast.WithServerlessV2(holdfast.ServerlessV2Config{AutoPause: time.Minute, IdleFor: 50 * time.Second})}, "IdleFor"},
+		{"outage off", []holdfast.Option{holdfast.WithOutage(holdfast.Outage{Off: true}), holdfast.WithServerlessV2(holdfast.ServerlessV2Config{})}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := holdfast.New(tc.opts...)
+			var ce *holdfast.ConfigError
+			if !errors.As(err, &ce) || ce.Field != "WithServerlessV2" || !errors.Is(err, errInvalidConfig) {
+				t.Fatalf("New = %v; want a *ConfigError of WithServerlessV2", err)
+			}
+			var inner *holdfast.ConfigError
+			if tc.field != "" && (!errors.As(ce.Err, &inner) || inner.Field != tc.field) {
+				t.Errorf("New = %v; want the field %s named", err, tc.field)
+			}
+		})
+	}
+}
