@@ -61,12 +61,14 @@ const (
 //     the startup policy is 10 attempts, 200 ms doubling to at most 2 s
 //     with 20 % jitter, WakeFor overall.
 //   - The outage layer is on (WithOutage with Off is a *ConfigError).
-//   - The failover monitors (WithFailover, readers included) hold no
-//     connection while every pool on their cluster holds none: they
-//     close their connections and stop probing, and follow the cluster
-//     again, from what they knew, once a pool has a connection again.
-//     Blue/green monitors (WithBlueGreen) are not covered: they hold
-//     their connections and keep the instance awake.
+//   - Holdfast's monitors hold no connection while the pools hold none:
+//     the failover monitor (WithFailover, its reader probes included)
+//     while every pool on its cluster holds none (failover.Status.Off
+//     "idle"), a pool's blue/green monitors (WithBlueGreen) while it holds
+//     none. They close their connections and read nothing, keep the
+//     routing they knew, and read again once a pool has a connection
+//     (the blue/green monitors within 200 ms, the failover monitor
+//     within its HeartbeatInterval).
 //
 // Package readiness reports a pool that wakes as warn, reason "waking".
 // A readiness check that queries the database (readiness.Checker's

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/failover"
 	"github.com/holdfast-db/holdfast/fakes/outagetest"
 )
@@ -245,19 +246,44 @@ RETURNS text LANGUAGE sql STABLE AS $fn$ SELECT 'orders-1'::text $fn$;`); err !=
 }
 
 // Issue 30, item 4 (a), the monitors: with WithFailover, the cluster's
-// monitor holds a connection of its own. With WithServerlessV2 it lets it
-// go when the pool holds none, so the instance pauses, and follows the
-// cluster again after the first request; the control, WithFailover alone
-// (its pool letting its connections go all the same), keeps the instance
-// awake with its monitor's connection.
-func TestServerlessV2Failover(t *testing.T) {
+// monitor holds a connection of its own; with WithBlueGreen, two. With
+// WithServerlessV2 they let theirs go when the pool holds none, so the
+// instance pauses, and follow the database again after the first request;
+// the control, the same option alone (its pool letting its connections go
+// all the same), keeps the instance awake with its monitors' connections.
+func TestServerlessV2Monitors(t *testing.T) {
+	t.Run("failover", func(t *testing.T) {
+		testServerlessMonitors(t, holdfast.WithFailover(failover.Config{}),
+			func(f *holdfast.Factory, p *pgxpool.Pool) bool { return f.Failover(p).Status().Writer == "orders-1" },
+			func(f *holdfast.Factory, p *pgxpool.Pool) (int, string) {
+				st := f.Failover(p).Status()
+				return st.MonitorConnects, st.Off
+			})
+	})
+	t.Run("bluegreen", func(t *testing.T) {
+		connects := func(f *holdfast.Factory, p *pgxpool.Pool) (int, string) {
+			n := 0
+			for _, m := range f.BlueGreen(p).Status().Monitors {
+				n += m.Connects
+			}
+			return n, ""
+		}
+		testServerlessMonitors(t, holdfast.WithBlueGreen(bluegreen.Config{}),
+			func(f *holdfast.Factory, p *pgxpool.Pool) bool { n, _ := connects(f, p); return n >= 2 }, connects)
+	})
+}
+
+// testServerlessMonitors runs TestServerlessV2Monitors for opt, whose
+// monitors are ready when ready holds; connects counts their connects,
+// and says why their routing is off.
+func testServerlessMonitors(t *testing.T, opt holdfast.Option, ready func(*holdfast.Factory, *pgxpool.Pool) bool, connects func(*holdfast.Factory, *pgxpool.Pool) (int, string)) {
 	const autoPause, resume = 1500 * time.Millisecond, 3 * time.Second
 	s := outagetest.StartServerlessTest(t, outagetest.ServerlessConfig{AutoPause: autoPause, Resume: resume})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	installAurora(ctx, t, s)
 	for _, name := range []string{"control", "holdfast"} {
-		opts := []holdfast.Option{holdfast.WithFailover(failover.Config{})}
+		opts := []holdfast.Option{opt}
 		if name == "holdfast" {
 			opts = append(opts, holdfast.WithServerlessV2(holdfast.ServerlessV2Config{AutoPause: autoPause}))
 		}
@@ -274,18 +300,14 @@ func TestServerlessV2Failover(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := f.Failover(p)
-		if m == nil {
-			t.Fatal("no failover monitor")
-		}
-		waitFor(t, 10*time.Second, "the monitor knows the writer", s.Changed, func() bool { return m.Status().Writer == "orders-1" })
+		waitFor(t, 10*time.Second, "the monitors are ready", s.Changed, func() bool { return ready(f, p) })
 		if name == "control" {
 			waitFor(t, 5*autoPause, "the control's pool holds no connection", s.Changed, func() bool { return p.Stat().TotalConns() == 0 })
 			timer := time.NewTimer(3 * autoPause)
 			for awake := true; awake; {
 				ch := s.Changed()
 				if s.Paused() {
-					t.Fatalf("control: paused with the monitor's connection: the control does not hold it")
+					t.Fatalf("control: paused with the monitors' connections: the control does not hold them")
 				}
 				select {
 				case <-ch:
@@ -293,9 +315,9 @@ func TestServerlessV2Failover(t *testing.T) {
 					awake = false
 				}
 			}
-			t.Logf("MEASURED control (WithFailover alone): its pool idle with 0 connections, the instance holds %d (the monitor's), no pause in 3×AutoPause", s.Conns())
+			t.Logf("MEASURED control (the option alone): its pool idle with 0 connections, the instance holds %d (the monitors'), no pause in 3×AutoPause", s.Conns())
 			if s.Conns() == 0 {
-				t.Errorf("control: the monitor holds no connection: the fault does not bite")
+				t.Errorf("control: the monitors hold no connection: the fault does not bite")
 			}
 			p.Close()
 			f.Close()
@@ -303,22 +325,20 @@ func TestServerlessV2Failover(t *testing.T) {
 		}
 		used := time.Now()
 		paused(t, s, p, 1, 10*autoPause)
-		st := m.Status()
-		t.Logf("MEASURED holdfast (WithFailover and WithServerlessV2): the instance paused %s after the pool's last use, 0 connections (monitor's included); monitor Off %q, MonitorConnects %d",
-			ms(time.Since(used)), st.Off, st.MonitorConnects)
-		if st.Off != "idle" {
-			t.Errorf("monitor Off %q; want idle", st.Off)
-		}
+		before, off := connects(f, p)
+		t.Logf("MEASURED holdfast (with WithServerlessV2): the instance paused %s after the pool's last use, 0 connections (the monitors' included); monitors' connects %d, off %q",
+			ms(time.Since(used)), before, off)
 		began := time.Now()
 		if _, err := p.Exec(ctx, "SELECT 1"); err != nil {
 			t.Fatalf("the first request after the pause: %v", err)
 		}
 		t.Logf("MEASURED holdfast: the first request after the pause ok in %s (Resume %s)", ms(time.Since(began)), ms(resume))
-		waitFor(t, 5*time.Second, "the monitor follows the cluster again", s.Changed, func() bool {
-			st := m.Status()
-			return st.Off == "" && st.MonitorConnects > 1
+		waitFor(t, 5*time.Second, "the monitors follow the database again", s.Changed, func() bool {
+			n, off := connects(f, p)
+			return n > before && off == ""
 		})
-		t.Logf("MEASURED holdfast: the monitor follows again %s after the request began (MonitorConnects %d)", ms(time.Since(began)), m.Status().MonitorConnects)
+		n, _ := connects(f, p)
+		t.Logf("MEASURED holdfast: the monitors follow again %s after the request began (connects %d)", ms(time.Since(began)), n)
 		paused(t, s, p, 2, 10*autoPause)
 		p.Close()
 		f.Close()

@@ -149,8 +149,12 @@ func (e *Engine) bind(cfg *pgxpool.Config, name string, instance *failover.Insta
 		mcc := mc.Copy()
 		mcc.DialFunc = p.poolDial
 		bg, o := e.blueGreenConfig(name, p.target)
+		var idle func() bool
+		if e.cfg.Outage != nil && e.cfg.Outage.Wake != nil {
+			idle = p.cold // WithServerlessV2: no monitor connection while the pool is idle
+		}
 		r, err := bgroute.New(mcc, bg, bgroute.Options{MonitorConnect: p.monitorConnect, Observer: o,
-			Trusted: e.aliasEndpoints(mcc), Redact: e.tel.Redact})
+			Trusted: e.aliasEndpoints(mcc), Redact: e.tel.Redact, Idle: idle})
 		if err != nil {
 			return nil, e.configError("WithBlueGreen", "cannot install blue/green routing", err)
 		}
