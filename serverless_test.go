@@ -390,3 +390,31 @@ func TestServerlessV2Config(t *testing.T) {
 		})
 	}
 }
+
+// A service that starts while its instance is paused: NewPool waits for
+// the resume within WakeFor (the preset's startup policy), where plain
+// pgxpool's first connection with connect_timeout=2 fails.
+func TestServerlessV2Startup(t *testing.T) {
+	const autoPause, resume = time.Second, 4 * time.Second
+	s := outagetest.StartServerlessTest(t, outagetest.ServerlessConfig{AutoPause: autoPause, Resume: resume})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	waitFor(t, 10*autoPause, "the instance paused", s.Changed, func() bool { return s.Pauses() == 1 && s.Paused() })
+	f, err := holdfast.New(holdfast.WithServerlessV2(holdfast.ServerlessV2Config{AutoPause: autoPause}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	began := time.Now()
+	_, dials := serverlessPool(ctx, t, f, s)
+	t.Logf("MEASURED the preset's NewPool on a paused instance: ok in %s (Resume %s), %d dials", ms(time.Since(began)), ms(resume), len(dials.between(began, time.Now())))
+
+	waitFor(t, 10*autoPause, "the instance paused again", s.Changed, func() bool { return s.Pauses() == 2 && s.Paused() })
+	plain, _ := plainServerlessPool(t, s, "connect_timeout=2")
+	began = time.Now()
+	err = plain.Ping(ctx)
+	t.Logf("MEASURED control (pgxpool, connect_timeout=2): first connection on a paused instance: %v after %s", err, ms(time.Since(began)))
+	if err == nil {
+		t.Errorf("control: connected to the paused instance; want a timeout: the fault does not bite")
+	}
+}
