@@ -70,10 +70,11 @@ const (
 //     (the blue/green monitors within 200 ms, the failover monitor
 //     within its HeartbeatInterval).
 //
-// Package readiness reports a pool that wakes as warn, reason "waking".
-// A readiness check that queries the database (readiness.Checker's
-// checks) keeps the instance awake: space them more than AutoPause apart,
-// or leave the database out of readiness. An invalid config (a negative
+// Package readiness reports a pool that wakes as warn, reason "waking",
+// and does not query a pool of this factory once it has connected (a
+// check through the pool would keep the instance awake): its database's
+// state is the outage layer's (waking, database-down). A check of your
+// own that queries the database keeps the instance awake. An invalid config (a negative
 // duration, IdleFor×1.25 not below AutoPause) makes New return a
 // *ConfigError.
 func WithServerlessV2(c ServerlessV2Config) Option {

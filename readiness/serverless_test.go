@@ -10,11 +10,11 @@ import (
 	"github.com/holdfast-db/holdfast/readiness"
 )
 
-// Issue 30, item 4 (e): while a pool with holdfast.WithServerlessV2 wakes
-// its paused instance (outagetest.Serverless, Resume 3 s), readiness
-// warns, reason "waking" (not fail), and passes once it answers. The
-// status is read without a check (Status): a check would query the
-// database and keep the instance awake.
+// Issue 30, item 4 (e): readiness probed all along does not keep the
+// instance of a pool with holdfast.WithServerlessV2 awake (it does not
+// query a pool that sleeps); while the pool wakes its paused instance
+// (outagetest.Serverless, Resume 3 s), readiness warns, reason "waking"
+// (not fail), and passes once it answers.
 func TestReadinessWaking(t *testing.T) {
 	t.Parallel()
 	const autoPause, resume = time.Second, 3 * time.Second
@@ -35,7 +35,9 @@ func TestReadinessWaking(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	c, err := readiness.New(readiness.Config{Factory: f, CheckInterval: time.Hour}, readiness.Pool(pool))
+	// The default CheckInterval (1 s), and probes every 100 ms (Check):
+	// the checks must not keep the instance awake.
+	c, err := readiness.New(readiness.Config{Factory: f}, readiness.Pool(pool))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +48,14 @@ func TestReadinessWaking(t *testing.T) {
 	if st := c.Check(ctx); st.Health != readiness.Pass {
 		t.Fatalf("before the pause: %v", st)
 	}
-	statusUntil(t, 10*autoPause, c, func(readiness.Status) bool { return s.Pauses() == 1 && s.Paused() })
+	probing := time.Now()
+	until(t, 10*autoPause, c, func(st readiness.Status) bool {
+		if st.Health != readiness.Pass {
+			t.Fatalf("idle: %v", st)
+		}
+		return s.Pauses() == 1 && s.Paused()
+	})
+	t.Logf("MEASURED readiness probed every 20 ms (Check, CheckInterval 1 s): the instance paused %s after probing began, readiness pass throughout", time.Since(probing).Round(time.Millisecond))
 	done := make(chan error, 1)
 	began := time.Now()
 	go func() { _, err := pool.Exec(ctx, "SELECT 1"); done <- err }()

@@ -256,6 +256,11 @@ func (l *Layer) State() State {
 	return State{Back: s.backAt}
 }
 
+// Sleeps reports whether the pool's database may pause when the pool is
+// idle (WakeFor) and the pool has connected: a check through the pool
+// (readiness's) would keep it awake, and its state is the layer's.
+func (l *Layer) Sleeps() bool { return l.cfg.WakeFor > 0 && l.armed.Load() }
+
 // lastCause is the prober's last failed check.
 func (l *Layer) lastCause() error {
 	if p := l.cause.Load(); p != nil {
