@@ -262,11 +262,14 @@ func TestServerlessV2Monitors(t *testing.T) {
 	})
 	t.Run("bluegreen", func(t *testing.T) {
 		connects := func(f *holdfast.Factory, p *pgxpool.Pool) (int, string) {
-			n := 0
+			n, off := 0, "idle"
 			for _, m := range f.BlueGreen(p).Status().Monitors {
 				n += m.Connects
+				if m.Observation != "idle" || m.Connected {
+					off = ""
+				}
 			}
-			return n, ""
+			return n, off
 		}
 		testServerlessMonitors(t, holdfast.WithBlueGreen(bluegreen.Config{}),
 			func(f *holdfast.Factory, p *pgxpool.Pool) bool { n, _ := connects(f, p); return n >= 2 }, connects)
@@ -328,6 +331,9 @@ func testServerlessMonitors(t *testing.T, opt holdfast.Option, ready func(*holdf
 		before, off := connects(f, p)
 		t.Logf("MEASURED holdfast (with WithServerlessV2): the instance paused %s after the pool's last use, 0 connections (the monitors' included); monitors' connects %d, off %q",
 			ms(time.Since(used)), before, off)
+		if off != "idle" {
+			t.Errorf("the monitors' status says %q; want idle", off)
+		}
 		began := time.Now()
 		if _, err := p.Exec(ctx, "SELECT 1"); err != nil {
 			t.Fatalf("the first request after the pause: %v", err)

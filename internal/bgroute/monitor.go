@@ -56,6 +56,7 @@ func (m *monitor) run(ctx context.Context) {
 			// The pool holds no connection (Options.Idle): nor does the
 			// monitor, and it reads again as soon as the pool connects.
 			m.disconnect()
+			m.r.resting(m.role)
 			t := time.NewTimer(idleCheck)
 			select {
 			case <-ctx.Done():

@@ -782,6 +782,20 @@ func (r *Router) Changed() <-chan struct{} {
 	return r.statusCh
 }
 
+// resting records that the monitor of role holds no connection while the
+// pool is idle (Options.Idle): Status says so (Observation "idle").
+func (r *Router) resting(role meta.Role) {
+	r.mu.Lock()
+	ms := r.mons[role]
+	changed := ms.Connected || ms.Observation != "idle"
+	ms.Connected, ms.Addr, ms.Observation = false, "", "idle"
+	r.mons[role] = ms
+	r.mu.Unlock()
+	if changed {
+		r.notifyStatus()
+	}
+}
+
 func (r *Router) notifyStatus() {
 	r.statusMu.Lock()
 	close(r.statusCh)
