@@ -73,11 +73,6 @@
 //	PoolName            "host:port/database"                     one pool's name (a PoolOption)
 //	PoolInstanceMode    failover.Config.InstancePools            one pool on an instance endpoint
 //
-// An integration's policies replace the defaults, unless WithRetryPolicy
-// or WithStartupPolicy is given. Two options that set the dial or the
-// password function, or any invalid option, make [New] return a
-// [*ConfigError].
-//
 // [guide]: https://github.com/holdfast-db/holdfast/blob/main/docs/guide.md
 // [sqldb]: https://pkg.go.dev/github.com/holdfast-db/holdfast/sqldb
 // [cloudsql]: https://pkg.go.dev/github.com/holdfast-db/holdfast/cloudsql

@@ -49,7 +49,11 @@ type Factory struct {
 var defaultBudget = retry.BudgetConfig{Capacity: 40, FailureCost: 1, Threshold: 20, SuccessRefill: 0.1, RefillPerSecond: 0.5}
 
 // New returns a Factory built from opts, or a *ConfigError if an option is
-// nil or a policy or budget makes no sense.
+// nil or a policy or budget makes no sense. The options and their defaults
+// are listed in the package doc. An integration's policies replace the
+// defaults, unless WithRetryPolicy or WithStartupPolicy is given. Two
+// options that set the dial or the password function, or any invalid
+// option, make New return a *ConfigError.
 func New(opts ...Option) (*Factory, error) {
 	c := defaults()
 	for _, o := range opts {
