@@ -305,7 +305,7 @@ func (m *Monitor) rest() {
 		m.conn, m.connID = nil, ""
 	}
 	m.fastUntil = time.Time{}
-	m.cfg.Logger.Info("failover: every pool on the cluster is idle; the monitor holds no connection until one connects again",
+	m.cfg.Logger.Debug("failover: every pool on the cluster is idle; the monitor holds no connection until one connects again",
 		slog.String("server.address", m.monConfig.Host))
 	m.setStatus(func(s *failover.Status) {
 		if s.Off == "" {
