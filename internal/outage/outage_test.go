@@ -129,6 +129,12 @@ const host = "db.internal"
 
 func newRig(t *testing.T, holdFor time.Duration) *rig {
 	t.Helper()
+	return newRigWith(t, holdFor, nil)
+}
+
+// newRigWith is newRig with more of the layer's config set by set.
+func newRigWith(t *testing.T, holdFor time.Duration, set func(*outage.Config)) *rig {
+	t.Helper()
 	r := &rig{rep: newReport(), probed: make(chan struct{}, 64)}
 	r.lookup.Store(&[]string{"10.0.0.1:5432"})
 	cfg, err := pgxpool.ParseConfig("postgres://app@" + host + ":5432/orders?sslmode=disable")
@@ -138,7 +144,7 @@ func newRig(t *testing.T, holdFor time.Duration) *rig {
 	var owner struct{}
 	comp := compose.Begin(cfg, &owner)
 	dsn := pgtest.DSN(t)
-	r.l = outage.New(outage.Config{
+	ocfg := outage.Config{
 		HoldFor: holdFor,
 		Host:    host,
 		Role:    outage.RoleLearn,
@@ -163,7 +169,11 @@ func newRig(t *testing.T, holdFor time.Duration) *rig {
 		DownError:    downErr,
 		Report:       r.rep,
 		Comp:         comp,
-	})
+	}
+	if set != nil {
+		set(&ocfg)
+	}
+	r.l = outage.New(ocfg)
 	comp.Add(compose.Outage, r.l.Layer())
 	comp.Add(compose.Eviction, compose.Layer{Gone: func(addr string) {
 		r.mu.Lock()
