@@ -55,8 +55,10 @@ const (
 //     WithOutage describes. A wait that ends first fails with a
 //     [*DatabaseDownError] (Transient) that says the database was waking.
 //     57P03 and 57P05 (idle_session_timeout) are Transient, as always.
-//     The wake costs one more connection (the prober's, closed) per
-//     pause.
+//     The wake costs one connection more (the prober's, closed) at each
+//     connect into an empty pool, paused instance or not. Startup's first
+//     connection is not a wake (the pool has not connected yet): its
+//     dials keep the per-attempt bound and are retried, see below.
 //   - Startup waits for a resume: unless [WithStartupPolicy] is given,
 //     the startup policy is 10 attempts, 200 ms doubling to at most 2 s
 //     with 20 % jitter, WakeFor overall.
@@ -74,9 +76,9 @@ const (
 // and does not query a pool of this factory once it has connected (a
 // check through the pool would keep the instance awake): its database's
 // state is the outage layer's (waking, database-down). A check of your
-// own that queries the database keeps the instance awake. An invalid config (a negative
-// duration, IdleFor×1.25 not below AutoPause) makes New return a
-// *ConfigError.
+// own that queries the database keeps the instance awake. An invalid
+// config (a negative duration, IdleFor×1.25 not below AutoPause) makes
+// New return a *ConfigError.
 func WithServerlessV2(c ServerlessV2Config) Option {
 	return func(cfg *config) {
 		if c.AutoPause == 0 {
