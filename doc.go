@@ -44,6 +44,8 @@
 //     writer failover and reader pools: [WithFailover] and [failover].
 //   - A database that is down (a restart, a DNS-only failover, a demoted
 //     primary): [WithOutage], on by default; [ErrDatabaseDown].
+//   - An Aurora Serverless v2 instance that pauses when idle:
+//     [WithServerlessV2].
 //   - Readiness probes, drains and graceful shutdown: package [readiness].
 //   - Tests: package [fakes] (scripted failures, throwaway servers).
 //
@@ -59,6 +61,7 @@
 //	WithRetryBudget     relative to demand, 20 tokens, per factory every retry of the factory's pools but startup's
 //	WithConnectLimit    max(2, MaxConns/4) connects in flight    a pool's new connections
 //	WithOutage          on, HoldFor 30s                          a pool whose database is down: hold, follow, leave a demoted primary
+//	WithServerlessV2    off                                      Aurora Serverless v2 at 0 ACU: idle pools let go, a single-flight wake
 //	WithPasswordFunc    the connection string's password         a fresh password or IAM token per connection
 //	WithIntegration     none (cloudsql.With, rdsiam.With, ...)   a dial, credentials, rules, policies
 //	WithClassifier      none                                     rules before the built-in ones
@@ -69,11 +72,6 @@
 //	WithTracerProvider  the global provider                      spans
 //	PoolName            "host:port/database"                     one pool's name (a PoolOption)
 //	PoolInstanceMode    failover.Config.InstancePools            one pool on an instance endpoint
-//
-// An integration's policies replace the defaults, unless WithRetryPolicy
-// or WithStartupPolicy is given. Two options that set the dial or the
-// password function, or any invalid option, make [New] return a
-// [*ConfigError].
 //
 // [guide]: https://github.com/holdfast-db/holdfast/blob/main/docs/guide.md
 // [sqldb]: https://pkg.go.dev/github.com/holdfast-db/holdfast/sqldb

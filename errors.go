@@ -226,7 +226,8 @@ type DatabaseDownError struct {
 	// when HoldFor did.
 	Err error
 
-	bound time.Duration // HoldFor
+	bound  time.Duration // HoldFor; WakeFor while waking
+	waking bool          // the database was waking (ServerlessV2), not found down
 }
 
 // Error returns the one line (see [DatabaseDownError]).
@@ -234,13 +235,19 @@ func (e *DatabaseDownError) Error() string {
 	var b strings.Builder
 	b.WriteString("holdfast: database down: ")
 	b.WriteString(e.Pool)
-	b.WriteString(" has not accepted connections for ")
+	if e.waking {
+		b.WriteString(" has been waking (ServerlessV2) for ")
+	} else {
+		b.WriteString(" has not accepted connections for ")
+	}
 	b.WriteString(roundSeconds(e.Down))
 	switch {
 	case e.Err != nil && e.Waited > 0:
 		b.WriteString("; this request waited " + roundSeconds(e.Waited) + " (its deadline)")
 	case e.Err != nil:
 		b.WriteString("; this request's deadline ended first")
+	case e.waking:
+		b.WriteString("; this request waited " + roundSeconds(e.Waited) + " (ServerlessV2's WakeFor)")
 	case e.bound < 0:
 		b.WriteString("; this request did not wait (WithOutage's HoldFor is negative)")
 	default:
@@ -291,7 +298,7 @@ var engineErrors = conn.Errors{
 		if !d.Since.IsZero() {
 			down = time.Since(d.Since)
 		}
-		return &DatabaseDownError{Pool: pool, Down: down, Waited: d.Waited, Cause: d.Cause, Err: d.Err, bound: d.Bound}
+		return &DatabaseDownError{Pool: pool, Down: down, Waited: d.Waited, Cause: d.Cause, Err: d.Err, bound: d.Bound, waking: d.Waking}
 	},
 }
 

@@ -300,3 +300,28 @@ type scriptedTx struct {
 func (t *scriptedTx) Commit(context.Context) error   { return t.commit }
 func (t *scriptedTx) Rollback(context.Context) error { return nil }
 func (t *scriptedTx) Conn() *pgx.Conn                { return nil }
+
+// An Aurora Serverless v2 cluster that scales to zero, with
+// SecondsUntilAutoPause 600: the pools let their connections go after
+// 5 minutes idle, so that the instance may pause, and the first request
+// after a pause waits for the resume (up to WakeFor, 60 s) instead of
+// failing. (It needs a database, so this example is compiled, not run;
+// fakes/outagetest.Serverless simulates one.)
+func ExampleWithServerlessV2() {
+	f, err := holdfast.New(holdfast.WithServerlessV2(holdfast.ServerlessV2Config{AutoPause: 10 * time.Minute}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+	ctx := context.Background()
+	pool, err := f.NewPoolFromDSN(ctx, os.Getenv("DATABASE_URL")) // waits for a resume too
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	// Any request, however long the pool was idle: a paused instance is
+	// woken by one dial, the other requests wait for it.
+	if _, err := pool.Exec(ctx, "SELECT 1"); err != nil {
+		log.Print(f.Classify(err), err) // a wake past WakeFor: a *DatabaseDownError, Transient
+	}
+}

@@ -3,6 +3,7 @@ package holdfast
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/holdfast-db/holdfast/bluegreen"
 	"github.com/holdfast-db/holdfast/classify"
@@ -48,7 +49,11 @@ type Factory struct {
 var defaultBudget = retry.BudgetConfig{Capacity: 40, FailureCost: 1, Threshold: 20, SuccessRefill: 0.1, RefillPerSecond: 0.5}
 
 // New returns a Factory built from opts, or a *ConfigError if an option is
-// nil or a policy or budget makes no sense.
+// nil or a policy or budget makes no sense. The options and their defaults
+// are listed in the package doc. An integration's policies replace the
+// defaults, unless WithRetryPolicy or WithStartupPolicy is given. Two
+// options that set the dial or the password function, or any invalid
+// option, make New return a *ConfigError.
 func New(opts ...Option) (*Factory, error) {
 	c := defaults()
 	for _, o := range opts {
@@ -65,6 +70,14 @@ func New(opts ...Option) (*Factory, error) {
 	}
 	if c.integrationStartup != nil && !c.startupSet {
 		c.startup = *c.integrationStartup
+	}
+	if c.serverless != nil {
+		if c.outage.Off {
+			return nil, &ConfigError{Field: "WithServerlessV2", Why: "needs the outage layer, which WithOutage turns off"}
+		}
+		if !c.startupSet {
+			c.startup = doubling(10, 200*time.Millisecond, 2*time.Second, 0.2, c.serverless.WakeFor)
+		}
 	}
 	if err := c.policy.Validate(); err != nil {
 		return nil, &ConfigError{Field: "WithRetryPolicy", Why: "invalid policy", Err: err}
@@ -136,7 +149,7 @@ func New(opts ...Option) (*Factory, error) {
 		Limit:           conn.Limit(c.connectLimit),
 		BlueGreen:       c.blueGreen,
 		Failover:        c.failover,
-		Outage:          engineOutage(c.outage),
+		Outage:          engineOutage(c.outage, c.serverless),
 	})
 	f.tx = f.e.Retrier(c.txPolicy, conn.LayerTransaction)
 	return f, nil

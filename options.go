@@ -53,6 +53,7 @@ type config struct {
 	blueGreen     *bluegreen.Config
 	failover      *failover.Config
 	outage        Outage
+	serverless    *ServerlessV2Config // WithServerlessV2
 	connectLimit  ConnectLimit
 	invalidOption error
 
@@ -508,14 +509,14 @@ func WithOutage(o Outage) Option {
 }
 
 // engineOutage is the engine's configuration of o: nil when off.
-func engineOutage(o Outage) *conn.Outage {
+func engineOutage(o Outage, sv *ServerlessV2Config) *conn.Outage {
 	if o.Off {
 		return nil
 	}
 	if o.HoldFor == 0 {
 		o.HoldFor = defaultHoldFor
 	}
-	return &conn.Outage{HoldFor: o.HoldFor}
+	return &conn.Outage{HoldFor: o.HoldFor, Wake: engineWake(sv)}
 }
 
 // A PoolOption configures one pool in [Factory.Configure],

@@ -217,7 +217,8 @@ type MonitorStatus struct {
 	// (no metadata function), "failed" (the query failed),
 	// "no-connection", or "waiting" (a connection attempt or a query has
 	// not answered yet; meanwhile the monitor still resolves its role's
-	// hosts and reports them).
+	// hosts and reports them); "idle" while its pool holds no connection
+	// with holdfast.WithServerlessV2 (neither does the monitor).
 	Observation string `json:"observation,omitempty"`
 	// Topology is true when the monitor reads its cluster's topology
 	// (Aurora's aurora_replica_status()) on its connection: the instance

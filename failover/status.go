@@ -58,7 +58,9 @@ type Status struct {
 	// Error names it), and the monitor
 	// looks again every RefreshInterval; "switchover" while a
 	// blue/green switchover routes the cluster's pools (the monitor stands
-	// down until it ends).
+	// down until it ends); "idle" while every pool on the cluster holds no
+	// connection with holdfast.WithServerlessV2 (the monitor holds none
+	// either, so that the instance may pause, until a pool connects).
 	Off    string  `json:"off,omitempty"`
 	Events []Event `json:"events,omitempty"`
 }

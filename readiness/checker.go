@@ -419,6 +419,11 @@ func (c *Checker) openLocked(t *target, now time.Time) {
 // gate is open, transient failures of new connections are retried by the
 // pool's holdfast layers; a persistent failure shows in readiness after
 // FailureThreshold consecutive failed checks.
+//
+// A pool of a factory WithServerlessV2 is not queried once it has
+// connected: a check would keep its connection, and its instance, awake.
+// Its check passes, and its database's state is its outage layer's:
+// "waking" while a request wakes it, "database-down" when it is down.
 func (c *Checker) Check(ctx context.Context) Status {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.ProbeTimeout)
 	defer cancel()

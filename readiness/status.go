@@ -55,6 +55,7 @@ const (
 	reasonSaturated     = "pool-saturated"
 	reasonFailover      = "failover"
 	reasonDown          = "database-down"
+	reasonWaking        = "waking"
 )
 
 // InUse is what a drain waits for.
@@ -116,6 +117,8 @@ type Status struct {
 	//	database-down   warn, fail  the pool's database is down (holdfast.WithOutage holds the requests
 	//	                            that need a new connection): warn until NotReadyAfter, fail after;
 	//	                            ready again as soon as it is back
+	//	waking          warn        the pool wakes its paused database (holdfast.WithServerlessV2): its
+	//	                            requests wait for the resume, within WakeFor; database-down after it
 	//	failover        warn        checks failed while the cluster fails over (holdfast.WithFailover):
 	//	                            holdfast holds and reroutes the traffic, so readiness does not fail
 	//	database        warn, fail  the database check failed: warn below FailureThreshold, fail at it
@@ -144,7 +147,7 @@ type TargetStatus struct {
 
 	// Health and Reason are the target's own: Fail when its check fails,
 	// also for an optional target (the Checker then answers Warn).
-	// Reasons: "starting", "startup-failed", "database-down", "database",
+	// Reasons: "starting", "startup-failed", "database-down", "waking", "database",
 	// "failover", "pool-saturated", or "" for Pass.
 	Health Health
 	Reason string
@@ -366,7 +369,9 @@ func (c *Checker) targetStatusLocked(t *target, st *pgxpool.Stat) TargetStatus {
 		failingOver = m.Active()
 	}
 	out := t.outage()
-	s.Database.DownSince = out.Since
+	if out.Down {
+		s.Database.DownSince = out.Since
+	}
 	// Failed checks from before the database came back are over: ready
 	// again at "back", not at the next check.
 	stale := db.failures > 0 && !out.Back.IsZero() && !out.Back.Before(db.checked)
@@ -380,6 +385,8 @@ func (c *Checker) targetStatusLocked(t *target, st *pgxpool.Stat) TargetStatus {
 		s.Reason = reasonDown
 	case out.Down:
 		s.Health, s.Reason = Warn, reasonDown
+	case out.Waking:
+		s.Health, s.Reason = Warn, reasonWaking
 	case stale:
 		s.Health = Pass
 	case db.failures > 0 && failingOver:

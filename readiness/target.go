@@ -315,6 +315,12 @@ const checkSQL = "SELECT 1"
 // sees pool exhaustion) and runs one query on it; for a *sql.DB it runs the
 // query through database/sql, as the application's code does.
 func (t *target) check(ctx context.Context) error {
+	if p := conn.OfPool(t.pool); p != nil && p.Outage() != nil && p.Outage().Sleeps() {
+		// holdfast.WithServerlessV2: a check would keep the pool's
+		// connection, and the instance, awake; the outage layer's state
+		// (waking, database-down) stands for the database.
+		return nil
+	}
 	if t.db != nil {
 		_, err := t.db.ExecContext(ctx, checkSQL)
 		return err

@@ -37,6 +37,10 @@ type monitor struct {
 	warned     map[string]bool // what was logged once in this generation (at most maxWarned keys)
 }
 
+// idleCheck is how often an idle monitor (Options.Idle) asks whether its
+// pool connected again.
+const idleCheck = 200 * time.Millisecond
+
 // maxWarned bounds the keys of monitor.warned: past it, nothing new is
 // logged until the next generation.
 const maxWarned = 100
@@ -47,6 +51,22 @@ func (m *monitor) run(ctx context.Context) {
 		gen, wake := m.r.generation()
 		if gen != m.gen {
 			m.reset(gen)
+		}
+		if m.r.idle != nil && m.r.idle() {
+			// The pool holds no connection (Options.Idle): nor does the
+			// monitor, and it reads again as soon as the pool connects.
+			m.disconnect()
+			m.r.resting(m.role)
+			t := time.NewTimer(idleCheck)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-wake:
+			case <-t.C:
+			}
+			t.Stop()
+			continue
 		}
 		o, ms := m.poll(ctx)
 		if ctx.Err() != nil {
@@ -64,15 +84,34 @@ func (m *monitor) run(ctx context.Context) {
 			m.retarget = false
 			continue
 		}
-		t := time.NewTimer(interval)
+		if !m.sleep(ctx, interval, wake) {
+			return
+		}
+	}
+}
+
+// sleep waits interval, or until wake is closed, or, with Options.Idle,
+// until the pool is idle (checked every idleCheck); false when ctx ended.
+func (m *monitor) sleep(ctx context.Context, interval time.Duration, wake <-chan struct{}) bool {
+	end := time.Now().Add(interval)
+	for {
+		d := time.Until(end)
+		if m.r.idle != nil {
+			d = min(d, idleCheck)
+		}
+		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return
+			return false
 		case <-wake:
+			t.Stop()
+			return true
 		case <-t.C:
 		}
-		t.Stop()
+		if !time.Now().Before(end) || (m.r.idle != nil && m.r.idle()) {
+			return true
+		}
 	}
 }
 

@@ -43,6 +43,7 @@ type Router struct {
 	// token (see bluegreen.Router's doc, "What the monitors trust").
 	scope  topology.Scope
 	redact func(string) string // cleans error texts of secrets (Options.Redact); never nil
+	idle   func() bool         // Options.Idle; nil: never idle
 
 	monitorConnect func(context.Context, *pgx.ConnConfig) error // run before each monitor connect
 	monConfig      *pgx.ConnConfig                              // template for monitor connections
@@ -121,6 +122,12 @@ type Options struct {
 	// Redact cleans the error texts the Router logs and reports in
 	// Status of the secrets the engine knows (nil: texts as they are).
 	Redact func(string) string
+	// Idle, when not nil, reports that the pool holds no connection
+	// (holdfast.WithServerlessV2): meanwhile the monitors hold none
+	// either and read nothing, so that an instance that pauses when idle
+	// may; they read again at once when it reports false. It must be
+	// cheap and must not block.
+	Idle func() bool
 }
 
 // New builds a Router for the pools built from cc, which its Layer joins
@@ -146,6 +153,7 @@ func New(cc *pgx.ConnConfig, c bluegreen.Config, o Options) (*Router, error) {
 	if o.Redact != nil {
 		r.redact = o.Redact
 	}
+	r.idle = o.Idle
 	return r, nil
 }
 
@@ -772,6 +780,20 @@ func (r *Router) Changed() <-chan struct{} {
 	r.statusMu.Lock()
 	defer r.statusMu.Unlock()
 	return r.statusCh
+}
+
+// resting records that the monitor of role holds no connection while the
+// pool is idle (Options.Idle): Status says so (Observation "idle").
+func (r *Router) resting(role meta.Role) {
+	r.mu.Lock()
+	ms := r.mons[role]
+	changed := ms.Connected || ms.Observation != "idle"
+	ms.Connected, ms.Addr, ms.Observation = false, "", "idle"
+	r.mons[role] = ms
+	r.mu.Unlock()
+	if changed {
+		r.notifyStatus()
+	}
 }
 
 func (r *Router) notifyStatus() {

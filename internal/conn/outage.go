@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/internal/compose"
@@ -23,6 +24,45 @@ import (
 // face's holdfast.Outage, checked and defaulted there).
 type Outage struct {
 	HoldFor time.Duration // > 0; negative: no wait
+	// Wake, when set, is the wake of a database that pauses when idle
+	// (the face's ServerlessV2).
+	Wake *Wake
+}
+
+// Wake configures the pools of a database that pauses when idle (Aurora
+// Serverless v2 at 0 ACU): the face's ServerlessV2, checked and defaulted
+// there.
+type Wake struct {
+	// For bounds a wake: the one dial into a cold pool, its retries and
+	// every connect's wait for it (outage.Config.WakeFor).
+	For time.Duration
+	// IdleFor is the pool's MaxConnIdleTime at most, and its
+	// HealthCheckPeriod at most IdleFor/4: an idle pool holds no
+	// connection within 1.25 IdleFor. The pool's MinConns and
+	// MinIdleConns are set to 0.
+	IdleFor time.Duration
+}
+
+// applyWake makes cfg's pool let its connections go when idle (w.IdleFor).
+func applyWake(cfg *pgxpool.Config, w *Wake) {
+	cfg.MinConns, cfg.MinIdleConns = 0, 0
+	if cfg.MaxConnIdleTime <= 0 || cfg.MaxConnIdleTime > w.IdleFor {
+		cfg.MaxConnIdleTime = w.IdleFor
+	}
+	if every := max(w.IdleFor/4, 10*time.Millisecond); cfg.HealthCheckPeriod <= 0 || cfg.HealthCheckPeriod > every {
+		cfg.HealthCheckPeriod = every
+	}
+}
+
+// cold reports whether the pool holds no established connection (idle or
+// acquired): a connect now may find its database paused.
+func (p *Pool) cold() bool {
+	pool := p.comp.Pool()
+	if pool == nil {
+		return false
+	}
+	st := pool.Stat()
+	return st.AcquiredConns()+st.IdleConns() == 0
 }
 
 // probeApp is the application_name of the prober's connections.
@@ -63,8 +103,14 @@ func (p *Pool) addOutage(cc *pgx.ConnConfig) {
 	}
 	probe := topology.MonitorConfig(cc, probeApp, timeout)
 	report := &outageReport{o: e.tel.Outage(p.target)}
+	var wakeFor time.Duration
+	if w := e.cfg.Outage.Wake; w != nil {
+		wakeFor = w.For
+	}
 	p.out = outage.New(outage.Config{
 		HoldFor:     e.cfg.Outage.HoldFor,
+		WakeFor:     wakeFor,
+		Cold:        p.cold,
 		Host:        cc.Host,
 		Role:        role,
 		ReaderWhile: readerWhile,
@@ -91,6 +137,11 @@ func (p *Pool) addOutage(cc *pgx.ConnConfig) {
 func (p *Pool) probe(ctx context.Context, tmpl *pgx.ConnConfig, lookup pgconn.LookupFunc) (*pgconn.PgConn, []string, error) {
 	cc := tmpl.Copy()
 	cc.LookupFunc = lookup
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) > cc.ConnectTimeout {
+		// A wake's check (outage.Config.WakeFor): its one dial may wait
+		// for the resume, past the per-attempt bound.
+		cc.ConnectTimeout = time.Until(dl)
+	}
 	var dialed []string // pgconn dials one address at a time
 	base := p.base
 	cc.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {

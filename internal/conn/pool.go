@@ -149,8 +149,12 @@ func (e *Engine) bind(cfg *pgxpool.Config, name string, instance *failover.Insta
 		mcc := mc.Copy()
 		mcc.DialFunc = p.poolDial
 		bg, o := e.blueGreenConfig(name, p.target)
+		var idle func() bool
+		if e.cfg.Outage != nil && e.cfg.Outage.Wake != nil {
+			idle = p.cold // WithServerlessV2: no monitor connection while the pool is idle
+		}
 		r, err := bgroute.New(mcc, bg, bgroute.Options{MonitorConnect: p.monitorConnect, Observer: o,
-			Trusted: e.aliasEndpoints(mcc), Redact: e.tel.Redact})
+			Trusted: e.aliasEndpoints(mcc), Redact: e.tel.Redact, Idle: idle})
 		if err != nil {
 			return nil, e.configError("WithBlueGreen", "cannot install blue/green routing", err)
 		}
@@ -168,6 +172,9 @@ func (e *Engine) bind(cfg *pgxpool.Config, name string, instance *failover.Insta
 	}
 	if e.cfg.Outage != nil {
 		p.addOutage(mc)
+		if e.cfg.Outage.Wake != nil {
+			applyWake(cfg, e.cfg.Outage.Wake)
+		}
 	}
 	comp.Add(compose.Eviction, (&evict.Eviction{}).Layer())
 	comp.Add(compose.Connect, compose.Layer{BeforeConnect: p.connect})
@@ -240,6 +247,9 @@ func (p *Pool) addFailover(cc *pgx.ConnConfig, mode failover.InstanceMode) error
 		return e.configError("WithFailover", "cannot install failover routing", err)
 	}
 	p.foRef = ref
+	if e.cfg.Outage != nil && e.cfg.Outage.Wake != nil {
+		ref.m.IdleWhile(p.cold) // WithServerlessV2: no monitor connection while the pools are idle
+	}
 	p.fo = failovermon.NewLayer(ref.m, p.comp, cc, ep, mode, e.cfg.Failover.Readers, p.target.Logger(e.cfg.Logger))
 	p.comp.Add(compose.Failover, p.fo.Layer())
 	return nil

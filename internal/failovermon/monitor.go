@@ -58,6 +58,7 @@ type Monitor struct {
 	listeners []func(Change)
 	downWatch []func(down bool) // WatchDown
 	standBy   []func() bool     // StandDownWhile: a blue/green switchover routes a pool of the cluster
+	idleFns   []func() bool     // IdleWhile: a pool of the cluster holds no connection
 	writers   map[string]bool   // host names of the writer endpoint(s) whose DNS is checked
 	status    failover.Status
 	statusErr error         // the error behind status.Error (guarded by mu)
@@ -81,6 +82,7 @@ type Monitor struct {
 	refreshed time.Time
 	offUntil  time.Time // the topology cannot be read (no function, no grant): look again then
 	stoodDown bool      // a switchover is under way: no decision until it ends (standDown)
+	resting   bool      // every pool of the cluster is idle: no connection held (rest)
 	warned    map[string]bool
 	outside   map[string]bool // hosts of rows outside the scope, logged once (at most topology.MaxRows)
 }
@@ -261,6 +263,71 @@ func (m *Monitor) StandDownWhile(active func() bool) {
 	m.standBy = append(m.standBy, active)
 }
 
+// IdleWhile makes the monitor hold no connection while every function
+// given reports true (holdfast.WithServerlessV2 passes, for each pool of
+// the cluster, whether it holds no connection): an instance that pauses
+// when it has no connection (Aurora Serverless v2 at 0 ACU) may then
+// pause. Meanwhile the monitor closes its connection and its probes, and
+// reads and decides nothing; the routing it knew stays. Once a pool holds
+// a connection again it follows the cluster again, reading its topology
+// at once. It polls idle every HeartbeatInterval; idle must be cheap and
+// must not block.
+func (m *Monitor) IdleWhile(idle func() bool) {
+	if idle == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.idleFns = append(m.idleFns, idle)
+}
+
+// idle reports whether every pool of the cluster that said how is idle
+// (IdleWhile); false when none did.
+func (m *Monitor) idle() bool {
+	m.mu.Lock()
+	fns := slices.Clone(m.idleFns)
+	m.mu.Unlock()
+	for _, f := range fns {
+		if !f() {
+			return false
+		}
+	}
+	return len(fns) > 0
+}
+
+// rest closes the monitor's connections while the cluster's pools are
+// idle (IdleWhile); the routing it knew stays.
+func (m *Monitor) rest() {
+	m.resting = true
+	m.closeProbes()
+	if m.conn != nil {
+		m.closeConn(m.conn)
+		m.conn, m.connID = nil, ""
+	}
+	m.fastUntil = time.Time{}
+	m.cfg.Logger.Debug("failover: every pool on the cluster is idle; the monitor holds no connection until one connects again",
+		slog.String("server.address", m.monConfig.Host))
+	m.setStatus(func(s *failover.Status) {
+		if s.Off == "" {
+			s.Off = "idle"
+		}
+	})
+}
+
+// unrest ends a rest: a pool connected again; the topology is read at
+// the next connect.
+func (m *Monitor) unrest() {
+	m.resting = false
+	m.refreshed = time.Time{}
+	m.cfg.Logger.Debug("failover: a pool on the cluster connected again; the monitor follows it again",
+		slog.String("server.address", m.monConfig.Host))
+	m.setStatus(func(s *failover.Status) {
+		if s.Off == "idle" {
+			s.Off = ""
+		}
+	})
+}
+
 // switchover reports whether a switchover routes a pool of the cluster.
 func (m *Monitor) switchover() bool {
 	m.mu.Lock()
@@ -382,7 +449,7 @@ func (m *Monitor) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 		case <-m.poke:
-			if !m.stoodDown { // a switchover's own trouble (57P01 at IN_PROGRESS) is not a failover
+			if !m.stoodDown && !m.resting { // a switchover's own trouble (57P01 at IN_PROGRESS) is not a failover
 				m.goFast("a pool saw trouble")
 			}
 		case <-t.C:
@@ -412,6 +479,15 @@ func (m *Monitor) step(ctx context.Context) {
 		return
 	case m.stoodDown:
 		m.standUp()
+	}
+	switch idle := m.idle(); {
+	case idle && !m.resting:
+		m.rest()
+		return
+	case idle:
+		return
+	case m.resting:
+		m.unrest()
 	}
 	if m.conn == nil && time.Now().Before(m.offUntil) {
 		return // no topology to read here: nothing to follow, nothing to probe

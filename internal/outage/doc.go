@@ -19,6 +19,14 @@
 //	         connections wait for "back" within HoldFor and their context,
 //	         and the prober checks with backoff; it is the only one to
 //	         connect meanwhile.
+//	waking   (WakeFor: holdfast.WithServerlessV2) a new connection of a
+//	         pool that holds none, once armed: the database may have
+//	         paused. The prober makes the one dial in flight, bounded by
+//	         what is left of WakeFor rather than ProbeTimeout, and checks
+//	         again at its pace while the database refuses (57P03, a refused
+//	         or reset connect); new connections wait for it within WakeFor
+//	         and their context. A check that connects ends it (up, nothing
+//	         logged); at WakeFor the database is down.
 //	back     a check connected (to a writable server, for a pool meant
 //	         for writes): "database back" is logged with the downtime,
 //	         every waiting connection goes on at once, the prober ends.

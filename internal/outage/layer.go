@@ -70,6 +70,17 @@ type Config struct {
 	// HoldFor bounds each wait for a database that is down (positive);
 	// negative: no wait, a connect fails at once while it is down.
 	HoldFor time.Duration
+	// WakeFor, when positive, makes a connect into a cold pool (armed,
+	// holding no established connection: Cold) wake the database first:
+	// the layer is waking, the prober makes the one dial in flight, with
+	// WakeFor as its bound (not ProbeTimeout), and retries a database
+	// still down (refused, 57P03) until WakeFor has passed since the
+	// wake began; every connect waits for it within WakeFor and its
+	// context. Then the database is down as after a failed check. 0: off.
+	WakeFor time.Duration
+	// Cold reports whether the pool holds no established connection (a
+	// pool of a database that may have paused). Needed with WakeFor.
+	Cold func() bool
 	// Host is the pool's host (a name, an address or a Unix socket
 	// directory): what the prober resolves.
 	Host string
@@ -117,7 +128,8 @@ type Down struct {
 	Waited time.Duration // how long this wait lasted
 	Cause  error         // the prober's last failed check
 	Err    error         // what ended the wait: the context's error; nil when HoldFor did
-	Bound  time.Duration // HoldFor (negative: no wait)
+	Bound  time.Duration // HoldFor (negative: no wait); WakeFor while waking
+	Waking bool          // the database was waking (WakeFor), not found down
 }
 
 // Reporter records a pool's outages.
@@ -132,10 +144,13 @@ type Reporter interface {
 
 // State is a pool's outage state, for readiness.
 type State struct {
-	Down  bool      // the database is down: new connections wait
-	Since time.Time // when it was found down (its first sign); zero while up
-	Cause error     // the prober's last failed check, while down
-	Back  time.Time // when it last came back; zero if it never went down
+	Down bool // the database is down: new connections wait
+	// Waking: a connect into a cold pool wakes the database (WakeFor);
+	// new connections wait for it. Since is when the wake began.
+	Waking bool
+	Since  time.Time // when it was found down (its first sign); zero while up
+	Cause  error     // the prober's last failed check, while down
+	Back   time.Time // when it last came back; zero if it never went down
 }
 
 type phase int8
@@ -144,6 +159,7 @@ const (
 	up phase = iota
 	suspect
 	down
+	waking // a connect into a cold pool wakes the database (WakeFor)
 )
 
 // snapshot is the layer's state, immutable: replaced, never changed; its
@@ -241,11 +257,19 @@ func (l *Layer) Layer() compose.Layer {
 // State returns the pool's outage state.
 func (l *Layer) State() State {
 	s := l.snap.Load()
-	if s.phase != down {
-		return State{Back: s.backAt}
+	switch s.phase {
+	case down:
+		return State{Down: true, Since: s.since, Cause: l.lastCause(), Back: s.backAt}
+	case waking:
+		return State{Waking: true, Since: s.since, Cause: l.lastCause(), Back: s.backAt}
 	}
-	return State{Down: true, Since: s.since, Cause: l.lastCause(), Back: s.backAt}
+	return State{Back: s.backAt}
 }
+
+// Sleeps reports whether the pool's database may pause when the pool is
+// idle (WakeFor) and the pool has connected: a check through the pool
+// (readiness's) would keep it awake, and its state is the layer's.
+func (l *Layer) Sleeps() bool { return l.cfg.WakeFor > 0 && l.armed.Load() }
 
 // lastCause is the prober's last failed check.
 func (l *Layer) lastCause() error {
@@ -333,17 +357,33 @@ func (l *Layer) standingDownLocked() bool {
 // beforeConnect holds a new connection while the database is suspect or
 // down, before its password is fetched or anything is dialed.
 func (l *Layer) beforeConnect(ctx context.Context, c compose.Conn, cc *pgx.ConnConfig, next compose.ConnectFunc) error {
+	if l.cfg.WakeFor > 0 && l.snap.Load().phase == up && l.armed.Load() && l.cfg.Cold() {
+		l.wake()
+	}
 	if _, err := l.wait(ctx); err != nil {
 		return err
 	}
 	return next(ctx, c, cc)
 }
 
+// wake starts a wake: the database may have paused while the pool held
+// no connection (WakeFor). Nothing when a prober runs already.
+func (l *Layer) wake() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed || l.snap.Load().phase != up || l.probing {
+		return
+	}
+	l.publish(func(n *snapshot) { n.phase, n.since = waking, time.Now() })
+	l.startLocked()
+}
+
 // hold is the connector's question before a retry (compose.Layer.Hold).
 func (l *Layer) hold(ctx context.Context, _ compose.Conn) (bool, error) { return l.wait(ctx) }
 
 // wait waits while the database is suspect (for the prober's verdict) or
-// down (for "back"), at most HoldFor and while ctx lasts. waited reports
+// down (for "back"), at most HoldFor and while ctx lasts; while it wakes,
+// for the wake, at most WakeFor. waited reports
 // that it was down: the connect starts afresh. It returns the face's
 // error when it ends while down. One atomic load when up.
 func (l *Layer) wait(ctx context.Context) (waited bool, err error) {
@@ -351,7 +391,11 @@ func (l *Layer) wait(ctx context.Context) (waited bool, err error) {
 	if s.phase == up {
 		return false, nil
 	}
-	if l.cfg.HoldFor < 0 {
+	bound := l.cfg.HoldFor
+	if s.phase == waking {
+		bound = l.cfg.WakeFor
+	}
+	if bound < 0 {
 		if s.phase == down {
 			return true, l.downError(s, 0, nil)
 		}
@@ -364,20 +408,20 @@ func (l *Layer) wait(ctx context.Context) (waited bool, err error) {
 	default:
 	}
 	start := time.Now()
-	t := time.NewTimer(l.cfg.HoldFor)
+	t := time.NewTimer(bound)
 	defer t.Stop()
 	for {
 		switch s.phase {
 		case up:
 			return waited, nil
-		case down:
+		case down, waking:
 			waited = true
 		}
 		select {
 		case <-s.changed:
 			s = l.snap.Load()
 		case <-ctx.Done():
-			if s.phase == down {
+			if s.phase == down || s.phase == waking {
 				return true, l.downError(s, time.Since(start), ctx.Err())
 			}
 			return waited, ctx.Err()
@@ -389,7 +433,11 @@ func (l *Layer) wait(ctx context.Context) (waited bool, err error) {
 
 // downError is the face's error of a wait that ended while s.
 func (l *Layer) downError(s *snapshot, waited time.Duration, err error) error {
-	return l.cfg.DownError(Down{Since: s.since, Waited: waited, Cause: l.lastCause(), Err: err, Bound: l.cfg.HoldFor})
+	bound := l.cfg.HoldFor
+	if s.phase == waking {
+		bound = l.cfg.WakeFor
+	}
+	return l.cfg.DownError(Down{Since: s.since, Waited: waited, Cause: l.lastCause(), Err: err, Bound: bound, Waking: s.phase == waking})
 }
 
 // DownError returns the face's error of a wait that ended now with err
@@ -398,7 +446,7 @@ func (l *Layer) downError(s *snapshot, waited time.Duration, err error) error {
 // for a connect held here.
 func (l *Layer) DownError(err error) error {
 	s := l.snap.Load()
-	if s.phase != down {
+	if s.phase != down && s.phase != waking {
 		return nil
 	}
 	return l.downError(s, 0, err)

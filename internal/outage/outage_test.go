@@ -129,6 +129,12 @@ const host = "db.internal"
 
 func newRig(t *testing.T, holdFor time.Duration, opts ...func(*outage.Config)) *rig {
 	t.Helper()
+	return newRigWith(t, holdFor, opts...)
+}
+
+// newRigWith is newRig with more of the layer's config set by opts.
+func newRigWith(t *testing.T, holdFor time.Duration, opts ...func(*outage.Config)) *rig {
+	t.Helper()
 	r := &rig{rep: newReport(), probed: make(chan struct{}, 64)}
 	r.lookup.Store(&[]string{"10.0.0.1:5432"})
 	cfg, err := pgxpool.ParseConfig("postgres://app@" + host + ":5432/orders?sslmode=disable")

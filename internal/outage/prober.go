@@ -113,7 +113,7 @@ func (l *Layer) check(ctx context.Context, every time.Duration) result {
 	resolved := l.resolve(ctx)
 	var left []string // addresses the host left while a connect to them hung
 	for {
-		pctx, cancel := context.WithTimeout(ctx, l.cfg.ProbeTimeout)
+		pctx, cancel := context.WithTimeout(ctx, l.probeTimeout())
 		done := make(chan result, 1)
 		go func(resolved []string) { done <- l.connect(pctx, resolved) }(resolved)
 		r, moved := l.watchCheck(ctx, done, every, resolved)
@@ -130,6 +130,15 @@ func (l *Layer) check(ctx context.Context, every time.Duration) result {
 		}
 		resolved = moved
 	}
+}
+
+// probeTimeout bounds a check: ProbeTimeout; while the database wakes,
+// what is left of WakeFor (the one dial may wait for the resume).
+func (l *Layer) probeTimeout() time.Duration {
+	if s := l.snap.Load(); s.phase == waking {
+		return max(time.Until(s.since.Add(l.cfg.WakeFor)), l.cfg.ProbeTimeout)
+	}
+	return l.cfg.ProbeTimeout
 }
 
 // watchCheck waits for a connect's result, resolving the host again every
@@ -244,7 +253,12 @@ func (l *Layer) settle(r result) bool {
 	}
 	s := l.snap.Load()
 	switch {
-	case isDown && s.phase == suspect:
+	case isDown && s.phase == waking && time.Since(s.since) < l.cfg.WakeFor:
+		cause := shortCause(r.err)
+		l.cause.Store(&cause)
+		l.mu.Unlock()
+		return false // still waking (a 57P03, a refusal): check again
+	case isDown && (s.phase == suspect || s.phase == waking):
 		cause := shortCause(r.err)
 		l.cause.Store(&cause)
 		l.publish(func(n *snapshot) { n.phase = down })
