@@ -320,8 +320,8 @@ func TestOutageRestart(t *testing.T) {
 	if len(cFailed) == 0 || len(cFailed) < len(during(cw))-1 {
 		t.Errorf("control: %d of %d requests during the stop failed; want all (the one in flight at the stop aside): the restart does not bite", len(cFailed), len(during(cw)))
 	}
-	if resume > 200*time.Millisecond {
-		t.Errorf("holdfast resumed %v after the server accepted again, want within 200ms", resume)
+	if bound := resumeBound(); resume > bound {
+		t.Errorf("holdfast resumed %v after the server accepted again, want within %v (the goal: 200ms)", resume, bound)
 	}
 	// The prober's pace while requests wait: a check every 100 ms ± 20 %.
 	if steps := int(back.Sub(down)/(80*time.Millisecond)) + 1; len(held) > steps {
@@ -740,4 +740,18 @@ func newPlainPool(t *testing.T, dsn string) *pgxpool.Pool {
 	}
 	t.Cleanup(p.Close)
 	return p
+}
+
+// resumeBound is how soon after a restarted server accepts again holdfast
+// must have answered a held request: the goal, 200 ms (the prober's check,
+// at most 100 ms apart while requests wait, then the pool's own connect),
+// without the race detector; 600 ms under it, which slows both connects
+// several times over on a loaded machine. A hold that did not release its
+// requests at "back" would wait for the next check or their deadline, and
+// fail either bound.
+func resumeBound() time.Duration {
+	if raceEnabled {
+		return 600 * time.Millisecond
+	}
+	return 200 * time.Millisecond
 }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package holdfast_test
+
+const raceEnabled = false
