@@ -1,14 +1,3 @@
-// Command cloudsql connects to a Cloud SQL for PostgreSQL instance through
-// the Cloud SQL Go connector, with IAM database authentication and
-// holdfast's classification and bounded retry:
-//
-//	INSTANCE_CONNECTION_NAME=my-project:europe-west1:my-instance \
-//	DB_USER=app@my-project.iam DB_NAME=app go run ./examples/cloudsql
-//
-// It needs Application Default Credentials for a principal with the Cloud
-// SQL Client and Cloud SQL Instance User roles, and that principal as an
-// IAM database user (for a service account, its e-mail without
-// ".gserviceaccount.com").
 package main
 
 import (
@@ -27,13 +16,15 @@ import (
 	"github.com/holdfast-db/holdfast/cloudsql"
 )
 
-func main() {
-	if err := run(); err != nil {
+// realMain connects to the instance of the environment and prints the
+// user it logged in as.
+func realMain() {
+	if err := runReal(); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run() error {
+func runReal() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	instance, user, db := os.Getenv("INSTANCE_CONNECTION_NAME"), os.Getenv("DB_USER"), os.Getenv("DB_NAME")
