@@ -50,13 +50,13 @@ func requestPolicy(timeout time.Duration) retry.Policy {
 type sim struct {
 	fake   *fake.Server
 	own    map[string]*fake.Server // token503: a fake per client, each failing its first token fetch
-	pg     *pgtest.Server   // the instance's PostgreSQL; nil for dr-switchover
-	pair   *outagetest.Pair // the primary and the DR replica's, for dr-switchover
-	name   string           // what the pools dial: the connection name or the write endpoint
-	dsn    string           // user and database
-	writer func() string    // the writer's address at the end, for the audit
-	close  []func() error   // in order
-	iam    bool             // the dialers use IAM database authentication
+	pg     *pgtest.Server          // the instance's PostgreSQL; nil for dr-switchover
+	pair   *outagetest.Pair        // the primary and the DR replica's, for dr-switchover
+	name   string                  // what the pools dial: the connection name or the write endpoint
+	dsn    string                  // user and database
+	writer func() string           // the writer's address at the end, for the audit
+	close  []func() error          // in order
+	iam    bool                    // the dialers use IAM database authentication
 	extra  []cloudsqlconn.Option
 }
 
