@@ -89,33 +89,9 @@
 //
 // # HA failover, maintenance and the write endpoint
 //
-// An HA failover keeps the instance's IP address: its connections are
-// reset and new ones refused until the standby has taken over; an
-// Enterprise Plus maintenance is the same cut for under a second. The
-// pool's outage hold (holdfast.WithOutage, on by default) makes requests
-// that need a new connection wait for the instance within HoldFor and
-// their own deadline, and go on as soon as it accepts; a statement cut in
-// flight is reported as what it was (a transaction's, not committed, and
-// re-run by the runner; an autocommit write's, outcome-unknown, never sent
-// again); the pool's reconnects are paced by its admission limit
-// (holdfast.WithConnectLimit).
-//
-// A write endpoint (advanced DR) is a DNS name that names the primary and
-// moves at a switchover. Build the dialer with cloudsqlconn.WithDNSResolver
-// (and a short cloudsqlconn.WithFailoverPeriod: the connector checks the
-// name every 30 s by default) and pass the name to [With], or to
-// [WithWriteEndpoint] for a logger or a callback of your own. When the
-// name moves, holdfast reports a [Switchover] naming both instances (a
-// Warn line, EndpointConfig.OnSwitchover) and the failures it caused are
-// a [*SwitchoverError], Transient, so the runner and the dial retry them;
-// writes that reach the old primary, now read-only, are held by the
-// outage layer until the name leads to a writable server. The connector
-// (v1.26.0) keeps the old instance's certificate until it sees the move,
-// so a dial in between fails its TLS handshake: holdfast explains that
-// failure (a hint naming the cause) and retries it.
-//
-// examples/cloudsql plays each of these against fakes/cloudsqltest with
-// plain pgxpool beside holdfast; BENCHMARKS.md has the figures.
+// Through an HA failover or a maintenance, the outage hold (holdfast.WithOutage)
+// makes requests wait for the instance. A write endpoint's DNS name goes to [With]
+// (dialer built with cloudsqlconn.WithDNSResolver): see [WithWriteEndpoint].
 //
 // # Testing without Google
 //

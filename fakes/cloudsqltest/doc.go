@@ -70,7 +70,9 @@
 //   - [Server.SlowHandshake]: the instance waits before the handshake.
 //
 // [Config].UntrustedServerCert and [Config].ServerCN make the instance
-// present a certificate the connector must reject.
+// present a certificate the connector must reject. [Server.Failover],
+// [Server.Maintenance] and [Server.Switchover] (with [Config].DRBackend,
+// behind [Server.WriteEndpoint]) play Cloud SQL's HA, maintenance and DR.
 //
 // The connector reacts to these faults as it does in production: it
 // retries an Admin API 5xx answer itself (five tries over 5 to 8.5
@@ -78,32 +80,6 @@
 // refused or reset connection, or a failed handshake. [Server.Stats]
 // counts what the fake saw, so a test can assert how many calls the code
 // under test caused.
-//
-// # HA failover, maintenance and DR switchover
-//
-//   - [Server.Failover]: Cloud SQL HA. The instance keeps its IP address;
-//     its connections end at once (a TCP reset), new ones are refused for
-//     a downtime, and a takeOver function plays the standby mounting the
-//     regional disk (a crash and restart of the PostgreSQL behind it keeps
-//     every committed row when commits are durable).
-//   - [Server.Maintenance]: an Enterprise Plus maintenance, the same cut
-//     for well under a second on the same server.
-//   - [Server.Switchover]: with [Config].DRBackend, a cross-Region DR
-//     replica and a write endpoint ([Server.WriteEndpoint]), a DNS name
-//     that names the primary: a CNAME to the instance's DNS name, which
-//     the connector resolves with the Admin API's resolveConnectSettings
-//     ([ResolveConnectSettings]). Switchover runs the databases' role
-//     switch (fakes/outagetest's Pair.Demote), then moves the name; the
-//     real connector (cloudsqlconn.WithDNSResolver) sees it at its next
-//     check (WithFailoverPeriod) and closes its connections to the old
-//     primary.
-//
-// Until that check, the connector (v1.26.0) keeps the old instance's
-// connection info, cached by the domain name, while its dials already
-// look the name up to the new instance's address: they fail the TLS
-// handshake with "x509: certificate is not valid for any names" (the new
-// instance's certificate does not carry the old one's name). The fake
-// plays that as the connector does.
 //
 // # Steps for package fakes
 //

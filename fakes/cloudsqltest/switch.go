@@ -112,6 +112,12 @@ func (s *Server) Switchover(ctx context.Context, promote func(context.Context) e
 // Admin API's resolveConnectSettings) on every dial, and checks it every
 // failover period for the connections it has open.
 //
+// Until its check, the connector (v1.26.0) keeps the old instance's
+// connection info, cached by the domain name, while its dials already look
+// the name up to the new instance's address: they fail the TLS handshake
+// (the new instance's certificate does not carry the old one's name), and
+// the connector then drops the entry. The fake plays that as it comes.
+//
 // The connector resolves names with net.DefaultResolver, which no option
 // replaces: while a Server with a DR replica is open, net.DefaultResolver
 // uses Go's resolver (PreferGo) and every DNS query of the process is
