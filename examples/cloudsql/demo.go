@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"sort"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -23,6 +24,7 @@ import (
 	fake "github.com/holdfast-db/holdfast/fakes/cloudsqltest"
 	"github.com/holdfast-db/holdfast/fakes/outagetest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
+	"github.com/holdfast-db/holdfast/readiness"
 	"github.com/holdfast-db/holdfast/retry"
 )
 
@@ -297,6 +299,16 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 	clients := []*harness.Client{newClient("pgxpool", plain), newClient("holdfast", hf)}
 	fmt.Fprintf(progress, "pools dial %s through cloudsqlconn %s; %d workers per pool\n", s.name, cloudsql.ConnectorVersion, o.Workers)
 
+	// Readiness of the holdfast pool, as a service would serve it.
+	checker, err := readiness.New(readiness.Config{Factory: f}, readiness.Pool(pools.Holdfast))
+	if err != nil {
+		return nil, err
+	}
+	defer checker.Close()
+	if err := checker.Start(ctx); err != nil {
+		return nil, err
+	}
+
 	var phase atomic.Value
 	phase.Store("steady")
 	wl := harness.Start(clients, harness.Config{Workers: o.Workers, Think: o.Think, Timeout: o.RequestTimeout,
@@ -306,6 +318,9 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 		fmt.Fprintf(b, "  %-12s", phase.Load().(string))
 		harness.WriteCounts(b, counts)
 	})
+
+	var rd readinessLog
+	wl.Go(func(done <-chan struct{}) { rd.sample(checker, done) })
 
 	var sw fake.Switch
 	if o.Scenario == "token503" {
@@ -327,6 +342,7 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	res.Readiness = rd.seenList()
 	for i := range res.Clients {
 		n := counts[res.Clients[i].Name]
 		res.Clients[i].Dials, res.Clients[i].DialsFailed, res.Clients[i].PeakDials = n.n.Load(), n.failed.Load(), n.peak.Load()
@@ -352,4 +368,42 @@ func errorKey(f *holdfast.Factory, err error) string {
 		return pe.Code
 	}
 	return f.Classify(err).String()
+}
+
+// readinessLog is what the readiness samples saw.
+type readinessLog struct {
+	seen map[string]bool // "pass", "warn (database-down)", ...
+}
+
+// sample asks the checker every 100 ms, as a prober would, until done is
+// closed.
+func (r *readinessLog) sample(c *readiness.Checker, done <-chan struct{}) {
+	r.seen = map[string]bool{}
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		st := c.Check(ctx)
+		cancel()
+		answer := string(st.Health)
+		if st.Health != readiness.Pass {
+			answer += " (" + st.Reason + ")"
+		}
+		r.seen[answer] = true
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// seenList is the answers seen, sorted.
+func (r *readinessLog) seenList() []string {
+	out := []string{}
+	for a := range r.seen {
+		out = append(out, a)
+	}
+	sort.Strings(out)
+	return out
 }

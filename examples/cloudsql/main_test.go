@@ -81,6 +81,18 @@ func TestScenarios(t *testing.T) {
 			if *hf.ResumeAfterMS > bound {
 				t.Errorf("holdfast resumed %.0f ms after the instance accepted (the name moved), want at most %.0f", *hf.ResumeAfterMS, bound)
 			}
+			if sc == "ha-failover" || sc == "dr-switchover" {
+				warned := false
+				for _, a := range res.Readiness {
+					warned = warned || strings.HasPrefix(a, "warn")
+					if strings.HasPrefix(a, "fail") {
+						t.Errorf("readiness answered %q: a switch of seconds must not take the service out", a)
+					}
+				}
+				if !warned {
+					t.Errorf("readiness answered %v: want a warning while the database is switched", res.Readiness)
+				}
+			}
 			if hf.PeakDials > 2 {
 				t.Errorf("holdfast had %d dials at once, want at most the admission limit (2 for a pool of %d)", hf.PeakDials, o.Workers+1)
 			}

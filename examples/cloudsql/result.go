@@ -28,8 +28,12 @@ type Result struct {
 	DowntimeMS float64 `json:"downtime_ms"`
 	// FailoverPeriodMS is the connector's check of the write endpoint
 	// (dr-switchover only).
-	FailoverPeriodMS float64        `json:"failover_period_ms,omitempty"`
-	Clients          []ClientResult `json:"clients"`
+	FailoverPeriodMS float64 `json:"failover_period_ms,omitempty"`
+	// Readiness are the answers of the holdfast pool's readiness check
+	// (package readiness) sampled every 100 ms: "pass", "warn (REASON)",
+	// "fail (REASON)".
+	Readiness []string       `json:"readiness"`
+	Clients   []ClientResult `json:"clients"`
 }
 
 // ClientResult is one client's figures.
@@ -122,7 +126,7 @@ func (r *Result) print(w io.Writer) {
 	if r.FailoverPeriodMS > 0 {
 		fmt.Fprintf(w, ", connector failover period %.0f ms", r.FailoverPeriodMS)
 	}
-	fmt.Fprintln(w)
+	fmt.Fprintf(w, "; holdfast's readiness answered %s\n", strings.Join(r.Readiness, ", "))
 	t := harness.Table[ClientResult]{W: w, LabelWidth: 28, ColumnWidth: 14, Clients: r.Clients}
 	t.Row("", func(c ClientResult) string { return c.Name })
 	t.Row("requests", func(c ClientResult) string { return fmt.Sprint(c.Requests) })
