@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"cloud.google.com/go/cloudsqlconn"
@@ -82,7 +83,9 @@ type EndpointConfig struct {
 // "project:region:instance", or a CNAME chain to an instance's DNS name), and when a connection fails because the connector closed
 // it or a dial fails its TLS handshake, reads it again. When it changed,
 // it reports a [Switchover] (a Warn line naming the name and both
-// instances, and OnSwitchover), and the failure is a [*SwitchoverError]:
+// instances, and OnSwitchover), closes every connection to the old
+// instance at once (as the connector does at its own check), and each
+// failure this causes is a [*SwitchoverError]:
 // Transient, so that a connection whose statement was not sent, or a
 // dial, is retried, on the new primary. Writes that reach the old primary
 // once it is a read-only replica (25006) make the pool's outage layer
@@ -130,10 +133,11 @@ type watch struct {
 	mu      sync.Mutex
 	current string     // the instance last read; "" until the first
 	last    Switchover // the last move, for connections dialed before it
+	conns   map[*endpointConn]struct{}
 }
 
 func newWatch(name string, c EndpointConfig) *watch {
-	w := &watch{name: name, cfg: c, lookup: net.DefaultResolver}
+	w := &watch{name: name, cfg: c, lookup: net.DefaultResolver, conns: map[*endpointConn]struct{}{}}
 	if w.cfg.Logger == nil {
 		w.cfg.Logger = slog.Default()
 	}
@@ -178,12 +182,26 @@ func (w *watch) observe(now string) (Switchover, bool) {
 	prev := w.current
 	w.current = now
 	var s Switchover
+	var retire []*endpointConn
 	moved := prev != "" && prev != now
 	if moved {
 		s = Switchover{Name: w.name, From: prev, To: now, At: time.Now()}
 		w.last = s
+		for c := range w.conns {
+			if c.inst == prev {
+				retire = append(retire, c)
+				delete(w.conns, c)
+			}
+		}
 	}
 	w.mu.Unlock()
+	// The connections to the old instance are retired at once, as the
+	// connector does at its check of the name: each fails its next read or
+	// write with a *SwitchoverError (before anything is sent, the runner
+	// and the pool take another connection).
+	for _, c := range retire {
+		_ = c.Conn.Close()
+	}
 	if moved {
 		w.cfg.Logger.Warn("cloudsql: switchover: the DNS name names another instance; connections to the old one are retired, writes wait for the new primary",
 			slog.String("cloudsql.name", s.Name), slog.String("cloudsql.from", s.From), slog.String("cloudsql.to", s.To))
@@ -225,7 +243,11 @@ func (w *watch) dial(next func(ctx context.Context, network, addr string) (net.C
 		}
 		inst := w.instance(ctx)
 		w.observe(inst)
-		return &endpointConn{Conn: c, w: w, inst: inst}, nil
+		ec := &endpointConn{Conn: c, w: w, inst: inst}
+		w.mu.Lock()
+		w.conns[ec] = struct{}{}
+		w.mu.Unlock()
+		return ec, nil
 	}
 }
 
@@ -260,6 +282,9 @@ type endpointConn struct {
 
 func (c *endpointConn) Close() error {
 	c.closed.Store(true)
+	c.w.mu.Lock()
+	delete(c.w.conns, c)
+	c.w.mu.Unlock()
 	return c.Conn.Close()
 }
 
@@ -287,5 +312,14 @@ func (c *endpointConn) explain(err error) error {
 	if !ok {
 		return err
 	}
-	return &SwitchoverError{Switchover: s, Err: err}
+	return &SwitchoverError{Switchover: s, Err: &closedUnder{err}}
 }
+
+// closedUnder is a read or write of a connection that the connector (or
+// the watch) closed under pgx: the connection broke as a reset would
+// break it (the errno is in the chain, so that a transaction's statement
+// lost on it reads as not committed, a COMMIT's as unknown).
+type closedUnder struct{ err error }
+
+func (e *closedUnder) Error() string   { return e.err.Error() + " (closed by the connector)" }
+func (e *closedUnder) Unwrap() []error { return []error{e.err, syscall.ECONNRESET} }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/holdfast-db/holdfast/fakes/internal/gcpfake"
@@ -104,8 +106,8 @@ func (s *Server) Switchover(ctx context.Context, promote func(context.Context) e
 }
 
 // WriteEndpoint returns the DNS name of the write endpoint of a Server
-// with a DR replica ("we1.PROJECT.global.sql-psa.goog", as Cloud SQL's
-// global write endpoints look), and "" without one. Dial it with a
+// with a DR replica ("weN.PROJECT.global.sql-psa.goog", N unique in the
+// process, as Cloud SQL's global write endpoints look), and "" without one. Dial it with a
 // dialer built with cloudsqlconn.WithDNSResolver (and a short
 // WithFailoverPeriod in tests): the connector looks the name up (a
 // CNAME to the primary's instance DNS name, which it resolves with the
@@ -148,7 +150,7 @@ func (s *Server) startDR() error {
 	}
 	primary := instanceDNSName(s.cfg.Project, s.cfg.Region, s.cfg.Instance)
 	s.zone = &zone{
-		endpoint: "we1." + s.cfg.Project + ".global.sql-psa.goog",
+		endpoint: fmt.Sprintf("we%d.%s.global.sql-psa.goog", endpointIDs.Add(1), s.cfg.Project),
 		ips: map[string]string{
 			primary: InstanceIP,
 			instanceDNSName(s.cfg.Project, s.cfg.DRRegion, s.cfg.DRInstance): DRInstanceIP,
@@ -158,6 +160,10 @@ func (s *Server) startDR() error {
 	addZone(s.zone)
 	return nil
 }
+
+// endpointIDs numbers the write endpoints of the process's Servers: the
+// fake DNS answers for all of them at once.
+var endpointIDs atomic.Int64
 
 func (s *Server) closeDR() {
 	if s.dr != nil {
