@@ -46,9 +46,12 @@ type ConfigError = holdfast.ConfigError
 // cloudsqlconn.WithIAMAuthN) are used as usual.
 //
 // instance is the instance connection name, "project:region:instance", or
-// a domain name when d was built with cloudsqlconn.WithDNSResolver. It is
-// not validated here: a malformed name fails the first dial with the
-// connector's *errtype.ConfigError, which is Fatal and not retried.
+// a DNS name (a write endpoint) when d was built with
+// cloudsqlconn.WithDNSResolver: With is then [WithWriteEndpoint] with the
+// default EndpointConfig, which reports a switchover when the name moves
+// to another instance. It is not validated here: a malformed name fails
+// the first dial with the connector's *errtype.ConfigError, which is Fatal
+// and not retried.
 //
 // A nil dialer or an empty instance makes holdfast.New return a
 // *ConfigError. The dialer stays the caller's: close the pools first, then
@@ -56,6 +59,9 @@ type ConfigError = holdfast.ConfigError
 func With(d *cloudsqlconn.Dialer, instance string, opts ...cloudsqlconn.DialOption) holdfast.Option {
 	if err := checkArgs(d, instance); err != nil {
 		return holdfast.WithIntegration(holdfast.Integration{Name: "cloudsql", Err: err})
+	}
+	if !isConnName(instance) {
+		return WithWriteEndpoint(d, instance, EndpointConfig{}, opts...)
 	}
 	return holdfast.WithIntegration(Integration(d, instance, opts...))
 }

@@ -87,6 +87,12 @@
 // new dial
 // (https://github.com/GoogleCloudPlatform/cloud-sql-go-connector/issues/800).
 //
+// # HA failover, maintenance and the write endpoint
+//
+// Through an HA failover or a maintenance, the outage hold (holdfast.WithOutage)
+// makes requests wait for the instance. A write endpoint's DNS name goes to [With]
+// (dialer built with cloudsqlconn.WithDNSResolver): see [WithWriteEndpoint].
+//
 // # Testing without Google
 //
 // Package fakes/cloudsqltest is a fake SQL Admin API, token endpoint and

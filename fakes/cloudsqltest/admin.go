@@ -14,7 +14,11 @@ import (
 	"github.com/holdfast-db/holdfast/fakes/internal/gcpfake"
 )
 
-const adminPrefix = "/sql/v1beta4/projects/"
+const (
+	apiPrefix     = "/sql/v1beta4/"
+	adminPrefix   = apiPrefix + "projects/"
+	resolvePrefix = apiPrefix + "locations/"
+)
 
 // messages are the Cloud SQL Admin API's error texts.
 var messages = gcpfake.APIMessages{
@@ -41,6 +45,10 @@ func (s *Server) inject(w http.ResponseWriter, r *http.Request, e Endpoint) (sta
 //	GET  /sql/v1beta4/projects/{project}/instances/{instance}/connectSettings
 //	POST /sql/v1beta4/projects/{project}/instances/{instance}:generateEphemeralCert
 func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, resolvePrefix) {
+		s.serveResolve(w, r)
+		return
+	}
 	rest := strings.TrimPrefix(r.URL.Path, adminPrefix)
 	project, rest, ok1 := strings.Cut(rest, "/instances/")
 	var e Endpoint
@@ -67,18 +75,76 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusUnauthorized, "Request had invalid authentication credentials.", "authError")
 		return
 	}
-	if project != s.cfg.Project || inst != s.cfg.Instance {
+	region, ip, known := s.instanceInfo(project, inst)
+	if !known {
 		apiError(w, http.StatusNotFound, "", "")
 		return
 	}
 	if e == ConnectSettings {
-		s.serveConnectSettings(w)
+		s.serveConnectSettings(w, region, ip, "")
 		return
 	}
 	s.serveEphemeralCert(w, r)
 }
 
-func (s *Server) serveConnectSettings(w http.ResponseWriter) {
+// instanceInfo returns the region and IP address of the instance named
+// inst in project, or known=false.
+func (s *Server) instanceInfo(project, inst string) (region, ip string, known bool) {
+	switch {
+	case project != s.cfg.Project:
+		return "", "", false
+	case inst == s.cfg.Instance:
+		return s.cfg.Region, InstanceIP, true
+	case inst == s.cfg.DRInstance && s.dr != nil:
+		return s.cfg.DRRegion, DRInstanceIP, true
+	}
+	return "", "", false
+}
+
+// serveResolve answers the call the connector's DNS resolver makes for a
+// name of the instances' DNS pattern (instance.project.region.sql-psa.goog):
+//
+//	GET /sql/v1beta4/locations/{region}/dns/{dnsName}:resolveConnectSettings
+//
+// with the instance's connectSettings, connectionName included.
+func (s *Server) serveResolve(w http.ResponseWriter, r *http.Request) {
+	rest := strings.TrimPrefix(r.URL.Path, resolvePrefix)
+	region, rest, ok := strings.Cut(rest, "/dns/")
+	name, ok2 := strings.CutSuffix(rest, ":resolveConnectSettings")
+	if !ok || !ok2 || r.Method != http.MethodGet || strings.Contains(region, "/") || strings.Contains(name, "/") {
+		apiError(w, http.StatusBadRequest, "unexpected Admin API call "+r.Method+" "+r.URL.Path, "badRequest")
+		return
+	}
+	status, served := s.inject(w, r, ResolveConnectSettings)
+	if !served {
+		return
+	}
+	if status != 0 {
+		apiError(w, status, "", "")
+		return
+	}
+	if !s.api.Tokens.ValidBearer(r) {
+		apiError(w, http.StatusUnauthorized, "Request had invalid authentication credentials.", "authError")
+		return
+	}
+	name = strings.TrimSuffix(strings.ToLower(name), ".")
+	for _, in := range []string{s.cfg.Instance, s.cfg.DRInstance} {
+		reg, ip, known := s.instanceInfo(s.cfg.Project, in)
+		if known && reg == region && name == instanceDNSName(s.cfg.Project, reg, in) {
+			s.serveConnectSettings(w, reg, ip, s.cfg.Project+":"+reg+":"+in)
+			return
+		}
+	}
+	apiError(w, http.StatusNotFound, "", "")
+}
+
+// instanceDNSName is the DNS name of an instance, in the pattern the
+// connector resolves with resolveConnectSettings.
+func instanceDNSName(project, region, inst string) string {
+	return strings.ToLower(inst + "." + project + "." + region + ".sql-psa.goog")
+}
+
+func (s *Server) serveConnectSettings(w http.ResponseWriter, region, instIP, connName string) {
 	type ip struct {
 		Type      string `json:"type"`
 		IPAddress string `json:"ipAddress"`
@@ -89,6 +155,7 @@ func (s *Server) serveConnectSettings(w http.ResponseWriter) {
 	}
 	writeJSON(w, http.StatusOK, struct {
 		Kind            string   `json:"kind"`
+		ConnectionName  string   `json:"connectionName,omitempty"`
 		Region          string   `json:"region"`
 		BackendType     string   `json:"backendType"`
 		DatabaseVersion string   `json:"databaseVersion"`
@@ -96,10 +163,11 @@ func (s *Server) serveConnectSettings(w http.ResponseWriter) {
 		ServerCACert    *sslCert `json:"serverCaCert"`
 	}{
 		Kind:            "sql#connectSettings",
-		Region:          s.cfg.Region,
+		ConnectionName:  connName,
+		Region:          region,
 		BackendType:     "SECOND_GEN",
 		DatabaseVersion: s.cfg.DatabaseVersion,
-		IPAddresses:     []ip{{Type: "PRIMARY", IPAddress: InstanceIP}},
+		IPAddresses:     []ip{{Type: "PRIMARY", IPAddress: instIP}},
 		ServerCACert:    &sslCert{Kind: "sql#sslCert", Cert: s.serverPEM},
 	})
 }

@@ -70,7 +70,9 @@
 //   - [Server.SlowHandshake]: the instance waits before the handshake.
 //
 // [Config].UntrustedServerCert and [Config].ServerCN make the instance
-// present a certificate the connector must reject.
+// present a certificate the connector must reject. [Server.Failover],
+// [Server.Maintenance] and [Server.Switchover] (with [Config].DRBackend,
+// behind [Server.WriteEndpoint]) play Cloud SQL's HA, maintenance and DR.
 //
 // The connector reacts to these faults as it does in production: it
 // retries an Admin API 5xx answer itself (five tries over 5 to 8.5

@@ -21,13 +21,19 @@ const (
 	// LoginToken is the OAuth2 token endpoint when it mints an IAM database
 	// login token ([Server.TokenSource] with [LoginToken]).
 	LoginToken
+	// ResolveConnectSettings is the Admin API call the connector's DNS
+	// resolver (cloudsqlconn.WithDNSResolver) makes for a name of the
+	// instances' DNS pattern, here the target of the write endpoint:
+	// GET .../locations/{region}/dns/{name}:resolveConnectSettings.
+	ResolveConnectSettings
 )
 
 var endpointNames = [...]string{
-	ConnectSettings:       "connectSettings",
-	GenerateEphemeralCert: "generateEphemeralCert",
-	APIToken:              "APIToken",
-	LoginToken:            "LoginToken",
+	ConnectSettings:        "connectSettings",
+	GenerateEphemeralCert:  "generateEphemeralCert",
+	APIToken:               "APIToken",
+	LoginToken:             "LoginToken",
+	ResolveConnectSettings: "resolveConnectSettings",
 }
 
 // String returns the endpoint's name, for example "connectSettings".
@@ -41,6 +47,8 @@ type Stats struct {
 	// including those answered with an injected error.
 	ConnectSettings       int
 	GenerateEphemeralCert int
+	// ResolveConnectSettings counts the DNS resolver's calls.
+	ResolveConnectSettings int
 	// LoginCerts counts ephemeral certificates issued with an IAM login
 	// token in the request (the dialer uses WithIAMAuthN).
 	LoginCerts int
@@ -75,6 +83,8 @@ func (st Stats) Requests(e Endpoint) int {
 		return st.APITokens
 	case LoginToken:
 		return st.LoginTokens
+	case ResolveConnectSettings:
+		return st.ResolveConnectSettings
 	}
 	return 0
 }

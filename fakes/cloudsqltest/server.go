@@ -72,7 +72,25 @@ type Config struct {
 	// by a CA that connectSettings does not list, so that the dialer's
 	// certificate verification fails.
 	UntrustedServerCert bool
+
+	// DRBackend, when set, adds a cross-Region DR replica: a second
+	// instance, DRInstance in DRRegion of the same project (defaults
+	// DefaultDRInstance, DefaultDRRegion), at [DRInstanceIP], forwarding
+	// to DRBackend, and a write endpoint ([Server.WriteEndpoint]) that
+	// names the primary and moves at [Server.Switchover]. Faults apply to
+	// the first instance only.
+	DRInstance, DRRegion, DRBackend string
 }
+
+// Defaults of the DR replica ([Config].DRBackend).
+const (
+	DefaultDRInstance = "fake-instance-dr"
+	DefaultDRRegion   = "fake-region-2"
+)
+
+// DRInstanceIP is the address connectSettings reports for the DR replica;
+// [Server.Dial] redirects it to the replica as it redirects [InstanceIP].
+const DRInstanceIP = "127.0.0.2"
 
 // Server is a fake Cloud SQL: a fake SQL Admin API and OAuth2 token endpoint
 // over plain HTTP on loopback, and a fake instance (a TLS 1.3 listener on
@@ -96,11 +114,15 @@ type Server struct {
 	api      *gcpfake.API // the Admin API and the token endpoint
 	adminURL string
 	inst     *gcpfake.Instance
+	dr       *gcpfake.Instance // the DR replica, with Config.DRBackend
+	drName   string            // its connection name
+	zone     *zone             // the write endpoint's DNS, with Config.DRBackend
 
 	life *gcpfake.Life // the HTTP serve loop, the accept loop, every handler and connection
 
 	mu         sync.Mutex
 	loginCerts int
+	drPrimary  bool // the write endpoint names the DR replica
 }
 
 // New starts a fake Cloud SQL: the HTTP server and the instance listener,
@@ -115,6 +137,8 @@ func New(cfg Config) (*Server, error) {
 	cfg.Instance = cmp.Or(cfg.Instance, DefaultInstance)
 	cfg.DatabaseVersion = cmp.Or(cfg.DatabaseVersion, DefaultDatabaseVersion)
 	cfg.ServerCN = cmp.Or(cfg.ServerCN, cfg.Project+":"+cfg.Instance)
+	cfg.DRInstance = cmp.Or(cfg.DRInstance, DefaultDRInstance)
+	cfg.DRRegion = cmp.Or(cfg.DRRegion, DefaultDRRegion)
 	s := &Server{
 		cfg:      cfg,
 		connName: cfg.Project + ":" + cfg.Region + ":" + cfg.Instance,
@@ -131,13 +155,22 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fakes/cloudsqltest: %w", err)
 	}
+	if cfg.DRBackend != "" {
+		if err := s.startDR(); err != nil {
+			s.life.Shut()
+			s.inst.Close()
+			s.life.Wait()
+			return nil, fmt.Errorf("fakes/cloudsqltest: DR replica: %w", err)
+		}
+	}
 	s.api, err = gcpfake.StartAPI(s.life, gcpfake.APIConfig{
-		Endpoints: int(LoginToken), APIToken: int(APIToken), LoginToken: int(LoginToken),
-		LoginScope: ScopeLogin, Prefix: adminPrefix, Admin: s.serveAdmin, Messages: messages,
+		Endpoints: int(ResolveConnectSettings), APIToken: int(APIToken), LoginToken: int(LoginToken),
+		LoginScope: ScopeLogin, Prefix: apiPrefix, Admin: s.serveAdmin, Messages: messages,
 	})
 	if err != nil {
 		s.life.Shut()
 		s.inst.Close()
+		s.closeDR()
 		s.life.Wait()
 		return nil, fmt.Errorf("fakes/cloudsqltest: %w", err)
 	}
@@ -184,6 +217,7 @@ func (s *Server) Close() error {
 	if s.life.Shut() {
 		s.api.Close() // closes the HTTP listener and connections
 		s.inst.Close()
+		s.closeDR()
 	}
 	s.life.Wait()
 	s.api.CloseIdle()
@@ -326,17 +360,18 @@ func (s *Server) Stats() Stats {
 	loginCerts := s.loginCerts
 	s.mu.Unlock()
 	return Stats{
-		ConnectSettings:       s.api.Faults.Requests(int(ConnectSettings)),
-		GenerateEphemeralCert: s.api.Faults.Requests(int(GenerateEphemeralCert)),
-		LoginCerts:            loginCerts,
-		APITokens:             s.api.Faults.Requests(int(APIToken)),
-		LoginTokens:           s.api.Faults.Requests(int(LoginToken)),
-		Failed:                s.api.Faults.Failed(),
-		Dials:                 in.Dials,
-		Refused:               in.Refused,
-		Resets:                in.Resets,
-		Handshakes:            in.Handshakes,
-		Forwarded:             in.Forwarded,
+		ConnectSettings:        s.api.Faults.Requests(int(ConnectSettings)),
+		GenerateEphemeralCert:  s.api.Faults.Requests(int(GenerateEphemeralCert)),
+		ResolveConnectSettings: s.api.Faults.Requests(int(ResolveConnectSettings)),
+		LoginCerts:             loginCerts,
+		APITokens:              s.api.Faults.Requests(int(APIToken)),
+		LoginTokens:            s.api.Faults.Requests(int(LoginToken)),
+		Failed:                 s.api.Faults.Failed(),
+		Dials:                  in.Dials,
+		Refused:                in.Refused,
+		Resets:                 in.Resets,
+		Handshakes:             in.Handshakes,
+		Forwarded:              in.Forwarded,
 	}
 }
 
@@ -346,6 +381,9 @@ func (s *Server) Stats() Stats {
 // [Server.Refuse] says so. It fails with an error wrapping [ErrNotInstance]
 // for any other address, and with [ErrClosed] after Close.
 func (s *Server) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if host, _, err := net.SplitHostPort(addr); err == nil && host == DRInstanceIP && s.dr != nil {
+		return s.dr.Dial(ctx, network, addr)
+	}
 	return s.inst.Dial(ctx, network, addr)
 }
 

@@ -60,16 +60,19 @@ type Instance struct {
 	ln      net.Listener
 	refused *boundPort
 
-	mu    sync.Mutex
-	fault instanceFault
-	stats InstanceStats
+	mu      sync.Mutex
+	fault   instanceFault
+	stats   InstanceStats
+	backend string                // where new connections are forwarded: cfg.Backend until SetBackend
+	down    bool                  // SetDown: every dial is refused
+	links   map[net.Conn]net.Conn // forwarded connections, client side to backend side, for Cut
 }
 
 // StartInstance opens the listener (and a loopback port that refuses
 // connections, for [Instance.Refuse]) and starts accepting, in a goroutine
 // that l waits for. Close it with [Instance.Close] after l.Shut.
 func StartInstance(l *Life, cfg InstanceConfig) (*Instance, error) {
-	in := &Instance{cfg: cfg, life: l}
+	in := &Instance{cfg: cfg, life: l, backend: cfg.Backend, links: map[net.Conn]net.Conn{}}
 	var err error
 	if in.ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 		return nil, err
@@ -107,7 +110,7 @@ func (in *Instance) Dial(ctx context.Context, network, addr string) (net.Conn, e
 	}
 	in.mu.Lock()
 	in.stats.Dials++
-	refuse := in.fault.refuseN.Take()
+	refuse := in.down || in.fault.refuseN.Take()
 	if refuse {
 		in.stats.Refused++
 	}
@@ -150,6 +153,41 @@ func (in *Instance) SlowHandshake(d time.Duration, n int) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	in.fault.slowN, in.fault.slowDelay = Budget(n), d
+}
+
+// SetBackend makes the instance forward the connections it accepts from
+// now on to addr; connections already forwarded stay where they are.
+func (in *Instance) SetBackend(addr string) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.backend = addr
+}
+
+// SetDown makes every dial through Dial refused (down) or not (!down), as
+// Refuse(-1) does, independently of Refuse and Clear.
+func (in *Instance) SetDown(down bool) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.down = down
+}
+
+// Cut ends every connection the instance is forwarding: the client's side
+// with a TCP reset, the backend's with a close (PostgreSQL rolls back what
+// was in flight). It returns how many it ended.
+func (in *Instance) Cut() int {
+	in.mu.Lock()
+	links := in.links
+	in.links = map[net.Conn]net.Conn{}
+	in.stats.Resets += len(links)
+	in.mu.Unlock()
+	for c, b := range links {
+		if tcp, ok := c.(*net.TCPConn); ok {
+			_ = tcp.SetLinger(0)
+		}
+		_ = c.Close()
+		_ = b.Close()
+	}
+	return len(links)
 }
 
 // Clear removes every fault of the instance.
@@ -229,10 +267,20 @@ func (in *Instance) serveConn(c net.Conn) {
 	if in.cfg.AfterHandshake != nil && !in.cfg.AfterHandshake(tc) {
 		return
 	}
+	in.mu.Lock()
+	down := in.down
+	in.mu.Unlock()
+	if down { // cut while in its handshake
+		in.reset(c)
+		return
+	}
 
+	in.mu.Lock()
+	target := in.backend
+	in.mu.Unlock()
 	var d net.Dialer
 	ctx, cancel = context.WithTimeout(context.Background(), HandshakeTimeout)
-	backend, err := d.DialContext(ctx, "tcp", in.cfg.Backend)
+	backend, err := d.DialContext(ctx, "tcp", target)
 	cancel()
 	if err != nil {
 		return // the client sees the connection close
@@ -244,7 +292,13 @@ func (in *Instance) serveConn(c net.Conn) {
 	defer backend.Close()
 	in.mu.Lock()
 	in.stats.Forwarded++
+	in.links[c] = backend
 	in.mu.Unlock()
+	defer func() {
+		in.mu.Lock()
+		delete(in.links, c)
+		in.mu.Unlock()
+	}()
 	pipe(tc, backend)
 }
 
