@@ -23,8 +23,8 @@ import (
 // URI, serves a ReadWrite whose reader config names the read pool's URI as
 // its host: writes reach the primary, reads the read pool, each through
 // its own server-side proxy. While the primary fails over (its address
-// refuses connections, its pool's connections gone), the writer fails
-// Transient and the read pool keeps answering on new connections.
+// refuses connections, its pool's connections gone), the writer is held
+// and fails Transient at its deadline (database-down), and the read pool keeps answering on new connections.
 func TestReadPoolReaderOfReadWrite(t *testing.T) {
 	t.Parallel()
 	s := startFake(t, fake.Config{ReadPools: []fake.ReadPool{{Name: "reads", Backend: pgtest.Addr(t)}}})
@@ -56,9 +56,13 @@ func TestReadPoolReaderOfReadWrite(t *testing.T) {
 	s.Primary().Refuse(-1)
 	rw.Writer().Reset()
 	rw.Reader().Reset()
-	_, err = rw.Write().Exec(ctx, "SELECT 1")
-	if v := f.Classify(err); err == nil || v != (classify.Verdict{Class: classify.Transient, Reason: classify.ReasonConnRefused}) {
-		t.Errorf("write during the failover = %v (%v), want transient/conn-refused", err, v)
+	// The outage hold keeps the write waiting for the primary within its
+	// deadline, and then fails it Transient: the database is down.
+	wctx, wcancel := context.WithTimeout(ctx, 2*time.Second)
+	_, err = rw.Write().Exec(wctx, "SELECT 1")
+	wcancel()
+	if v := f.Classify(err); err == nil || v != (classify.Verdict{Class: classify.Transient, Reason: classify.ReasonDatabaseDown}) {
+		t.Errorf("write during the failover = %v (%v), want transient/database-down", err, v)
 	}
 	start := time.Now()
 	if err := rw.Read(ctx).QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
