@@ -12,14 +12,16 @@ import (
 // (EOF) or reset it, or when it cannot be read any more (closed, a
 // deadline in the past: a connection a layer cut); false when nothing is
 // there (EAGAIN). One recv(2) with MSG_PEEK|MSG_DONTWAIT: the byte stays
-// for pgx to read.
+// for pgx to read. It runs under Control, not Read: Read would wait for
+// the descriptor's read lock, which a read under way holds (pgconn's
+// background reader, started for a slow write, can stay blocked in Read on
+// an idle pooled connection), and the peek must never wait.
 func peekSocket(rc syscall.RawConn) bool {
 	var b [1]byte
 	spoke := false
-	err := rc.Read(func(fd uintptr) bool {
+	err := rc.Control(func(fd uintptr) {
 		_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		spoke = !errors.Is(err, syscall.EAGAIN) && !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR)
-		return true
 	})
 	return spoke || err != nil
 }
