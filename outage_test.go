@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/holdfast-db/holdfast/failover"
 	"github.com/holdfast-db/holdfast/fakes/outagetest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
+	"github.com/holdfast-db/holdfast/retry"
 )
 
 // dialLog counts the dials of a pool (its config's DialFunc: the pool's
@@ -740,4 +742,85 @@ func newPlainPool(t *testing.T, dsn string) *pgxpool.Pool {
 	}
 	t.Cleanup(p.Close)
 	return p
+}
+
+// Issue 30, item 1, with the admission limit (one connect in flight): the
+// connects that queue for an admission slot behind a connect the outage
+// hold keeps waiting are held too — a held connect gives its slot back
+// while nothing dials — rather than failing with a *QueuedError when the
+// admission wait's bound, the retry policy's MaxElapsed (1 s here), passes
+// before the database is back (3 s) and before their own deadline (10 s).
+// Four requests start together on a pool with no connection left, each
+// needing a new one, as the server stops: every one succeeds once it is
+// back. (Without the slot given back, the three queued fail at 1 s.)
+func TestOutageQueuedConnectsAreHeldNotRefused(t *testing.T) {
+	s := pgtest.NewServer(t)
+	const maxElapsed, outage, deadline, requests = time.Second, 3 * time.Second, 10 * time.Second, 4
+	policy := retry.Default()
+	policy.MaxElapsed = maxElapsed
+	f, err := holdfast.New(holdfast.WithRetryPolicy(policy), holdfast.WithConnectLimit(holdfast.ConnectLimit{InFlight: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	cfg, _ := poolConfig(t, s.DSN(), "sslmode=disable")
+	cfg.MaxConns = requests
+	// The first dial after the stop waits until every request's connect
+	// is under way: the others queue for the one slot meanwhile.
+	var gated atomic.Bool
+	gate := make(chan struct{})
+	var dlr net.Dialer
+	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if gated.CompareAndSwap(true, false) {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+			}
+		}
+		return dlr.DialContext(ctx, network, addr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := f.NewPool(ctx, cfg, holdfast.PoolName("orders"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	if _, err := p.Exec(ctx, "SELECT 1"); err != nil { // a connection made: outages are watched
+		t.Fatal(err)
+	}
+	p.Reset() // no connection left: each request needs a new one
+	gated.Store(true)
+	if err := s.Shutdown(ctx, pgtest.ShutdownFast); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	type ended struct {
+		err error
+		at  time.Time
+	}
+	errs := make(chan ended, requests)
+	for range requests {
+		go func() {
+			rctx, cancel := context.WithTimeout(ctx, deadline)
+			defer cancel()
+			_, err := p.Exec(rctx, "SELECT 1")
+			errs <- ended{err, time.Now()}
+		}()
+	}
+	waitFor(t, 5*time.Second, "every request's connect under way", func() <-chan struct{} { return nil },
+		func() bool { return p.Stat().ConstructingConns() == requests })
+	close(gate)
+	wait(ctx, t, time.Until(stopped.Add(outage)))
+	if err := s.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Now()
+	for range requests {
+		if e := <-errs; e.err != nil {
+			t.Errorf("a request failed %v after the stop (the server back %v after it): %v", e.at.Sub(stopped).Round(time.Millisecond), back.Sub(stopped).Round(time.Millisecond), e.err)
+		}
+	}
+	t.Logf("MEASURED %d requests queued behind 1 admission slot through a %v stop (MaxElapsed %v): all done %v after the server was back",
+		requests, back.Sub(stopped).Round(time.Millisecond), maxElapsed, time.Since(back).Round(time.Millisecond))
 }

@@ -189,7 +189,9 @@ type Layer struct {
 	// target is down and, if it is, until it is back. waited reports that
 	// it waited for the target to come back: the connector then starts
 	// the connection's attempts afresh instead of retrying (no retry
-	// budget spent); an error ends the connection with it.
+	// budget spent); an error ends the connection with it. Before it
+	// waits it calls HoldWaits(ctx): the connection gives its admission
+	// slot back for the wait.
 	Hold func(ctx context.Context, c Conn) (waited bool, err error)
 	// Dialed: c's current dial reached addr (started at start); its
 	// handshake follows.

@@ -20,7 +20,13 @@ import (
 // DialFunc, connect.go) and holds its slot until it ends: through every
 // retry round and backoff of the connection, which each dial again, so
 // that a pool refused with 53300 keeps at most InFlight connects retrying
-// instead of MaxConns; the slot is given back when the handshake completes
+// instead of MaxConns — but not while the outage layer holds it (the
+// target is down, or suspect: hold, state.go), when nothing dials: it
+// gives its slot back for the wait and takes one again before its next
+// dial (readmit), so that the connects queued behind it are admitted,
+// dial once, and are held in turn, within the hold's bounds (HoldFor,
+// their context) instead of failing at the admission wait's (MaxElapsed).
+// The slot is given back when the handshake completes
 // or the connection's retries end, and, whatever else ends pgx's connect,
 // when pgconn's connect context is done (pgxpool always sets a
 // ConnectTimeout, so that context ends with the connect). The password or
@@ -109,6 +115,19 @@ func (c *connState) admit(ctx context.Context) error {
 		c.admitStop = context.AfterFunc(ctx, c.releaseAdmission)
 	}
 	return nil
+}
+
+// readmit takes an admission slot again for a connection that gave its
+// own back while a layer held it (hold), before its next dial: at once
+// when one is free, else after a wait bounded as the first one (queue),
+// from now: the held connection starts afresh. Its backstop is registered
+// again on ctx, the dial's. c.mu is held.
+func (c *connState) readmit(ctx context.Context) error {
+	if stop := c.admitStop; stop != nil {
+		c.admitStop = nil
+		stop()
+	}
+	return c.admit(ctx)
 }
 
 // endAdmission gives the slot back when the connect's end is known (the

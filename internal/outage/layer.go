@@ -337,6 +337,7 @@ func (l *Layer) wait(ctx context.Context) (waited bool, err error) {
 		}
 		return false, nil
 	}
+	compose.HoldWaits(ctx) // the connector's retry: its admission slot is free while it waits
 	l.waiting.Add(1)
 	defer l.waiting.Add(-1)
 	select {
