@@ -481,10 +481,13 @@ func (l *Layer) forget(c compose.Conn) {
 	l.mu.Unlock()
 }
 
-// LeftError is the error of a connection being made to an address the
-// database left, which the layer cut: its connect goes on, to the address
-// that answers. Transient (classify.ReasonDatabaseDown: the database is
-// gone from that address).
+// LeftError is the error of a connection to an address the database
+// left, which the layer cut: a connection being made (its connect goes
+// on, to the address that answers), or one in use when the database's
+// name moved away from its address (what it had in flight fails at once:
+// a transaction open on it did not commit; a COMMIT in flight has its
+// outcome unknown, *OutcomeUnknownError in holdfast). Transient
+// (classify.ReasonDatabaseDown: the database is gone from that address).
 type LeftError struct {
 	addr, to string
 	err      error
