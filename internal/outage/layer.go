@@ -498,6 +498,9 @@ func (e *LeftError) Error() string {
 	if e.to != "" {
 		msg += " (it answers at " + e.to + ")"
 	}
+	if e.err == nil { // no I/O error surfaced it (a handshake refused, a cancel request not dialed)
+		return msg
+	}
 	return msg + ": " + e.err.Error()
 }
 
