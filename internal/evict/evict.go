@@ -1,6 +1,9 @@
 // Package evict is the eviction layer of a pool: it presumes dead the
 // pool's connections to a server that just failed one of them, or that
 // another layer left behind, and has them destroyed when next acquired;
+// it cuts at once, in use or not, the connections to a server another
+// layer cut (compose.Composition.Cut: a failover's old writer, an
+// address the database's name left), the one mechanism of every cut;
 // and it finds an idle connection whose server closed it (or spoke
 // unasked) before pgxpool hands it out.
 package evict

@@ -39,10 +39,11 @@ import (
 //	               only while the writer is down)
 //	Failed         network errors and refused dials wake the monitor (a
 //	               reader pool's too: the probes judge the readers)
-//	Dialed/Closed  the pool's connections, from their dial on: on a new
-//	               writer, every connection to the old one is cut
-//	               (failover.CutError), handshakes included, and idle ones
-//	               closed at once
+//	Dialed/Closed  the pool's connections, from their dial on (reader
+//	               routing's counts); on a new writer, every connection to
+//	               the old one is cut (failover.CutError, through the
+//	               eviction layer's compose.Composition.Cut), handshakes
+//	               included, and idle ones closed at once
 
 // Layer is one pool's failover layer, on its cluster's Monitor. Build it
 // with NewLayer; Leave ends it with its pool.
