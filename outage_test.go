@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,9 +15,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/failover"
 	"github.com/holdfast-db/holdfast/fakes/outagetest"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
+	"github.com/holdfast-db/holdfast/retry"
 )
 
 // dialLog counts the dials of a pool (its config's DialFunc: the pool's
@@ -754,4 +757,196 @@ func resumeBound() time.Duration {
 		return 600 * time.Millisecond
 	}
 	return 200 * time.Millisecond
+}
+
+// Issue 30, item 1, with the admission limit (one connect in flight): the
+// connects that queue for an admission slot behind a connect the outage
+// hold keeps waiting are held too — a held connect gives its slot back
+// while nothing dials — rather than failing with a *QueuedError when the
+// admission wait's bound, the retry policy's MaxElapsed (1 s here), passes
+// before the database is back (3 s) and before their own deadline (10 s).
+// Four requests start together on a pool with no connection left, each
+// needing a new one, as the server stops: every one succeeds once it is
+// back. (Without the slot given back, the three queued fail at 1 s.)
+func TestOutageQueuedConnectsAreHeldNotRefused(t *testing.T) {
+	s := pgtest.NewServer(t)
+	const maxElapsed, outage, deadline, requests = time.Second, 3 * time.Second, 10 * time.Second, 4
+	policy := retry.Default()
+	policy.MaxElapsed = maxElapsed
+	f, err := holdfast.New(holdfast.WithRetryPolicy(policy), holdfast.WithConnectLimit(holdfast.ConnectLimit{InFlight: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	cfg, _ := poolConfig(t, s.DSN(), "sslmode=disable")
+	cfg.MaxConns = requests
+	// The first dial after the stop waits until every request's connect
+	// is under way: the others queue for the one slot meanwhile.
+	var gated atomic.Bool
+	gate := make(chan struct{})
+	var dlr net.Dialer
+	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if gated.CompareAndSwap(true, false) {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+			}
+		}
+		return dlr.DialContext(ctx, network, addr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := f.NewPool(ctx, cfg, holdfast.PoolName("orders"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	if _, err := p.Exec(ctx, "SELECT 1"); err != nil { // a connection made: outages are watched
+		t.Fatal(err)
+	}
+	p.Reset() // no connection left: each request needs a new one
+	gated.Store(true)
+	if err := s.Shutdown(ctx, pgtest.ShutdownFast); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	type ended struct {
+		err error
+		at  time.Time
+	}
+	errs := make(chan ended, requests)
+	for range requests {
+		go func() {
+			rctx, cancel := context.WithTimeout(ctx, deadline)
+			defer cancel()
+			_, err := p.Exec(rctx, "SELECT 1")
+			errs <- ended{err, time.Now()}
+		}()
+	}
+	waitFor(t, 5*time.Second, "every request's connect under way", func() <-chan struct{} { return nil },
+		func() bool { return p.Stat().ConstructingConns() == requests })
+	close(gate)
+	wait(ctx, t, time.Until(stopped.Add(outage)))
+	if err := s.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Now()
+	for range requests {
+		if e := <-errs; e.err != nil {
+			t.Errorf("a request failed %v after the stop (the server back %v after it): %v", e.at.Sub(stopped).Round(time.Millisecond), back.Sub(stopped).Round(time.Millisecond), e.err)
+		}
+	}
+	t.Logf("MEASURED %d requests queued behind 1 admission slot through a %v stop (MaxElapsed %v): all done %v after the server was back",
+		requests, back.Sub(stopped).Round(time.Millisecond), maxElapsed, time.Since(back).Round(time.Millisecond))
+}
+
+// Issue 30, item 2, for what is in flight: a DNS-only Multi-AZ failover
+// (outagetest.MultiAZ: the old primary's address silent for good, its
+// connections frozen; the standby promoted after 300 ms; the endpoint's
+// record moving 1 s later) while each pool has a write in flight on the
+// old primary (an autocommit INSERT that sleeps on the server first).
+// Through holdfast, once the prober sees the name lead to the new primary
+// (within 1 s of the DNS move, brought by a worker's requests that need
+// new connections), the pool's connections to the address left are cut,
+// those in use too: the write fails at once with ErrOutcomeUnknown (its
+// answer is lost; holdfast never sends it again), not at its 10 s
+// deadline. The control, plain pgxpool, hangs there to its deadline.
+func TestOutageMultiAZCutsWhatIsInFlight(t *testing.T) {
+	const ttl = 200 * time.Millisecond
+	const deadline = 10 * time.Second
+	m := outagetest.StartMultiAZTest(t, outagetest.MultiAZConfig{TTL: ttl})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f, err := holdfast.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	hcfg, err := m.PoolConfig(m.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hp, err := f.NewPool(ctx, hcfg, holdfast.PoolName("orders"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hp.Close)
+	if _, err := hp.Exec(ctx, "CREATE TABLE t (id bigint PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	ccfg, err := m.PoolConfig(m.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := pgxpool.NewWithConfig(ctx, ccfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cp.Close)
+
+	type ended struct {
+		start, end time.Time
+		err        error
+	}
+	inFlight := func(p *pgxpool.Pool, id int64) <-chan ended {
+		done := make(chan ended, 1)
+		go func() {
+			e := ended{start: time.Now()}
+			rctx, cancel := context.WithTimeout(ctx, deadline)
+			defer cancel()
+			_, e.err = p.Exec(rctx, "INSERT INTO t SELECT $1 FROM pg_sleep(60)", id)
+			e.end = time.Now()
+			done <- e
+		}()
+		return done
+	}
+	const hID, cID = 1 << 40, -1 << 40
+	hDone, cDone := inFlight(hp, hID), inFlight(cp, cID)
+	waitFor(t, 10*time.Second, "both writes running on the primary", func() <-chan struct{} { return nil }, func() bool {
+		qctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		var n int
+		err := hp.QueryRow(qctx, "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'INSERT INTO t SELECT%' AND state = 'active'").Scan(&n)
+		return err == nil && n == 2
+	})
+	// Requests that need new connections meanwhile: their dials to the
+	// silent address are holdfast's sign of the outage.
+	hw := startWorker(t, 250*time.Millisecond, 3*time.Second, writes(hp, counter(1, 1)))
+
+	res, err := m.Failover(ctx, outagetest.FailoverScenario{Detect: 300 * time.Millisecond, DNSLag: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	silent, _ := res.At(outagetest.EventSilent)
+	moved, ok := res.At(outagetest.EventDNS)
+	if !ok {
+		t.Fatalf("no DNS move: %+v", res)
+	}
+	h, c := <-hDone, <-cDone
+	hw.stop()
+	t.Logf("MEASURED holdfast: the write in flight at the silence ended %v after the DNS move (%v after the silence): %v",
+		h.end.Sub(moved).Round(time.Millisecond), h.end.Sub(silent).Round(time.Millisecond), h.err)
+	t.Logf("MEASURED control, plain pgxpool: the write in flight ended %v after the DNS move (%v after its start): %v",
+		c.end.Sub(moved).Round(time.Millisecond), c.end.Sub(c.start).Round(time.Millisecond), c.err)
+	if !errors.Is(h.err, holdfast.ErrOutcomeUnknown) {
+		t.Errorf("holdfast: the write in flight ended with %v; want ErrOutcomeUnknown (its answer lost with the old primary)", h.err)
+	}
+	if v := f.Classify(h.err); v.Class != classify.Fatal {
+		t.Errorf("holdfast: the write in flight classified %+v; want Fatal (never resent blindly)", v)
+	}
+	if d := h.end.Sub(moved); d > 2*time.Second {
+		t.Errorf("holdfast: the write in flight ended %v after the DNS move; want within 2s (cut when the prober sees the move)", d)
+	}
+	if d := c.end.Sub(c.start); c.err == nil || d < deadline-500*time.Millisecond {
+		t.Errorf("control: the write in flight ended after %v with %v; want it to hang to its deadline (%v): the failover does not bite", d, c.err, deadline)
+	}
+	committed, err := m.CommittedIDs(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range committed {
+		if id == hID || id == cID {
+			t.Errorf("the write in flight at the silence, id %d, committed", id)
+		}
+	}
 }

@@ -83,8 +83,11 @@ hung past deadline: requests that ended over %.0f ms after their deadline.
 var notes = map[string]string{
 	MultiAZ: `silent primary: a request in flight on a connection to it hangs (nothing answers, and
   without a topology nothing pings the primary: WithFailover's monitor does, on clusters
-  that publish one) until its deadline, or until the old address answers again and
-  resets it; holdfast holds the requests that need a new connection and re-resolves
+  that publish one): pgxpool's until its deadline, or until the old address answers
+  again and resets it; holdfast's until its prober sees the name lead to the new
+  primary, which cuts the pool's connections to the old address (a transaction open
+  there is run again if the runner's 10 s allow it; a COMMIT in flight: outcome
+  unknown). holdfast holds the requests that need a new connection and re-resolves
   the name at each step of its prober.
 `,
 	Demoted: `demoted primary: a pool's connections made to the name while it led to the demoted

@@ -189,7 +189,9 @@ type Layer struct {
 	// target is down and, if it is, until it is back. waited reports that
 	// it waited for the target to come back: the connector then starts
 	// the connection's attempts afresh instead of retrying (no retry
-	// budget spent); an error ends the connection with it.
+	// budget spent); an error ends the connection with it. Before it
+	// waits it calls HoldWaits(ctx): the connection gives its admission
+	// slot back for the wait.
 	Hold func(ctx context.Context, c Conn) (waited bool, err error)
 	// Dialed: c's current dial reached addr (started at start); its
 	// handshake follows.
@@ -220,6 +222,11 @@ type Layer struct {
 	// connections to addr retired when next acquired (a reader
 	// rebalance's surplus that was in use).
 	Retire func(quota map[string]int)
+	// Cut: another layer cut addr (Composition.Cut): every connection of
+	// the pool to it, from its dial on, in use or not, is to be cut now
+	// (Conn.Abort with wrap), and so is a dial begun before the cut that
+	// reaches addr after it. The eviction layer's.
+	Cut func(addr string, wrap func(cause error) error)
 
 	// Precedence ([Precedence]).
 
@@ -571,6 +578,28 @@ func (c *Composition) Gone(addr string) {
 		if l.Gone != nil {
 			l.Gone(addr)
 		}
+	}
+}
+
+// Cut closes every connection of the pool to addr, the server that a
+// layer left behind for good (a failover's old writer, an instance that
+// left the topology, an address the database's name moved away from):
+// the layers hear that it is gone (Layer.Gone: those made before now are
+// destroyed when next acquired), every connection to it is cut at once,
+// handshakes and those in use included (Layer.Cut: the next read or write
+// fails with wrap(the I/O error), nothing more is sent: a statement in
+// flight fails now rather than at its deadline, a COMMIT in flight with
+// its outcome unknown), and the idle ones are closed. One mechanism for
+// every layer that cuts.
+func (c *Composition) Cut(addr string, wrap func(cause error) error) {
+	c.Gone(addr)
+	for _, l := range c.conns.layers {
+		if l.Cut != nil {
+			l.Cut(addr, wrap)
+		}
+	}
+	if pool := c.Pool(); pool != nil {
+		CloseIdle(pool, func(a string) bool { return a == addr })
 	}
 }
 

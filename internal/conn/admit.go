@@ -20,7 +20,14 @@ import (
 // DialFunc, connect.go) and holds its slot until it ends: through every
 // retry round and backoff of the connection, which each dial again, so
 // that a pool refused with 53300 keeps at most InFlight connects retrying
-// instead of MaxConns; the slot is given back when the handshake completes
+// instead of MaxConns — but not while the outage layer holds it (the
+// target is down, or suspect: hold, state.go), when nothing dials: it
+// gives its slot back for the wait and takes one again before its next
+// dial (readmit), so that the connects queued behind it are admitted and
+// held in turn before they dial (admitDial asks the layers after a queued
+// wait), within the hold's bounds (HoldFor, their context) instead of
+// failing at the admission wait's (MaxElapsed).
+// The slot is given back when the handshake completes
 // or the connection's retries end, and, whatever else ends pgx's connect,
 // when pgconn's connect context is done (pgxpool always sets a
 // ConnectTimeout, so that context ends with the connect). The password or
@@ -82,33 +89,64 @@ func (c *connState) admitDial(ctx context.Context, d int) error {
 	case d > 0:
 		return nil
 	}
-	if err := c.admit(ctx); err != nil {
+	queued, err := c.admit(ctx)
+	if err != nil {
 		c.refused, c.stop = true, err
 		return c.stopped()
+	}
+	if queued {
+		// The target may have gone down while it queued (behind connects
+		// the outage hold keeps waiting): the layers hold it as they hold
+		// a new connection before its dial, its slot given back meanwhile,
+		// so that only the prober dials while it is down.
+		waited, err := c.hold(ctx)
+		if err != nil {
+			c.refused, c.stop = true, err
+			return c.stopped()
+		}
+		if waited {
+			c.afresh(ctx)
+		}
 	}
 	return nil
 }
 
 // admit takes the pool's admission slot for c's connect at its first dial:
-// at once when one is free, else after a bounded wait, which is counted.
-// ctx is pgconn's connect context: it carries the caller's values (and
-// deadline, from Factory.Acquire) and ends with the connect, which gives
-// the slot back if nothing else did (releaseAdmission). c.mu is held.
-func (c *connState) admit(ctx context.Context) error {
+// at once when one is free, else after a bounded wait, which is counted
+// (queued). ctx is pgconn's connect context: it carries the caller's
+// values (and deadline, from Factory.Acquire) and ends with the connect,
+// which gives the slot back if nothing else did (releaseAdmission). c.mu
+// is held.
+func (c *connState) admit(ctx context.Context) (queued bool, err error) {
 	l := c.p.adm
 	if l == nil {
-		return nil
+		return false, nil
 	}
 	if !l.TryAcquire() {
+		queued = true
 		if err := c.queue(ctx, l); err != nil {
-			return err
+			return true, err
 		}
 	}
 	c.admitted.Store(true)
 	if !c.predialing { // predial's context ends with it: the backstop waits for pgconn's (dialEntry)
 		c.admitStop = context.AfterFunc(ctx, c.releaseAdmission)
 	}
-	return nil
+	return queued, nil
+}
+
+// readmit takes an admission slot again for a connection that gave its
+// own back while a layer held it (hold), before its next dial: at once
+// when one is free, else after a wait bounded as the first one (queue),
+// from now: the held connection starts afresh. Its backstop is registered
+// again on ctx, the dial's. c.mu is held.
+func (c *connState) readmit(ctx context.Context) error {
+	if stop := c.admitStop; stop != nil {
+		c.admitStop = nil
+		stop()
+	}
+	_, err := c.admit(ctx)
+	return err
 }
 
 // endAdmission gives the slot back when the connect's end is known (the

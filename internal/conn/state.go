@@ -693,9 +693,24 @@ func (c *connState) dialAttempt(ctx context.Context, network, addr string) (net.
 
 // hold asks the layers whether to wait before a retry of the connection
 // (compose.Chain.Hold): waited when the target was down and is back.
-// c.mu is held; the wait is bounded by ctx and the layers' own bounds.
+// While a layer waits, the connection's admission slot is given back
+// (nothing dials while held: the other connects of the pool are not kept
+// waiting for admission, whose wait MaxElapsed bounds, behind it), and
+// it is taken again before the next dial (readmit). c.mu is held; the
+// wait is bounded by ctx and the layers' own bounds.
 func (c *connState) hold(ctx context.Context) (waited bool, err error) {
-	return c.p.chain.Hold(obs.WithTarget(ctx, c.target), c)
+	yielded := false
+	hctx := compose.WithHoldWait(obs.WithTarget(ctx, c.target), func() {
+		if !yielded && c.admitted.Load() {
+			yielded = true
+			c.releaseAdmission()
+		}
+	})
+	waited, err = c.p.chain.Hold(hctx, c)
+	if yielded && err == nil {
+		err = c.readmit(ctx)
+	}
+	return waited, err
 }
 
 // afresh starts the connection's attempts over after a hold that waited

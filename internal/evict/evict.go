@@ -1,12 +1,16 @@
 // Package evict is the eviction layer of a pool: it presumes dead the
 // pool's connections to a server that just failed one of them, or that
 // another layer left behind, and has them destroyed when next acquired;
+// it cuts at once, in use or not, the connections to a server another
+// layer cut (compose.Composition.Cut: a failover's old writer, an
+// address the database's name left), the one mechanism of every cut;
 // and it finds an idle connection whose server closed it (or spoke
 // unasked) before pgxpool hands it out.
 package evict
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -47,7 +51,22 @@ type Eviction struct {
 	// arm is the switch of the lazy PrepareConn (compose.Layer.Arm): on
 	// while cur or quota is set.
 	arm func(on bool)
+
+	mu   sync.Mutex
+	live map[compose.Conn]struct{} // the pool's connections, from their dial on (Dialed to Closed)
+	cuts []cutRecord               // the latest cuts (at most maxCutRecords), for a dial they crossed
 }
+
+// cutRecord is one cut of the pool's connections to addr.
+type cutRecord struct {
+	addr string
+	at   time.Time
+	wrap func(error) error
+}
+
+// maxCutRecords bounds the cuts a pool remembers: a dial lasts at most the
+// policy's AttemptTimeout, and a failover cuts one or two addresses.
+const maxCutRecords = 8
 
 // PeekAfter is how long a connection must have been idle for its socket
 // to be peeked before it is handed out (see Eviction): longer than an
@@ -87,7 +106,59 @@ const evictWindow = time.Minute
 // layers (Gone, Retire).
 func (e *Eviction) Layer() compose.Layer {
 	return compose.Layer{PrepareConn: e.prepareConn, Arm: e.setArm, Failed: e.failed, Gone: e.evictHost, Retire: e.retireSome,
-		ShouldPing: e.shouldPing, IdleAfter: PeekAfter}
+		ShouldPing: e.shouldPing, IdleAfter: PeekAfter, Dialed: e.dialed, Closed: e.closed, Cut: e.cut}
+}
+
+// dialed keeps a connection of the pool from its dial to addr on, for a
+// cut (compose.Composition.Cut). A cut of addr made after the dial began
+// and before this reaches it here: whatever moment its handshake ends, no
+// connection to a server that a cut left behind survives the cut.
+func (e *Eviction) dialed(c compose.Conn, addr string, start time.Time) {
+	e.mu.Lock()
+	if e.live == nil {
+		e.live = map[compose.Conn]struct{}{}
+	}
+	e.live[c] = struct{}{}
+	var crossed func(error) error
+	for _, cut := range e.cuts {
+		if cut.addr == addr && !cut.at.Before(start) {
+			crossed = cut.wrap
+		}
+	}
+	e.mu.Unlock()
+	if crossed != nil {
+		c.Abort(crossed)
+	}
+}
+
+// closed forgets a connection.
+func (e *Eviction) closed(c compose.Conn) {
+	e.mu.Lock()
+	delete(e.live, c)
+	e.mu.Unlock()
+}
+
+// cut cuts every connection of the pool to addr, from its dial on, in use
+// or not (compose.Conn.Abort with wrap: a blocked read or write returns
+// at once, nothing more is sent), and remembers the cut for a dial it
+// crossed (dialed). The composition has evicted addr first and closes
+// the idle ones after (compose.Composition.Cut).
+func (e *Eviction) cut(addr string, wrap func(error) error) {
+	e.mu.Lock()
+	e.cuts = append(e.cuts, cutRecord{addr: addr, at: time.Now(), wrap: wrap})
+	if len(e.cuts) > maxCutRecords {
+		e.cuts = append(e.cuts[:0:0], e.cuts[len(e.cuts)-maxCutRecords:]...)
+	}
+	var hit []compose.Conn
+	for c := range e.live {
+		if c.Server() == addr {
+			hit = append(hit, c)
+		}
+	}
+	e.mu.Unlock()
+	for _, c := range hit {
+		c.Abort(wrap)
+	}
 }
 
 // setArm keeps the switch of the lazy PrepareConn (at Install).

@@ -39,10 +39,11 @@ import (
 //	               only while the writer is down)
 //	Failed         network errors and refused dials wake the monitor (a
 //	               reader pool's too: the probes judge the readers)
-//	Dialed/Closed  the pool's connections, from their dial on: on a new
-//	               writer, every connection to the old one is cut
-//	               (failover.CutError), handshakes included, and idle ones
-//	               closed at once
+//	Dialed/Closed  the pool's connections, from their dial on (reader
+//	               routing's counts); on a new writer, every connection to
+//	               the old one is cut (failover.CutError, through the
+//	               eviction layer's compose.Composition.Cut), handshakes
+//	               included, and idle ones closed at once
 
 // Layer is one pool's failover layer, on its cluster's Monitor. Build it
 // with NewLayer; Leave ends it with its pool.
@@ -69,21 +70,9 @@ type Layer struct {
 	pinned bool
 
 	mu   sync.Mutex
-	live map[compose.Conn]struct{} // the pool's connections, from their dial on
-	cuts []cutRecord               // the latest cuts (at most maxCutRecords), for a dial they crossed
+	live map[compose.Conn]struct{} // the pool's connections, from their dial on (reader routing counts them)
 	left bool                      // the pool closed: changes are ignored
 }
-
-// cutRecord is one cut of the pool's connections to addr.
-type cutRecord struct {
-	addr string
-	at   time.Time
-	err  *failover.CutError
-}
-
-// maxCutRecords bounds the cuts a pool remembers: a dial lasts at most the
-// policy's AttemptTimeout, and a failover cuts one or two addresses.
-const maxCutRecords = 8
 
 // ClusterKey is the identity of the cluster that a pool on endpoint ep
 // (an alias already replaced by its endpoint) belongs to, as far as names
@@ -322,26 +311,16 @@ func (fo *Layer) pgError(pc *pgconn.PgConn, pe *pgconn.PgError) bool {
 	return true
 }
 
-// dialed keeps a connection of the pool from its dial to addr on, for the
-// cut. A cut of addr made after the dial started and before this reaches
-// it here: whatever moment its handshake ends, no connection to a server
-// that a cut left behind survives the cut.
-func (fo *Layer) dialed(c compose.Conn, addr string, start time.Time) {
+// dialed keeps a connection of the pool from its dial on, for reader
+// routing's counts. (A cut reaches it through the eviction layer, which
+// follows every connection from its dial on: compose.Composition.Cut.)
+func (fo *Layer) dialed(c compose.Conn, _ string, _ time.Time) {
 	fo.mu.Lock()
 	fo.live[c] = struct{}{}
 	if fo.rd != nil {
 		delete(fo.rd.pending, c)
 	}
-	var crossed *failover.CutError
-	for _, cut := range fo.cuts {
-		if cut.addr == addr && !cut.at.Before(start) {
-			crossed = cut.err
-		}
-	}
 	fo.mu.Unlock()
-	if crossed != nil {
-		c.Abort(cutWrap(crossed))
-	}
 }
 
 // closed forgets a connection.
@@ -380,34 +359,20 @@ func (fo *Layer) onChange(c Change) {
 	}
 }
 
-// cut closes every connection of the pool to addr: their next read or
-// write fails at once with err (nothing is sent), idle ones are closed
-// now, and the next Acquire of one destroys it.
+// cut closes every connection of the pool to addr
+// (compose.Composition.Cut, the eviction layer's): their next read or
+// write fails at once with err (nothing is sent), a dial that crossed the
+// cut too, idle ones are closed now, and the next Acquire of one
+// destroys it.
 func (fo *Layer) cut(addr string, err *failover.CutError) {
-	fo.comp.Gone(addr) // the eviction destroys them when next acquired
 	fo.mu.Lock()
-	if fo.left {
-		fo.mu.Unlock()
+	left := fo.left
+	fo.mu.Unlock()
+	if left {
+		fo.comp.Gone(addr)
 		return
 	}
-	fo.cuts = append(fo.cuts, cutRecord{addr: addr, at: time.Now(), err: err})
-	if len(fo.cuts) > maxCutRecords {
-		fo.cuts = append(fo.cuts[:0:0], fo.cuts[len(fo.cuts)-maxCutRecords:]...)
-	}
-	var hit []compose.Conn
-	for c := range fo.live {
-		if c.Server() == addr {
-			hit = append(hit, c)
-		}
-	}
-	fo.mu.Unlock()
-	wrap := cutWrap(err)
-	for _, c := range hit {
-		c.Abort(wrap)
-	}
-	if pool := fo.comp.Pool(); pool != nil {
-		compose.CloseIdle(pool, func(a string) bool { return a == addr })
-	}
+	fo.comp.Cut(addr, cutWrap(err))
 }
 
 // cutWrap is the abortion of a cut: the I/O error it causes becomes a

@@ -31,7 +31,8 @@
 //	         for writes): "database back" is logged with the downtime,
 //	         every waiting connection goes on at once, the prober ends.
 //	         An address the name no longer resolves to is left behind:
-//	         its connections retired, and a dial that a stale cache
+//	         its connections cut at once, those in use too (what they
+//	         had in flight ends: compose.Cut), and a dial that a stale cache
 //	         still sends there goes to the address that answered
 //	         (Route), for a minute.
 //

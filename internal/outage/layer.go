@@ -401,6 +401,7 @@ func (l *Layer) wait(ctx context.Context) (waited bool, err error) {
 		}
 		return false, nil
 	}
+	compose.HoldWaits(ctx) // the connector's retry: its admission slot is free while it waits
 	l.waiting.Add(1)
 	defer l.waiting.Add(-1)
 	select {
@@ -548,10 +549,13 @@ func (l *Layer) forget(c compose.Conn) {
 	l.mu.Unlock()
 }
 
-// LeftError is the error of a connection being made to an address the
-// database left, which the layer cut: its connect goes on, to the address
-// that answers. Transient (classify.ReasonDatabaseDown: the database is
-// gone from that address).
+// LeftError is the error of a connection to an address the database
+// left, which the layer cut: a connection being made (its connect goes
+// on, to the address that answers), or one in use when the database's
+// name moved away from its address (what it had in flight fails at once:
+// a transaction open on it did not commit; a COMMIT in flight has its
+// outcome unknown, *OutcomeUnknownError in holdfast). Transient
+// (classify.ReasonDatabaseDown: the database is gone from that address).
 type LeftError struct {
 	addr, to string
 	err      error
@@ -561,6 +565,9 @@ func (e *LeftError) Error() string {
 	msg := "holdfast: connection to " + e.addr + " cut: the database left it"
 	if e.to != "" {
 		msg += " (it answers at " + e.to + ")"
+	}
+	if e.err == nil { // no I/O error surfaced it (a handshake refused, a cancel request not dialed)
+		return msg
 	}
 	return msg + ": " + e.err.Error()
 }

@@ -372,13 +372,22 @@ func (l *Layer) leftLocked(r result) []string {
 // connections to them made before now are destroyed when next acquired
 // (the eviction: compose.Gone), the idle ones are closed now, and those
 // being made are cut (their connects go on, held or to the address that
-// answers).
+// answers). When the database answers at to, an address its name moved
+// away from, those in use are cut too, at once (compose.Cut, as a
+// failover's cut): what they have in flight cannot be answered by a
+// server that left (a silent one: a Multi-AZ failover's old primary), and
+// fails now with a *LeftError — a transaction to run again, a COMMIT whose
+// outcome is unknown — rather than at its deadline.
 func (l *Layer) retire(addrs []string, to string) {
 	if len(addrs) == 0 {
 		return
 	}
 	for _, a := range addrs {
-		l.comp.Gone(a)
+		if to != "" {
+			l.comp.Cut(a, leftWrap(a, to))
+		} else {
+			l.comp.Gone(a)
+		}
 	}
 	l.mu.Lock()
 	var cut []compose.Conn
