@@ -86,6 +86,7 @@ func newFactory(t *testing.T, opts ...holdfast.Option) *holdfast.Factory {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(f.Close) // after the test's pools (cleanups run last first): its probers and monitors end with it
 	return f
 }
 
