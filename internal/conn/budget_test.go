@@ -20,10 +20,13 @@ func TestBudgetFree(t *testing.T) {
 		{"pool growth", obs.WithStage(ctx, obs.StagePoolGrowth), false},
 		{"startup", obs.WithStage(ctx, obs.StageStartup), true},
 		{"WithoutBudget", WithoutBudget(ctx), true},
-		{"derived from a WithoutBudget context", context.WithValue(WithoutBudget(ctx), struct{}{}, 1), true},
+		{"derived from a WithoutBudget context", context.WithValue(WithoutBudget(ctx), otherKey{}, 1), true},
 	} {
 		if got := budgetFree(tc.ctx); got != tc.want {
 			t.Errorf("%s: budgetFree = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
+
+// otherKey is a context key of the test's own.
+type otherKey struct{}

@@ -143,9 +143,6 @@ const (
 	evProbeEnd                 // the prober's own probe ends
 )
 
-// hasHold reports whether the strategy has a hold.
-func (s *sim) hasHold() bool { return s.c.Strategy.Hold != nil }
-
 // isDown reports whether pod's pool is down (never without a hold).
 func (s *sim) isDown(pod int32) bool {
 	h := s.pods[pod].hold
