@@ -93,8 +93,12 @@ func TestScenarios(t *testing.T) {
 					t.Errorf("readiness answered %v: want a warning while the database is switched", res.Readiness)
 				}
 			}
-			if hf.PeakDials > 2 {
-				t.Errorf("holdfast had %d dials at once, want at most the admission limit (2 for a pool of %d)", hf.PeakDials, o.Workers+1)
+			// The pool's connects are admitted 2 at a time (a pool of 3);
+			// the outage prober's check, one at a time and not admitted (a
+			// held connect gives its slot back while it waits), may overlap
+			// them once.
+			if hf.PeakDials > 2+1 {
+				t.Errorf("holdfast had %d dials at once, want at most the admission limit (2 for a pool of %d) and the prober's check", hf.PeakDials, o.Workers+1)
 			}
 		})
 	}
