@@ -109,6 +109,8 @@ func TestServerlessV2(t *testing.T) {
 	// connection stays, and keeps the instance awake.
 	waitFor(t, 5*autoPause, "the preset's pool holds no connection", s.Changed, func() bool { return hp.Stat().TotalConns() == 0 })
 	t.Logf("MEASURED the preset's idle pool: 0 connections %s after its last use (IdleFor %s, AutoPause %s)", ms(time.Since(used)), ms(autoPause/2), ms(autoPause))
+	// The instance sees the close a moment after the pool let go.
+	waitFor(t, 5*autoPause, "the instance holds the control's connection only", s.Changed, func() bool { return s.Conns() == 1 })
 	timer := time.NewTimer(3 * autoPause)
 	for awake := true; awake; {
 		ch := s.Changed()

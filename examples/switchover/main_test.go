@@ -227,9 +227,10 @@ func TestSwitchoverFailover(t *testing.T) {
 			hf.Requests, hf.Failed, hf.Errors, hf.LostWrites, hf.MisplacedWrites)
 	}
 	// The IN_PROGRESS window plus about one 100 ms poll of the blue/green
-	// monitors (and 50 ms to spare): the failover layer adds no wait.
-	if bound := res.InProgressMS + 150; hf.MaxPauseMS > bound {
-		t.Errorf("holdfast longest pause %.0f ms, want at most %.0f ms (IN_PROGRESS %.0f ms + 150 ms)", hf.MaxPauseMS, bound, res.InProgressMS)
+	// monitors (and 50 ms to spare): the failover layer adds no wait
+	// (pauseSlack: more under the race detector).
+	if bound := res.InProgressMS + pauseSlack; hf.MaxPauseMS > bound {
+		t.Errorf("holdfast longest pause %.0f ms, want at most %.0f ms (IN_PROGRESS %.0f ms + %d ms)", hf.MaxPauseMS, bound, res.InProgressMS, pauseSlack)
 	}
 }
 
