@@ -541,7 +541,9 @@ func TestSlowDeviceIsUnavailableAndRetryable(t *testing.T) {
 	t.Cleanup(srv.Close)
 	srv.AddPoolMember("web", "web-1:80", f5test.Member{})
 	hc := srv.Client()
-	hc.Timeout = 50 * time.Millisecond
+	// Well under the fault's minute, and over a login's TLS handshake
+	// under the race detector on a loaded machine (50 ms was not, in CI).
+	hc.Timeout = 2 * time.Second
 	c, err := f5.New(f5.Config{Endpoint: srv.URL(), Username: f5test.DefaultUsername, Password: f5test.DefaultPassword, HTTPClient: hc})
 	if err != nil {
 		t.Fatal(err)
