@@ -314,7 +314,10 @@ func (l *Layer) Close() {
 		l.slow.Stop()
 	}
 	clear(l.dialing)
-	l.publish(func(n *snapshot) { n.phase, n.since = up, time.Time{} })
+	if l.snap.Load().phase != up { // release the waiters; while up nothing waits (and the channel stays
+		// unclosed: a pool built in a testing/synctest bubble, as pgx's own tests do, may be closed outside it)
+		l.publish(func(n *snapshot) { n.phase, n.since = up, time.Time{} })
+	}
 	l.mu.Unlock()
 	l.wg.Wait()
 }
@@ -619,7 +622,7 @@ func (l *Layer) validate(ctx context.Context, c compose.Conn, host string, pc *p
 	l.forget(c) // made: no longer followed
 	switch l.roleNow() {
 	case RoleLearn:
-		ro, _, err := readOnly(ctx, pc)
+		ro, _, err := readOnly(ctx, pc, l.askRole())
 		if err != nil {
 			return err
 		}
@@ -629,7 +632,7 @@ func (l *Layer) validate(ctx context.Context, c compose.Conn, host string, pc *p
 		}
 		l.role.CompareAndSwap(int32(RoleLearn), int32(learnt))
 	case RoleWriter:
-		ro, why, err := readOnly(ctx, pc)
+		ro, why, err := readOnly(ctx, pc, l.askRole())
 		if err != nil {
 			return err
 		}
@@ -659,17 +662,28 @@ func (e *NotWritableError) Error() string {
 
 // readOnly reports whether pc's server is read-only by default, and why:
 // from the parameters it reports at connect (PostgreSQL 14 and later),
-// else by asking (SHOW transaction_read_only, one round trip).
-func readOnly(ctx context.Context, pc *pgconn.PgConn) (bool, string, error) {
+// else, when ask, by asking (SHOW transaction_read_only, one round trip);
+// a server that does not say, unasked, counts as writable.
+func readOnly(ctx context.Context, pc *pgconn.PgConn, ask bool) (bool, string, error) {
 	switch hot, ro := pc.ParameterStatus("in_hot_standby"), pc.ParameterStatus("default_transaction_read_only"); {
 	case hot == "on":
 		return true, "in hot standby", nil
 	case ro == "on":
 		return true, "read-only", nil
-	case hot != "":
+	case hot != "" || !ask:
 		return false, "", nil
 	}
 	return askReadOnly(ctx, pc)
+}
+
+// askRole reports whether a new connection to a server that does not
+// report in_hot_standby (before PostgreSQL 14) is asked its role: only
+// with cause — a write refused with 25006 lately (a suspicion), or the
+// database not up — so that an ordinary connect costs no round trip more
+// than pgx's own (a statement at connect is one more place to stall, and
+// pgx's own pool tests, through holdfast, count on none).
+func (l *Layer) askRole() bool {
+	return l.suspicion.Load() != nil || l.snap.Load().phase != up
 }
 
 // askReadOnly asks pc's server whether a new transaction is read-only

@@ -218,7 +218,7 @@ func (l *Layer) connect(ctx context.Context, resolved []string) result {
 	}()
 	r.addr = pc.Conn().RemoteAddr().String()
 	if l.roleNow() == RoleWriter {
-		ro, why, err := readOnly(ctx, pc)
+		ro, why, err := readOnly(ctx, pc, true)
 		switch {
 		case err != nil:
 			r.err = err
