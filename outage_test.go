@@ -430,23 +430,7 @@ func TestOutageMultiAZ(t *testing.T) {
 	}
 	hd := &dialLog{}
 	hcfg.ConnConfig.DialFunc = hd.Dial
-	hp, err := f.NewPool(ctx, hcfg, holdfast.PoolName("orders"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(hp.Close)
-	if _, err := hp.Exec(ctx, "CREATE TABLE t (id bigint PRIMARY KEY)"); err != nil {
-		t.Fatal(err)
-	}
-	ccfg, err := m.PoolConfig(m.Endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp, err := pgxpool.NewWithConfig(ctx, ccfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cp.Close)
+	hp, cp := multiAZPools(ctx, t, f, hcfg, m)
 	hw := startWorker(t, interval, deadline, writes(hp, counter(1, 1)))
 	cw := startWorker(t, interval, deadline, writes(cp, counter(-1, -1)))
 	waitFor(t, 10*time.Second, "both workers' first writes", hw.Changed, func() bool { return hw.okAfter(time.Time{}) >= 3 && cw.okAfter(time.Time{}) >= 3 })
@@ -866,23 +850,7 @@ func TestOutageMultiAZCutsWhatIsInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hp, err := f.NewPool(ctx, hcfg, holdfast.PoolName("orders"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(hp.Close)
-	if _, err := hp.Exec(ctx, "CREATE TABLE t (id bigint PRIMARY KEY)"); err != nil {
-		t.Fatal(err)
-	}
-	ccfg, err := m.PoolConfig(m.Endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp, err := pgxpool.NewWithConfig(ctx, ccfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cp.Close)
+	hp, cp := multiAZPools(ctx, t, f, hcfg, m)
 
 	type ended struct {
 		start, end time.Time
@@ -949,4 +917,29 @@ func TestOutageMultiAZCutsWhatIsInFlight(t *testing.T) {
 			t.Errorf("the write in flight at the silence, id %d, committed", id)
 		}
 	}
+}
+
+// multiAZPools opens the two clients of a Multi-AZ test on m's endpoint:
+// holdfast's pool "orders" from hcfg (which creates table t) and plain
+// pgxpool's, the control; both closed with the test.
+func multiAZPools(ctx context.Context, t *testing.T, f *holdfast.Factory, hcfg *pgxpool.Config, m *outagetest.MultiAZ) (hp, cp *pgxpool.Pool) {
+	t.Helper()
+	hp, err := f.NewPool(ctx, hcfg, holdfast.PoolName("orders"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hp.Close)
+	if _, err := hp.Exec(ctx, "CREATE TABLE t (id bigint PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	ccfg, err := m.PoolConfig(m.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err = pgxpool.NewWithConfig(ctx, ccfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cp.Close)
+	return hp, cp
 }
