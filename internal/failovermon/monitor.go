@@ -1563,7 +1563,7 @@ func (m *Monitor) pingReaders(ctx context.Context) {
 // (ReadersDown); a reader down that answers again is published too, and
 // the reader pools rebalance onto it (ReadersBack).
 func (m *Monitor) judgeReaders(vs []readerVerdict) {
-	var gone, goneIDs, whys, back []string
+	var gone, goneIDs, whys, back, backIDs []string
 	for _, v := range vs {
 		in, ok := m.instances[v.in.id]
 		if !ok || v.in.id == m.writer || in.addr == "" {
@@ -1573,21 +1573,27 @@ func (m *Monitor) judgeReaders(vs []readerVerdict) {
 		switch {
 		case v.up && was:
 			delete(m.down, in.id)
-			back = append(back, in.addr)
-			m.event(EventReaderBack, in.id)
-			m.cfg.Logger.Info("failover: reader back", slog.String("instance", in.id), slog.String("addr", in.addr))
+			back, backIDs = append(back, in.addr), append(backIDs, in.id)
 		case !v.up && !was:
 			m.down[in.id] = v.why
 			gone, goneIDs, whys = append(gone, in.addr), append(goneIDs, in.id), append(whys, v.why)
-			m.event(EventReaderDown, in.id)
-			m.cfg.Logger.Info("failover: reader down; its connections are cut",
-				slog.String("instance", in.id), slog.String("addr", in.addr), slog.String("reason", v.why))
 		}
 	}
 	if len(gone) == 0 && len(back) == 0 {
 		return
 	}
+	// The snapshot first, then the events and lines: whoever sees the
+	// event finds the snapshot that says so.
 	m.publishReaders()
+	for i, id := range backIDs {
+		m.event(EventReaderBack, id)
+		m.cfg.Logger.Info("failover: reader back", slog.String("instance", id), slog.String("addr", back[i]))
+	}
+	for i, id := range goneIDs {
+		m.event(EventReaderDown, id)
+		m.cfg.Logger.Info("failover: reader down; its connections are cut",
+			slog.String("instance", id), slog.String("addr", gone[i]), slog.String("reason", whys[i]))
+	}
 	if len(gone) > 0 {
 		m.notify(Change{Kind: ReadersDown, Gone: gone, GoneIDs: goneIDs, Why: whys})
 	}
