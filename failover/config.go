@@ -86,6 +86,10 @@ type Config struct {
 	// the fewest of the pool's connections.
 	Readers ReaderConfig
 
+	// Global configures routing across the Regions of an Aurora Global
+	// Database: see GlobalConfig.
+	Global GlobalConfig
+
 	// RefreshInterval is how often the topology is read while nothing is
 	// wrong. Default 30 s.
 	RefreshInterval time.Duration
@@ -170,3 +174,68 @@ const (
 	// reader.
 	FollowWriter
 )
+
+// GlobalConfig configures failover routing on an Aurora Global Database
+// (one primary Region, up to five read-only secondaries).
+//
+// What the servers tell: which instances the global cluster has, which
+// one is the writer and the Region of each, from
+// aurora_global_db_instance_status() (server_id, session_id
+// MASTER_SESSION_ID for the writer, aws_region, visibility_lag_in_msec),
+// and how far each secondary Region trails, from aurora_global_db_status()
+// (rpo_lag_in_msec, durability_lag_in_msec), which every instance of every
+// Region answers. holdfast reads them once the pool's servers answer both
+// functions with more than one Region (as the AWS wrappers detect a
+// global cluster); no host pattern tells it the Regions.
+//
+// What they do not tell: a Region's instance endpoints. Aurora names
+// them "<server_id>.<hash>.<region>.rds.amazonaws.com" with a hash of the
+// account that differs per Region, and no function, no certificate name
+// of another Region and no name of the global writer endpoint carries
+// it. holdfast derives the hash of the Region of the pool's own endpoint
+// (a Region's cluster, reader or instance endpoint, or an alias of one in
+// Config.Aliases); every other Region's comes from Regions. A Region
+// without one is not probed or routed to (one WARN names it and this
+// field): a pool on the global writer endpoint then follows the writer
+// into it by DNS only, refusing the servers that are not the writer.
+//
+// A pool on the global writer endpoint
+// (<name>.global-<id>.global.rds.amazonaws.com) needs Regions (without
+// it, failover routing is off for the pool, as before, with one Info
+// line). It is routed as a pool on a cluster endpoint, across Regions:
+// each new connection goes to the writer of the moment by address, while
+// TLS still verifies the global name (Aurora's certificates name it in
+// every Region) and an IAM token (package rdsiam) is minted for the
+// configured host, the global name, with rdsiam.Config.Region — the
+// global name carries no Region, and holdfast does not sign again for
+// the Region the writer moved to: set the Region your IAM policy and
+// the global endpoint's documentation ask for.
+// Through a managed switchover (SwitchoverGlobalCluster) the monitor sees
+// the writer refuse writes, holds new connections (HoldTimeout) while no
+// instance takes writes, routes to the promoted writer as soon as it
+// takes writes — before the global name's DNS moves, and before the
+// topology names it — and cuts every connection to the old writer.
+// Through a failover with data loss (FailoverGlobalCluster
+// --allow-data-loss) it does the same, and its "region failover" event
+// (Event.FromRegion, Event.RPOLag) names the Region that lost what it had
+// not replicated: about the last rpo_lag_in_msec seen before it went down.
+//
+// A pool on a secondary Region's cluster (writer) endpoint, which Aurora
+// keeps inactive (it leads to a read-only instance), is a reader pool of
+// that Region while the writer is elsewhere: its connections are not
+// refused, a write through it fails with the server's 25006 once, is not
+// retried, and does not make the monitor probe; with InstancePools
+// FollowWriter it follows the writer across Regions instead (by address,
+// keeping the configured name for TLS: its certificate must name the
+// endpoint, so prefer the global writer endpoint for that). A pool on a
+// Region's reader endpoint is balanced over that Region's readers.
+type GlobalConfig struct {
+	// Regions maps a Region's name ("us-west-2") to where its instance
+	// endpoints are: one of its RDS endpoints (its cluster endpoint,
+	// "orders.cluster-abc123.us-west-2.rds.amazonaws.com", gives
+	// "?.abc123.us-west-2.rds.amazonaws.com"), or an instance template
+	// with "?" for the server id, for custom domains
+	// ("?.db.us-west-2.example.internal"). The Region of the pool's own
+	// RDS endpoint needs no entry.
+	Regions map[string]string
+}

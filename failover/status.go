@@ -27,11 +27,29 @@ type Event struct {
 	//	                  theirs
 	//	reader caught up  a lagging reader is back within MaxLag: new
 	//	                  connections go there again
+	//	region switchover an Aurora Global Database's writer moved to
+	//	                  another Region (Region, FromRegion) after the old
+	//	                  writer turned read-only: a managed switchover,
+	//	                  nothing lost
+	//	region failover   the writer moved to another Region after the old
+	//	                  one stopped answering without turning read-only
+	//	                  first: a failover with data loss; FromRegion's
+	//	                  writes of about its last RPOLag (the promoted
+	//	                  Region's last rpo_lag_in_msec seen) were not
+	//	                  replicated and are lost
 	//
 	// Each event but "suspect" and the reader events keeps Monitor.Active
 	// true for FastFor.
 	Name   string `json:"event"`
 	Server string `json:"server,omitempty"` // the server id it concerns
+	// Region is the AWS Region of Server on an Aurora Global Database
+	// (the new writer's, for a region switchover or failover); FromRegion
+	// the Region the writer left; RPOLag, for a region failover, the
+	// last rpo_lag_in_msec the monitor read for Region before the old
+	// writer went down (0 when it read none).
+	Region     string        `json:"region,omitempty"`
+	FromRegion string        `json:"from_region,omitempty"`
+	RPOLag     time.Duration `json:"rpo_lag,omitempty"`
 }
 
 // Status is a Monitor's state, for logs, readiness endpoints and
@@ -39,6 +57,9 @@ type Event struct {
 type Status struct {
 	Writer     string `json:"writer"` // server id; "" until the topology was read
 	WriterAddr string `json:"writer_addr"`
+	// WriterRegion is the writer's AWS Region on an Aurora Global
+	// Database, "" on any other cluster.
+	WriterRegion string `json:"writer_region,omitempty"`
 	// Routing is "normal", "redirect" (the writer endpoint's connections
 	// go to the writer's address while DNS lags), "held" (writer down,
 	// none known) or "held+redirect".

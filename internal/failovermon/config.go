@@ -38,6 +38,9 @@ const (
 	EventReaderBack     = "reader back"
 	EventReaderLagging  = "reader lagging"
 	EventReaderCaughtUp = "reader caught up"
+	// A global cluster's writer moved to another Region.
+	EventRegionSwitchover = "region switchover"
+	EventRegionFailover   = "region failover"
 )
 
 // configError is a *cfgerr.Error of package failover.
@@ -69,6 +72,14 @@ func Validate(c failover.Config) error {
 	if t := c.InstanceTemplate; t != "" {
 		if _, _, why := topology.ParseTemplate(t); why != "" {
 			return configError("Config.InstanceTemplate", why)
+		}
+	}
+	for region, v := range c.Global.Regions {
+		if !topology.IsRegion(strings.ToLower(strings.TrimSpace(region))) {
+			return configError("Config.Global.Regions", fmt.Sprintf("%q: want an AWS Region's name, e.g. \"us-west-2\"", region))
+		}
+		if _, err := regionTemplate(v); err != nil {
+			return configError("Config.Global.Regions", fmt.Sprintf("%q → %q: %v", region, v, err))
 		}
 	}
 	for alias, ep := range c.Aliases {

@@ -65,6 +65,13 @@ type Layer struct {
 	hinted atomic.Bool
 
 	rd *readerRouting // reader routing: a pool on the reader endpoint (readers.go)
+	// region is the Region a pool on a Region's cluster endpoint names
+	// (topology.RegionOf): on an Aurora Global Database, while the writer
+	// is in another Region, the endpoint is inactive (it leads to a
+	// read-only instance); the pool is then a reader pool of its Region,
+	// or, with across, follows the writer there (failover.FollowWriter).
+	region string
+	across bool
 	// pinned: a pool on an instance endpoint kept on its instance
 	// (failover.Pinned), whatever the instance's role.
 	pinned bool
@@ -92,16 +99,18 @@ func ClusterKey(ep, tmpl string, port uint16) string {
 }
 
 // RoutedKind reports whether failover routing applies to a pool on
-// endpoint ep, and why not when it does not: an RDS Proxy follows the
-// writer itself, and an Aurora global database's endpoint is a DNS name
-// of the primary cluster's writer whose instance endpoints it does not
-// name.
-func RoutedKind(ep string) (bool, string) {
+// endpoint ep under c, and why not when it does not: an RDS Proxy follows
+// the writer itself, and an Aurora global writer endpoint names no
+// Region's instance endpoints: it is routed only when
+// c.Global.Regions names some.
+func RoutedKind(ep string, c failover.Config) (bool, string) {
 	switch topology.KindOf(topology.NormHost(ep)) {
 	case topology.KindProxy:
 		return false, "failover: an RDS Proxy endpoint follows the cluster's writer itself; failover routing is off for this pool (holdfast's retries still apply)"
 	case topology.KindGlobal:
-		return false, "failover: an Aurora global database endpoint follows the primary cluster's writer by DNS; failover routing is off for this pool (holdfast's retries still apply); for routing, use the primary region's cluster endpoint"
+		if len(c.Global.Regions) == 0 {
+			return false, "failover: an Aurora global writer endpoint names no Region's instance endpoints; failover routing is off for this pool (holdfast's retries still apply): set failover.Config.Global.Regions to each Region's cluster endpoint to route it across Regions"
+		}
 	}
 	return true, ""
 }
@@ -133,10 +142,14 @@ func NewLayer(m *Monitor, comp *compose.Composition, cc *pgx.ConnConfig, ep stri
 	if !fo.writer && !isSocket(cc.Host) && topology.KindOf(topology.NormHost(ep)) == topology.KindReaderCluster &&
 		readers.Strategy != failover.ByDNS {
 		fo.rd = newReaderRouting(readers)
+		fo.rd.region = topology.RegionOf(ep) // on a global cluster: its Region's readers only
+	}
+	if topology.KindOf(topology.NormHost(ep)) == topology.KindWriterCluster {
+		fo.region, fo.across = topology.RegionOf(ep), mode == failover.FollowWriter
 	}
 	for _, fb := range cc.Fallbacks {
 		if fb.Host != cc.Host {
-			fo.writer, fo.follow, host, fo.rd = false, false, "", nil // several hosts: pgx chooses among them
+			fo.writer, fo.follow, host, fo.rd, fo.region = false, false, "", nil, "" // several hosts: pgx chooses among them
 		}
 	}
 	if fo.rd != nil {
@@ -257,11 +270,30 @@ func (fo *Layer) route(ctx context.Context, c compose.Conn, host, addr string, _
 	if err := fo.m.Hold(ctx, host); err != nil {
 		return "", err
 	}
-	if s := fo.m.Snapshot(); s.WriterAddr != "" && (s.Redirect || s.Readers[addr] || fo.follow) {
+	s := fo.m.Snapshot()
+	if fo.inactive(s) {
+		if fo.across && s.WriterAddr != "" {
+			return s.WriterAddr, nil
+		}
+		return addr, nil // a reader pool of its Region: the endpoint's own instance
+	}
+	if s.WriterAddr != "" && (s.Redirect || s.Readers[addr] || fo.follow) {
 		return s.WriterAddr, nil // FollowWriter: the instance's address is the writer's only while it is the writer
 	}
 	return addr, nil
 }
+
+// inactive reports whether the pool is on a secondary Region's cluster
+// endpoint of an Aurora Global Database: the writer is in another Region
+// (s). One snapshot's fields: no lock, no allocation.
+func (fo *Layer) inactive(s *Snapshot) bool {
+	return fo.region != "" && s.Global && s.WriterRegion != "" && s.WriterRegion != fo.region
+}
+
+// Inactive reports whether the pool is on a secondary Region's inactive
+// cluster endpoint now, and it does not follow the writer across Regions:
+// a reader pool of its Region, where writes fail.
+func (fo *Layer) Inactive() bool { return !fo.across && fo.inactive(fo.m.Snapshot()) }
 
 // failed wakes the monitor: a refused connect or a broken connection may
 // be a failover.
@@ -276,6 +308,8 @@ func (fo *Layer) validate(_ context.Context, _ compose.Conn, host string, pc *pg
 	addr := pc.Conn().RemoteAddr().String()
 	why := ""
 	switch s := fo.m.Snapshot(); {
+	case fo.inactive(s) && !fo.across:
+		return nil // a reader pool of its Region while the writer is elsewhere
 	case pc.ParameterStatus("in_hot_standby") == "on":
 		why = "in hot standby"
 	case s.Readers[addr] && s.WriterAddr != addr:
@@ -298,6 +332,9 @@ func (fo *Layer) pgError(pc *pgconn.PgConn, pe *pgconn.PgError) bool {
 	case "57P01", "57P02", "57P03":
 		fo.m.Trouble()
 	case "25006":
+		if fo.writer && !fo.across && fo.inactive(fo.m.Snapshot()) {
+			return true // a write through an inactive endpoint: no failover to look for, the connection reads on
+		}
 		if fo.writer {
 			fo.m.Trouble()
 			return pc.ParameterStatus("in_hot_standby") != "on" && pc.ParameterStatus("default_transaction_read_only") != "on"
