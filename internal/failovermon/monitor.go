@@ -47,7 +47,7 @@ type Monitor struct {
 	// Region's) and from Config.Global.Regions. A Region without one has
 	// instances that cannot be named: they are not probed or routed to.
 	regions map[string]string
-	peer      string // the cluster's other cluster endpoint (reader ↔ writer), or ""
+	peer    string // the cluster's other cluster endpoint (reader ↔ writer), or ""
 	// scope is where the cluster's instances may lie: the pool's host, its
 	// endpoint (after Config.Aliases) and peer, their account and Region
 	// domain, and the template's domain. A topology row naming a host
@@ -1360,7 +1360,10 @@ func (m *Monitor) adopt(id string) {
 		s.Global, s.WriterRegion = global, in.region
 	})
 	m.publishReaders()
-	m.setStatus(func(s *failover.Status) { s.Writer, s.WriterAddr, s.WriterRegion = id, in.addr, in.region; s.Failovers++ })
+	m.setStatus(func(s *failover.Status) {
+		s.Writer, s.WriterAddr, s.WriterRegion = id, in.addr, in.region
+		s.Failovers++
+	})
 	if global && oldRegion != "" && in.region != "" && oldRegion != in.region {
 		m.regionChanged(old, id, oldRegion, in.region)
 	}

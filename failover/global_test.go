@@ -1,0 +1,376 @@
+package failover_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/failover"
+	"github.com/holdfast-db/holdfast/fakes/failovertest"
+	"github.com/holdfast-db/holdfast/retry"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// resumeBound is the longest "writes resume after the new primary takes
+// writes" the global tests accept: 250 ms (the issue's figure), 1 s under
+// the race detector, which slows the probes and the connects several
+// times over.
+func resumeBound() time.Duration {
+	if raceEnabled {
+		return time.Second
+	}
+	return 250 * time.Millisecond
+}
+
+// gwrite is one write of a globalLoad: its id, the server that
+// acknowledged it (aurora_db_instance_identifier()), when it started and
+// ended, and its error.
+type gwrite struct {
+	id         int64
+	server     string
+	start, end time.Time
+	err        error
+}
+
+// globalLoad runs workers that insert unique ids, each through do, every
+// 5 ms (a client's pacing, not synchronisation), and records each write.
+type globalLoad struct {
+	next   atomic.Int64
+	mu     sync.Mutex
+	writes []gwrite
+}
+
+const insertReturning = "INSERT INTO orders VALUES ($1) RETURNING aurora_db_instance_identifier()"
+
+func (l *globalLoad) run(ctx context.Context, workers int, do func(ctx context.Context, id int64) (string, error)) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				id := l.next.Add(1)
+				start := time.Now()
+				wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+				server, err := do(wctx, id)
+				cancel()
+				if ctx.Err() != nil {
+					return
+				}
+				l.mu.Lock()
+				l.writes = append(l.writes, gwrite{id: id, server: server, start: start, end: time.Now(), err: err})
+				l.mu.Unlock()
+				select {
+				case <-ctx.Done():
+				case <-time.After(5 * time.Millisecond):
+				}
+			}
+		})
+	}
+	return &wg
+}
+
+// summary returns the writes acknowledged and failed, the failures by
+// error, the first write acknowledged by server after at, and the writes
+// acknowledged by server that started after from.
+func (l *globalLoad) summary(at time.Time, server string, from time.Time) (acked, failed int, errs map[string]int, resumed time.Time, late int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	errs = map[string]int{}
+	for _, w := range l.writes {
+		if w.err != nil {
+			failed++
+			errs[globalErrKey(w.err)]++
+			continue
+		}
+		acked++
+		if w.server == server && w.end.After(at) && (resumed.IsZero() || w.end.Before(resumed)) {
+			resumed = w.end
+		}
+		if !from.IsZero() && w.start.After(from) && w.server == server {
+			late++
+		}
+	}
+	return acked, failed, errs, resumed, late
+}
+
+// countOn returns how many acknowledged writes started after from on
+// server.
+func (l *globalLoad) countOn(server string, from time.Time) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, w := range l.writes {
+		if w.err == nil && w.server == server && w.start.After(from) {
+			n++
+		}
+	}
+	return n
+}
+
+func (l *globalLoad) ackedIDs() []int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []int64
+	for _, w := range l.writes {
+		if w.err == nil {
+			out = append(out, w.id)
+		}
+	}
+	return out
+}
+
+func (l *globalLoad) acked() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, w := range l.writes {
+		if w.err == nil {
+			n++
+		}
+	}
+	return n
+}
+
+func globalErrKey(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return "SQLSTATE " + pe.Code
+	}
+	return errKey(err)
+}
+
+// globalPools starts a global cluster with cfg, creates table orders, and
+// returns a holdfast pool on the global writer endpoint (Regions naming
+// both Regions' cluster endpoints), its factory, and a plain pgxpool on
+// the same endpoint, the control.
+func globalPools(ctx context.Context, t *testing.T, cfg failovertest.GlobalConfig) (*failovertest.Global, *holdfast.Factory, *pgxpool.Pool, *pgxpool.Pool) {
+	t.Helper()
+	g := failovertest.StartGlobalTest(t, cfg)
+	regions := map[string]string{}
+	for _, r := range g.Regions() {
+		regions[r.Name] = r.ClusterEndpoint
+	}
+	f := newFactory(t, holdfast.WithFailover(failover.Config{Global: failover.GlobalConfig{Regions: regions}}),
+		holdfast.WithTxPolicy(retry.Policy{MaxAttempts: 30, Multiplier: 2, InitialInterval: 10 * time.Millisecond,
+			MaxInterval: 100 * time.Millisecond, MaxElapsed: 20 * time.Second}))
+	hcfg, err := g.PoolConfig(g.GlobalEndpoint, "connect_timeout=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hf, err := f.NewPool(ctx, hcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hf.Close)
+	ccfg, err := g.PoolConfig(g.GlobalEndpoint, "connect_timeout=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	control, err := pgxpool.NewWithConfig(ctx, ccfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(control.Close)
+	if _, err := hf.Exec(ctx, "CREATE TABLE orders (id bigint PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	return g, f, hf, control
+}
+
+// startGlobalLoads starts 2 writers through holdfast (Factory.RunTx: the
+// request's retry) and 2 through the control (each write tried once), and
+// waits until the monitor knows the writer and both wrote.
+func startGlobalLoads(ctx context.Context, t *testing.T, f *holdfast.Factory, hf, control *pgxpool.Pool) (h, c *globalLoad, stop func()) {
+	t.Helper()
+	h, c = &globalLoad{}, &globalLoad{}
+	c.next.Store(1 << 40) // the control's ids, apart from holdfast's
+	wctx, cancel := context.WithCancel(ctx)
+	hw := h.run(wctx, 2, func(ctx context.Context, id int64) (string, error) {
+		var server string
+		err := f.RunTx(ctx, hf, pgx.TxOptions{}, func(tx pgx.Tx) error {
+			return tx.QueryRow(ctx, insertReturning, id).Scan(&server)
+		})
+		return server, err
+	})
+	cw := c.run(wctx, 2, func(ctx context.Context, id int64) (string, error) {
+		var server string
+		err := control.QueryRow(ctx, insertReturning, id).Scan(&server)
+		return server, err
+	})
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); hw.Wait(); cw.Wait() }) }
+	t.Cleanup(stop)
+	m := f.Failover(hf)
+	if m == nil {
+		t.Fatal("Factory.Failover: no monitor for the pool on the global writer endpoint")
+	}
+	if !waitFor(ctx, func() bool { return m.Status().Writer != "" && h.acked() >= 20 && c.acked() >= 20 }) {
+		t.Fatalf("the monitor never read the global topology: %+v", m.Status())
+	}
+	return h, c, stop
+}
+
+func logGlobal(t *testing.T, start time.Time, res failovertest.GlobalResult, st failover.Status) {
+	t.Helper()
+	for _, e := range res.Events {
+		t.Logf("%6d ms  simulator: %s %s", e.At.Sub(start).Milliseconds(), e.Name, e.Server)
+	}
+	for _, e := range st.Events {
+		t.Logf("%6d ms  monitor:   %s %s region=%s from=%s rpo_lag=%v", e.At.Sub(start).Milliseconds(), e.Name, e.Server, e.Region, e.FromRegion, e.RPOLag)
+	}
+}
+
+func findEvent(st failover.Status, name string) (failover.Event, bool) {
+	i := slices.IndexFunc(st.Events, func(e failover.Event) bool { return e.Name == name })
+	if i < 0 {
+		return failover.Event{}, false
+	}
+	return st.Events[i], true
+}
+
+// TestGlobalSwitchover plays a managed switchover of an Aurora Global
+// Database (SwitchoverGlobalCluster) under writes through a holdfast pool
+// on the global writer endpoint, with TLS verify-full, and through plain
+// pgxpool on the same endpoint, the control: holdfast fails no write (the
+// runner's reruns and the monitor's hold), resumes writes on the new
+// primary within 250 ms of its promotion — before the global name's DNS
+// moves — and no write reaches the old primary after it turned read-only;
+// the control fails writes.
+func TestGlobalSwitchover(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	g, f, hf, control := globalPools(ctx, t, failovertest.GlobalConfig{Lag: 300 * time.Millisecond, TTL: 500 * time.Millisecond, TLS: true})
+	h, c, stop := startGlobalLoads(ctx, t, f, hf, control)
+	m := f.Failover(hf)
+
+	start := time.Now()
+	res, err := g.Switchover(ctx, failovertest.GlobalScenario{DNSLag: 1500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	promoted, _ := res.At(failovertest.EventPromoted)
+	blocked, _ := res.At(failovertest.EventWritesBlocked)
+	dns, _ := res.At(failovertest.EventDNS)
+	if !waitFor(ctx, func() bool { return h.countOn(res.NewWriter, dns.Add(time.Second)) > 0 }) {
+		t.Fatal("no holdfast write after the DNS moved")
+	}
+	stop()
+	st := m.Status()
+	logGlobal(t, start, res, st)
+
+	hAcked, hFailed, hErrs, hResumed, hLate := h.summary(promoted, res.NewWriter, blocked)
+	cAcked, cFailed, cErrs, cResumed, cLate := c.summary(promoted, res.NewWriter, blocked)
+	t.Logf("holdfast: %d acknowledged, %d failed %v; resumed %v after the promotion; %d writes on the old primary after it turned read-only",
+		hAcked, hFailed, hErrs, hResumed.Sub(promoted), h.countOn(res.OldWriter, blocked))
+	t.Logf("control:  %d acknowledged, %d failed %v; resumed %v after the promotion; %d writes on the old primary after it turned read-only",
+		cAcked, cFailed, cErrs, cResumed.Sub(promoted), c.countOn(res.OldWriter, blocked))
+	_, _ = hLate, cLate
+
+	if hFailed != 0 {
+		t.Errorf("holdfast: %d writes failed through the switchover %v; want 0", hFailed, hErrs)
+	}
+	if hResumed.IsZero() || hResumed.Sub(promoted) > resumeBound() {
+		t.Errorf("holdfast: writes resumed %v after the new primary took writes; want within %v", hResumed.Sub(promoted), resumeBound())
+	}
+	if !hResumed.IsZero() && !hResumed.Before(dns) {
+		t.Errorf("holdfast: writes resumed only after the global endpoint's DNS moved")
+	}
+	if n := h.countOn(res.OldWriter, blocked); n != 0 {
+		t.Errorf("holdfast: %d writes started after the old primary turned read-only were acknowledged by it; want 0", n)
+	}
+	if cFailed == 0 {
+		t.Errorf("control: no write failed; the switchover did not bite plain pgxpool (the test proves nothing)")
+	}
+	if st.Writer != res.NewWriter || st.WriterRegion != res.NewRegion {
+		t.Errorf("monitor: writer %s in %s; want %s in %s", st.Writer, st.WriterRegion, res.NewWriter, res.NewRegion)
+	}
+	if e, ok := findEvent(st, "region switchover"); !ok || e.FromRegion != res.OldRegion || e.Region != res.NewRegion {
+		t.Errorf("monitor: region switchover event %+v (found %v); want from %s to %s", e, ok, res.OldRegion, res.NewRegion)
+	}
+	if _, ok := findEvent(st, "region failover"); ok {
+		t.Errorf("monitor: a switchover reported as a failover with data loss")
+	}
+	ids, err := g.CommittedIDs(ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range h.ackedIDs() {
+		if _, ok := slices.BinarySearch(ids, id); !ok {
+			t.Errorf("holdfast: acknowledged write %d missing on the new primary", id)
+			break
+		}
+	}
+}
+
+// TestGlobalFailover plays a failover with data loss
+// (FailoverGlobalCluster --allow-data-loss): the primary Region crashes
+// with 600 ms of writes not replicated. holdfast resumes writes on the
+// promoted Region within 250 ms of the promotion, before the global
+// name's DNS moves, and its monitor's "region failover" event names the
+// Region that lost its unreplicated writes and the last rpo_lag_in_msec
+// it read; the control fails writes until its DNS moves.
+func TestGlobalFailover(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	g, f, hf, control := globalPools(ctx, t, failovertest.GlobalConfig{Lag: 600 * time.Millisecond, TTL: 500 * time.Millisecond})
+	h, c, stop := startGlobalLoads(ctx, t, f, hf, control)
+	m := f.Failover(hf)
+	// Let the monitor's heartbeat read the secondary's lag at least once
+	// with the lag in place.
+	if !waitFor(ctx, func() bool { return h.acked() >= 100 }) {
+		t.Fatal("no writes")
+	}
+
+	start := time.Now()
+	res, err := g.Failover(ctx, failovertest.GlobalScenario{Detect: 200 * time.Millisecond, DNSLag: 1500 * time.Millisecond, Audit: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	down, _ := res.At(failovertest.EventRegionDown)
+	promoted, _ := res.At(failovertest.EventPromoted)
+	dns, _ := res.At(failovertest.EventDNS)
+	if !waitFor(ctx, func() bool { return h.countOn(res.NewWriter, dns.Add(time.Second)) > 0 }) {
+		t.Fatal("no holdfast write after the DNS moved")
+	}
+	stop()
+	st := m.Status()
+	logGlobal(t, start, res, st)
+
+	hAcked, hFailed, hErrs, hResumed, _ := h.summary(promoted, res.NewWriter, time.Time{})
+	cAcked, cFailed, cErrs, cResumed, _ := c.summary(promoted, res.NewWriter, time.Time{})
+	t.Logf("holdfast: %d acknowledged, %d failed %v; resumed %v after the promotion", hAcked, hFailed, hErrs, hResumed.Sub(promoted))
+	t.Logf("control:  %d acknowledged, %d failed %v; resumed %v after the promotion", cAcked, cFailed, cErrs, cResumed.Sub(promoted))
+	t.Logf("simulator: rpo lag %v, %d commits lost", res.RPOLag, len(res.Lost))
+
+	if hResumed.IsZero() || hResumed.Sub(promoted) > resumeBound() {
+		t.Errorf("holdfast: writes resumed %v after the promotion; want within %v", hResumed.Sub(promoted), resumeBound())
+	}
+	if !hResumed.IsZero() && !hResumed.Before(dns) {
+		t.Errorf("holdfast: writes resumed only after the global endpoint's DNS moved")
+	}
+	if n := h.countOn(res.OldWriter, down); n != 0 {
+		t.Errorf("holdfast: %d writes started after the old primary went down were acknowledged by it", n)
+	}
+	if !cResumed.IsZero() && cResumed.Sub(promoted) < hResumed.Sub(promoted) {
+		t.Logf("control resumed before holdfast (its DNS cache expired early)")
+	}
+	if cFailed == 0 {
+		t.Errorf("control: no write failed; the failover did not bite plain pgxpool")
+	}
+	e, ok := findEvent(st, "region failover")
+	if !ok || e.FromRegion != res.OldRegion || e.Region != res.NewRegion || e.Server != res.NewWriter {
+		t.Fatalf("monitor: region failover event %+v (found %v); want from %s to %s (%s)", e, ok, res.OldRegion, res.NewRegion, res.NewWriter)
+	}
+	// The monitor's last heartbeat read it at most HeartbeatInterval
+	// before the crash, and the simulator measures every 200 ms: the two
+	// agree within a few hundred ms.
+	if e.RPOLag <= 0 || (res.RPOLag-e.RPOLag).Abs() > 500*time.Millisecond {
+		t.Errorf("monitor: region failover's RPO lag %v; the simulator's last %v", e.RPOLag, res.RPOLag)
+	}
+}
