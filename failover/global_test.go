@@ -226,6 +226,15 @@ func logGlobal(t *testing.T, start time.Time, res failovertest.GlobalResult, st 
 	}
 }
 
+// roles returns the primary Region and the secondary now.
+func roles(g *failovertest.Global) (primary, secondary failovertest.GlobalRegion) {
+	r := g.Regions()
+	if r[0].Name != g.WriterRegion() {
+		r[0], r[1] = r[1], r[0]
+	}
+	return r[0], r[1]
+}
+
 func findEvent(st failover.Status, name string) (failover.Event, bool) {
 	i := slices.IndexFunc(st.Events, func(e failover.Event) bool { return e.Name == name })
 	if i < 0 {
@@ -321,10 +330,20 @@ func TestGlobalFailover(t *testing.T) {
 	g, f, hf, control := globalPools(ctx, t, failovertest.GlobalConfig{Lag: 600 * time.Millisecond, TTL: 500 * time.Millisecond})
 	h, c, stop := startGlobalLoads(ctx, t, f, hf, control)
 	m := f.Failover(hf)
-	// Let the monitor's heartbeat read the secondary's lag at least once
-	// with the lag in place.
-	if !waitFor(ctx, func() bool { return h.acked() >= 100 }) {
-		t.Fatal("no writes")
+	// The secondary Region streams the writes, Lag late, and the
+	// monitor's heartbeat reads its lag meanwhile (every 200 ms): wait
+	// until it holds 200 of them.
+	_, secondary := roles(g)
+	head, err := pgx.Connect(ctx, g.DSN(g.Addr(secondary.Servers[0])))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer head.Close(context.Background())
+	if !waitFor(ctx, func() bool {
+		var n int
+		return head.QueryRow(ctx, "SELECT count(*) FROM orders").Scan(&n) == nil && n >= 200
+	}) {
+		t.Fatal("the secondary Region never received 200 writes")
 	}
 
 	start := time.Now()
