@@ -168,6 +168,9 @@ func runTx(ctx context.Context, db interface {
 		closed := false
 		if c := tx.Conn(); c != nil {
 			closed = c.PgConn().IsClosed()
+			if ie := conn.InactiveWrite(c, err); ie != nil {
+				err = ie // a write through a global cluster's inactive endpoint: typed, not re-run
+			}
 		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackBound)
 		_ = tx.Rollback(rctx)
@@ -300,6 +303,10 @@ func txRules(f *Factory) []classify.Rule {
 			case "40P01":
 				return transient(classify.ReasonDeadlock)
 			case "25006":
+				var ie *failover.InactiveEndpointError
+				if errors.As(err, &ie) {
+					return f.Classify(err), true // a global cluster's inactive endpoint: Fatal, with its reason
+				}
 				if s := stepOf(err); s != nil && s.closed {
 					// holdfast's failover layer closed the connection: it
 					// reached a standby or a read-only server by the

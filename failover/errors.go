@@ -89,6 +89,35 @@ func (e *CutError) Error() string {
 // Unwrap returns Err.
 func (e *CutError) Unwrap() error { return e.Err }
 
+// InactiveEndpointError says that a write went through a secondary
+// Region's cluster (writer) endpoint of an Aurora Global Database, which
+// Aurora keeps inactive while the writer is in another Region: the
+// endpoint leads to a read-only instance of its Region, which refused the
+// write (Err, a *pgconn.PgError 25006). Nothing was written. It is not
+// retryable (Rule: Fatal): the endpoint leads to the same read-only
+// instance until the writer comes back to its Region. Write through the
+// global writer endpoint, or give the pool failover.FollowWriter
+// (InstancePools or holdfast.PoolInstanceMode) to follow the writer
+// across Regions. holdfast's transaction runner (Factory.RunTx,
+// sqldb.RunTx) returns it; a statement run on the pool directly returns
+// the server's 25006 as pgx does, once (the connection is kept, the
+// monitor not woken: a read-only instance there is no failover).
+type InactiveEndpointError struct {
+	Host         string // the pool's endpoint
+	Region       string // its Region
+	WriterRegion string // the writer's Region now
+	Writer       string // the writer's server id now
+	Err          error
+}
+
+func (e *InactiveEndpointError) Error() string {
+	return fmt.Sprintf("failover: write through %s refused: it is the cluster endpoint of %s, a secondary Region of the global cluster, inactive while the writer (%s) is in %s; write through the global writer endpoint: %v",
+		e.Host, e.Region, e.Writer, e.WriterRegion, e.Err)
+}
+
+// Unwrap returns Err.
+func (e *InactiveEndpointError) Unwrap() error { return e.Err }
+
 // Rule classifies this package's errors for package classify; holdfast's
 // factory installs it with WithFailover. Its verdicts (the reasons are
 // what metrics, logs and retry errors show):
@@ -98,6 +127,7 @@ func (e *CutError) Unwrap() error { return e.Err }
 //	*HoldError       Transient  failover-held
 //	*NotWriterError  Transient  failover-not-writer
 //	*CutError        Transient  failover-cut
+//	*InactiveEndpointError  Fatal  failover-inactive-endpoint
 //
 // A hold the caller's own context canceled is left to the other rules
 // (classify: Fatal "canceled"), and so is a *NoReaderError (its Err:
@@ -108,4 +138,5 @@ var rule = typerule.Rule(
 	typerule.Wait[*HoldError]("failover-held"),
 	typerule.Of[*NotWriterError](classify.Transient, "failover-not-writer"),
 	typerule.Of[*CutError](classify.Transient, "failover-cut"),
+	typerule.Of[*InactiveEndpointError](classify.Fatal, "failover-inactive-endpoint"),
 )

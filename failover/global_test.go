@@ -393,3 +393,104 @@ func TestGlobalFailover(t *testing.T) {
 		t.Errorf("monitor: region failover's RPO lag %v; the simulator's last %v", e.RPOLag, res.RPOLag)
 	}
 }
+
+// TestGlobalInactiveEndpoint: a pool on the secondary Region's cluster
+// (writer) endpoint, which Aurora keeps inactive (it leads to a read-only
+// instance), is a reader pool of that Region by default: its connections
+// are not refused, reads run there, and a write gets a typed
+// *failover.InactiveEndpointError from the transaction runner at once (one
+// run, no reconnect, no probe of the cluster), or the server's 25006 once
+// from the pool itself, the connection kept. With FollowWriter the pool on
+// the same endpoint writes on the writer, in the other Region.
+func TestGlobalInactiveEndpoint(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	g := failovertest.StartGlobalTest(t, failovertest.GlobalConfig{Lag: 100 * time.Millisecond, TTL: 500 * time.Millisecond})
+	primary, secondary := roles(g)
+	f := newFactory(t, holdfast.WithFailover(failover.Config{Global: failover.GlobalConfig{
+		Regions: map[string]string{primary.Name: primary.ClusterEndpoint}}}))
+	if _, err := gconnTo(ctx, t, g, g.Writer()).Exec(ctx, "CREATE TABLE orders (id bigint PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := g.PoolConfig(secondary.ClusterEndpoint, "connect_timeout=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := f.NewPool(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	var server string
+	if err := pool.QueryRow(ctx, "SELECT aurora_db_instance_identifier()").Scan(&server); err != nil {
+		t.Fatalf("read through the inactive endpoint: %v", err)
+	}
+	if !slices.Contains(secondary.Servers, server) {
+		t.Errorf("read through %s's inactive endpoint ran on %s; want one of %v", secondary.Name, server, secondary.Servers)
+	}
+	m := f.Failover(pool)
+	if !waitFor(ctx, func() bool { return m.Status().WriterRegion == primary.Name }) {
+		t.Fatalf("monitor: %+v; want the writer in %s", m.Status(), primary.Name)
+	}
+	events := len(m.Status().Events)
+	newConns := pool.Stat().NewConnsCount()
+
+	start := time.Now()
+	err = f.RunTx(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, "INSERT INTO orders VALUES (1)")
+		return err
+	})
+	took := time.Since(start)
+	var ie *failover.InactiveEndpointError
+	if !errors.As(err, &ie) || ie.Region != secondary.Name || ie.WriterRegion != primary.Name || ie.Writer != g.Writer() {
+		t.Fatalf("RunTx through the inactive endpoint: %v (%T); want a *failover.InactiveEndpointError naming %s and the writer in %s", err, err, secondary.Name, primary.Name)
+	}
+	if v := f.Classify(err); v.Retryable() {
+		t.Errorf("Classify(%v) = %+v; want not retryable", err, v)
+	}
+	for range 5 {
+		if _, err := pool.Exec(ctx, "INSERT INTO orders VALUES (2)"); !readOnlyErr(err) {
+			t.Fatalf("a write through the inactive endpoint: %v; want 25006", err)
+		}
+	}
+	t.Logf("RunTx failed in %v: %v", took, err)
+	if n := pool.Stat().NewConnsCount() - newConns; n != 0 {
+		t.Errorf("%d new connections after writes through the inactive endpoint; want 0 (no reconnect loop)", n)
+	}
+	for _, e := range m.Status().Events[events:] {
+		t.Errorf("monitor event after the writes: %+v; want none (a read-only instance there is no failover)", e)
+	}
+
+	fcfg, err := g.PoolConfig(secondary.ClusterEndpoint, "connect_timeout=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	follow, err := f.NewPool(ctx, fcfg, holdfast.PoolInstanceMode(failover.FollowWriter))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(follow.Close)
+	if err := follow.QueryRow(ctx, "INSERT INTO orders VALUES (3) RETURNING aurora_db_instance_identifier()").Scan(&server); err != nil {
+		t.Fatalf("a write through the endpoint with FollowWriter: %v", err)
+	}
+	if server != g.Writer() {
+		t.Errorf("FollowWriter: the write ran on %s; want the writer %s", server, g.Writer())
+	}
+}
+
+// gconnTo connects to server id of g by address, closed when the test
+// ends.
+func gconnTo(ctx context.Context, t *testing.T, g *failovertest.Global, id string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, g.DSN(g.Addr(id), "connect_timeout=5"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+func readOnlyErr(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "25006"
+}

@@ -2,6 +2,7 @@ package failovermon
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -294,6 +295,22 @@ func (fo *Layer) inactive(s *Snapshot) bool {
 // cluster endpoint now, and it does not follow the writer across Regions:
 // a reader pool of its Region, where writes fail.
 func (fo *Layer) Inactive() bool { return !fo.across && fo.inactive(fo.m.Snapshot()) }
+
+// InactiveWrite returns err, a write's failure on one of the pool's
+// connections, as a *failover.InactiveEndpointError when it is a 25006
+// and the pool is on a secondary Region's inactive cluster endpoint
+// (Inactive); nil otherwise. On the failure path only.
+func (fo *Layer) InactiveWrite(err error) error {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "25006" {
+		return nil
+	}
+	s := fo.m.Snapshot()
+	if fo.across || !fo.inactive(s) {
+		return nil
+	}
+	return &failover.InactiveEndpointError{Host: fo.host, Region: fo.region, WriterRegion: s.WriterRegion, Writer: s.Writer, Err: err}
+}
 
 // failed wakes the monitor: a refused connect or a broken connection may
 // be a failover.
