@@ -225,3 +225,51 @@ func TestEndpoint(t *testing.T) {
 		}
 	}
 }
+
+// TestGlobalRegions: Config.Global.Regions takes a Region's RDS endpoint
+// or an instance template; a key that is no Region's name, a global or
+// proxy endpoint, or a name of your own without "?" is a config error.
+func TestGlobalRegions(t *testing.T) {
+	ok := failover.Config{Global: failover.GlobalConfig{Regions: map[string]string{
+		"us-west-2": "orders.cluster-def456.us-west-2.rds.amazonaws.com",
+		"eu-west-1": "?.db.eu-west-1.example.internal",
+	}}}
+	if err := failovermon.Validate(ok); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	got, err := failovermon.RegionTemplates(ok, "orders.cluster-abc123.us-east-1.rds.amazonaws.com", "?.abc123.us-east-1.rds.amazonaws.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"us-east-1": "?.abc123.us-east-1.rds.amazonaws.com",
+		"us-west-2": "?.def456.us-west-2.rds.amazonaws.com",
+		"eu-west-1": "?.db.eu-west-1.example.internal",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("RegionTemplates = %v; want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("RegionTemplates[%s] = %q; want %q", k, got[k], v)
+		}
+	}
+	for _, bad := range []map[string]string{
+		{"uswest2": "orders.cluster-def456.us-west-2.rds.amazonaws.com"},
+		{"us-west-2": "orders.global-abc.global.rds.amazonaws.com"},
+		{"us-west-2": "db.us-west-2.example.internal"},
+		{"us-west-2": "??.x"},
+	} {
+		err := failovermon.Validate(failover.Config{Global: failover.GlobalConfig{Regions: bad}})
+		var ce *cfgerr.Error
+		if !errors.As(err, &ce) || ce.Field != "Config.Global.Regions" {
+			t.Errorf("Validate(%v) = %v; want a config error naming Config.Global.Regions", bad, err)
+		}
+	}
+	if routed, _ := failovermon.RoutedKind("orders.global-abc.global.rds.amazonaws.com", failover.Config{}); routed {
+		t.Error("a global writer endpoint routed without Global.Regions")
+	}
+	if routed, why := failovermon.RoutedKind("orders.global-abc.global.rds.amazonaws.com", ok); !routed {
+		t.Errorf("a global writer endpoint with Global.Regions not routed: %s", why)
+	}
+}

@@ -110,7 +110,7 @@ func RoutedKind(ep string, c failover.Config) (bool, string) {
 		return false, "failover: an RDS Proxy endpoint follows the cluster's writer itself; failover routing is off for this pool (holdfast's retries still apply)"
 	case topology.KindGlobal:
 		if len(c.Global.Regions) == 0 {
-			return false, "failover: an Aurora global writer endpoint names no Region's instance endpoints; failover routing is off for this pool (holdfast's retries still apply): set failover.Config.Global.Regions to each Region's cluster endpoint to route it across Regions"
+			return false, "failover: an Aurora global database writer endpoint names no Region's instance endpoints; failover routing is off for this pool (holdfast's retries still apply): set failover.Config.Global.Regions to each Region's cluster endpoint to route it across Regions"
 		}
 	}
 	return true, ""
