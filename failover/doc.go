@@ -37,9 +37,9 @@
 //	                                                                       endpoint's, to the writer by address
 //	name.cluster-custom-ID... (custom)         one of its own, by host     cut only (its name names no cluster)
 //	name.proxy-ID... (RDS Proxy)               none                        none: the proxy follows the writer
-//	name.global-ID.global.rds.amazonaws.com    none                        none: a DNS name of the primary
-//	(Aurora global database)                                               cluster's writer; use the primary
-//	                                                                       region's cluster endpoint to route
+//	name.global-ID.global.rds.amazonaws.com    one of its own, by host,    with GlobalConfig.Regions: as the
+//	(Aurora global database writer endpoint)   reading every Region        cluster endpoint's, across Regions;
+//	                                                                       without: none; see [GlobalConfig]
 //
 // Two clusters in one account and region each have their own monitor, and
 // no connection of one pool reaches the other. A pool with no routing logs
