@@ -304,7 +304,8 @@ func txRules(f *Factory) []classify.Rule {
 				return transient(classify.ReasonDeadlock)
 			case "25006":
 				var ie *failover.InactiveEndpointError
-				if errors.As(err, &ie) {
+				var oh *failover.WriterOutOfHomeError
+				if errors.As(err, &ie) || errors.As(err, &oh) {
 					return f.Classify(err), true // a global cluster's inactive endpoint: Fatal, with its reason
 				}
 				if s := stepOf(err); s != nil && s.closed {

@@ -238,4 +238,75 @@ type GlobalConfig struct {
 	// ("?.db.us-west-2.example.internal"). The Region of the pool's own
 	// RDS endpoint needs no entry.
 	Regions map[string]string
+
+	// HomeRegion is the Region the service runs in ("us-east-1"); with it,
+	// OutOfHome says what a pool meant for writes (on the global writer
+	// endpoint, or on a cluster endpoint that is not inactive) does while
+	// the writer is in another Region. "": no home, the writer is followed
+	// wherever it is.
+	HomeRegion string
+	// OutOfHome is what such a pool does while the writer is outside
+	// HomeRegion: OutOfHomeFollow (the default), OutOfHomeReadOnly or
+	// OutOfHomeHold.
+	OutOfHome OutOfHomeMode
+
+	// AccessibleRegions, when not empty, are the only Regions the service
+	// can reach (its network has no route to the others): instances of
+	// any other Region are left out of the topology — never probed,
+	// dialed or routed to — and a writer in one is said loudly (one WARN
+	// at each move there) while pools meant for writes are held
+	// (HoldTimeout) as while no writer is known. HomeRegion, when set,
+	// must be one of them.
+	AccessibleRegions []string
 }
+
+// OutOfHomeMode is what a pool meant for writes does while an Aurora
+// Global Database's writer is outside GlobalConfig.HomeRegion.
+//
+// The AWS JDBC wrapper's gdbFailover modes (failoverHomeRegion,
+// activeHomeFailoverMode for a writer in the home Region,
+// inactiveHomeFailoverMode for one outside it) map onto holdfast's as
+// follows; holdfast's pools keep their kind (a pool on a writer endpoint
+// stays meant for writes, a reader pool reads), where the wrapper turns a
+// connection into another kind:
+//
+//	wrapper mode                 holdfast
+//	---------------------------  --------------------------------------------------------------
+//	strict-writer                OutOfHomeFollow (the default): the writer, wherever it is
+//	home-reader-or-writer        a reader pool on the home Region's reader endpoint (ReaderConfig,
+//	                             Hold false: the writer when no home reader is up)
+//	strict-home-reader           OutOfHomeReadOnly for pools meant for writes; a reader pool on the
+//	                             home Region's reader endpoint with ReaderConfig.Hold for readers
+//	strict-out-of-home-reader    a reader pool on that Region's reader endpoint (GlobalConfig.Regions
+//	                             names it)
+//	strict-any-reader            OutOfHomeReadOnly (home readers); reader pools per Region
+//	out-of-home-reader-or-writer a reader pool on the other Region's reader endpoint, Hold false
+//	any-reader-or-writer         a reader pool with Hold false (its Region's readers, else the writer)
+//
+// The wrapper's documented pattern for turning a Region's deployment
+// read-only when the writer leaves (inactiveHomeFailoverMode
+// strict-any-reader) is OutOfHomeReadOnly, with a typed error instead of
+// failovers and 25006 retries.
+type OutOfHomeMode int
+
+// The out-of-home modes.
+const (
+	// OutOfHomeFollow follows the writer into any Region (the default).
+	OutOfHomeFollow OutOfHomeMode = iota
+	// OutOfHomeReadOnly turns the pool read-only while the writer is
+	// outside the home Region: its new connections go to the home
+	// Region's readers by address (the freshest by
+	// visibility_lag_in_msec, within Readers.MaxLag; TLS still verifies
+	// the configured name), reads continue there, no connection reaches
+	// the writer, and a write gets the server's 25006 once — the
+	// transaction runner returns a *WriterOutOfHomeError
+	// (errors.Is(err, ErrWriterOutOfHome), Fatal) — and Status.OutOfHome
+	// says so. When the writer comes home, the pool's connections to
+	// the home readers are cut and new ones go to the writer.
+	OutOfHomeReadOnly
+	// OutOfHomeHold holds the pool's new connections while the writer is
+	// outside the home Region, up to HoldTimeout (then a *HoldError), as
+	// while no writer is known: for a writer that is expected back
+	// soon.
+	OutOfHomeHold
+)

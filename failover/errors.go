@@ -1,6 +1,7 @@
 package failover
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -118,6 +119,39 @@ func (e *InactiveEndpointError) Error() string {
 // Unwrap returns Err.
 func (e *InactiveEndpointError) Unwrap() error { return e.Err }
 
+// ErrWriterOutOfHome is matched by every *WriterOutOfHomeError.
+var ErrWriterOutOfHome = errors.New("failover: the global cluster's writer is outside the home Region")
+
+// WriterOutOfHomeError says that a write went through a pool meant for
+// writes while the Aurora Global Database's writer is outside
+// GlobalConfig.HomeRegion, with OutOfHomeReadOnly: the pool reads on the
+// home Region's readers, and the one reached refused the write (Err, a
+// *pgconn.PgError 25006), or no home reader is up (Err nil). Nothing was
+// written, and no connection reached the writer. It is not retryable
+// (Rule: Fatal) until the writer comes back home.
+type WriterOutOfHomeError struct {
+	Host         string // the pool's endpoint
+	HomeRegion   string
+	WriterRegion string
+	Writer       string // the writer's server id
+	Err          error
+}
+
+func (e *WriterOutOfHomeError) Error() string {
+	msg := fmt.Sprintf("failover: write through %s refused: the writer (%s) is in %s, outside the home Region %s, and the pool is read-only meanwhile (OutOfHomeReadOnly)",
+		e.Host, e.Writer, e.WriterRegion, e.HomeRegion)
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// Unwrap returns Err.
+func (e *WriterOutOfHomeError) Unwrap() error { return e.Err }
+
+// Is matches ErrWriterOutOfHome.
+func (e *WriterOutOfHomeError) Is(target error) bool { return target == ErrWriterOutOfHome }
+
 // Rule classifies this package's errors for package classify; holdfast's
 // factory installs it with WithFailover. Its verdicts (the reasons are
 // what metrics, logs and retry errors show):
@@ -128,6 +162,7 @@ func (e *InactiveEndpointError) Unwrap() error { return e.Err }
 //	*NotWriterError  Transient  failover-not-writer
 //	*CutError        Transient  failover-cut
 //	*InactiveEndpointError  Fatal  failover-inactive-endpoint
+//	*WriterOutOfHomeError   Fatal  failover-writer-out-of-home
 //
 // A hold the caller's own context canceled is left to the other rules
 // (classify: Fatal "canceled"), and so is a *NoReaderError (its Err:
@@ -139,4 +174,5 @@ var rule = typerule.Rule(
 	typerule.Of[*NotWriterError](classify.Transient, "failover-not-writer"),
 	typerule.Of[*CutError](classify.Transient, "failover-cut"),
 	typerule.Of[*InactiveEndpointError](classify.Fatal, "failover-inactive-endpoint"),
+	typerule.Of[*WriterOutOfHomeError](classify.Fatal, "failover-writer-out-of-home"),
 )

@@ -113,6 +113,20 @@ func (l *globalLoad) countOn(server string, from time.Time) int {
 	return n
 }
 
+// countAfter returns how many writes (or reads) succeeded that started
+// after from.
+func (l *globalLoad) countAfter(from time.Time) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, w := range l.writes {
+		if w.err == nil && w.start.After(from) {
+			n++
+		}
+	}
+	return n
+}
+
 func (l *globalLoad) ackedIDs() []int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -493,4 +507,112 @@ func gconnTo(ctx context.Context, t *testing.T, g *failovertest.Global, id strin
 func readOnlyErr(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == "25006"
+}
+
+// TestGlobalOutOfHome: with HomeRegion the primary Region and
+// OutOfHomeReadOnly, a switchover moves the writer out of home: the pool
+// on the global writer endpoint turns read-only — no write reaches the
+// writer outside home, the transaction runner returns ErrWriterOutOfHome,
+// reads continue on the home Region's readers — and Status says so.
+func TestGlobalOutOfHome(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	g := failovertest.StartGlobalTest(t, failovertest.GlobalConfig{Lag: 100 * time.Millisecond, TTL: 500 * time.Millisecond})
+	primary, secondary := roles(g)
+	f := newFactory(t, holdfast.WithFailover(failover.Config{Global: failover.GlobalConfig{
+		Regions:    map[string]string{primary.Name: primary.ClusterEndpoint, secondary.Name: secondary.ClusterEndpoint},
+		HomeRegion: primary.Name, OutOfHome: failover.OutOfHomeReadOnly}}))
+	cfg, err := g.PoolConfig(g.GlobalEndpoint, "connect_timeout=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := f.NewPool(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := pool.Exec(ctx, "CREATE TABLE orders (id bigint PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	writes, reads := &globalLoad{}, &globalLoad{}
+	wctx, wcancel := context.WithCancel(ctx)
+	ww := writes.run(wctx, 2, func(ctx context.Context, id int64) (string, error) {
+		var server string
+		err := f.RunTx(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+			return tx.QueryRow(ctx, insertReturning, id).Scan(&server)
+		})
+		return server, err
+	})
+	rw := reads.run(wctx, 1, func(ctx context.Context, _ int64) (string, error) {
+		var server string
+		err := pool.QueryRow(ctx, "SELECT aurora_db_instance_identifier()").Scan(&server)
+		return server, err
+	})
+	stop := func() { wcancel(); ww.Wait(); rw.Wait() }
+	defer stop()
+	m := f.Failover(pool)
+	if !waitFor(ctx, func() bool { return m.Status().Writer != "" && writes.acked() >= 20 }) {
+		t.Fatal("no writes")
+	}
+	res, err := g.Switchover(ctx, failovertest.GlobalScenario{DNSLag: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dns, _ := res.At(failovertest.EventDNS)
+	// Writes refused, reads served, for a while after the DNS moved.
+	if !waitFor(ctx, func() bool { return reads.countAfter(dns.Add(time.Second)) > 20 }) {
+		t.Fatal("no read after the switchover")
+	}
+	stop()
+	st := m.Status()
+	logGlobal(t, time.Now(), res, st)
+
+	if !st.OutOfHome || st.WriterRegion != secondary.Name {
+		t.Errorf("Status: out of home %v, writer region %q; want true, %s", st.OutOfHome, st.WriterRegion, secondary.Name)
+	}
+	if n := writes.countOn(res.NewWriter, time.Time{}); n != 0 {
+		t.Errorf("%d writes acknowledged by the writer outside home; want 0", n)
+	}
+	promoted, _ := res.At(failovertest.EventPromoted)
+	var outOfHome, other int
+	writes.mu.Lock()
+	for _, w := range writes.writes {
+		switch {
+		case w.err == nil:
+		case errors.Is(w.err, failover.ErrWriterOutOfHome):
+			outOfHome++
+		case w.start.After(promoted.Add(time.Second)):
+			other++
+			t.Logf("write %d: %v", w.id, w.err)
+		}
+	}
+	writes.mu.Unlock()
+	if outOfHome == 0 || other != 0 {
+		t.Errorf("writes after the switchover: %d with ErrWriterOutOfHome, %d with another error; want some, none", outOfHome, other)
+	}
+	reads.mu.Lock()
+	homeReads, away := 0, 0
+	for _, r := range reads.writes {
+		if r.err != nil || !r.start.After(dns) {
+			continue
+		}
+		if slices.Contains(primary.Servers, r.server) {
+			homeReads++
+		} else {
+			away++
+		}
+	}
+	reads.mu.Unlock()
+	t.Logf("after the DNS moved: %d reads on home readers, %d elsewhere; %d writes refused with ErrWriterOutOfHome", homeReads, away, outOfHome)
+	if homeReads == 0 || away != 0 {
+		t.Errorf("reads after the switchover: %d on home readers, %d elsewhere; want all at home", homeReads, away)
+	}
+	conn := gconnTo(ctx, t, g, res.NewWriter)
+	var rows int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM orders").Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if acked := len(writes.ackedIDs()); rows != acked {
+		t.Errorf("the writer outside home has %d rows, holdfast acknowledged %d: a write reached it", rows, acked)
+	}
 }

@@ -60,6 +60,11 @@ type Status struct {
 	// WriterRegion is the writer's AWS Region on an Aurora Global
 	// Database, "" on any other cluster.
 	WriterRegion string `json:"writer_region,omitempty"`
+	// OutOfHome: the writer is outside GlobalConfig.HomeRegion; with
+	// OutOfHomeReadOnly the pools meant for writes are read-only (on the
+	// home readers), with OutOfHomeHold they are held. Readiness warns
+	// meanwhile (reason "writer-out-of-home").
+	OutOfHome bool `json:"out_of_home,omitempty"`
 	// Routing is "normal", "redirect" (the writer endpoint's connections
 	// go to the writer's address while DNS lags), "held" (writer down,
 	// none known) or "held+redirect".

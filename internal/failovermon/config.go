@@ -3,6 +3,7 @@ package failovermon
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -73,6 +74,20 @@ func Validate(c failover.Config) error {
 		if _, _, why := topology.ParseTemplate(t); why != "" {
 			return configError("Config.InstanceTemplate", why)
 		}
+	}
+	if h := c.Global.HomeRegion; h != "" && !topology.IsRegion(h) {
+		return configError("Config.Global.HomeRegion", fmt.Sprintf("%q: want an AWS Region's name, e.g. \"us-east-1\"", h))
+	}
+	if m := c.Global.OutOfHome; m < failover.OutOfHomeFollow || m > failover.OutOfHomeHold {
+		return configError("Config.Global.OutOfHome", fmt.Sprintf("%d: want failover.OutOfHomeFollow, OutOfHomeReadOnly or OutOfHomeHold", int(m)))
+	}
+	for _, r := range c.Global.AccessibleRegions {
+		if !topology.IsRegion(r) {
+			return configError("Config.Global.AccessibleRegions", fmt.Sprintf("%q: want an AWS Region's name, e.g. \"us-east-1\"", r))
+		}
+	}
+	if h := c.Global.HomeRegion; h != "" && len(c.Global.AccessibleRegions) > 0 && !slices.Contains(c.Global.AccessibleRegions, h) {
+		return configError("Config.Global.AccessibleRegions", fmt.Sprintf("%v: want the home Region %q among them", c.Global.AccessibleRegions, h))
 	}
 	for region, v := range c.Global.Regions {
 		if !topology.IsRegion(strings.ToLower(strings.TrimSpace(region))) {

@@ -239,6 +239,9 @@ func (fo *Layer) hold(ctx context.Context, c compose.Conn, cc *pgx.ConnConfig, n
 		if err := fo.m.Hold(ctx, cc.Host); err != nil {
 			return err
 		}
+		if err := fo.holdHome(ctx, cc.Host); err != nil {
+			return err
+		}
 	}
 	return next(ctx, c, cc)
 }
@@ -271,7 +274,16 @@ func (fo *Layer) route(ctx context.Context, c compose.Conn, host, addr string, _
 	if err := fo.m.Hold(ctx, host); err != nil {
 		return "", err
 	}
+	if err := fo.holdHome(ctx, host); err != nil {
+		return "", err
+	}
 	s := fo.m.Snapshot()
+	if fo.outOfHome(s) == failover.OutOfHomeReadOnly {
+		if a := fo.homeReader(s); a != "" {
+			return a, nil
+		}
+		return "", &failover.WriterOutOfHomeError{Host: host, HomeRegion: fo.m.cfg.Global.HomeRegion, WriterRegion: s.WriterRegion, Writer: s.Writer}
+	}
 	if fo.inactive(s) {
 		if fo.across && s.WriterAddr != "" {
 			return s.WriterAddr, nil
@@ -291,6 +303,63 @@ func (fo *Layer) inactive(s *Snapshot) bool {
 	return fo.region != "" && s.Global && s.WriterRegion != "" && s.WriterRegion != fo.region
 }
 
+// outOfHome returns the out-of-home mode in force for the pool now: the
+// pool is meant for writes (on the global writer endpoint, or following
+// the writer across Regions), GlobalConfig.HomeRegion is set and the
+// writer is known outside it; OutOfHomeFollow otherwise. One snapshot's
+// fields and the immutable config: no lock, no allocation.
+func (fo *Layer) outOfHome(s *Snapshot) failover.OutOfHomeMode {
+	g := &fo.m.cfg.Global
+	if !fo.writer || (fo.region != "" && !fo.across) || g.HomeRegion == "" || !s.Global ||
+		s.WriterRegion == "" || s.WriterRegion == g.HomeRegion {
+		return failover.OutOfHomeFollow
+	}
+	return g.OutOfHome
+}
+
+// holdHome waits while the pool's out-of-home mode is OutOfHomeHold, at
+// most HoldTimeout and ctx: then a *failover.HoldError.
+func (fo *Layer) holdHome(ctx context.Context, host string) error {
+	s := fo.m.Snapshot()
+	if fo.outOfHome(s) != failover.OutOfHomeHold {
+		return nil
+	}
+	start := time.Now()
+	t := time.NewTimer(fo.m.cfg.HoldTimeout)
+	defer t.Stop()
+	for fo.outOfHome(s) == failover.OutOfHomeHold {
+		select {
+		case <-s.Changed:
+			s = fo.m.Snapshot()
+		case <-ctx.Done():
+			return &failover.HoldError{Host: host, Waited: time.Since(start), Err: ctx.Err()}
+		case <-t.C:
+			return &failover.HoldError{Host: host, Waited: time.Since(start), Err: context.DeadlineExceeded}
+		}
+	}
+	return nil
+}
+
+// homeReader returns the home Region's reader with the least visibility
+// lag (within Readers.MaxLag, when set) that is not down, "" when none.
+func (fo *Layer) homeReader(s *Snapshot) string {
+	home, maxLag := fo.m.cfg.Global.HomeRegion, fo.m.cfg.Readers.MaxLag
+	best, bestLag := "", time.Duration(0)
+	for a := range s.Readers {
+		if s.Regions[a] != home || s.ReadersDown[a] || a == s.WriterAddr {
+			continue
+		}
+		lag := s.Lag[a]
+		if maxLag > 0 && lag > maxLag {
+			continue
+		}
+		if best == "" || lag < bestLag || (lag == bestLag && a < best) {
+			best, bestLag = a, lag
+		}
+	}
+	return best
+}
+
 // Inactive reports whether the pool is on a secondary Region's inactive
 // cluster endpoint now, and it does not follow the writer across Regions:
 // a reader pool of its Region, where writes fail.
@@ -306,6 +375,9 @@ func (fo *Layer) InactiveWrite(err error) error {
 		return nil
 	}
 	s := fo.m.Snapshot()
+	if fo.outOfHome(s) == failover.OutOfHomeReadOnly {
+		return &failover.WriterOutOfHomeError{Host: fo.host, HomeRegion: fo.m.cfg.Global.HomeRegion, WriterRegion: s.WriterRegion, Writer: s.Writer, Err: err}
+	}
 	if fo.across || !fo.inactive(s) {
 		return nil
 	}
@@ -327,6 +399,8 @@ func (fo *Layer) validate(_ context.Context, _ compose.Conn, host string, pc *pg
 	switch s := fo.m.Snapshot(); {
 	case fo.inactive(s) && !fo.across:
 		return nil // a reader pool of its Region while the writer is elsewhere
+	case fo.outOfHome(s) == failover.OutOfHomeReadOnly:
+		return nil // read-only on the home readers while the writer is away
 	case pc.ParameterStatus("in_hot_standby") == "on":
 		why = "in hot standby"
 	case s.Readers[addr] && s.WriterAddr != addr:
@@ -349,8 +423,8 @@ func (fo *Layer) pgError(pc *pgconn.PgConn, pe *pgconn.PgError) bool {
 	case "57P01", "57P02", "57P03":
 		fo.m.Trouble()
 	case "25006":
-		if fo.writer && !fo.across && fo.inactive(fo.m.Snapshot()) {
-			return true // a write through an inactive endpoint: no failover to look for, the connection reads on
+		if s := fo.m.Snapshot(); fo.writer && ((!fo.across && fo.inactive(s)) || fo.outOfHome(s) == failover.OutOfHomeReadOnly) {
+			return true // a write through an inactive endpoint, or a pool read-only out of home: no failover to look for, the connection reads on
 		}
 		if fo.writer {
 			fo.m.Trouble()
@@ -394,6 +468,7 @@ func (fo *Layer) onChange(c Change) {
 		if c.OldAddr != "" && c.OldAddr != c.NewAddr {
 			fo.cut(c.OldAddr, &failover.CutError{OldWriter: c.OldWriter, NewWriter: c.NewWriter, Addr: c.OldAddr})
 		}
+		fo.backHome(c)
 	case InstancesLeft:
 		for i, addr := range c.Gone {
 			fo.cut(addr, &failover.CutError{Left: c.GoneIDs[i], Addr: addr})
@@ -409,6 +484,23 @@ func (fo *Layer) onChange(c Change) {
 	case ReadersJoined, ReadersBack:
 		if fo.rd != nil {
 			fo.rebalance()
+		}
+	}
+}
+
+// backHome cuts, when the writer came back into the home Region, the
+// connections a pool read-only out of home (OutOfHomeReadOnly) holds on
+// the home readers: its new ones go to the writer.
+func (fo *Layer) backHome(c Change) {
+	g := &fo.m.cfg.Global
+	s := fo.m.Snapshot()
+	if g.OutOfHome != failover.OutOfHomeReadOnly || g.HomeRegion == "" || !fo.writer || (fo.region != "" && !fo.across) ||
+		s.WriterRegion != g.HomeRegion || s.Regions[c.OldAddr] == g.HomeRegion {
+		return
+	}
+	for a := range s.Readers {
+		if s.Regions[a] == g.HomeRegion {
+			fo.cut(a, &failover.CutError{OldWriter: c.OldWriter, NewWriter: c.NewWriter, Addr: a})
 		}
 	}
 }

@@ -97,6 +97,7 @@ type Monitor struct {
 	// switchover's first step: no data lost), not only stopped answering.
 	rpo         map[string]time.Duration
 	sawReadOnly bool
+	awayWriter  string // the last writer named outside AccessibleRegions, said once (noteAway)
 }
 
 type instance struct {
@@ -988,6 +989,9 @@ type readResult struct {
 	outside  []topology.Row // rows naming a host outside the scope: dropped
 	cut      *topology.TooManyRowsError
 	err      error
+	// awayWriter: the rows name a writer in a Region outside
+	// GlobalConfig.AccessibleRegions (awayRegion); its rows are dropped.
+	awayWriter, awayRegion string
 }
 
 // writerID returns the writer the rows name: the newest when several do.
@@ -1037,6 +1041,12 @@ func (m *Monitor) read(ctx context.Context, conn *pgx.Conn) readResult {
 		errors.As(e, &res.cut)
 	}
 	for _, r := range rows {
+		if !m.accessible(r.Region) {
+			if r.Writer {
+				res.awayWriter, res.awayRegion = r.ServerID, r.Region
+			}
+			continue // a Region the service cannot reach (GlobalConfig.AccessibleRegions)
+		}
 		if host, _ := m.hostOf(r); !m.scope.Contains(host) {
 			res.outside = append(res.outside, r)
 			continue
@@ -1044,6 +1054,29 @@ func (m *Monitor) read(ctx context.Context, conn *pgx.Conn) readResult {
 		res.rows = append(res.rows, r)
 	}
 	return res
+}
+
+// accessible reports whether region ("" outside a global cluster) may be
+// reached: GlobalConfig.AccessibleRegions is empty or lists it.
+func (m *Monitor) accessible(region string) bool {
+	a := m.cfg.Global.AccessibleRegions
+	return region == "" || len(a) == 0 || slices.Contains(a, region)
+}
+
+// noteAway says loudly, once per writer, that the topology names a writer
+// in a Region outside GlobalConfig.AccessibleRegions: pools meant for
+// writes are held meanwhile (no writer they can reach).
+func (m *Monitor) noteAway(res readResult) {
+	if res.awayWriter == "" || res.awayWriter == m.awayWriter {
+		return
+	}
+	m.awayWriter = res.awayWriter
+	m.cfg.Logger.Warn("failover: the global cluster's writer is in a Region outside failover.Config.Global.AccessibleRegions; pools meant for writes are held (HoldTimeout), then fail, until it moves back",
+		slog.String("writer", res.awayWriter), slog.String("region", res.awayRegion),
+		slog.Any("accessible_regions", m.cfg.Global.AccessibleRegions))
+	m.setStatus(func(s *failover.Status) {
+		s.Error = "the writer " + res.awayWriter + " is in " + res.awayRegion + ", outside AccessibleRegions"
+	})
 }
 
 // hostOf returns the instance endpoint and port of a topology row: the
@@ -1072,6 +1105,7 @@ func (m *Monitor) hostOf(r topology.Row) (string, uint16) {
 // the scope (at most topology.MaxRows of them; the rest unnamed) and a
 // read cut at topology.MaxRows rows. On the monitor's goroutine.
 func (m *Monitor) noteRead(res readResult) {
+	m.noteAway(res)
 	if res.cut != nil && !m.warned["cut"] {
 		if m.warned == nil {
 			m.warned = map[string]bool{}
@@ -1349,7 +1383,9 @@ func (m *Monitor) adopt(id string) {
 	if old == "" {
 		m.publish(func(s *Snapshot) { s.Writer, s.WriterAddr, s.Global, s.WriterRegion = id, in.addr, global, in.region })
 		m.publishReaders()
-		m.setStatus(func(s *failover.Status) { s.Writer, s.WriterAddr, s.WriterRegion = id, in.addr, in.region })
+		m.setStatus(func(s *failover.Status) {
+			s.Writer, s.WriterAddr, s.WriterRegion, s.OutOfHome = id, in.addr, in.region, m.outOfHome(in.region)
+		})
 		return
 	}
 	m.event(EventNewWriter, id)
@@ -1361,13 +1397,16 @@ func (m *Monitor) adopt(id string) {
 	})
 	m.publishReaders()
 	m.setStatus(func(s *failover.Status) {
-		s.Writer, s.WriterAddr, s.WriterRegion = id, in.addr, in.region
+		s.Writer, s.WriterAddr, s.WriterRegion, s.OutOfHome = id, in.addr, in.region, m.outOfHome(in.region)
 		s.Failovers++
+		if s.Error != "" && m.awayWriter != "" {
+			s.Error = "" // the writer outside AccessibleRegions left
+		}
 	})
 	if global && oldRegion != "" && in.region != "" && oldRegion != in.region {
 		m.regionChanged(old, id, oldRegion, in.region)
 	}
-	m.sawReadOnly = false
+	m.sawReadOnly, m.awayWriter = false, ""
 	if m.conn != nil && m.connID != id {
 		m.closeConn(m.conn)
 		m.conn, m.connID = nil, ""
@@ -1377,12 +1416,28 @@ func (m *Monitor) adopt(id string) {
 	m.checkDNS(context.Background())
 }
 
+// outOfHome reports whether region, the writer's, is outside
+// GlobalConfig.HomeRegion (when set).
+func (m *Monitor) outOfHome(region string) bool {
+	h := m.cfg.Global.HomeRegion
+	return h != "" && region != "" && region != h
+}
+
 // regionChanged reports a global cluster's writer moving from Region from
 // to Region to: a switchover when the old writer was seen refusing writes
 // before it went (nothing lost), else a failover with data loss, whose
 // event and WARN line name the Region that lost its unreplicated writes
 // and the last rpo_lag_in_msec read for the promoted Region.
 func (m *Monitor) regionChanged(old, id, from, to string) {
+	if home := m.cfg.Global.HomeRegion; home != "" && (from == home || to == home) {
+		what := map[failover.OutOfHomeMode]string{failover.OutOfHomeFollow: "follow it", failover.OutOfHomeReadOnly: "are read-only on the home Region's readers",
+			failover.OutOfHomeHold: "are held"}[m.cfg.Global.OutOfHome]
+		if to == home {
+			what = "follow it again"
+		}
+		m.cfg.Logger.Warn("failover: the global cluster's writer moved "+map[bool]string{true: "back into", false: "out of"}[to == home]+" the home Region; pools meant for writes "+what,
+			slog.String("home_region", home), slog.String("region", to), slog.String("writer", id))
+	}
 	e := failover.Event{Name: EventRegionSwitchover, Server: id, Region: to, FromRegion: from}
 	if m.sawReadOnly {
 		m.emit(e)
