@@ -12,6 +12,7 @@ import (
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/failover"
 	"github.com/holdfast-db/holdfast/fakes/failovertest"
+	"github.com/holdfast-db/holdfast/readiness"
 	"github.com/holdfast-db/holdfast/retry"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -534,6 +535,14 @@ func TestGlobalOutOfHome(t *testing.T) {
 	if _, err := pool.Exec(ctx, "CREATE TABLE orders (id bigint PRIMARY KEY)"); err != nil {
 		t.Fatal(err)
 	}
+	rc, err := readiness.New(readiness.Config{Factory: f, CheckInterval: 50 * time.Millisecond}, readiness.Pool(pool))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if err := rc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
 	writes, reads := &globalLoad{}, &globalLoad{}
 	wctx, wcancel := context.WithCancel(ctx)
 	ww := writes.run(wctx, 2, func(ctx context.Context, id int64) (string, error) {
@@ -562,6 +571,9 @@ func TestGlobalOutOfHome(t *testing.T) {
 	// Writes refused, reads served, for a while after the DNS moved.
 	if !waitFor(ctx, func() bool { return reads.countAfter(dns.Add(time.Second)) > 20 }) {
 		t.Fatal("no read after the switchover")
+	}
+	if !waitFor(ctx, func() bool { r := rc.Status(); return r.Health == readiness.Warn && r.Reason == "writer-out-of-home" }) {
+		t.Errorf("readiness: %s %q; want warn writer-out-of-home", rc.Status().Health, rc.Status().Reason)
 	}
 	stop()
 	st := m.Status()
