@@ -3,7 +3,9 @@ package failover_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/failover"
+	"github.com/holdfast-db/holdfast/fakes"
 	"github.com/holdfast-db/holdfast/fakes/failovertest"
 	"github.com/holdfast-db/holdfast/readiness"
 	"github.com/holdfast-db/holdfast/retry"
@@ -626,5 +629,69 @@ func TestGlobalOutOfHome(t *testing.T) {
 	}
 	if acked := len(writes.ackedIDs()); rows != acked {
 		t.Errorf("the writer outside home has %d rows, holdfast acknowledged %d: a write reached it", rows, acked)
+	}
+}
+
+// TestGlobalAccessibleRegions: with AccessibleRegions the primary Region
+// only, the secondary's instances are never probed or routed to; a
+// switchover that moves the writer there is said loudly (one WARN naming
+// the Region, Status.Error), and the pool on the global writer endpoint is
+// held, then fails with a *failover.HoldError, rather than following it.
+func TestGlobalAccessibleRegions(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	g := failovertest.StartGlobalTest(t, failovertest.GlobalConfig{Lag: 100 * time.Millisecond, TTL: 500 * time.Millisecond})
+	primary, secondary := roles(g)
+	var logs fakes.LogBuffer
+	f := newFactory(t, holdfast.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))),
+		holdfast.WithFailover(failover.Config{HoldTimeout: time.Second, Global: failover.GlobalConfig{
+			Regions:           map[string]string{primary.Name: primary.ClusterEndpoint, secondary.Name: secondary.ClusterEndpoint},
+			AccessibleRegions: []string{primary.Name}}}))
+	cfg, err := g.PoolConfig(g.GlobalEndpoint, "connect_timeout=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := f.NewPool(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := pool.Exec(ctx, "CREATE TABLE orders (id bigint PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	m := f.Failover(pool)
+	if !waitFor(ctx, func() bool { return m.Status().Writer != "" }) {
+		t.Fatal("the monitor never read the topology")
+	}
+	for a, r := range engine(m).Snapshot().Regions {
+		if r != primary.Name {
+			t.Errorf("the monitor knows %s of %s, outside AccessibleRegions", a, r)
+		}
+	}
+	res, err := g.Switchover(ctx, failovertest.GlobalScenario{DNSLag: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(ctx, func() bool { return strings.Contains(m.Status().Error, "outside AccessibleRegions") }) {
+		t.Fatalf("Status: %+v; want an error naming the writer outside AccessibleRegions", m.Status())
+	}
+	pool.Reset()
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	_, err = pool.Exec(wctx, "INSERT INTO orders VALUES (1)")
+	var he *failover.HoldError
+	if !errors.As(err, &he) {
+		t.Errorf("a write while the writer is outside AccessibleRegions: %v; want a *failover.HoldError", err)
+	}
+	if n := strings.Count(logs.String(), "outside failover.Config.Global.AccessibleRegions"); n != 1 || !strings.Contains(logs.String(), secondary.Name) {
+		t.Errorf("%d WARN lines about the writer outside AccessibleRegions; want 1 naming %s:\n%s", n, secondary.Name, logs.String())
+	}
+	if st := m.Status(); st.Writer == res.NewWriter {
+		t.Errorf("the monitor adopted %s, outside AccessibleRegions", st.Writer)
+	}
+	for a, r := range engine(m).Snapshot().Regions {
+		if r != primary.Name {
+			t.Errorf("the monitor knows %s of %s, outside AccessibleRegions", a, r)
+		}
 	}
 }

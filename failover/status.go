@@ -103,9 +103,13 @@ type Status struct {
 // Aurora's pg_catalog.aurora_replica_status() and
 // aurora_db_instance_identifier(), or an RDS Multi-AZ DB cluster's
 // rds_tools.show_topology, rds_tools.dbi_resource_id() and
-// rds_tools.multi_az_db_cluster_source_dbi_resource_id(); a server is the
-// writer only when it also says so (pg_is_in_recovery(),
-// transaction_read_only). From the first sign of trouble — a failed ping,
+// rds_tools.multi_az_db_cluster_source_dbi_resource_id(); on an Aurora
+// Global Database, aurora_global_db_instance_status() and
+// aurora_global_db_status() (GlobalConfig), its heartbeat reading the
+// latter. A server is the writer only when it also says so
+// (pg_is_in_recovery(), transaction_read_only) — on a global cluster,
+// when it takes writes, which a promoted instance does before the global
+// status names it. From the first sign of trouble — a failed ping,
 // a pool's network error, 57P01/57P02/57P03, a 25006 by the writer
 // endpoint, a refused connect — it probes every instance in parallel every
 // FastInterval; a probe that does not answer is abandoned at once (no

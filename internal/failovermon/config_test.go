@@ -273,3 +273,27 @@ func TestGlobalRegions(t *testing.T) {
 		t.Errorf("a global writer endpoint with Global.Regions not routed: %s", why)
 	}
 }
+
+// TestHomeRegionConfig: HomeRegion and AccessibleRegions are Regions'
+// names, the home among the accessible ones, OutOfHome one of the modes.
+func TestHomeRegionConfig(t *testing.T) {
+	good := failover.GlobalConfig{HomeRegion: "us-east-1", OutOfHome: failover.OutOfHomeReadOnly, AccessibleRegions: []string{"us-east-1", "eu-west-1"}}
+	if err := failovermon.Validate(failover.Config{Global: good}); err != nil {
+		t.Fatalf("Validate(%+v): %v", good, err)
+	}
+	for field, g := range map[string]failover.GlobalConfig{
+		"Config.Global.HomeRegion":        {HomeRegion: "east"},
+		"Config.Global.OutOfHome":         {OutOfHome: 7},
+		"Config.Global.AccessibleRegions": {HomeRegion: "us-east-1", AccessibleRegions: []string{"eu-west-1"}},
+	} {
+		err := failovermon.Validate(failover.Config{Global: g})
+		var ce *cfgerr.Error
+		if !errors.As(err, &ce) || ce.Field != field {
+			t.Errorf("Validate(%+v) = %v; want a config error naming %s", g, err, field)
+		}
+	}
+	bad := failover.GlobalConfig{AccessibleRegions: []string{"nowhere"}}
+	if err := failovermon.Validate(failover.Config{Global: bad}); err == nil {
+		t.Errorf("Validate(%+v) = nil; want an error", bad)
+	}
+}
