@@ -450,6 +450,13 @@ func TestGlobalInactiveEndpoint(t *testing.T) {
 	if !waitFor(ctx, func() bool { return m.Status().WriterRegion == primary.Name }) {
 		t.Fatalf("monitor: %+v; want the writer in %s", m.Status(), primary.Name)
 	}
+	// The table reaches the secondary Region Lag after its creation.
+	if !waitFor(ctx, func() bool {
+		var ok bool
+		return pool.QueryRow(ctx, "SELECT to_regclass('orders') IS NOT NULL").Scan(&ok) == nil && ok
+	}) {
+		t.Fatal("table orders never reached the secondary Region")
+	}
 	events := len(m.Status().Events)
 	newConns := pool.Stat().NewConnsCount()
 
