@@ -210,11 +210,14 @@ const (
 // global name carries no Region, and holdfast does not sign again for
 // the Region the writer moved to: set the Region your IAM policy and
 // the global endpoint's documentation ask for.
-// Through a managed switchover (SwitchoverGlobalCluster) the monitor sees
-// the writer refuse writes, holds new connections (HoldTimeout) while no
-// instance takes writes, routes to the promoted writer as soon as it
-// takes writes — before the global name's DNS moves, and before the
-// topology names it — and cuts every connection to the old writer.
+// Through a managed switchover (SwitchoverGlobalCluster) the monitor's
+// heartbeat (aurora_global_db_status() on the writer, every
+// HeartbeatInterval) sees the writer refuse writes and holds new
+// connections at once (HoldTimeout) while no instance takes writes,
+// probing every instance every FastInterval/4 meanwhile; it routes to
+// the promoted writer as soon as it takes writes — before the global
+// name's DNS moves, and before the topology names it — and cuts every
+// connection to the old writer.
 // Through a failover with data loss (FailoverGlobalCluster
 // --allow-data-loss) it does the same, and its "region failover" event
 // (Event.FromRegion, Event.RPOLag) names the Region that lost what it had

@@ -80,9 +80,8 @@ func (l *globalLoad) run(ctx context.Context, workers int, do func(ctx context.C
 }
 
 // summary returns the writes acknowledged and failed, the failures by
-// error, the first write acknowledged by server after at, and the writes
-// acknowledged by server that started after from.
-func (l *globalLoad) summary(at time.Time, server string, from time.Time) (acked, failed int, errs map[string]int, resumed time.Time, late int) {
+// error, and the first write acknowledged by server after at.
+func (l *globalLoad) summary(at time.Time, server string) (acked, failed int, errs map[string]int, resumed time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	errs = map[string]int{}
@@ -96,11 +95,8 @@ func (l *globalLoad) summary(at time.Time, server string, from time.Time) (acked
 		if w.server == server && w.end.After(at) && (resumed.IsZero() || w.end.Before(resumed)) {
 			resumed = w.end
 		}
-		if !from.IsZero() && w.start.After(from) && w.server == server {
-			late++
-		}
 	}
-	return acked, failed, errs, resumed, late
+	return acked, failed, errs, resumed
 }
 
 // countOn returns how many acknowledged writes started after from on
@@ -234,6 +230,55 @@ func startGlobalLoads(ctx context.Context, t *testing.T, f *holdfast.Factory, hf
 	return h, c, stop
 }
 
+// watchWritable polls server id of g, on a connection of its own, every
+// 5 ms until it leaves recovery (a measure, not a synchronisation: when the
+// new primary accepts writes, more precisely than the simulator's
+// EventPromoted, which follows pg_ctl promote's own wait and a poll). The
+// function returned stops the watch and returns that time (zero if never).
+func watchWritable(ctx context.Context, t *testing.T, g *failovertest.Global, id string) func() time.Time {
+	t.Helper()
+	conn := gconnTo(ctx, t, g, id)
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	var at time.Time
+	go func() {
+		defer close(done)
+		for wctx.Err() == nil {
+			var primary bool
+			if conn.QueryRow(wctx, "SELECT NOT pg_is_in_recovery()").Scan(&primary) == nil && primary {
+				at = time.Now()
+				return
+			}
+			select {
+			case <-wctx.Done():
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	return func() time.Time { cancel(); <-done; return at }
+}
+
+// since formats t - from, "never" for a zero t.
+func since(t, from time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	return t.Sub(from).String()
+}
+
+// primaryAt returns when the new primary accepted writes: writable (the
+// watch's), else the simulator's EventPromoted; it logs both.
+func primaryAt(t *testing.T, res failovertest.GlobalResult, writable time.Time) time.Time {
+	t.Helper()
+	promoted, _ := res.At(failovertest.EventPromoted)
+	if writable.IsZero() {
+		t.Logf("the watch never saw the new primary leave recovery; measuring from EventPromoted")
+		return promoted
+	}
+	t.Logf("the new primary took writes %v before the simulator's EventPromoted", promoted.Sub(writable))
+	return writable
+}
+
 func logGlobal(t *testing.T, start time.Time, res failovertest.GlobalResult, st failover.Status) {
 	t.Helper()
 	for _, e := range res.Events {
@@ -275,13 +320,15 @@ func TestGlobalSwitchover(t *testing.T) {
 	g, f, hf, control := globalPools(ctx, t, failovertest.GlobalConfig{Lag: 300 * time.Millisecond, TTL: 500 * time.Millisecond, TLS: true})
 	h, c, stop := startGlobalLoads(ctx, t, f, hf, control)
 	m := f.Failover(hf)
+	_, secondary := roles(g)
+	writable := watchWritable(ctx, t, g, secondary.Servers[0])
 
 	start := time.Now()
 	res, err := g.Switchover(ctx, failovertest.GlobalScenario{DNSLag: 1500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	promoted, _ := res.At(failovertest.EventPromoted)
+	promoted := primaryAt(t, res, writable())
 	blocked, _ := res.At(failovertest.EventWritesBlocked)
 	dns, _ := res.At(failovertest.EventDNS)
 	if !waitFor(ctx, func() bool { return h.countOn(res.NewWriter, dns.Add(time.Second)) > 0 }) {
@@ -291,13 +338,15 @@ func TestGlobalSwitchover(t *testing.T) {
 	st := m.Status()
 	logGlobal(t, start, res, st)
 
-	hAcked, hFailed, hErrs, hResumed, hLate := h.summary(promoted, res.NewWriter, blocked)
-	cAcked, cFailed, cErrs, cResumed, cLate := c.summary(promoted, res.NewWriter, blocked)
+	hAcked, hFailed, hErrs, hResumed := h.summary(promoted, res.NewWriter)
+	cAcked, cFailed, cErrs, cResumed := c.summary(promoted, res.NewWriter)
+	if e, ok := findEvent(st, "new writer"); ok {
+		t.Logf("the monitor adopted the new writer %v after it took writes", e.At.Sub(promoted))
+	}
 	t.Logf("holdfast: %d acknowledged, %d failed %v; resumed %v after the promotion; %d writes on the old primary after it turned read-only",
-		hAcked, hFailed, hErrs, hResumed.Sub(promoted), h.countOn(res.OldWriter, blocked))
+		hAcked, hFailed, hErrs, since(hResumed, promoted), h.countOn(res.OldWriter, blocked))
 	t.Logf("control:  %d acknowledged, %d failed %v; resumed %v after the promotion; %d writes on the old primary after it turned read-only",
-		cAcked, cFailed, cErrs, cResumed.Sub(promoted), c.countOn(res.OldWriter, blocked))
-	_, _ = hLate, cLate
+		cAcked, cFailed, cErrs, since(cResumed, promoted), c.countOn(res.OldWriter, blocked))
 
 	if hFailed != 0 {
 		t.Errorf("holdfast: %d writes failed through the switchover %v; want 0", hFailed, hErrs)
@@ -352,17 +401,14 @@ func TestGlobalFailover(t *testing.T) {
 	// monitor's heartbeat reads its lag meanwhile (every 200 ms): wait
 	// until it holds 200 of them.
 	_, secondary := roles(g)
-	head, err := pgx.Connect(ctx, g.DSN(g.Addr(secondary.Servers[0])))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer head.Close(context.Background())
+	head := gconnTo(ctx, t, g, secondary.Servers[0])
 	if !waitFor(ctx, func() bool {
 		var n int
 		return head.QueryRow(ctx, "SELECT count(*) FROM orders").Scan(&n) == nil && n >= 200
 	}) {
 		t.Fatal("the secondary Region never received 200 writes")
 	}
+	writable := watchWritable(ctx, t, g, secondary.Servers[0])
 
 	start := time.Now()
 	res, err := g.Failover(ctx, failovertest.GlobalScenario{Detect: 200 * time.Millisecond, DNSLag: 1500 * time.Millisecond, Audit: "orders"})
@@ -370,7 +416,7 @@ func TestGlobalFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	down, _ := res.At(failovertest.EventRegionDown)
-	promoted, _ := res.At(failovertest.EventPromoted)
+	promoted := primaryAt(t, res, writable())
 	dns, _ := res.At(failovertest.EventDNS)
 	if !waitFor(ctx, func() bool { return h.countOn(res.NewWriter, dns.Add(time.Second)) > 0 }) {
 		t.Fatal("no holdfast write after the DNS moved")
@@ -379,10 +425,13 @@ func TestGlobalFailover(t *testing.T) {
 	st := m.Status()
 	logGlobal(t, start, res, st)
 
-	hAcked, hFailed, hErrs, hResumed, _ := h.summary(promoted, res.NewWriter, time.Time{})
-	cAcked, cFailed, cErrs, cResumed, _ := c.summary(promoted, res.NewWriter, time.Time{})
-	t.Logf("holdfast: %d acknowledged, %d failed %v; resumed %v after the promotion", hAcked, hFailed, hErrs, hResumed.Sub(promoted))
-	t.Logf("control:  %d acknowledged, %d failed %v; resumed %v after the promotion", cAcked, cFailed, cErrs, cResumed.Sub(promoted))
+	hAcked, hFailed, hErrs, hResumed := h.summary(promoted, res.NewWriter)
+	cAcked, cFailed, cErrs, cResumed := c.summary(promoted, res.NewWriter)
+	if e, ok := findEvent(st, "new writer"); ok {
+		t.Logf("the monitor adopted the new writer %v after it took writes", e.At.Sub(promoted))
+	}
+	t.Logf("holdfast: %d acknowledged, %d failed %v; resumed %v after the promotion", hAcked, hFailed, hErrs, since(hResumed, promoted))
+	t.Logf("control:  %d acknowledged, %d failed %v; resumed %v after the promotion", cAcked, cFailed, cErrs, since(cResumed, promoted))
 	t.Logf("simulator: rpo lag %v, %d commits lost", res.RPOLag, len(res.Lost))
 
 	if hResumed.IsZero() || hResumed.Sub(promoted) > resumeBound() {
@@ -701,4 +750,76 @@ func TestGlobalAccessibleRegions(t *testing.T) {
 			t.Errorf("the monitor knows %s of %s, outside AccessibleRegions", a, r)
 		}
 	}
+}
+
+// BenchmarkGlobalPaired measures Acquire + Release through a holdfast pool
+// on an Aurora Global Database's writer endpoint (its monitor following
+// both Regions, nothing failing) against plain pgxpool on the same
+// endpoint, in short interleaved rounds: the median per-round ratio and
+// the holdfast side's allocations.
+//
+//	go test -run '^$' -bench GlobalPaired -benchtime 20x ./failover
+func BenchmarkGlobalPaired(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	g := failovertest.StartGlobalTest(b, failovertest.GlobalConfig{TTL: time.Minute})
+	regions := map[string]string{}
+	for _, r := range g.Regions() {
+		regions[r.Name] = r.ClusterEndpoint
+	}
+	f, err := holdfast.New(holdfast.WithFailover(failover.Config{Global: failover.GlobalConfig{Regions: regions}}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(f.Close)
+	pools := [2]*pgxpool.Pool{}
+	for i := range pools {
+		cfg, err := g.PoolConfig(g.GlobalEndpoint)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if i == 0 {
+			pools[i], err = pgxpool.NewWithConfig(ctx, cfg)
+		} else {
+			pools[i], err = f.NewPool(ctx, cfg)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(pools[i].Close)
+		if err := pools[i].Ping(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if !waitFor(ctx, func() bool { return f.Failover(pools[1]).Status().Writer != "" }) {
+		b.Fatal("the monitor never read the topology")
+	}
+	const n = 2000
+	var ratios []float64
+	round := 0
+	for b.Loop() {
+		var took [2]time.Duration
+		for k := range 2 {
+			i := (round + k) % 2
+			start := time.Now()
+			for range n {
+				c, err := pools[i].Acquire(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				c.Release()
+			}
+			took[i] = time.Since(start)
+		}
+		round++
+		ratios = append(ratios, float64(took[1])/float64(took[0]))
+	}
+	b.ReportMetric(median(ratios), "global/plain")
+	b.ReportMetric(testing.AllocsPerRun(1000, func() {
+		c, err := pools[1].Acquire(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.Release()
+	}), "global-allocs/op")
 }

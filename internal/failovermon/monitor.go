@@ -516,6 +516,12 @@ func (m *Monitor) run(ctx context.Context) {
 		interval := m.cfg.HeartbeatInterval
 		if time.Now().Before(m.fastUntil) {
 			interval = min(interval, m.cfg.FastInterval)
+			if m.engine == topology.EngineGlobal && m.Snapshot().Down {
+				// A global switchover or failover holds the pools' writes
+				// until a promoted instance takes them: look for it four
+				// times as often, only while they are held.
+				interval = max(interval/globalDownDivisor, minGlobalDownInterval)
+			}
 		} else if len(m.probes) > 0 {
 			m.closeSpareProbes() // trouble is over
 		}
@@ -531,6 +537,14 @@ func (m *Monitor) run(ctx context.Context) {
 		t.Stop()
 	}
 }
+
+// While a global cluster's writer is down (its pools' writes held), the
+// probes run every FastInterval/globalDownDivisor, at least every
+// minGlobalDownInterval apart.
+const (
+	globalDownDivisor     = 4
+	minGlobalDownInterval = 10 * time.Millisecond
+)
 
 // goFast starts, or extends, fast polling.
 func (m *Monitor) goFast(why string) {
@@ -643,10 +657,15 @@ func (m *Monitor) heartbeat(ctx context.Context) error {
 		return nil
 	}
 	if readOnly {
+		// The writer itself says it refuses writes: a global switchover's
+		// first step. Connects are held from now on (rather than refused
+		// and retried against it) until the probes find the writer that
+		// takes writes, or this one again.
 		m.sawReadOnly = true
 		if !m.fast() {
 			m.goFast("the writer refuses writes (a global switchover?)")
 		}
+		m.writerDown()
 		return nil
 	}
 	if m.rpo == nil {
