@@ -112,8 +112,12 @@ type InactiveEndpointError struct {
 }
 
 func (e *InactiveEndpointError) Error() string {
-	return fmt.Sprintf("failover: write through %s refused: it is the cluster endpoint of %s, a secondary Region of the global cluster, inactive while the writer (%s) is in %s; write through the global writer endpoint: %v",
-		e.Host, e.Region, e.Writer, e.WriterRegion, e.Err)
+	writer := "the writer"
+	if e.Writer != "" {
+		writer += " (" + e.Writer + ")"
+	}
+	return fmt.Sprintf("failover: write through %s refused: it is the cluster endpoint of %s, a secondary Region of the global cluster, inactive while %s is in %s; write through the global writer endpoint: %v",
+		e.Host, e.Region, writer, e.WriterRegion, e.Err)
 }
 
 // Unwrap returns Err.

@@ -535,6 +535,30 @@ func TestGlobalInactiveEndpoint(t *testing.T) {
 		t.Errorf("monitor event after the writes: %+v; want none (a read-only instance there is no failover)", e)
 	}
 
+	// Without Regions, the primary Region's instances cannot be named:
+	// the writer's Region, read from the servers, still makes the
+	// endpoint a reader pool of its Region.
+	bare := newFactory(t, holdfast.WithFailover(failover.Config{}))
+	bcfg, err := g.PoolConfig(secondary.ClusterEndpoint, "connect_timeout=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bpool, err := bare.NewPool(ctx, bcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(bpool.Close)
+	if err := bpool.QueryRow(ctx, "SELECT aurora_db_instance_identifier()").Scan(&server); err != nil || !slices.Contains(secondary.Servers, server) {
+		t.Errorf("read through the inactive endpoint without Regions: %q, %v", server, err)
+	}
+	err = bare.RunTx(ctx, bpool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, "INSERT INTO orders VALUES (1)")
+		return err
+	})
+	if !errors.As(err, &ie) || ie.WriterRegion != primary.Name {
+		t.Errorf("RunTx through the inactive endpoint without Regions: %v; want a *failover.InactiveEndpointError naming the writer in %s", err, primary.Name)
+	}
+
 	fcfg, err := g.PoolConfig(secondary.ClusterEndpoint, "connect_timeout=2")
 	if err != nil {
 		t.Fatal(err)

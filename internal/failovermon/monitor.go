@@ -962,6 +962,12 @@ func (m *Monitor) refresh(ctx context.Context) error {
 	m.connID = res.self
 	m.setStatus(func(s *failover.Status) { s.Error = "" }) // the topology was read: no error stands
 	m.learn(ctx, res.rows)
+	if s := m.Snapshot(); m.engine == topology.EngineGlobal && m.writer == "" && res.writerRegion != "" && s.WriterRegion != res.writerRegion {
+		// A writer in a Region whose instances cannot be named (or
+		// reached): not adopted, but its Region is known, so that a pool
+		// on another Region's cluster endpoint knows it is inactive.
+		m.publish(func(s *Snapshot) { s.Global, s.WriterRegion = true, res.writerRegion })
+	}
 	if m.fast() {
 		return nil // the probes decide
 	}
@@ -1011,6 +1017,9 @@ type readResult struct {
 	// awayWriter: the rows name a writer in a Region outside
 	// GlobalConfig.AccessibleRegions (awayRegion); its rows are dropped.
 	awayWriter, awayRegion string
+	// writerRegion: the Region of the writer the rows name, whether or not
+	// its row is usable (a global cluster's).
+	writerRegion string
 }
 
 // writerID returns the writer the rows name: the newest when several do.
@@ -1060,6 +1069,9 @@ func (m *Monitor) read(ctx context.Context, conn *pgx.Conn) readResult {
 		errors.As(e, &res.cut)
 	}
 	for _, r := range rows {
+		if r.Writer && r.Region != "" {
+			res.writerRegion = r.Region
+		}
 		if !m.accessible(r.Region) {
 			if r.Writer {
 				res.awayWriter, res.awayRegion = r.ServerID, r.Region
