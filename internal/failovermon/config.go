@@ -102,7 +102,8 @@ func Validate(c failover.Config) error {
 		switch {
 		case a == "" || topology.IsIP(a) || strings.ContainsAny(a, " /:@?"):
 			return configError("Config.Aliases", fmt.Sprintf("%q: want a host name", alias))
-		case topology.InstanceDomain([]string{topology.NormHost(ep)}) == "" || strings.ContainsAny(ep, " /:@?"):
+		case (topology.InstanceDomain([]string{topology.NormHost(ep)}) == "" && topology.KindOf(topology.NormHost(ep)) != topology.KindGlobal) ||
+			strings.ContainsAny(ep, " /:@?"):
 			return configError("Config.Aliases",
 				fmt.Sprintf("%q → %q: want an RDS endpoint, e.g. \"orders.cluster-abc123.us-east-1.rds.amazonaws.com\"", alias, ep))
 		}

@@ -237,6 +237,11 @@ func TestGlobalRegions(t *testing.T) {
 	if err := failovermon.Validate(ok); err != nil {
 		t.Fatalf("Validate: %v", err)
 	}
+	alias := ok
+	alias.Aliases = map[string]string{"db.orders.internal": "orders.global-abc123def456.global.rds.amazonaws.com"}
+	if err := failovermon.Validate(alias); err != nil {
+		t.Errorf("Validate(an alias of a global writer endpoint): %v", err)
+	}
 	got, err := failovermon.RegionTemplates(ok, "orders.cluster-abc123.us-east-1.rds.amazonaws.com", "?.abc123.us-east-1.rds.amazonaws.com")
 	if err != nil {
 		t.Fatal(err)
