@@ -171,6 +171,10 @@ func runTx(ctx context.Context, db interface {
 			if ie := conn.InactiveWrite(c, err); ie != nil {
 				err = ie // a write through a global cluster's inactive endpoint: typed, not re-run
 			}
+		} else if p, ok := db.(conn.Pooled); ok {
+			if ie := conn.PoolInactiveWrite(p.Pool(), err); ie != nil {
+				err = ie // the same through database/sql (sqldb.RunTx)
+			}
 		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackBound)
 		_ = tx.Rollback(rctx)

@@ -2,6 +2,7 @@ package failover_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"log/slog"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"github.com/holdfast-db/holdfast/fakes/failovertest"
 	"github.com/holdfast-db/holdfast/readiness"
 	"github.com/holdfast-db/holdfast/retry"
+	"github.com/holdfast-db/holdfast/sqldb"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -521,6 +523,15 @@ func TestGlobalInactiveEndpoint(t *testing.T) {
 	}
 	if v := f.Classify(err); v.Retryable() {
 		t.Errorf("Classify(%v) = %+v; want not retryable", err, v)
+	}
+	db := sqldb.OpenDB(pool)
+	defer db.Close()
+	err = sqldb.RunTx(ctx, f, db, nil, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, "INSERT INTO orders VALUES (1)")
+		return err
+	})
+	if !errors.As(err, &ie) || ie.Region != secondary.Name {
+		t.Errorf("sqldb.RunTx through the inactive endpoint: %v; want a *failover.InactiveEndpointError", err)
 	}
 	for range 5 {
 		if _, err := pool.Exec(ctx, "INSERT INTO orders VALUES (2)"); !readOnlyErr(err) {

@@ -51,3 +51,13 @@ func InactiveWrite(c *pgx.Conn, err error) error {
 	}
 	return s.p.fo.InactiveWrite(err)
 }
+
+// PoolInactiveWrite is InactiveWrite for a connection known only by its
+// pool (database/sql's, through sqldb.RunTx).
+func PoolInactiveWrite(pool *pgxpool.Pool, err error) error {
+	p := OfPool(pool)
+	if p == nil || p.fo == nil {
+		return nil
+	}
+	return p.fo.InactiveWrite(err)
+}
