@@ -302,3 +302,20 @@ func TestHomeRegionConfig(t *testing.T) {
 		t.Errorf("Validate(%+v) = nil; want an error", bad)
 	}
 }
+
+// TestGlobalClusterKey: a pool on a global writer endpoint needs no
+// template (each Region's comes from Global.Regions), and its monitor is
+// never a Region's cluster's: a global cluster beside a plain Aurora
+// cluster of the same name and Region shares no monitor.
+func TestGlobalClusterKey(t *testing.T) {
+	const global = "orders.global-abc123def456.global.rds.amazonaws.com"
+	tmpl, port, err := failovermon.TemplateFor(global, 5432, "")
+	if err != nil || tmpl != "" || port != 5432 {
+		t.Fatalf("TemplateFor(%s) = %q, %d, %v; want no template", global, tmpl, port, err)
+	}
+	regional := "orders.cluster-abc123.us-east-1.rds.amazonaws.com"
+	rt, _, _ := failovermon.TemplateFor(regional, 5432, "")
+	if a, b := failovermon.ClusterKey(global, tmpl, port), failovermon.ClusterKey(regional, rt, 5432); a == b {
+		t.Errorf("ClusterKey: the global endpoint and a Region's cluster endpoint share %q", a)
+	}
+}
