@@ -960,7 +960,9 @@ func (m *Monitor) refresh(ctx context.Context) error {
 	}
 	m.refreshed = time.Now()
 	m.connID = res.self
-	m.setStatus(func(s *failover.Status) { s.Error = "" }) // the topology was read: no error stands
+	if res.awayWriter == "" {
+		m.setStatus(func(s *failover.Status) { s.Error = "" }) // the topology was read: no error stands
+	}
 	m.learn(ctx, res.rows)
 	if s := m.Snapshot(); m.engine == topology.EngineGlobal && m.writer == "" && res.writerRegion != "" && s.WriterRegion != res.writerRegion {
 		// A writer in a Region whose instances cannot be named (or
@@ -1098,16 +1100,20 @@ func (m *Monitor) accessible(region string) bool {
 // in a Region outside GlobalConfig.AccessibleRegions: pools meant for
 // writes are held meanwhile (no writer they can reach).
 func (m *Monitor) noteAway(res readResult) {
-	if res.awayWriter == "" || res.awayWriter == m.awayWriter {
+	if res.awayWriter == "" {
+		return
+	}
+	text := "the writer " + res.awayWriter + " is in " + res.awayRegion + ", outside AccessibleRegions"
+	if m.Status().Error != text {
+		m.setStatus(func(s *failover.Status) { s.Error = text })
+	}
+	if res.awayWriter == m.awayWriter {
 		return
 	}
 	m.awayWriter = res.awayWriter
 	m.cfg.Logger.Warn("failover: the global cluster's writer is in a Region outside failover.Config.Global.AccessibleRegions; pools meant for writes are held (HoldTimeout), then fail, until it moves back",
 		slog.String("writer", res.awayWriter), slog.String("region", res.awayRegion),
 		slog.Any("accessible_regions", m.cfg.Global.AccessibleRegions))
-	m.setStatus(func(s *failover.Status) {
-		s.Error = "the writer " + res.awayWriter + " is in " + res.awayRegion + ", outside AccessibleRegions"
-	})
 }
 
 // hostOf returns the instance endpoint and port of a topology row: the
