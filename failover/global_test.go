@@ -750,8 +750,20 @@ func TestGlobalAccessibleRegions(t *testing.T) {
 	if _, err := pool.Exec(ctx, "CREATE TABLE orders (id bigint PRIMARY KEY)"); err != nil {
 		t.Fatal(err)
 	}
+	// A pool on the primary Region's cluster endpoint: once the writer is
+	// in a Region it cannot reach, the endpoint is inactive, and the pool
+	// a reader pool of its Region.
+	rcfg, err := g.PoolConfig(primary.ClusterEndpoint, "connect_timeout=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	regional, err := f.NewPool(ctx, rcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(regional.Close)
 	m := f.Failover(pool)
-	if !waitFor(ctx, func() bool { return m.Status().Writer != "" }) {
+	if !waitFor(ctx, func() bool { return m.Status().Writer != "" && f.Failover(regional).Status().Writer != "" }) {
 		t.Fatal("the monitor never read the topology")
 	}
 	for a, r := range engine(m).Snapshot().Regions {
@@ -774,11 +786,28 @@ func TestGlobalAccessibleRegions(t *testing.T) {
 	if !errors.As(err, &he) {
 		t.Errorf("a write while the writer is outside AccessibleRegions: %v; want a *failover.HoldError", err)
 	}
-	if n := strings.Count(logs.String(), "outside failover.Config.Global.AccessibleRegions"); n != 1 || !strings.Contains(logs.String(), secondary.Name) {
-		t.Errorf("%d WARN lines about the writer outside AccessibleRegions; want 1 naming %s:\n%s", n, secondary.Name, logs.String())
+	// One line per monitor: the global endpoint's and the primary
+	// Region's cluster endpoint's.
+	if n := strings.Count(logs.String(), "outside failover.Config.Global.AccessibleRegions"); n != 2 || !strings.Contains(logs.String(), secondary.Name) {
+		t.Errorf("%d WARN lines about the writer outside AccessibleRegions; want 2 (one per monitor) naming %s:\n%s", n, secondary.Name, logs.String())
 	}
 	if st := m.Status(); st.Writer == res.NewWriter {
 		t.Errorf("the monitor adopted %s, outside AccessibleRegions", st.Writer)
+	}
+	if !waitFor(ctx, func() bool { return engine(f.Failover(regional)).Snapshot().WriterRegion == secondary.Name }) {
+		t.Fatalf("the regional monitor never learned the writer's Region: %+v", f.Failover(regional).Status())
+	}
+	var server string
+	if err := regional.QueryRow(ctx, "SELECT aurora_db_instance_identifier()").Scan(&server); err != nil || !slices.Contains(primary.Servers, server) {
+		t.Errorf("a read through %s's cluster endpoint, inactive now: %q, %v; want one of %v", primary.Name, server, err, primary.Servers)
+	}
+	err = f.RunTx(ctx, regional, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, "INSERT INTO orders VALUES (2)")
+		return err
+	})
+	var ie *failover.InactiveEndpointError
+	if !errors.As(err, &ie) || ie.WriterRegion != secondary.Name {
+		t.Errorf("a write through %s's cluster endpoint, inactive now: %v; want a *failover.InactiveEndpointError", primary.Name, err)
 	}
 	for a, r := range engine(m).Snapshot().Regions {
 		if r != primary.Name {

@@ -235,7 +235,7 @@ func (fo *Layer) routing() bool {
 // hold is the layer's BeforeConnect.
 func (fo *Layer) hold(ctx context.Context, c compose.Conn, cc *pgx.ConnConfig, next compose.ConnectFunc) error {
 	fo.m.Start() // with the pool's first connection (idempotent)
-	if fo.writer {
+	if fo.writer && !fo.reading(fo.m.Snapshot()) {
 		if err := fo.m.Hold(ctx, cc.Host); err != nil {
 			return err
 		}
@@ -250,7 +250,7 @@ func (fo *Layer) hold(ctx context.Context, c compose.Conn, cc *pgx.ConnConfig, n
 // new connection is held until one is known. Lazy (compose.Layer.Arm): it
 // runs only while the monitor finds the writer down.
 func (fo *Layer) prepareConn(_ context.Context, c *pgx.Conn) (bool, error) {
-	if s := fo.m.Snapshot(); s.Down && c.PgConn().Conn().RemoteAddr().String() == s.DownAddr {
+	if s := fo.m.Snapshot(); s.Down && !fo.reading(s) && c.PgConn().Conn().RemoteAddr().String() == s.DownAddr {
 		return false, nil
 	}
 	return true, nil
@@ -268,8 +268,8 @@ func (fo *Layer) route(ctx context.Context, c compose.Conn, host, addr string, _
 	if fo.rd != nil {
 		return fo.routeReader(ctx, c, host, addr)
 	}
-	if !fo.writer {
-		return addr, nil
+	if !fo.writer || fo.reading(fo.m.Snapshot()) {
+		return addr, nil // (a pool on an inactive endpoint: a reader pool of its Region, not held)
 	}
 	if err := fo.m.Hold(ctx, host); err != nil {
 		return "", err
@@ -359,6 +359,12 @@ func (fo *Layer) homeReader(s *Snapshot) string {
 	}
 	return best
 }
+
+// reading reports whether the pool, on a writer endpoint, is a reader
+// pool of its Region now: on a secondary Region's inactive cluster
+// endpoint, not following the writer across Regions. It is not held while
+// the writer is down.
+func (fo *Layer) reading(s *Snapshot) bool { return !fo.across && fo.inactive(s) }
 
 // Inactive reports whether the pool is on a secondary Region's inactive
 // cluster endpoint now, and it does not follow the writer across Regions:

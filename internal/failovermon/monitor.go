@@ -1020,8 +1020,8 @@ type readResult struct {
 	// GlobalConfig.AccessibleRegions (awayRegion); its rows are dropped.
 	awayWriter, awayRegion string
 	// writerRegion: the Region of the writer the rows name, whether or not
-	// its row is usable (a global cluster's).
-	writerRegion string
+	// its row is usable (a global cluster's); anyWriter its server id.
+	writerRegion, anyWriter string
 }
 
 // writerID returns the writer the rows name: the newest when several do.
@@ -1072,7 +1072,7 @@ func (m *Monitor) read(ctx context.Context, conn *pgx.Conn) readResult {
 	}
 	for _, r := range rows {
 		if r.Writer && r.Region != "" {
-			res.writerRegion = r.Region
+			res.writerRegion, res.anyWriter = r.Region, r.ServerID
 		}
 		if !m.accessible(r.Region) {
 			if r.Writer {
@@ -1383,12 +1383,38 @@ func (m *Monitor) probeAll(ctx context.Context) {
 		return
 	default:
 		m.writerDown()
+		m.writerUnreachable(ps)
 	}
 	if next == nil && cur != nil && m.confirms(cur.res) && len(cur.res.rows) > 0 {
 		rows = cur.res.rows // the writer's rows: a reader's copy trails by its lag (and so does its lag column)
 	}
 	if next == nil && len(rows) > 0 {
 		m.learn(ctx, rows)
+	}
+}
+
+// writerUnreachable publishes, on a global cluster whose writer is down,
+// the Region of a writer that the probed servers name and that cannot be
+// adopted (its Region's instances cannot be named, or are outside
+// AccessibleRegions): pools meant for writes stay held, but a pool on
+// another Region's cluster endpoint knows it is inactive, a reader pool of
+// its Region.
+func (m *Monitor) writerUnreachable(ps []*probe) {
+	if m.engine != topology.EngineGlobal {
+		return
+	}
+	s := m.Snapshot()
+	for _, p := range ps {
+		r := p.res
+		if r.err != nil || r.writerRegion == "" || r.writerRegion == s.WriterRegion {
+			continue
+		}
+		if _, known := m.instances[r.anyWriter]; known {
+			continue // adopted once it takes writes
+		}
+		m.publish(func(s *Snapshot) { s.WriterRegion = r.writerRegion })
+		m.setStatus(func(st *failover.Status) { st.WriterRegion, st.OutOfHome = r.writerRegion, m.outOfHome(r.writerRegion) })
+		return
 	}
 }
 
