@@ -225,9 +225,13 @@ const (
 //
 // A pool on a secondary Region's cluster (writer) endpoint, which Aurora
 // keeps inactive (it leads to a read-only instance), is a reader pool of
-// that Region while the writer is elsewhere: its connections are not
-// refused, a write through it fails with the server's 25006 once, is not
-// retried, and does not make the monitor probe; with InstancePools
+// that Region while the writer is elsewhere (the writer's Region is read
+// from the servers: no Regions entry is needed for it): its connections
+// are not refused, nor held while the writer is down, a write through it
+// fails with the server's 25006 once, is not retried (the transaction
+// runner returns an *InactiveEndpointError), and does not make the
+// monitor probe; so does a pool on the primary Region's cluster endpoint
+// once the writer moved to a Region it cannot follow; with InstancePools
 // FollowWriter it follows the writer across Regions instead (by address,
 // keeping the configured name for TLS: its certificate must name the
 // endpoint, so prefer the global writer endpoint for that). A pool on a
