@@ -257,7 +257,9 @@ func watchWritable(ctx context.Context, t *testing.T, g *failovertest.Global, id
 			}
 		}
 	}()
-	return func() time.Time { cancel(); <-done; return at }
+	stop := func() time.Time { cancel(); <-done; return at }
+	t.Cleanup(func() { stop() }) // joined whatever happens (stop is idempotent)
+	return stop
 }
 
 // since formats t - from, "never" for a zero t.
