@@ -610,11 +610,13 @@ func readOnlyErr(err error) bool {
 // OutOfHomeReadOnly, a switchover moves the writer out of home: the pool
 // on the global writer endpoint turns read-only — no write reaches the
 // writer outside home, the transaction runner returns ErrWriterOutOfHome,
-// reads continue on the home Region's readers — and Status says so.
+// reads continue on the home Region's readers (by address, TLS
+// verify-full still verifying the global name) — and Status and readiness
+// say so.
 func TestGlobalOutOfHome(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	g := failovertest.StartGlobalTest(t, failovertest.GlobalConfig{Lag: 100 * time.Millisecond, TTL: 500 * time.Millisecond})
+	g := failovertest.StartGlobalTest(t, failovertest.GlobalConfig{Lag: 100 * time.Millisecond, TTL: 500 * time.Millisecond, TLS: true})
 	primary, secondary := roles(g)
 	f := newFactory(t, holdfast.WithFailover(failover.Config{Global: failover.GlobalConfig{
 		Regions:    map[string]string{primary.Name: primary.ClusterEndpoint, secondary.Name: secondary.ClusterEndpoint},
