@@ -382,15 +382,26 @@ func TestGlobalCombined(t *testing.T) {
 			t.Errorf("no metric names pool %q (pools named: %v)", name, pools)
 		}
 	}
-	connects := 0
+	// The writer pools' connects to the new primary were traced, each
+	// naming the global endpoint and the new primary's address (they
+	// were held until it took writes).
+	toNew := map[string]int{}
 	for _, s := range spans.Ended() {
-		if s.Name() == "holdfast.connect" && s.StartTime().After(promoted) {
-			connects++
+		if s.Name() != "holdfast.connect" {
+			continue
+		}
+		attrs := map[string]string{}
+		for _, kv := range s.Attributes() {
+			attrs[string(kv.Key)] = kv.Value.Emit()
+		}
+		if attrs["server.address"] == g.GlobalEndpoint && attrs["holdfast.outcome"] == "success" &&
+			attrs["network.peer.address"]+":"+attrs["network.peer.port"] == g.Addr(res.NewWriter) {
+			toNew[attrs["db.client.connection.pool.name"]]++
 		}
 	}
-	t.Logf("%d spans, %d holdfast.connect after the promotion", len(spans.Ended()), connects)
-	if connects == 0 {
-		t.Errorf("no holdfast.connect span after the promotion: the reconnects to the new primary were not traced")
+	t.Logf("%d spans; holdfast.connect to the new primary by pool: %v", len(spans.Ended()), toNew)
+	if toNew["global-writer"] == 0 || toNew["global-sql"] == 0 {
+		t.Errorf("holdfast.connect spans to the new primary %s by pool: %v; want some for global-writer and global-sql", g.Addr(res.NewWriter), toNew)
 	}
 }
 
