@@ -498,8 +498,14 @@ func TestGlobalBesidePlainCluster(t *testing.T) {
 	if gs.Writer != g.Writer() || gs.WriterRegion != primary.Name {
 		t.Errorf("the global monitor: writer %s in %q; want %s in %s", gs.Writer, gs.WriterRegion, g.Writer(), primary.Name)
 	}
-	if cs.Writer != c.Writer() {
-		t.Errorf("the plain cluster's monitor: writer %s; want %s (the global writer is %s)", cs.Writer, c.Writer(), g.Writer())
+	if cs.Writer != c.Writer() || cs.WriterRegion != "" {
+		t.Errorf("the plain cluster's monitor: writer %s in %q; want %s, no Region (the global writer is %s)", cs.Writer, cs.WriterRegion, c.Writer(), g.Writer())
+	}
+	if s := engine(cm).Snapshot(); s.Global || len(s.Regions) != 0 {
+		t.Errorf("the plain cluster's monitor takes it for a global cluster: %+v", s)
+	}
+	if s := engine(gm).Snapshot(); !s.Global {
+		t.Errorf("the global cluster's monitor does not know it global: %+v", s)
 	}
 
 	// 1. The plain cluster's writer crashes.
@@ -514,6 +520,14 @@ func TestGlobalBesidePlainCluster(t *testing.T) {
 	}
 	if !waitFor(ctx, func() bool { return gwl.countAfter(fpromoted.Add(500*time.Millisecond)) > 0 }) {
 		t.Fatal("no write to the global cluster went through after the plain cluster's failover")
+	}
+	// The plain cluster settles: its old writer rejoined as a reader, its
+	// DNS agrees with the topology.
+	if !waitFor(ctx, func() bool {
+		s, old := engine(cm).Snapshot(), c.Addr(fres.OldWriter)
+		return s.Normal() && s.Readers[old] && !s.ReadersDown[old] && !lastMonitorEvent(cm.Status(), "DNS agrees").IsZero()
+	}) {
+		t.Fatalf("the plain cluster's monitor never settled after its failover: %+v", cm.Status())
 	}
 	plainDone := time.Now()
 	gs = gm.Status()
