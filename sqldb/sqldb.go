@@ -441,7 +441,9 @@ func Rule(err error) (classify.Verdict, bool) {
 // defaults), fn, COMMIT (ROLLBACK when fn returns an error), and the whole
 // of it again only when the failure proves that nothing committed —
 // 40001, 40P01, a connection that failed before COMMIT was sent, nothing
-// sent at all (driver.ErrBadConn), holdfast's own waits and refusals. It
+// sent at all (driver.ErrBadConn), 25006 on a connection that holdfast's
+// failover layer closed (a writer turned read-only), holdfast's own waits
+// and refusals. It
 // never runs fn again when fn returned an error of its own, nor after
 // COMMIT was sent and its answer was lost: that returns a
 // *holdfast.OutcomeUnknownError (errors.Is(err,
