@@ -392,7 +392,7 @@ func TestGlobalCombined(t *testing.T) {
 		}
 		attrs := map[string]string{}
 		for _, kv := range s.Attributes() {
-			attrs[string(kv.Key)] = kv.Value.Emit()
+			attrs[string(kv.Key)] = kv.Value.String()
 		}
 		if attrs["server.address"] == g.GlobalEndpoint && attrs["holdfast.outcome"] == "success" &&
 			attrs["network.peer.address"]+":"+attrs["network.peer.port"] == g.Addr(res.NewWriter) {
