@@ -172,6 +172,9 @@ func runTx(ctx context.Context, db interface {
 				err = ie // a write through a global cluster's inactive endpoint: typed, not re-run
 			}
 		} else if p, ok := db.(conn.Pooled); ok {
+			if cc, ok := tx.(interface{ ConnClosed() bool }); ok {
+				closed = cc.ConnClosed() // the same through database/sql (sqldb.RunTx)
+			}
 			if ie := conn.PoolInactiveWrite(p.Pool(), err); ie != nil {
 				err = ie // the same through database/sql (sqldb.RunTx)
 			}

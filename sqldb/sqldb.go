@@ -441,7 +441,9 @@ func Rule(err error) (classify.Verdict, bool) {
 // defaults), fn, COMMIT (ROLLBACK when fn returns an error), and the whole
 // of it again only when the failure proves that nothing committed —
 // 40001, 40P01, a connection that failed before COMMIT was sent, nothing
-// sent at all (driver.ErrBadConn), holdfast's own waits and refusals. It
+// sent at all (driver.ErrBadConn), 25006 on a connection that holdfast's
+// failover layer closed (a writer turned read-only), holdfast's own waits
+// and refusals. It
 // never runs fn again when fn returned an error of its own, nor after
 // COMMIT was sent and its answer was lost: that returns a
 // *holdfast.OutcomeUnknownError (errors.Is(err,
@@ -473,23 +475,58 @@ type sqlBeginner struct {
 // open), whose target the runner's telemetry names (conn.Pooled).
 func (b sqlBeginner) Pool() *pgxpool.Pool { return PoolOf(b.db) }
 
+// BeginTx takes a connection of db (sql.DB.Conn: database/sql's checks
+// and retries of a bad connection apply) and begins the transaction on
+// it, keeping the pgx connection under it (sql.Conn.Raw), whose state
+// after a failure the runner reads: ConnClosed.
 func (b sqlBeginner) BeginTx(ctx context.Context, _ pgx.TxOptions) (pgx.Tx, error) {
-	tx, err := b.db.BeginTx(ctx, b.opts)
+	sc, err := b.db.Conn(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &sqlTx{tx: tx}, nil
+	var pc *pgx.Conn
+	_ = sc.Raw(func(dc any) error {
+		if c, ok := dc.(*stdlib.Conn); ok {
+			pc = c.Conn()
+		}
+		return nil
+	})
+	tx, err := sc.BeginTx(ctx, b.opts)
+	if err != nil {
+		_ = sc.Close()
+		return nil, err
+	}
+	return &sqlTx{tx: tx, sc: sc, pc: pc}, nil
 }
 
 // sqlTx carries a *sql.Tx through holdfast's runner, which calls only its
-// Commit, Rollback and Conn (nil: database/sql's connection is not
-// reachable; the runner's own checks of it are skipped), and hands it
-// back to RunTx's fn.
+// Commit, Rollback, Conn (nil: database/sql's connection is not the
+// runner's to use; its own checks of it are skipped) and ConnClosed, and
+// hands it back to RunTx's fn. Commit and Rollback hand the connection
+// back to db.
 type sqlTx struct {
 	pgx.Tx
 	tx *sql.Tx
+	sc *sql.Conn
+	pc *pgx.Conn // under sc; nil if not a pgx connection
 }
 
-func (t *sqlTx) Commit(context.Context) error   { return t.tx.Commit() }
-func (t *sqlTx) Rollback(context.Context) error { return t.tx.Rollback() }
-func (t *sqlTx) Conn() *pgx.Conn                { return nil }
+func (t *sqlTx) Commit(context.Context) error {
+	err := t.tx.Commit()
+	_ = t.sc.Close()
+	return err
+}
+
+func (t *sqlTx) Rollback(context.Context) error {
+	err := t.tx.Rollback()
+	_ = t.sc.Close()
+	return err
+}
+
+func (t *sqlTx) Conn() *pgx.Conn { return nil }
+
+// ConnClosed reports whether the pgx connection under the transaction is
+// closed (holdfast's failover layer closes one that answered 25006 from a
+// server that left the writer's role): read by the runner after the
+// function's failure, as it reads a pgx transaction's connection.
+func (t *sqlTx) ConnClosed() bool { return t.pc != nil && t.pc.PgConn().IsClosed() }
