@@ -59,8 +59,10 @@
 // still down), at its connector's next Hold (its attempt failed: no
 // verdict, the prober's last cause stays; it waits on, its HoldFor counted
 // from its first wait), or when its socket closes with no sign of the
-// database down (a server that answered with a refusal: the next check is
-// the prober's own, which counts a server that answers as up). At back its
+// database down (a server that answered with a refusal) or its connect
+// ends with no retry to follow (compose.Layer.Ended: a failure its
+// connector does not retry, its bounds spent): the next check is then the
+// prober's own, which counts a server that answers as up. At back its
 // connection is the pool's at once: the first resumed request makes one
 // handshake, not the prober's and then its own. A connect whose attempt
 // reached a server and failed there takes no more steps in that wait (each

@@ -255,6 +255,7 @@ func (l *Layer) Layer() compose.Layer {
 		Route:          l.route,
 		Dialed:         l.dialed,
 		Closed:         l.sockClosed,
+		Ended:          l.ended,
 		Validate:       l.validate,
 		PgError:        l.pgError,
 		Failed:         l.onFailed,
@@ -611,6 +612,16 @@ func (l *Layer) sockClosed(c compose.Conn) {
 	l.forget(c)
 	if t := l.lead.Load(); t != nil && t.c == c && !t.signed() {
 		t.end(result{err: errLeadEnded, dialed: t.dialedAddrs()})
+	}
+}
+
+// ended: c's connect ended. A check's connect (Config.Lead) that ended
+// with an error, no retry following (a failure its connector does not
+// retry, its attempts or its bounds spent), ends its step with no
+// verdict, and the prober makes the next check itself.
+func (l *Layer) ended(c compose.Conn, err error) {
+	if err != nil {
+		l.endLead(c, result{err: errLeadEnded})
 	}
 }
 

@@ -169,12 +169,22 @@ func TestLeadFailsAndWaitsWithinHoldFor(t *testing.T) {
 	}
 }
 
-// A step's connect that ends without telling (its socket closed before
-// its handshake completed, with no sign of the database down: a server
-// that answered with a refusal) ends the step with no verdict, and the
-// next check is the prober's own, which counts a server that answers.
+// A step's connect that ends without a retry to tell — its socket closed
+// before its handshake completed with no sign of the database down (a
+// server that answered with a refusal), or its connector gave up on it (a
+// failure it does not retry: Ended) — ends the step with no verdict, and
+// the next check is the prober's own, which counts a server that answers.
 func TestLeadEndedSilentlyProberChecks(t *testing.T) {
 	t.Parallel()
+	for _, how := range []string{"socket closed", "connect ended"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			testLeadEndedSilently(t, how)
+		})
+	}
+}
+
+func testLeadEndedSilently(t *testing.T, how string) {
 	r, up := leadRig(t, 10*time.Second)
 	lead, other := &handle{}, &handle{}
 	if h := awaitHeld(t, holdOn(context.Background(), r, lead), 5*time.Second, "the first held connect"); !h.waited || h.err != nil {
@@ -186,7 +196,11 @@ func TestLeadEndedSilentlyProberChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	up.Store(true) // the server answers, with a refusal to the step's connect
-	r.hooks.Closed(lead)
+	if how == "socket closed" {
+		r.hooks.Closed(lead)
+	} else {
+		r.hooks.Ended(lead, errors.New("a failure not retried"))
+	}
 	if h := awaitHeld(t, second, 5*time.Second, "the other held connect at back"); !h.waited || h.err != nil {
 		t.Fatalf("the other Hold = %+v, want released at back", h)
 	}
