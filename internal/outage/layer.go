@@ -414,10 +414,14 @@ func (l *Layer) hold(ctx context.Context, c compose.Conn) (bool, error) { return
 // take a step of the prober's instead (waited, no error): c's connect is
 // then the check, and a wait of c after its attempt failed ends the step
 // and waits on, its HoldFor counted from its first wait. It returns the
-// face's error when it ends while down. One atomic load when up and no
-// step was given to a connect.
+// face's error when it ends while down. One atomic load when up.
 func (l *Layer) wait(ctx context.Context, c compose.Conn) (waited bool, err error) {
 	s := l.snap.Load()
+	if s.phase == up {
+		// Up: only the prober's settle (or Close) publishes it, so no
+		// step is waited for now, whatever c took before.
+		return false, nil
+	}
 	start := time.Now()
 	spent := false // c takes no step: its attempt after one reached a server (pgx's rounds are few)
 	if t := l.lead.Load(); t != nil && c != nil && t.c == c {
@@ -425,9 +429,6 @@ func (l *Layer) wait(ctx context.Context, c compose.Conn) (waited bool, err erro
 		// connector asks before a retry): the step ends, no verdict.
 		t.end(result{err: errLeadFailed, dialed: t.dialedAddrs()})
 		start, waited, spent = t.heldSince, true, t.reachedServer()
-	}
-	if s.phase == up {
-		return waited, nil
 	}
 	bound := l.cfg.HoldFor
 	if s.phase == waking {
