@@ -244,15 +244,15 @@ func checkJSON(t *testing.T, res *Result) {
 			WritesToOldPrimary     *int            `json:"writes_to_old_primary"`
 		} `json:"clients"`
 		Operation *struct {
-			Op          *string   `json:"op"`
-			OldRegion   *string   `json:"old_region"`
-			NewRegion   *string   `json:"new_region"`
-			OldWriter   *string   `json:"old_writer"`
-			NewWriter   *string   `json:"new_writer"`
-			PromotionMS *float64  `json:"promotion_ms"`
-			DNSMovedMS  *float64  `json:"dns_moved_ms"`
-			RPOLagMS    *float64  `json:"rpo_lag_ms"`
-			LostRows    *int      `json:"lost_rows"`
+			Op          *string  `json:"op"`
+			OldRegion   *string  `json:"old_region"`
+			NewRegion   *string  `json:"new_region"`
+			OldWriter   *string  `json:"old_writer"`
+			NewWriter   *string  `json:"new_writer"`
+			PromotionMS *float64 `json:"promotion_ms"`
+			DNSMovedMS  *float64 `json:"dns_moved_ms"`
+			RPOLagMS    *float64 `json:"rpo_lag_ms"`
+			LostRows    *int     `json:"lost_rows"`
 		} `json:"operation"`
 		Timeline []struct {
 			Event    *string  `json:"event"`
