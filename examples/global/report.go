@@ -61,7 +61,11 @@ func (r *Result) print(w io.Writer) {
 	t.Row("slowest request (ms)", func(c ClientResult) string { return fmt.Sprintf("%.0f", c.SlowestMS) })
 
 	if op.Op == Failover {
-		fmt.Fprintf(w, "\naudit: rows the old writer had committed and the new writer lacks (%d)\n", len(op.Lost))
+		n := 0
+		if op.LostRows != nil {
+			n = *op.LostRows
+		}
+		fmt.Fprintf(w, "\naudit: rows the old writer had committed and the new writer lacks (%d)\n", n)
 		for _, l := range op.Lost {
 			fmt.Fprintf(w, "  %-9s %3d rows, %3d acknowledged, %d acknowledged and lost but not listed: %s\n",
 				l.Client, len(l.IDs), l.Acknowledged, l.Unlisted, idRanges(l.IDs, idBase[l.Client]))
@@ -100,7 +104,8 @@ timeline: the simulator stamps each step once it is done; holdfast's events are 
 failed requests: requests that still failed after the retry (pgxpool: the application's
   loop, up to 6 attempts, each at most 3 s; holdfast: its transaction runner with its
   defaults), by SQLSTATE, else by holdfast's error class/reason; "switch to DNS move":
-  of the requests started from the switch to the global writer endpoint moving.
+  of the requests in flight at some time from the switch to the global writer
+  endpoint moving.
 outcome unknown: requests whose COMMIT was sent and whose answer was lost: holdfast's
   runner returns holdfast.ErrOutcomeUnknown and never runs them again; this program
   then looks the request's id up on the writer (done if found, run again if not), as

@@ -94,8 +94,9 @@ type ClientResult struct {
 	// the old primary answered and that started after the switch (the old
 	// primary turned read-only, or went down).
 	WritesToOldPrimary int `json:"writes_to_old_primary"`
-	// DuringSwitch counts the requests started from the switch to the DNS
-	// move; FailedDuringSwitch, those of them that failed.
+	// DuringSwitch counts the requests in flight at some time from the
+	// switch to the DNS move; FailedDuringSwitch, those of them that
+	// failed.
 	DuringSwitch       int `json:"requests_switch_to_dns"`
 	FailedDuringSwitch int `json:"failed_switch_to_dns"`
 	// SlowestMS is the slowest single request, retries included.
@@ -184,7 +185,7 @@ func measure(ctx context.Context, o options, g *failovertest.Global, gres failov
 		lost := LostRows{Client: cl.Name, IDs: []int64{}}
 		for _, rec := range cl.Records() {
 			cr.SlowestMS = max(cr.SlowestMS, ms(rec.Took()))
-			if !rec.Start.Before(switched) && rec.Start.Before(dns) {
+			if rec.Start.Before(dns) && rec.End.After(switched) {
 				cr.DuringSwitch++
 				if rec.Err != "" {
 					cr.FailedDuringSwitch++
