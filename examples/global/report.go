@@ -35,8 +35,8 @@ func (r *Result) print(w io.Writer) {
 	fmt.Fprintf(w, "\nsimulated Aurora Global Database %s: %s\n", op.Op, titles[op.Op])
 	fmt.Fprintf(w, "writer %s (%s) → %s (%s); lag %.0f ms%s, DNS lag %.0f ms, client DNS TTL %.0f ms, %s; requests bounded by %.0f ms\n",
 		op.OldWriter, op.OldRegion, op.NewWriter, op.NewRegion, op.LagMS, detect, op.DNSLagMS, op.DNSTTLMS, tls, r.RequestTimeoutMS)
-	fmt.Fprintf(w, "the switch (%s) at 0 ms; the new primary takes writes at %.0f ms; the global writer endpoint moves at %.0f ms\n",
-		op.Switch, op.PromotionMS, op.DNSMovedMS)
+	fmt.Fprintf(w, "the switch (%s) at 0 ms; the new primary takes writes at %.0f ms (the simulator's stamp: %.0f ms); the global writer endpoint moves at %.0f ms\n",
+		op.Switch, op.WritableMS, op.PromotionMS, op.DNSMovedMS)
 	if op.RPOLagMS != nil && op.LostRows != nil {
 		fmt.Fprintf(w, "lost: %d rows the old writer had committed (the secondary's last rpo_lag_in_msec before the failure: %.0f ms)\n",
 			*op.LostRows, *op.RPOLagMS)
@@ -124,8 +124,10 @@ writes to the old primary: acknowledged writes whose transaction the old primary
   commit there, and is not counted).
 longest pause: the longest time without an acknowledged write, from the start of the
   workload to its end.
-resume after promotion: from the new primary taking writes to the first write it
-  acknowledged after that; "never" when none did before the end of the run (plain
+resume after promotion: from the new primary taking writes (the first time it answered
+  pg_is_in_recovery() false to this program's probe, which asks it every 5 ms from the
+  operation's start; the simulator stamps its step later, once it saw it too) to the
+  first write it acknowledged; "never" when none did before the end of the run (plain
   pgxpool reaches it only by DNS, after the move and its cache's TTL, and keeps the
   connections it made meanwhile to the old primary, read-only after a switchover).
 `
@@ -142,8 +144,11 @@ const failoverLegend = `audit: the simulator reads the old writer's data directo
 // the lag lost.
 func eventDetail(e TimelineEvent) string {
 	s := e.Server
-	if e.FromRegion != "" || e.Region != "" {
+	switch {
+	case e.FromRegion != "":
 		s += fmt.Sprintf(" (%s → %s)", e.FromRegion, e.Region)
+	case e.Region != "":
+		s += " (" + e.Region + ")"
 	}
 	if e.RPOLagMS != nil {
 		s += fmt.Sprintf(" rpo lag %.0f ms", *e.RPOLagMS)

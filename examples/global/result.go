@@ -51,8 +51,12 @@ type Operation struct {
 	TLS      bool     `json:"tls"`
 	// Switch names the step the offsets are from.
 	Switch string `json:"switch"`
-	// PromotionMS is when the new primary took writes; DNSMovedMS when the
-	// global writer endpoint moved to its Region.
+	// WritableMS is when the new primary first answered that it takes
+	// writes (pg_is_in_recovery() false: a probe of this program asks it
+	// every 5 ms); PromotionMS when the simulator stamped its promotion,
+	// once it saw it too; DNSMovedMS when the global writer endpoint moved
+	// to its Region.
+	WritableMS  float64 `json:"accepts_writes_ms"`
 	PromotionMS float64 `json:"promotion_ms"`
 	DNSMovedMS  float64 `json:"dns_moved_ms"`
 	// RPOLagMS is, for a failover, the secondary's rpo_lag_in_msec last
@@ -87,8 +91,8 @@ type ClientResult struct {
 	// MaxPauseMS is the longest time without an acknowledged write.
 	MaxPauseMS float64 `json:"max_pause_ms"`
 	// ResumeAfterPromotionMS is the time from the new primary taking
-	// writes to the first write it acknowledged after that; null when none
-	// did before the end of the run.
+	// writes (Operation.WritableMS) to the first write it acknowledged;
+	// null when none did before the end of the run.
 	ResumeAfterPromotionMS *float64 `json:"resume_after_promotion_ms"`
 	// WritesToOldPrimary counts the acknowledged writes whose transaction
 	// the old primary answered and that started after the switch (the old
@@ -154,17 +158,24 @@ func switchEvent(op string) string {
 
 // measure computes each client's figures, audits their writes on the new
 // writer and records the operation.
-func measure(ctx context.Context, o options, g *failovertest.Global, gres failovertest.GlobalResult, clients []*harness.Client,
-	begin, stopAt time.Time) (*Result, error) {
+//
+// writable is when the new primary first said it takes writes (this
+// program's probe); zero falls back to the simulator's stamp of the
+// promotion.
+func measure(ctx context.Context, o options, g *failovertest.Global, gres failovertest.GlobalResult, writable time.Time,
+	clients []*harness.Client, begin, stopAt time.Time) (*Result, error) {
 	switched, ok1 := gres.At(switchEvent(o.Op))
 	promoted, ok2 := gres.At(failovertest.EventPromoted)
 	dns, ok3 := gres.At(failovertest.EventDNS)
 	if !ok1 || !ok2 || !ok3 {
 		return nil, fmt.Errorf("the simulator played no %q, %q or %q: %+v", switchEvent(o.Op), failovertest.EventPromoted, failovertest.EventDNS, gres.Events)
 	}
+	if writable.IsZero() || writable.After(promoted) {
+		writable = promoted
+	}
 	op := Operation{Op: o.Op, OldRegion: gres.OldRegion, NewRegion: gres.NewRegion, OldWriter: gres.OldWriter, NewWriter: gres.NewWriter,
 		LagMS: ms(o.Lag), DNSLagMS: ms(o.DNSLag), DNSTTLMS: ms(o.DNSTTL), TLS: o.TLS, Switch: switchEvent(o.Op),
-		PromotionMS: ms(promoted.Sub(switched)), DNSMovedMS: ms(dns.Sub(switched))}
+		WritableMS: ms(writable.Sub(switched)), PromotionMS: ms(promoted.Sub(switched)), DNSMovedMS: ms(dns.Sub(switched))}
 	if o.Op == Failover {
 		detect, rpo, n := ms(o.Detect), ms(gres.RPOLag), len(gres.Lost)
 		op.DetectMS, op.RPOLagMS, op.LostRows = &detect, &rpo, &n
@@ -206,7 +217,7 @@ func measure(ctx context.Context, o options, g *failovertest.Global, gres failov
 			if rec.Server == gres.OldWriter && !rec.Start.Before(switched) {
 				cr.WritesToOldPrimary++
 			}
-			if rec.Server == gres.NewWriter && rec.End.After(promoted) && (first.IsZero() || rec.End.Before(first)) {
+			if rec.Server == gres.NewWriter && (first.IsZero() || rec.End.Before(first)) {
 				first = rec.End
 			}
 			if !committed(rec.ID) && !listed(rec.ID) {
@@ -216,7 +227,8 @@ func measure(ctx context.Context, o options, g *failovertest.Global, gres failov
 		from, to := harness.LongestGap(begin, stopAt, acks)
 		cr.MaxPauseMS = ms(to.Sub(from))
 		if !first.IsZero() {
-			v := ms(first.Sub(promoted))
+			// The probe's answer may come up to its 5 ms after a write's.
+			v := ms(max(first.Sub(writable), 0))
 			cr.ResumeAfterPromotionMS = &v
 		}
 		if o.Op == Failover {

@@ -118,9 +118,14 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 		fmt.Fprintf(b, " | writer %s (%s)", g.Writer(), g.WriterRegion())
 	})
 
-	// The operation, after the warmup.
+	// The operation, after the warmup, the new primary watched from its
+	// start.
 	var gres failovertest.GlobalResult
+	var watch *writableWatch
 	err = harness.Sleep(ctx, o.Warmup)
+	if err == nil {
+		watch, err = watchWritable(ctx, g.DSN(g.Addr(secondaryHead(g))))
+	}
 	if err == nil {
 		s := failovertest.GlobalScenario{DNSLag: o.DNSLag, OnEvent: func(e failovertest.Event) { lastEvent.Store(e.Name) }}
 		if o.Op == Failover {
@@ -135,6 +140,10 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 	}
 	stopAt := wl.Stop()
 	end := time.Now()
+	var writable time.Time
+	if watch != nil {
+		writable = watch.stop()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +151,7 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 	if mon != nil {
 		events = mon.Status().Events
 	}
-	res, err := measure(ctx, o, g, gres, clients, begin, stopAt)
+	res, err := measure(ctx, o, g, gres, writable, clients, begin, stopAt)
 	if err != nil {
 		return nil, err
 	}
@@ -210,4 +219,74 @@ func waitWriter(ctx context.Context, m failover.Monitor) error {
 		case <-changed:
 		}
 	}
+}
+
+// secondaryHead is the server a global operation promotes: the secondary
+// Region's first.
+func secondaryHead(g *failovertest.Global) string {
+	for _, r := range g.Regions() {
+		if r.Name != g.WriterRegion() {
+			return r.Servers[0]
+		}
+	}
+	return ""
+}
+
+// writableWatch asks a server whether it takes writes, until it does.
+type writableWatch struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	at     time.Time
+}
+
+// watchWritable asks the server of dsn every 5 ms, on a connection of its
+// own, whether it takes writes (pg_is_in_recovery() false), until it does
+// or stop is called: the time the new primary accepts writes, measured
+// apart from the simulator's stamp of its step (which comes once the
+// simulator saw it too). ctx bounds it.
+func watchWritable(ctx context.Context, dsn string) (*writableWatch, error) {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	conn, err := pgx.Connect(cctx, dsn)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("watching the secondary: %w", err)
+	}
+	ctx, cancel = context.WithCancel(ctx)
+	w := &writableWatch{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		defer func() { _ = conn.Close(context.Background()) }()
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+		for {
+			sent := time.Now()
+			var recovering bool
+			err := conn.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&recovering)
+			if err == nil && !recovering {
+				w.at = sent // it took writes by the time it answered
+				return
+			}
+			if err != nil && conn.IsClosed() && ctx.Err() == nil {
+				cctx, ccancel := context.WithTimeout(ctx, time.Second)
+				if c, err := pgx.Connect(cctx, dsn); err == nil {
+					conn = c
+				}
+				ccancel()
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return w, nil
+}
+
+// stop stops the watch and returns when the server first said it takes
+// writes: the time that question was sent; zero if it never did.
+func (w *writableWatch) stop() time.Time {
+	w.cancel()
+	<-w.done
+	return w.at
 }
