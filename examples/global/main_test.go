@@ -62,12 +62,13 @@ func check(t *testing.T, op string) {
 	}
 	plain, hf := res.Clients[0], res.Clients[1]
 	ev := res.Operation
-	t.Logf("MEASURED %s: promotion %.0f ms, DNS %.0f ms after the switch; holdfast: %d of %d failed %v, resume %s, %d to the old primary, longest pause %.0f ms; pgxpool: %d of %d failed %v (%d of %d from the switch to the DNS move), resume %s, %d to the old primary, longest pause %.0f ms",
-		op, ev.PromotionMS, ev.DNSMovedMS, hf.Failed, hf.Requests, hf.Errors, msText(hf.ResumeAfterPromotionMS), hf.WritesToOldPrimary, hf.MaxPauseMS,
+	t.Logf("MEASURED %s: writable %.0f ms, promotion stamped %.0f ms, DNS %.0f ms after the switch; holdfast: %d of %d failed %v, resume %s, %d to the old primary, longest pause %.0f ms; pgxpool: %d of %d failed %v (%d of %d from the switch to the DNS move), resume %s, %d to the old primary, longest pause %.0f ms",
+		op, ev.WritableMS, ev.PromotionMS, ev.DNSMovedMS, hf.Failed, hf.Requests, hf.Errors, msText(hf.ResumeAfterPromotionMS), hf.WritesToOldPrimary, hf.MaxPauseMS,
 		plain.Failed, plain.Requests, plain.Errors, plain.FailedDuringSwitch, plain.DuringSwitch, msText(plain.ResumeAfterPromotionMS), plain.WritesToOldPrimary, plain.MaxPauseMS)
 
 	// The operation as the simulator played it.
-	if ev.Op != op || ev.OldRegion == ev.NewRegion || ev.OldWriter == ev.NewWriter || ev.PromotionMS <= 0 || ev.DNSMovedMS < ev.PromotionMS {
+	if ev.Op != op || ev.OldRegion == ev.NewRegion || ev.OldWriter == ev.NewWriter || ev.WritableMS <= 0 || ev.PromotionMS < ev.WritableMS ||
+		ev.DNSMovedMS < ev.PromotionMS {
 		t.Errorf("operation %+v", ev)
 	}
 	steps := []string{failovertest.EventWritesBlocked, failovertest.EventSynced, failovertest.EventWriterDown, failovertest.EventPromoted,
@@ -249,6 +250,7 @@ func checkJSON(t *testing.T, res *Result) {
 			NewRegion   *string  `json:"new_region"`
 			OldWriter   *string  `json:"old_writer"`
 			NewWriter   *string  `json:"new_writer"`
+			WritableMS  *float64 `json:"accepts_writes_ms"`
 			PromotionMS *float64 `json:"promotion_ms"`
 			DNSMovedMS  *float64 `json:"dns_moved_ms"`
 			RPOLagMS    *float64 `json:"rpo_lag_ms"`
@@ -274,7 +276,7 @@ func checkJSON(t *testing.T, res *Result) {
 	}
 	op := got.Operation
 	if op.Op == nil || *op.Op != res.Operation.Op || op.OldRegion == nil || op.NewRegion == nil || op.OldWriter == nil || op.NewWriter == nil ||
-		op.PromotionMS == nil || op.DNSMovedMS == nil {
+		op.WritableMS == nil || op.PromotionMS == nil || op.DNSMovedMS == nil {
 		t.Errorf("JSON operation lacks a field: %s", b)
 	}
 	if failover := res.Operation.Op == Failover; (op.RPOLagMS != nil) != failover || (op.LostRows != nil) != failover {
