@@ -65,6 +65,16 @@
 // client, ok and failed apart, the operation's phases and steps, each
 // client's longest pause.
 //
+// Measured with holdfast's routing across Regions (BENCHMARKS.md, the
+// recordings in testdata): through a switchover plain pgxpool failed
+// 2,310 of 2,852 writes (25006, every one from the switch on: it stays on
+// the old primary, read-only) and never wrote to the new primary; holdfast
+// failed none and wrote there 247 ms after it took writes, 5 s before the
+// DNS moved. Through a failover (rpo lag 502 ms, 243 rows lost, all
+// listed) holdfast resumed 134 ms after the promotion, plain pgxpool
+// 10.2 s. A holdfast without that routing (a pool on the global writer
+// endpoint gets none: one Info line) behaves as plain pgxpool there.
+//
 // Run it with: go run ./examples/global
 // The failover: go run ./examples/global -op failover
 package main
