@@ -311,3 +311,20 @@ func TestParseFlags(t *testing.T) {
 		{Name: "unknown flag", Args: []string{"-nope"}, WantErr: true},
 	})
 }
+
+func TestIDRanges(t *testing.T) {
+	for _, tt := range []struct {
+		ids  []int64
+		base int64
+		want string
+	}{
+		{nil, 0, "none"},
+		{[]int64{3, 4, 5, 9}, 0, "ids 3–5, 9"},
+		{[]int64{1<<40 + 7, 1<<40 + 8}, 1 << 40, "ids 7–8 (+1099511627776)"},
+		{[]int64{1, 3, 5, 7, 9, 11, 13, 14}, 0, "ids 1, 3, 5, 7, 9, 11 and 2 more"},
+	} {
+		if got := idRanges(tt.ids, tt.base); got != tt.want {
+			t.Errorf("idRanges(%v, %d) = %q, want %q", tt.ids, tt.base, got, tt.want)
+		}
+	}
+}
