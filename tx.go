@@ -168,6 +168,13 @@ func runTx(ctx context.Context, db interface {
 		closed := false
 		if c := tx.Conn(); c != nil {
 			closed = c.PgConn().IsClosed()
+			if ie := conn.InactiveWrite(c, err); ie != nil {
+				err = ie // a write through a global cluster's inactive endpoint: typed, not re-run
+			}
+		} else if p, ok := db.(conn.Pooled); ok {
+			if ie := conn.PoolInactiveWrite(p.Pool(), err); ie != nil {
+				err = ie // the same through database/sql (sqldb.RunTx)
+			}
 		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackBound)
 		_ = tx.Rollback(rctx)
@@ -300,6 +307,11 @@ func txRules(f *Factory) []classify.Rule {
 			case "40P01":
 				return transient(classify.ReasonDeadlock)
 			case "25006":
+				var ie *failover.InactiveEndpointError
+				var oh *failover.WriterOutOfHomeError
+				if errors.As(err, &ie) || errors.As(err, &oh) {
+					return f.Classify(err), true // a global cluster's inactive endpoint: Fatal, with its reason
+				}
 				if s := stepOf(err); s != nil && s.closed {
 					// holdfast's failover layer closed the connection: it
 					// reached a standby or a read-only server by the

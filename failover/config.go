@@ -86,6 +86,10 @@ type Config struct {
 	// the fewest of the pool's connections.
 	Readers ReaderConfig
 
+	// Global configures routing across the Regions of an Aurora Global
+	// Database: see GlobalConfig.
+	Global GlobalConfig
+
 	// RefreshInterval is how often the topology is read while nothing is
 	// wrong. Default 30 s.
 	RefreshInterval time.Duration
@@ -169,4 +173,147 @@ const (
 	// it too while the instance endpoint names the old writer, back as a
 	// reader.
 	FollowWriter
+)
+
+// GlobalConfig configures failover routing on an Aurora Global Database
+// (one primary Region, up to five read-only secondaries).
+//
+// What the servers tell: which instances the global cluster has, which
+// one is the writer and the Region of each, from
+// aurora_global_db_instance_status() (server_id, session_id
+// MASTER_SESSION_ID for the writer, aws_region, visibility_lag_in_msec),
+// and how far each secondary Region trails, from aurora_global_db_status()
+// (rpo_lag_in_msec, durability_lag_in_msec), which every instance of every
+// Region answers. holdfast reads them once the pool's servers answer both
+// functions with more than one Region (as the AWS wrappers detect a
+// global cluster); no host pattern tells it the Regions.
+//
+// What they do not tell: a Region's instance endpoints. Aurora names
+// them "<server_id>.<hash>.<region>.rds.amazonaws.com" with a hash of the
+// account that differs per Region, and no function, no certificate name
+// of another Region and no name of the global writer endpoint carries
+// it. holdfast derives the hash of the Region of the pool's own endpoint
+// (a Region's cluster, reader or instance endpoint, or an alias of one in
+// Config.Aliases); every other Region's comes from Regions. A Region
+// without one is not probed or routed to (one WARN names it and this
+// field): a pool on the global writer endpoint then follows the writer
+// into it by DNS only, refusing the servers that are not the writer.
+//
+// A pool on the global writer endpoint
+// (<name>.global-<id>.global.rds.amazonaws.com) needs Regions (without
+// it, failover routing is off for the pool, as before, with one Info
+// line). It is routed as a pool on a cluster endpoint, across Regions:
+// each new connection goes to the writer of the moment by address, while
+// TLS still verifies the global name (Aurora's certificates name it in
+// every Region) and an IAM token (package rdsiam) is minted for the
+// configured host, the global name, with rdsiam.Config.Region — the
+// global name carries no Region, and holdfast does not sign again for
+// the Region the writer moved to: set the Region your IAM policy and
+// the global endpoint's documentation ask for.
+// Through a managed switchover (SwitchoverGlobalCluster) the monitor's
+// heartbeat (aurora_global_db_status() on the writer, every
+// HeartbeatInterval) sees the writer refuse writes and holds new
+// connections at once (HoldTimeout) while no instance takes writes,
+// probing every instance every FastInterval/4 meanwhile; it routes to
+// the promoted writer as soon as it takes writes — before the global
+// name's DNS moves, and before the topology names it — and cuts every
+// connection to the old writer.
+// Through a failover with data loss (FailoverGlobalCluster
+// --allow-data-loss) it does the same, and its "region failover" event
+// (Event.FromRegion, Event.RPOLag) names the Region that lost what it had
+// not replicated: about the last rpo_lag_in_msec seen before it went down.
+//
+// A pool on a secondary Region's cluster (writer) endpoint, which Aurora
+// keeps inactive (it leads to a read-only instance), is a reader pool of
+// that Region while the writer is elsewhere (the writer's Region is read
+// from the servers: no Regions entry is needed for it): its connections
+// are not refused, nor held while the writer is down, a write through it
+// fails with the server's 25006 once, is not retried (the transaction
+// runner returns an *InactiveEndpointError), and does not make the
+// monitor probe; so does a pool on the primary Region's cluster endpoint
+// once the writer moved to a Region it cannot follow; with InstancePools
+// FollowWriter it follows the writer across Regions instead (by address,
+// keeping the configured name for TLS: its certificate must name the
+// endpoint, so prefer the global writer endpoint for that). A pool on a
+// Region's reader endpoint is balanced over that Region's readers.
+type GlobalConfig struct {
+	// Regions maps a Region's name ("us-west-2") to where its instance
+	// endpoints are: one of its RDS endpoints (its cluster endpoint,
+	// "orders.cluster-abc123.us-west-2.rds.amazonaws.com", gives
+	// "?.abc123.us-west-2.rds.amazonaws.com"), or an instance template
+	// with "?" for the server id, for custom domains
+	// ("?.db.us-west-2.example.internal"). The Region of the pool's own
+	// RDS endpoint needs no entry.
+	Regions map[string]string
+
+	// HomeRegion is the Region the service runs in ("us-east-1"); with it,
+	// OutOfHome says what a pool meant for writes (on the global writer
+	// endpoint, or on a cluster endpoint that is not inactive) does while
+	// the writer is in another Region. "": no home, the writer is followed
+	// wherever it is.
+	HomeRegion string
+	// OutOfHome is what such a pool does while the writer is outside
+	// HomeRegion: OutOfHomeFollow (the default), OutOfHomeReadOnly or
+	// OutOfHomeHold.
+	OutOfHome OutOfHomeMode
+
+	// AccessibleRegions, when not empty, are the only Regions the service
+	// can reach (its network has no route to the others): instances of
+	// any other Region are left out of the topology — never probed,
+	// dialed or routed to — and a writer in one is said loudly (one WARN
+	// at each move there) while pools meant for writes are held
+	// (HoldTimeout) as while no writer is known. HomeRegion, when set,
+	// must be one of them.
+	AccessibleRegions []string
+}
+
+// OutOfHomeMode is what a pool meant for writes does while an Aurora
+// Global Database's writer is outside GlobalConfig.HomeRegion.
+//
+// The AWS JDBC wrapper's gdbFailover modes (failoverHomeRegion,
+// activeHomeFailoverMode for a writer in the home Region,
+// inactiveHomeFailoverMode for one outside it) map onto holdfast's as
+// follows; holdfast's pools keep their kind (a pool on a writer endpoint
+// stays meant for writes, a reader pool reads), where the wrapper turns a
+// connection into another kind:
+//
+//	wrapper mode                 holdfast
+//	---------------------------  --------------------------------------------------------------
+//	strict-writer                OutOfHomeFollow (the default): the writer, wherever it is
+//	home-reader-or-writer        a reader pool on the home Region's reader endpoint (ReaderConfig,
+//	                             Hold false: the writer when no home reader is up)
+//	strict-home-reader           OutOfHomeReadOnly for pools meant for writes; a reader pool on the
+//	                             home Region's reader endpoint with ReaderConfig.Hold for readers
+//	strict-out-of-home-reader    a reader pool on that Region's reader endpoint (GlobalConfig.Regions
+//	                             names it)
+//	strict-any-reader            OutOfHomeReadOnly (home readers); reader pools per Region
+//	out-of-home-reader-or-writer a reader pool on the other Region's reader endpoint, Hold false
+//	any-reader-or-writer         a reader pool with Hold false (its Region's readers, else the writer)
+//
+// The wrapper's documented pattern for turning a Region's deployment
+// read-only when the writer leaves (inactiveHomeFailoverMode
+// strict-any-reader) is OutOfHomeReadOnly, with a typed error instead of
+// failovers and 25006 retries.
+type OutOfHomeMode int
+
+// The out-of-home modes.
+const (
+	// OutOfHomeFollow follows the writer into any Region (the default).
+	OutOfHomeFollow OutOfHomeMode = iota
+	// OutOfHomeReadOnly turns the pool read-only while the writer is
+	// outside the home Region: its new connections go to the home
+	// Region's readers by address (the freshest by
+	// visibility_lag_in_msec, within Readers.MaxLag; TLS still verifies
+	// the configured name), reads continue there, no connection reaches
+	// the writer, and a write gets the server's 25006 once — the
+	// transaction runner returns a *WriterOutOfHomeError
+	// (errors.Is(err, ErrWriterOutOfHome), Fatal) — and Status.OutOfHome
+	// says so. When the writer comes home, the pool's connections to
+	// the home readers are cut and new ones go to the writer.
+	OutOfHomeReadOnly
+	// OutOfHomeHold holds the pool's new connections while the writer is
+	// outside the home Region, up to HoldTimeout (then a *HoldError), as
+	// while no writer is known: for a writer that is expected back
+	// soon.
+	OutOfHomeHold
 )

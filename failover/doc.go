@@ -37,15 +37,13 @@
 //	                                                                       endpoint's, to the writer by address
 //	name.cluster-custom-ID... (custom)         one of its own, by host     cut only (its name names no cluster)
 //	name.proxy-ID... (RDS Proxy)               none                        none: the proxy follows the writer
-//	name.global-ID.global.rds.amazonaws.com    none                        none: a DNS name of the primary
-//	(Aurora global database)                                               cluster's writer; use the primary
-//	                                                                       region's cluster endpoint to route
+//	name.global-ID.global.rds.amazonaws.com    its own, every Region's     with GlobalConfig.Regions, as the cluster
+//	(Aurora global database writer endpoint)   instances                   endpoint's across Regions: [GlobalConfig]
 //
-// Two clusters in one account and region each have their own monitor, and
-// no connection of one pool reaches the other. A pool with no routing logs
-// one Info line saying why and keeps holdfast's retries. A pool on several
-// hosts (pgx's fallbacks) is not routed, since pgx chooses among them.
-// Which hosts the monitor trusts: [Monitor].
+// Two clusters in one account and region never share a monitor or a
+// connection. A pool with no routing logs one Info line saying why and
+// keeps holdfast's retries; one on several hosts (pgx's fallbacks) is not
+// routed. Which hosts the monitor trusts: [Monitor].
 //
 // # Through a failover
 //

@@ -1,6 +1,7 @@
 package failover
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -89,6 +90,72 @@ func (e *CutError) Error() string {
 // Unwrap returns Err.
 func (e *CutError) Unwrap() error { return e.Err }
 
+// InactiveEndpointError says that a write went through a secondary
+// Region's cluster (writer) endpoint of an Aurora Global Database, which
+// Aurora keeps inactive while the writer is in another Region: the
+// endpoint leads to a read-only instance of its Region, which refused the
+// write (Err, a *pgconn.PgError 25006). Nothing was written. It is not
+// retryable (Rule: Fatal): the endpoint leads to the same read-only
+// instance until the writer comes back to its Region. Write through the
+// global writer endpoint, or give the pool failover.FollowWriter
+// (InstancePools or holdfast.PoolInstanceMode) to follow the writer
+// across Regions. holdfast's transaction runner (Factory.RunTx,
+// sqldb.RunTx) returns it; a statement run on the pool directly returns
+// the server's 25006 as pgx does, once (the connection is kept, the
+// monitor not woken: a read-only instance there is no failover).
+type InactiveEndpointError struct {
+	Host         string // the pool's endpoint
+	Region       string // its Region
+	WriterRegion string // the writer's Region now
+	Writer       string // the writer's server id now
+	Err          error
+}
+
+func (e *InactiveEndpointError) Error() string {
+	writer := "the writer"
+	if e.Writer != "" {
+		writer += " (" + e.Writer + ")"
+	}
+	return fmt.Sprintf("failover: write through %s refused: it is the cluster endpoint of %s, a secondary Region of the global cluster, inactive while %s is in %s; write through the global writer endpoint: %v",
+		e.Host, e.Region, writer, e.WriterRegion, e.Err)
+}
+
+// Unwrap returns Err.
+func (e *InactiveEndpointError) Unwrap() error { return e.Err }
+
+// ErrWriterOutOfHome is matched by every *WriterOutOfHomeError.
+var ErrWriterOutOfHome = errors.New("failover: the global cluster's writer is outside the home Region")
+
+// WriterOutOfHomeError says that a write went through a pool meant for
+// writes while the Aurora Global Database's writer is outside
+// GlobalConfig.HomeRegion, with OutOfHomeReadOnly: the pool reads on the
+// home Region's readers, and the one reached refused the write (Err, a
+// *pgconn.PgError 25006), or no home reader is up (Err nil). Nothing was
+// written, and no connection reached the writer. It is not retryable
+// (Rule: Fatal) until the writer comes back home.
+type WriterOutOfHomeError struct {
+	Host         string // the pool's endpoint
+	HomeRegion   string
+	WriterRegion string
+	Writer       string // the writer's server id
+	Err          error
+}
+
+func (e *WriterOutOfHomeError) Error() string {
+	msg := fmt.Sprintf("failover: write through %s refused: the writer (%s) is in %s, outside the home Region %s, and the pool is read-only meanwhile (OutOfHomeReadOnly)",
+		e.Host, e.Writer, e.WriterRegion, e.HomeRegion)
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// Unwrap returns Err.
+func (e *WriterOutOfHomeError) Unwrap() error { return e.Err }
+
+// Is matches ErrWriterOutOfHome.
+func (e *WriterOutOfHomeError) Is(target error) bool { return target == ErrWriterOutOfHome }
+
 // Rule classifies this package's errors for package classify; holdfast's
 // factory installs it with WithFailover. Its verdicts (the reasons are
 // what metrics, logs and retry errors show):
@@ -98,6 +165,8 @@ func (e *CutError) Unwrap() error { return e.Err }
 //	*HoldError       Transient  failover-held
 //	*NotWriterError  Transient  failover-not-writer
 //	*CutError        Transient  failover-cut
+//	*InactiveEndpointError  Fatal  failover-inactive-endpoint
+//	*WriterOutOfHomeError   Fatal  failover-writer-out-of-home
 //
 // A hold the caller's own context canceled is left to the other rules
 // (classify: Fatal "canceled"), and so is a *NoReaderError (its Err:
@@ -108,4 +177,6 @@ var rule = typerule.Rule(
 	typerule.Wait[*HoldError]("failover-held"),
 	typerule.Of[*NotWriterError](classify.Transient, "failover-not-writer"),
 	typerule.Of[*CutError](classify.Transient, "failover-cut"),
+	typerule.Of[*InactiveEndpointError](classify.Fatal, "failover-inactive-endpoint"),
+	typerule.Of[*WriterOutOfHomeError](classify.Fatal, "failover-writer-out-of-home"),
 )

@@ -128,3 +128,35 @@ func ExampleStatus() {
 	//   ]
 	// }
 }
+
+// An Aurora Global Database: a pool on the global writer endpoint follows
+// the writer across Regions once Regions names each Region's instance
+// endpoints (a Region's cluster endpoint gives them); the service's home
+// Region turns its writes read-only while the writer is elsewhere, and a
+// write then fails with ErrWriterOutOfHome, not retried.
+func ExampleGlobalConfig() {
+	f, err := holdfast.New(holdfast.WithFailover(failover.Config{Global: failover.GlobalConfig{
+		Regions: map[string]string{
+			"us-east-1": "orders.cluster-abc123.us-east-1.rds.amazonaws.com",
+			"us-west-2": "orders.cluster-def456.us-west-2.rds.amazonaws.com",
+		},
+		HomeRegion: "us-east-1",
+		OutOfHome:  failover.OutOfHomeReadOnly,
+	}}))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer f.Close()
+	cfg, err := pgxpool.ParseConfig("postgres://app@orders.global-xyz789abc123.global.rds.amazonaws.com/app")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("configured:", f.Configure(cfg) == nil)
+	err = &failover.WriterOutOfHomeError{Host: cfg.ConnConfig.Host, HomeRegion: "us-east-1", WriterRegion: "us-west-2", Writer: "orders-3"}
+	fmt.Println(errors.Is(err, failover.ErrWriterOutOfHome), f.Classify(err).Retryable())
+	// Output:
+	// configured: true
+	// true false
+}

@@ -27,11 +27,29 @@ type Event struct {
 	//	                  theirs
 	//	reader caught up  a lagging reader is back within MaxLag: new
 	//	                  connections go there again
+	//	region switchover an Aurora Global Database's writer moved to
+	//	                  another Region (Region, FromRegion) after the old
+	//	                  writer turned read-only: a managed switchover,
+	//	                  nothing lost
+	//	region failover   the writer moved to another Region after the old
+	//	                  one stopped answering without turning read-only
+	//	                  first: a failover with data loss; FromRegion's
+	//	                  writes of about its last RPOLag (the promoted
+	//	                  Region's last rpo_lag_in_msec seen) were not
+	//	                  replicated and are lost
 	//
 	// Each event but "suspect" and the reader events keeps Monitor.Active
 	// true for FastFor.
 	Name   string `json:"event"`
 	Server string `json:"server,omitempty"` // the server id it concerns
+	// Region is the AWS Region of Server on an Aurora Global Database
+	// (the new writer's, for a region switchover or failover); FromRegion
+	// the Region the writer left; RPOLag, for a region failover, the
+	// last rpo_lag_in_msec the monitor read for Region before the old
+	// writer went down (0 when it read none).
+	Region     string        `json:"region,omitempty"`
+	FromRegion string        `json:"from_region,omitempty"`
+	RPOLag     time.Duration `json:"rpo_lag,omitempty"`
 }
 
 // Status is a Monitor's state, for logs, readiness endpoints and
@@ -39,6 +57,14 @@ type Event struct {
 type Status struct {
 	Writer     string `json:"writer"` // server id; "" until the topology was read
 	WriterAddr string `json:"writer_addr"`
+	// WriterRegion is the writer's AWS Region on an Aurora Global
+	// Database, "" on any other cluster.
+	WriterRegion string `json:"writer_region,omitempty"`
+	// OutOfHome: the writer is outside GlobalConfig.HomeRegion; with
+	// OutOfHomeReadOnly the pools meant for writes are read-only (on the
+	// home readers), with OutOfHomeHold they are held. Readiness warns
+	// meanwhile (reason "writer-out-of-home").
+	OutOfHome bool `json:"out_of_home,omitempty"`
 	// Routing is "normal", "redirect" (the writer endpoint's connections
 	// go to the writer's address while DNS lags), "held" (writer down,
 	// none known) or "held+redirect".
@@ -77,9 +103,13 @@ type Status struct {
 // Aurora's pg_catalog.aurora_replica_status() and
 // aurora_db_instance_identifier(), or an RDS Multi-AZ DB cluster's
 // rds_tools.show_topology, rds_tools.dbi_resource_id() and
-// rds_tools.multi_az_db_cluster_source_dbi_resource_id(); a server is the
-// writer only when it also says so (pg_is_in_recovery(),
-// transaction_read_only). From the first sign of trouble — a failed ping,
+// rds_tools.multi_az_db_cluster_source_dbi_resource_id(); on an Aurora
+// Global Database, aurora_global_db_instance_status() and
+// aurora_global_db_status() (GlobalConfig), its heartbeat reading the
+// latter. A server is the writer only when it also says so
+// (pg_is_in_recovery(), transaction_read_only) — on a global cluster,
+// when it takes writes, which a promoted instance does before the global
+// status names it. From the first sign of trouble — a failed ping,
 // a pool's network error, 57P01/57P02/57P03, a 25006 by the writer
 // endpoint, a refused connect — it probes every instance in parallel every
 // FastInterval; a probe that does not answer is abandoned at once (no

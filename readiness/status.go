@@ -56,6 +56,7 @@ const (
 	reasonFailover      = "failover"
 	reasonDown          = "database-down"
 	reasonWaking        = "waking"
+	reasonOutOfHome     = "writer-out-of-home"
 )
 
 // InUse is what a drain waits for.
@@ -122,6 +123,9 @@ type Status struct {
 	//	failover        warn        checks failed while the cluster fails over (holdfast.WithFailover):
 	//	                            holdfast holds and reroutes the traffic, so readiness does not fail
 	//	database        warn, fail  the database check failed: warn below FailureThreshold, fail at it
+	//	writer-out-of-home  warn    an Aurora Global Database's writer is outside
+	//	                            failover.GlobalConfig.HomeRegion (failover.Status.OutOfHome): the
+	//	                            pools meant for writes follow it, are read-only or held, by OutOfHome
 	//	pool-saturated  warn        every connection of the pool is acquired
 	//
 	// A failing target that is not required (Target.Optional) makes the
@@ -148,7 +152,7 @@ type TargetStatus struct {
 	// Health and Reason are the target's own: Fail when its check fails,
 	// also for an optional target (the Checker then answers Warn).
 	// Reasons: "starting", "startup-failed", "database-down", "waking", "database",
-	// "failover", "pool-saturated", or "" for Pass.
+	// "failover", "writer-out-of-home", "pool-saturated", or "" for Pass.
 	Health Health
 	Reason string
 
@@ -395,6 +399,8 @@ func (c *Checker) targetStatusLocked(t *target, st *pgxpool.Stat) TargetStatus {
 		s.Reason = reasonDatabase
 	case db.failures > 0:
 		s.Health, s.Reason = Warn, reasonDatabase
+	case s.Failover != nil && s.Failover.OutOfHome:
+		s.Health, s.Reason = Warn, reasonOutOfHome
 	case s.Pool.Max > 0 && s.Pool.Acquired >= s.Pool.Max:
 		s.Health, s.Reason = Warn, reasonSaturated
 	default:

@@ -233,7 +233,7 @@ func fallbackHosts(cc *pgx.ConnConfig) []string {
 func (p *Pool) addFailover(cc *pgx.ConnConfig, mode failover.InstanceMode) error {
 	e := p.e
 	ep := failovermon.Endpoint(e.cfg.Failover.Aliases, cc.Host)
-	if ok, why := failovermon.RoutedKind(ep); !ok {
+	if ok, why := failovermon.RoutedKind(ep, *e.cfg.Failover); !ok {
 		e.cfg.Logger.LogAttrs(context.Background(), slog.LevelInfo, why,
 			slog.String("server.address", cc.Host), slog.String("holdfast.endpoint.kind", topology.KindOf(topology.NormHost(ep)).String()))
 		return nil

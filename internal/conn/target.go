@@ -36,3 +36,28 @@ func ConnTarget(c *pgx.Conn) *obs.Target {
 type Pooled interface {
 	Pool() *pgxpool.Pool
 }
+
+// InactiveWrite returns err as a *failover.InactiveEndpointError when it
+// is a 25006 on c, a connection of a pool on a secondary Region's
+// inactive cluster endpoint of an Aurora Global Database; nil otherwise
+// (and for a connection no engine made). On the failure path only.
+func InactiveWrite(c *pgx.Conn, err error) error {
+	if c == nil {
+		return nil
+	}
+	s, ok := compose.ConnOf(c).(*connState)
+	if !ok || s.p == nil || s.p.fo == nil {
+		return nil
+	}
+	return s.p.fo.InactiveWrite(err)
+}
+
+// PoolInactiveWrite is InactiveWrite for a connection known only by its
+// pool (database/sql's, through sqldb.RunTx).
+func PoolInactiveWrite(pool *pgxpool.Pool, err error) error {
+	p := OfPool(pool)
+	if p == nil || p.fo == nil {
+		return nil
+	}
+	return p.fo.InactiveWrite(err)
+}

@@ -3,6 +3,7 @@ package failovermon
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,6 +39,9 @@ const (
 	EventReaderBack     = "reader back"
 	EventReaderLagging  = "reader lagging"
 	EventReaderCaughtUp = "reader caught up"
+	// A global cluster's writer moved to another Region.
+	EventRegionSwitchover = "region switchover"
+	EventRegionFailover   = "region failover"
 )
 
 // configError is a *cfgerr.Error of package failover.
@@ -71,12 +75,35 @@ func Validate(c failover.Config) error {
 			return configError("Config.InstanceTemplate", why)
 		}
 	}
+	if h := c.Global.HomeRegion; h != "" && !topology.IsRegion(h) {
+		return configError("Config.Global.HomeRegion", fmt.Sprintf("%q: want an AWS Region's name, e.g. \"us-east-1\"", h))
+	}
+	if m := c.Global.OutOfHome; m < failover.OutOfHomeFollow || m > failover.OutOfHomeHold {
+		return configError("Config.Global.OutOfHome", fmt.Sprintf("%d: want failover.OutOfHomeFollow, OutOfHomeReadOnly or OutOfHomeHold", int(m)))
+	}
+	for _, r := range c.Global.AccessibleRegions {
+		if !topology.IsRegion(r) {
+			return configError("Config.Global.AccessibleRegions", fmt.Sprintf("%q: want an AWS Region's name, e.g. \"us-east-1\"", r))
+		}
+	}
+	if h := c.Global.HomeRegion; h != "" && len(c.Global.AccessibleRegions) > 0 && !slices.Contains(c.Global.AccessibleRegions, h) {
+		return configError("Config.Global.AccessibleRegions", fmt.Sprintf("%v: want the home Region %q among them", c.Global.AccessibleRegions, h))
+	}
+	for region, v := range c.Global.Regions {
+		if !topology.IsRegion(strings.ToLower(strings.TrimSpace(region))) {
+			return configError("Config.Global.Regions", fmt.Sprintf("%q: want an AWS Region's name, e.g. \"us-west-2\"", region))
+		}
+		if _, err := regionTemplate(v); err != nil {
+			return configError("Config.Global.Regions", fmt.Sprintf("%q → %q: %v", region, v, err))
+		}
+	}
 	for alias, ep := range c.Aliases {
 		a := topology.NormHost(alias)
 		switch {
 		case a == "" || topology.IsIP(a) || strings.ContainsAny(a, " /:@?"):
 			return configError("Config.Aliases", fmt.Sprintf("%q: want a host name", alias))
-		case topology.InstanceDomain([]string{topology.NormHost(ep)}) == "" || strings.ContainsAny(ep, " /:@?"):
+		case (topology.InstanceDomain([]string{topology.NormHost(ep)}) == "" && topology.KindOf(topology.NormHost(ep)) != topology.KindGlobal) ||
+			strings.ContainsAny(ep, " /:@?"):
 			return configError("Config.Aliases",
 				fmt.Sprintf("%q → %q: want an RDS endpoint, e.g. \"orders.cluster-abc123.us-east-1.rds.amazonaws.com\"", alias, ep))
 		}

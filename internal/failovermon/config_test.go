@@ -225,3 +225,97 @@ func TestEndpoint(t *testing.T) {
 		}
 	}
 }
+
+// TestGlobalRegions: Config.Global.Regions takes a Region's RDS endpoint
+// or an instance template; a key that is no Region's name, a global or
+// proxy endpoint, or a name of your own without "?" is a config error.
+func TestGlobalRegions(t *testing.T) {
+	ok := failover.Config{Global: failover.GlobalConfig{Regions: map[string]string{
+		"us-west-2": "orders.cluster-def456.us-west-2.rds.amazonaws.com",
+		"eu-west-1": "?.db.eu-west-1.example.internal",
+	}}}
+	if err := failovermon.Validate(ok); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	alias := ok
+	alias.Aliases = map[string]string{"db.orders.internal": "orders.global-abc123def456.global.rds.amazonaws.com"}
+	if err := failovermon.Validate(alias); err != nil {
+		t.Errorf("Validate(an alias of a global writer endpoint): %v", err)
+	}
+	got, err := failovermon.RegionTemplates(ok, "orders.cluster-abc123.us-east-1.rds.amazonaws.com", "?.abc123.us-east-1.rds.amazonaws.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"us-east-1": "?.abc123.us-east-1.rds.amazonaws.com",
+		"us-west-2": "?.def456.us-west-2.rds.amazonaws.com",
+		"eu-west-1": "?.db.eu-west-1.example.internal",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("RegionTemplates = %v; want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("RegionTemplates[%s] = %q; want %q", k, got[k], v)
+		}
+	}
+	for _, bad := range []map[string]string{
+		{"uswest2": "orders.cluster-def456.us-west-2.rds.amazonaws.com"},
+		{"us-west-2": "orders.global-abc.global.rds.amazonaws.com"},
+		{"us-west-2": "db.us-west-2.example.internal"},
+		{"us-west-2": "??.x"},
+	} {
+		err := failovermon.Validate(failover.Config{Global: failover.GlobalConfig{Regions: bad}})
+		var ce *cfgerr.Error
+		if !errors.As(err, &ce) || ce.Field != "Config.Global.Regions" {
+			t.Errorf("Validate(%v) = %v; want a config error naming Config.Global.Regions", bad, err)
+		}
+	}
+	if routed, _ := failovermon.RoutedKind("orders.global-abc.global.rds.amazonaws.com", failover.Config{}); routed {
+		t.Error("a global writer endpoint routed without Global.Regions")
+	}
+	if routed, why := failovermon.RoutedKind("orders.global-abc.global.rds.amazonaws.com", ok); !routed {
+		t.Errorf("a global writer endpoint with Global.Regions not routed: %s", why)
+	}
+}
+
+// TestHomeRegionConfig: HomeRegion and AccessibleRegions are Regions'
+// names, the home among the accessible ones, OutOfHome one of the modes.
+func TestHomeRegionConfig(t *testing.T) {
+	good := failover.GlobalConfig{HomeRegion: "us-east-1", OutOfHome: failover.OutOfHomeReadOnly, AccessibleRegions: []string{"us-east-1", "eu-west-1"}}
+	if err := failovermon.Validate(failover.Config{Global: good}); err != nil {
+		t.Fatalf("Validate(%+v): %v", good, err)
+	}
+	for field, g := range map[string]failover.GlobalConfig{
+		"Config.Global.HomeRegion":        {HomeRegion: "east"},
+		"Config.Global.OutOfHome":         {OutOfHome: 7},
+		"Config.Global.AccessibleRegions": {HomeRegion: "us-east-1", AccessibleRegions: []string{"eu-west-1"}},
+	} {
+		err := failovermon.Validate(failover.Config{Global: g})
+		var ce *cfgerr.Error
+		if !errors.As(err, &ce) || ce.Field != field {
+			t.Errorf("Validate(%+v) = %v; want a config error naming %s", g, err, field)
+		}
+	}
+	bad := failover.GlobalConfig{AccessibleRegions: []string{"nowhere"}}
+	if err := failovermon.Validate(failover.Config{Global: bad}); err == nil {
+		t.Errorf("Validate(%+v) = nil; want an error", bad)
+	}
+}
+
+// TestGlobalClusterKey: a pool on a global writer endpoint needs no
+// template (each Region's comes from Global.Regions), and its monitor is
+// never a Region's cluster's: a global cluster beside a plain Aurora
+// cluster of the same name and Region shares no monitor.
+func TestGlobalClusterKey(t *testing.T) {
+	const global = "orders.global-abc123def456.global.rds.amazonaws.com"
+	tmpl, port, err := failovermon.TemplateFor(global, 5432, "")
+	if err != nil || tmpl != "" || port != 5432 {
+		t.Fatalf("TemplateFor(%s) = %q, %d, %v; want no template", global, tmpl, port, err)
+	}
+	regional := "orders.cluster-abc123.us-east-1.rds.amazonaws.com"
+	rt, _, _ := failovermon.TemplateFor(regional, 5432, "")
+	if a, b := failovermon.ClusterKey(global, tmpl, port), failovermon.ClusterKey(regional, rt, 5432); a == b {
+		t.Errorf("ClusterKey: the global endpoint and a Region's cluster endpoint share %q", a)
+	}
+}

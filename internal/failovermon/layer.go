@@ -2,6 +2,7 @@ package failovermon
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -65,6 +66,13 @@ type Layer struct {
 	hinted atomic.Bool
 
 	rd *readerRouting // reader routing: a pool on the reader endpoint (readers.go)
+	// region is the Region a pool on a Region's cluster endpoint names
+	// (topology.RegionOf): on an Aurora Global Database, while the writer
+	// is in another Region, the endpoint is inactive (it leads to a
+	// read-only instance); the pool is then a reader pool of its Region,
+	// or, with across, follows the writer there (failover.FollowWriter).
+	region string
+	across bool
 	// pinned: a pool on an instance endpoint kept on its instance
 	// (failover.Pinned), whatever the instance's role.
 	pinned bool
@@ -92,16 +100,18 @@ func ClusterKey(ep, tmpl string, port uint16) string {
 }
 
 // RoutedKind reports whether failover routing applies to a pool on
-// endpoint ep, and why not when it does not: an RDS Proxy follows the
-// writer itself, and an Aurora global database's endpoint is a DNS name
-// of the primary cluster's writer whose instance endpoints it does not
-// name.
-func RoutedKind(ep string) (bool, string) {
+// endpoint ep under c, and why not when it does not: an RDS Proxy follows
+// the writer itself, and an Aurora global writer endpoint names no
+// Region's instance endpoints: it is routed only when
+// c.Global.Regions names some.
+func RoutedKind(ep string, c failover.Config) (bool, string) {
 	switch topology.KindOf(topology.NormHost(ep)) {
 	case topology.KindProxy:
 		return false, "failover: an RDS Proxy endpoint follows the cluster's writer itself; failover routing is off for this pool (holdfast's retries still apply)"
 	case topology.KindGlobal:
-		return false, "failover: an Aurora global database endpoint follows the primary cluster's writer by DNS; failover routing is off for this pool (holdfast's retries still apply); for routing, use the primary region's cluster endpoint"
+		if len(c.Global.Regions) == 0 {
+			return false, "failover: an Aurora global database writer endpoint names no Region's instance endpoints; failover routing is off for this pool (holdfast's retries still apply): set failover.Config.Global.Regions to each Region's cluster endpoint to route it across Regions"
+		}
 	}
 	return true, ""
 }
@@ -133,10 +143,14 @@ func NewLayer(m *Monitor, comp *compose.Composition, cc *pgx.ConnConfig, ep stri
 	if !fo.writer && !isSocket(cc.Host) && topology.KindOf(topology.NormHost(ep)) == topology.KindReaderCluster &&
 		readers.Strategy != failover.ByDNS {
 		fo.rd = newReaderRouting(readers)
+		fo.rd.region = topology.RegionOf(ep) // on a global cluster: its Region's readers only
+	}
+	if topology.KindOf(topology.NormHost(ep)) == topology.KindWriterCluster {
+		fo.region, fo.across = topology.RegionOf(ep), mode == failover.FollowWriter
 	}
 	for _, fb := range cc.Fallbacks {
 		if fb.Host != cc.Host {
-			fo.writer, fo.follow, host, fo.rd = false, false, "", nil // several hosts: pgx chooses among them
+			fo.writer, fo.follow, host, fo.rd, fo.region = false, false, "", nil, "" // several hosts: pgx chooses among them
 		}
 	}
 	if fo.rd != nil {
@@ -221,8 +235,11 @@ func (fo *Layer) routing() bool {
 // hold is the layer's BeforeConnect.
 func (fo *Layer) hold(ctx context.Context, c compose.Conn, cc *pgx.ConnConfig, next compose.ConnectFunc) error {
 	fo.m.Start() // with the pool's first connection (idempotent)
-	if fo.writer {
+	if fo.writer && !fo.reading(fo.m.Snapshot()) {
 		if err := fo.m.Hold(ctx, cc.Host); err != nil {
+			return err
+		}
+		if err := fo.holdHome(ctx, cc.Host); err != nil {
 			return err
 		}
 	}
@@ -233,7 +250,7 @@ func (fo *Layer) hold(ctx context.Context, c compose.Conn, cc *pgx.ConnConfig, n
 // new connection is held until one is known. Lazy (compose.Layer.Arm): it
 // runs only while the monitor finds the writer down.
 func (fo *Layer) prepareConn(_ context.Context, c *pgx.Conn) (bool, error) {
-	if s := fo.m.Snapshot(); s.Down && c.PgConn().Conn().RemoteAddr().String() == s.DownAddr {
+	if s := fo.m.Snapshot(); s.Down && !fo.reading(s) && c.PgConn().Conn().RemoteAddr().String() == s.DownAddr {
 		return false, nil
 	}
 	return true, nil
@@ -251,16 +268,126 @@ func (fo *Layer) route(ctx context.Context, c compose.Conn, host, addr string, _
 	if fo.rd != nil {
 		return fo.routeReader(ctx, c, host, addr)
 	}
-	if !fo.writer {
-		return addr, nil
+	if !fo.writer || fo.reading(fo.m.Snapshot()) {
+		return addr, nil // (a pool on an inactive endpoint: a reader pool of its Region, not held)
 	}
 	if err := fo.m.Hold(ctx, host); err != nil {
 		return "", err
 	}
-	if s := fo.m.Snapshot(); s.WriterAddr != "" && (s.Redirect || s.Readers[addr] || fo.follow) {
+	if err := fo.holdHome(ctx, host); err != nil {
+		return "", err
+	}
+	s := fo.m.Snapshot()
+	if fo.outOfHome(s) == failover.OutOfHomeReadOnly {
+		if a := fo.homeReader(s); a != "" {
+			return a, nil
+		}
+		return "", &failover.WriterOutOfHomeError{Host: host, HomeRegion: fo.m.cfg.Global.HomeRegion, WriterRegion: s.WriterRegion, Writer: s.Writer}
+	}
+	if fo.inactive(s) {
+		if fo.across && s.WriterAddr != "" {
+			return s.WriterAddr, nil
+		}
+		return addr, nil // a reader pool of its Region: the endpoint's own instance
+	}
+	if s.WriterAddr != "" && (s.Redirect || s.Readers[addr] || fo.follow) {
 		return s.WriterAddr, nil // FollowWriter: the instance's address is the writer's only while it is the writer
 	}
 	return addr, nil
+}
+
+// inactive reports whether the pool is on a secondary Region's cluster
+// endpoint of an Aurora Global Database: the writer is in another Region
+// (s). One snapshot's fields: no lock, no allocation.
+func (fo *Layer) inactive(s *Snapshot) bool {
+	return fo.region != "" && s.Global && s.WriterRegion != "" && s.WriterRegion != fo.region
+}
+
+// outOfHome returns the out-of-home mode in force for the pool now: the
+// pool is meant for writes (on the global writer endpoint, or following
+// the writer across Regions), GlobalConfig.HomeRegion is set and the
+// writer is known outside it; OutOfHomeFollow otherwise. One snapshot's
+// fields and the immutable config: no lock, no allocation.
+func (fo *Layer) outOfHome(s *Snapshot) failover.OutOfHomeMode {
+	g := &fo.m.cfg.Global
+	if !fo.writer || (fo.region != "" && !fo.across) || g.HomeRegion == "" || !s.Global ||
+		s.WriterRegion == "" || s.WriterRegion == g.HomeRegion {
+		return failover.OutOfHomeFollow
+	}
+	return g.OutOfHome
+}
+
+// holdHome waits while the pool's out-of-home mode is OutOfHomeHold, at
+// most HoldTimeout and ctx: then a *failover.HoldError.
+func (fo *Layer) holdHome(ctx context.Context, host string) error {
+	s := fo.m.Snapshot()
+	if fo.outOfHome(s) != failover.OutOfHomeHold {
+		return nil
+	}
+	start := time.Now()
+	t := time.NewTimer(fo.m.cfg.HoldTimeout)
+	defer t.Stop()
+	for fo.outOfHome(s) == failover.OutOfHomeHold {
+		select {
+		case <-s.Changed:
+			s = fo.m.Snapshot()
+		case <-ctx.Done():
+			return &failover.HoldError{Host: host, Waited: time.Since(start), Err: ctx.Err()}
+		case <-t.C:
+			return &failover.HoldError{Host: host, Waited: time.Since(start), Err: context.DeadlineExceeded}
+		}
+	}
+	return nil
+}
+
+// homeReader returns the home Region's reader with the least visibility
+// lag (within Readers.MaxLag, when set) that is not down, "" when none.
+func (fo *Layer) homeReader(s *Snapshot) string {
+	home, maxLag := fo.m.cfg.Global.HomeRegion, fo.m.cfg.Readers.MaxLag
+	best, bestLag := "", time.Duration(0)
+	for a := range s.Readers {
+		if s.Regions[a] != home || s.ReadersDown[a] || a == s.WriterAddr {
+			continue
+		}
+		lag := s.Lag[a]
+		if maxLag > 0 && lag > maxLag {
+			continue
+		}
+		if best == "" || lag < bestLag || (lag == bestLag && a < best) {
+			best, bestLag = a, lag
+		}
+	}
+	return best
+}
+
+// reading reports whether the pool, on a writer endpoint, is a reader
+// pool of its Region now: on a secondary Region's inactive cluster
+// endpoint, not following the writer across Regions. It is not held while
+// the writer is down.
+func (fo *Layer) reading(s *Snapshot) bool { return !fo.across && fo.inactive(s) }
+
+// Inactive reports whether the pool is on a secondary Region's inactive
+// cluster endpoint now, and it does not follow the writer across Regions:
+// a reader pool of its Region, where writes fail.
+func (fo *Layer) Inactive() bool { return !fo.across && fo.inactive(fo.m.Snapshot()) }
+
+// InactiveWrite returns err, a write's failure on one of the pool's
+// connections, as a *failover.InactiveEndpointError when it is a 25006
+// and the pool is on a secondary Region's inactive cluster endpoint
+// (Inactive); nil otherwise. On the failure path only.
+func (fo *Layer) InactiveWrite(err error) error {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "25006" {
+		return nil
+	}
+	s := fo.m.Snapshot()
+	if fo.outOfHome(s) == failover.OutOfHomeReadOnly {
+		return &failover.WriterOutOfHomeError{Host: fo.host, HomeRegion: fo.m.cfg.Global.HomeRegion, WriterRegion: s.WriterRegion, Writer: s.Writer, Err: err}
+	}
+	if fo.across || !fo.inactive(s) {
+		return nil
+	}
+	return &failover.InactiveEndpointError{Host: fo.host, Region: fo.region, WriterRegion: s.WriterRegion, Writer: s.Writer, Err: err}
 }
 
 // failed wakes the monitor: a refused connect or a broken connection may
@@ -276,6 +403,10 @@ func (fo *Layer) validate(_ context.Context, _ compose.Conn, host string, pc *pg
 	addr := pc.Conn().RemoteAddr().String()
 	why := ""
 	switch s := fo.m.Snapshot(); {
+	case fo.inactive(s) && !fo.across:
+		return nil // a reader pool of its Region while the writer is elsewhere
+	case fo.outOfHome(s) == failover.OutOfHomeReadOnly:
+		return nil // read-only on the home readers while the writer is away
 	case pc.ParameterStatus("in_hot_standby") == "on":
 		why = "in hot standby"
 	case s.Readers[addr] && s.WriterAddr != addr:
@@ -298,6 +429,9 @@ func (fo *Layer) pgError(pc *pgconn.PgConn, pe *pgconn.PgError) bool {
 	case "57P01", "57P02", "57P03":
 		fo.m.Trouble()
 	case "25006":
+		if s := fo.m.Snapshot(); fo.writer && ((!fo.across && fo.inactive(s)) || fo.outOfHome(s) == failover.OutOfHomeReadOnly) {
+			return true // a write through an inactive endpoint, or a pool read-only out of home: no failover to look for, the connection reads on
+		}
 		if fo.writer {
 			fo.m.Trouble()
 			return pc.ParameterStatus("in_hot_standby") != "on" && pc.ParameterStatus("default_transaction_read_only") != "on"
@@ -340,6 +474,7 @@ func (fo *Layer) onChange(c Change) {
 		if c.OldAddr != "" && c.OldAddr != c.NewAddr {
 			fo.cut(c.OldAddr, &failover.CutError{OldWriter: c.OldWriter, NewWriter: c.NewWriter, Addr: c.OldAddr})
 		}
+		fo.backHome(c)
 	case InstancesLeft:
 		for i, addr := range c.Gone {
 			fo.cut(addr, &failover.CutError{Left: c.GoneIDs[i], Addr: addr})
@@ -355,6 +490,23 @@ func (fo *Layer) onChange(c Change) {
 	case ReadersJoined, ReadersBack:
 		if fo.rd != nil {
 			fo.rebalance()
+		}
+	}
+}
+
+// backHome cuts, when the writer came back into the home Region, the
+// connections a pool read-only out of home (OutOfHomeReadOnly) holds on
+// the home readers: its new ones go to the writer.
+func (fo *Layer) backHome(c Change) {
+	g := &fo.m.cfg.Global
+	s := fo.m.Snapshot()
+	if g.OutOfHome != failover.OutOfHomeReadOnly || g.HomeRegion == "" || !fo.writer || (fo.region != "" && !fo.across) ||
+		s.WriterRegion != g.HomeRegion || s.Regions[c.OldAddr] == g.HomeRegion {
+		return
+	}
+	for a := range s.Readers {
+		if s.Regions[a] == g.HomeRegion {
+			fo.cut(a, &failover.CutError{OldWriter: c.OldWriter, NewWriter: c.NewWriter, Addr: a})
 		}
 	}
 }

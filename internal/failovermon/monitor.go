@@ -10,6 +10,7 @@ package failovermon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -41,7 +42,12 @@ type Monitor struct {
 	lookup    func(context.Context, string) ([]string, error)
 	template  string // "?.domain", the first label replaced by a server id
 	port      uint16 // the instances' port
-	peer      string // the cluster's other cluster endpoint (reader ↔ writer), or ""
+	// regions are, for an Aurora Global Database, each Region's instance
+	// template ("?.domain"): derived from the pool's endpoint (its own
+	// Region's) and from Config.Global.Regions. A Region without one has
+	// instances that cannot be named: they are not probed or routed to.
+	regions map[string]string
+	peer    string // the cluster's other cluster endpoint (reader ↔ writer), or ""
 	// scope is where the cluster's instances may lie: the pool's host, its
 	// endpoint (after Config.Aliases) and peer, their account and Region
 	// domain, and the template's domain. A topology row naming a host
@@ -85,10 +91,18 @@ type Monitor struct {
 	resting   bool      // every pool of the cluster is idle: no connection held (rest)
 	warned    map[string]bool
 	outside   map[string]bool // hosts of rows outside the scope, logged once (at most topology.MaxRows)
+	// A global cluster's (EngineGlobal): the secondary Regions' last
+	// rpo_lag_in_msec, read on the writer at each heartbeat; and whether
+	// the writer answered read-only since the last change of writer (a
+	// switchover's first step: no data lost), not only stopped answering.
+	rpo         map[string]time.Duration
+	sawReadOnly bool
+	awayWriter  string // the last writer named outside AccessibleRegions, said once (noteAway)
 }
 
 type instance struct {
 	id, host, addr string
+	region         string // a global cluster's: the instance's Region
 	writer         bool
 	lag            time.Duration // the topology's replica lag, when hasLag
 	hasLag         bool
@@ -118,6 +132,12 @@ type Snapshot struct {
 	ReadersDown map[string]bool
 	// Off: routing is off (the topology cannot be read).
 	Off bool
+	// Global: the cluster is an Aurora Global Database (EngineGlobal);
+	// WriterRegion is the writer's Region, and Regions the Region of each
+	// instance by address.
+	Global       bool
+	WriterRegion string
+	Regions      map[string]string
 	// Changed is closed when the snapshot is replaced.
 	Changed chan struct{}
 }
@@ -170,9 +190,17 @@ func New(cc *pgx.ConnConfig, c failover.Config, connHook func(context.Context, *
 	if err != nil {
 		return nil, err
 	}
+	regions, err := RegionTemplates(c, ep, tmpl)
+	if err != nil {
+		return nil, err
+	}
+	domains := []string{tmpl}
+	for _, t := range regions {
+		domains = append(domains, t)
+	}
 	m := &Monitor{
-		cfg: c, connHook: connHook, template: tmpl, port: port, peer: topology.PeerEndpoint(ep),
-		scope:     topology.NewScope([]string{cc.Host, ep, topology.PeerEndpoint(ep)}, tmpl),
+		cfg: c, connHook: connHook, template: tmpl, port: port, peer: topology.PeerEndpoint(ep), regions: regions,
+		scope:     topology.NewScope([]string{cc.Host, ep, topology.PeerEndpoint(ep)}, domains...),
 		monConfig: topology.MonitorConfig(cc, "holdfast-failover-monitor", c.ConnectTimeout),
 		lookup:    cc.LookupFunc,
 		poke:      make(chan struct{}, 1),
@@ -206,6 +234,9 @@ func TemplateFor(host string, port uint16, template string) (string, uint16, err
 		}
 		return h, p, nil
 	}
+	if topology.KindOf(topology.NormHost(host)) == topology.KindGlobal {
+		return "", port, nil // each Region's: RegionTemplates
+	}
 	d := topology.InstanceDomain([]string{topology.NormHost(host)})
 	if d == "" {
 		return "", 0, &cfgerr.Error{Pkg: "failover", Field: "Config.InstanceTemplate",
@@ -215,9 +246,52 @@ func TemplateFor(host string, port uint16, template string) (string, uint16, err
 }
 
 // IsWriterEndpoint reports whether host is an Aurora or RDS writer
-// (cluster) endpoint.
+// (cluster) endpoint, or an Aurora global writer endpoint.
 func IsWriterEndpoint(host string) bool {
-	return topology.KindOf(topology.NormHost(host)) == topology.KindWriterCluster
+	k := topology.KindOf(topology.NormHost(host))
+	return k == topology.KindWriterCluster || k == topology.KindGlobal
+}
+
+// RegionTemplates returns each Region's instance template ("?.domain",
+// with the port when the entry has one) of a global cluster: from the
+// pool's endpoint ep (its Region's, when it names one: tmpl) and from
+// Config.Global.Regions (a Region's cluster, reader or instance endpoint,
+// or a template). Validate checked the entries.
+func RegionTemplates(c failover.Config, ep, tmpl string) (map[string]string, error) {
+	out := map[string]string{}
+	if r := topology.RegionOf(ep); r != "" && tmpl != "" {
+		out[r] = tmpl
+	}
+	for region, v := range c.Global.Regions {
+		t, err := regionTemplate(v)
+		if err != nil {
+			return nil, configError("Config.Global.Regions", fmt.Sprintf("%q: %v", region, err))
+		}
+		out[strings.ToLower(strings.TrimSpace(region))] = t
+	}
+	return out, nil
+}
+
+// regionTemplate returns the instance template of a Config.Global.Regions
+// value: a template as given ("?.domain"), or derived from an RDS
+// endpoint of the Region.
+func regionTemplate(v string) (string, error) {
+	if strings.Contains(v, "?") {
+		h, _, why := topology.ParseTemplate(v)
+		if why != "" {
+			return "", errors.New(why)
+		}
+		return h, nil
+	}
+	h := topology.NormHost(v)
+	if topology.KindOf(h) == topology.KindGlobal || topology.KindOf(h) == topology.KindProxy {
+		return "", errors.New("want a Region's cluster endpoint or an instance template, e.g. \"orders.cluster-abc123.us-west-2.rds.amazonaws.com\" or \"?.abc123.us-west-2.rds.amazonaws.com\"")
+	}
+	d := topology.InstanceDomain([]string{h})
+	if d == "" {
+		return "", errors.New("not an RDS endpoint: give the Region's instance template, e.g. \"?.db.us-west-2.example.internal\"")
+	}
+	return "?." + d, nil
 }
 
 // Watch registers a listener of the monitor's changes, called on the
@@ -442,6 +516,12 @@ func (m *Monitor) run(ctx context.Context) {
 		interval := m.cfg.HeartbeatInterval
 		if time.Now().Before(m.fastUntil) {
 			interval = min(interval, m.cfg.FastInterval)
+			if m.engine == topology.EngineGlobal && m.Snapshot().Down {
+				// A global switchover or failover holds the pools' writes
+				// until a promoted instance takes them: look for it four
+				// times as often, only while they are held.
+				interval = max(interval/globalDownDivisor, minGlobalDownInterval)
+			}
 		} else if len(m.probes) > 0 {
 			m.closeSpareProbes() // trouble is over
 		}
@@ -457,6 +537,14 @@ func (m *Monitor) run(ctx context.Context) {
 		t.Stop()
 	}
 }
+
+// While a global cluster's writer is down (its pools' writes held), the
+// probes run every FastInterval/globalDownDivisor, at least every
+// minGlobalDownInterval apart.
+const (
+	globalDownDivisor     = 4
+	minGlobalDownInterval = 10 * time.Millisecond
+)
 
 // goFast starts, or extends, fast polling.
 func (m *Monitor) goFast(why string) {
@@ -521,7 +609,7 @@ func (m *Monitor) step(ctx context.Context) {
 		}
 	} else {
 		pctx, cancel := context.WithTimeout(ctx, m.cfg.FailureTimeout)
-		err := m.conn.Ping(pctx)
+		err := m.heartbeat(pctx)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -551,6 +639,45 @@ func (m *Monitor) step(ctx context.Context) {
 }
 
 func (m *Monitor) fast() bool { return time.Now().Before(m.fastUntil) }
+
+// heartbeat pings the writer on the monitor's connection. On a global
+// cluster it reads aurora_global_db_status() instead, in the same round
+// trip: the secondaries' rpo_lag_in_msec (what a failover with data loss
+// would lose, kept for its event) and whether the writer refuses writes
+// (a switchover's first step), which starts the probes at once.
+func (m *Monitor) heartbeat(ctx context.Context) error {
+	if m.engine != topology.EngineGlobal {
+		return m.conn.Ping(ctx)
+	}
+	lags, readOnly, err := topology.ReadGlobalStatus(ctx, m.conn)
+	if err != nil {
+		return err
+	}
+	if m.connID != m.writer || m.writer == "" {
+		return nil
+	}
+	if readOnly {
+		// The writer itself says it refuses writes: a global switchover's
+		// first step. Connects are held from now on (rather than refused
+		// and retried against it) until the probes find the writer that
+		// takes writes, or this one again.
+		m.sawReadOnly = true
+		if !m.fast() {
+			m.goFast("the writer refuses writes (a global switchover?)")
+		}
+		m.writerDown()
+		return nil
+	}
+	if m.rpo == nil {
+		m.rpo = map[string]time.Duration{}
+	}
+	for _, l := range lags {
+		if l.Known && !l.Primary {
+			m.rpo[l.Region] = l.RPO
+		}
+	}
+	return nil
+}
 
 // connectMain connects the monitor's own connection: to the writer's
 // instance endpoint when known, else to the pool's host — or, when that
@@ -590,6 +717,11 @@ func (m *Monitor) connectMain(ctx context.Context, timeout time.Duration) error 
 			}
 			return err
 		}
+		if m.engine == topology.EngineAurora {
+			if err := m.detectGlobal(ctx, conn, timeout); err != nil {
+				return err
+			}
+		}
 	}
 	if err := m.refresh(ctx); err != nil { // adopts the writer the topology names, when the first
 		return err
@@ -599,6 +731,38 @@ func (m *Monitor) connectMain(ctx context.Context, timeout time.Duration) error 
 		// writer answers, and hold or route as in any failover.
 		m.goFast("the pool's endpoint does not answer")
 	}
+	return nil
+}
+
+// detectGlobal finds out whether the Aurora cluster is a Region of an
+// Aurora Global Database (topology.DetectGlobal): the monitor then reads
+// the global topology, every Region's instances. A server whose global
+// functions are not owned by a superuser or rdsadmin turns routing off, as
+// an untrusted aurora_replica_status() does; one that refuses the monitor
+// the functions is followed as one cluster, with one WARN.
+func (m *Monitor) detectGlobal(ctx context.Context, conn *pgx.Conn, timeout time.Duration) error {
+	qctx, cancel := context.WithTimeout(ctx, timeout)
+	global, err := topology.DetectGlobal(qctx, conn)
+	cancel()
+	switch {
+	case errors.Is(err, topology.ErrUntrusted):
+		m.closeConn(conn)
+		m.conn, m.engine = nil, topology.EngineNone
+		return &offError{why: "untrusted", err: err}
+	case err != nil && unreadable(err):
+		m.warnOnce("failover: the monitor's role cannot read the global cluster's status; it follows this Region's cluster only (check: GRANT EXECUTE ON FUNCTION aurora_global_db_instance_status(), aurora_global_db_status())", err)
+		return nil
+	case err != nil:
+		m.closeConn(conn)
+		m.conn, m.engine = nil, topology.EngineNone // detected again at the next connect
+		return err
+	case !global:
+		return nil
+	}
+	m.engine = topology.EngineGlobal
+	known := slices.Sorted(maps.Keys(m.regions))
+	m.cfg.Logger.Info("failover: Aurora Global Database: following the writer across Regions by aurora_global_db_instance_status()",
+		slog.String("server.address", m.monConfig.Host), slog.Any("regions_named", known))
 	return nil
 }
 
@@ -694,6 +858,9 @@ func (m *Monitor) grantHint() string {
 	role := pgx.Identifier{m.monConfig.User}.Sanitize()
 	if m.engine == topology.EngineMultiAZ {
 		return "GRANT USAGE ON SCHEMA rds_tools TO " + role + "; GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA rds_tools TO " + role
+	}
+	if m.engine == topology.EngineGlobal {
+		return "GRANT EXECUTE ON FUNCTION aurora_global_db_instance_status(), aurora_global_db_status(), aurora_db_instance_identifier() TO " + role
 	}
 	return "GRANT EXECUTE ON FUNCTION aurora_replica_status(), aurora_db_instance_identifier() TO " + role
 }
@@ -793,12 +960,26 @@ func (m *Monitor) refresh(ctx context.Context) error {
 	}
 	m.refreshed = time.Now()
 	m.connID = res.self
-	m.setStatus(func(s *failover.Status) { s.Error = "" }) // the topology was read: no error stands
+	if res.awayWriter == "" {
+		m.setStatus(func(s *failover.Status) { s.Error = "" }) // the topology was read: no error stands
+	}
 	m.learn(ctx, res.rows)
+	if s := m.Snapshot(); m.engine == topology.EngineGlobal && m.writer == "" && res.writerRegion != "" && s.WriterRegion != res.writerRegion {
+		// A writer in a Region whose instances cannot be named (or
+		// reached): not adopted, but its Region is known, so that a pool
+		// on another Region's cluster endpoint knows it is inactive.
+		m.publish(func(s *Snapshot) { s.Global, s.WriterRegion = true, res.writerRegion })
+	}
 	if m.fast() {
 		return nil // the probes decide
 	}
 	w := res.writerID()
+	if m.engine == topology.EngineGlobal && res.writable && res.self != "" {
+		// A global cluster's instance that takes writes is its writer:
+		// every other instance of every Region is read-only, and a
+		// promoted one takes writes before the status names it.
+		w = res.self
+	}
 	switch {
 	case w == "":
 		return nil
@@ -835,6 +1016,12 @@ type readResult struct {
 	outside  []topology.Row // rows naming a host outside the scope: dropped
 	cut      *topology.TooManyRowsError
 	err      error
+	// awayWriter: the rows name a writer in a Region outside
+	// GlobalConfig.AccessibleRegions (awayRegion); its rows are dropped.
+	awayWriter, awayRegion string
+	// writerRegion: the Region of the writer the rows name, whether or not
+	// its row is usable (a global cluster's); anyWriter its server id.
+	writerRegion, anyWriter string
 }
 
 // writerID returns the writer the rows name: the newest when several do.
@@ -852,6 +1039,18 @@ func (r readResult) writerID() string {
 // writable.
 func (r readResult) confirmsWriter() bool {
 	return r.err == nil && r.writable && r.self != "" && r.writerID() == r.self
+}
+
+// confirms reports whether res confirms its server as the writer: it
+// says it is the writer and is writable — on a global cluster, it is
+// writable: a promoted instance takes writes before the global status
+// names it (Aurora updates it asynchronously), and no other instance of
+// any Region takes writes.
+func (m *Monitor) confirms(res readResult) bool {
+	if m.engine == topology.EngineGlobal {
+		return res.err == nil && res.writable && res.self != ""
+	}
+	return res.confirmsWriter()
 }
 
 // read reads what the server conn reaches says: its identity and the
@@ -872,6 +1071,15 @@ func (m *Monitor) read(ctx context.Context, conn *pgx.Conn) readResult {
 		errors.As(e, &res.cut)
 	}
 	for _, r := range rows {
+		if r.Writer && r.Region != "" {
+			res.writerRegion, res.anyWriter = r.Region, r.ServerID
+		}
+		if !m.accessible(r.Region) {
+			if r.Writer {
+				res.awayWriter, res.awayRegion = r.ServerID, r.Region
+			}
+			continue // a Region the service cannot reach (GlobalConfig.AccessibleRegions)
+		}
 		if host, _ := m.hostOf(r); !m.scope.Contains(host) {
 			res.outside = append(res.outside, r)
 			continue
@@ -881,10 +1089,44 @@ func (m *Monitor) read(ctx context.Context, conn *pgx.Conn) readResult {
 	return res
 }
 
+// accessible reports whether region ("" outside a global cluster) may be
+// reached: GlobalConfig.AccessibleRegions is empty or lists it.
+func (m *Monitor) accessible(region string) bool {
+	a := m.cfg.Global.AccessibleRegions
+	return region == "" || len(a) == 0 || slices.Contains(a, region)
+}
+
+// noteAway says loudly, once per writer, that the topology names a writer
+// in a Region outside GlobalConfig.AccessibleRegions: pools meant for
+// writes are held meanwhile (no writer they can reach).
+func (m *Monitor) noteAway(res readResult) {
+	if res.awayWriter == "" {
+		return
+	}
+	text := "the writer " + res.awayWriter + " is in " + res.awayRegion + ", outside AccessibleRegions"
+	if m.Status().Error != text {
+		m.setStatus(func(s *failover.Status) { s.Error = text })
+	}
+	if res.awayWriter == m.awayWriter {
+		return
+	}
+	m.awayWriter = res.awayWriter
+	m.cfg.Logger.Warn("failover: the global cluster's writer is in a Region outside failover.Config.Global.AccessibleRegions; pools meant for writes are held (HoldTimeout), then fail, until it moves back",
+		slog.String("writer", res.awayWriter), slog.String("region", res.awayRegion),
+		slog.Any("accessible_regions", m.cfg.Global.AccessibleRegions))
+}
+
 // hostOf returns the instance endpoint and port of a topology row: the
 // row's own (RDS Multi-AZ DB clusters), else the template's with its
 // server id.
 func (m *Monitor) hostOf(r topology.Row) (string, uint16) {
+	if r.Region != "" {
+		t := m.regions[r.Region]
+		if t == "" {
+			return "", m.port // a Region whose names are unknown (noteRead)
+		}
+		return strings.Replace(t, "?", r.ServerID, 1), m.port
+	}
 	host := strings.Replace(m.template, "?", r.ServerID, 1)
 	port := m.port
 	if r.Endpoint != "" {
@@ -900,6 +1142,7 @@ func (m *Monitor) hostOf(r topology.Row) (string, uint16) {
 // the scope (at most topology.MaxRows of them; the rest unnamed) and a
 // read cut at topology.MaxRows rows. On the monitor's goroutine.
 func (m *Monitor) noteRead(res readResult) {
+	m.noteAway(res)
 	if res.cut != nil && !m.warned["cut"] {
 		if m.warned == nil {
 			m.warned = map[string]bool{}
@@ -912,6 +1155,15 @@ func (m *Monitor) noteRead(res readResult) {
 		host, port := m.hostOf(r)
 		if m.outside == nil {
 			m.outside = map[string]bool{}
+		}
+		if host == "" && r.Region != "" {
+			key := "region " + r.Region
+			if !m.outside[key] && len(m.outside) <= topology.MaxRows {
+				m.outside[key] = true
+				m.cfg.Logger.Warn("failover: the global cluster has instances in a Region whose instance endpoints holdfast cannot name; they are not probed or routed to (set failover.Config.Global.Regions for it to the Region's cluster endpoint)",
+					slog.String("region", r.Region), slog.String("instance", r.ServerID), slog.Any("regions_named", slices.Sorted(maps.Keys(m.regions))))
+			}
+			continue
 		}
 		if m.outside[host] || len(m.outside) > topology.MaxRows {
 			continue
@@ -939,7 +1191,7 @@ func (m *Monitor) learn(ctx context.Context, rows []topology.Row) {
 		if !m.scope.Contains(host) {
 			continue // (read set such rows aside already)
 		}
-		in := instance{id: r.ServerID, host: host, writer: r.Writer, lag: r.Lag, hasLag: r.HasLag}
+		in := instance{id: r.ServerID, host: host, region: r.Region, writer: r.Writer, lag: r.Lag, hasLag: r.HasLag}
 		if old, ok := m.instances[r.ServerID]; ok && old.host == host {
 			in.addr = old.addr
 		}
@@ -1102,14 +1354,17 @@ func (m *Monitor) probeAll(ctx context.Context) {
 		}
 		if p.in.id == m.writer {
 			cur = p
-		} else if p.res.confirmsWriter() && p.res.self == p.in.id && (next == nil || p.in.id < next.in.id) {
+			if p.res.err == nil && !p.res.writable {
+				m.sawReadOnly = true // it answers and refuses writes: a switchover's block, not a crash
+			}
+		} else if m.confirms(p.res) && p.res.self == p.in.id && (next == nil || p.in.id < next.in.id) {
 			// (A server that answers to another instance's name is not
 			// adopted under that name.)
 			next = p
 		}
 	}
 	switch {
-	case cur != nil && cur.res.confirmsWriter():
+	case cur != nil && m.confirms(cur.res):
 		if m.Snapshot().Down {
 			m.event(EventWriterBack, m.writer)
 			m.publish(func(s *Snapshot) { s.Down, s.DownAddr = false, "" })
@@ -1128,12 +1383,38 @@ func (m *Monitor) probeAll(ctx context.Context) {
 		return
 	default:
 		m.writerDown()
+		m.writerUnreachable(ps)
 	}
-	if next == nil && cur != nil && cur.res.confirmsWriter() && len(cur.res.rows) > 0 {
+	if next == nil && cur != nil && m.confirms(cur.res) && len(cur.res.rows) > 0 {
 		rows = cur.res.rows // the writer's rows: a reader's copy trails by its lag (and so does its lag column)
 	}
 	if next == nil && len(rows) > 0 {
 		m.learn(ctx, rows)
+	}
+}
+
+// writerUnreachable publishes, on a global cluster whose writer is down,
+// the Region of a writer that the probed servers name and that cannot be
+// adopted (its Region's instances cannot be named, or are outside
+// AccessibleRegions): pools meant for writes stay held, but a pool on
+// another Region's cluster endpoint knows it is inactive, a reader pool of
+// its Region.
+func (m *Monitor) writerUnreachable(ps []*probe) {
+	if m.engine != topology.EngineGlobal {
+		return
+	}
+	s := m.Snapshot()
+	for _, p := range ps {
+		r := p.res
+		if r.err != nil || r.writerRegion == "" || r.writerRegion == s.WriterRegion {
+			continue
+		}
+		if _, known := m.instances[r.anyWriter]; known {
+			continue // adopted once it takes writes
+		}
+		m.publish(func(s *Snapshot) { s.WriterRegion = r.writerRegion })
+		m.setStatus(func(st *failover.Status) { st.WriterRegion, st.OutOfHome = r.writerRegion, m.outOfHome(r.writerRegion) })
+		return
 	}
 }
 
@@ -1158,13 +1439,16 @@ func (m *Monitor) adopt(id string) {
 	if id == old {
 		return
 	}
-	oldAddr := m.instances[old].addr
+	oldAddr, oldRegion := m.instances[old].addr, m.instances[old].region
 	in := m.instances[id]
 	m.writer = id
+	global := m.engine == topology.EngineGlobal
 	if old == "" {
-		m.publish(func(s *Snapshot) { s.Writer, s.WriterAddr = id, in.addr })
+		m.publish(func(s *Snapshot) { s.Writer, s.WriterAddr, s.Global, s.WriterRegion = id, in.addr, global, in.region })
 		m.publishReaders()
-		m.setStatus(func(s *failover.Status) { s.Writer, s.WriterAddr = id, in.addr })
+		m.setStatus(func(s *failover.Status) {
+			s.Writer, s.WriterAddr, s.WriterRegion, s.OutOfHome = id, in.addr, in.region, m.outOfHome(in.region)
+		})
 		return
 	}
 	m.event(EventNewWriter, id)
@@ -1172,9 +1456,20 @@ func (m *Monitor) adopt(id string) {
 	redirect := len(m.writerHosts()) > 0 // until checkDNS sees the endpoint agree
 	m.publish(func(s *Snapshot) {
 		s.Writer, s.WriterAddr, s.Down, s.DownAddr, s.Redirect = id, in.addr, false, "", redirect
+		s.Global, s.WriterRegion = global, in.region
 	})
 	m.publishReaders()
-	m.setStatus(func(s *failover.Status) { s.Writer, s.WriterAddr = id, in.addr; s.Failovers++ })
+	m.setStatus(func(s *failover.Status) {
+		s.Writer, s.WriterAddr, s.WriterRegion, s.OutOfHome = id, in.addr, in.region, m.outOfHome(in.region)
+		s.Failovers++
+		if s.Error != "" && m.awayWriter != "" {
+			s.Error = "" // the writer outside AccessibleRegions left
+		}
+	})
+	if global && oldRegion != "" && in.region != "" && oldRegion != in.region {
+		m.regionChanged(old, id, oldRegion, in.region)
+	}
+	m.sawReadOnly, m.awayWriter = false, ""
 	if m.conn != nil && m.connID != id {
 		m.closeConn(m.conn)
 		m.conn, m.connID = nil, ""
@@ -1182,6 +1477,42 @@ func (m *Monitor) adopt(id string) {
 	m.notify(Change{Kind: WriterChanged, OldWriter: old, NewWriter: id, OldAddr: oldAddr, NewAddr: in.addr})
 	m.goFast("failover")
 	m.checkDNS(context.Background())
+}
+
+// outOfHome reports whether region, the writer's, is outside
+// GlobalConfig.HomeRegion (when set).
+func (m *Monitor) outOfHome(region string) bool {
+	h := m.cfg.Global.HomeRegion
+	return h != "" && region != "" && region != h
+}
+
+// regionChanged reports a global cluster's writer moving from Region from
+// to Region to: a switchover when the old writer was seen refusing writes
+// before it went (nothing lost), else a failover with data loss, whose
+// event and WARN line name the Region that lost its unreplicated writes
+// and the last rpo_lag_in_msec read for the promoted Region.
+func (m *Monitor) regionChanged(old, id, from, to string) {
+	if home := m.cfg.Global.HomeRegion; home != "" && (from == home || to == home) {
+		what := map[failover.OutOfHomeMode]string{failover.OutOfHomeFollow: "follow it", failover.OutOfHomeReadOnly: "are read-only on the home Region's readers",
+			failover.OutOfHomeHold: "are held"}[m.cfg.Global.OutOfHome]
+		if to == home {
+			what = "follow it again"
+		}
+		m.cfg.Logger.Warn("failover: the global cluster's writer moved "+map[bool]string{true: "back into", false: "out of"}[to == home]+" the home Region; pools meant for writes "+what,
+			slog.String("home_region", home), slog.String("region", to), slog.String("writer", id))
+	}
+	e := failover.Event{Name: EventRegionSwitchover, Server: id, Region: to, FromRegion: from}
+	if m.sawReadOnly {
+		m.emit(e)
+		m.cfg.Logger.Info("failover: the global cluster's writer moved to another Region after the old writer turned read-only (a switchover: nothing lost)",
+			slog.String("from_region", from), slog.String("region", to), slog.String("old", old), slog.String("new", id))
+		return
+	}
+	e.Name, e.RPOLag = EventRegionFailover, m.rpo[to]
+	m.emit(e)
+	m.cfg.Logger.Warn("failover: the global cluster failed over to another Region while its writer was down; the writes the old primary Region had not replicated are lost",
+		slog.String("from_region", from), slog.String("region", to), slog.String("old", old), slog.String("new", id),
+		slog.Float64("rpo_lag_s", e.RPOLag.Seconds()), slog.Bool("rpo_lag_known", m.rpo != nil))
 }
 
 // checkDNS ends the redirect once every writer endpoint resolves to the
@@ -1198,6 +1529,9 @@ func (m *Monitor) checkDNS(ctx context.Context) {
 	}
 	agree := true
 	for _, h := range hosts {
+		if r := topology.RegionOf(h); s.Global && r != "" && s.WriterRegion != "" && r != s.WriterRegion {
+			continue // a secondary Region's cluster endpoint: inactive, it never leads to the writer
+		}
 		if a := m.resolve(ctx, h, m.port); a != s.WriterAddr {
 			agree = false
 		}
@@ -1223,7 +1557,14 @@ func (m *Monitor) publishReaders() {
 	readers := map[string]bool{}
 	lags := map[string]time.Duration{}
 	ids := map[string]string{} // server id by address
+	var regions map[string]string
+	if m.engine == topology.EngineGlobal {
+		regions = map[string]string{}
+	}
 	for id, in := range m.instances {
+		if regions != nil && in.addr != "" {
+			regions[in.addr] = in.region
+		}
 		if id != m.writer && in.addr != "" {
 			readers[in.addr] = true
 			ids[in.addr] = id
@@ -1245,7 +1586,7 @@ func (m *Monitor) publishReaders() {
 		}
 	}
 	old := m.Snapshot()
-	if maps.Equal(readers, old.Readers) && maps.Equal(lags, old.Lag) && maps.Equal(down, old.ReadersDown) {
+	if maps.Equal(readers, old.Readers) && maps.Equal(lags, old.Lag) && maps.Equal(down, old.ReadersDown) && maps.Equal(regions, old.Regions) {
 		return // unchanged: no new snapshot, no waiter woken (every probe round learns the topology)
 	}
 	var joined []string
@@ -1275,7 +1616,7 @@ func (m *Monitor) publishReaders() {
 			lateIDs = append(lateIDs, ids[a])
 		}
 	}
-	m.publish(func(s *Snapshot) { s.Readers, s.Lag, s.ReadersDown = readers, lags, down })
+	m.publish(func(s *Snapshot) { s.Readers, s.Lag, s.ReadersDown, s.Regions = readers, lags, down, regions })
 	if len(joined) > 0 {
 		slices.Sort(joined)
 		m.notify(Change{Kind: ReadersJoined, Joined: joined})

@@ -33,6 +33,9 @@ import (
 // the layer's mu.
 type readerRouting struct {
 	cfg failover.ReaderConfig
+	// region: a pool on a Region's reader endpoint of an Aurora Global
+	// Database is balanced over that Region's readers only.
+	region string
 	// pending: the reader chosen for a connection's dial, until the dial
 	// reaches it (dialed) or the connection closes; a dial that never
 	// completes is forgotten after pendingFor.
@@ -69,6 +72,9 @@ func (r *readerRouting) usable(s *Snapshot) []string {
 		}
 		if s.ReadersDown[a] {
 			continue // it stopped answering the monitor
+		}
+		if r.region != "" && s.Regions != nil && s.Regions[a] != r.region {
+			continue // another Region's (a global cluster)
 		}
 		if lag, ok := s.Lag[a]; ok && r.cfg.MaxLag > 0 && lag > r.cfg.MaxLag {
 			continue

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/holdfast-db/holdfast/failover"
+	"github.com/holdfast-db/holdfast/internal/topology"
 )
 
 // maxEvents bounds the timeline a Status keeps (the newest).
@@ -77,8 +78,17 @@ func (m *Monitor) Active() bool {
 }
 
 func (m *Monitor) event(name, server string) {
-	e := failover.Event{At: time.Now(), Name: name, Server: server}
-	switch name {
+	e := failover.Event{Name: name, Server: server}
+	if m.engine == topology.EngineGlobal {
+		e.Region = m.instances[server].region
+	}
+	m.emit(e)
+}
+
+// emit adds e, at now, to the timeline and gives it to Config.OnEvent.
+func (m *Monitor) emit(e failover.Event) {
+	e.At = time.Now()
+	switch e.Name {
 	case EventSuspect, EventReaderDown, EventReaderBack,
 		EventReaderLagging, EventReaderCaughtUp:
 		// not a change of the writer's routing: Active stays as it was

@@ -51,6 +51,10 @@ type Row struct {
 	// ResourceID is the instance's dbi resource id (Multi-AZ DB clusters:
 	// show_topology's id, as listed); empty on Aurora.
 	ResourceID string
+	// Region is the instance's AWS Region, as an Aurora Global Database's
+	// aurora_global_db_instance_status() names it; "" in any other
+	// topology.
+	Region string
 }
 
 // Instance is one DB instance of a cluster, read from its topology.

@@ -14,6 +14,10 @@ const (
 	EngineNone    Engine = iota // no topology function
 	EngineAurora                // pg_catalog.aurora_replica_status()
 	EngineMultiAZ               // rds_tools.show_topology() (RDS Multi-AZ DB cluster)
+	// EngineGlobal is an Aurora Global Database of more than one Region:
+	// aurora_global_db_instance_status() (DetectGlobal), every Region's
+	// instances with their Region.
+	EngineGlobal
 )
 
 func (e Engine) String() string {
@@ -22,6 +26,8 @@ func (e Engine) String() string {
 		return "aurora"
 	case EngineMultiAZ:
 		return "multi-az"
+	case EngineGlobal:
+		return "aurora-global"
 	}
 	return "none"
 }
@@ -88,8 +94,11 @@ func untrusted(fn string, owner *string) error {
 // Read reads the cluster's topology with engine's function. A row is the
 // writer when the cluster says so; Self is the server's own id.
 func Read(ctx context.Context, conn *pgx.Conn, engine Engine) (rows []Row, bad []error, err error) {
-	if engine == EngineMultiAZ {
+	switch engine {
+	case EngineMultiAZ:
 		return ReadMultiAZ(ctx, conn)
+	case EngineGlobal:
+		return ReadGlobal(ctx, conn)
 	}
 	return ReadAurora(ctx, conn)
 }
