@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -253,29 +252,8 @@ func (r *Result) monitor(m failover.Monitor) {
 		return
 	}
 	st := m.Status()
-	r.Monitor = &MonitorResult{Writer: st.Writer, WriterRegion: globalFields(st).WriterRegion, Routing: st.Routing,
+	r.Monitor = &MonitorResult{Writer: st.Writer, WriterRegion: st.WriterRegion, Routing: st.Routing,
 		Failovers: st.Failovers, Held: st.Held, MonitorConnects: st.MonitorConnects, Off: st.Off}
-}
-
-// global are the fields of holdfast's failover.Event and failover.Status
-// about an Aurora Global Database (the Regions, the lag lost, the
-// writer's Region).
-type global struct {
-	Region       string        `json:"region"`
-	FromRegion   string        `json:"from_region"`
-	RPOLag       time.Duration `json:"rpo_lag"`
-	WriterRegion string        `json:"writer_region"`
-}
-
-// globalFields reads v's fields about a global cluster through its JSON
-// form, where they are named as in global: the same program then builds
-// against a holdfast without them (they are zero).
-func globalFields(v any) global {
-	var g global
-	if b, err := json.Marshal(v); err == nil {
-		_ = json.Unmarshal(b, &g)
-	}
-	return g
 }
 
 // timeline merges the simulator's steps and the monitor's events, in ms
@@ -287,10 +265,9 @@ func (r *Result) timeline(gres failovertest.GlobalResult, events []failover.Even
 		tl = append(tl, TimelineEvent{Source: "simulator", Event: e.Name, Server: e.Server, at: e.At})
 	}
 	for _, e := range events {
-		f := globalFields(e)
-		te := TimelineEvent{Source: "holdfast", Event: e.Name, Server: e.Server, Region: f.Region, FromRegion: f.FromRegion, at: e.At}
-		if f.RPOLag > 0 {
-			v := ms(f.RPOLag)
+		te := TimelineEvent{Source: "holdfast", Event: e.Name, Server: e.Server, Region: e.Region, FromRegion: e.FromRegion, at: e.At}
+		if e.RPOLag > 0 {
+			v := ms(e.RPOLag)
 			te.RPOLagMS = &v
 		}
 		tl = append(tl, te)

@@ -33,9 +33,16 @@ func requestPolicy(timeout time.Duration) retry.Policy {
 }
 
 // failoverConfig is the holdfast factory's failover configuration for g:
-// every default, the demo's logger.
-func failoverConfig(_ *failovertest.Global, logger *slog.Logger) failover.Config {
-	return failover.Config{Logger: logger}
+// every default, the demo's logger, and where each Region's instance
+// endpoints are (its cluster endpoint): no server tells a secondary
+// Region's, and without them holdfast routes nothing on the global writer
+// endpoint.
+func failoverConfig(g *failovertest.Global, logger *slog.Logger) failover.Config {
+	regions := map[string]string{}
+	for _, r := range g.Regions() {
+		regions[r.Name] = r.ClusterEndpoint
+	}
+	return failover.Config{Logger: logger, Global: failover.GlobalConfig{Regions: regions}}
 }
 
 // run starts a global cluster, plays the operation under the workload and
