@@ -72,8 +72,9 @@
 // failed none and wrote there 247 ms after it took writes, 5 s before the
 // DNS moved. Through a failover (rpo lag 502 ms, 243 rows lost, all
 // listed) holdfast resumed 134 ms after the promotion, plain pgxpool
-// 10.2 s. A holdfast without that routing (a pool on the global writer
-// endpoint gets none: one Info line) behaves as plain pgxpool there.
+// 10.2 s. Without failover.GlobalConfig.Regions (see failoverConfig) a
+// pool on the global writer endpoint gets no failover routing (one Info
+// line) and behaves as plain pgxpool there.
 //
 // Run it with: go run ./examples/global
 // The failover: go run ./examples/global -op failover
