@@ -327,9 +327,10 @@ func (f *Factory) BlueGreen(pool *pgxpool.Pool) bluegreen.Router {
 
 // Failover returns the writer-failover monitor of pool's cluster, or nil
 // when WithFailover is off, pool's endpoint gets no failover routing (an
-// RDS Proxy, an Aurora global endpoint) or pool was not built from a
-// config this factory configured. It finds the pool's layers from its
-// config: NewPool, or Configure and pgxpool.NewWithConfig, alike.
+// RDS Proxy, an Aurora global endpoint without
+// failover.Config.Global.Regions) or pool was not built from a config
+// this factory configured. It finds the pool's layers from its config:
+// NewPool, or Configure and pgxpool.NewWithConfig, alike.
 func (f *Factory) Failover(pool *pgxpool.Pool) failover.Monitor {
 	if p := f.e.PoolOf(pool); p != nil {
 		if m := p.Failover(); m != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/holdfast-db/holdfast/failover"
 	"github.com/holdfast-db/holdfast/internal/conn"
 	"github.com/holdfast-db/holdfast/internal/obs"
+	"github.com/holdfast-db/holdfast/internal/pause"
 	"github.com/holdfast-db/holdfast/retry"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -111,6 +112,13 @@ func (f *Factory) RunTx(ctx context.Context, db interface {
 	if s := stepOf(err); s != nil && s.step == stepBegin {
 		door.Tried(err)
 	}
+	if m := txFailover(f, pool, db); m != nil {
+		// A re-run waits for its backoff's step or the monitor's next
+		// change (a writer held, a new writer known), whichever is first:
+		// through a switchover, writes resume when the new writer does,
+		// not at the backoff's next step.
+		ctx = pause.WithWake(ctx, m.Changed)
+	}
 	r := f.tx
 	r.Classify = f.txVerdict.Classify
 	ctx, cancel := conn.Within(ctx, start, r.Policy)
@@ -126,6 +134,21 @@ func (f *Factory) RunTx(ctx context.Context, db interface {
 		err = door.End(err)
 	}
 	return f.e.Redact(err)
+}
+
+// txFailover returns the failover monitor of the pool behind db (pool, a
+// DBTX's, sqldb.RunTx's *sql.DB's), or nil. Called on the failure path
+// only.
+func txFailover(f *Factory, pool *pgxpool.Pool, db any) failover.Monitor {
+	if pool == nil {
+		if p, ok := db.(conn.Pooled); ok {
+			pool = p.Pool()
+		}
+	}
+	if pool == nil {
+		return nil
+	}
+	return f.Failover(pool)
 }
 
 // txTarget returns the target of the pool behind db, which the runner's

@@ -273,7 +273,15 @@ func (r *Retrier) attempt(ctx context.Context, p Policy, op func(context.Context
 }
 
 // sleep waits for d or until ctx is done; it reports whether d elapsed
-// (with d <= 0, whether ctx is not done).
+// (with d <= 0, whether ctx is not done). A wake holdfast's transaction
+// runner put in ctx (a failover monitor's next change: a new writer
+// known) ends it early, the next attempt made at once.
 func sleep(ctx context.Context, d time.Duration) bool {
-	return ctx.Err() == nil && pause.For(ctx, d, nil)
+	if ctx.Err() != nil {
+		return false
+	}
+	if w := pause.Wake(ctx); w != nil {
+		return pause.Until(ctx, d, w)
+	}
+	return pause.For(ctx, d, nil)
 }
