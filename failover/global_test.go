@@ -293,6 +293,35 @@ func logGlobal(t *testing.T, start time.Time, res failovertest.GlobalResult, st 
 	}
 }
 
+// bothRegions returns g's Regions as GlobalConfig.Regions names them:
+// each Region's cluster endpoint.
+func bothRegions(g *failovertest.Global) map[string]string {
+	m := map[string]string{}
+	for _, r := range g.Regions() {
+		m[r.Name] = r.ClusterEndpoint
+	}
+	return m
+}
+
+// ordersPool opens f's pool on g's global writer endpoint and creates the
+// table orders through it.
+func ordersPool(ctx context.Context, t *testing.T, f *holdfast.Factory, g *failovertest.Global) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := g.PoolConfig(g.GlobalEndpoint, "connect_timeout=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := f.NewPool(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := pool.Exec(ctx, "CREATE TABLE orders (id bigint PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	return pool
+}
+
 // roles returns the primary Region and the secondary now.
 func roles(g *failovertest.Global) (primary, secondary failovertest.GlobalRegion) {
 	r := g.Regions()
@@ -619,20 +648,9 @@ func TestGlobalOutOfHome(t *testing.T) {
 	g := failovertest.StartGlobalTest(t, failovertest.GlobalConfig{Lag: 100 * time.Millisecond, TTL: 500 * time.Millisecond, TLS: true})
 	primary, secondary := roles(g)
 	f := newFactory(t, holdfast.WithFailover(failover.Config{Global: failover.GlobalConfig{
-		Regions:    map[string]string{primary.Name: primary.ClusterEndpoint, secondary.Name: secondary.ClusterEndpoint},
+		Regions:    bothRegions(g),
 		HomeRegion: primary.Name, OutOfHome: failover.OutOfHomeReadOnly}}))
-	cfg, err := g.PoolConfig(g.GlobalEndpoint, "connect_timeout=2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool, err := f.NewPool(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := pool.Exec(ctx, "CREATE TABLE orders (id bigint PRIMARY KEY)"); err != nil {
-		t.Fatal(err)
-	}
+	pool := ordersPool(ctx, t, f, g)
 	rc, err := readiness.New(readiness.Config{Factory: f, CheckInterval: 50 * time.Millisecond}, readiness.Pool(pool))
 	if err != nil {
 		t.Fatal(err)
@@ -740,20 +758,9 @@ func TestGlobalAccessibleRegions(t *testing.T) {
 	var logs fakes.LogBuffer
 	f := newFactory(t, holdfast.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))),
 		holdfast.WithFailover(failover.Config{HoldTimeout: time.Second, Global: failover.GlobalConfig{
-			Regions:           map[string]string{primary.Name: primary.ClusterEndpoint, secondary.Name: secondary.ClusterEndpoint},
+			Regions:           bothRegions(g),
 			AccessibleRegions: []string{primary.Name}}}))
-	cfg, err := g.PoolConfig(g.GlobalEndpoint, "connect_timeout=2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool, err := f.NewPool(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := pool.Exec(ctx, "CREATE TABLE orders (id bigint PRIMARY KEY)"); err != nil {
-		t.Fatal(err)
-	}
+	pool := ordersPool(ctx, t, f, g)
 	// A pool on the primary Region's cluster endpoint: once the writer is
 	// in a Region it cannot reach, the endpoint is inactive, and the pool
 	// a reader pool of its Region.
@@ -899,22 +906,11 @@ func TestGlobalOutOfHomeHold(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	g := failovertest.StartGlobalTest(t, failovertest.GlobalConfig{Lag: 100 * time.Millisecond, TTL: 500 * time.Millisecond})
-	primary, secondary := roles(g)
+	primary, _ := roles(g)
 	f := newFactory(t, holdfast.WithFailover(failover.Config{Global: failover.GlobalConfig{
-		Regions:    map[string]string{primary.Name: primary.ClusterEndpoint, secondary.Name: secondary.ClusterEndpoint},
+		Regions:    bothRegions(g),
 		HomeRegion: primary.Name, OutOfHome: failover.OutOfHomeHold}}))
-	cfg, err := g.PoolConfig(g.GlobalEndpoint, "connect_timeout=2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool, err := f.NewPool(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := pool.Exec(ctx, "CREATE TABLE orders (id bigint PRIMARY KEY)"); err != nil {
-		t.Fatal(err)
-	}
+	pool := ordersPool(ctx, t, f, g)
 	m := f.Failover(pool)
 	out, err := g.Switchover(ctx, failovertest.GlobalScenario{DNSLag: 500 * time.Millisecond})
 	if err != nil {
