@@ -709,6 +709,13 @@ func (l *Layer) validate(ctx context.Context, c compose.Conn, host string, pc *p
 	if t := l.lead.Load(); t != nil && t.c == c {
 		defer func() { // the check's connect: its verdict
 			t.end(result{addr: pc.Conn().RemoteAddr().String(), dialed: t.dialedAddrs(), err: err})
+			if err == nil {
+				// Its connection is the pool's once the prober has
+				// published "back" and written its line: whoever sees
+				// the request succeed sees the line (bounded: a prober
+				// closing meanwhile does not settle).
+				t.settledWithin(ctx, leadSlack)
+			}
 		}()
 	}
 	switch l.roleNow() {

@@ -53,18 +53,21 @@ type result struct {
 func (l *Layer) run(ctx context.Context) {
 	own := false // the last step's connect ended with no verdict: the next check is the prober's
 	for step := 0; ; step++ {
-		r, led := result{}, false
+		r, led, t := result{}, false, (*ticket)(nil)
 		if !own {
-			r, led = l.byLead(ctx)
+			r, led, t = l.byLead(ctx)
 		}
 		if !led {
 			r = l.check(ctx, l.pace(0))
 		}
 		if ctx.Err() != nil {
+			t.settle()
 			return
 		}
 		own = errors.Is(r.err, errLeadEnded)
-		if l.settle(r) {
+		done := l.settle(r)
+		t.settle() // the check's connect goes on: "back" is published and told
+		if done {
 			return
 		}
 		if !l.sleep(ctx, step) {
@@ -97,12 +100,35 @@ type ticket struct {
 	c         compose.Conn // the connect that took it: set before the ticket is published (Layer.lead)
 	heldSince time.Time    // when c began to wait: its HoldFor counts from then
 	done      chan result  // its result, once (buffered)
+	settled   chan struct{} // closed when the prober settled its result (run): "back" published and reported
 	ended     atomic.Bool
 	reached   atomic.Bool // its connect's dial reached a server (Dialed)
 
 	mu     sync.Mutex
 	dialed []string // the addresses its connect dialed
 	signal bool     // its dial or handshake failed with a sign of the database down: its retry tells
+}
+
+// settle tells t's connect that the prober settled its result (nil t:
+// no step was taken).
+func (t *ticket) settle() {
+	if t != nil {
+		close(t.settled)
+	}
+}
+
+// settledWithin waits, at most d and while ctx lasts, for the prober to
+// settle t's result: a check's connect that succeeded goes on once the
+// database is "back" and its log line written, as a prober's check would
+// have it.
+func (t *ticket) settledWithin(ctx context.Context, d time.Duration) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-t.settled:
+	case <-ctx.Done():
+	case <-timer.C:
+	}
 }
 
 // end gives t's result to the prober, the first time.
@@ -147,16 +173,16 @@ func (t *ticket) dialedAddrs() []string {
 // ProbeTimeout and leadSlack, resolving the host again every pace as a
 // check does. led is false when no connect took it, or when the name led
 // elsewhere meanwhile: the prober checks itself.
-func (l *Layer) byLead(ctx context.Context) (r result, led bool) {
+func (l *Layer) byLead(ctx context.Context) (r result, led bool, taken *ticket) {
 	if !l.cfg.Lead || l.snap.Load().phase != down || l.waiting.Load() == 0 {
-		return result{}, false
+		return result{}, false, nil
 	}
 	resolved := l.resolve(ctx)
-	t := &ticket{done: make(chan result, 1)}
+	t := &ticket{done: make(chan result, 1), settled: make(chan struct{})}
 	select {
 	case l.offer <- t:
 	default:
-		return result{}, false // none waits at the offer now
+		return result{}, false, nil // none waits at the offer now
 	}
 	bound := time.NewTimer(l.cfg.ProbeTimeout + leadSlack)
 	defer bound.Stop()
@@ -170,17 +196,17 @@ func (l *Layer) byLead(ctx context.Context) (r result, led bool) {
 		select {
 		case r := <-t.done:
 			r.resolved = resolved
-			return r, true
+			return r, true, t
 		case <-ctx.Done():
 			t.end(result{})
-			return result{}, true
+			return result{}, true, t
 		case <-bound.C:
 			t.end(result{})
-			return result{err: errLeadEnded, dialed: t.dialedAddrs()}, true
+			return result{err: errLeadEnded, dialed: t.dialedAddrs()}, true, t
 		case <-tick:
 			if now := l.resolve(ctx); len(now) > 0 && !sameSet(now, resolved) {
 				t.end(result{}) // its connect goes on, and waits again if it fails
-				return result{}, false
+				return result{}, false, t
 			}
 		}
 	}
