@@ -158,6 +158,14 @@ type Layer struct {
 	// that an Acquire right after a Release costs a comparison.
 	ShouldPing func(ctx context.Context, c *pgx.Conn, idle time.Duration) bool
 	IdleAfter  time.Duration
+	// Pinging is told that the composed ShouldPing (pgx's default or the
+	// config's own, ORed with the layers') said yes for c: pgxpool pings
+	// c next, before its PrepareConn, with the Acquire's deadline. It runs
+	// on the Acquire's goroutine before the ping starts, only for a
+	// connection about to be pinged, and must not block (the connector's
+	// records the ping's start in one atomic store, so that a connection
+	// whose ping goes unanswered closes without a cancel request).
+	Pinging func(c *pgx.Conn)
 	// AfterRelease runs before the next layers'; false destroys the
 	// connection. It is installed only when the config had one of its
 	// own: pgxpool starts a goroutine per Release when one is set.
@@ -460,9 +468,10 @@ const PgxPingIdle = time.Second
 
 // shouldPing returns the composed ShouldPing: pgx's default (or the
 // config's own), ORed with the layers' for a connection idle longer than
-// their IdleAfter; nil when no layer has one (the config's stays).
+// their IdleAfter, and, when it says yes, the layers' Pinging told; nil
+// when no layer has either (the config's stays).
 func (c *Composition) shouldPing(layers []*Layer) func(context.Context, pgxpool.ShouldPingParams) bool {
-	var pingers []*Layer
+	var pingers, told []*Layer
 	var least time.Duration = -1
 	for _, l := range layers {
 		if l.ShouldPing != nil {
@@ -471,11 +480,41 @@ func (c *Composition) shouldPing(layers []*Layer) func(context.Context, pgxpool.
 				least = l.IdleAfter
 			}
 		}
+		if l.Pinging != nil {
+			told = append(told, l)
+		}
 	}
-	if len(pingers) == 0 {
+	if len(pingers) == 0 && len(told) == 0 {
 		return nil
 	}
+	ping := c.orPing(pingers, least)
+	if len(told) == 0 {
+		return ping
+	}
+	return func(ctx context.Context, p pgxpool.ShouldPingParams) bool {
+		if !ping(ctx, p) {
+			return false
+		}
+		for _, l := range told {
+			l.Pinging(p.Conn)
+		}
+		return true
+	}
+}
+
+// orPing returns pgx's default ShouldPing (or the config's own) ORed with
+// pingers' for a connection idle longer than their IdleAfter (least, the
+// shortest; unused without pingers).
+func (c *Composition) orPing(pingers []*Layer, least time.Duration) func(context.Context, pgxpool.ShouldPingParams) bool {
 	user := c.userPing
+	if len(pingers) == 0 {
+		return func(ctx context.Context, p pgxpool.ShouldPingParams) bool {
+			if user == nil {
+				return p.IdleDuration > PgxPingIdle // pgx's default
+			}
+			return user(ctx, p)
+		}
+	}
 	return func(ctx context.Context, p pgxpool.ShouldPingParams) bool {
 		idle := p.IdleDuration
 		if user == nil && idle > PgxPingIdle {

@@ -177,10 +177,19 @@ func (e *Engine) bind(cfg *pgxpool.Config, name string, instance *failover.Insta
 		}
 	}
 	comp.Add(compose.Eviction, (&evict.Eviction{}).Layer())
-	comp.Add(compose.Connect, compose.Layer{BeforeConnect: p.connect})
+	comp.Add(compose.Connect, compose.Layer{BeforeConnect: p.connect, Pinging: pinging})
 	comp.Install(cfg, p.newConn)
 	p.chain = comp.Chain()
 	return p, nil
+}
+
+// pinging tells a connection of the pool that pgxpool pings it next
+// (compose.Layer.Pinging): if the ping goes unanswered, it closes
+// without a cancel request (dialCancel).
+func pinging(c *pgx.Conn) {
+	if s := stateOf(c); s != nil {
+		s.pinging()
+	}
 }
 
 // newConn makes the state of a new connection of the pool, before any

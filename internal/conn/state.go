@@ -61,6 +61,7 @@ type connState struct {
 	inflight   atomic.Int32                       // what the connection has in flight (outcome.go)
 	standby    atomic.Bool                        // its server said it is in hot standby (outcome.go): nothing in flight commits
 	committing atomic.Bool                        // a transaction runner's COMMIT comes next (MarkCommit)
+	pingAt     atomic.Int64                       // unix nanos when pgxpool's ping of it was decided (pinging): positive until the ping is written, negative from then until the next request (pingOnly)
 	aborted    atomic.Pointer[abortion]           // set when a layer cut the connection (abort)
 	dialed     atomic.Pointer[string]             // the server of the current dial, from the dial on: a cut reaches a handshake too
 	sock       atomic.Pointer[watchedConn]        // the current dial's connection
@@ -1031,6 +1032,22 @@ func (c *connState) dialCancel(ctx context.Context, network, addr string) (net.C
 	if err := c.abortErr(nil); err != nil {
 		return nil, err // cut: the server was left behind, nothing to cancel there
 	}
+	if c.pingOnly(pingUnanswered) {
+		// Its last request is pgxpool's ping before handing it out, an
+		// empty statement: nothing runs on the server to cancel, and a
+		// server that left it unanswered this long would leave the cancel
+		// request and the drain unanswered too, while the pool keeps the
+		// connection's slot. It closes now (no cancel request, no drain:
+		// pgx's Terminate and drain fail at once), so the slot is free
+		// for a new connection. (The layers heard that the server failed
+		// it when the ping's read timed out: failed.)
+		now := time.Now()
+		c.clamp.Store(now.UnixNano())
+		if nc := pc.Conn(); nc != nil {
+			_ = nc.SetDeadline(now)
+		}
+		return nil, errPingUnanswered
+	}
 	end := time.Now().Add(closeBound)
 	c.clamp.Store(end.UnixNano())
 	if nc := pc.Conn(); nc != nil {
@@ -1045,6 +1062,32 @@ func (c *connState) dialCancel(ctx context.Context, network, addr string) (net.C
 	}
 	_ = conn.SetDeadline(end)
 	return &cancelConn{Conn: conn, c: c}, nil
+}
+
+// errPingUnanswered is what pgx's cancel request of a connection closed
+// after its ping went unanswered returns (dialCancel): none is sent. pgx
+// drops it.
+var errPingUnanswered = errors.New("holdfast: no cancel request: the connection's ping went unanswered")
+
+// pingUnanswered is how long pgxpool's ping of a connection must have gone
+// unanswered for the connection to close without a cancel request
+// (dialCancel): a server answers an empty statement at once. A ping that
+// its caller's deadline cut shorter says nothing of the server: the
+// connection then closes as after any request, and the cancel request
+// tells (a server that answers it frees the slot at once).
+const pingUnanswered = closeBound / 2
+
+// pinging records that pgxpool pings the connection next, before handing
+// it out (compose.Layer.Pinging): a clock read and one atomic store, on
+// the Acquire's goroutine, before the ping's goroutine starts.
+func (c *connState) pinging() { c.pingAt.Store(time.Now().UnixNano()) }
+
+// pingOnly reports whether the last request the connection sent is
+// pgxpool's ping, sent at least d ago: nothing else was written since
+// pinging (the ping's write marks it sent, the next request's clears it).
+func (c *connState) pingOnly(d time.Duration) bool {
+	at := -c.pingAt.Load()
+	return at > 0 && time.Since(time.Unix(0, at)) >= d
 }
 
 // cancelConn is the connection of a cancel request sent while closing: a
@@ -1179,6 +1222,15 @@ func (w *watchedConn) Read(b []byte) (int, error) {
 
 func (w *watchedConn) Write(b []byte) (int, error) {
 	if c := w.c; c.connected.Load() && c.clamp.Load() == 0 { // not while closing
+		if at := c.pingAt.Load(); at != 0 {
+			// pgxpool's ping is the first request after pinging; the next
+			// one is not a ping.
+			if at > 0 {
+				c.pingAt.Store(-at)
+			} else {
+				c.pingAt.Store(0)
+			}
+		}
 		// What the connection now has in flight, for a read that fails
 		// (outcome.go). pgconn writes from the goroutine that owns the
 		// connection, so its TxStatus is read safely here.
@@ -1248,13 +1300,20 @@ func (c *connState) ioErr(err error) error {
 // error of the network (a reset, a broken pipe, TCP_USER_TIMEOUT's
 // ETIMEDOUT, the server closing) is told to the layers (eviction presumes
 // the pool's other connections to that server dead too). A deadline (the
-// caller's context) is not one.
+// caller's context) is not one, unless it ended pgxpool's ping after the
+// server left it unanswered for pingUnanswered: as a cancel request left
+// unanswered (dialCancel), it tells the layers before the ping fails, so
+// that the pool's other connections to the server are evicted when next
+// acquired, not handed out.
 func (c *connState) failed(err error) {
 	if !c.connected.Load() {
 		c.noteNet(err)
 		return
 	}
-	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, net.ErrClosed) || c.clamp.Load() != 0 {
+	if c.clamp.Load() != 0 || errors.Is(err, net.ErrClosed) {
+		return
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) && (c.aborted.Load() != nil || !c.pingOnly(pingUnanswered)) {
 		return
 	}
 	c.p.chain.Failed(c.addr, true)

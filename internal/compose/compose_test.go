@@ -1,0 +1,70 @@
+package compose
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// The layers' Pinging is told exactly when the composed ShouldPing says
+// yes: pgx's default (idle over a second) or a layer's.
+func TestPingingToldWhenPinged(t *testing.T) {
+	cfg, err := pgxpool.ParseConfig("postgres://u@localhost/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type owner struct{}
+	c := Begin(cfg, &owner{})
+	peek := false
+	c.Add(Eviction, Layer{
+		ShouldPing: func(context.Context, *pgx.Conn, time.Duration) bool { return peek },
+		IdleAfter:  50 * time.Millisecond,
+	})
+	told := 0
+	c.Add(Connect, Layer{Pinging: func(*pgx.Conn) { told++ }})
+	c.Install(cfg, func(context.Context, *pgx.ConnConfig) Conn { return nil })
+	for _, tc := range []struct {
+		idle       time.Duration
+		peek, want bool
+	}{
+		{idle: 10 * time.Millisecond, peek: true, want: false}, // not asked: idle up to IdleAfter
+		{idle: 100 * time.Millisecond, peek: false, want: false},
+		{idle: 100 * time.Millisecond, peek: true, want: true}, // the layer's
+		{idle: 2 * time.Second, peek: false, want: true},       // pgx's default
+	} {
+		peek, told = tc.peek, 0
+		got := cfg.ShouldPing(context.Background(), pgxpool.ShouldPingParams{IdleDuration: tc.idle})
+		if got != tc.want || told != map[bool]int{true: 1}[tc.want] {
+			t.Errorf("idle %v, layer says %v: ShouldPing %v, Pinging told %d times; want %v, once when pinged", tc.idle, tc.peek, got, told, tc.want)
+		}
+	}
+
+	// Without a layer's ShouldPing, pgx's default, or the config's own.
+	for _, user := range []bool{false, true} {
+		cfg, err := pgxpool.ParseConfig("postgres://u@localhost/db")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if user {
+			cfg.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool { return p.IdleDuration > time.Minute }
+		}
+		c := Begin(cfg, &owner{})
+		told := 0
+		c.Add(Connect, Layer{Pinging: func(*pgx.Conn) { told++ }})
+		c.Install(cfg, func(context.Context, *pgx.ConnConfig) Conn { return nil })
+		bound := PgxPingIdle
+		if user {
+			bound = time.Minute
+		}
+		for _, idle := range []time.Duration{bound - time.Millisecond, bound + time.Millisecond} {
+			told = 0
+			want := idle > bound
+			if got := cfg.ShouldPing(context.Background(), pgxpool.ShouldPingParams{IdleDuration: idle}); got != want || told != map[bool]int{true: 1}[want] {
+				t.Errorf("own ShouldPing %v, idle %v: ShouldPing %v, Pinging told %d times; want %v", user, idle, got, told, want)
+			}
+		}
+	}
+}
