@@ -97,9 +97,9 @@ const leadSlack = time.Second
 // the step's check. Its hooks (wait, route, Failed, Validate, Closed) end
 // it; end gives its result once.
 type ticket struct {
-	c         compose.Conn // the connect that took it: set before the ticket is published (Layer.lead)
-	heldSince time.Time    // when c began to wait: its HoldFor counts from then
-	done      chan result  // its result, once (buffered)
+	c         compose.Conn  // the connect that took it: set before the ticket is published (Layer.lead)
+	heldSince time.Time     // when c began to wait: its HoldFor counts from then
+	done      chan result   // its result, once (buffered)
 	settled   chan struct{} // closed when the prober settled its result (run): "back" published and reported
 	ended     atomic.Bool
 	reached   atomic.Bool // its connect's dial reached a server (Dialed)
