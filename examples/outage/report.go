@@ -70,8 +70,10 @@ lost writes: acknowledged ids missing on the primary at the end: 0 is the goal.
 longest pause: the longest time without an acknowledged write.
 resume after back: from back to the first acknowledged write that started after it.
 connects while down: the pool's dials from the fault to back. holdfast's outage layer
-  lets only its prober dial while the database is down: a check every 100 ms while
-  requests wait (the outage's first 10 s), then backing off; at most %d here.
+  makes one dial per check while the database is down (its prober's, or that of a
+  waiting request's connect, which takes the check's turn and keeps its connection):
+  a check every 100 ms while requests wait (the outage's first 10 s), then backing
+  off; at most %d here.
 hung past deadline: requests that ended over %.0f ms after their deadline.
 `, t.back, r.RequestTimeoutMS, r.BackoffSteps, ms(hangSlack))
 	if n := notes[r.Scenario]; n != "" {

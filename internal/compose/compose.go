@@ -219,6 +219,10 @@ type Layer struct {
 	Failed func(addr string, established bool)
 	// Closed: c's socket was closed.
 	Closed func(c Conn)
+	// Ended: c's connect ended: err nil when its handshake completed,
+	// else the error that ended its attempts (no retry follows). It may
+	// be told more than once.
+	Ended func(c Conn, err error)
 
 	// Events from other layers, through the composition.
 
@@ -750,6 +754,15 @@ func (ch *Chain) Failed(addr string, established bool) {
 	for _, l := range ch.layers {
 		if l.Failed != nil {
 			l.Failed(addr, established)
+		}
+	}
+}
+
+// Ended runs the layers' Ended.
+func (ch *Chain) Ended(c Conn, err error) {
+	for _, l := range ch.layers {
+		if l.Ended != nil {
+			l.Ended(c, err)
 		}
 	}
 }

@@ -98,7 +98,8 @@ func (c *connState) admitDial(ctx context.Context, d int) error {
 		// The target may have gone down while it queued (behind connects
 		// the outage hold keeps waiting): the layers hold it as they hold
 		// a new connection before its dial, its slot given back meanwhile,
-		// so that only the prober dials while it is down.
+		// so that one connect per check dials while it is down (the
+		// prober's, or a held connect's that takes its step).
 		waited, err := c.hold(ctx)
 		if err != nil {
 			c.refused, c.stop = true, err

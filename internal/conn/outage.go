@@ -119,10 +119,14 @@ func (p *Pool) addOutage(cc *pgx.ConnConfig) {
 			return p.probe(ctx, probe, l)
 		},
 		ProbeTimeout: timeout,
-		Classify:     e.cfg.Classifier.Classify,
-		DownError:    func(d outage.Down) error { return e.cfg.Errors.Down(d, p.name) },
-		Report:       report,
-		Comp:         p.comp,
+		// A held connect is the check while the database is down: the
+		// connection it makes at "back" is the pool's, with no handshake
+		// of the prober's before it.
+		Lead:      true,
+		Classify:  e.cfg.Classifier.Classify,
+		DownError: func(d outage.Down) error { return e.cfg.Errors.Down(d, p.name) },
+		Report:    report,
+		Comp:      p.comp,
 	})
 	report.holdFor = e.cfg.Outage.HoldFor
 	p.comp.Add(compose.Outage, p.out.Layer())

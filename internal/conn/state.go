@@ -132,6 +132,9 @@ func (c *connState) retry(ctx context.Context, r *retry.Retrier, prior int, firs
 // connect" ERROR line for a failure no retry fixes, retried or not. Once.
 func (c *connState) endRetries(err error) {
 	c.endAdmission() // the connect is over: its admission slot is free
+	if c.p != nil {
+		c.p.chain.Ended(c, err) // the outage layer: a check's connect that ended without a retry
+	}
 	if err != nil && !c.reported {
 		c.reported = true
 		attempts := c.used + 1 // a handshake's failure, not yet counted

@@ -153,9 +153,11 @@ func TestTxBeginConnectGaveUpIsRerun(t *testing.T) {
 // db.BeginTx): a connect the connect layer gave up on is run again (the
 // outage layer off). With the outage layer (on by default) the pool,
 // which connected before, finds its database down at that connect, and
-// the connect waits for it instead of giving up: the prober's checks are
-// the only dials meanwhile (two refused, then one that connects: back),
-// and the BEGIN goes through at the first run.
+// the connect waits for it instead of giving up: the checks are the only
+// dials meanwhile (two refused, then one that connects: back), the
+// waiting connect's own dial being the check of its step (internal/outage
+// Config.Lead), so the check that connects is the pool's connection, no
+// second handshake after it; and the BEGIN goes through at the first run.
 func TestSQLTxBeginConnectGaveUpIsRerun(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -164,7 +166,7 @@ func TestSQLTxBeginConnectGaveUpIsRerun(t *testing.T) {
 		dials int
 	}{
 		{"outage layer off", []holdfast.Option{holdfast.WithOutage(holdfast.Outage{Off: true})}, 5}, // 1 + the connect's 3 + the re-run's 1
-		{"outage layer on", nil, 6}, // 1 + the connect's 1 + the prober's 3 + the connect's fresh 1
+		{"outage layer on", nil, 5}, // 1 + the connect's 1 + 2 refused checks + the check that connects, the pool's
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -17,8 +17,9 @@
 //	         pool's connections to the failed addresses are retired (idle
 //	         ones closed, busy ones destroyed when next acquired), new
 //	         connections wait for "back" within HoldFor and their context,
-//	         and the prober checks with backoff; it is the only one to
-//	         connect meanwhile.
+//	         and the prober checks with backoff: one connect per step,
+//	         its own or, while a connect of the pool waits, that
+//	         connect's (Config.Lead: see The prober).
 //	waking   (WakeFor: holdfast.WithServerlessV2) a new connection of a
 //	         pool that holds none, once armed: the database may have
 //	         paused. The prober makes the one dial in flight, bounded by
@@ -49,6 +50,27 @@
 // packets are dropped) the name is resolved again at each step, and a
 // check to the new address starts at once.
 //
+// While the database is down and a connect of the pool waits
+// (Config.Lead, the engine's), the step is that connect's instead: the
+// first to wait at the step takes it and dials for real, through the
+// connector (one dial in flight per pool: the others wait on it, and the
+// prober waits for its result, within ProbeTimeout and a second). It ends
+// the step at its handshake (Validate: back, or, for a read-only server,
+// still down), at its connector's next Hold (its attempt failed: no
+// verdict, the prober's last cause stays; it waits on, its HoldFor counted
+// from its first wait), or when its socket closes with no sign of the
+// database down (a server that answered with a refusal) or its connect
+// ends with no retry to follow (compose.Layer.Ended: a failure its
+// connector does not retry, its bounds spent): the next check is then the
+// prober's own, which counts a server that answers as up. At back its
+// connection is the pool's at once: the first resumed request makes one
+// handshake, not the prober's and then its own. A connect whose attempt
+// reached a server and failed there takes no more steps in that wait (each
+// such failure uses one of the retry rounds of its pgx config). The prober
+// checks itself when nothing waits (readiness and "database back" need no
+// request), at the first sign (suspect), and when the name leads elsewhere
+// while a step's connect is in flight.
+//
 // Its pace, with ±20 % jitter:
 //
 //	while requests wait, for the outage's first 10 s   every 100 ms
@@ -57,7 +79,7 @@
 //
 // A request that starts waiting wakes a prober paced for nobody. So a
 // restart of seconds resumes within about 120 ms of the server accepting
-// again (the longest step, and one connect), a long outage costs a
+// again (the longest step, and one connect: the request's own), a long outage costs a
 // connect every 2 s per pool, and an idle pool's prober at most one
 // every 5 s. A check of an address whose packets are dropped lasts its
 // bound (3 s with the default policy): one connect at a time.

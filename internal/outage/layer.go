@@ -104,6 +104,13 @@ type Config struct {
 	Probe func(ctx context.Context, lookup pgconn.LookupFunc) (pc *pgconn.PgConn, dialed []string, err error)
 	// ProbeTimeout bounds one check.
 	ProbeTimeout time.Duration
+	// Lead makes, while the database is down, a connect of the pool that
+	// waits the prober's check when one waits at a step of its pace: it
+	// dials for real (the one connect of the step), and when it connects
+	// the database is back and its connection is the pool's at once, with
+	// no handshake of the prober's before it (see the package doc). Off:
+	// the prober makes every check itself.
+	Lead bool
 	// Classify is the factory's classifier.
 	Classify func(error) classify.Verdict
 	// DownError makes the face's error of a wait that ended while the
@@ -190,6 +197,9 @@ type Layer struct {
 	waiting atomic.Int32 // waits under way (the prober's pace)
 	kick    chan struct{}
 
+	offer chan *ticket           // a step of the prober's given to a waiting connect (Config.Lead); unbuffered
+	lead  atomic.Pointer[ticket] // the last step taken: its connect is the check
+
 	cause     atomic.Pointer[error]         // the prober's last failed check (down)
 	suspicion atomic.Pointer[roleSuspicion] // a 25006 from a server that reports no role
 	arm       func(on bool)                 // the switch of the lazy PrepareConn
@@ -231,7 +241,7 @@ const maxFailed = 16
 
 // New returns the outage layer of a pool.
 func New(cfg Config) *Layer {
-	l := &Layer{cfg: cfg, comp: cfg.Comp, kick: make(chan struct{}, 1), dialing: map[compose.Conn]*dialing{}}
+	l := &Layer{cfg: cfg, comp: cfg.Comp, kick: make(chan struct{}, 1), offer: make(chan *ticket), dialing: map[compose.Conn]*dialing{}}
 	l.role.Store(int32(cfg.Role))
 	l.snap.Store(&snapshot{changed: make(chan struct{})})
 	return l
@@ -244,7 +254,8 @@ func (l *Layer) Layer() compose.Layer {
 		Hold:           l.hold,
 		Route:          l.route,
 		Dialed:         l.dialed,
-		Closed:         l.forget,
+		Closed:         l.sockClosed,
+		Ended:          l.ended,
 		Validate:       l.validate,
 		PgError:        l.pgError,
 		Failed:         l.onFailed,
@@ -363,10 +374,22 @@ func (l *Layer) beforeConnect(ctx context.Context, c compose.Conn, cc *pgx.ConnC
 	if l.cfg.WakeFor > 0 && l.snap.Load().phase == up && l.armed.Load() && l.cfg.Cold() {
 		l.wake()
 	}
-	if _, err := l.wait(ctx); err != nil {
+	if _, err := l.wait(ctx, c); err != nil {
 		return err
 	}
-	return next(ctx, c, cc)
+	if err := next(ctx, c, cc); err != nil {
+		l.endLead(c, result{err: errLeadEnded}) // nothing dialed: no verdict
+		return err
+	}
+	return nil
+}
+
+// endLead ends the step of the prober's that c took, if it did, with r.
+func (l *Layer) endLead(c compose.Conn, r result) {
+	if t := l.lead.Load(); t != nil && t.c == c {
+		r.dialed = t.dialedAddrs()
+		t.end(r)
+	}
 }
 
 // wake starts a wake: the database may have paused while the pool held
@@ -382,17 +405,30 @@ func (l *Layer) wake() {
 }
 
 // hold is the connector's question before a retry (compose.Layer.Hold).
-func (l *Layer) hold(ctx context.Context, _ compose.Conn) (bool, error) { return l.wait(ctx) }
+func (l *Layer) hold(ctx context.Context, c compose.Conn) (bool, error) { return l.wait(ctx, c) }
 
 // wait waits while the database is suspect (for the prober's verdict) or
 // down (for "back"), at most HoldFor and while ctx lasts; while it wakes,
-// for the wake, at most WakeFor. waited reports
-// that it was down: the connect starts afresh. It returns the face's
-// error when it ends while down. One atomic load when up.
-func (l *Layer) wait(ctx context.Context) (waited bool, err error) {
+// for the wake, at most WakeFor. waited reports that it was down: the
+// connect starts afresh. With Config.Lead, a wait of c while down may
+// take a step of the prober's instead (waited, no error): c's connect is
+// then the check, and a wait of c after its attempt failed ends the step
+// and waits on, its HoldFor counted from its first wait. It returns the
+// face's error when it ends while down. One atomic load when up.
+func (l *Layer) wait(ctx context.Context, c compose.Conn) (waited bool, err error) {
 	s := l.snap.Load()
 	if s.phase == up {
+		// Up: only the prober's settle (or Close) publishes it, so no
+		// step is waited for now, whatever c took before.
 		return false, nil
+	}
+	start := time.Now()
+	spent := false // c takes no step: its attempt after one reached a server (pgx's rounds are few)
+	if t := l.lead.Load(); t != nil && c != nil && t.c == c {
+		// c's connect was the check, and its attempt failed (the
+		// connector asks before a retry): the step ends, no verdict.
+		t.end(result{err: errLeadFailed, dialed: t.dialedAddrs()})
+		start, waited, spent = t.heldSince, true, t.reachedServer()
 	}
 	bound := l.cfg.HoldFor
 	if s.phase == waking {
@@ -411,19 +447,35 @@ func (l *Layer) wait(ctx context.Context) (waited bool, err error) {
 	case l.kick <- struct{}{}: // a prober paced for nobody speeds up
 	default:
 	}
-	start := time.Now()
-	t := time.NewTimer(bound)
+	t := time.NewTimer(bound - time.Since(start))
 	defer t.Stop()
+	var offers chan *ticket // nil: no step is taken
+	if l.cfg.Lead && c != nil && !spent {
+		// A connect whose attempt reached a server and failed there (a
+		// handshake refused, a read-only server) used one of the retry
+		// rounds in its pgx config, which are few: it waits for "back".
+		offers = l.offer
+	}
 	for {
+		off := offers
 		switch s.phase {
 		case up:
 			return waited, nil
-		case down, waking:
+		case down:
 			waited = true
+		case waking:
+			waited, off = true, nil
+		default:
+			off = nil
 		}
 		select {
 		case <-s.changed:
 			s = l.snap.Load()
+		case tk := <-off:
+			// A step of the prober's: c's connect is the check.
+			tk.c, tk.heldSince = c, start
+			l.lead.Store(tk)
+			return true, nil
 		case <-ctx.Done():
 			if s.phase == down || s.phase == waking {
 				return true, l.downError(s, time.Since(start), ctx.Err())
@@ -467,6 +519,9 @@ func (l *Layer) route(_ context.Context, c compose.Conn, _, addr string, _ bool)
 	}
 	if l.armed.Load() {
 		l.track(c, addr)
+	}
+	if t := l.lead.Load(); t != nil && t.c == c {
+		t.dialing(addr)
 	}
 	return addr, nil
 }
@@ -533,6 +588,9 @@ func (l *Layer) checkSlow() {
 // dialed notes that c's dial reached addr; one to an address left behind
 // meanwhile is cut.
 func (l *Layer) dialed(c compose.Conn, addr string, _ time.Time) {
+	if t := l.lead.Load(); t != nil && t.c == c {
+		t.reached.Store(true)
+	}
 	l.mu.Lock()
 	if d := l.dialing[c]; d != nil {
 		d.connected, d.addr = true, addr
@@ -542,6 +600,29 @@ func (l *Layer) dialed(c compose.Conn, addr string, _ time.Time) {
 		if to, ok := s.moves[addr]; ok && time.Now().Before(s.movesTo) {
 			c.Abort(leftWrap(addr, to))
 		}
+	}
+}
+
+// sockClosed: c's socket closed. A check's connect (Config.Lead) that
+// closes before its handshake completed, with no sign of the database
+// being down (a refusal the server answered: too many connections, an
+// authentication failure), ends its step with no verdict, and the
+// prober makes the next check itself (it counts a server that answers as
+// up): its connect ends without a retry, which would have told.
+func (l *Layer) sockClosed(c compose.Conn) {
+	l.forget(c)
+	if t := l.lead.Load(); t != nil && t.c == c && !t.signed() {
+		t.end(result{err: errLeadEnded, dialed: t.dialedAddrs()})
+	}
+}
+
+// ended: c's connect ended. A check's connect (Config.Lead) that ended
+// with an error, no retry following (a failure its connector does not
+// retry, its attempts or its bounds spent), ends its step with no
+// verdict, and the prober makes the next check itself.
+func (l *Layer) ended(c compose.Conn, err error) {
+	if err != nil {
+		l.endLead(c, result{err: errLeadEnded})
 	}
 }
 
@@ -584,7 +665,12 @@ func leftWrap(addr, to string) func(error) error {
 
 // onFailed is a sign: a dial or handshake that failed, or an established
 // connection that broke or that its server ended.
-func (l *Layer) onFailed(addr string, _ bool) { l.suspect(addr) }
+func (l *Layer) onFailed(addr string, established bool) {
+	if t := l.lead.Load(); t != nil && !established {
+		t.sign(addr) // the check's connect, when it dials addr: its retry tells the rest
+	}
+	l.suspect(addr)
+}
 
 // suspect starts the prober on a sign of the database being down (addr:
 // the address that failed, "" when unknown), once the pool connected and
@@ -618,8 +704,20 @@ func (l *Layer) noteFailedLocked(addr string) {
 // writes, a read-only one is refused (and is a sign); the pool's first
 // connection decides what a pool whose connection string does not say is
 // meant for. A connection that passes arms the layer.
-func (l *Layer) validate(ctx context.Context, c compose.Conn, host string, pc *pgconn.PgConn) error {
+func (l *Layer) validate(ctx context.Context, c compose.Conn, host string, pc *pgconn.PgConn) (err error) {
 	l.forget(c) // made: no longer followed
+	if t := l.lead.Load(); t != nil && t.c == c {
+		defer func() { // the check's connect: its verdict
+			t.end(result{addr: pc.Conn().RemoteAddr().String(), dialed: t.dialedAddrs(), err: err})
+			if err == nil {
+				// Its connection is the pool's once the prober has
+				// published "back" and written its line: whoever sees
+				// the request succeed sees the line (bounded: a prober
+				// closing meanwhile does not settle).
+				t.settledWithin(ctx, leadSlack)
+			}
+		}()
+	}
 	switch l.roleNow() {
 	case RoleLearn:
 		ro, _, err := readOnly(ctx, pc, l.askRole())

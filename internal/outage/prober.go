@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -45,18 +47,167 @@ type result struct {
 }
 
 // run is the prober: a check at once, then one per step of the pace,
-// until one connects or ctx ends.
+// until one connects or ctx ends. While the database is down and a
+// connect of the pool waits, the step is its (Config.Lead: byLead);
+// else the prober connects itself.
 func (l *Layer) run(ctx context.Context) {
+	own := false // the last step's connect ended with no verdict: the next check is the prober's
 	for step := 0; ; step++ {
-		r := l.check(ctx, l.pace(0))
+		r, led, t := result{}, false, (*ticket)(nil)
+		if !own {
+			r, led, t = l.byLead(ctx)
+		}
+		if !led {
+			r = l.check(ctx, l.pace(0))
+		}
 		if ctx.Err() != nil {
+			t.settle()
 			return
 		}
-		if l.settle(r) {
+		own = errors.Is(r.err, errLeadEnded)
+		done := l.settle(r)
+		t.settle() // the check's connect goes on: "back" is published and told
+		if done {
 			return
 		}
 		if !l.sleep(ctx, step) {
 			return
+		}
+	}
+}
+
+// errLeadFailed is a check made by a connect of the pool (Config.Lead)
+// whose attempt failed, which its connector retries: no verdict, the
+// cause the prober knows stays.
+var errLeadFailed = errors.New("holdfast: the check's connect failed")
+
+// errLeadEnded is a check made by a connect of the pool that ended with
+// no sign of the database being down (a server that answered with a
+// refusal), or that did not end within its bound: no verdict; the next
+// check is the prober's own.
+var errLeadEnded = errors.New("holdfast: the check's connect ended without a verdict")
+
+// leadSlack is how long a check made by a connect of the pool may last
+// beyond ProbeTimeout (its password, its admission) before the prober
+// makes the next step's check itself.
+const leadSlack = time.Second
+
+// ticket is a step of the prober's pace taken by a connect of the pool
+// that waits while the database is down (Config.Lead): its connect is
+// the step's check. Its hooks (wait, route, Failed, Validate, Closed) end
+// it; end gives its result once.
+type ticket struct {
+	c         compose.Conn  // the connect that took it: set before the ticket is published (Layer.lead)
+	heldSince time.Time     // when c began to wait: its HoldFor counts from then
+	done      chan result   // its result, once (buffered)
+	settled   chan struct{} // closed when the prober settled its result (run): "back" published and reported
+	ended     atomic.Bool
+	reached   atomic.Bool // its connect's dial reached a server (Dialed)
+
+	mu     sync.Mutex
+	dialed []string // the addresses its connect dialed
+	signal bool     // its dial or handshake failed with a sign of the database down: its retry tells
+}
+
+// settle tells t's connect that the prober settled its result (nil t:
+// no step was taken).
+func (t *ticket) settle() {
+	if t != nil {
+		close(t.settled)
+	}
+}
+
+// settledWithin waits, at most d and while ctx lasts, for the prober to
+// settle t's result: a check's connect that succeeded goes on once the
+// database is "back" and its log line written, as a prober's check would
+// have it.
+func (t *ticket) settledWithin(ctx context.Context, d time.Duration) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-t.settled:
+	case <-ctx.Done():
+	case <-timer.C:
+	}
+}
+
+// end gives t's result to the prober, the first time.
+func (t *ticket) end(r result) {
+	if t.ended.CompareAndSwap(false, true) {
+		t.done <- r
+	}
+}
+
+func (t *ticket) dialing(addr string) {
+	t.mu.Lock()
+	t.dialed, t.signal = append(t.dialed, addr), false
+	t.mu.Unlock()
+}
+
+// sign notes a sign of the database down from addr: the check's when it
+// is the address of its current dial.
+func (t *ticket) sign(addr string) {
+	t.mu.Lock()
+	if n := len(t.dialed); n > 0 && t.dialed[n-1] == addr {
+		t.signal = true
+	}
+	t.mu.Unlock()
+}
+
+func (t *ticket) signed() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.signal
+}
+
+func (t *ticket) reachedServer() bool { return t.reached.Load() }
+
+func (t *ticket) dialedAddrs() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.dialed)
+}
+
+// byLead gives the step to a connect of the pool that waits, while the
+// database is down (Config.Lead), and waits for its result within
+// ProbeTimeout and leadSlack, resolving the host again every pace as a
+// check does. led is false when no connect took it, or when the name led
+// elsewhere meanwhile: the prober checks itself.
+func (l *Layer) byLead(ctx context.Context) (r result, led bool, taken *ticket) {
+	if !l.cfg.Lead || l.snap.Load().phase != down || l.waiting.Load() == 0 {
+		return result{}, false, nil
+	}
+	resolved := l.resolve(ctx)
+	t := &ticket{done: make(chan result, 1), settled: make(chan struct{})}
+	select {
+	case l.offer <- t:
+	default:
+		return result{}, false, nil // none waits at the offer now
+	}
+	bound := time.NewTimer(l.cfg.ProbeTimeout + leadSlack)
+	defer bound.Stop()
+	var tick <-chan time.Time
+	if resolved != nil {
+		tk := time.NewTicker(l.pace(0))
+		defer tk.Stop()
+		tick = tk.C
+	}
+	for {
+		select {
+		case r := <-t.done:
+			r.resolved = resolved
+			return r, true, t
+		case <-ctx.Done():
+			t.end(result{})
+			return result{}, true, t
+		case <-bound.C:
+			t.end(result{})
+			return result{err: errLeadEnded, dialed: t.dialedAddrs()}, true, t
+		case <-tick:
+			if now := l.resolve(ctx); len(now) > 0 && !sameSet(now, resolved) {
+				t.end(result{}) // its connect goes on, and waits again if it fails
+				return result{}, false, t
+			}
 		}
 	}
 }

@@ -25,7 +25,12 @@ import (
 //     ProbeWithHeld a probe is the dial of the oldest connect waiting
 //     for the pool (its connection, if it succeeds, goes to the pool),
 //     and the prober's own connection (closed once it succeeds) only
-//     when none waits; otherwise every probe is the prober's own.
+//     when none waits; otherwise every probe is the prober's own. The
+//     engine does this while the pool is down (internal/outage:
+//     Config.Lead, set by internal/conn's addOutage; Layer.byLead offers
+//     the step, Layer.wait gives it to a waiting connect): the connect
+//     that takes it is whichever waits at the offer, not necessarily the
+//     oldest, and the first check after a sign is the prober's own.
 //   - Requests. While the pool is down no connect makes an attempt of its
 //     own: a connect that starts, a retry that comes due, a connect whose
 //     attempt has just failed and one whose admission comes all wait for
