@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -507,16 +508,47 @@ func answered(err error) bool {
 // host no longer resolves to them, and a server answered elsewhere.
 // l.mu is held.
 func (l *Layer) leftLocked(r result) []string {
-	if r.err != nil || r.addr == "" || r.resolved == nil {
+	if r.err != nil {
+		return nil
+	}
+	return left(l.failed, r.addr, r.resolved)
+}
+
+// left returns the addresses of failed (host:port, as dialed) that the
+// name no longer resolves to (resolved: what the pool's lookup returns,
+// hosts or host:port), when the server that answered (addr, its socket's
+// remote address) is at an address the name resolves to. A dial function
+// that does not dial the address it is given (the Cloud SQL and AlloyDB
+// connectors, a tunnel) connects elsewhere than any resolved address:
+// nothing is said to have moved then, since the addresses tell nothing of
+// where the database is.
+func left(failed []string, addr string, resolved []string) []string {
+	if addr == "" || resolved == nil || !resolvesTo(resolved, addr) {
 		return nil
 	}
 	var out []string
-	for _, a := range l.failed {
-		if a != r.addr && !slices.Contains(r.resolved, a) {
+	for _, a := range failed {
+		if a != addr && !resolvesTo(resolved, a) {
 			out = append(out, a)
 		}
 	}
 	return out
+}
+
+// resolvesTo reports whether the dialed address a (host:port) is one of
+// resolved: the same host:port, or the same host for a lookup that
+// returns hosts only (pgconn dials them at the configured port).
+func resolvesTo(resolved []string, a string) bool {
+	host := a
+	if h, _, err := net.SplitHostPort(a); err == nil {
+		host = h
+	}
+	for _, r := range resolved {
+		if r == a || r == host {
+			return true
+		}
+	}
+	return false
 }
 
 // retire leaves addrs behind (for to, "" when unknown): the pool's
