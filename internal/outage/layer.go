@@ -196,6 +196,7 @@ type Layer struct {
 	role    atomic.Int32 // Role
 	waiting atomic.Int32 // waits under way (the prober's pace)
 	kick    chan struct{}
+	born    time.Time // the origin of the clock of the prober's pace.Pacer (monotonic)
 
 	offer chan *ticket           // a step of the prober's given to a waiting connect (Config.Lead); unbuffered
 	lead  atomic.Pointer[ticket] // the last step taken: its connect is the check
@@ -241,7 +242,7 @@ const maxFailed = 16
 
 // New returns the outage layer of a pool.
 func New(cfg Config) *Layer {
-	l := &Layer{cfg: cfg, comp: cfg.Comp, kick: make(chan struct{}, 1), offer: make(chan *ticket), dialing: map[compose.Conn]*dialing{}}
+	l := &Layer{cfg: cfg, comp: cfg.Comp, born: time.Now(), kick: make(chan struct{}, 1), offer: make(chan *ticket), dialing: map[compose.Conn]*dialing{}}
 	l.role.Store(int32(cfg.Role))
 	l.snap.Store(&snapshot{changed: make(chan struct{})})
 	return l

@@ -15,17 +15,11 @@ import (
 
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/internal/compose"
+	"github.com/holdfast-db/holdfast/internal/pace"
 )
 
-// The prober's pace (see the package doc).
-const (
-	fastPace    = 100 * time.Millisecond // while requests wait, for the outage's first fastFor
-	fastFor     = 10 * time.Second
-	waitedPace  = 2 * time.Second // the most, while requests wait
-	idlePace    = 5 * time.Second // the most, while nothing waits
-	paceJitter  = 0.2
-	closeProbes = time.Second // bounds the close of a check's connection
-)
+// closeProbes bounds the close of a check's connection.
+const closeProbes = time.Second
 
 // startLocked starts the prober. l.mu is held.
 func (l *Layer) startLocked() {
@@ -53,13 +47,15 @@ type result struct {
 // else the prober connects itself.
 func (l *Layer) run(ctx context.Context) {
 	own := false // the last step's connect ended with no verdict: the next check is the prober's
-	for step := 0; ; step++ {
+	p := pace.Pacer{Config: pace.Engine()}
+	p.Start(l.clock(), pace.Asked{}) // the engine's pace reads no demand
+	for {
 		r, led, t := result{}, false, (*ticket)(nil)
 		if !own {
 			r, led, t = l.byLead(ctx)
 		}
 		if !led {
-			r = l.check(ctx, l.pace(0))
+			r = l.check(ctx, pace.Fast)
 		}
 		if ctx.Err() != nil {
 			t.settle()
@@ -71,7 +67,7 @@ func (l *Layer) run(ctx context.Context) {
 		if done {
 			return
 		}
-		if !l.sleep(ctx, step) {
+		if !l.sleep(ctx, &p) {
 			return
 		}
 	}
@@ -189,7 +185,7 @@ func (l *Layer) byLead(ctx context.Context) (r result, led bool, taken *ticket) 
 	defer bound.Stop()
 	var tick <-chan time.Time
 	if resolved != nil {
-		tk := time.NewTicker(l.pace(0))
+		tk := time.NewTicker(pace.Fast)
 		defer tk.Stop()
 		tick = tk.C
 	}
@@ -213,28 +209,25 @@ func (l *Layer) byLead(ctx context.Context) (r result, led bool, taken *ticket) 
 	}
 }
 
-// pace is the time between two checks at step (0: the first after the
-// sign), without jitter: see the package doc.
-func (l *Layer) pace(step int) time.Duration {
-	s := l.snap.Load()
-	waiting := l.waiting.Load() > 0
-	if waiting && (s.phase != down || time.Since(s.since) < fastFor) {
-		return fastPace
-	}
-	most := idlePace
-	if waiting {
-		most = waitedPace
-	}
-	d := fastPace << min(step, 8)
-	return min(d, most)
+// clock is the time on the prober's pace.Pacer's clock.
+func (l *Layer) clock() time.Duration { return time.Since(l.born) }
+
+// paceNow is what the pace depends on now: the connects that wait; the
+// database is down (not suspect nor waking).
+func (l *Layer) paceNow() (waiting int, isDown bool) {
+	return int(l.waiting.Load()), l.snap.Load().phase == down
 }
 
-// sleep waits for the next check: the pace of step, with jitter, sooner
-// when a request starts waiting on a prober paced for nobody. It reports
-// false when ctx ended.
-func (l *Layer) sleep(ctx context.Context, step int) bool {
+// sleep waits for the next check: p's pace, with jitter (internal/pace;
+// see the package doc). A request that starts waiting asks the pace again
+// (l.kick): the sleep ends sooner when it is now shorter (a prober paced
+// for nobody), with the jitter drawn for the sleep. It reports false when
+// ctx ended.
+func (l *Layer) sleep(ctx context.Context, p *pace.Pacer) bool {
 	began := time.Now()
-	d := jitter(l.pace(step))
+	u := rand.Float64()
+	waiting, isDown := l.paceNow()
+	d := p.Jittered(p.Next(l.clock(), pace.Asked{}, waiting, isDown), u)
 	t := time.NewTimer(d)
 	defer t.Stop()
 	for {
@@ -244,17 +237,13 @@ func (l *Layer) sleep(ctx context.Context, step int) bool {
 		case <-ctx.Done():
 			return false
 		case <-l.kick:
-			if nd := jitter(l.pace(step)); began.Add(nd).Before(began.Add(d)) {
+			waiting, isDown := l.paceNow()
+			if nd := p.Jittered(p.Again(l.clock(), pace.Asked{}, waiting, isDown), u); nd < d {
 				d = nd
 				t.Reset(time.Until(began.Add(d)))
 			}
 		}
 	}
-}
-
-// jitter spreads d by ±paceJitter.
-func jitter(d time.Duration) time.Duration {
-	return time.Duration(float64(d) * (1 - paceJitter + 2*paceJitter*rand.Float64()))
 }
 
 // check makes one check: it resolves the host, connects, and, while a

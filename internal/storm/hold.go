@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/holdfast-db/holdfast/internal/pace"
 )
 
 // Hold is the outage hold (issue 30, item 1) on each pod's pool, as the
@@ -17,7 +19,17 @@ import (
 //     breaks its open connections (a fast shutdown sends 57P01 to each:
 //     the "refusals across connections" of the issue). A token API
 //     failure is a connect failure like any other.
-//   - Prober. One per pool: its first probe comes ProbeInitial after the
+//   - Prober. One per pool. With Pace (holdfast's defaults: pace.Engine)
+//     its delays are internal/pace's Pacer, the code the engine's prober
+//     runs (internal/outage), started when the pool goes down, told how
+//     many requests wait (connects held, and requests queued for a pool
+//     slot) and of the pool's demand — each request that arrives while it
+//     is down (an Acquire that found no connection) and each connect that
+//     begins waiting — and asked again at each, as the engine's prober is
+//     when a request starts waiting (a sleep ends sooner when the pace is
+//     now shorter, with the same jitter draw); the Probe* fields are then
+//     unused; and at the database's break the prober makes the check the
+//     engine makes at once at a sign (suspect), which finds it down. Without it: its first probe comes ProbeInitial after the
 //     pool goes down, each later one Multiplier times the last delay, at
 //     most ProbeMax, each delay jittered uniformly by ±ProbeJitter (the
 //     formula of retry.Policy's jitter). A probe is one connect attempt;
@@ -53,20 +65,30 @@ type Hold struct {
 	ProbeJitter     float64       // each delay is spread uniformly over ±ProbeJitter of itself (0 to 1)
 	HoldFor         time.Duration // the longest a connect waits for "back" (the request's deadline may end it first)
 	ProbeWithHeld   bool          // a probe is the dial of the oldest waiting connect, when one waits
+	// Pace, when set, is the prober's pace (internal/pace, the code the
+	// engine's prober runs): the Probe* fields are then unused. Nil: the
+	// model's own schedule, from the Probe* fields.
+	Pace *pace.Config
 }
 
 // DefaultHold returns the hold of RESULTS.md's "holdfast defaults": down
-// after 2 failed attempts in a row or at the database's break; probes
-// from 250 ms, doubling, at most 3 s apart, ±50 %; a wait of at most 30 s;
-// a probe is the dial of a waiting connect when there is one.
+// after 2 failed attempts in a row or at the database's break; probes at
+// the engine's pace (pace.Engine: the check at the sign, then every 100 ms
+// while requests wait for the outage's first 10 s, doubling to 2 s, ±20 %);
+// a wait of at most 30 s; a probe is the dial of a waiting connect when
+// there is one. Its Probe* fields (from 250 ms, doubling, at most 3 s
+// apart, ±50 %: the schedule the model had before it ran the engine's
+// pace, and which RESULTS.md's figures described until then) apply only
+// to a copy without Pace, the variants that read a schedule's trade-offs
+// off (HoldVariants).
 //
 // The probe delays set the figures of the outage's ends, and pull against
-// each other. ProbeInitial sets the first second of an outage that every
-// pod sees at once (the database's break): probes 100 ms apart would add
-// 3 attempts per pod to it, over 1.3× the no-retry peak at 2 requests/s.
-// ProbeMax sets the end: a fleet whose probers wait ProbeMax apart finds
-// the database back over about ProbeMax, so the peak after recovery falls
-// as it grows and the median pod comes back after about half of it.
+// each other. The first seconds of an outage that every pod sees at once
+// (the database's break) get a probe per pod every 100 ms: 5× what no
+// retry makes at 2 requests/s. The longest delay sets the end: a fleet
+// whose probers wait that long apart finds the database back over about
+// that, so the peak after recovery falls as it grows and the median pod
+// comes back after about half of it.
 func DefaultHold() Hold {
 	return Hold{
 		DownAfter:       2,
@@ -77,8 +99,11 @@ func DefaultHold() Hold {
 		ProbeJitter:     0.5,
 		HoldFor:         30 * time.Second,
 		ProbeWithHeld:   true,
+		Pace:            &engine,
 	}
 }
+
+var engine = pace.Engine()
 
 func (h Hold) validate() error {
 	if h.DownAfter < 1 || h.ProbeInitial <= 0 || h.ProbeMax < h.ProbeInitial || h.ProbeMultiplier < 1 ||
@@ -98,14 +123,27 @@ func (h Hold) String() string {
 	if h.ProbeWithHeld {
 		probe = "a waiting connect's dial"
 	}
-	return fmt.Sprintf("%s; probes %v ×%g to %v ±%.0f%%, by %s; wait at most %v",
-		down, h.ProbeInitial, h.ProbeMultiplier, h.ProbeMax, 100*h.ProbeJitter, probe, h.HoldFor)
+	sched := fmt.Sprintf("%v ×%g to %v ±%.0f%%", h.ProbeInitial, h.ProbeMultiplier, h.ProbeMax, 100*h.ProbeJitter)
+	if c := h.Pace; c != nil {
+		switch {
+		case c.Demand > 0:
+			sched = fmt.Sprintf("following the demand (%.1f per connect asked for, a request waiting %v counted as asking, %v to %v ±%.0f%%, after %v to %v ±%.0f%%)",
+				c.Demand, c.PerWaiting, pace.Fast, pace.Waited, 100*pace.Jitter, pace.FastFor, c.LateMost, 100*c.LateJitter)
+		default:
+			sched = fmt.Sprintf("at the engine's pace (%v while requests wait for %v, then ×2 to %v, ±%.0f%%)", pace.Fast, pace.FastFor, c.LateMost, 100*pace.Jitter)
+		}
+		if c.IdleFrom != pace.Fast {
+			sched = sched[:len(sched)-1] + fmt.Sprintf("; from %v while none waits)", c.IdleFrom)
+		}
+	}
+	return fmt.Sprintf("%s; probes %s, by %s; wait at most %v", down, sched, probe, h.HoldFor)
 }
 
 // HoldVariants returns holdfast's defaults with one parameter of the hold
 // changed at a time, so that a value the engine picks otherwise can be
 // read off: the down count, the break, who probes, and the probe delays
-// (ProbeMax 8 s: the peak after recovery against the median pod).
+// (the pace that follows the demand; the schedule the model had before,
+// and its longest delay: the peak after recovery against the median pod).
 func HoldVariants() []Strategy {
 	with := func(name string, change func(*Hold)) Strategy {
 		s := Named(Holdfast)
@@ -119,11 +157,12 @@ func HoldVariants() []Strategy {
 		with("hold: down after 3 failures", func(h *Hold) { h.DownAfter = 3 }),
 		with("hold: the break does not count", func(h *Hold) { h.BreakDown = false }),
 		with("hold: the prober's own connection", func(h *Hold) { h.ProbeWithHeld = false }),
-		with("hold: probes from 100 ms", func(h *Hold) { h.ProbeInitial = 100 * time.Millisecond }),
-		with("hold: probes ±20 %", func(h *Hold) { h.ProbeJitter = 0.2 }),
-		with("hold: probes at most 1 s apart", func(h *Hold) { h.ProbeMax = time.Second }),
-		with("hold: probes at most 8 s apart", func(h *Hold) { h.ProbeMax = 8 * time.Second }),
-		with("hold: probes at most 12 s apart", func(h *Hold) { h.ProbeMax = 12 * time.Second }),
+		with("hold: the pace following the demand (pace.Polite, proposed)", func(h *Hold) { p := pace.Polite(); h.Pace = &p }),
+		with("hold: probes from 250 ms ×2 to 3 s ±50 % (the model's schedule before)", func(h *Hold) { h.Pace = nil }),
+		with("hold: probes from 100 ms ×2 to 3 s ±50 %", func(h *Hold) { h.Pace, h.ProbeInitial = nil, 100*time.Millisecond }),
+		with("hold: probes from 250 ms ×2 to 1 s ±50 %", func(h *Hold) { h.Pace, h.ProbeMax = nil, time.Second }),
+		with("hold: probes from 250 ms ×2 to 8 s ±50 %", func(h *Hold) { h.Pace, h.ProbeMax = nil, 8*time.Second }),
+		with("hold: probes from 250 ms ×2 to 12 s ±50 %", func(h *Hold) { h.Pace, h.ProbeMax = nil, 12*time.Second }),
 	}
 }
 
@@ -139,6 +178,14 @@ type holdState struct {
 	ownFail bool          // the prober's own probe in flight fails
 	next    uint32        // ids of held connects, for stale wait timeouts
 	downs   int           // times the pool went down
+
+	// Pace.
+	pacer    pace.Pacer
+	asked    pace.Asked // requests that arrived while down; connects that began waiting
+	sleeping bool       // a probe is scheduled (the prober sleeps)
+	from     int64      // when its sleep began
+	due      int64      // when it is due: a probe event at another time is stale
+	u        float64    // its jitter draw
 }
 
 const (
@@ -174,12 +221,53 @@ func (s *sim) goDown(pod int32, now int64) {
 	h.downs++
 	h.gen++
 	h.delay = s.c.Strategy.Hold.ProbeInitial
+	if c := s.c.Strategy.Hold.Pace; c != nil {
+		h.pacer.Config = *c
+		h.pacer.Start(time.Duration(now), h.asked)
+	}
 	s.scheduleProbe(pod, now)
+}
+
+// paceWaiting is how many requests of pod wait at now, for its pace: the
+// connects that wait (the probe's own among them), and the requests
+// queued behind them for a pool slot, within their deadline (the
+// engine's: connects or Acquires under way, whichever are more).
+func (s *sim) paceWaiting(pod int32, now int64) int {
+	p := &s.pods[pod]
+	n := len(p.hold.held)
+	for _, a := range p.queue {
+		if now-a < int64(s.c.RequestTimeout) {
+			n++
+		}
+	}
+	return n
+}
+
+// demanded tells pod's prober that its pool was asked for a connect while
+// down (an arrival, or a connect that began waiting): its sleep ends
+// sooner when the pace is now shorter (with Pace: the engine's kick).
+func (s *sim) demanded(pod int32, now int64) {
+	h := s.pods[pod].hold
+	if !h.sleeping {
+		return
+	}
+	d := h.pacer.Jittered(h.pacer.Again(time.Duration(now), h.asked, s.paceWaiting(pod, now), true), h.u)
+	if at := max(h.from+int64(d), now); at < h.due {
+		h.due = at
+		s.q.push(event{at: at, kind: evProbe, pod: pod, gen: h.gen})
+	}
 }
 
 func (s *sim) scheduleProbe(pod int32, now int64) {
 	h := s.pods[pod].hold
 	hc := s.c.Strategy.Hold
+	if hc.Pace != nil {
+		h.u = s.rng.Float64()
+		d := h.pacer.Jittered(h.pacer.Next(time.Duration(now), h.asked, s.paceWaiting(pod, now), true), h.u)
+		h.sleeping, h.from, h.due = true, now, now+int64(d)
+		s.q.push(event{at: h.due, kind: evProbe, pod: pod, gen: h.gen})
+		return
+	}
 	d := jittered(h.delay, hc.ProbeJitter, s.rng.Float64())
 	s.q.push(event{at: now + int64(d), kind: evProbe, pod: pod, gen: h.gen})
 	h.delay = min(time.Duration(float64(h.delay)*hc.ProbeMultiplier), hc.ProbeMax)
@@ -214,6 +302,10 @@ func (s *sim) holdConnect(pod int32, slot int, now int64) {
 	c.held, c.hid, c.hdeadline = true, h.next, deadline
 	h.held = append(h.held, slot)
 	s.q.push(event{at: deadline, kind: evHoldTimeout, pod: pod, slot: int8(slot), gen: c.hid})
+	if s.c.Strategy.Hold.Pace != nil && h.down {
+		h.asked.Waits++
+		s.demanded(pod, now)
+	}
 }
 
 // endFailed ends the connect in slot without a connection: its request
@@ -256,6 +348,9 @@ func (s *sim) handleHold(e event) bool {
 		p.hold.unhold(int(e.slot))
 		s.endFailed(e.pod, int(e.slot), e.at)
 	case evProbe:
+		if h := s.pods[e.pod].hold; s.c.Strategy.Hold.Pace != nil && (!h.sleeping || e.at != h.due) {
+			return true // a sleep that a demand cut short, or ended
+		}
 		s.probe(e.pod, e.gen, e.at)
 	case evProbeEnd:
 		h := s.pods[e.pod].hold
@@ -278,7 +373,7 @@ func (s *sim) probe(pod int32, gen uint32, now int64) {
 	if gen != h.gen || !h.down || h.probing {
 		return
 	}
-	h.probing = true
+	h.probing, h.sleeping = true, false
 	if s.c.Strategy.Hold.ProbeWithHeld {
 		for _, slot := range h.held {
 			if c := &p.slots[slot]; c.hdeadline > now {
@@ -329,7 +424,7 @@ func (s *sim) probed(pod int32, ok bool, now int64) {
 		s.scheduleProbe(pod, now)
 		return
 	}
-	h.down, h.fails = false, 0
+	h.down, h.fails, h.sleeping = false, 0, false
 	h.gen++
 	held := h.held
 	h.held = nil

@@ -380,10 +380,18 @@ func (s *sim) handle(e event) {
 			return
 		}
 		s.res.Requests++
+		counted := false
+		if h := p.hold; h != nil && h.down && s.c.Strategy.Hold.Pace != nil {
+			h.asked.Acquires++ // an Acquire that found the pool down
+			counted = true
+		}
 		if p.busy < len(p.slots) {
 			s.startConstruct(e.pod, e.at, e.at)
 		} else {
 			p.queue = append(p.queue, e.at)
+		}
+		if counted && p.hold.down {
+			s.demanded(e.pod, e.at) // the engine's prober is told at the Acquire's start
 		}
 		s.scheduleArrival(e.pod, e.at)
 	case evAttemptEnd:
@@ -404,6 +412,11 @@ func (s *sim) handle(e event) {
 			if p := &s.pods[i]; len(p.conns) > 0 {
 				p.conns = p.conns[:0]
 				if p.hold != nil && s.c.Strategy.Hold.BreakDown {
+					if s.c.Strategy.Hold.Pace != nil && !p.hold.down {
+						// The engine's prober checks at once at a sign
+						// (suspect), and that check finds it down.
+						s.count(int32(i), e.at, attemptProbe)
+					}
 					s.goDown(int32(i), e.at) // 57P01 on the pool's connections
 				}
 				s.runOut(int32(i), e.at)
