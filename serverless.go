@@ -54,6 +54,8 @@ const (
 //     requests wait) until WakeFor; after that the database is down, as
 //     WithOutage describes. A wait that ends first fails with a
 //     [*DatabaseDownError] (Transient) that says the database was waking.
+//     A wake that took a second or more (the instance was most likely
+//     paused) logs "holdfast: database woke" (INFO) with its wake_s.
 //     57P03 and 57P05 (idle_session_timeout) are Transient, as always.
 //     The wake costs one connection more (the prober's, closed) at each
 //     connect into an empty pool, paused instance or not. Startup's first

@@ -3,6 +3,7 @@ package holdfast_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -90,7 +91,9 @@ func TestServerlessV2(t *testing.T) {
 	s := outagetest.StartServerlessTest(t, outagetest.ServerlessConfig{AutoPause: autoPause, Resume: resume})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	f, err := holdfast.New(holdfast.WithServerlessV2(holdfast.ServerlessV2Config{AutoPause: autoPause}))
+	logs := &syncBuffer{}
+	f, err := holdfast.New(holdfast.WithServerlessV2(holdfast.ServerlessV2Config{AutoPause: autoPause}),
+		holdfast.WithLogger(slog.New(slog.NewJSONHandler(logs, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,6 +145,19 @@ func TestServerlessV2(t *testing.T) {
 	t.Logf("MEASURED the preset's first request after the pause: ok in %s (Resume %s); dials %d", ms(took), ms(resume), len(dials.between(began, time.Now())))
 	if took < resume || took > resume+5*time.Second {
 		t.Errorf("the first request took %v; want Resume (%v) and little more", took, resume)
+	}
+	// The wake is logged once it ends, with how long it took; the wakes
+	// of the pool's earlier connects (the instance awake) are not.
+	var woke []map[string]any
+	for _, l := range parseLines(t, logs.String()) {
+		if l["msg"] == "holdfast: database woke" {
+			woke = append(woke, l)
+		}
+	}
+	if len(woke) != 1 {
+		t.Errorf("%d \"database woke\" lines after the resume, want 1: %v", len(woke), woke)
+	} else if s, ok := woke[0]["wake_s"].(float64); !ok || s < resume.Seconds() || woke[0]["level"] != "INFO" || woke[0]["holdfast.pool"] == nil {
+		t.Errorf("the wake's line %v: want INFO, wake_s at least the resume (%v), the pool named", woke[0], resume)
 	}
 
 	// The control, a plain pool with an ordinary connect_timeout, fails it.

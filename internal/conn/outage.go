@@ -185,6 +185,8 @@ func (r *outageReport) Back(downtime time.Duration, addr string, moved []string)
 	r.o.Back(downtime, addr, moved)
 }
 
+func (r *outageReport) Woke(took time.Duration, addr string) { r.o.Woke(took, addr) }
+
 // Outage returns the pool's outage layer, nil when it is off.
 func (p *Pool) Outage() *outage.Layer {
 	if p == nil {

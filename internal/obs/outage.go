@@ -24,6 +24,9 @@ const (
 	// outage); MsgDatabaseBack the INFO line of its end.
 	MsgDatabaseDown = "holdfast: database down"
 	MsgDatabaseBack = "holdfast: database back"
+	// MsgDatabaseWoke is the INFO line of a wake (holdfast.WithServerlessV2)
+	// that took a second or more: the instance was most likely paused.
+	MsgDatabaseWoke = "holdfast: database woke"
 )
 
 // Outage records one pool's outages. Build it with [Telemetry.Outage];
@@ -88,4 +91,19 @@ func (o *Outage) Back(downtime time.Duration, addr string, moved []string) {
 		attrs = append(attrs, slog.String("moved_from", strings.Join(moved, ",")))
 	}
 	o.t.log(ctx, slog.LevelInfo, MsgDatabaseBack, "", "", attrs...)
+}
+
+// Woke records the end of a wake that took took (a paused instance
+// resumed, most likely): one INFO line with how long, and the address
+// that answered. The gauge is not moved: a wake is no outage.
+func (o *Outage) Woke(took time.Duration, addr string) {
+	if o == nil {
+		return
+	}
+	ctx := WithTarget(context.Background(), o.target)
+	attrs := []slog.Attr{slog.Float64("wake_s", took.Seconds())}
+	if addr != "" {
+		attrs = append(attrs, slog.String(string(semconv.NetworkPeerAddressKey), addr))
+	}
+	o.t.log(ctx, slog.LevelInfo, MsgDatabaseWoke, "", "", attrs...)
 }

@@ -147,6 +147,9 @@ type Reporter interface {
 	// Back: it answers again at addr after downtime; moved are the
 	// addresses it left.
 	Back(downtime time.Duration, addr string, moved []string)
+	// Woke: a wake (Config.WakeFor) that took took, a second or more,
+	// ended: the database answers at addr.
+	Woke(took time.Duration, addr string)
 }
 
 // State is a pool's outage state, for readiness.

@@ -59,6 +59,9 @@ func (r *report) Down(cause error, v classify.Verdict, addr string) {
 func (r *report) Back(d time.Duration, addr string, moved []string) {
 	r.add(fmt.Sprintf("back %s moved %v", addr, moved))
 }
+func (r *report) Woke(d time.Duration, addr string) {
+	r.add(fmt.Sprintf("woke %s", addr))
+}
 
 type fakeAddr string
 

@@ -440,11 +440,23 @@ func (l *Layer) settle(r result) bool {
 		l.rearm() // the verdict: the suspicion is over
 	}
 	l.retire(moved, r.addr)
-	if wasDown {
+	switch {
+	case wasDown:
 		l.cfg.Report.Back(now.Sub(s.since), r.addr, moved)
+	case s.phase == waking && now.Sub(s.since) >= wokeAfter:
+		// The instance was most likely paused: the requests held
+		// meanwhile waited this long, which the person on call wants to
+		// read next to them. A quicker wake (a pool gone idle, the
+		// instance awake) says nothing.
+		l.cfg.Report.Woke(now.Sub(s.since), r.addr)
 	}
 	return true
 }
+
+// wokeAfter is how long a wake (Config.WakeFor) must have taken for it to
+// be reported (Reporter.Woke): longer than a connect to an instance that
+// is up, shorter than any resume of a paused one.
+const wokeAfter = time.Second
 
 // shortCause is err as the cause of a wait's error: one line, the last
 // dial's failure of pgx's error (pgx joins one line per dial, after its

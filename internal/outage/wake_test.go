@@ -3,6 +3,7 @@ package outage_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -126,5 +127,32 @@ func TestWakeBound(t *testing.T) {
 	}
 	if most() != 1 {
 		t.Errorf("%d checks at once; want 1", most())
+	}
+}
+
+// A wake that takes a second or more (a paused instance resuming) is
+// reported once it ends: the person on call reads why the requests held
+// meanwhile waited. It is no outage: nothing else is reported.
+func TestWakeReportedWhenLong(t *testing.T) {
+	t.Parallel()
+	var began time.Time                    // the first check: the wake's start
+	const resume = 1100 * time.Millisecond // the instance refuses this long from then
+	r, _ := wakeRig(t, 10*time.Second, func(n int32) (*pgconn.PgConn, []string, error) {
+		if n == 1 {
+			began = time.Now() // checks are one at a time: no race
+		}
+		if time.Since(began) < resume {
+			return nil, []string{"10.0.0.1:5432"}, &pgconn.PgError{Severity: "FATAL", Code: "57P03", Message: "the database system is starting up"}
+		}
+		return nil, nil, nil // the real server
+	})
+	r.arm(t)
+	var next atomic.Int32
+	if err := errors.Join(connects(t, r, 3, &next)...); err != nil || next.Load() != 3 {
+		t.Fatalf("connects: %v, %d let through; want 3, no error", err, next.Load())
+	}
+	rep := r.rep.await(t, 1, 5*time.Second)
+	if len(rep) != 1 || !strings.HasPrefix(rep[0], "woke ") {
+		t.Errorf("reports %v; want one woke", rep)
 	}
 }
