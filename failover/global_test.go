@@ -168,22 +168,10 @@ func globalErrKey(err error) string {
 func globalPools(ctx context.Context, t *testing.T, cfg failovertest.GlobalConfig) (*failovertest.Global, *holdfast.Factory, *pgxpool.Pool, *pgxpool.Pool) {
 	t.Helper()
 	g := failovertest.StartGlobalTest(t, cfg)
-	regions := map[string]string{}
-	for _, r := range g.Regions() {
-		regions[r.Name] = r.ClusterEndpoint
-	}
-	f := newFactory(t, holdfast.WithFailover(failover.Config{Global: failover.GlobalConfig{Regions: regions}}),
+	f := newFactory(t, holdfast.WithFailover(failover.Config{Global: failover.GlobalConfig{Regions: bothRegions(g)}}),
 		holdfast.WithTxPolicy(retry.Policy{MaxAttempts: 30, Multiplier: 2, InitialInterval: 10 * time.Millisecond,
 			MaxInterval: 100 * time.Millisecond, MaxElapsed: 20 * time.Second}))
-	hcfg, err := g.PoolConfig(g.GlobalEndpoint, "connect_timeout=2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hf, err := f.NewPool(ctx, hcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(hf.Close)
+	hf := ordersPool(ctx, t, f, g)
 	ccfg, err := g.PoolConfig(g.GlobalEndpoint, "connect_timeout=2")
 	if err != nil {
 		t.Fatal(err)
@@ -193,9 +181,6 @@ func globalPools(ctx context.Context, t *testing.T, cfg failovertest.GlobalConfi
 		t.Fatal(err)
 	}
 	t.Cleanup(control.Close)
-	if _, err := hf.Exec(ctx, "CREATE TABLE orders (id bigint PRIMARY KEY)"); err != nil {
-		t.Fatal(err)
-	}
 	return g, f, hf, control
 }
 
