@@ -529,7 +529,7 @@ func left(failed []string, addr string, resolved []string) []string {
 	}
 	var out []string
 	for _, a := range failed {
-		if a != addr && !resolvesTo(resolved, a) {
+		if !resolvesTo(resolved, a) { // addr is resolved: never left
 			out = append(out, a)
 		}
 	}
