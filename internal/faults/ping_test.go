@@ -26,6 +26,15 @@ func (a *addrDials) dial(ctx context.Context, network, addr string) (net.Conn, e
 	return nd.DialContext(ctx, network, addr)
 }
 
+// routedTo returns a route to p (a pool's connects go where it names at
+// connect time: store another proxy's address to move them) and a dial
+// counter of p's address.
+func routedTo(p *proxy) (*atomic.Value, *addrDials) {
+	route := &atomic.Value{}
+	route.Store(p.addr)
+	return route, &addrDials{addr: p.addr}
+}
+
 // pingPool returns a holdfast pool of at most conns connections to the
 // test server, reached through the proxy that route names at connect
 // time, dialing through d; pgxpool pings a connection before handing it
@@ -60,10 +69,8 @@ func TestUnansweredPingFreesSlot(t *testing.T) {
 	t.Parallel()
 	_, addr := serverAddr(t)
 	old, fresh := newProxy(t, addr), newProxy(t, addr)
-	var route atomic.Value
-	route.Store(old.addr)
-	d := addrDials{addr: old.addr}
-	pool := pingPool(t, "1", &route, &d, func() bool { return true }, 0)
+	route, d := routedTo(old)
+	pool := pingPool(t, "1", route, d, func() bool { return true }, 0)
 	if err := selectOne(pool, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -94,11 +101,9 @@ func TestUnansweredPingEvictsTheOthers(t *testing.T) {
 	t.Parallel()
 	_, addr := serverAddr(t)
 	old, fresh := newProxy(t, addr), newProxy(t, addr)
-	var route atomic.Value
-	route.Store(old.addr)
-	d := addrDials{addr: old.addr}
+	route, d := routedTo(old)
 	var pingNext atomic.Bool
-	pool := pingPool(t, "2", &route, &d, func() bool { return pingNext.CompareAndSwap(true, false) }, time.Second)
+	pool := pingPool(t, "2", route, d, func() bool { return pingNext.CompareAndSwap(true, false) }, time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	a, err := pool.Acquire(ctx)
@@ -132,10 +137,8 @@ func TestTimedOutQueryAfterPingIsCanceled(t *testing.T) {
 	t.Parallel()
 	_, addr := serverAddr(t)
 	p := newProxy(t, addr)
-	var route atomic.Value
-	route.Store(p.addr)
-	d := addrDials{addr: p.addr}
-	pool := pingPool(t, "1", &route, &d, func() bool { return true }, 0)
+	route, d := routedTo(p)
+	pool := pingPool(t, "1", route, d, func() bool { return true }, 0)
 	if err := selectOne(pool, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
