@@ -3,12 +3,14 @@ package conn
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -63,6 +65,7 @@ type connState struct {
 	committing atomic.Bool                        // a transaction runner's COMMIT comes next (MarkCommit)
 	pingAt     atomic.Int64                       // unix nanos when pgxpool's ping of it was decided (pinging): positive until the ping is written, negative from then until the next request (pingOnly)
 	aborted    atomic.Pointer[abortion]           // set when a layer cut the connection (abort)
+	hungUp     atomic.Bool                        // the server, or what lies between, closed the established connection (an EOF or a reset): no cancel request follows (dialCancel)
 	dialed     atomic.Pointer[string]             // the server of the current dial, from the dial on: a cut reaches a handshake too
 	sock       atomic.Pointer[watchedConn]        // the current dial's connection
 	peeked     atomic.Pointer[peekedSocket]       // the socket Unread peeks, found at its first peek (peek.go)
@@ -1024,6 +1027,9 @@ func (c *connState) retryRound(ctx context.Context, network, addr string) (net.C
 // the pool keeps the connection's slot; and if the server does not answer
 // the cancel request in time, the layers hear of it (the pool's other
 // connections to it are presumed dead too: evicted when next acquired).
+// None is sent when nothing would receive it: a layer cut the connection
+// (abort), its ping went unanswered (pingOnly), or the server closed it
+// (hungUp).
 func (c *connState) dialCancel(ctx context.Context, network, addr string) (net.Conn, error) {
 	pc := c.pc.Load()
 	if pc == nil || !pc.IsClosed() {
@@ -1031,6 +1037,15 @@ func (c *connState) dialCancel(ctx context.Context, network, addr string) (net.C
 	}
 	if err := c.abortErr(nil); err != nil {
 		return nil, err // cut: the server was left behind, nothing to cancel there
+	}
+	if c.hungUp.Load() {
+		// The server closed the connection (an EOF or a reset, as a
+		// failover, a restart or a maintenance cuts every connection):
+		// the session the cancel request would name ended with it, and
+		// a pool cut at once would send one dial per connection to a
+		// server that is going away, beside the pool's own reconnects.
+		// libpq sends none either.
+		return nil, errHungUp
 	}
 	if c.pingOnly(pingUnanswered) {
 		// Its last request is pgxpool's ping before handing it out, an
@@ -1062,6 +1077,19 @@ func (c *connState) dialCancel(ctx context.Context, network, addr string) (net.C
 	}
 	_ = conn.SetDeadline(end)
 	return &cancelConn{Conn: conn, c: c}, nil
+}
+
+// errHungUp is what pgx's cancel request of a connection the server
+// closed returns (dialCancel): none is sent. pgx drops it.
+var errHungUp = errors.New("holdfast: no cancel request: the server closed the connection")
+
+// hangUp records that the server closed the established connection when
+// a read or write of it failed with err: the end of the stream or a
+// reset. One atomic store, off the fast path.
+func (c *connState) hangUp(err error) {
+	if c.connected.Load() && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) {
+		c.hungUp.Store(true)
+	}
 }
 
 // errPingUnanswered is what pgx's cancel request of a connection closed
@@ -1204,6 +1232,7 @@ type watchedConn struct {
 func (w *watchedConn) Read(b []byte) (int, error) {
 	n, err := w.Conn.Read(b)
 	if err != nil {
+		w.c.hangUp(err)
 		err = w.c.ioErr(err)
 		w.c.failed(err)
 		if k := w.c.inflight.Load(); mayCommit(k) && w.c.connected.Load() && (w.c.clamp.Load() == 0 || w.c.aborted.Load() != nil) {
@@ -1247,6 +1276,7 @@ func (w *watchedConn) Write(b []byte) (int, error) {
 	}
 	n, err := w.Conn.Write(b)
 	if err != nil {
+		w.c.hangUp(err)
 		err = w.c.ioErr(err)
 		w.c.failed(err)
 	}
