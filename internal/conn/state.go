@@ -1044,7 +1044,9 @@ func (c *connState) dialCancel(ctx context.Context, network, addr string) (net.C
 		// the session the cancel request would name ended with it, and
 		// a pool cut at once would send one dial per connection to a
 		// server that is going away, beside the pool's own reconnects.
-		// libpq sends none either.
+		// libpq sends none either. Nothing is left to drain: pgx's
+		// Terminate and drain end at once, not within its 15 s.
+		c.closeNow(pc)
 		return nil, errHungUp
 	}
 	if c.pingOnly(pingUnanswered) {
@@ -1056,11 +1058,7 @@ func (c *connState) dialCancel(ctx context.Context, network, addr string) (net.C
 		// pgx's Terminate and drain fail at once), so the slot is free
 		// for a new connection. (The layers heard that the server failed
 		// it when the ping's read timed out: failed.)
-		now := time.Now()
-		c.clamp.Store(now.UnixNano())
-		if nc := pc.Conn(); nc != nil {
-			_ = nc.SetDeadline(now)
-		}
+		c.closeNow(pc)
 		return nil, errPingUnanswered
 	}
 	end := time.Now().Add(closeBound)
@@ -1077,6 +1075,17 @@ func (c *connState) dialCancel(ctx context.Context, network, addr string) (net.C
 	}
 	_ = conn.SetDeadline(end)
 	return &cancelConn{Conn: conn, c: c}, nil
+}
+
+// closeNow ends what is left of the closing of pc, whose cancel request
+// is not sent: its deadlines are clamped to now, so that pgx's Terminate
+// and drain fail at once and the pool's slot is free.
+func (c *connState) closeNow(pc *pgconn.PgConn) {
+	now := time.Now()
+	c.clamp.Store(now.UnixNano())
+	if nc := pc.Conn(); nc != nil {
+		_ = nc.SetDeadline(now)
+	}
 }
 
 // errHungUp is what pgx's cancel request of a connection the server
