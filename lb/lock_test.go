@@ -164,10 +164,7 @@ func TestLockMembersAllOrNothing(t *testing.T) {
 		t.Errorf("dave's lock of the node = %v, want refused by alice", err)
 	}
 	// alice crashes: her session ends and her members are free.
-	var ok2 bool
-	if err := pool.QueryRow(ctx, "SELECT pg_terminate_backend($1, 10000)", a.Holder().PID).Scan(&ok2); err != nil || !ok2 {
-		t.Fatalf("pg_terminate_backend: %v, %v", ok2, err)
-	}
+	crash(ctx, t, pool, a.Holder().PID)
 	d, err := store.Lock(ctx, gD, "dave", n1)
 	if err != nil {
 		t.Fatalf("dave's lock of the node after alice's crash = %v", err)
