@@ -1044,8 +1044,12 @@ func (c *connState) dialCancel(ctx context.Context, network, addr string) (net.C
 		// the session the cancel request would name ended with it, and
 		// a pool cut at once would send one dial per connection to a
 		// server that is going away, beside the pool's own reconnects.
-		// libpq sends none either. Nothing is left to drain: pgx's
-		// Terminate and drain end at once, not within its 15 s.
+		// libpq sends none either. (A middlebox that resets a connection
+		// whose server still runs its statement is the exception: the
+		// statement runs on until it answers; the keepalive holdfast sets
+		// on its sockets keeps an idle timeout from being that middlebox.)
+		// Nothing is left to drain: pgx's Terminate and drain end at
+		// once, not within its 15 s.
 		c.closeNow(pc)
 		return nil, errHungUp
 	}
