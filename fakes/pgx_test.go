@@ -74,34 +74,41 @@ func TestPgxSteps(t *testing.T) {
 		name  string
 		step  fakes.Step
 		check func(t *testing.T, err error)
+		waits bool // it fails at the connect timeout only
 	}{
 		{"Custom", status(403), func(t *testing.T, err error) {
 			var se *statusError
 			if !errors.As(err, &se) || se.code != 403 {
 				t.Errorf("err = %v, want *statusError 403", err)
 			}
-		}},
+		}, false},
 		{"Refused", fakes.Refused(), func(t *testing.T, err error) {
 			if !errors.Is(err, syscall.ECONNREFUSED) {
 				t.Errorf("err = %v, want ECONNREFUSED", err)
 			}
-		}},
+		}, false},
 		{"Reset during startup", fakes.Reset(), func(t *testing.T, err error) {
 			if !errors.Is(err, syscall.ECONNRESET) {
 				t.Errorf("err = %v, want ECONNRESET", err)
 			}
-		}},
+		}, false},
 		{"Hang until the connect timeout", fakes.Hang(), func(t *testing.T, err error) {
 			if !pgconn.Timeout(err) || !errors.Is(err, context.DeadlineExceeded) {
 				t.Errorf("err = %v, want a pgconn timeout", err)
 			}
-		}},
+		}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			cfg, target := pgxConfig(t)
-			cfg.ConnectTimeout = 100 * time.Millisecond // only Hang waits for it
+			// Only Hang waits for its timeout, so only Hang gets a short
+			// one: on two cores busy with -race, a step that fails at once
+			// (a reset) once took longer than 100 ms to reach.
+			cfg.ConnectTimeout = 10 * time.Second
+			if tt.waits {
+				cfg.ConnectTimeout = 100 * time.Millisecond
+			}
 			c := fakes.NewConnector(target, tt.step)
 			cfg.DialFunc = c.Dial
 			ctx := testCtx(t)
