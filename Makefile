@@ -14,7 +14,7 @@ help: ## list targets
 demo: ## run the main demo (needs Go and the PostgreSQL server binaries)
 	go run ./examples/switchover
 
-test: first-commands fmt vet lint unit pgxsuite stdlibsuite ## every check CI runs (about 10 min on CI, up to 20 on a busy 2-core machine)
+test: first-commands fmt vet lint unit pgxsuite stdlibsuite ## every check CI runs (19 to 21 min on CI's 2 cores)
 
 test-short: ## the unit tests of every module with -short, no race detector: the long integration tests skip (under 3 min)
 	@$(call in_modules,go test -short -count=1 ./...)
