@@ -67,8 +67,12 @@ func New(t testing.TB, width, height int) context.Context {
 	if err := chromedp.Do(ctx); err != nil { // start it now, so that a broken browser fails here
 		t.Fatalf("browsertest: starting %s: %v", path, err)
 	}
-	return ctx
+	return context.WithValue(ctx, sizeKey{}, [2]int64{int64(width), int64(height)})
 }
+
+// sizeKey keys, in the browser's context, its windows' size: each Tab
+// sets its viewport to it.
+type sizeKey struct{}
 
 // Tab opens a new tab of the browser whose requests carry headers (none
 // when nil). It is closed when the test ends.
@@ -78,6 +82,14 @@ func Tab(t testing.TB, browser context.Context, headers map[string]string) conte
 	t.Cleanup(cancel)
 	if err := chromedp.Do(ctx); err != nil {
 		t.Fatalf("browsertest: opening a tab: %v", err)
+	}
+	if size, ok := browser.Value(sizeKey{}).([2]int64); ok {
+		// A tab opened beside another may be laid out 0 pixels wide
+		// until it is shown (a screenshot of it then fails: CI saw
+		// "Cannot take screenshot with 0 width"): its viewport is set.
+		if _, err := chromedp.Run(ctx, chromedp.EmulateViewport(size[0], size[1])); err != nil {
+			t.Fatalf("browsertest: sizing a tab: %v", err)
+		}
 	}
 	if len(headers) > 0 {
 		h := network.Headers{}
