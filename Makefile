@@ -33,7 +33,7 @@ lint: ## staticcheck, pinned, in every module
 	@$(call in_modules,go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...)
 
 unit: ## all tests with the race detector, against real PostgreSQL servers, in every module (internal/faults alone, last)
-	scripts/unit
+	scripts/unit $(MODULES)
 
 apicheck: ## only the API check (in unit too): fail if an exported name differs from api/holdfast.txt, lb/api/lb.txt
 	go test -count=1 ./internal/apicheck
