@@ -1201,10 +1201,15 @@ func (m *Monitor) learn(ctx context.Context, rows []topology.Row) {
 		next[r.ServerID] = in
 	}
 	var gone, goneIDs []string
+	var left []failover.Event
 	for id, old := range m.instances {
 		if _, ok := next[id]; !ok && old.addr != "" {
 			gone, goneIDs = append(gone, old.addr), append(goneIDs, id)
-			m.event(EventLeft, id)
+			e := failover.Event{Name: EventLeft, Server: id}
+			if m.engine == topology.EngineGlobal {
+				e.Region = old.region
+			}
+			left = append(left, e)
 		}
 	}
 	m.instances = next
@@ -1216,9 +1221,14 @@ func (m *Monitor) learn(ctx context.Context, rows []topology.Row) {
 	maps.DeleteFunc(m.dialFails, func(h string, _ dialFail) bool { return !hosts[h] }) // hosts that left the topology
 	m.mu.Unlock()
 	if len(gone) > 0 {
+		// The cut first, then the events and the line: whoever sees the
+		// event finds the connections cut.
+		m.notify(Change{Kind: InstancesLeft, Gone: gone, GoneIDs: goneIDs})
+		for _, e := range left {
+			m.emit(e)
+		}
 		m.cfg.Logger.Info("failover: instances left the cluster's topology; their connections are cut",
 			slog.Any("instances", goneIDs), slog.Any("addrs", gone))
-		m.notify(Change{Kind: InstancesLeft, Gone: gone, GoneIDs: goneIDs})
 	}
 	m.publishReaders()
 }
@@ -1930,13 +1940,14 @@ func (m *Monitor) judgeReaders(vs []readerVerdict) {
 		m.event(EventReaderBack, id)
 		m.cfg.Logger.Info("failover: reader back", slog.String("instance", id), slog.String("addr", back[i]))
 	}
+	if len(gone) > 0 {
+		// The cut before its events, as for instances that left.
+		m.notify(Change{Kind: ReadersDown, Gone: gone, GoneIDs: goneIDs, Why: whys})
+	}
 	for i, id := range goneIDs {
 		m.event(EventReaderDown, id)
 		m.cfg.Logger.Info("failover: reader down; its connections are cut",
 			slog.String("instance", id), slog.String("addr", gone[i]), slog.String("reason", whys[i]))
-	}
-	if len(gone) > 0 {
-		m.notify(Change{Kind: ReadersDown, Gone: gone, GoneIDs: goneIDs, Why: whys})
 	}
 	if len(back) > 0 {
 		slices.Sort(back)
