@@ -49,11 +49,9 @@ type ConfigError struct {
 // when Err is set.
 func (e *ConfigError) Error() string { return (*cfgerr.Error)(e).Error() }
 
-// Unwrap returns Err.
-func (e *ConfigError) Unwrap() error { return e.Err }
-
-// Is matches [ErrInvalidConfig].
-func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+// Unwrap returns [ErrInvalidConfig] and Err (when set): errors.Is
+// matches both.
+func (e *ConfigError) Unwrap() []error { return unwrapList(ErrInvalidConfig, e.Err) }
 
 // ErrInvalidConfig is matched (errors.Is) by every *ConfigError. The
 // ErrInvalidConfig of the other packages (bluegreen, sqldb, readiness,
@@ -97,7 +95,7 @@ func configErrorOf(e *cfgerr.Error) *ConfigError {
 // Whether it is worth trying again later is what Factory.Classify says
 // of it: a Transient cause means the database may come back (report
 // not-ready and try again later); a Fatal one is a mistake to fix (a
-// password, a database name, TLS), and [ConnectError.Hint] says what to
+// password, a database name, TLS), and its Hint says what to
 // check. errors.Is and errors.As reach the cause through Err: pgx's
 // *pgconn.ConnectError and the server's *pgconn.PgError, the *retry.Error
 // of the loop that gave up.
@@ -114,6 +112,10 @@ type ConnectError struct {
 	// Err is the failure: pgx's error, or the *retry.Error of the loop
 	// that gave up (wrapping the last failure).
 	Err error
+	// Hint says what to check, in the words of the configuration (the
+	// connection string's keywords, the options' names): the hint of the
+	// ERROR log line of the same failure. "" when the error says it all.
+	Hint string
 
 	f *conn.Failure // the one line; nil for a ConnectError made elsewhere
 }
@@ -124,16 +126,6 @@ func (e *ConnectError) Error() string {
 		return e.f.Text()
 	}
 	return "holdfast: " + e.Layer + ": " + e.Err.Error()
-}
-
-// Hint says what to check, in the words of the configuration (the
-// connection string's keywords, the options' names): the hint of the
-// ERROR log line of the same failure. "" when the error says it all.
-func (e *ConnectError) Hint() string {
-	if e.f == nil {
-		return ""
-	}
-	return e.f.Hint
 }
 
 // Unwrap returns Err.
@@ -189,11 +181,9 @@ func (e *OutcomeUnknownError) Error() string {
 	return "holdfast: outcome unknown: the " + e.Statement + " reached the server and its answer was lost (it may have committed; do not resend it blindly): " + e.Err.Error()
 }
 
-// Unwrap returns Err.
-func (e *OutcomeUnknownError) Unwrap() error { return e.Err }
-
-// Is matches [ErrOutcomeUnknown].
-func (e *OutcomeUnknownError) Is(target error) bool { return target == ErrOutcomeUnknown }
+// Unwrap returns [ErrOutcomeUnknown] and Err (when set): errors.Is and
+// errors.As reach both.
+func (e *OutcomeUnknownError) Unwrap() []error { return unwrapList(ErrOutcomeUnknown, e.Err) }
 
 // ErrDatabaseDown is matched (errors.Is) by every *DatabaseDownError.
 var ErrDatabaseDown = outage.ErrDown
@@ -266,10 +256,13 @@ func roundSeconds(d time.Duration) string {
 	return max(d, 0).Round(100 * time.Millisecond).String()
 }
 
-// Unwrap returns Err and Cause (those set).
-func (e *DatabaseDownError) Unwrap() []error {
-	var out []error
-	for _, err := range []error{e.Err, e.Cause} {
+// Unwrap returns [ErrDatabaseDown], Err and Cause (those set).
+func (e *DatabaseDownError) Unwrap() []error { return unwrapList(ErrDatabaseDown, e.Err, e.Cause) }
+
+// unwrapList is errs without the nil ones.
+func unwrapList(errs ...error) []error {
+	out := errs[:0]
+	for _, err := range errs {
 		if err != nil {
 			out = append(out, err)
 		}
@@ -277,14 +270,11 @@ func (e *DatabaseDownError) Unwrap() []error {
 	return out
 }
 
-// Is matches [ErrDatabaseDown].
-func (e *DatabaseDownError) Is(target error) bool { return target == ErrDatabaseDown }
-
 // engineErrors make the face's errors for the engine.
 var engineErrors = conn.Errors{
 	Config: func(e *cfgerr.Error) error { return configErrorOf(e) },
 	Connect: func(f *conn.Failure, err error) error {
-		return &ConnectError{Layer: f.Layer, Attempts: max(f.Attempts, 1), Err: err, f: f}
+		return &ConnectError{Layer: f.Layer, Attempts: max(f.Attempts, 1), Err: err, Hint: f.Hint, f: f}
 	},
 	FailureOf: func(err error) *conn.Failure {
 		if ce, ok := err.(*ConnectError); ok && ce != nil {

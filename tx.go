@@ -333,9 +333,7 @@ func txRules(f *Factory) []classify.Rule {
 			case "40P01":
 				return transient(classify.ReasonDeadlock)
 			case "25006":
-				var ie *failover.InactiveEndpointError
-				var oh *failover.WriterOutOfHomeError
-				if errors.As(err, &ie) || errors.As(err, &oh) {
+				if _, ok := errors.AsType[*failover.WriterRegionError](err); ok {
 					return f.Classify(err), true // a global cluster's inactive endpoint: Fatal, with its reason
 				}
 				if s := stepOf(err); s != nil && s.closed {

@@ -128,7 +128,7 @@ func ExampleWith() {
 	var ce *holdfast.ConnectError
 	fmt.Println(errors.As(err, &ce), ce.Attempts, f.Classify(err))
 	fmt.Println("login tokens fetched:", srv.Stats().LoginTokens, "exchanges refused:", srv.Primary().Stats().Rejected)
-	fmt.Println(ce.Hint())
+	fmt.Println(ce.Hint)
 	// Output:
 	// true 2 fatal/alloydb-metadata-exchange
 	// login tokens fetched: 2 exchanges refused: 1

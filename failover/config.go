@@ -44,7 +44,7 @@ import (
 //	                                                             is left, its connections cut (or retired,
 //	                                                             when lagging)
 //	strict-reader     a reader, else an error                    the reader endpoint with Readers.Hold: a
-//	                                                             bounded wait, then a *NoReaderError
+//	                                                             bounded wait, then a *HoldError
 //	(no failover)     -                                          an instance endpoint with Pinned (the default)
 type Config struct {
 	// InstanceTemplate names the cluster's instance endpoints: "?" stands
@@ -229,7 +229,7 @@ const (
 // from the servers: no Regions entry is needed for it): its connections
 // are not refused, nor held while the writer is down, a write through it
 // fails with the server's 25006 once, is not retried (the transaction
-// runner returns an *InactiveEndpointError), and does not make the
+// runner returns a *WriterRegionError), and does not make the
 // monitor probe; so does a pool on the primary Region's cluster endpoint
 // once the writer moved to a Region it cannot follow; with InstancePools
 // FollowWriter it follows the writer across Regions instead (by address,
@@ -306,8 +306,8 @@ const (
 	// visibility_lag_in_msec, within Readers.MaxLag; TLS still verifies
 	// the configured name), reads continue there, no connection reaches
 	// the writer, and a write gets the server's 25006 once — the
-	// transaction runner returns a *WriterOutOfHomeError
-	// (errors.Is(err, ErrWriterOutOfHome), Fatal) — and Status.OutOfHome
+	// transaction runner returns a *WriterRegionError with OutOfHome
+	// set, Fatal — and Status.OutOfHome
 	// says so. When the writer comes home, the pool's connections to
 	// the home readers are cut and new ones go to the writer.
 	OutOfHomeReadOnly

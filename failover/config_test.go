@@ -27,6 +27,9 @@ func TestRule(t *testing.T) {
 	}{
 		{&failover.HoldError{Host: "h", Err: context.DeadlineExceeded}, classify.Transient, "failover-held", true},
 		{fmt.Errorf("connect: %w", &failover.HoldError{Host: "h", Err: context.Canceled}), 0, "", false},
+		{&failover.HoldError{Host: "ro", Reader: true, Err: context.DeadlineExceeded}, classify.Transient, "failover-held", true},
+		{fmt.Errorf("tx: %w", &failover.WriterRegionError{Host: "h", Region: "us-west-2", WriterRegion: "us-east-1"}), classify.Fatal, "failover-inactive-endpoint", true},
+		{fmt.Errorf("tx: %w", &failover.WriterRegionError{Host: "h", Region: "us-east-1", WriterRegion: "us-west-2", OutOfHome: true}), classify.Fatal, "failover-writer-out-of-home", true},
 		{&failover.NotWriterError{Host: "h", Addr: "a", Why: "in hot standby"}, classify.Transient, "failover-not-writer", true},
 		{fmt.Errorf("query: %w", &failover.CutError{OldWriter: "a", NewWriter: "b", Err: context.DeadlineExceeded}), classify.Transient, "failover-cut", true},
 		{errors.New("other"), 0, "", false},
@@ -55,10 +58,14 @@ func TestErrorText(t *testing.T) {
 			"failover: connect to orders.cluster-abc.us-east-1.rds.amazonaws.com held for 30s while the cluster had no writer, and none appeared: context deadline exceeded"},
 		{&failover.NotWriterError{Host: "orders.cluster-abc.us-east-1.rds.amazonaws.com", Addr: "10.0.0.1:5432", Why: "in hot standby"},
 			"failover: connection by the writer endpoint orders.cluster-abc.us-east-1.rds.amazonaws.com reached 10.0.0.1:5432, which is not the writer (in hot standby): refused"},
-		{&failover.NoReaderError{Host: "orders.cluster-ro-abc.us-east-1.rds.amazonaws.com", Waited: 5 * time.Second, Err: context.DeadlineExceeded},
+		{&failover.HoldError{Host: "orders.cluster-ro-abc.us-east-1.rds.amazonaws.com", Waited: 5 * time.Second, Reader: true, Err: context.DeadlineExceeded},
 			"failover: connect to orders.cluster-ro-abc.us-east-1.rds.amazonaws.com held for 5s: no reader in the topology: context deadline exceeded"},
-		{&failover.NoReaderError{Host: "ro", Waited: time.Second, Readers: 2, Err: context.Canceled},
+		{&failover.HoldError{Host: "ro", Waited: time.Second, Reader: true, Readers: 2, Err: context.Canceled},
 			"failover: connect to ro held for 1s: all 2 readers lag beyond MaxLag: context canceled"},
+		{&failover.WriterRegionError{Host: "orders.cluster-def.us-west-2.rds.amazonaws.com", Region: "us-west-2", WriterRegion: "us-east-1", Writer: "orders-1", Err: errors.New("ERROR: cannot execute INSERT in a read-only transaction (SQLSTATE 25006)")},
+			"failover: write through orders.cluster-def.us-west-2.rds.amazonaws.com refused: it is the cluster endpoint of us-west-2, a secondary Region of the global cluster, inactive while the writer (orders-1) is in us-east-1; write through the global writer endpoint: ERROR: cannot execute INSERT in a read-only transaction (SQLSTATE 25006)"},
+		{&failover.WriterRegionError{Host: "orders.global-xyz.global.rds.amazonaws.com", Region: "us-east-1", WriterRegion: "us-west-2", Writer: "orders-3", OutOfHome: true},
+			"failover: write through orders.global-xyz.global.rds.amazonaws.com refused: the writer (orders-3) is in us-west-2, outside the home Region us-east-1, and the pool is read-only meanwhile (OutOfHomeReadOnly)"},
 	} {
 		if got := tt.err.Error(); got != tt.want {
 			t.Errorf("Error() = %q, want %q", got, tt.want)
@@ -77,7 +84,7 @@ func TestErrorsUnwrap(t *testing.T) {
 	}{
 		{&failover.HoldError{Err: context.DeadlineExceeded}, context.DeadlineExceeded},
 		{&failover.HoldError{Err: context.Canceled}, context.Canceled},
-		{&failover.NoReaderError{Err: context.DeadlineExceeded}, context.DeadlineExceeded},
+		{&failover.HoldError{Reader: true, Err: context.DeadlineExceeded}, context.DeadlineExceeded},
 		{&failover.CutError{OldWriter: "a", NewWriter: "b", Err: io.EOF}, io.EOF},
 	} {
 		if !errors.Is(fmt.Errorf("connect: %w", tt.err), tt.want) {
@@ -86,12 +93,15 @@ func TestErrorsUnwrap(t *testing.T) {
 	}
 }
 
-// TestNoReaderSafeToRetry: a reader wait that failed sent nothing, as
-// pgconn.SafeToRetry reads it through the error chain.
-func TestNoReaderSafeToRetry(t *testing.T) {
+// TestHoldSafeToRetry: a hold that failed, of the writer endpoint or of a
+// reader pool, sent nothing, as pgconn.SafeToRetry reads it through the
+// error chain.
+func TestHoldSafeToRetry(t *testing.T) {
 	t.Parallel()
-	if err := fmt.Errorf("connect: %w", &failover.NoReaderError{Err: context.DeadlineExceeded}); !pgconn.SafeToRetry(err) {
-		t.Errorf("pgconn.SafeToRetry(%v) = false", err)
+	for _, e := range []*failover.HoldError{{Err: context.DeadlineExceeded}, {Reader: true, Err: context.DeadlineExceeded}} {
+		if err := fmt.Errorf("connect: %w", e); !pgconn.SafeToRetry(err) {
+			t.Errorf("pgconn.SafeToRetry(%v) = false", err)
+		}
 	}
 }
 
@@ -112,7 +122,7 @@ func TestRunnerRerunsFailoverErrors(t *testing.T) {
 	}{
 		{&failover.HoldError{Host: "h", Err: context.DeadlineExceeded}, 2},
 		{&failover.NotWriterError{Host: "h", Addr: "a", Why: "in hot standby"}, 2},
-		{&failover.NoReaderError{Host: "h", Err: context.DeadlineExceeded}, 2},
+		{&failover.HoldError{Host: "h", Reader: true, Err: context.DeadlineExceeded}, 2},
 		{&failover.CutError{OldWriter: "a", NewWriter: "b", Addr: "10.0.0.1:5432", Err: io.EOF}, 2},
 		{&failover.HoldError{Host: "h", Err: context.Canceled}, 1},
 	} {

@@ -1,7 +1,6 @@
 package failover
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -9,24 +8,41 @@ import (
 	"github.com/holdfast-db/holdfast/internal/typerule"
 )
 
-// HoldError says that a new connection by the writer endpoint was held
-// while the writer was down and no new writer was known, and that none
-// appeared within Config.HoldTimeout or the caller's context. Nothing was
-// sent: it is retryable (Rule: Transient), unless the caller's context
-// ended it.
+// HoldError says that a new connection was held while there was no
+// server to send it to, and that none appeared within the hold's bound or
+// the caller's context: by the writer endpoint while the writer was down
+// and no new writer was known (Config.HoldTimeout), or, Reader true, by a
+// reader pool with ReaderConfig.Hold while the topology named no usable
+// reader (ReaderConfig.HoldTimeout). Nothing was sent: it is retryable
+// (Rule: Transient "failover-held"; SafeToRetry), unless the caller's
+// context ended it.
 type HoldError struct {
-	Host   string
-	Waited time.Duration
-	Err    error // context.DeadlineExceeded or the caller's context error
+	Host    string
+	Waited  time.Duration
+	Reader  bool  // a reader pool's hold: no usable reader
+	Readers int   // Reader: the readers in the topology (every one lagging when > 0)
+	Err     error // context.DeadlineExceeded or the caller's context error
 }
 
 func (e *HoldError) Error() string {
-	return fmt.Sprintf("failover: connect to %s held for %v while the cluster had no writer, and none appeared: %v",
-		e.Host, e.Waited.Round(time.Millisecond), e.Err)
+	if !e.Reader {
+		return fmt.Sprintf("failover: connect to %s held for %v while the cluster had no writer, and none appeared: %v",
+			e.Host, e.Waited.Round(time.Millisecond), e.Err)
+	}
+	why := "no reader in the topology"
+	if e.Readers > 0 {
+		why = fmt.Sprintf("all %d readers lag beyond MaxLag", e.Readers)
+	}
+	return fmt.Sprintf("failover: connect to %s held for %v: %s: %v", e.Host, e.Waited.Round(time.Millisecond), why, e.Err)
 }
 
 // Unwrap returns Err.
 func (e *HoldError) Unwrap() error { return e.Err }
+
+// SafeToRetry reports true: nothing was sent (see pgconn.SafeToRetry).
+// holdfast's transaction runner relies on it: nothing of a transaction
+// whose connect failed so reached a server.
+func (e *HoldError) SafeToRetry() bool { return true }
 
 // NotWriterError says that a new connection by the writer endpoint reached
 // a server that is not the writer (stale DNS after a failover: the old
@@ -90,28 +106,47 @@ func (e *CutError) Error() string {
 // Unwrap returns Err.
 func (e *CutError) Unwrap() error { return e.Err }
 
-// InactiveEndpointError says that a write went through a secondary
-// Region's cluster (writer) endpoint of an Aurora Global Database, which
-// Aurora keeps inactive while the writer is in another Region: the
-// endpoint leads to a read-only instance of its Region, which refused the
-// write (Err, a *pgconn.PgError 25006). Nothing was written. It is not
-// retryable (Rule: Fatal): the endpoint leads to the same read-only
-// instance until the writer comes back to its Region. Write through the
-// global writer endpoint, or give the pool failover.FollowWriter
-// (InstancePools or holdfast.PoolInstanceMode) to follow the writer
-// across Regions. holdfast's transaction runner (Factory.RunTx,
-// sqldb.RunTx) returns it; a statement run on the pool directly returns
+// WriterRegionError says that a write was refused because an Aurora
+// Global Database's writer is in another Region than the read-only
+// instance the pool reached (Err, a *pgconn.PgError 25006, or nil when no
+// instance was usable). Nothing was written. It is not retryable (Rule:
+// Fatal): the pool reaches the same Region until the writer comes back to
+// it. Two ways lead there:
+//
+//   - OutOfHome false: the pool's endpoint is a secondary Region's cluster
+//     (writer) endpoint, which Aurora keeps inactive while the writer is in
+//     another Region: it leads to a read-only instance of Region. Write
+//     through the global writer endpoint, or give the pool
+//     failover.FollowWriter (InstancePools or holdfast.PoolInstanceMode)
+//     to follow the writer across Regions. Reason
+//     "failover-inactive-endpoint".
+//   - OutOfHome true: a pool meant for writes while the writer is outside
+//     GlobalConfig.HomeRegion (Region), with OutOfHomeReadOnly: the pool
+//     reads on the home Region's readers, and no connection reaches the
+//     writer. Reason "failover-writer-out-of-home".
+//
+// holdfast's transaction runner (Factory.RunTx, sqldb.RunTx) returns it;
+// on an inactive endpoint, a statement run on the pool directly returns
 // the server's 25006 as pgx does, once (the connection is kept, the
 // monitor not woken: a read-only instance there is no failover).
-type InactiveEndpointError struct {
+type WriterRegionError struct {
 	Host         string // the pool's endpoint
-	Region       string // its Region
+	Region       string // the Region the pool reached: the endpoint's, or the home Region
 	WriterRegion string // the writer's Region now
 	Writer       string // the writer's server id now
+	OutOfHome    bool   // read-only out of home (OutOfHomeReadOnly), not an inactive endpoint
 	Err          error
 }
 
-func (e *InactiveEndpointError) Error() string {
+func (e *WriterRegionError) Error() string {
+	if e.OutOfHome {
+		msg := fmt.Sprintf("failover: write through %s refused: the writer (%s) is in %s, outside the home Region %s, and the pool is read-only meanwhile (OutOfHomeReadOnly)",
+			e.Host, e.Writer, e.WriterRegion, e.Region)
+		if e.Err != nil {
+			msg += ": " + e.Err.Error()
+		}
+		return msg
+	}
 	writer := "the writer"
 	if e.Writer != "" {
 		writer += " (" + e.Writer + ")"
@@ -121,62 +156,28 @@ func (e *InactiveEndpointError) Error() string {
 }
 
 // Unwrap returns Err.
-func (e *InactiveEndpointError) Unwrap() error { return e.Err }
-
-// ErrWriterOutOfHome is matched by every *WriterOutOfHomeError.
-var ErrWriterOutOfHome = errors.New("failover: the global cluster's writer is outside the home Region")
-
-// WriterOutOfHomeError says that a write went through a pool meant for
-// writes while the Aurora Global Database's writer is outside
-// GlobalConfig.HomeRegion, with OutOfHomeReadOnly: the pool reads on the
-// home Region's readers, and the one reached refused the write (Err, a
-// *pgconn.PgError 25006), or no home reader is up (Err nil). Nothing was
-// written, and no connection reached the writer. It is not retryable
-// (Rule: Fatal) until the writer comes back home.
-type WriterOutOfHomeError struct {
-	Host         string // the pool's endpoint
-	HomeRegion   string
-	WriterRegion string
-	Writer       string // the writer's server id
-	Err          error
-}
-
-func (e *WriterOutOfHomeError) Error() string {
-	msg := fmt.Sprintf("failover: write through %s refused: the writer (%s) is in %s, outside the home Region %s, and the pool is read-only meanwhile (OutOfHomeReadOnly)",
-		e.Host, e.Writer, e.WriterRegion, e.HomeRegion)
-	if e.Err != nil {
-		msg += ": " + e.Err.Error()
-	}
-	return msg
-}
-
-// Unwrap returns Err.
-func (e *WriterOutOfHomeError) Unwrap() error { return e.Err }
-
-// Is matches ErrWriterOutOfHome.
-func (e *WriterOutOfHomeError) Is(target error) bool { return target == ErrWriterOutOfHome }
+func (e *WriterRegionError) Unwrap() error { return e.Err }
 
 // Rule classifies this package's errors for package classify; holdfast's
 // factory installs it with WithFailover. Its verdicts (the reasons are
 // what metrics, logs and retry errors show):
 //
-//	error            class      reason
-//	---------------  ---------  -------------------
-//	*HoldError       Transient  failover-held
-//	*NotWriterError  Transient  failover-not-writer
-//	*CutError        Transient  failover-cut
-//	*InactiveEndpointError  Fatal  failover-inactive-endpoint
-//	*WriterOutOfHomeError   Fatal  failover-writer-out-of-home
+//	error                          class      reason
+//	-----------------------------  ---------  ---------------------------
+//	*HoldError                     Transient  failover-held
+//	*NotWriterError                Transient  failover-not-writer
+//	*CutError                      Transient  failover-cut
+//	*WriterRegionError             Fatal      failover-inactive-endpoint
+//	*WriterRegionError, OutOfHome  Fatal      failover-writer-out-of-home
 //
 // A hold the caller's own context canceled is left to the other rules
-// (classify: Fatal "canceled"), and so is a *NoReaderError (its Err:
-// Transient "timeout", or the caller's cancellation).
+// (classify: Fatal "canceled").
 func Rule(err error) (classify.Verdict, bool) { return rule(err) }
 
 var rule = typerule.Rule(
 	typerule.Wait[*HoldError]("failover-held"),
 	typerule.Of[*NotWriterError](classify.Transient, "failover-not-writer"),
 	typerule.Of[*CutError](classify.Transient, "failover-cut"),
-	typerule.Of[*InactiveEndpointError](classify.Fatal, "failover-inactive-endpoint"),
-	typerule.Of[*WriterOutOfHomeError](classify.Fatal, "failover-writer-out-of-home"),
+	typerule.When(func(e *WriterRegionError) bool { return e.OutOfHome }, classify.Fatal, "failover-writer-out-of-home"),
+	typerule.Of[*WriterRegionError](classify.Fatal, "failover-inactive-endpoint"),
 )

@@ -49,7 +49,7 @@ func ExampleReaderConfig() {
 	c := failover.Config{Readers: failover.ReaderConfig{
 		MaxLag:      time.Second,     // no new read connection to a reader lagging more
 		Hold:        true,            // none usable: wait rather than read from the writer
-		HoldTimeout: 2 * time.Second, // then fail the connect with a *NoReaderError
+		HoldTimeout: 2 * time.Second, // then fail the connect with a *HoldError
 	}}
 	f, err := holdfast.New(holdfast.WithFailover(c))
 	fmt.Println(err)
@@ -78,11 +78,11 @@ func ExampleRule() {
 }
 
 // A reader pool's connect that waited in vain for a usable reader.
-func ExampleNoReaderError() {
-	err := fmt.Errorf("connect: %w", &failover.NoReaderError{
-		Host: "orders.cluster-ro-abc123.us-east-1.rds.amazonaws.com", Waited: 2 * time.Second, Readers: 2, Err: context.DeadlineExceeded})
-	var ne *failover.NoReaderError
-	if errors.As(err, &ne) {
+func ExampleHoldError_reader() {
+	err := fmt.Errorf("connect: %w", &failover.HoldError{
+		Host: "orders.cluster-ro-abc123.us-east-1.rds.amazonaws.com", Waited: 2 * time.Second, Reader: true, Readers: 2, Err: context.DeadlineExceeded})
+	var ne *failover.HoldError
+	if errors.As(err, &ne) && ne.Reader {
 		fmt.Println(ne.Readers, "readers, all lagging")
 	}
 	fmt.Println(errors.Is(err, context.DeadlineExceeded), pgconn.SafeToRetry(err))
@@ -133,7 +133,7 @@ func ExampleStatus() {
 // the writer across Regions once Regions names each Region's instance
 // endpoints (a Region's cluster endpoint gives them); the service's home
 // Region turns its writes read-only while the writer is elsewhere, and a
-// write then fails with ErrWriterOutOfHome, not retried.
+// write then fails with a *WriterRegionError (OutOfHome), not retried.
 func ExampleGlobalConfig() {
 	f, err := holdfast.New(holdfast.WithFailover(failover.Config{Global: failover.GlobalConfig{
 		Regions: map[string]string{
@@ -154,8 +154,9 @@ func ExampleGlobalConfig() {
 		return
 	}
 	fmt.Println("configured:", f.Configure(cfg) == nil)
-	err = &failover.WriterOutOfHomeError{Host: cfg.ConnConfig.Host, HomeRegion: "us-east-1", WriterRegion: "us-west-2", Writer: "orders-3"}
-	fmt.Println(errors.Is(err, failover.ErrWriterOutOfHome), f.Classify(err).Retryable())
+	err = fmt.Errorf("tx: %w", &failover.WriterRegionError{Host: cfg.ConnConfig.Host, Region: "us-east-1", WriterRegion: "us-west-2", Writer: "orders-3", OutOfHome: true})
+	we, ok := errors.AsType[*failover.WriterRegionError](err)
+	fmt.Println(ok && we.OutOfHome, f.Classify(err).Retryable())
 	// Output:
 	// configured: true
 	// true false

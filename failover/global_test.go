@@ -483,7 +483,7 @@ func TestGlobalFailover(t *testing.T) {
 // (writer) endpoint, which Aurora keeps inactive (it leads to a read-only
 // instance), is a reader pool of that Region by default: its connections
 // are not refused, reads run there, and a write gets a typed
-// *failover.InactiveEndpointError from the transaction runner at once (one
+// *failover.WriterRegionError from the transaction runner at once (one
 // run, no reconnect, no probe of the cluster), or the server's 25006 once
 // from the pool itself, the connection kept. With FollowWriter the pool on
 // the same endpoint writes on the writer, in the other Region.
@@ -533,9 +533,9 @@ func TestGlobalInactiveEndpoint(t *testing.T) {
 		return err
 	})
 	took := time.Since(start)
-	var ie *failover.InactiveEndpointError
-	if !errors.As(err, &ie) || ie.Region != secondary.Name || ie.WriterRegion != primary.Name || ie.Writer != g.Writer() {
-		t.Fatalf("RunTx through the inactive endpoint: %v (%T); want a *failover.InactiveEndpointError naming %s and the writer in %s", err, err, secondary.Name, primary.Name)
+	var ie *failover.WriterRegionError
+	if !errors.As(err, &ie) || ie.OutOfHome || ie.Region != secondary.Name || ie.WriterRegion != primary.Name || ie.Writer != g.Writer() {
+		t.Fatalf("RunTx through the inactive endpoint: %v (%T); want a *failover.WriterRegionError (an inactive endpoint) naming %s and the writer in %s", err, err, secondary.Name, primary.Name)
 	}
 	if v := f.Classify(err); v.Retryable() {
 		t.Errorf("Classify(%v) = %+v; want not retryable", err, v)
@@ -547,7 +547,7 @@ func TestGlobalInactiveEndpoint(t *testing.T) {
 		return err
 	})
 	if !errors.As(err, &ie) || ie.Region != secondary.Name {
-		t.Errorf("sqldb.RunTx through the inactive endpoint: %v; want a *failover.InactiveEndpointError", err)
+		t.Errorf("sqldb.RunTx through the inactive endpoint: %v; want a *failover.WriterRegionError (an inactive endpoint)", err)
 	}
 	for range 5 {
 		if _, err := pool.Exec(ctx, "INSERT INTO orders VALUES (2)"); !readOnlyErr(err) {
@@ -583,7 +583,7 @@ func TestGlobalInactiveEndpoint(t *testing.T) {
 		return err
 	})
 	if !errors.As(err, &ie) || ie.WriterRegion != primary.Name {
-		t.Errorf("RunTx through the inactive endpoint without Regions: %v; want a *failover.InactiveEndpointError naming the writer in %s", err, primary.Name)
+		t.Errorf("RunTx through the inactive endpoint without Regions: %v; want a *failover.WriterRegionError (an inactive endpoint) naming the writer in %s", err, primary.Name)
 	}
 
 	fcfg, err := g.PoolConfig(secondary.ClusterEndpoint, "connect_timeout=2")
@@ -623,7 +623,7 @@ func readOnlyErr(err error) bool {
 // TestGlobalOutOfHome: with HomeRegion the primary Region and
 // OutOfHomeReadOnly, a switchover moves the writer out of home: the pool
 // on the global writer endpoint turns read-only — no write reaches the
-// writer outside home, the transaction runner returns ErrWriterOutOfHome,
+// writer outside home, the transaction runner returns a *failover.WriterRegionError with OutOfHome,
 // reads continue on the home Region's readers (by address, TLS
 // verify-full still verifying the global name) — and Status and readiness
 // say so.
@@ -692,7 +692,7 @@ func TestGlobalOutOfHome(t *testing.T) {
 	for _, w := range writes.writes {
 		switch {
 		case w.err == nil:
-		case errors.Is(w.err, failover.ErrWriterOutOfHome):
+		case outOfHomeErr(w.err):
 			outOfHome++
 		case w.start.After(promoted.Add(time.Second)):
 			other++
@@ -701,7 +701,7 @@ func TestGlobalOutOfHome(t *testing.T) {
 	}
 	writes.mu.Unlock()
 	if outOfHome == 0 || other != 0 {
-		t.Errorf("writes after the switchover: %d with ErrWriterOutOfHome, %d with another error; want some, none", outOfHome, other)
+		t.Errorf("writes after the switchover: %d refused as out of home, %d with another error; want some, none", outOfHome, other)
 	}
 	reads.mu.Lock()
 	homeReads, away := 0, 0
@@ -716,7 +716,7 @@ func TestGlobalOutOfHome(t *testing.T) {
 		}
 	}
 	reads.mu.Unlock()
-	t.Logf("after the DNS moved: %d reads on home readers, %d elsewhere; %d writes refused with ErrWriterOutOfHome", homeReads, away, outOfHome)
+	t.Logf("after the DNS moved: %d reads on home readers, %d elsewhere; %d writes refused as out of home", homeReads, away, outOfHome)
 	if homeReads == 0 || away != 0 {
 		t.Errorf("reads after the switchover: %d on home readers, %d elsewhere; want all at home", homeReads, away)
 	}
@@ -801,9 +801,9 @@ func TestGlobalAccessibleRegions(t *testing.T) {
 		_, err := tx.Exec(ctx, "INSERT INTO orders VALUES (2)")
 		return err
 	})
-	var ie *failover.InactiveEndpointError
-	if !errors.As(err, &ie) || ie.WriterRegion != secondary.Name {
-		t.Errorf("a write through %s's cluster endpoint, inactive now: %v; want a *failover.InactiveEndpointError", primary.Name, err)
+	var ie *failover.WriterRegionError
+	if !errors.As(err, &ie) || ie.OutOfHome || ie.WriterRegion != secondary.Name {
+		t.Errorf("a write through %s's cluster endpoint, inactive now: %v; want a *failover.WriterRegionError (an inactive endpoint)", primary.Name, err)
 	}
 	for a, r := range engine(m).Snapshot().Regions {
 		if r != primary.Name {
@@ -946,4 +946,11 @@ func TestGlobalOutOfHomeHold(t *testing.T) {
 	if home.IsZero() || r.at.Before(home) {
 		t.Errorf("the write ended at %v, the monitor adopted the home writer at %v; want it held until then", r.at, home)
 	}
+}
+
+// outOfHomeErr reports whether err is a write refused while the writer is
+// out of the home Region (a *failover.WriterRegionError with OutOfHome).
+func outOfHomeErr(err error) bool {
+	e, ok := errors.AsType[*failover.WriterRegionError](err)
+	return ok && e.OutOfHome
 }

@@ -1,7 +1,6 @@
 package failover
 
 import (
-	"fmt"
 	"time"
 )
 
@@ -65,7 +64,8 @@ import (
 // returns (3/3/3/3); a reader removed under a read load of 4 workers: its
 // connections cut, 0 reads failed. TestReaderMaxLag: a reader lagging 3 s
 // with MaxLag 1 s gets none of 6 new connections; with both lagging, the
-// pool connects to the writer, and with Hold fails with a *NoReaderError.
+// pool connects to the writer, and with Hold fails with a *HoldError
+// (Reader true).
 // TestReaderHealth (3 readers, a pool of 9, 4 workers reading, each read
 // tried once with a 5 s timeout, default timings, -race, three runs, times
 // from the call of the simulator's crash or hang;
@@ -107,7 +107,7 @@ import (
 //   - No usable reader. JDBC falls back to the writer (PR #356; a strict
 //     mode without fallback is an open request, #1324); the Go wrapper
 //     too. holdfast: the writer (the default) or Hold, bounded by
-//     HoldTimeout and the caller's context, then a *NoReaderError.
+//     HoldTimeout and the caller's context, then a *HoldError (Reader true).
 //   - A reader that joins. JDBC: chosen at the next setReadOnly once the
 //     topology is refreshed; a cached reader connection stays where it is
 //     (cachedReaderKeepAliveTimeoutMs 0: forever). holdfast: at the
@@ -144,7 +144,7 @@ type ReaderConfig struct {
 	// default) connects it to the writer, as the reader endpoint itself
 	// does with no replica; true holds it until a reader is usable, at
 	// most HoldTimeout and the caller's context, then fails it with a
-	// *NoReaderError.
+	// *HoldError (Reader true).
 	Hold bool
 	// RefreshInterval is how often the monitor reads the topology while
 	// it serves a pool with reader routing, when shorter than
@@ -152,7 +152,8 @@ type ReaderConfig struct {
 	// lagging, is seen within it. Default 5 s, the reader endpoint's TTL.
 	RefreshInterval time.Duration
 	// HoldTimeout bounds the hold of Hold (the caller's context bounds it
-	// too); then the connect fails with a *NoReaderError. Default 5 s.
+	// too); then the connect fails with a *HoldError (Reader true).
+	// Default 5 s.
 	HoldTimeout time.Duration
 }
 
@@ -170,29 +171,3 @@ const (
 	// routing (connections to a reader that leaves are still cut).
 	ByDNS
 )
-
-// NoReaderError is the error of a reader pool's connect held
-// (ReaderConfig.Hold) while the topology named no usable reader, and none
-// became usable. Nothing was sent: it is retryable.
-type NoReaderError struct {
-	Host    string
-	Waited  time.Duration
-	Readers int   // the readers in the topology (all lagging when > 0)
-	Err     error // context.DeadlineExceeded, or the caller's context error
-}
-
-func (e *NoReaderError) Error() string {
-	why := "no reader in the topology"
-	if e.Readers > 0 {
-		why = fmt.Sprintf("all %d readers lag beyond MaxLag", e.Readers)
-	}
-	return fmt.Sprintf("failover: connect to %s held for %v: %s: %v", e.Host, e.Waited.Round(time.Millisecond), why, e.Err)
-}
-
-// Unwrap returns Err.
-func (e *NoReaderError) Unwrap() error { return e.Err }
-
-// SafeToRetry reports true: nothing was sent (see pgconn.SafeToRetry).
-// holdfast's transaction runner relies on it: nothing of a transaction
-// whose connect failed so reached a server.
-func (e *NoReaderError) SafeToRetry() bool { return true }

@@ -275,7 +275,7 @@ func serversAtOnce(ctx context.Context, t *testing.T, pool *pgxpool.Pool, n int)
 // TestReaderMaxLag: a reader lagging beyond MaxLag gets no new
 // connections once the monitor has read its lag; with every reader
 // lagging, a pool connects to the writer and with Hold fails, after its
-// bound, with a *failover.NoReaderError.
+// bound, with a *failover.HoldError.
 func TestReaderMaxLag(t *testing.T) {
 	c := failovertest.StartTest(t, failovertest.Config{Replicas: 2})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -326,7 +326,7 @@ func TestReaderMaxLag(t *testing.T) {
 		t.Errorf("every reader lagging, no Hold: connections per server %v, want both on the writer %s", got, c.Writer())
 	}
 
-	// Hold: the connect fails after HoldTimeout with a *NoReaderError.
+	// Hold: the connect fails after HoldTimeout with a *HoldError.
 	rc.Hold, rc.HoldTimeout = true, 300*time.Millisecond
 	fh := newFactory(t, holdfast.WithFailover(failover.Config{RefreshInterval: 200 * time.Millisecond, Readers: rc}),
 		holdfast.WithRetryPolicy(retry.Policy{MaxAttempts: 1, InitialInterval: 50 * time.Millisecond, Multiplier: 2, MaxInterval: time.Second}))
@@ -357,9 +357,9 @@ func TestReaderMaxLag(t *testing.T) {
 			conn.Release()
 		}
 	}
-	var nre *failover.NoReaderError
-	if !errors.As(err, &nre) || nre.Readers != 2 {
-		t.Fatalf("Hold with every reader lagging: Acquire = %v after %v, want a *failover.NoReaderError naming 2 readers", err, time.Since(start))
+	var nre *failover.HoldError
+	if !errors.As(err, &nre) || !nre.Reader || nre.Readers != 2 {
+		t.Fatalf("Hold with every reader lagging: Acquire = %v after %v, want a *failover.HoldError of a reader pool naming 2 readers", err, time.Since(start))
 	}
 	t.Logf("Hold: %v after %v", err, time.Since(start).Round(time.Millisecond))
 }

@@ -37,7 +37,7 @@ type Pooled interface {
 	Pool() *pgxpool.Pool
 }
 
-// InactiveWrite returns err as a *failover.InactiveEndpointError when it
+// InactiveWrite returns err as a *failover.WriterRegionError when it
 // is a 25006 on c, a connection of a pool on a secondary Region's
 // inactive cluster endpoint of an Aurora Global Database; nil otherwise
 // (and for a connection no engine made). On the failure path only.

@@ -282,7 +282,7 @@ func (fo *Layer) route(ctx context.Context, c compose.Conn, host, addr string, _
 		if a := fo.homeReader(s); a != "" {
 			return a, nil
 		}
-		return "", &failover.WriterOutOfHomeError{Host: host, HomeRegion: fo.m.cfg.Global.HomeRegion, WriterRegion: s.WriterRegion, Writer: s.Writer}
+		return "", &failover.WriterRegionError{Host: host, Region: fo.m.cfg.Global.HomeRegion, WriterRegion: s.WriterRegion, Writer: s.Writer, OutOfHome: true}
 	}
 	if fo.inactive(s) {
 		if fo.across && s.WriterAddr != "" {
@@ -372,9 +372,9 @@ func (fo *Layer) reading(s *Snapshot) bool { return !fo.across && fo.inactive(s)
 func (fo *Layer) Inactive() bool { return !fo.across && fo.inactive(fo.m.Snapshot()) }
 
 // InactiveWrite returns err, a write's failure on one of the pool's
-// connections, as a *failover.InactiveEndpointError when it is a 25006
-// and the pool is on a secondary Region's inactive cluster endpoint
-// (Inactive); nil otherwise. On the failure path only.
+// connections, as a *failover.WriterRegionError when it is a 25006 and
+// the pool is on a secondary Region's inactive cluster endpoint
+// (Inactive) or read-only out of home; nil otherwise. On the failure path only.
 func (fo *Layer) InactiveWrite(err error) error {
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) || pe.Code != "25006" {
@@ -382,12 +382,12 @@ func (fo *Layer) InactiveWrite(err error) error {
 	}
 	s := fo.m.Snapshot()
 	if fo.outOfHome(s) == failover.OutOfHomeReadOnly {
-		return &failover.WriterOutOfHomeError{Host: fo.host, HomeRegion: fo.m.cfg.Global.HomeRegion, WriterRegion: s.WriterRegion, Writer: s.Writer, Err: err}
+		return &failover.WriterRegionError{Host: fo.host, Region: fo.m.cfg.Global.HomeRegion, WriterRegion: s.WriterRegion, Writer: s.Writer, OutOfHome: true, Err: err}
 	}
 	if fo.across || !fo.inactive(s) {
 		return nil
 	}
-	return &failover.InactiveEndpointError{Host: fo.host, Region: fo.region, WriterRegion: s.WriterRegion, Writer: s.Writer, Err: err}
+	return &failover.WriterRegionError{Host: fo.host, Region: fo.region, WriterRegion: s.WriterRegion, Writer: s.Writer, Err: err}
 }
 
 // failed wakes the monitor: a refused connect or a broken connection may

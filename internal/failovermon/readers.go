@@ -127,9 +127,9 @@ func (fo *Layer) routeReader(ctx context.Context, c compose.Conn, host, addr str
 		select {
 		case <-s.Changed:
 		case <-hold:
-			return "", &failover.NoReaderError{Host: host, Waited: time.Since(start), Readers: len(s.Readers), Err: context.DeadlineExceeded}
+			return "", &failover.HoldError{Host: host, Waited: time.Since(start), Reader: true, Readers: len(s.Readers), Err: context.DeadlineExceeded}
 		case <-ctx.Done():
-			return "", &failover.NoReaderError{Host: host, Waited: time.Since(start), Readers: len(s.Readers), Err: ctx.Err()}
+			return "", &failover.HoldError{Host: host, Waited: time.Since(start), Reader: true, Readers: len(s.Readers), Err: ctx.Err()}
 		}
 	}
 }

@@ -25,6 +25,15 @@ func Of[T error](class classify.Class, reason string) Case {
 	return Case{match: has[T], verdict: classify.Verdict{Class: class, Reason: reason}}
 }
 
+// When is the verdict of class and reason for an error whose chain holds
+// a T for which pred is true (the first T found, errors.As).
+func When[T error](pred func(T) bool, class classify.Class, reason string) Case {
+	return Case{match: func(err error) bool {
+		t, ok := errors.AsType[T](err)
+		return ok && pred(t)
+	}, verdict: classify.Verdict{Class: class, Reason: reason}}
+}
+
 // Wait is Transient with reason for an error whose chain holds a T, a wait
 // that ended (a held or suspended connection), unless the caller canceled
 // it (context.Canceled in the chain): that is left to the other rules

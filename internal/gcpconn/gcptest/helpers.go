@@ -132,7 +132,7 @@ func FailureOf(f *holdfast.Factory, err error) Failure {
 	errors.As(err, &fl.Retry)
 	var ce *holdfast.ConnectError
 	if errors.As(err, &ce) {
-		fl.Hint = ce.Hint()
+		fl.Hint = ce.Hint
 	}
 	return fl
 }
