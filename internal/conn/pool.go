@@ -473,11 +473,13 @@ func (p *Pool) connect(ctx context.Context, h compose.Conn, cc *pgx.ConnConfig, 
 	return nil
 }
 
-// monitorConnect prepares a monitor's connection (blue/green, failover):
-// the engine's password, issued for the monitor's server (authHosts, the
+// monitorConnect prepares a monitor's connection (blue/green, failover,
+// the outage prober's check): no cancel request (noCancelRequest), the
+// engine's password, issued for the monitor's server (authHosts, the
 // blue/green router's names for it; nil: its host), never the pool's
 // hooks.
 func (p *Pool) monitorConnect(ctx context.Context, cc *pgx.ConnConfig, authHosts []string) error {
+	noCancelRequest(cc)
 	cn := p.e.cn
 	if cn.password == nil {
 		return nil
@@ -488,6 +490,39 @@ func (p *Pool) monitorConnect(ctx context.Context, cc *pgx.ConnConfig, authHosts
 	p.e.tel.Secret(cc.Password)
 	return nil
 }
+
+// noCancelRequest makes cc, a copy made for one monitor connection, dial
+// nothing once the connection is made: pgx's cancel requests (when a
+// bounded query's context ends, and whenever it closes the connection
+// after a failure) fail at once instead. A monitor's queries are short
+// reads bounded by their own deadlines, whose connection is dropped after
+// a failure; a cancel request would only dial the server the monitor
+// just found failing — at a failover, every monitor's connection to the
+// old writer at once.
+func noCancelRequest(cc *pgx.ConnConfig) {
+	dial, after := cc.DialFunc, cc.AfterConnect
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	var made atomic.Bool
+	cc.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if made.Load() {
+			return nil, errMonitorCancel
+		}
+		return dial(ctx, network, addr)
+	}
+	cc.AfterConnect = func(ctx context.Context, pc *pgconn.PgConn) error {
+		made.Store(true) // the connect's dials are over (pgconn calls it once, after them)
+		if after != nil {
+			return after(ctx, pc)
+		}
+		return nil
+	}
+}
+
+// errMonitorCancel is what pgx's cancel request on a monitor's
+// connection returns (noCancelRequest): none is sent.
+var errMonitorCancel = errors.New("holdfast: no cancel request on a monitor's connection")
 
 // close stops the layers' goroutines (the blue/green monitors, the outage
 // layer's prober, joined) and leaves the cluster's failover monitor to
