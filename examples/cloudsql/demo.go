@@ -31,23 +31,6 @@ import (
 // tables are the clients' tables: each client writes its own.
 var tables = map[string]string{"pgxpool": "writes_pgxpool", "holdfast": "writes_holdfast"}
 
-const ddl = `CREATE TABLE IF NOT EXISTS public.%s (
-	id     bigint PRIMARY KEY,
-	worker integer NOT NULL,
-	at     timestamptz NOT NULL DEFAULT now()
-)`
-
-// requestPolicy is the plain client's hand-written retry around its
-// idempotent transaction: a handful of attempts within the request's
-// bound.
-func requestPolicy(timeout time.Duration) retry.Policy {
-	p := retry.Default()
-	p.MaxAttempts = 6
-	p.InitialInterval = 50 * time.Millisecond
-	p.MaxElapsed = timeout
-	return p
-}
-
 // sim is the fake Cloud SQL of a run and the databases behind it.
 type sim struct {
 	fake   *fake.Server
@@ -206,29 +189,10 @@ func (s *sim) play(ctx context.Context, o options) (fake.Switch, error) {
 	return fake.Switch{}, nil // token503: armed before the pools open
 }
 
-// newClient is a client of the workload: each request inserts a row with
-// a new id into the client's table and reads back the address of the
-// server that answered, in one transaction; a COMMIT whose outcome is
-// unknown is resolved by looking the id up (harness.Writer.Do).
+// newClient is a client of the workload that writes to its own table
+// (harness.WriteClient).
 func newClient(name string, w *harness.Writer) *harness.Client {
-	table := "public." + tables[name]
-	const server = "host(inet_server_addr()) || ':' || inet_server_port()"
-	readBack := "SELECT " + server + " FROM " + table + " WHERE id = $1"
-	lookup := "SELECT EXISTS (SELECT 1 FROM " + table + " WHERE id = $1), " + server
-	var ids atomic.Int64
-	return &harness.Client{Name: name, Writer: w, Request: func(ctx context.Context, worker int, r *harness.Record) error {
-		r.ID = ids.Add(1)
-		insert := w.Insert("INSERT INTO " + table + " (id, worker) VALUES ($1, $2)")
-		return w.Do(ctx, r, func(ctx context.Context, tx harness.Tx) error {
-			if err := tx.Exec(ctx, insert, r.ID, worker); err != nil {
-				return err
-			}
-			return tx.QueryRow(ctx, readBack, r.ID).Scan(&r.Server)
-		}, func(ctx context.Context, tx harness.Tx) (found bool, err error) {
-			err = tx.QueryRow(ctx, lookup, r.ID).Scan(&found, &r.Server)
-			return found, err
-		})
-	}}
+	return harness.WriteClient(name, tables[name], w)
 }
 
 // run starts the simulation, plays the scenario under the workload and
@@ -244,7 +208,7 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 	}
 	defer s.Close()
 	for _, t := range tables {
-		if err := s.exec(ctx, fmt.Sprintf(ddl, t)); err != nil {
+		if err := s.exec(ctx, fmt.Sprintf(harness.WriteDDL, t)); err != nil {
 			return nil, err
 		}
 	}
@@ -290,7 +254,7 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 
 	plain, hf := &harness.Writer{}, &harness.Writer{}
 	plain.Acquire = pools.Plain.Acquire
-	policy := requestPolicy(o.RequestTimeout)
+	policy := harness.RetryPolicy(6, o.RequestTimeout)
 	if !o.PlainRetry {
 		policy.MaxAttempts = 1
 	}

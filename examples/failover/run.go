@@ -22,17 +22,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// requestPolicy is the retry around each transaction, the same for every
-// client: a handful of attempts, each bounded by the default
-// AttemptTimeout (3 s), within the request's bound.
-func requestPolicy(timeout time.Duration) retry.Policy {
-	p := retry.Default()
-	p.MaxAttempts = 6
-	p.InitialInterval = 50 * time.Millisecond
-	p.MaxElapsed = timeout
-	return p
-}
-
 // run starts a cluster, plays the failover under the workload and returns
 // the measurements. progress receives the live lines.
 func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
@@ -92,7 +81,7 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 	// idempotent), classified by the built-in rules: the comparison is
 	// about routing, not about who retries.
 	plain.Acquire = pools.Plain.Acquire
-	plain.Retrier = &retry.Retrier{Policy: requestPolicy(o.RequestTimeout), Classify: classify.Classify}
+	plain.Retrier = &retry.Retrier{Policy: harness.RetryPolicy(6, o.RequestTimeout), Classify: classify.Classify}
 	hfPool := pools.Holdfast
 	mon := f.Failover(hfPool)
 	if mon == nil {
@@ -189,7 +178,7 @@ func createTables(ctx context.Context, c *failovertest.Cluster, clients []*harne
 	}
 	defer conn.Close(context.Background())
 	for _, cl := range clients {
-		if _, err := conn.Exec(ctx, fmt.Sprintf(ddl, tables[cl.Name])); err != nil {
+		if _, err := conn.Exec(ctx, fmt.Sprintf(harness.WriteDDL, tables[cl.Name])); err != nil {
 			return err
 		}
 	}

@@ -276,17 +276,6 @@ func (h logEvents) WithGroup(name string) slog.Handler {
 	return logEvents{next: h.next.WithGroup(name), mu: h.mu, events: h.events}
 }
 
-// requestPolicy is the plain client's retry around each transaction: a
-// few attempts, each bounded by the default AttemptTimeout (3 s), within
-// the request's bound.
-func requestPolicy(timeout time.Duration) retry.Policy {
-	p := retry.Default()
-	p.MaxAttempts = 5
-	p.InitialInterval = 50 * time.Millisecond
-	p.MaxElapsed = timeout
-	return p
-}
-
 // classifier names the errors that carry no SQLSTATE: the built-in rules,
 // after holdfast's waits that ended first (a database down, a connect not
 // admitted). Not the factory's own: it says Fatal "outcome-unknown" of a
@@ -338,7 +327,7 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 	defer pools.Close()
 
 	plain := newClient("pgxpool", &harness.Writer{Acquire: pools.Plain.Acquire,
-		Retrier: &retry.Retrier{Policy: requestPolicy(timeout), Classify: classify.Classify}})
+		Retrier: &retry.Retrier{Policy: harness.RetryPolicy(5, timeout), Classify: classify.Classify}})
 	hf := newClient("holdfast", &harness.Writer{F: f, Pool: pools.Holdfast})
 	clients := []*harness.Client{plain, hf}
 	for _, c := range clients {
