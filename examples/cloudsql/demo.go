@@ -287,18 +287,19 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 	wl.Go(func(done <-chan struct{}) { rd.sample(checker, done) })
 
 	var sw fake.Switch
-	if o.Scenario == "token503" {
-		sw = fake.Switch{From: s.name, To: s.name, Cut: armed, Accepting: armed}
-	} else if err = harness.Sleep(ctx, o.Warmup); err == nil {
+	warmup, play := o.Warmup, func() (err error) {
 		phase.Store(o.Scenario)
 		sw, err = s.play(ctx, o)
 		phase.Store("after")
+		return err
 	}
-	if err == nil {
-		err = harness.Sleep(ctx, o.Settle)
+	if o.Scenario == "token503" {
+		warmup, play = 0, func() error {
+			sw = fake.Switch{From: s.name, To: s.name, Cut: armed, Accepting: armed}
+			return nil
+		}
 	}
-	stopAt := wl.Stop()
-	end := time.Now()
+	stopAt, end, err := wl.Play(ctx, warmup, o.Settle, play)
 	if err != nil {
 		return nil, err
 	}

@@ -128,17 +128,12 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 
 	// The failover, after the warmup.
 	var fres failovertest.Result
-	err = harness.Sleep(ctx, o.Warmup)
-	if err == nil {
+	stopAt, end, err := wl.Play(ctx, o.Warmup, o.Settle, func() (err error) {
 		s := failovertest.Scenario{Kind: o.Scenario, Detect: o.Detect, DNSLag: o.DNSLag, HangFor: o.HangFor, Rejoin: true,
 			OnEvent: func(e failovertest.Event) { lastEvent.Store(e.Name) }}
 		fres, err = c.Failover(ctx, s)
-	}
-	if err == nil {
-		err = harness.Sleep(ctx, o.Settle)
-	}
-	stopAt := wl.Stop()
-	end := time.Now()
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -118,11 +118,10 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 	// start.
 	var gres failovertest.GlobalResult
 	var watch *writableWatch
-	err = harness.Sleep(ctx, o.Warmup)
-	if err == nil {
-		watch, err = watchWritable(ctx, g.DSN(g.Addr(secondaryHead(g))))
-	}
-	if err == nil {
+	stopAt, end, err := wl.Play(ctx, o.Warmup, o.Settle, func() (err error) {
+		if watch, err = watchWritable(ctx, g.DSN(g.Addr(secondaryHead(g)))); err != nil {
+			return err
+		}
 		s := failovertest.GlobalScenario{DNSLag: o.DNSLag, OnEvent: func(e failovertest.Event) { lastEvent.Store(e.Name) }}
 		if o.Op == Failover {
 			s.Detect, s.Audit = o.Detect, "public."+table
@@ -130,12 +129,8 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 		} else {
 			gres, err = g.Switchover(ctx, s)
 		}
-	}
-	if err == nil {
-		err = harness.Sleep(ctx, o.Settle)
-	}
-	stopAt := wl.Stop()
-	end := time.Now()
+		return err
+	})
 	var writable time.Time
 	if watch != nil {
 		writable = watch.stop()

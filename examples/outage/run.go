@@ -366,15 +366,10 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 	// The fault, after the warmup.
 	var events []outagetest.Event
 	var down, back time.Time
-	err = harness.Sleep(ctx, o.Warmup)
-	if err == nil {
+	stopAt, end, err := wl.Play(ctx, o.Warmup, o.Settle, func() (err error) {
 		events, down, back, err = tgt.fault(ctx, func(e outagetest.Event) { lastEvent.Store(e.Name) })
-	}
-	if err == nil {
-		err = harness.Sleep(ctx, o.Settle)
-	}
-	stopAt := wl.Stop()
-	end := time.Now()
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
