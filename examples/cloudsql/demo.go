@@ -149,8 +149,8 @@ func (s *sim) exec(ctx context.Context, sql string) error {
 	return err
 }
 
-// committed returns the ids in a client's table on the writer.
-func (s *sim) committed(ctx context.Context, client string) (map[int64]bool, error) {
+// committed is whether an id is in a client's table on the writer.
+func (s *sim) committed(ctx context.Context, client string) (func(id int64) bool, error) {
 	conn, err := pgx.Connect(ctx, "postgres://postgres@"+s.writer()+"/postgres?sslmode=disable")
 	if err != nil {
 		return nil, err
@@ -161,11 +161,7 @@ func (s *sim) committed(ctx context.Context, client string) (map[int64]bool, err
 		return nil, err
 	}
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	out := make(map[int64]bool, len(ids))
-	for _, id := range ids {
-		out[id] = true
-	}
-	return out, err
+	return harness.Committed(ids), err
 }
 
 // play plays the scenario and returns what the fake did.

@@ -73,7 +73,7 @@ func measure(ctx context.Context, o options, s *sim, sw fake.Switch, begin, stop
 		if err != nil {
 			return nil, fmt.Errorf("auditing %s's writes: %w", cl.Name, err)
 		}
-		cr := ClientResult{Writes: cl.Writes(func(id int64) bool { return committed[id] })}
+		cr := ClientResult{Writes: cl.Writes(committed)}
 		var first time.Time
 		for _, rec := range cl.Records() {
 			cr.SlowestMS = max(cr.SlowestMS, ms(rec.Took()))

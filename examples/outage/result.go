@@ -94,11 +94,7 @@ func (r *Result) measure(ctx context.Context, tgt *target, clients []*harness.Cl
 		if err != nil {
 			return err
 		}
-		committed := make(map[int64]bool, len(ids))
-		for _, id := range ids {
-			committed[id] = true
-		}
-		cr := ClientResult{Writes: cl.Writes(func(id int64) bool { return committed[id] }),
+		cr := ClientResult{Writes: cl.Writes(harness.Committed(ids)),
 			ConnectsWhileDown: dialers[cl.Name].between(down, back)}
 		from, to := harness.LongestGap(begin, stopAt, cl.Acks())
 		cr.MaxPauseMS = ms(to.Sub(from))
