@@ -260,14 +260,11 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 	fmt.Fprintf(progress, "pools dial %s through cloudsqlconn %s; %d workers per pool\n", s.name, cloudsql.ConnectorVersion, o.Workers)
 
 	// Readiness of the holdfast pool, as a service would serve it.
-	checker, err := readiness.New(readiness.Config{Factory: f}, readiness.Pool(pools.Holdfast))
+	checker, err := harness.StartReadiness(ctx, f, pools.Holdfast)
 	if err != nil {
 		return nil, err
 	}
 	defer checker.Close()
-	if err := checker.Start(ctx); err != nil {
-		return nil, err
-	}
 
 	var phase atomic.Value
 	phase.Store("steady")
@@ -336,27 +333,11 @@ type readinessLog struct {
 	seen map[string]bool // "pass", "warn (database-down)", ...
 }
 
-// sample asks the checker every 100 ms, as a prober would, until done is
-// closed.
+// sample records the checker's answers (harness.SampleReadiness) until
+// done is closed.
 func (r *readinessLog) sample(c *readiness.Checker, done <-chan struct{}) {
 	r.seen = map[string]bool{}
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-		st := c.Check(ctx)
-		cancel()
-		answer := string(st.Health)
-		if st.Health != readiness.Pass {
-			answer += " (" + st.Reason + ")"
-		}
-		r.seen[answer] = true
-		select {
-		case <-done:
-			return
-		case <-t.C:
-		}
-	}
+	harness.SampleReadiness(c, done, func(_ readiness.Status, answer string) { r.seen[answer] = true })
 }
 
 // seenList is the answers seen, sorted.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"time"
 
 	"github.com/holdfast-db/holdfast/classify"
@@ -32,32 +31,19 @@ type readinessLog struct {
 	changes []TimelineEvent // each change of the answer
 }
 
-// sample asks the checker every 100 ms, as a prober would (a check runs
-// at most once per CheckInterval; in between, the cached result is
-// answered), until done is closed.
+// sample records the checker's answers (harness.SampleReadiness) until
+// done is closed.
 func (r *readinessLog) sample(c *readiness.Checker, done <-chan struct{}) {
 	r.seen, r.reasons = map[readiness.Health]bool{}, map[string]bool{}
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
 	last := ""
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-		st := c.Check(ctx)
-		cancel()
+	harness.SampleReadiness(c, done, func(st readiness.Status, answer string) {
 		r.seen[st.Health] = true
-		answer := string(st.Health)
 		if st.Health != readiness.Pass {
 			r.reasons[st.Reason] = true
-			answer += " (" + st.Reason + ")"
 		}
 		if answer != last {
 			r.changes = append(r.changes, TimelineEvent{Source: "readiness", Event: answer, at: time.Now()})
 			last = answer
 		}
-		select {
-		case <-done:
-			return
-		case <-t.C:
-		}
-	}
+	})
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/holdfast-db/holdfast/examples/harness"
 	"github.com/holdfast-db/holdfast/failover"
 	"github.com/holdfast-db/holdfast/fakes/failovertest"
-	"github.com/holdfast-db/holdfast/readiness"
 	"github.com/holdfast-db/holdfast/retry"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -97,14 +96,11 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 	}
 
 	// Readiness of the holdfast pool, as a service would serve it.
-	checker, err := readiness.New(readiness.Config{Factory: f}, readiness.Pool(hfPool))
+	checker, err := harness.StartReadiness(ctx, f, hfPool)
 	if err != nil {
 		return nil, err
 	}
 	defer checker.Close()
-	if err := checker.Start(ctx); err != nil {
-		return nil, err
-	}
 	fmt.Fprintf(progress, "cluster endpoint %s, writer %s; DNS TTL %v; %d workers per pool; scenario %s (detect %v, DNS lag %v%s)\n",
 		c.ClusterEndpoint, oldWriter, o.DNSTTL, o.Workers, o.Scenario, o.Detect, o.DNSLag, hangNote(o))
 	if o.SQL {
