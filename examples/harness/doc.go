@@ -1,9 +1,9 @@
 // Package harness is what the side-by-side demos under examples/
 // (switchover, failover, readers, outage, global, cloudsql) share. Each
-// runs the same workload through a plain pgxpool and through a holdfast pool (and, in some, a
-// database/sql client) against a simulator, prints a progress line a
-// second, then a table with a column per client, or with -json the same
-// result as one JSON object.
+// runs the same workload through a plain pgxpool and through a holdfast
+// pool (and, in some, a database/sql client) against a simulator, prints a
+// progress line a second, then a table with a column per client, or with
+// -json the same result as one JSON object.
 //
 //   - [Command] is the command: it parses the flags ([Common] are the
 //     options every demo has, [FlagSet] defines and checks flags), runs the
