@@ -38,9 +38,7 @@ type Result struct {
 
 // ClientResult is one client's figures.
 type ClientResult struct {
-	harness.Writes
-	// MaxPauseMS is the longest time without an acknowledged write.
-	MaxPauseMS float64 `json:"max_pause_ms"`
+	harness.PausedWrites
 	// ResumeAfterMS is from the instance accepting again (the write
 	// endpoint moving, for a switchover) to the first write acknowledged
 	// after it; nil when none was.
@@ -73,7 +71,7 @@ func measure(ctx context.Context, o options, s *sim, sw fake.Switch, begin, stop
 		if err != nil {
 			return nil, fmt.Errorf("auditing %s's writes: %w", cl.Name, err)
 		}
-		cr := ClientResult{Writes: cl.Writes(committed)}
+		cr := ClientResult{PausedWrites: cl.PausedWrites(committed, begin, stopAt)}
 		var first time.Time
 		for _, rec := range cl.Records() {
 			cr.SlowestMS = max(cr.SlowestMS, ms(rec.Took()))
@@ -89,8 +87,6 @@ func measure(ctx context.Context, o options, s *sim, sw fake.Switch, begin, stop
 				first = rec.End
 			}
 		}
-		from, to := harness.LongestGap(begin, stopAt, cl.Acks())
-		cr.MaxPauseMS = ms(to.Sub(from))
 		if !first.IsZero() {
 			v := ms(first.Sub(sw.Accepting))
 			cr.ResumeAfterMS = &v
