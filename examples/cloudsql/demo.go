@@ -31,23 +31,6 @@ import (
 // tables are the clients' tables: each client writes its own.
 var tables = map[string]string{"pgxpool": "writes_pgxpool", "holdfast": "writes_holdfast"}
 
-const ddl = `CREATE TABLE IF NOT EXISTS public.%s (
-	id     bigint PRIMARY KEY,
-	worker integer NOT NULL,
-	at     timestamptz NOT NULL DEFAULT now()
-)`
-
-// requestPolicy is the plain client's hand-written retry around its
-// idempotent transaction: a handful of attempts within the request's
-// bound.
-func requestPolicy(timeout time.Duration) retry.Policy {
-	p := retry.Default()
-	p.MaxAttempts = 6
-	p.InitialInterval = 50 * time.Millisecond
-	p.MaxElapsed = timeout
-	return p
-}
-
 // sim is the fake Cloud SQL of a run and the databases behind it.
 type sim struct {
 	fake   *fake.Server
@@ -166,8 +149,8 @@ func (s *sim) exec(ctx context.Context, sql string) error {
 	return err
 }
 
-// committed returns the ids in a client's table on the writer.
-func (s *sim) committed(ctx context.Context, client string) (map[int64]bool, error) {
+// committed is whether an id is in a client's table on the writer.
+func (s *sim) committed(ctx context.Context, client string) (func(id int64) bool, error) {
 	conn, err := pgx.Connect(ctx, "postgres://postgres@"+s.writer()+"/postgres?sslmode=disable")
 	if err != nil {
 		return nil, err
@@ -178,11 +161,7 @@ func (s *sim) committed(ctx context.Context, client string) (map[int64]bool, err
 		return nil, err
 	}
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	out := make(map[int64]bool, len(ids))
-	for _, id := range ids {
-		out[id] = true
-	}
-	return out, err
+	return harness.Committed(ids), err
 }
 
 // play plays the scenario and returns what the fake did.
@@ -206,29 +185,10 @@ func (s *sim) play(ctx context.Context, o options) (fake.Switch, error) {
 	return fake.Switch{}, nil // token503: armed before the pools open
 }
 
-// newClient is a client of the workload: each request inserts a row with
-// a new id into the client's table and reads back the address of the
-// server that answered, in one transaction; a COMMIT whose outcome is
-// unknown is resolved by looking the id up (harness.Writer.Do).
+// newClient is a client of the workload that writes to its own table
+// (harness.WriteClient).
 func newClient(name string, w *harness.Writer) *harness.Client {
-	table := "public." + tables[name]
-	const server = "host(inet_server_addr()) || ':' || inet_server_port()"
-	readBack := "SELECT " + server + " FROM " + table + " WHERE id = $1"
-	lookup := "SELECT EXISTS (SELECT 1 FROM " + table + " WHERE id = $1), " + server
-	var ids atomic.Int64
-	return &harness.Client{Name: name, Writer: w, Request: func(ctx context.Context, worker int, r *harness.Record) error {
-		r.ID = ids.Add(1)
-		insert := w.Insert("INSERT INTO " + table + " (id, worker) VALUES ($1, $2)")
-		return w.Do(ctx, r, func(ctx context.Context, tx harness.Tx) error {
-			if err := tx.Exec(ctx, insert, r.ID, worker); err != nil {
-				return err
-			}
-			return tx.QueryRow(ctx, readBack, r.ID).Scan(&r.Server)
-		}, func(ctx context.Context, tx harness.Tx) (found bool, err error) {
-			err = tx.QueryRow(ctx, lookup, r.ID).Scan(&found, &r.Server)
-			return found, err
-		})
-	}}
+	return harness.WriteClient(name, tables[name], w)
 }
 
 // run starts the simulation, plays the scenario under the workload and
@@ -244,7 +204,7 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 	}
 	defer s.Close()
 	for _, t := range tables {
-		if err := s.exec(ctx, fmt.Sprintf(ddl, t)); err != nil {
+		if err := s.exec(ctx, fmt.Sprintf(harness.WriteDDL, t)); err != nil {
 			return nil, err
 		}
 	}
@@ -290,7 +250,7 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 
 	plain, hf := &harness.Writer{}, &harness.Writer{}
 	plain.Acquire = pools.Plain.Acquire
-	policy := requestPolicy(o.RequestTimeout)
+	policy := harness.RetryPolicy(6, o.RequestTimeout)
 	if !o.PlainRetry {
 		policy.MaxAttempts = 1
 	}
@@ -300,14 +260,11 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 	fmt.Fprintf(progress, "pools dial %s through cloudsqlconn %s; %d workers per pool\n", s.name, cloudsql.ConnectorVersion, o.Workers)
 
 	// Readiness of the holdfast pool, as a service would serve it.
-	checker, err := readiness.New(readiness.Config{Factory: f}, readiness.Pool(pools.Holdfast))
+	checker, err := harness.StartReadiness(ctx, f, pools.Holdfast)
 	if err != nil {
 		return nil, err
 	}
 	defer checker.Close()
-	if err := checker.Start(ctx); err != nil {
-		return nil, err
-	}
 
 	var phase atomic.Value
 	phase.Store("steady")
@@ -323,18 +280,19 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 	wl.Go(func(done <-chan struct{}) { rd.sample(checker, done) })
 
 	var sw fake.Switch
-	if o.Scenario == "token503" {
-		sw = fake.Switch{From: s.name, To: s.name, Cut: armed, Accepting: armed}
-	} else if err = harness.Sleep(ctx, o.Warmup); err == nil {
+	warmup, play := o.Warmup, func() (err error) {
 		phase.Store(o.Scenario)
 		sw, err = s.play(ctx, o)
 		phase.Store("after")
+		return err
 	}
-	if err == nil {
-		err = harness.Sleep(ctx, o.Settle)
+	if o.Scenario == "token503" {
+		warmup, play = 0, func() error {
+			sw = fake.Switch{From: s.name, To: s.name, Cut: armed, Accepting: armed}
+			return nil
+		}
 	}
-	stopAt := wl.Stop()
-	end := time.Now()
+	stopAt, end, err := wl.Play(ctx, warmup, o.Settle, play)
 	if err != nil {
 		return nil, err
 	}
@@ -375,27 +333,11 @@ type readinessLog struct {
 	seen map[string]bool // "pass", "warn (database-down)", ...
 }
 
-// sample asks the checker every 100 ms, as a prober would, until done is
-// closed.
+// sample records the checker's answers (harness.SampleReadiness) until
+// done is closed.
 func (r *readinessLog) sample(c *readiness.Checker, done <-chan struct{}) {
 	r.seen = map[string]bool{}
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-		st := c.Check(ctx)
-		cancel()
-		answer := string(st.Health)
-		if st.Health != readiness.Pass {
-			answer += " (" + st.Reason + ")"
-		}
-		r.seen[answer] = true
-		select {
-		case <-done:
-			return
-		case <-t.C:
-		}
-	}
+	harness.SampleReadiness(c, done, func(_ readiness.Status, answer string) { r.seen[answer] = true })
 }
 
 // seenList is the answers seen, sorted.

@@ -101,10 +101,7 @@ var command = harness.Command[options, *Result]{
 			if !slices.Contains(scenarios, o.Scenario) {
 				return fs.Fail("-scenario %q: want one of %s", o.Scenario, strings.Join(scenarios, ", "))
 			}
-			if err := fs.CheckWorkers(o.Common); err != nil {
-				return err
-			}
-			return fs.NonNegative("warmup", "settle", "cut", "downtime", "failover-period", "timeout")
+			return fs.Check(o.Common, "warmup", "settle", "cut", "downtime", "failover-period", "timeout")
 		}
 	},
 	Run:   run,

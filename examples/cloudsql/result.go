@@ -38,9 +38,7 @@ type Result struct {
 
 // ClientResult is one client's figures.
 type ClientResult struct {
-	harness.Writes
-	// MaxPauseMS is the longest time without an acknowledged write.
-	MaxPauseMS float64 `json:"max_pause_ms"`
+	harness.PausedWrites
 	// ResumeAfterMS is from the instance accepting again (the write
 	// endpoint moving, for a switchover) to the first write acknowledged
 	// after it; nil when none was.
@@ -73,8 +71,7 @@ func measure(ctx context.Context, o options, s *sim, sw fake.Switch, begin, stop
 		if err != nil {
 			return nil, fmt.Errorf("auditing %s's writes: %w", cl.Name, err)
 		}
-		cr := ClientResult{Writes: cl.Writes(func(id int64) bool { return committed[id] })}
-		var acks []time.Time
+		cr := ClientResult{PausedWrites: cl.PausedWrites(committed, begin, stopAt)}
 		var first time.Time
 		for _, rec := range cl.Records() {
 			cr.SlowestMS = max(cr.SlowestMS, ms(rec.Took()))
@@ -86,13 +83,10 @@ func measure(ctx context.Context, o options, s *sim, sw fake.Switch, begin, stop
 				}
 				continue
 			}
-			acks = append(acks, rec.End)
 			if !rec.End.Before(sw.Accepting) && (first.IsZero() || rec.End.Before(first)) {
 				first = rec.End
 			}
 		}
-		from, to := longestGapSpan(begin, stopAt, acks)
-		cr.MaxPauseMS = ms(to.Sub(from))
 		if !first.IsZero() {
 			v := ms(first.Sub(sw.Accepting))
 			cr.ResumeAfterMS = &v
@@ -100,24 +94,6 @@ func measure(ctx context.Context, o options, s *sim, sw fake.Switch, begin, stop
 		res.Clients = append(res.Clients, cr)
 	}
 	return res, nil
-}
-
-// longestGapSpan is the longest time between begin, the acknowledgements
-// and end: its start and its end (the first of the longest).
-func longestGapSpan(begin, end time.Time, acks []time.Time) (from, to time.Time) {
-	slices.SortFunc(acks, func(a, b time.Time) int { return a.Compare(b) })
-	from, to = begin, begin
-	prev := begin
-	for _, a := range acks {
-		if a.Sub(prev) > to.Sub(from) {
-			from, to = prev, a
-		}
-		prev = a
-	}
-	if end.Sub(prev) > to.Sub(from) {
-		from, to = prev, end
-	}
-	return from, to
 }
 
 // print writes the table.
@@ -166,21 +142,12 @@ func (r *Result) chart(begin, stopAt, end time.Time, sw fake.Switch, clients []*
 		Title:  fmt.Sprintf("Cloud SQL %s through cloudsqlconn: plain pgxpool vs holdfast, %d workers each", r.Scenario, r.Workers),
 		Length: end.Sub(begin),
 	}
-	var counts []string
-	for i, cl := range clients {
-		s := cl.Series(begin)
-		var acks []time.Time
-		for _, rec := range cl.Records() {
-			if rec.Err == "" {
-				acks = append(acks, rec.End)
-			}
-		}
-		from, to := longestGapSpan(begin, stopAt, acks)
-		s.Pause = &timeline.Span{From: from.Sub(begin), To: to.Sub(begin)}
+	for _, cl := range clients {
+		s := cl.PauseSeries(begin, stopAt)
+		s.Pause.Label = ""
 		c.Series = append(c.Series, s)
-		counts = append(counts, fmt.Sprintf("%s %d of %d", cl.Name, r.Clients[i].Failed, r.Clients[i].Requests))
 	}
-	c.Subtitle = "failed requests: " + strings.Join(counts, ", ")
+	c.Subtitle = "failed requests: " + harness.Failures(r.Clients)
 	if sw.Accepting.After(sw.Cut) {
 		c.Bands = append(c.Bands, timeline.Band{Label: r.Scenario, From: sw.Cut.Sub(begin), To: sw.Accepting.Sub(begin)})
 	} else {

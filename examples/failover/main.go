@@ -137,16 +137,10 @@ func (o *options) flags(fs *harness.FlagSet) (check func() error) {
 		if o.Engine != failovertest.Aurora && o.Engine != failovertest.MultiAZ {
 			return fs.Fail("unknown -engine %q", *engine)
 		}
-		if err := fs.CheckWorkers(o.Common); err != nil {
+		if err := fs.Check(o.Common, "think", "warmup", "settle", "detect", "dns-lag", "hang-for", "dns-ttl"); err != nil {
 			return err
 		}
-		if err := fs.NonNegative("think", "warmup", "settle", "detect", "dns-lag", "hang-for", "dns-ttl"); err != nil {
-			return err
-		}
-		if o.RequestTimeout <= 0 {
-			return fs.Fail("-request-timeout %v: must be positive", o.RequestTimeout)
-		}
-		return nil
+		return fs.Positive("request-timeout")
 	}
 }
 

@@ -141,20 +141,15 @@ func (r *Result) chart(begin, stopAt, end time.Time, fres failovertest.Result, m
 		Title:  fmt.Sprintf("Writer failover (scenario %s, %s): plain pgxpool vs holdfast, %d workers each", r.Scenario, r.Engine, r.Workers),
 		Length: end.Sub(begin),
 	}
-	var counts []string
-	for i, cl := range clients {
-		s := cl.Series(begin)
-		from, to := harness.LongestGap(begin, stopAt, cl.Acks())
-		s.Pause = &timeline.Span{From: from.Sub(begin), To: to.Sub(begin), Label: fmt.Sprintf("longest pause %.0f ms", ms(to.Sub(from)))}
-		c.Series = append(c.Series, s)
-		counts = append(counts, fmt.Sprintf("%s %d of %d", cl.Name, r.Clients[i].Failed, r.Clients[i].Requests))
+	for _, cl := range clients {
+		c.Series = append(c.Series, cl.PauseSeries(begin, stopAt))
 	}
 	hang := ""
 	if r.Scenario == failovertest.Hang {
 		hang = fmt.Sprintf(", hang %.0f ms", r.HangForMS)
 	}
 	c.Subtitle = fmt.Sprintf("detect %.0f ms, DNS lag %.0f ms%s, client DNS TTL %.0f ms; failed requests: %s",
-		r.DetectMS, r.DNSLagMS, hang, r.DNSTTLMS, strings.Join(counts, ", "))
+		r.DetectMS, r.DNSLagMS, hang, r.DNSTTLMS, harness.Failures(r.Clients))
 	// The phases: no writer from the writer going down to the promotion;
 	// a new writer the cluster endpoint does not name yet, from the
 	// promotion to the DNS update.

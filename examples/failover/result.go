@@ -179,17 +179,14 @@ func measure(ctx context.Context, res *Result, c *failovertest.Cluster, fres fai
 		if err != nil {
 			return err
 		}
-		committed := make(map[int64]bool, len(ids))
-		for _, id := range ids {
-			committed[id] = true
-		}
-		cr := ClientResult{Writes: cl.Writes(func(id int64) bool { return committed[id] })}
+		committed := harness.Committed(ids)
+		cr := ClientResult{Writes: cl.Writes(committed)}
 		var acks []time.Time
 		all := cl.Records()
 		for _, rec := range all {
 			cr.SlowestMS = max(cr.SlowestMS, ms(rec.Took()))
 			if rec.Err != "" {
-				if committed[rec.ID] {
+				if committed(rec.ID) {
 					cr.CommittedUnacknowledged++
 				}
 				continue

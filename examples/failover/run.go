@@ -16,22 +16,10 @@ import (
 	"github.com/holdfast-db/holdfast/examples/harness"
 	"github.com/holdfast-db/holdfast/failover"
 	"github.com/holdfast-db/holdfast/fakes/failovertest"
-	"github.com/holdfast-db/holdfast/readiness"
 	"github.com/holdfast-db/holdfast/retry"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
-
-// requestPolicy is the retry around each transaction, the same for every
-// client: a handful of attempts, each bounded by the default
-// AttemptTimeout (3 s), within the request's bound.
-func requestPolicy(timeout time.Duration) retry.Policy {
-	p := retry.Default()
-	p.MaxAttempts = 6
-	p.InitialInterval = 50 * time.Millisecond
-	p.MaxElapsed = timeout
-	return p
-}
 
 // run starts a cluster, plays the failover under the workload and returns
 // the measurements. progress receives the live lines.
@@ -92,7 +80,7 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 	// idempotent), classified by the built-in rules: the comparison is
 	// about routing, not about who retries.
 	plain.Acquire = pools.Plain.Acquire
-	plain.Retrier = &retry.Retrier{Policy: requestPolicy(o.RequestTimeout), Classify: classify.Classify}
+	plain.Retrier = &retry.Retrier{Policy: harness.RetryPolicy(6, o.RequestTimeout), Classify: classify.Classify}
 	hfPool := pools.Holdfast
 	mon := f.Failover(hfPool)
 	if mon == nil {
@@ -108,14 +96,11 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 	}
 
 	// Readiness of the holdfast pool, as a service would serve it.
-	checker, err := readiness.New(readiness.Config{Factory: f}, readiness.Pool(hfPool))
+	checker, err := harness.StartReadiness(ctx, f, hfPool)
 	if err != nil {
 		return nil, err
 	}
 	defer checker.Close()
-	if err := checker.Start(ctx); err != nil {
-		return nil, err
-	}
 	fmt.Fprintf(progress, "cluster endpoint %s, writer %s; DNS TTL %v; %d workers per pool; scenario %s (detect %v, DNS lag %v%s)\n",
 		c.ClusterEndpoint, oldWriter, o.DNSTTL, o.Workers, o.Scenario, o.Detect, o.DNSLag, hangNote(o))
 	if o.SQL {
@@ -139,17 +124,12 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 
 	// The failover, after the warmup.
 	var fres failovertest.Result
-	err = harness.Sleep(ctx, o.Warmup)
-	if err == nil {
+	stopAt, end, err := wl.Play(ctx, o.Warmup, o.Settle, func() (err error) {
 		s := failovertest.Scenario{Kind: o.Scenario, Detect: o.Detect, DNSLag: o.DNSLag, HangFor: o.HangFor, Rejoin: true,
 			OnEvent: func(e failovertest.Event) { lastEvent.Store(e.Name) }}
 		fres, err = c.Failover(ctx, s)
-	}
-	if err == nil {
-		err = harness.Sleep(ctx, o.Settle)
-	}
-	stopAt := wl.Stop()
-	end := time.Now()
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +169,7 @@ func createTables(ctx context.Context, c *failovertest.Cluster, clients []*harne
 	}
 	defer conn.Close(context.Background())
 	for _, cl := range clients {
-		if _, err := conn.Exec(ctx, fmt.Sprintf(ddl, tables[cl.Name])); err != nil {
+		if _, err := conn.Exec(ctx, fmt.Sprintf(harness.WriteDDL, tables[cl.Name])); err != nil {
 			return err
 		}
 	}

@@ -145,16 +145,10 @@ func (o *options) flags(fs *harness.FlagSet) (check func() error) {
 		if !slices.Contains(ops, o.Op) {
 			return fs.Fail("unknown -op %q", o.Op)
 		}
-		if err := fs.CheckWorkers(o.Common); err != nil {
+		if err := fs.Check(o.Common, "think", "warmup", "settle", "lag", "detect", "dns-lag", "dns-ttl"); err != nil {
 			return err
 		}
-		if err := fs.NonNegative("think", "warmup", "settle", "lag", "detect", "dns-lag", "dns-ttl"); err != nil {
-			return err
-		}
-		if o.RequestTimeout <= 0 {
-			return fs.Fail("-request-timeout %v: must be positive", o.RequestTimeout)
-		}
-		return nil
+		return fs.Positive("request-timeout")
 	}
 }
 

@@ -206,20 +206,15 @@ func (r *Result) chart(begin, stopAt, end time.Time, gres failovertest.GlobalRes
 			op.Op, op.OldRegion, op.NewRegion, r.Workers),
 		Length: end.Sub(begin),
 	}
-	var counts []string
-	for i, cl := range clients {
-		s := cl.Series(begin)
-		from, to := harness.LongestGap(begin, stopAt, cl.Acks())
-		s.Pause = &timeline.Span{From: from.Sub(begin), To: to.Sub(begin), Label: fmt.Sprintf("longest pause %.0f ms", ms(to.Sub(from)))}
-		c.Series = append(c.Series, s)
-		counts = append(counts, fmt.Sprintf("%s %d of %d", cl.Name, r.Clients[i].Failed, r.Clients[i].Requests))
+	for _, cl := range clients {
+		c.Series = append(c.Series, cl.PauseSeries(begin, stopAt))
 	}
 	lost := ""
 	if op.LostRows != nil && op.RPOLagMS != nil {
 		lost = fmt.Sprintf(", %d rows lost (rpo lag %.0f ms)", *op.LostRows, *op.RPOLagMS)
 	}
 	c.Subtitle = fmt.Sprintf("lag %.0f ms, DNS lag %.0f ms, client DNS TTL %.0f ms%s; failed requests: %s",
-		op.LagMS, op.DNSLagMS, op.DNSTTLMS, lost, strings.Join(counts, ", "))
+		op.LagMS, op.DNSLagMS, op.DNSTTLMS, lost, harness.Failures(r.Clients))
 	// The phases: no writer from the switch to the promotion; a new
 	// primary the global writer endpoint does not name yet, from the
 	// promotion to the DNS move.

@@ -86,9 +86,7 @@ type LostRows struct {
 // transaction was answered by a server that was not the writer at any
 // time during the request), and the operation's.
 type ClientResult struct {
-	harness.Writes
-	// MaxPauseMS is the longest time without an acknowledged write.
-	MaxPauseMS float64 `json:"max_pause_ms"`
+	harness.PausedWrites
 	// ResumeAfterPromotionMS is the time from the new primary taking
 	// writes (Operation.WritableMS) to the first write it acknowledged;
 	// null when none did before the end of the run.
@@ -188,8 +186,7 @@ func measure(ctx context.Context, o options, g *failovertest.Global, gres failov
 	committed := func(id int64) bool { _, ok := slices.BinarySearch(ids, id); return ok }
 	listed := func(id int64) bool { _, ok := slices.BinarySearch(gres.Lost, id); return ok }
 	for _, cl := range clients {
-		cr := ClientResult{Writes: cl.Writes(committed)}
-		var acks []time.Time
+		cr := ClientResult{PausedWrites: cl.PausedWrites(committed, begin, stopAt)}
 		var first time.Time
 		acked := map[int64]bool{}
 		lost := LostRows{Client: cl.Name, IDs: []int64{}}
@@ -205,7 +202,6 @@ func measure(ctx context.Context, o options, g *failovertest.Global, gres failov
 				continue
 			}
 			acked[rec.ID] = true
-			acks = append(acks, rec.End)
 			if (rec.Server != gres.OldWriter && rec.Server != gres.NewWriter) ||
 				(rec.Server == gres.OldWriter && !rec.Start.Before(switched)) {
 				// Answered by a server that was never the writer, or by the
@@ -223,8 +219,6 @@ func measure(ctx context.Context, o options, g *failovertest.Global, gres failov
 				lost.Unlisted++
 			}
 		}
-		from, to := harness.LongestGap(begin, stopAt, acks)
-		cr.MaxPauseMS = ms(to.Sub(from))
 		if !first.IsZero() {
 			// The probe's answer may come up to its 5 ms after a write's.
 			v := ms(max(first.Sub(writable), 0))

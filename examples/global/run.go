@@ -21,17 +21,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// requestPolicy is the plain client's retry around each transaction: a
-// handful of attempts, each bounded by the default AttemptTimeout (3 s),
-// within the request's bound.
-func requestPolicy(timeout time.Duration) retry.Policy {
-	p := retry.Default()
-	p.MaxAttempts = 6
-	p.InitialInterval = 50 * time.Millisecond
-	p.MaxElapsed = timeout
-	return p
-}
-
 // failoverConfig is the holdfast factory's failover configuration for g:
 // every default, the demo's logger, and where each Region's instance
 // endpoints are (its cluster endpoint): no server tells a secondary
@@ -94,7 +83,7 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 		}
 	}
 	plain := newClient("pgxpool", &harness.Writer{Acquire: pools.Plain.Acquire,
-		Retrier: &retry.Retrier{Policy: requestPolicy(o.RequestTimeout), Classify: classify.Classify}})
+		Retrier: &retry.Retrier{Policy: harness.RetryPolicy(6, o.RequestTimeout), Classify: classify.Classify}})
 	hf := newClient("holdfast", &harness.Writer{F: f, Pool: pools.Holdfast})
 	clients := []*harness.Client{plain, hf}
 
@@ -129,11 +118,10 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 	// start.
 	var gres failovertest.GlobalResult
 	var watch *writableWatch
-	err = harness.Sleep(ctx, o.Warmup)
-	if err == nil {
-		watch, err = watchWritable(ctx, g.DSN(g.Addr(secondaryHead(g))))
-	}
-	if err == nil {
+	stopAt, end, err := wl.Play(ctx, o.Warmup, o.Settle, func() (err error) {
+		if watch, err = watchWritable(ctx, g.DSN(g.Addr(secondaryHead(g)))); err != nil {
+			return err
+		}
 		s := failovertest.GlobalScenario{DNSLag: o.DNSLag, OnEvent: func(e failovertest.Event) { lastEvent.Store(e.Name) }}
 		if o.Op == Failover {
 			s.Detect, s.Audit = o.Detect, "public."+table
@@ -141,12 +129,8 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 		} else {
 			gres, err = g.Switchover(ctx, s)
 		}
-	}
-	if err == nil {
-		err = harness.Sleep(ctx, o.Settle)
-	}
-	stopAt := wl.Stop()
-	end := time.Now()
+		return err
+	})
 	var writable time.Time
 	if watch != nil {
 		writable = watch.stop()

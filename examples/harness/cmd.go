@@ -171,3 +171,24 @@ func (fs *FlagSet) NonNegative(names ...string) error {
 	}
 	return nil
 }
+
+// Positive fails on the first of the duration flags named that is not
+// positive.
+func (fs *FlagSet) Positive(names ...string) error {
+	for _, name := range names {
+		if d := fs.Lookup(name).Value.(flag.Getter).Get().(time.Duration); d <= 0 {
+			return fs.Fail("-%s %v: must be positive", name, d)
+		}
+	}
+	return nil
+}
+
+// Check fails unless there is at least one worker per client
+// ([FlagSet.CheckWorkers]) and the duration flags named are not negative
+// ([FlagSet.NonNegative]).
+func (fs *FlagSet) Check(c Common, nonNegative ...string) error {
+	if err := fs.CheckWorkers(c); err != nil {
+		return err
+	}
+	return fs.NonNegative(nonNegative...)
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"time"
 )
 
 // Counts are the figures of one client every demo has. A demo's
@@ -92,6 +93,23 @@ func (c *Client) Writes(committed func(id int64) bool) Writes {
 		}
 	}
 	return w
+}
+
+// PausedWrites are [Writes] and the longest pause, figures of the write
+// demos global, outage, cloudsql: a demo's ClientResult embeds them, which
+// makes it [Written].
+type PausedWrites struct {
+	Writes
+	// MaxPauseMS is the longest time without an acknowledged write.
+	MaxPauseMS float64 `json:"max_pause_ms"`
+}
+
+// PausedWrites counts c's records as [Client.Writes] does, and its
+// longest time without an acknowledged write from begin to stopAt
+// ([LongestGap]).
+func (c *Client) PausedWrites(committed func(id int64) bool, begin, stopAt time.Time) PausedWrites {
+	from, to := LongestGap(begin, stopAt, c.Acks())
+	return PausedWrites{Writes: c.Writes(committed), MaxPauseMS: MS(to.Sub(from))}
 }
 
 // Table writes a side-by-side table on W: a row a figure, its label in a

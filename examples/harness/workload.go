@@ -99,6 +99,37 @@ func (c *Client) Series(begin time.Time) timeline.Series {
 	return s
 }
 
+// PauseSeries is [Client.Series] with its pause: the longest time without
+// an acknowledged request from begin to stopAt ([LongestGap]), labelled
+// with its length.
+func (c *Client) PauseSeries(begin, stopAt time.Time) timeline.Series {
+	s := c.Series(begin)
+	from, to := LongestGap(begin, stopAt, c.Acks())
+	s.Pause = &timeline.Span{From: from.Sub(begin), To: to.Sub(begin), Label: fmt.Sprintf("longest pause %.0f ms", MS(to.Sub(from)))}
+	return s
+}
+
+// Failures are the clients' failed requests for a chart's subtitle: "NAME
+// FAILED of REQUESTS", comma-separated.
+func Failures[C Counted](clients []C) string {
+	var counts []string
+	for _, c := range clients {
+		n := c.counts()
+		counts = append(counts, fmt.Sprintf("%s %d of %d", n.Name, n.Failed, n.Requests))
+	}
+	return strings.Join(counts, ", ")
+}
+
+// Committed is whether an id is among ids, the ids committed on the
+// writer: the argument of [Client.Writes].
+func Committed(ids []int64) func(id int64) bool {
+	set := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		set[id] = true
+	}
+	return func(id int64) bool { return set[id] }
+}
+
 // loop runs requests until stop is closed: one after the other, Think
 // apart, or with Every one every Every, each on a goroutine of its own
 // (it waits for them before it returns).
@@ -205,6 +236,22 @@ func (w *Workload) Stop() time.Time {
 		w.watch.Wait()
 	})
 	return w.stopAt
+}
+
+// Play plays a demo's fault under the workload: it waits warmup, runs
+// fault, waits settle, then stops the workload ([Workload.Stop]). It
+// returns when it told the workers to stop, when they and the watchers
+// had stopped, and the first error (the steps after it skipped).
+func (w *Workload) Play(ctx context.Context, warmup, settle time.Duration, fault func() error) (stopAt, end time.Time, err error) {
+	err = Sleep(ctx, warmup)
+	if err == nil {
+		err = fault()
+	}
+	if err == nil {
+		err = Sleep(ctx, settle)
+	}
+	stopAt = w.Stop()
+	return stopAt, time.Now(), err
 }
 
 // Count is a client's requests that succeeded and failed in the second of

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"sync/atomic"
+	"time"
 
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/classify"
@@ -147,4 +149,51 @@ func WriteErrorKey(c Classifier, err error) string {
 		return classify.ReasonOutcomeUnknown
 	}
 	return ErrorKey(c, err)
+}
+
+// RetryPolicy is a write demo's retry around each transaction: attempts
+// attempts at most, 50 ms apart at first, each bounded by the default
+// AttemptTimeout (3 s), all within timeout.
+func RetryPolicy(attempts int, timeout time.Duration) retry.Policy {
+	p := retry.Default()
+	p.MaxAttempts = attempts
+	p.InitialInterval = 50 * time.Millisecond
+	p.MaxElapsed = timeout
+	return p
+}
+
+// WriteDDL creates the table of a [WriteClient] (fmt its name in): public,
+// keyed by id.
+const WriteDDL = `CREATE TABLE IF NOT EXISTS public.%s (
+	id     bigint PRIMARY KEY,
+	worker integer NOT NULL,
+	at     timestamptz NOT NULL DEFAULT now()
+)`
+
+// WriteClient is a client of a write demo that runs its transactions as w
+// says (set before the workload starts): each request inserts a row with
+// a new id into table (in public, made by [WriteDDL]), reads it back with
+// the address of the server answering (which instance answered, and at
+// COMMIT acknowledged, the transaction) and commits; a request whose
+// COMMIT's outcome is unknown is resolved by looking the id up on the
+// writer ([Writer.Do]).
+func WriteClient(name, table string, w *Writer) *Client {
+	table = "public." + table
+	const server = "host(inet_server_addr()) || ':' || inet_server_port()"
+	readBack := "SELECT " + server + " FROM " + table + " WHERE id = $1"
+	lookup := "SELECT EXISTS (SELECT 1 FROM " + table + " WHERE id = $1), " + server
+	var ids atomic.Int64
+	return &Client{Name: name, Writer: w, Request: func(ctx context.Context, worker int, r *Record) error {
+		r.ID = ids.Add(1)
+		insert := w.Insert("INSERT INTO " + table + " (id, worker) VALUES ($1, $2)")
+		return w.Do(ctx, r, func(ctx context.Context, tx Tx) error {
+			if err := tx.Exec(ctx, insert, r.ID, worker); err != nil {
+				return err
+			}
+			return tx.QueryRow(ctx, readBack, r.ID).Scan(&r.Server)
+		}, func(ctx context.Context, tx Tx) (found bool, err error) {
+			err = tx.QueryRow(ctx, lookup, r.ID).Scan(&found, &r.Server)
+			return found, err
+		})
+	}}
 }

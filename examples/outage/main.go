@@ -168,10 +168,7 @@ func (o *options) flags(fs *harness.FlagSet) (check func() error) {
 		if !every {
 			o.Every = defaultEvery(o.Scenario)
 		}
-		if err := fs.CheckWorkers(o.Common); err != nil {
-			return err
-		}
-		return fs.NonNegative("think", "warmup", "settle", "down", "detect", "dns-lag", "name-lag", "dns-ttl", "request-timeout", "every")
+		return fs.Check(o.Common, "think", "warmup", "settle", "down", "detect", "dns-lag", "name-lag", "dns-ttl", "request-timeout", "every")
 	}
 }
 

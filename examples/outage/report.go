@@ -117,16 +117,11 @@ func (r *Result) chart(begin, stopAt, end, down, back time.Time, events, logged 
 		Title:  fmt.Sprintf("Outage (%s): plain pgxpool vs holdfast, %d workers each", t.fault, r.Workers),
 		Length: end.Sub(begin),
 	}
-	var counts []string
-	for i, cl := range clients {
-		s := cl.Series(begin)
-		from, to := harness.LongestGap(begin, stopAt, cl.Acks())
-		s.Pause = &timeline.Span{From: from.Sub(begin), To: to.Sub(begin), Label: fmt.Sprintf("longest pause %.0f ms", ms(to.Sub(from)))}
-		c.Series = append(c.Series, s)
-		counts = append(counts, fmt.Sprintf("%s %d of %d", cl.Name, r.Clients[i].Failed, r.Clients[i].Requests))
+	for _, cl := range clients {
+		c.Series = append(c.Series, cl.PauseSeries(begin, stopAt))
 	}
 	c.Subtitle = fmt.Sprintf("back %.0f ms after the fault, requests bounded by %.0f ms; failed requests: %s",
-		r.OutageMS, r.RequestTimeoutMS, strings.Join(counts, ", "))
+		r.OutageMS, r.RequestTimeoutMS, harness.Failures(r.Clients))
 	c.Bands = []timeline.Band{{Label: "database down", From: down.Sub(begin), To: back.Sub(begin), Color: "#f9d5d3"}}
 	for _, e := range events {
 		c.Marks = append(c.Marks, timeline.Mark{Label: e.Name, At: e.At.Sub(begin)})

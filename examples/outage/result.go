@@ -36,11 +36,10 @@ type Result struct {
 // ClientResult is one client's figures: the write demos' own (name,
 // requests, ok, failed, errors, retries, runner, outcome_unknown,
 // acknowledged and lost writes; misplaced writes are not measured here,
-// always 0: a standby refuses writes), and the outage's.
+// always 0: a standby refuses writes), the longest pause
+// (harness.PausedWrites), and the outage's.
 type ClientResult struct {
-	harness.Writes
-	// MaxPauseMS is the longest time without an acknowledged write.
-	MaxPauseMS float64 `json:"max_pause_ms"`
+	harness.PausedWrites
 	// ResumeAfterBackMS is the time from the database back to the first
 	// acknowledgement of a write that started after it; null when none
 	// did before the end of the run.
@@ -94,14 +93,8 @@ func (r *Result) measure(ctx context.Context, tgt *target, clients []*harness.Cl
 		if err != nil {
 			return err
 		}
-		committed := make(map[int64]bool, len(ids))
-		for _, id := range ids {
-			committed[id] = true
-		}
-		cr := ClientResult{Writes: cl.Writes(func(id int64) bool { return committed[id] }),
+		cr := ClientResult{PausedWrites: cl.PausedWrites(harness.Committed(ids), begin, stopAt),
 			ConnectsWhileDown: dialers[cl.Name].between(down, back)}
-		from, to := harness.LongestGap(begin, stopAt, cl.Acks())
-		cr.MaxPauseMS = ms(to.Sub(from))
 		var first time.Time
 		for _, rec := range cl.Records() {
 			cr.SlowestMS = max(cr.SlowestMS, ms(rec.Took()))

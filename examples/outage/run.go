@@ -57,38 +57,24 @@ func start(ctx context.Context, o options, progress io.Writer) (*target, error) 
 		if err != nil {
 			return nil, err
 		}
-		return &target{
-			what: fmt.Sprintf("endpoint %s (primary %s at %s, standby %s at %s%s)", m.Endpoint,
-				m.Primary(), m.Addr(m.Primary()), m.Standby(), m.Addr(m.Standby()), singleIP(m.SingleIP)),
-			poolConfig: func(extra ...string) (*pgxpool.Config, error) { return m.PoolConfig(m.Endpoint, extra...) },
-			committed:  m.CommittedIDs,
-			fault: func(ctx context.Context, on func(outagetest.Event)) ([]outagetest.Event, time.Time, time.Time, error) {
-				res, err := m.Failover(ctx, outagetest.FailoverScenario{Detect: o.Detect, DNSLag: o.DNSLag, Rejoin: true, OnEvent: on})
-				return span(res, err, outagetest.EventSilent, outagetest.EventDNS)
-			},
-			close: func() { _ = m.Close() },
-		}, nil
+		return duoTarget("endpoint", m.Endpoint, m.SingleIP, m, func(ctx context.Context, on func(outagetest.Event)) ([]outagetest.Event, time.Time, time.Time, error) {
+			res, err := m.Failover(ctx, outagetest.FailoverScenario{Detect: o.Detect, DNSLag: o.DNSLag, Rejoin: true, OnEvent: on})
+			return span(res, err, outagetest.EventSilent, outagetest.EventDNS)
+		}), nil
 	case Demoted:
 		fmt.Fprintln(progress, "starting a primary behind a DNS name and its readable standby (PostgreSQL, synchronous replication) ...")
 		p, err := outagetest.StartPair(ctx, outagetest.PairConfig{TTL: o.ClusterTTL()})
 		if err != nil {
 			return nil, err
 		}
-		return &target{
-			what: fmt.Sprintf("name %s (primary %s at %s, standby %s at %s%s)", p.Name,
-				p.Primary(), p.Addr(p.Primary()), p.Standby(), p.Addr(p.Standby()), singleIP(p.SingleIP)),
-			poolConfig: func(extra ...string) (*pgxpool.Config, error) { return p.PoolConfig(p.Name, extra...) },
-			committed:  p.CommittedIDs,
-			fault: func(ctx context.Context, on func(outagetest.Event)) ([]outagetest.Event, time.Time, time.Time, error) {
-				// The fault begins with the fast shutdown, the event
-				// comes once it is done.
-				began := time.Now()
-				res, err := p.Demote(ctx, outagetest.DemoteScenario{NameLag: o.NameLag, OnEvent: on})
-				events, _, back, err := span(res, err, outagetest.EventStopped, outagetest.EventDNS)
-				return events, began, back, err
-			},
-			close: func() { _ = p.Close() },
-		}, nil
+		return duoTarget("name", p.Name, p.SingleIP, p, func(ctx context.Context, on func(outagetest.Event)) ([]outagetest.Event, time.Time, time.Time, error) {
+			// The fault begins with the fast shutdown, the event comes
+			// once it is done.
+			began := time.Now()
+			res, err := p.Demote(ctx, outagetest.DemoteScenario{NameLag: o.NameLag, OnEvent: on})
+			events, _, back, err := span(res, err, outagetest.EventStopped, outagetest.EventDNS)
+			return events, began, back, err
+		}), nil
 	}
 	fmt.Fprintln(progress, "starting a PostgreSQL server ...")
 	s, err := pgtest.Start(ctx, pgtest.Options{})
@@ -114,6 +100,30 @@ func start(ctx context.Context, o options, progress io.Writer) (*target, error) 
 		},
 		close: func() { _ = s.Stop() },
 	}, nil
+}
+
+// duo is a primary and its standby behind a name: an outagetest.MultiAZ
+// or Pair.
+type duo interface {
+	Primary() string
+	Standby() string
+	Addr(id string) string
+	PoolConfig(host string, extra ...string) (*pgxpool.Config, error)
+	CommittedIDs(ctx context.Context, table string) ([]int64, error)
+	Close() error
+}
+
+// duoTarget is the target of d, reached at host (an endpoint or a name, as
+// kind says), and its fault.
+func duoTarget(kind, host string, single bool, d duo, fault func(ctx context.Context, on func(outagetest.Event)) ([]outagetest.Event, time.Time, time.Time, error)) *target {
+	return &target{
+		what: fmt.Sprintf("%s %s (primary %s at %s, standby %s at %s%s)", kind, host,
+			d.Primary(), d.Addr(d.Primary()), d.Standby(), d.Addr(d.Standby()), singleIP(single)),
+		poolConfig: func(extra ...string) (*pgxpool.Config, error) { return d.PoolConfig(host, extra...) },
+		committed:  d.CommittedIDs,
+		fault:      fault,
+		close:      func() { _ = d.Close() },
+	}
 }
 
 func singleIP(single bool) string {
@@ -276,17 +286,6 @@ func (h logEvents) WithGroup(name string) slog.Handler {
 	return logEvents{next: h.next.WithGroup(name), mu: h.mu, events: h.events}
 }
 
-// requestPolicy is the plain client's retry around each transaction: a
-// few attempts, each bounded by the default AttemptTimeout (3 s), within
-// the request's bound.
-func requestPolicy(timeout time.Duration) retry.Policy {
-	p := retry.Default()
-	p.MaxAttempts = 5
-	p.InitialInterval = 50 * time.Millisecond
-	p.MaxElapsed = timeout
-	return p
-}
-
 // classifier names the errors that carry no SQLSTATE: the built-in rules,
 // after holdfast's waits that ended first (a database down, a connect not
 // admitted). Not the factory's own: it says Fatal "outcome-unknown" of a
@@ -338,7 +337,7 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 	defer pools.Close()
 
 	plain := newClient("pgxpool", &harness.Writer{Acquire: pools.Plain.Acquire,
-		Retrier: &retry.Retrier{Policy: requestPolicy(timeout), Classify: classify.Classify}})
+		Retrier: &retry.Retrier{Policy: harness.RetryPolicy(5, timeout), Classify: classify.Classify}})
 	hf := newClient("holdfast", &harness.Writer{F: f, Pool: pools.Holdfast})
 	clients := []*harness.Client{plain, hf}
 	for _, c := range clients {
@@ -377,15 +376,10 @@ func run(ctx context.Context, o options, progress io.Writer) (*Result, error) {
 	// The fault, after the warmup.
 	var events []outagetest.Event
 	var down, back time.Time
-	err = harness.Sleep(ctx, o.Warmup)
-	if err == nil {
+	stopAt, end, err := wl.Play(ctx, o.Warmup, o.Settle, func() (err error) {
 		events, down, back, err = tgt.fault(ctx, func(e outagetest.Event) { lastEvent.Store(e.Name) })
-	}
-	if err == nil {
-		err = harness.Sleep(ctx, o.Settle)
-	}
-	stopAt := wl.Stop()
-	end := time.Now()
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -132,10 +132,7 @@ func (o *options) flags(fs *harness.FlagSet) (check func() error) {
 		case o.Pool < o.Readers+1:
 			return fs.Fail("-pool %d: want at least -readers + 1 (%d)", o.Pool, o.Readers+1)
 		}
-		if err := fs.CheckWorkers(o.Common); err != nil {
-			return err
-		}
-		if err := fs.NonNegative("think", "steady", "join-wait", "crash-for", "lag", "max-lag", "lag-for", "dns-ttl"); err != nil {
+		if err := fs.Check(o.Common, "think", "steady", "join-wait", "crash-for", "lag", "max-lag", "lag-for", "dns-ttl"); err != nil {
 			return err
 		}
 		if o.Refresh <= 0 || o.RequestTimeout <= 0 {

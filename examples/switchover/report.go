@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/holdfast-db/holdfast/examples/harness"
@@ -65,8 +64,7 @@ func (r *Result) chart(begin, end time.Time, sres bluegreentest.SwitchoverResult
 		Title:  fmt.Sprintf("Blue/green switchover (scenario %s): plain pgxpool vs holdfast, %d workers each", r.Scenario, r.Workers),
 		Length: end.Sub(begin),
 	}
-	var counts []string
-	for i, cl := range clients {
+	for _, cl := range clients {
 		s := cl.Series(begin)
 		var slowest harness.Record
 		for _, rec := range cl.Records() {
@@ -79,9 +77,8 @@ func (r *Result) chart(begin, end time.Time, sres bluegreentest.SwitchoverResult
 			s.Pause = &timeline.Span{From: from, To: from + slowest.Took(), Label: fmt.Sprintf("longest pause %.0f ms", ms(slowest.Took()))}
 		}
 		c.Series = append(c.Series, s)
-		counts = append(counts, fmt.Sprintf("%s %d of %d", cl.Name, r.Clients[i].Failed, r.Clients[i].Requests))
 	}
-	c.Subtitle = fmt.Sprintf("IN_PROGRESS lasted %.0f ms, primary afterwards: %s; failed requests: %s", r.InProgressMS, r.Primary, strings.Join(counts, ", "))
+	c.Subtitle = fmt.Sprintf("IN_PROGRESS lasted %.0f ms, primary afterwards: %s; failed requests: %s", r.InProgressMS, r.Primary, harness.Failures(r.Clients))
 	// The phases: each status the script wrote, until the next (or the end).
 	phases := map[string]struct{ label, color string }{
 		bluegreentest.StatusInitiated:      {"PREPARATION", "#fdf1c7"},

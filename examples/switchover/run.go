@@ -137,8 +137,10 @@ func run(ctx context.Context, env *bluegreentest.Env, o options, progress io.Wri
 	// around an idempotent transaction, classified by the built-in rules.
 	// The ids are unique across the clients, which write the same table.
 	var ids atomic.Int64
+	// The plain client's retry: a handful of attempts within the bluegreen
+	// ConnectTimeout.
 	plain := newClient("pgxpool", &harness.Writer{Acquire: pools.Plain.Acquire,
-		Retrier: &retry.Retrier{Policy: requestPolicy(), Classify: classify.Classify}}, &ids)
+		Retrier: &retry.Retrier{Policy: harness.RetryPolicy(5, 35*time.Second), Classify: classify.Classify}}, &ids)
 	hfPool := pools.Holdfast
 	router := f.BlueGreen(hfPool)
 	hf := newClient("holdfast", &harness.Writer{F: f, Pool: hfPool}, &ids)
@@ -229,16 +231,6 @@ func printMode(w io.Writer, env *bluegreentest.Env) {
 	fmt.Fprintf(w, "      the simulator's dialer presents them as %s:%d and %s:%d, so holdfast sees the same topology.\n",
 		b.Host, b.Port, g.Host, g.Port)
 	fmt.Fprintf(w, "      To run with two addresses, add them to the loopback interface (%s).\n", bluegreentest.AliasHelp)
-}
-
-// requestPolicy is the holdfast client's retry around a transaction: a
-// handful of attempts within the bluegreen ConnectTimeout.
-func requestPolicy() retry.Policy {
-	p := retry.Default()
-	p.MaxAttempts = 5
-	p.InitialInterval = 50 * time.Millisecond
-	p.MaxElapsed = 35 * time.Second
-	return p
 }
 
 // waitFor waits until cond holds on the router's status, or ctx ends, or
