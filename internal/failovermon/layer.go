@@ -374,7 +374,8 @@ func (fo *Layer) Inactive() bool { return !fo.across && fo.inactive(fo.m.Snapsho
 // InactiveWrite returns err, a write's failure on one of the pool's
 // connections, as a *failover.WriterRegionError when it is a 25006 and
 // the pool is on a secondary Region's inactive cluster endpoint
-// (Inactive) or read-only out of home; nil otherwise. On the failure path only.
+// (Inactive) or read-only out of home; nil otherwise. On the failure
+// path only.
 func (fo *Layer) InactiveWrite(err error) error {
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) || pe.Code != "25006" {

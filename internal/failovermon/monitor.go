@@ -1201,17 +1201,12 @@ func (m *Monitor) learn(ctx context.Context, rows []topology.Row) {
 		next[r.ServerID] = in
 	}
 	var gone, goneIDs []string
-	var left []failover.Event
 	for id, old := range m.instances {
 		if _, ok := next[id]; !ok && old.addr != "" {
 			gone, goneIDs = append(gone, old.addr), append(goneIDs, id)
-			e := failover.Event{Name: EventLeft, Server: id}
-			if m.engine == topology.EngineGlobal {
-				e.Region = old.region
-			}
-			left = append(left, e)
 		}
 	}
+	prev := m.instances
 	m.instances = next
 	hosts := map[string]bool{"": true, m.peer: true}
 	for _, in := range next {
@@ -1224,8 +1219,8 @@ func (m *Monitor) learn(ctx context.Context, rows []topology.Row) {
 		// The cut first, then the events and the line: whoever sees the
 		// event finds the connections cut.
 		m.notify(Change{Kind: InstancesLeft, Gone: gone, GoneIDs: goneIDs})
-		for _, e := range left {
-			m.emit(e)
+		for _, id := range goneIDs {
+			m.emit(m.eventOf(EventLeft, id, prev[id].region))
 		}
 		m.cfg.Logger.Info("failover: instances left the cluster's topology; their connections are cut",
 			slog.Any("instances", goneIDs), slog.Any("addrs", gone))

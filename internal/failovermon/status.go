@@ -78,11 +78,17 @@ func (m *Monitor) Active() bool {
 }
 
 func (m *Monitor) event(name, server string) {
+	m.emit(m.eventOf(name, server, m.instances[server].region))
+}
+
+// eventOf is the event name of server, whose Region is region (told for
+// an Aurora Global Database only).
+func (m *Monitor) eventOf(name, server, region string) failover.Event {
 	e := failover.Event{Name: name, Server: server}
 	if m.engine == topology.EngineGlobal {
-		e.Region = m.instances[server].region
+		e.Region = region
 	}
-	m.emit(e)
+	return e
 }
 
 // emit adds e, at now, to the timeline and gives it to Config.OnEvent.

@@ -129,8 +129,10 @@ func RemotePort(c *pgx.Conn) int {
 // cancel request and drains the socket for up to 15 s each: against a
 // server that stopped answering (SIGSTOP, a black hole) that goroutine, and
 // whoever waits for it, would hang that long. After Abandon, the guarded
-// socket's I/O fails at once and the cancel request is not sent, so the
-// cleanup ends at once.
+// socket's I/O fails at once and no dial is made (a connect's next
+// address), so the cleanup ends at once. (No cancel request is dialed on
+// a monitor's connection in any case: the engine's monitorConnect makes
+// every monitor's connection dial nothing once it is made.)
 type Guard struct {
 	dial      func(ctx context.Context, network, addr string) (net.Conn, error)
 	abandoned atomic.Bool
@@ -151,7 +153,7 @@ func Guarded(cc *pgx.ConnConfig) *Guard {
 
 func (g *Guard) dialGuarded(ctx context.Context, network, addr string) (net.Conn, error) {
 	if g.abandoned.Load() {
-		return nil, errAbandoned // the cancel request of an abandoned connection
+		return nil, errAbandoned // a connect's next address, after Abandon
 	}
 	c, err := g.dial(ctx, network, addr)
 	if err != nil {
