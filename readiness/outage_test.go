@@ -2,12 +2,15 @@ package readiness_test
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/readiness"
 )
@@ -95,4 +98,65 @@ func until(t *testing.T, d time.Duration, c *readiness.Checker, cond func(readin
 		}
 		<-tick.C
 	}
+}
+
+// The token source down while the database is up (the password function
+// fails with a Transient error: an IAM token API's 503): readiness warns,
+// reason "token-source-down", and does not fail after NotReadyAfter, since
+// the pool's open connections still serve (the database check fails it if
+// they end); ready again when the token source is back.
+func TestReadinessTokenSourceDown(t *testing.T) {
+	t.Parallel()
+	s := pgtest.NewServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var down atomic.Bool
+	errToken := errors.New("token API: 503")
+	f, err := holdfast.New(
+		holdfast.WithPasswordFunc(func(context.Context, string) (string, error) {
+			if down.Load() {
+				return "", errToken
+			}
+			return "unused-by-trust-auth", nil
+		}),
+		holdfast.WithClassifier(func(err error) (classify.Verdict, bool) {
+			return classify.Verdict{Class: classify.Transient, Reason: "token-503"}, errors.Is(err, errToken)
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	cfg, err := pgxpool.ParseConfig(s.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := f.NewPool(ctx, cfg, holdfast.PoolName("orders"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	const notReadyAfter = time.Second
+	c, err := readiness.New(readiness.Config{Factory: f, NotReadyAfter: notReadyAfter, CheckInterval: 50 * time.Millisecond}, readiness.Pool(pool))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	down.Store(true)
+	pool.Reset() // its connections end: new ones need a token
+	rctx, rcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, _ = pool.Exec(rctx, "SELECT 1")
+	rcancel()
+	st := until(t, 5*time.Second, c, func(st readiness.Status) bool { return st.Reason == "token-source-down" })
+	since := st.Database.DownSince
+	st = until(t, 5*time.Second, c, func(st readiness.Status) bool {
+		return st.Health != readiness.Warn || st.Reason != "token-source-down" || time.Since(since) > notReadyAfter+500*time.Millisecond
+	})
+	if st.Health != readiness.Warn || st.Reason != "token-source-down" {
+		t.Fatalf("the token source down %v: %s; want warn token-source-down until it is back", time.Since(since).Round(time.Millisecond), st)
+	}
+	down.Store(false)
+	until(t, 5*time.Second, c, func(st readiness.Status) bool { return st.Health == readiness.Pass })
 }

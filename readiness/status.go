@@ -1,6 +1,7 @@
 package readiness
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/internal/drain"
 	"github.com/holdfast-db/holdfast/internal/enum"
+	"github.com/holdfast-db/holdfast/internal/outage"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -55,6 +57,7 @@ const (
 	reasonSaturated     = "pool-saturated"
 	reasonFailover      = "failover"
 	reasonDown          = "database-down"
+	reasonTokenDown     = "token-source-down"
 	reasonWaking        = "waking"
 	reasonOutOfHome     = "writer-out-of-home"
 )
@@ -118,6 +121,10 @@ type Status struct {
 	//	database-down   warn, fail  the pool's database is down (holdfast.WithOutage holds the requests
 	//	                            that need a new connection): warn until NotReadyAfter, fail after;
 	//	                            ready again as soon as it is back
+	//	token-source-down  warn     no new connection can be made: the password function (an IAM
+	//	                            token source) fails and holdfast.WithOutage holds the requests that
+	//	                            need one; the pool's open connections still serve, so it does not
+	//	                            fail (the database check does, if they end)
 	//	waking          warn        the pool wakes its paused database (holdfast.WithServerlessV2): its
 	//	                            requests wait for the resume, within WakeFor; database-down after it
 	//	failover        warn        checks failed while the cluster fails over (holdfast.WithFailover):
@@ -385,6 +392,8 @@ func (c *Checker) targetStatusLocked(t *target, st *pgxpool.Stat) TargetStatus {
 		s.Reason = reasonStartupFailed
 	case g.gate != gateOpen:
 		s.Reason = reasonStarting
+	case out.Down && tokenDown(out):
+		s.Health, s.Reason = Warn, reasonTokenDown
 	case out.Down && c.now().Sub(out.Since) >= c.cfg.NotReadyAfter:
 		s.Reason = reasonDown
 	case out.Down:
@@ -425,4 +434,11 @@ func (c *Checker) noteLocked(s Status) {
 	}
 	c.lastHealth, c.lastReason = s.Health, s.Reason
 	c.tel.Changed(c.ctx, s.Ready(), string(s.Health), s.Reason)
+}
+
+// tokenDown reports whether the outage is the token source's (the
+// password function's) rather than the database's.
+func tokenDown(out outage.State) bool {
+	var ce *outage.CredentialsError
+	return errors.As(out.Cause, &ce)
 }

@@ -96,13 +96,14 @@ func (cn *connector) plainDial(ctx context.Context, base pgconn.DialFunc, networ
 // issuePassword sets cc's password to a fresh one from the password
 // function, issued for the name the server answers to: the first of the
 // routing's names (authHosts: compose.Conn.SetAuthHosts, or a blue/green
-// monitor's), else cc's host.
-func (cn *connector) issuePassword(ctx context.Context, cc *pgx.ConnConfig, authHosts []string) error {
+// monitor's), else cc's host. held, when not nil, is asked after a fetch
+// that failed (fetchPassword).
+func (cn *connector) issuePassword(ctx context.Context, cc *pgx.ConnConfig, authHosts []string, held heldFunc) error {
 	host := cc.Host
 	if len(authHosts) > 0 {
 		host = authHosts[0]
 	}
-	cr, err := cn.fetchPassword(ctx, host)
+	cr, err := cn.fetchPassword(ctx, host, held)
 	if err != nil {
 		if f := cn.errs.FailureOf(err); f != nil {
 			// It ends the connect: pgx's prefix, as pgx would write it.
@@ -117,18 +118,44 @@ func (cn *connector) issuePassword(ctx context.Context, cc *pgx.ConnConfig, auth
 	return nil
 }
 
+// heldFunc is asked after a password fetch failed with err, before any
+// retry: stop ends the fetch with err (an error of the layers', or err
+// itself); again starts it afresh, a first fetch (the layers waited for
+// the token source to come back: no retry is spent on waiting); neither
+// lets the fetch's own retries go on.
+type heldFunc func(err error) (again bool, stop error)
+
+// fetchOnce is the heldFunc of a fetch made once: the outage prober's
+// check, whose pace is its retry.
+func fetchOnce(err error) (bool, error) { return false, err }
+
 // fetchPassword fetches the password or token of a connection to host,
 // under the retry policy, each call bounded by the policy's
-// AttemptTimeout. The user is set only by a credentials function.
-func (cn *connector) fetchPassword(ctx context.Context, host string) (Credentials, error) {
-	start := time.Now()
-	pw, err := cn.boundedPassword(ctx, host)
-	if err == nil {
-		// No budget refund: a token fetched while the database is down
-		// says nothing of the database. The refund comes when the
-		// connection's handshake completes.
-		cn.tel.FirstTry(ctx, LayerPassword)
-		return pw, nil
+// AttemptTimeout. After a first call that failed it asks held (when not
+// nil) before retrying. The user is set only by a credentials function.
+func (cn *connector) fetchPassword(ctx context.Context, host string, held heldFunc) (Credentials, error) {
+	var start time.Time
+	var pw Credentials
+	var err error
+	for {
+		start = time.Now()
+		if pw, err = cn.boundedPassword(ctx, host); err == nil {
+			// No budget refund: a token fetched while the database is down
+			// says nothing of the database. The refund comes when the
+			// connection's handshake completes.
+			cn.tel.FirstTry(ctx, LayerPassword)
+			return pw, nil
+		}
+		if held == nil {
+			break
+		}
+		again, stop := held(err)
+		if stop != nil {
+			return Credentials{}, stop
+		}
+		if !again {
+			break
+		}
 	}
 	ctx, cancel := Within(ctx, start, cn.fetch.Policy) // MaxElapsed from the first fetch, not from its failure
 	defer cancel()

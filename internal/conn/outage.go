@@ -2,6 +2,7 @@ package conn
 
 import (
 	"context"
+	"errors"
 	"net"
 	"time"
 
@@ -157,8 +158,10 @@ func (p *Pool) probe(ctx context.Context, tmpl *pgx.ConnConfig, lookup pgconn.Lo
 		tuneSocket(conn)
 		return conn, nil
 	}
-	if err := p.monitorConnect(ctx, cc, nil); err != nil {
-		return nil, dialed, err
+	if err := p.monitorConnectWith(ctx, cc, nil, fetchOnce); err != nil {
+		// The token source's failure, not the database's: one fetch a
+		// check, the prober's pace its retry.
+		return nil, dialed, &outage.CredentialsError{Err: p.e.cn.redact(err)}
 	}
 	pc, err := pgconn.ConnectConfig(ctx, &cc.Config)
 	if err != nil {
@@ -177,6 +180,11 @@ func (r *outageReport) Down(cause error, v classify.Verdict, addr string) {
 	hint := "requests that need a new connection wait for it up to " + r.holdFor.String() + " (WithOutage's HoldFor) and their own deadline; it is checked with backoff"
 	if r.holdFor < 0 {
 		hint = "requests that need a new connection fail at once with ErrDatabaseDown while it is down (WithOutage's HoldFor is negative); it is checked with backoff"
+	}
+	var ce *outage.CredentialsError
+	if errors.As(cause, &ce) {
+		// The database may well be up: say where to look.
+		hint = "no new connection can be made: the password function (the token source) fails; the pool's open connections still serve. Check the token source (the IAM token API, its quota, the network to it); " + hint
 	}
 	r.o.Down(cause, v, addr, hint)
 }

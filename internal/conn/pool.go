@@ -455,7 +455,7 @@ func (p *Pool) connect(ctx context.Context, h compose.Conn, cc *pgx.ConnConfig, 
 		return err
 	}
 	if cn.password != nil {
-		if err := cn.issuePassword(ctx, cc, c.authHosts); err != nil {
+		if err := cn.issuePassword(ctx, cc, c.authHosts, p.tokenHeld(ctx, c)); err != nil {
 			c.failedLayer = LayerPassword
 			return err
 		}
@@ -473,18 +473,44 @@ func (p *Pool) connect(ctx context.Context, h compose.Conn, cc *pgx.ConnConfig, 
 	return nil
 }
 
+// tokenHeld is the heldFunc of c's password fetch: a fetch that failed
+// with a retryable error (the token source down: an IAM token API's 503)
+// is a sign for the outage layer, whose prober checks at once, and the
+// fetch waits for its verdict as a failed dial does (connState.hold):
+// while the token source is down no connect of the pool fetches on its
+// own, and at "back" each starts afresh. A pool without the layer, or
+// one not yet connected (startup's), retries under the policy.
+func (p *Pool) tokenHeld(ctx context.Context, c *connState) heldFunc {
+	if p.out == nil {
+		return nil
+	}
+	return func(err error) (bool, error) {
+		if !p.e.cn.classifier.Classify(err).Retryable() {
+			return false, nil
+		}
+		p.out.CredentialsFailed()
+		return c.hold(ctx)
+	}
+}
+
 // monitorConnect prepares a monitor's connection (blue/green, failover,
 // the outage prober's check): no cancel request (noCancelRequest), the
 // engine's password, issued for the monitor's server (authHosts, the
 // blue/green router's names for it; nil: its host), never the pool's
 // hooks.
 func (p *Pool) monitorConnect(ctx context.Context, cc *pgx.ConnConfig, authHosts []string) error {
+	return p.monitorConnectWith(ctx, cc, authHosts, nil)
+}
+
+// monitorConnectWith is monitorConnect, its password fetch asking held
+// after a failure (fetchOnce: the outage prober's check).
+func (p *Pool) monitorConnectWith(ctx context.Context, cc *pgx.ConnConfig, authHosts []string, held heldFunc) error {
 	noCancelRequest(cc)
 	cn := p.e.cn
 	if cn.password == nil {
 		return nil
 	}
-	if err := cn.issuePassword(ctx, cc, authHosts); err != nil {
+	if err := cn.issuePassword(ctx, cc, authHosts, held); err != nil {
 		return err
 	}
 	p.e.tel.Secret(cc.Password)

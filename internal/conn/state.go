@@ -992,7 +992,7 @@ func (c *connState) retryRound(ctx context.Context, network, addr string) (net.C
 	err := c.retry(ctx, &r, prior, last, func(ctx context.Context) error {
 		dialed = true
 		if c.authRetried && c.cn.password != nil && !refreshed {
-			cr, err := c.cn.fetchPassword(ctx, c.retryHost())
+			cr, err := c.cn.fetchPassword(ctx, c.retryHost(), nil)
 			if err != nil {
 				return err
 			}

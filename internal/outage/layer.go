@@ -676,6 +676,24 @@ func (l *Layer) onFailed(addr string, established bool) {
 	l.suspect(addr)
 }
 
+// CredentialsFailed is a sign: a connect of the pool could not fetch its
+// password or token (the password function failed with a retryable
+// error: the token source, an IAM token API, is down). The prober checks
+// at once; no address is suspected, so the pool's connections stay.
+func (l *Layer) CredentialsFailed() { l.suspect("") }
+
+// CredentialsError is a check's failure to fetch the password or token
+// of its connection (the engine's probe wraps it): the token source's,
+// not the database's. A retryable one finds the pool down as an
+// unreachable database does, since no new connection can be made: its
+// connections, which need no new token, stay and serve; a fatal one (a
+// refused IAM role) ends a suspicion, and the pool's own connects
+// surface it.
+type CredentialsError struct{ Err error }
+
+func (e *CredentialsError) Error() string { return e.Err.Error() }
+func (e *CredentialsError) Unwrap() error { return e.Err }
+
 // suspect starts the prober on a sign of the database being down (addr:
 // the address that failed, "" when unknown), once the pool connected and
 // unless a layer that outranks this one routes it.
@@ -977,12 +995,19 @@ func (l *Layer) rearm() {
 // downKind reports whether a failed check says the database is down (it
 // could not be reached, or it refused because it is shutting down,
 // starting or recovering, or it is read-only for a pool meant for
-// writes): else the server answered (it accepts connections) or the check
-// could not be made (a password function's failure).
+// writes), or no connection can be made (a retryable failure of the
+// password function: CredentialsError): else the server answered (it
+// accepts connections) or the check could not be made (the password
+// function's fatal failure).
 func (l *Layer) downKind(err error) (isDown bool, v classify.Verdict) {
 	var nw *NotWritableError
 	if errors.As(err, &nw) {
 		return true, classify.Verdict{Class: classify.Transient, Reason: classify.ReasonNotWritable}
+	}
+	var ce *CredentialsError
+	if errors.As(err, &ce) {
+		v = l.cfg.Classify(ce.Err)
+		return v.Retryable(), v
 	}
 	v = l.cfg.Classify(err)
 	switch v.Reason {

@@ -13,12 +13,19 @@ import (
 // it can follow the engine's values; [DefaultHold] gives the values of
 // RESULTS.md.
 //
-//   - Down. A pool is down after DownAfter failed connect attempts in a
-//     row, counted across its connects (a success anywhere in the pool
-//     resets the count), and, with BreakDown, at once when the database
-//     breaks its open connections (a fast shutdown sends 57P01 to each:
-//     the "refusals across connections" of the issue). A token API
-//     failure is a connect failure like any other.
+//   - Down. With Pace (the engine's), a failed connect attempt is a sign:
+//     the prober checks at once, the connect waiting for its verdict (no
+//     retry of its own), and the check finds the pool down. The engine
+//     does so for a failed dial or handshake and for a token its password
+//     function could not fetch (a retryable failure: internal/conn's
+//     tokenHeld). Without Pace (the variants of a schedule), or with
+//     NoSignCheck (what the engine did for a token before), a pool is
+//     down after DownAfter failed connect attempts in a row, counted
+//     across its connects (a success anywhere in the pool resets the
+//     count). With BreakDown, at once when the database breaks its open
+//     connections (a fast shutdown sends 57P01 to each: the "refusals
+//     across connections" of the issue). A token API failure is a connect
+//     failure like any other.
 //   - Prober. One per pool. With Pace (holdfast's defaults: pace.Engine)
 //     its delays are internal/pace's Pacer, the code the engine's prober
 //     runs (internal/outage), started when the pool goes down, told how
@@ -59,6 +66,7 @@ import (
 type Hold struct {
 	DownAfter       int           // consecutive failed connect attempts that make a pool down (>= 1)
 	BreakDown       bool          // a pool whose connections the database breaks is down at once
+	NoSignCheck     bool          // with Pace: no check at a failed attempt's sign (down after DownAfter instead)
 	ProbeInitial    time.Duration // the delay of the first probe after the pool goes down
 	ProbeMultiplier float64       // each later delay is this times the last (>= 1)
 	ProbeMax        time.Duration // the longest delay between probes
@@ -72,7 +80,9 @@ type Hold struct {
 }
 
 // DefaultHold returns the hold of RESULTS.md's "holdfast defaults": down
-// after 2 failed attempts in a row or at the database's break; probes at
+// at the check the first failed attempt's sign makes, or at the
+// database's break (DownAfter, 2, applies to the variants without Pace);
+// probes at
 // the engine's pace (pace.Engine: the check at the sign, then every 100 ms
 // while requests wait for the outage's first 10 s, doubling to 2 s, ±20 %);
 // a wait of at most 30 s; a probe is the dial of a waiting connect when
@@ -116,6 +126,9 @@ func (h Hold) validate() error {
 // String describes h in a line, for the tables.
 func (h Hold) String() string {
 	down := fmt.Sprintf("down after %d failures", h.DownAfter)
+	if h.Pace != nil && !h.NoSignCheck {
+		down = "down at the check of a failure's sign"
+	}
 	if h.BreakDown {
 		down += " or the break"
 	}
@@ -153,8 +166,9 @@ func HoldVariants() []Strategy {
 		return s
 	}
 	return []Strategy{
-		with("hold: down after 1 failure", func(h *Hold) { h.DownAfter = 1 }),
-		with("hold: down after 3 failures", func(h *Hold) { h.DownAfter = 3 }),
+		with("hold: no check at a failure's sign, down after 2 failures (the engine before, for a token)", func(h *Hold) { h.NoSignCheck = true }),
+		with("hold: no check at a failure's sign, down after 1 failure", func(h *Hold) { h.NoSignCheck, h.DownAfter = true, 1 }),
+		with("hold: no check at a failure's sign, down after 3 failures", func(h *Hold) { h.NoSignCheck, h.DownAfter = true, 3 }),
 		with("hold: the break does not count", func(h *Hold) { h.BreakDown = false }),
 		with("hold: the prober's own connection", func(h *Hold) { h.ProbeWithHeld = false }),
 		with("hold: the pace following the demand (pace.Polite, proposed)", func(h *Hold) { p := pace.Polite(); h.Pace = &p }),
@@ -206,7 +220,19 @@ func (s *sim) isDown(pod int32) bool {
 func (s *sim) holdFailed(pod int32, now int64) {
 	h := s.pods[pod].hold
 	h.fails++
-	if !h.down && h.fails >= s.c.Strategy.Hold.DownAfter {
+	if h.down {
+		return
+	}
+	if hc := s.c.Strategy.Hold; hc.Pace != nil && !hc.NoSignCheck {
+		// The engine's prober checks at once at a sign (a failed dial or
+		// handshake, a token the password function could not fetch:
+		// suspect), the connect's retry waiting for its verdict, and
+		// that check finds it down.
+		s.count(pod, now, attemptProbe)
+		s.goDown(pod, now)
+		return
+	}
+	if h.fails >= s.c.Strategy.Hold.DownAfter {
 		s.goDown(pod, now)
 	}
 }

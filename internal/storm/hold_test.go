@@ -12,12 +12,10 @@ import (
 // The goals of issue 30 (item 5) for holdfast's defaults, at every rate of
 // demandRates.
 const (
-	goalRetries      = 0.05            // retries ÷ first attempts
-	goalPeakDuring   = 1.3             // peak during the outage ÷ no retry's
-	goalPeakAfter3   = 3.0             // peak after recovery, ×steady
-	goalMedianBack   = 2 * time.Second // the median pod holds a connection again
-	maxRetriesPerPod = 1.0             // the lone connect's one retry before its pool goes down
-	maxRetriesOfNone = 0.05            // retries ÷ no retry's first attempts (the demand)
+	goalRetries    = 0.05            // retries ÷ first attempts
+	goalPeakDuring = 1.3             // peak during the outage ÷ no retry's
+	goalPeakAfter3 = 3.0             // peak after recovery, ×steady
+	goalMedianBack = 2 * time.Second // the median pod holds a connection again
 )
 
 // The goals the defaults do not meet since the model runs the engine's
@@ -50,12 +48,10 @@ var (
 //     and 1.9× (the measured bounds are asserted, the goal logged as not
 //     met); met at every rate with pace.Polite;
 //   - the median pod back (holding a connection) within 2 s;
-//   - retries within 5 % of first attempts in the database outage; in the
-//     token API outage, whose pools go down only after two failures in a
-//     row (there is no break to see), at most the lone connect's one retry
-//     per pod, within 5 % of no retry's first attempts (the demand; the
-//     hold removes the first attempts themselves, so the share of the
-//     few left is over 5 % below 20 requests/s: logged);
+//   - retries within 5 % of first attempts in both outages (a failed
+//     connect, or a token the password function could not fetch, is a
+//     sign: the engine's prober checks at once while the connect waits
+//     for its verdict, so no connect retries on its own);
 //   - the total load under a third of no retry's: met at 20 requests/s;
 //     below, the engine's probes (a hundred per pod in 30 s) make 0.37 to
 //     1.9× no retry's (the measured bounds asserted); pace.Polite's, 0.35
@@ -116,15 +112,9 @@ func TestHoldfastDefaultsGoals(t *testing.T) {
 				if hf.ReconnectedMedian > goalMedianBack {
 					t.Errorf("%g requests/s: the median pod is back after %v, goal %v", rate, hf.ReconnectedMedian, goalMedianBack)
 				}
-				switch {
-				case d == storm.Database && hf.RetryShare > goalRetries:
-					t.Errorf("%g requests/s: retries are %.1f%% of first attempts, goal %.0f%%", rate, 100*hf.RetryShare, 100*goalRetries)
-				case hf.RetriesPerPod > maxRetriesPerPod || ofNone > maxRetriesOfNone:
-					t.Errorf("%g requests/s: %.2f retries per pod, %.2f%% of no retry's first attempts; want at most %.0f and %.0f%%",
-						rate, hf.RetriesPerPod, 100*ofNone, maxRetriesPerPod, 100*maxRetriesOfNone)
-				case hf.RetryShare > goalRetries:
-					t.Logf("%g requests/s: goal not met: retries %.1f%% of first attempts, goal %.0f%% (the lone connect's retry before the pool goes down, over the few first attempts the hold leaves)",
-						rate, 100*hf.RetryShare, 100*goalRetries)
+				if hf.RetryShare > goalRetries {
+					t.Errorf("%g requests/s: retries are %.1f%% of first attempts (%.2f per pod, %.2f%% of no retry's first attempts), goal %.0f%%",
+						rate, 100*hf.RetryShare, hf.RetriesPerPod, 100*ofNone, 100*goalRetries)
 				}
 				if hf.PeakAfter > enginePeakAfterOfNone[rate]*none.PeakAfter {
 					t.Errorf("%g requests/s: peak after recovery %.1f× steady, over %.2f× no retry's %.1f×", rate, hf.PeakAfter, enginePeakAfterOfNone[rate], none.PeakAfter)
