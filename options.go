@@ -466,8 +466,9 @@ func WithFailover(c failover.Config) Option {
 // 30 s.
 //
 // While a pool's database is down (the pool connected once, then a dial
-// or handshake fails and a check confirms it; or only a read-only server
-// answers a pool meant for writes), one prober per pool checks it with
+// or handshake fails, or its token cannot be fetched, and a check
+// confirms it; or only a read-only server answers a pool meant for
+// writes), one prober per pool checks it with
 // backoff and is the only one to connect; a request that needs a new
 // connection waits for it to come back, within its own deadline and
 // HoldFor, and fails with a [*DatabaseDownError] when one ends first. No

@@ -121,10 +121,11 @@ type Status struct {
 	//	database-down   warn, fail  the pool's database is down (holdfast.WithOutage holds the requests
 	//	                            that need a new connection): warn until NotReadyAfter, fail after;
 	//	                            ready again as soon as it is back
-	//	token-source-down  warn     no new connection can be made: the password function (an IAM
-	//	                            token source) fails and holdfast.WithOutage holds the requests that
-	//	                            need one; the pool's open connections still serve, so it does not
-	//	                            fail (the database check does, if they end)
+	//	token-source-down  warn     no new connection can be made: its token or certificate cannot be
+	//	                            fetched (the password function, or the connector's token and Admin
+	//	                            API calls fail) and holdfast.WithOutage holds the requests that need
+	//	                            one; the pool's open connections still serve, so it does not fail
+	//	                            (the database check does, if they end)
 	//	waking          warn        the pool wakes its paused database (holdfast.WithServerlessV2): its
 	//	                            requests wait for the resume, within WakeFor; database-down after it
 	//	failover        warn        checks failed while the cluster fails over (holdfast.WithFailover):

@@ -125,6 +125,23 @@ func (cn *connector) issuePassword(ctx context.Context, cc *pgx.ConnConfig, auth
 // lets the fetch's own retries go on.
 type heldFunc func(err error) (again bool, stop error)
 
+// credentialsFailure reports whether err, a dial's, is an integration's
+// dialer failing to get what a connection needs rather than the target
+// failing: a token fetch or the vendor's Admin API (its certificate
+// refresh) failing with a retryable error. The database may be up, and
+// the connections already made keep serving. On the failure path only.
+func (cn *connector) credentialsFailure(err error) bool {
+	v := cn.classifier.Classify(err)
+	if !v.Retryable() {
+		return false
+	}
+	switch v.Reason {
+	case classify.ReasonCloudSQLRefresh, classify.ReasonAlloyDBRefresh, classify.ReasonCloudSQLResourceExhausted:
+		return true
+	}
+	return strings.HasPrefix(v.Reason, classify.ReasonPrefixTokenFetch) || strings.HasPrefix(v.Reason, classify.ReasonPrefixAdminAPI)
+}
+
 // fetchOnce is the heldFunc of a fetch made once: the outage prober's
 // check, whose pace is its retry.
 func fetchOnce(err error) (bool, error) { return false, err }

@@ -165,6 +165,11 @@ func (p *Pool) probe(ctx context.Context, tmpl *pgx.ConnConfig, lookup pgconn.Lo
 	}
 	pc, err := pgconn.ConnectConfig(ctx, &cc.Config)
 	if err != nil {
+		if p.e.cn.credentialsFailure(err) {
+			// The integration's dialer could not get a token or a
+			// certificate: the token source's failure.
+			return nil, dialed, &outage.CredentialsError{Err: p.e.cn.redact(err)}
+		}
 		return nil, dialed, p.e.cn.redact(err)
 	}
 	return pc, dialed, nil
@@ -184,7 +189,7 @@ func (r *outageReport) Down(cause error, v classify.Verdict, addr string) {
 	var ce *outage.CredentialsError
 	if errors.As(cause, &ce) {
 		// The database may well be up: say where to look.
-		hint = "no new connection can be made: the password function (the token source) fails; the pool's open connections still serve. Check the token source (the IAM token API, its quota, the network to it); " + hint
+		hint = "no new connection can be made: its token or certificate cannot be fetched (the password function, or the connector's token and Admin API calls); the pool's open connections still serve. Check the token source (the IAM token API, the Admin API, their quotas, the network to them); " + hint
 	}
 	r.o.Down(cause, v, addr, hint)
 }

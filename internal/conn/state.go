@@ -670,7 +670,7 @@ func (c *connState) dialAttempt(ctx context.Context, network, addr string) (net.
 		if cut := c.abortErr(err); cut != nil {
 			err = cut // a layer's abort: its error (Transient), and no sign of the target's
 		} else {
-			c.p.chain.Failed(addr, false) // a refused connect may be a failover, or the target down
+			c.dialFailed(addr, err)
 		}
 		if timedOut(err) {
 			c.timeouts++
@@ -695,6 +695,20 @@ func (c *connState) dialAttempt(ctx context.Context, network, addr string) (net.
 		}
 		c.used += n - 1
 		return c.watch(conn, start), nil
+	}
+}
+
+// dialFailed is the sign of a dial to addr that failed with err: the
+// target's (the layers' Failed: a refused connect may be a failover, or
+// the target down), or, when an integration's dialer could not get what
+// a connection needs (its token, its certificate: credentialsFailure),
+// the token source's, which suspects no address and is no sign of a
+// failover.
+func (c *connState) dialFailed(addr string, err error) {
+	if !c.cn.credentialsFailure(err) {
+		c.p.chain.Failed(addr, false)
+	} else if c.p.out != nil {
+		c.p.out.CredentialsFailed()
 	}
 }
 
@@ -964,7 +978,7 @@ func (c *connState) retryRound(ctx context.Context, network, addr string) (net.C
 		if cut := c.abortErr(err); cut != nil {
 			err = cut
 		} else {
-			c.p.chain.Failed(addr, false)
+			c.dialFailed(addr, err)
 		}
 		c.used++
 		last = err

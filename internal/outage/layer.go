@@ -676,14 +676,16 @@ func (l *Layer) onFailed(addr string, established bool) {
 	l.suspect(addr)
 }
 
-// CredentialsFailed is a sign: a connect of the pool could not fetch its
-// password or token (the password function failed with a retryable
-// error: the token source, an IAM token API, is down). The prober checks
+// CredentialsFailed is a sign: a connect of the pool could not get its
+// password, token or certificate (the password function, or an
+// integration's dialer, failed with a retryable error: the token source,
+// an IAM token API or the vendor's Admin API, is down). The prober checks
 // at once; no address is suspected, so the pool's connections stay.
 func (l *Layer) CredentialsFailed() { l.suspect("") }
 
-// CredentialsError is a check's failure to fetch the password or token
-// of its connection (the engine's probe wraps it): the token source's,
+// CredentialsError is a check's failure to get the password, token or
+// certificate of its connection (the engine's probe wraps it): the token
+// source's,
 // not the database's. A retryable one finds the pool down as an
 // unreachable database does, since no new connection can be made: its
 // connections, which need no new token, stay and serve; a fatal one (a
