@@ -437,8 +437,8 @@ func (c *Checker) noteLocked(s Status) {
 	c.tel.Changed(c.ctx, s.Ready(), string(s.Health), s.Reason)
 }
 
-// tokenDown reports whether the outage is the token source's (the
-// password function's) rather than the database's.
+// tokenDown reports whether the outage is the token source's (no token
+// or certificate could be fetched) rather than the database's.
 func tokenDown(out outage.State) bool {
 	var ce *outage.CredentialsError
 	return errors.As(out.Cause, &ce)

@@ -11,13 +11,15 @@
 //	         (the startup policy bounds it), not an outage's.
 //	suspect  a sign came (a failed dial or handshake, a server that shut
 //	         a connection down, a reset, a 25006 from a server read-only
-//	         by default, a retryable failure of the password function:
-//	         the token source down): the prober checks at once; new
-//	         connections and the connector's retries (of a dial, of a
-//	         token fetch) wait for its verdict. A token source that is
-//	         down is an outage too (CredentialsError): no new connection
-//	         can be made, while the pool's connections, which need no
-//	         new token, stay and serve.
+//	         by default, a retryable failure to get a token or a
+//	         certificate, from the password function or an
+//	         integration's dialer: the token source down): the prober
+//	         checks at once; new connections and the connector's
+//	         retries (of a dial, of a token fetch) wait for its verdict.
+//	         A token source that is down is an outage too
+//	         (CredentialsError): no new connection can be made, while
+//	         the pool's connections, which need no new token, stay and
+//	         serve.
 //	down     the check failed too: "database down" is logged once, the
 //	         pool's connections to the failed addresses are retired (idle
 //	         ones closed, busy ones destroyed when next acquired), new

@@ -685,11 +685,10 @@ func (l *Layer) CredentialsFailed() { l.suspect("") }
 
 // CredentialsError is a check's failure to get the password, token or
 // certificate of its connection (the engine's probe wraps it): the token
-// source's,
-// not the database's. A retryable one finds the pool down as an
-// unreachable database does, since no new connection can be made: its
-// connections, which need no new token, stay and serve; a fatal one (a
-// refused IAM role) ends a suspicion, and the pool's own connects
+// source's, not the database's. A retryable one finds the pool down as an
+// unreachable database does, since no new connection can be made; the
+// pool's connections, which need no new token, stay and serve. A fatal
+// one (a refused IAM role) ends a suspicion, and the pool's own connects
 // surface it.
 type CredentialsError struct{ Err error }
 

@@ -374,10 +374,10 @@ func (l *Layer) connect(ctx context.Context, resolved []string) result {
 // database is up, or back). A check that the server answered without
 // letting it in (too many connections, an authentication failure) counts
 // as up: the database accepts connections, and the pool's own connects
-// surface the error. One whose password function failed with a retryable
-// error (CredentialsError: the token source is down) finds it down, as no
-// connection can be made; a fatal failure ends a suspicion, and changes
-// nothing while down.
+// surface the error. One that could not get its token or certificate
+// with a retryable error (CredentialsError: the token source is down)
+// finds it down, as no connection can be made; a fatal failure ends a
+// suspicion, and changes nothing while down.
 func (l *Layer) settle(r result) bool {
 	var isDown bool
 	var v classify.Verdict
