@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdfast-db/holdfast"
+	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/fakes"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 )
@@ -49,6 +50,28 @@ func TestLogLinesForOnCall(t *testing.T) {
 		return fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable&pool_max_conns=2", user, s.Addr(), db)
 	}
 	wrongPassword := holdfast.WithPasswordFunc(func(context.Context, string) (string, error) { return "wrong-password", nil })
+	// The token source down for a while: the pool's first fetch succeeds,
+	// the next two (the pool's next connect, the prober's first check)
+	// answer 503, then it is back.
+	errToken := errors.New("token API: 503 Service Unavailable")
+	tokenBlip := func() []holdfast.Option {
+		var calls sync.Mutex
+		n := 0
+		return []holdfast.Option{
+			holdfast.WithPasswordFunc(func(context.Context, string) (string, error) {
+				calls.Lock()
+				defer calls.Unlock()
+				n++
+				if n == 2 || n == 3 {
+					return "", errToken
+				}
+				return "unused-by-trust-auth", nil
+			}),
+			holdfast.WithClassifier(func(err error) (classify.Verdict, bool) {
+				return classify.Verdict{Class: classify.Transient, Reason: classify.ReasonPrefixTokenFetch + "503"}, errors.Is(err, errToken)
+			}),
+		}
+	}
 
 	type want struct {
 		msg, level, reason string
@@ -109,6 +132,14 @@ func TestLogLinesForOnCall(t *testing.T) {
 					if _, ok := l["downtime_s"].(float64); !ok {
 						t.Errorf("the back line has no downtime_s: %v", l)
 					}
+				}
+			}},
+		{name: "token source down, then back", dsn: dsn("oncall_app", "postgres"), opts: tokenBlip(), act: "outage", ok: true,
+			want: []want{{obsTokenDown, "WARN", "token-fetch-503", 1, 1}, {obsTokenBack, "INFO", "", 1, 1}},
+			none: []string{obsGaveUp, obsCannotConnect, obsDatabaseDown, obsDatabaseBack},
+			check: func(t *testing.T, l map[string]any) {
+				if h, _ := l["hint"].(string); l["msg"] == obsTokenDown && !strings.Contains(h, "Check the token source") {
+					t.Errorf("the token source's line does not say what to check: %v", l)
 				}
 			}},
 		{name: "password function fails for good", dsn: dsn("oncall_pw", "postgres"), act: "ping",
@@ -269,6 +300,8 @@ const (
 	obsPanicked      = "holdfast: the password function panicked"
 	obsDatabaseDown  = "holdfast: database down"
 	obsDatabaseBack  = "holdfast: database back"
+	obsTokenDown     = "holdfast: token source down"
+	obsTokenBack     = "holdfast: token source back"
 )
 
 func parseLines(t *testing.T, text string) []map[string]any {

@@ -147,8 +147,9 @@ func runTokenOutage(t *testing.T, dsn string, atDial bool, minCalls int64, opts 
 // connection wait for the token API instead of failing, and no connect
 // fetches on its own meanwhile: the prober's one call a step, at most
 // (the smallest step is 80 ms), and at most the first fetches of the
-// pool's 4 connects in flight before the sign; "database down" is logged
-// once with what to check, then "database back". The control (the outage
+// pool's 4 connects in flight before the sign; "token source down" is
+// logged once with what to check, then "token source back", and no
+// "database down" line. The control (the outage
 // hold off) fails requests and calls the token API for each retry of each
 // connect.
 func TestOutageTokenSource(t *testing.T) {
@@ -170,13 +171,13 @@ func TestOutageTokenSource(t *testing.T) {
 			if hf.calls > bound {
 				t.Errorf("holdfast: %d token calls in %v while the token API was down, want at most %d (one per check)", hf.calls, hf.window, bound)
 			}
-			down, back := hf.logs.lines("holdfast: database down"), hf.logs.lines("holdfast: database back")
-			if len(down) != 1 || len(back) != 1 {
-				t.Fatalf("want one \"database down\" and one \"database back\", got %d and %d:\n%s", len(down), len(back), hf.logs.String())
+			down, back := hf.logs.lines("holdfast: token source down"), hf.logs.lines("holdfast: token source back")
+			if len(down) != 1 || len(back) != 1 || len(hf.logs.lines("holdfast: database down")) != 0 {
+				t.Fatalf("want one \"token source down\", one \"token source back\" and no \"database down\", got %d and %d:\n%s", len(down), len(back), hf.logs.String())
 			}
 			for _, want := range []string{"token API: 503", "the pool's open connections still serve", "Check the token source"} {
 				if !strings.Contains(down[0], want) {
-					t.Errorf("the \"database down\" line lacks %q: %s", want, down[0])
+					t.Errorf("the \"token source down\" line lacks %q: %s", want, down[0])
 				}
 			}
 

@@ -82,8 +82,8 @@ func TestAdminAPIOutageHeld(t *testing.T) {
 	if failed != 0 {
 		t.Errorf("holdfast: %d of 4 requests failed while the Admin API answered 503, want 0:\n%s", failed, logs)
 	}
-	if !strings.Contains(logs, "database down") || !strings.Contains(logs, "Check the token source") || !strings.Contains(logs, "database back") {
-		t.Errorf("want \"database down\" saying to check the token source, then \"database back\":\n%s", logs)
+	if !strings.Contains(logs, "token source down") || !strings.Contains(logs, "Check the token source") || !strings.Contains(logs, "token source back") || strings.Contains(logs, "database down") {
+		t.Errorf("want \"token source down\" saying to check it, then \"token source back\", and no \"database down\":\n%s", logs)
 	}
 	// The control: the Admin API comes back only once every request ended
 	// (a connect that met the 503 spent its attempts).

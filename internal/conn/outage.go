@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -179,6 +180,7 @@ func (p *Pool) probe(ctx context.Context, tmpl *pgx.ConnConfig, lookup pgconn.Lo
 type outageReport struct {
 	o       *obs.Outage
 	holdFor time.Duration
+	token   atomic.Bool // the outage under way is the token source's (set at Down, read at Back: the prober's, in turn)
 }
 
 func (r *outageReport) Down(cause error, v classify.Verdict, addr string) {
@@ -187,15 +189,17 @@ func (r *outageReport) Down(cause error, v classify.Verdict, addr string) {
 		hint = "requests that need a new connection fail at once with ErrDatabaseDown while it is down (WithOutage's HoldFor is negative); it is checked with backoff"
 	}
 	var ce *outage.CredentialsError
-	if errors.As(cause, &ce) {
+	token := errors.As(cause, &ce)
+	if token {
 		// The database may well be up: say where to look.
-		hint = "no new connection can be made: its token or certificate cannot be fetched (the password function, or the connector's token and Admin API calls); the pool's open connections still serve. Check the token source (the IAM token API, the Admin API, their quotas, the network to them); " + hint
+		hint = "no new connection can be made: its token or certificate cannot be fetched (the password function, or the connector's token and Admin API calls); the database may be up, and the pool's open connections still serve. Check the token source (the IAM token API, the Admin API, their quotas, the network to them); " + hint
 	}
-	r.o.Down(cause, v, addr, hint)
+	r.token.Store(token)
+	r.o.Down(cause, v, addr, hint, token)
 }
 
 func (r *outageReport) Back(downtime time.Duration, addr string, moved []string) {
-	r.o.Back(downtime, addr, moved)
+	r.o.Back(downtime, addr, moved, r.token.Load())
 }
 
 func (r *outageReport) Woke(took time.Duration, addr string) { r.o.Woke(took, addr) }

@@ -24,6 +24,12 @@ const (
 	// outage); MsgDatabaseBack the INFO line of its end.
 	MsgDatabaseDown = "holdfast: database down"
 	MsgDatabaseBack = "holdfast: database back"
+	// MsgTokenSourceDown and MsgTokenSourceBack are the same lines when
+	// the outage is the token source's: no token or certificate could be
+	// fetched (the database may be up, and the pool's open connections
+	// still serve).
+	MsgTokenSourceDown = "holdfast: token source down"
+	MsgTokenSourceBack = "holdfast: token source back"
 	// MsgDatabaseWoke is the INFO line of a wake (holdfast.WithServerlessV2)
 	// that took a second or more: the instance was most likely paused.
 	MsgDatabaseWoke = "holdfast: database woke"
@@ -55,8 +61,9 @@ func (t *Telemetry) Outage(target *Target) *Outage {
 // Down records the start of an outage: the gauge 1 and one WARN line
 // with its cause (the prober's failed check: err, its verdict v, the
 // address it tried, "" when none), what the requests do meanwhile
-// (hold), and the target.
-func (o *Outage) Down(cause error, v classify.Verdict, addr, hold string) {
+// (hold), and the target; token: the outage is the token source's
+// (MsgTokenSourceDown).
+func (o *Outage) Down(cause error, v classify.Verdict, addr, hold string, token bool) {
 	if o == nil {
 		return
 	}
@@ -71,13 +78,18 @@ func (o *Outage) Down(cause error, v classify.Verdict, addr, hold string) {
 	if addr != "" {
 		attrs = append(attrs, slog.String(string(semconv.NetworkPeerAddressKey), addr))
 	}
-	o.t.log(ctx, slog.LevelWarn, MsgDatabaseDown, "", v.Reason, attrs...)
+	msg := MsgDatabaseDown
+	if token {
+		msg = MsgTokenSourceDown
+	}
+	o.t.log(ctx, slog.LevelWarn, msg, "", v.Reason, attrs...)
 }
 
 // Back records an outage's end: the gauge 0 and one INFO line with how
 // long the database was down, the address that answered, and the
-// addresses left behind (moved: the name leads elsewhere now).
-func (o *Outage) Back(downtime time.Duration, addr string, moved []string) {
+// addresses left behind (moved: the name leads elsewhere now); token:
+// the outage was the token source's (MsgTokenSourceBack).
+func (o *Outage) Back(downtime time.Duration, addr string, moved []string, token bool) {
 	if o == nil {
 		return
 	}
@@ -90,7 +102,11 @@ func (o *Outage) Back(downtime time.Duration, addr string, moved []string) {
 	if len(moved) > 0 {
 		attrs = append(attrs, slog.String("moved_from", strings.Join(moved, ",")))
 	}
-	o.t.log(ctx, slog.LevelInfo, MsgDatabaseBack, "", "", attrs...)
+	msg := MsgDatabaseBack
+	if token {
+		msg = MsgTokenSourceBack
+	}
+	o.t.log(ctx, slog.LevelInfo, msg, "", "", attrs...)
 }
 
 // Woke records the end of a wake that took took (a paused instance

@@ -20,7 +20,8 @@
 //	         (CredentialsError): no new connection can be made, while
 //	         the pool's connections, which need no new token, stay and
 //	         serve.
-//	down     the check failed too: "database down" is logged once, the
+//	down     the check failed too: "database down" is logged once
+//	         ("token source down" when no token could be fetched), the
 //	         pool's connections to the failed addresses are retired (idle
 //	         ones closed, busy ones destroyed when next acquired), new
 //	         connections wait for "back" within HoldFor and their context,
