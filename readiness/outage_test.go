@@ -30,24 +30,11 @@ func TestReadinessOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(f.Close)
 	cfg, err := pgxpool.ParseConfig(s.DSN())
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool, err := f.NewPool(ctx, cfg, holdfast.PoolName("orders"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	c, err := readiness.New(readiness.Config{Factory: f, NotReadyAfter: 3 * time.Second, CheckInterval: 50 * time.Millisecond}, readiness.Pool(pool))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	pool, c := startChecker(ctx, t, f, cfg, readiness.Config{NotReadyAfter: 3 * time.Second, CheckInterval: 50 * time.Millisecond})
 	if st := c.Check(ctx); st.Health != readiness.Pass {
 		t.Fatalf("before the outage: %v", st)
 	}
@@ -125,25 +112,12 @@ func TestReadinessTokenSourceDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(f.Close)
 	cfg, err := pgxpool.ParseConfig(s.DSN())
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool, err := f.NewPool(ctx, cfg, holdfast.PoolName("orders"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
 	const notReadyAfter = time.Second
-	c, err := readiness.New(readiness.Config{Factory: f, NotReadyAfter: notReadyAfter, CheckInterval: 50 * time.Millisecond}, readiness.Pool(pool))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	pool, c := startChecker(ctx, t, f, cfg, readiness.Config{NotReadyAfter: notReadyAfter, CheckInterval: 50 * time.Millisecond})
 	down.Store(true)
 	pool.Reset() // its connections end: new ones need a token
 	rctx, rcancel := context.WithTimeout(ctx, 300*time.Millisecond)
@@ -159,4 +133,26 @@ func TestReadinessTokenSourceDown(t *testing.T) {
 	}
 	down.Store(false)
 	until(t, 5*time.Second, c, func(st readiness.Status) bool { return st.Health == readiness.Pass })
+}
+
+// startChecker makes a pool named "orders" of f from cfg and a Checker of
+// it with rc (its Factory set to f), started; both close with t.
+func startChecker(ctx context.Context, t *testing.T, f *holdfast.Factory, cfg *pgxpool.Config, rc readiness.Config) (*pgxpool.Pool, *readiness.Checker) {
+	t.Helper()
+	t.Cleanup(f.Close)
+	pool, err := f.NewPool(ctx, cfg, holdfast.PoolName("orders"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	rc.Factory = f
+	c, err := readiness.New(rc, readiness.Pool(pool))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return pool, c
 }

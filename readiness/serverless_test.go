@@ -25,26 +25,13 @@ func TestReadinessWaking(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(f.Close)
 	cfg, err := s.PoolConfig(s.Endpoint)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool, err := f.NewPool(ctx, cfg, holdfast.PoolName("orders"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
 	// The default CheckInterval (1 s), and probes every 100 ms (Check):
 	// the checks must not keep the instance awake.
-	c, err := readiness.New(readiness.Config{Factory: f}, readiness.Pool(pool))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	pool, c := startChecker(ctx, t, f, cfg, readiness.Config{})
 	if st := c.Check(ctx); st.Health != readiness.Pass {
 		t.Fatalf("before the pause: %v", st)
 	}

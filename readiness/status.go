@@ -1,7 +1,6 @@
 package readiness
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -393,7 +392,7 @@ func (c *Checker) targetStatusLocked(t *target, st *pgxpool.Stat) TargetStatus {
 		s.Reason = reasonStartupFailed
 	case g.gate != gateOpen:
 		s.Reason = reasonStarting
-	case out.Down && tokenDown(out):
+	case out.Down && outage.TokenSource(out.Cause):
 		s.Health, s.Reason = Warn, reasonTokenDown
 	case out.Down && c.now().Sub(out.Since) >= c.cfg.NotReadyAfter:
 		s.Reason = reasonDown
@@ -435,11 +434,4 @@ func (c *Checker) noteLocked(s Status) {
 	}
 	c.lastHealth, c.lastReason = s.Health, s.Reason
 	c.tel.Changed(c.ctx, s.Ready(), string(s.Health), s.Reason)
-}
-
-// tokenDown reports whether the outage is the token source's (no token
-// or certificate could be fetched) rather than the database's.
-func tokenDown(out outage.State) bool {
-	var ce *outage.CredentialsError
-	return errors.As(out.Cause, &ce)
 }

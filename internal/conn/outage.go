@@ -2,7 +2,6 @@ package conn
 
 import (
 	"context"
-	"errors"
 	"net"
 	"sync/atomic"
 	"time"
@@ -188,8 +187,7 @@ func (r *outageReport) Down(cause error, v classify.Verdict, addr string) {
 	if r.holdFor < 0 {
 		hint = "requests that need a new connection fail at once with ErrDatabaseDown while it is down (WithOutage's HoldFor is negative); it is checked with backoff"
 	}
-	var ce *outage.CredentialsError
-	token := errors.As(cause, &ce)
+	token := outage.TokenSource(cause)
 	if token {
 		// The database may well be up: say where to look.
 		hint = "no new connection can be made: its token or certificate cannot be fetched (the password function, or the connector's token and Admin API calls); the database may be up, and the pool's open connections still serve. Check the token source (the IAM token API, the Admin API, their quotas, the network to them); " + hint

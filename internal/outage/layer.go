@@ -695,6 +695,13 @@ type CredentialsError struct{ Err error }
 func (e *CredentialsError) Error() string { return e.Err.Error() }
 func (e *CredentialsError) Unwrap() error { return e.Err }
 
+// TokenSource reports whether cause, a check's (State.Cause, a
+// Reporter's), is the token source's: a CredentialsError.
+func TokenSource(cause error) bool {
+	var ce *CredentialsError
+	return errors.As(cause, &ce)
+}
+
 // suspect starts the prober on a sign of the database being down (addr:
 // the address that failed, "" when unknown), once the pool connected and
 // unless a layer that outranks this one routes it.
