@@ -20,11 +20,15 @@
 //     stays on it until -name-lag (5 s) after the promotion.
 //
 // N workers per pool (pool_max_conns 2N) run short write transactions
-// (insert a row with a unique id into the client's own table), one after
-// the other, -think apart; in multiaz each worker starts one every -every
-// (250 ms) whether or not its previous one ended, as a service's callers
-// keep coming: the old primary's connections freeze, and a worker that
-// waited would only wait there. Each request is bounded by
+// (insert a row with a unique id into the client's own table). In restart
+// and multiaz each worker starts one every -every (250 ms) whether or not
+// its previous one ended, as a service's callers keep coming (the
+// issue's trial: a request every 0.25 s): in multiaz the old primary's
+// connections freeze, and a worker that waited would only wait there; in
+// restart the requests that keep coming while the database is down are
+// the demand that holdfast's prober paces its checks by (a worker that
+// waits for its one request asks for nothing new: -every 0 runs them one
+// after the other, -think apart, as in demoted). Each request is bounded by
 // -request-timeout: by default the outage plus 1 s (see defaultTimeout),
 // so that a client that rides through the outage fails nothing. The
 // holdfast client is holdfast.New() with every default (no WithFailover:
@@ -110,13 +114,15 @@ func defaultOptions() options {
 	}
 }
 
-// defaultEvery is the scenario's pace of each worker: 0 (one request
-// after the other) but for multiaz, 250 ms. A Multi-AZ failover freezes
-// the connections to the silent primary: a worker that waits for its
-// request waits for its deadline there, while a service's callers keep
-// coming; those need new connections, which the outage layer holds.
+// defaultEvery is the scenario's pace of each worker: 250 ms for restart
+// and multiaz, 0 (one request after the other) for demoted. A Multi-AZ
+// failover freezes the connections to the silent primary: a worker that
+// waits for its request waits for its deadline there, while a service's
+// callers keep coming; those need new connections, which the outage
+// layer holds. In a restart the requests that keep coming are the demand
+// the outage layer's prober paces its checks by.
 func defaultEvery(scenario string) time.Duration {
-	if scenario == MultiAZ {
+	if scenario == MultiAZ || scenario == Restart {
 		return 250 * time.Millisecond
 	}
 	return 0
@@ -157,7 +163,7 @@ func (o *options) flags(fs *harness.FlagSet) (check func() error) {
 	fs.DurationVar(&o.Warmup, "warmup", o.Warmup, "workload before the fault")
 	fs.DurationVar(&o.Settle, "settle", o.Settle, "workload after the database is back")
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", 0, "bound of each request, retries included (0: the outage plus 1 s)")
-	fs.DurationVar(&o.Every, "every", 0, "each worker starts a request every this long, whether or not its previous one ended (0: one after the other, -think apart; by default 250ms for multiaz, else 0)")
+	fs.DurationVar(&o.Every, "every", 0, "each worker starts a request every this long, whether or not its previous one ended (0: one after the other, -think apart; by default 250ms for restart and multiaz, 0 for demoted)")
 	fs.SVG(&o.SVG, "draw the run into this SVG `file`: requests per 100 ms per client, ok and failed, the outage, each client's longest pause")
 	return func() error {
 		if !slices.Contains(scenarios, o.Scenario) {

@@ -229,7 +229,7 @@ func checkJSON(t *testing.T, res *Result) {
 func TestParseFlags(t *testing.T) {
 	harnesstest.Flags(t, command, []string{"-scenario", "nope"}, []harnesstest.FlagCase[options]{
 		{Name: "defaults", Args: nil, Check: func(o options) bool {
-			return o.Scenario == Restart && o.Every == 0 && o.Workers == 4 && !o.JSON && o.Down == 5*time.Second && o.timeout() == 7*time.Second &&
+			return o.Scenario == Restart && o.Every == 250*time.Millisecond && o.Workers == 4 && !o.JSON && o.Down == 5*time.Second && o.timeout() == 7*time.Second &&
 				o.Detect+o.DNSLag == 20*time.Second && o.DNSTTL == 200*time.Millisecond
 		}},
 		{Name: "multiaz", Args: []string{"-scenario", "multiaz", "-json", "-svg", "run.svg"}, Check: func(o options) bool {

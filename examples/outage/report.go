@@ -68,11 +68,13 @@ application retries: runs of a whole transaction after its first, by the workloa
   its runner, which re-runs only what did not commit.
 lost writes: acknowledged ids missing on the primary at the end: 0 is the goal.
 longest pause: the longest time without an acknowledged write.
-resume after back: from back to the first acknowledged write that started after it.
+resume after back: from back to the first write acknowledged after it (held through
+  the outage, or started after it).
 connects while down: the pool's dials from the fault to back. holdfast's outage layer
   makes one dial per check while the database is down (its prober's, or that of a
   waiting request's connect, which takes the check's turn and keeps its connection):
-  a check every 100 ms while requests wait (the outage's first 10 s), then backing
+  a pace that follows the demand (1.1 checks per connect the pool was asked for, at
+  most every 100 ms) while requests wait (the outage's first 10 s), then backing
   off; at most %d here.
 hung past deadline: requests that ended over %.0f ms after their deadline.
 `, t.back, r.RequestTimeoutMS, r.BackoffSteps, ms(hangSlack))

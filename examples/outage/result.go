@@ -41,8 +41,9 @@ type Result struct {
 type ClientResult struct {
 	harness.PausedWrites
 	// ResumeAfterBackMS is the time from the database back to the first
-	// acknowledgement of a write that started after it; null when none
-	// did before the end of the run.
+	// acknowledgement of a write after it (one held through the outage,
+	// or one that started after it); null when none came before the end
+	// of the run.
 	ResumeAfterBackMS *float64 `json:"resume_after_back_ms"`
 	// ConnectsWhileDown counts the pool's dials from the fault to the
 	// database back (holdfast's prober's checks among them).
@@ -107,7 +108,7 @@ func (r *Result) measure(ctx context.Context, tgt *target, clients []*harness.Cl
 					cr.FailedDuringOutage++
 				}
 			}
-			if rec.Err == "" && !rec.Start.Before(back) && (first.IsZero() || rec.End.Before(first)) {
+			if rec.Err == "" && rec.End.After(back) && (first.IsZero() || rec.End.Before(first)) {
 				first = rec.End
 			}
 		}

@@ -21,17 +21,18 @@ type carrier[O any] struct {
 }
 
 // poolCarrier is a carrier whose composed tracers trace acquires or
-// releases.
+// releases, or whose layers are told of Acquires (Layer.AcquireStart).
 type poolCarrier[O any] struct {
 	carrier[O]
 	attach  bool // learn the pool at its first Acquire
+	hooks   acquireHooks
 	acquire pgxpool.AcquireTracer
 	release pgxpool.ReleaseTracer
 }
 
 // newCarrier returns the carrier of c whose composed tracer is t; attach:
-// it learns the pool at its first Acquire.
-func newCarrier[O any](c *Composition, owner *O, t pgx.QueryTracer, attach bool) pgx.QueryTracer {
+// it learns the pool at its first Acquire; acq: the layers' Acquire hooks.
+func newCarrier[O any](c *Composition, owner *O, t pgx.QueryTracer, attach bool, acq acquireHooks) pgx.QueryTracer {
 	base := carrier[O]{Set: pgxtrace.Split(t), c: c, owner: owner}
 	var acquire pgxpool.AcquireTracer
 	var release pgxpool.ReleaseTracer
@@ -39,8 +40,8 @@ func newCarrier[O any](c *Composition, owner *O, t pgx.QueryTracer, attach bool)
 		acquire, _ = t.(pgxpool.AcquireTracer)
 		release, _ = t.(pgxpool.ReleaseTracer)
 	}
-	if attach || acquire != nil || release != nil {
-		return &poolCarrier[O]{carrier: base, attach: attach, acquire: acquire, release: release}
+	if attach || acquire != nil || release != nil || len(acq.start)+len(acq.end) > 0 {
+		return &poolCarrier[O]{carrier: base, attach: attach, hooks: acq, acquire: acquire, release: release}
 	}
 	return &base
 }
@@ -49,6 +50,9 @@ func (t *poolCarrier[O]) TraceAcquireStart(ctx context.Context, pool *pgxpool.Po
 	if t.attach && t.c.pool.Load() == nil {
 		t.c.Attach(pool)
 	}
+	for _, h := range t.hooks.start {
+		ctx = h(ctx, pool)
+	}
 	if t.acquire != nil {
 		return t.acquire.TraceAcquireStart(ctx, pool, d)
 	}
@@ -56,6 +60,9 @@ func (t *poolCarrier[O]) TraceAcquireStart(ctx context.Context, pool *pgxpool.Po
 }
 
 func (t *poolCarrier[O]) TraceAcquireEnd(ctx context.Context, pool *pgxpool.Pool, d pgxpool.TraceAcquireEndData) {
+	for _, h := range t.hooks.end {
+		h(ctx)
+	}
 	if t.acquire != nil {
 		t.acquire.TraceAcquireEnd(ctx, pool, d)
 	}

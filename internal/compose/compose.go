@@ -181,6 +181,14 @@ type Layer struct {
 	// from then on), for a layer that must act on the pool's idle
 	// connections as soon as it can.
 	AttachOnAcquire bool
+	// AcquireStart is told of each Acquire of the pool as it starts,
+	// before pgxpool looks for a connection (a pool-level tracer), and
+	// returns the context the Acquire goes on with; AcquireEnd is told
+	// when it ends, with that context. Each must cost one atomic load
+	// when the layer counts nothing (the outage layer counts the demand
+	// while the database is down).
+	AcquireStart func(ctx context.Context, pool *pgxpool.Pool) context.Context
+	AcquireEnd   func(ctx context.Context)
 
 	// Connection hooks: the connector calls them, on the goroutine that
 	// builds the connection (Closed: on pgx's, when the socket closes),
@@ -268,7 +276,13 @@ type Composition struct {
 	chain      pgx.QueryTracer // the composed tracer of the pool's connections
 	conns      Chain
 	pool       atomic.Pointer[pgxpool.Pool]
-	setCarrier func(tracer pgx.QueryTracer, attach bool)
+	setCarrier func(tracer pgx.QueryTracer, attach bool, acq acquireHooks)
+}
+
+// acquireHooks are the layers' AcquireStart and AcquireEnd, in Order.
+type acquireHooks struct {
+	start []func(context.Context, *pgxpool.Pool) context.Context
+	end   []func(context.Context)
 }
 
 // Begin starts composing cfg for owner (the engine's binding of the pool,
@@ -290,7 +304,9 @@ func Begin[O any](cfg *pgxpool.Config, owner *O) *Composition {
 	}
 	cfg.ConnConfig.Tracer = &carrier[O]{c: c, owner: owner}
 	cc := cfg.ConnConfig
-	c.setCarrier = func(t pgx.QueryTracer, attach bool) { cc.Tracer = newCarrier(c, owner, t, attach) }
+	c.setCarrier = func(t pgx.QueryTracer, attach bool, acq acquireHooks) {
+		cc.Tracer = newCarrier(c, owner, t, attach, acq)
+	}
 	return c
 }
 
@@ -431,10 +447,17 @@ func (c *Composition) Install(cfg *pgxpool.Config, newConn func(ctx context.Cont
 	}
 
 	attach := false
+	var acq acquireHooks
 	for _, l := range layers {
 		attach = attach || (l.Attach != nil && l.AttachOnAcquire)
+		if l.AcquireStart != nil {
+			acq.start = append(acq.start, l.AcquireStart)
+		}
+		if l.AcquireEnd != nil {
+			acq.end = append(acq.end, l.AcquireEnd)
+		}
 	}
-	c.setCarrier(tracer, attach)
+	c.setCarrier(tracer, attach, acq)
 }
 
 // prepareChain composes the PrepareConn of layers (with lazy, the lazy

@@ -81,25 +81,33 @@
 //
 // Its pace (internal/pace's Engine, the code the storm simulation's model
 // of holdfast's defaults runs too, so that the fleet figures of
-// internal/storm/RESULTS.md are this pace's), with ±20 % jitter:
+// internal/storm/RESULTS.md are this pace's) follows the demand (issue
+// 30, item 5: polite by default):
 //
-//	while requests wait, for the outage's first 10 s   every 100 ms
-//	while requests wait, after that                     doubling to every 2 s
-//	while nothing waits                                 doubling to every 5 s
+//	while requests wait     1.1 checks per connect the pool was asked for
+//	                        over the last 2 s, between every 100 ms and
+//	                        every 2 s, ±20 %; after the outage's first
+//	                        10 s, doubling to every 3 s, ±50 %
+//	while nothing waits     doubling from 1 s to every 5 s, ±20 %
 //
-// A request that starts waiting wakes a prober paced for nobody (the pace
-// is asked again; the sleep ends when it is now shorter, with the jitter
-// drawn for it). The pace does not follow the demand: at 2 requests a
-// second per pod, a fleet's checks every 100 ms are 4.2× the peak that no
-// retry makes, against issue 30's 1.3× (RESULTS.md). pace.Polite, which
-// follows it, is measured there and not run here: this layer sees the
-// demand only as Acquires and connects that start while the database is
-// down, and a service whose few requests all wait asks for nothing new
-// (pgxpool queues its Acquires behind the connects held), so it would be
-// checked every 0.5 to 2 s where it is now every 100 ms. So a restart of
-// seconds resumes within about 120 ms of the server accepting again (the
-// longest step, and one connect: the request's own), a long outage costs a
-// connect every 2 s per pool, and an idle pool's prober at most one
+// The demand is what no retry would have dialed: each Acquire that starts
+// while the database is not up and finds no idle connection (a pool-level
+// tracer: compose.Layer.AcquireStart, one atomic load while up), each
+// connect that begins waiting, and each request still waiting, counted
+// as asking again every 2 s (the larger of the Acquires counted and the
+// connects held: pgxpool queues Acquires behind the connects held, which
+// ask for nothing new). A request that starts waiting asks the pace again
+// (the sleep ends when it is now shorter, with the jitter drawn for it).
+// So a fleet's checks stay within 1.3× the peak that no retry makes at 2
+// requests a second per pod (RESULTS.md), where a steady check every
+// 100 ms (pace.Steady, the engine's before) made 4.2×; a service of 4
+// requests a second whose requests wait checks every 100 ms within a
+// second or two (the waiting requests count), and resumes within about
+// 120 ms of the server accepting again (TestOutageRestart); a service of
+// a few workers that each wait for their request (a closed loop, which
+// asks for nothing while it waits) is checked every 0.5 to 2 s, and
+// resumes within that of the server accepting. A long outage costs a
+// connect every 3 s per pool, and an idle pool's prober at most one
 // every 5 s. A check of an address whose packets are dropped lasts its
 // bound (3 s with the default policy): one connect at a time.
 //

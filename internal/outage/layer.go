@@ -13,9 +13,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdfast-db/holdfast/classify"
 	"github.com/holdfast-db/holdfast/internal/compose"
+	"github.com/holdfast-db/holdfast/internal/pace"
 )
 
 // Role is what a pool is meant for, which decides what the layer checks
@@ -104,6 +106,10 @@ type Config struct {
 	Probe func(ctx context.Context, lookup pgconn.LookupFunc) (pc *pgconn.PgConn, dialed []string, err error)
 	// ProbeTimeout bounds one check.
 	ProbeTimeout time.Duration
+	// Pace is the prober's pace; nil: pace.Engine(), which follows the
+	// demand (the Acquires that find no connection while the database
+	// is not up, the connects that wait).
+	Pace *pace.Config
 	// Lead makes, while the database is down, a connect of the pool that
 	// waits the prober's check when one waits at a step of its pace: it
 	// dials for real (the one connect of the step), and when it connects
@@ -199,7 +205,14 @@ type Layer struct {
 	role    atomic.Int32 // Role
 	waiting atomic.Int32 // waits under way (the prober's pace)
 	kick    chan struct{}
-	born    time.Time // the origin of the clock of the prober's pace.Pacer (monotonic)
+
+	// The demand while the database is not up, for the prober's pace
+	// (pace.Asked): Acquires that found no idle connection then, those
+	// of them still under way, and connects that began waiting.
+	acquires  atomic.Uint64
+	acquiring atomic.Int32
+	waits     atomic.Uint64
+	born      time.Time // the origin of the clock of the prober's pace.Pacer (monotonic)
 
 	offer chan *ticket           // a step of the prober's given to a waiting connect (Config.Lead); unbuffered
 	lead  atomic.Pointer[ticket] // the last step taken: its connect is the check
@@ -265,6 +278,8 @@ func (l *Layer) Layer() compose.Layer {
 		Failed:         l.onFailed,
 		PrepareConn:    l.prepareConn,
 		Arm:            l.setArm,
+		AcquireStart:   l.acquireStart,
+		AcquireEnd:     l.acquireEnd,
 		StandDownWhile: l.standDownWhile,
 	}
 }
@@ -428,11 +443,12 @@ func (l *Layer) wait(ctx context.Context, c compose.Conn) (waited bool, err erro
 	}
 	start := time.Now()
 	spent := false // c takes no step: its attempt after one reached a server (pgx's rounds are few)
+	again := false // c waits again after its step: no new demand (the pace would follow its own checks)
 	if t := l.lead.Load(); t != nil && c != nil && t.c == c {
 		// c's connect was the check, and its attempt failed (the
 		// connector asks before a retry): the step ends, no verdict.
 		t.end(result{err: errLeadFailed, dialed: t.dialedAddrs()})
-		start, waited, spent = t.heldSince, true, t.reachedServer()
+		start, waited, spent, again = t.heldSince, true, t.reachedServer(), true
 	}
 	bound := l.cfg.HoldFor
 	if s.phase == waking {
@@ -447,10 +463,10 @@ func (l *Layer) wait(ctx context.Context, c compose.Conn) (waited bool, err erro
 	compose.HoldWaits(ctx) // the connector's retry: its admission slot is free while it waits
 	l.waiting.Add(1)
 	defer l.waiting.Add(-1)
-	select {
-	case l.kick <- struct{}{}: // a prober paced for nobody speeds up
-	default:
+	if !again {
+		l.waits.Add(1)
 	}
+	l.kickProber()
 	t := time.NewTimer(bound - time.Since(start))
 	defer t.Stop()
 	var offers chan *ticket // nil: no step is taken
@@ -489,6 +505,55 @@ func (l *Layer) wait(ctx context.Context, c compose.Conn) (waited bool, err erro
 			return true, l.downError(s, time.Since(start), nil)
 		}
 	}
+}
+
+// kickProber asks a sleeping prober's pace again: a request began
+// waiting (a prober paced for nobody, or for less demand, speeds up).
+func (l *Layer) kickProber() {
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+// acquiring marks the context of an Acquire counted as demand.
+type acquiringKey struct{}
+
+// acquireStart counts, while the database is not up, an Acquire that
+// finds no idle connection as a connect asked for (the prober's pace
+// follows the demand: pace.Asked), and as waiting until it ends: a
+// request pgxpool queues behind the connects held asks for nothing new
+// and is seen only here. One atomic load when up.
+func (l *Layer) acquireStart(ctx context.Context, pool *pgxpool.Pool) context.Context {
+	if l.snap.Load().phase == up {
+		return ctx
+	}
+	if pool != nil && pool.Stat().IdleConns() > 0 {
+		return ctx // served by a connection the pool has (a token source down)
+	}
+	l.acquires.Add(1)
+	l.acquiring.Add(1)
+	l.kickProber()
+	return context.WithValue(ctx, acquiringKey{}, l)
+}
+
+// acquireEnd ends the wait of an Acquire acquireStart counted. One
+// atomic load when none is counted.
+func (l *Layer) acquireEnd(ctx context.Context) {
+	if l.acquiring.Load() == 0 {
+		return
+	}
+	if v, _ := ctx.Value(acquiringKey{}).(*Layer); v == l {
+		l.acquiring.Add(-1)
+	}
+}
+
+// asked is the demand the pool saw while the database was not up
+// (pace.Asked), and the requests that wait: the connects held, or the
+// Acquires counted that are still under way, whichever is more.
+func (l *Layer) asked() (pace.Asked, int) {
+	w := max(int(l.waiting.Load()), int(l.acquiring.Load()))
+	return pace.Asked{Acquires: l.acquires.Load(), Waits: l.waits.Load()}, w
 }
 
 // downError is the face's error of a wait that ended while s.

@@ -17,7 +17,7 @@ import (
 // connect (Config.Lead), down already: its checks are refused.
 func leadRig(t *testing.T, holdFor time.Duration) (*rig, *atomic.Bool) {
 	t.Helper()
-	r := newRig(t, holdFor, func(c *outage.Config) { c.Lead = true })
+	r := newRig(t, holdFor, steadyPace, func(c *outage.Config) { c.Lead = true })
 	up := &atomic.Bool{}
 	r.probe = func(context.Context, []string) (*pgconn.PgConn, []string, error) {
 		if up.Load() {

@@ -21,6 +21,7 @@ import (
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
 	"github.com/holdfast-db/holdfast/internal/compose"
 	"github.com/holdfast-db/holdfast/internal/outage"
+	"github.com/holdfast-db/holdfast/internal/pace"
 )
 
 // TestMain runs the tests and checks, with goleak, that no prober
@@ -129,6 +130,14 @@ type rig struct {
 }
 
 const host = "db.internal"
+
+// steadyPace runs the prober at a steady pace (pace.Steady: every 100 ms
+// while requests wait, whatever the demand), for the tests of the steps'
+// mechanics; TestPaceFollowsDemand tests the engine's.
+func steadyPace(c *outage.Config) {
+	p := pace.Steady()
+	c.Pace = &p
+}
 
 func newRig(t *testing.T, holdFor time.Duration, opts ...func(*outage.Config)) *rig {
 	t.Helper()
@@ -324,7 +333,7 @@ func TestDownThenBack(t *testing.T) {
 // 100 ms (±20 %) while the request waits.
 func TestPace(t *testing.T) {
 	t.Parallel()
-	r := newRig(t, 10*time.Second)
+	r := newRig(t, 10*time.Second, steadyPace)
 	var mu sync.Mutex
 	var at []time.Time
 	made := make(chan struct{}, 64) // a value per check, once recorded
@@ -623,4 +632,110 @@ func serverAddr(t *testing.T) string {
 	}
 	defer pc.Close(context.Background())
 	return pc.Conn().RemoteAddr().String()
+}
+
+// The engine's pace follows the demand (issue 30, item 5: polite by
+// default). While the database is down and one connect waits with
+// nothing else asked for, the prober checks about every second or two
+// (1.1 checks per connect asked for; the connect still waiting counted
+// as asking every 2 s), where a steady pace checks every 100 ms; the
+// Acquires that start meanwhile and find no connection are the demand:
+// 40 of them make it check every 100 ms (±20 %) at once. An Acquire while
+// the database is up is not counted: its context is left as it was.
+func TestPaceFollowsDemand(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, 30*time.Second)
+	var mu sync.Mutex
+	var at []time.Time
+	made := make(chan struct{}, 64)
+	r.probe = func(context.Context, []string) (*pgconn.PgConn, []string, error) {
+		mu.Lock()
+		at = append(at, time.Now())
+		mu.Unlock()
+		select {
+		case made <- struct{}{}:
+		default:
+		}
+		return nil, []string{"10.0.0.1:5432"}, refusedErr("10.0.0.1:5432")
+	}
+	checks := func() []time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(at)
+	}
+	bg := context.Background()
+	if ctx := r.hooks.AcquireStart(bg, nil); ctx != bg {
+		t.Error("an Acquire while the database is up was counted (its context changed)")
+	}
+	r.arm(t)
+	r.hooks.Failed("10.0.0.1:5432", false)
+	for !r.l.State().Down {
+		select {
+		case <-r.l.Changed():
+		case <-time.After(5 * time.Second):
+			t.Fatal("not down within 5 s of a refused check")
+		}
+	}
+	ctx, cancel := context.WithCancel(bg)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = r.hooks.Hold(ctx, &handle{})
+	}()
+	defer func() { cancel(); <-done }()
+	// One connect waits, nothing else is asked for: 3 s of checks.
+	quiet := time.Now()
+	timer := time.NewTimer(3 * time.Second)
+	for waiting := true; waiting; {
+		select {
+		case <-made:
+		case <-timer.C:
+			waiting = false
+		}
+	}
+	var slow []time.Time
+	for _, c := range checks() {
+		if c.After(quiet) {
+			slow = append(slow, c)
+		}
+	}
+	// The demand: 40 Acquires find no connection.
+	var acquired []context.Context
+	for range 40 {
+		acquired = append(acquired, r.hooks.AcquireStart(bg, nil))
+	}
+	if acquired[0] == bg {
+		t.Error("an Acquire while the database is down was not counted")
+	}
+	asked := time.Now()
+	n := len(checks())
+	for range 6 {
+		select {
+		case <-made:
+		case <-time.After(2 * time.Second):
+			t.Fatalf("%d checks within 2 s of 40 Acquires, want 6 (one every 100 ms)", len(checks())-n)
+		}
+	}
+	for _, a := range acquired {
+		r.hooks.AcquireEnd(a)
+	}
+	fast := checks()[n:]
+	t.Logf("MEASURED one connect waiting: %d checks in 3 s, %v apart; 40 Acquires: the first check %v later, then %v apart",
+		len(slow), gaps(slow), fast[0].Sub(asked).Round(time.Millisecond), gaps(fast))
+	if len(slow) > 4 {
+		t.Errorf("one connect waiting, nothing asked: %d checks in 3 s, want at most 4 (about one a second or two; a steady pace makes 30)", len(slow))
+	}
+	for _, g := range gaps(slow) {
+		if g < 700*time.Millisecond {
+			t.Errorf("one connect waiting: checks %v apart, want at least 700ms (909 ms at the least demand counted, -20 %%)", g)
+		}
+	}
+	if d := fast[0].Sub(asked); d > 300*time.Millisecond {
+		t.Errorf("40 Acquires: the next check %v later, want within 300ms (the pace asked again)", d)
+	}
+	for _, g := range gaps(fast) {
+		if g < 75*time.Millisecond || g > 250*time.Millisecond {
+			t.Errorf("40 Acquires: checks %v apart, want every 100 ms ±20 %%", g)
+		}
+	}
 }

@@ -48,7 +48,11 @@ type result struct {
 func (l *Layer) run(ctx context.Context) {
 	own := false // the last step's connect ended with no verdict: the next check is the prober's
 	p := pace.Pacer{Config: pace.Engine()}
-	p.Start(l.clock(), pace.Asked{}) // the engine's pace reads no demand
+	if l.cfg.Pace != nil {
+		p.Config = *l.cfg.Pace
+	}
+	asked, _ := l.asked()
+	p.Start(l.clock(), asked)
 	for {
 		r, led, t := result{}, false, (*ticket)(nil)
 		if !own {
@@ -212,10 +216,11 @@ func (l *Layer) byLead(ctx context.Context) (r result, led bool, taken *ticket) 
 // clock is the time on the prober's pace.Pacer's clock.
 func (l *Layer) clock() time.Duration { return time.Since(l.born) }
 
-// paceNow is what the pace depends on now: the connects that wait; the
-// database is down (not suspect nor waking).
-func (l *Layer) paceNow() (waiting int, isDown bool) {
-	return int(l.waiting.Load()), l.snap.Load().phase == down
+// paceNow is what the pace depends on now: the demand, the requests that
+// wait; the database is down (not suspect nor waking).
+func (l *Layer) paceNow() (asked pace.Asked, waiting int, isDown bool) {
+	asked, waiting = l.asked()
+	return asked, waiting, l.snap.Load().phase == down
 }
 
 // sleep waits for the next check: p's pace, with jitter (internal/pace;
@@ -226,8 +231,8 @@ func (l *Layer) paceNow() (waiting int, isDown bool) {
 func (l *Layer) sleep(ctx context.Context, p *pace.Pacer) bool {
 	began := time.Now()
 	u := rand.Float64()
-	waiting, isDown := l.paceNow()
-	d := p.Jittered(p.Next(l.clock(), pace.Asked{}, waiting, isDown), u)
+	asked, waiting, isDown := l.paceNow()
+	d := p.Jittered(p.Next(l.clock(), asked, waiting, isDown), u)
 	t := time.NewTimer(d)
 	defer t.Stop()
 	for {
@@ -237,8 +242,8 @@ func (l *Layer) sleep(ctx context.Context, p *pace.Pacer) bool {
 		case <-ctx.Done():
 			return false
 		case <-l.kick:
-			waiting, isDown := l.paceNow()
-			if nd := p.Jittered(p.Again(l.clock(), pace.Asked{}, waiting, isDown), u); nd < d {
+			asked, waiting, isDown := l.paceNow()
+			if nd := p.Jittered(p.Again(l.clock(), asked, waiting, isDown), u); nd < d {
 				d = nd
 				t.Reset(time.Until(began.Add(d)))
 			}

@@ -4,16 +4,17 @@
 // simulation's model of it (internal/storm, holdfast's defaults) run the
 // same code and cannot drift apart.
 //
-// [Engine] is the engine's pace: while requests wait, a check every Fast
-// for the outage's first FastFor, then doubling to Waited; while nothing
-// waits, doubling from Fast to Idle; each ±Jitter.
+// [Engine] is the engine's pace, which follows the demand (issue 30, item
+// 5: polite by default): while requests wait, at most Demand checks per
+// connect the pool was asked for over the last Window (a request still
+// waiting counted as asking again every PerWaiting), never more often
+// than every Fast nor less than every Waited; after FastFor doubling to
+// LateMost; while nothing waits, doubling from a second.
 //
-// [Polite] is a pace that follows the demand (issue 30, item 5), which
-// the storm simulation measures as a variant and the engine does not run
-// (internal/storm/RESULTS.md says why): while requests wait, at most
-// Demand checks per connect the pool was asked for over the last Window,
-// never more often than every Fast; while nothing waits, doubling from a
-// second.
+// [Steady] is the engine's pace before (measured by the storm simulation
+// as a variant): while requests wait, a check every Fast for the
+// outage's first FastFor, whatever the demand, then doubling to Waited;
+// while nothing waits, doubling from Fast to Idle; each ±Jitter.
 package pace
 
 import "time"
@@ -49,19 +50,22 @@ type Config struct {
 	LateJitter float64       // the jitter after FastFor while requests wait
 }
 
-// Engine is the engine's pace.
+// Engine is the engine's pace, which follows the demand, as measured in
+// the storm simulation: 1.1 checks per connect asked for (the sign's
+// check at once and the demand's ramp fit within 1.3× no retry's peak at
+// 2 requests/s), a request blocked for 2 s counted as asking again, from
+// a second while nothing waits, and after FastFor doubling to 3 s ±50 %
+// (the fleet finds the database back over seconds, not all at once).
 func Engine() Config {
-	return Config{IdleFrom: Fast, LateMost: Waited, LateJitter: Jitter}
+	return Config{Demand: 1.1, PerWaiting: 2 * time.Second, IdleFrom: time.Second, LateMost: 3 * time.Second, LateJitter: 0.5}
 }
 
-// Polite is the pace that follows the demand, as measured in the storm
-// simulation: 1.1 checks per connect asked for (the sign's check at once
-// and the demand's ramp fit within 1.3× no retry's peak at 2 requests/s),
-// a request blocked for 2 s counted as asking again, from a second while
-// nothing waits, and after FastFor doubling to 3 s ±50 % (the fleet finds
-// the database back over seconds, not all at once).
-func Polite() Config {
-	return Config{Demand: 1.1, PerWaiting: 2 * time.Second, IdleFrom: time.Second, LateMost: 3 * time.Second, LateJitter: 0.5}
+// Steady is the engine's pace before it followed the demand: every Fast
+// while requests wait, whatever the demand, for FastFor, then doubling to
+// Waited; while nothing waits, doubling from Fast to Idle; each ±Jitter.
+// The storm simulation measures it as a variant.
+func Steady() Config {
+	return Config{IdleFrom: Fast, LateMost: Waited, LateJitter: Jitter}
 }
 
 // Of is the time between two checks, without jitter, for a prober that

@@ -47,17 +47,18 @@ func perSecond(checks []time.Duration, from, to time.Duration) float64 {
 	return float64(n) / (to - from).Seconds()
 }
 
-// Issue 30, item 5 (polite by default): with Polite, while requests wait
+// Issue 30, item 5 (polite by default): with Engine, while requests wait
 // the prober checks at most Demand (1.1) times per connect the pool was
 // asked for — what no retry would have dialed, one attempt per connect —
 // and never more often than every Fast: at 2 Acquires a second about
 // every 455 ms, at 20 every 100 ms. It fails if the pace stops following
 // the demand (a fixed 100 ms makes 10 checks a second at any rate, as
-// Engine does: checked too). Virtual time, no sleep.
+// Steady, the engine's pace before, does: checked too). Virtual time, no
+// sleep.
 func TestPaceFollowsDemand(t *testing.T) {
 	t.Parallel()
 	const from, to = 2 * time.Second, FastFor // the demand's window filled; before the doubling
-	c := Polite()
+	c := Engine()
 	for _, rate := range []float64{1, 2, 4, 5, 10, 20, 50} {
 		mid := perSecond(run(c, rate, to, 0.5), from, to)
 		most := perSecond(run(c, rate, to, 0), from, to) // every pace at its shortest
@@ -69,8 +70,8 @@ func TestPaceFollowsDemand(t *testing.T) {
 		if most > want/(1-Jitter)*1.05 {
 			t.Errorf("%g Acquires/s: %.2f checks a second at the shortest jitter, want at most %.2f", rate, most, want/(1-Jitter))
 		}
-		if eng := perSecond(run(Engine(), rate, to, 0.5), from, to); math.Abs(eng-10) > 0.5 {
-			t.Errorf("%g Acquires/s: the engine's pace makes %.2f checks a second, want 10 (every 100 ms, whatever the demand)", rate, eng)
+		if st := perSecond(run(Steady(), rate, to, 0.5), from, to); math.Abs(st-10) > 0.5 {
+			t.Errorf("%g Acquires/s: the steady pace makes %.2f checks a second, want 10 (every 100 ms, whatever the demand)", rate, st)
 		}
 	}
 	// After FastFor the pace doubles at each check, up to LateMost.
@@ -80,9 +81,9 @@ func TestPaceFollowsDemand(t *testing.T) {
 	}
 }
 
-// The pace's table. Engine: nothing waiting, doubling from Fast to Idle;
+// The pace's table. Steady: nothing waiting, doubling from Fast to Idle;
 // while suspect, Fast; while down, Fast for FastFor, then doubling to
-// Waited — the engine's pace as it was before this package. Polite: the
+// Waited — the engine's pace before it followed the demand. Engine: the
 // demand's, within Fast and Waited, then doubling after FastFor to
 // LateMost; from a second while nothing waits.
 func TestPaceOf(t *testing.T) {
@@ -98,22 +99,22 @@ func TestPaceOf(t *testing.T) {
 		span       time.Duration
 		want       time.Duration
 	}{
-		{"engine, idle, first", Engine(), 0, 0, 0, true, 0, 0, 0, 100 * time.Millisecond},
-		{"engine, idle, third", Engine(), 2, 0, 0, true, 0, 0, 0, 400 * time.Millisecond},
-		{"engine, idle, late", Engine(), 20, 0, 0, true, time.Minute, 0, 0, 5 * time.Second},
-		{"engine, suspect", Engine(), 3, 0, 1, false, 0, 0, 0, 100 * time.Millisecond},
-		{"engine, down", Engine(), 30, 0, 1, true, 9 * time.Second, 0, 0, 100 * time.Millisecond},
-		{"engine, down, after FastFor", Engine(), 90, 0, 1, true, 10 * time.Second, 0, 0, 2 * time.Second},
-		{"engine, down, after FastFor, third step", Engine(), 2, 0, 1, true, 10 * time.Second, 0, 0, 400 * time.Millisecond},
-		{"polite, idle, first", Polite(), 0, 0, 0, true, 0, 0, 0, time.Second},
-		{"polite, down, one blocked, nothing asked", Polite(), 3, 0, 1, true, time.Second, 0, 2 * time.Second, 1818181818},
-		{"polite, down, 2/s", Polite(), 3, 0, 1, true, 3 * time.Second, 4, 2 * time.Second, 454545454},
-		{"polite, down, 20/s", Polite(), 3, 0, 1, true, 3 * time.Second, 40, 2 * time.Second, 100 * time.Millisecond},
-		{"polite, down, 1 in the first 100 ms", Polite(), 0, 0, 1, true, 100 * time.Millisecond, 1, 100 * time.Millisecond, 909090909},
-		{"polite, down, 8 blocked, nothing asked", Polite(), 3, 0, 8, true, 5 * time.Second, 0, 2 * time.Second, 227272727},
-		{"polite, down, 20/s, after FastFor", Polite(), 90, 0, 1, true, 10 * time.Second, 40, 2 * time.Second, 200 * time.Millisecond},
-		{"polite, down, 20/s, after FastFor, third", Polite(), 92, 2, 1, true, 11 * time.Second, 40, 2 * time.Second, 800 * time.Millisecond},
-		{"polite, down, 2/s, after FastFor, fourth", Polite(), 30, 3, 1, true, 12 * time.Second, 4, 2 * time.Second, 3 * time.Second},
+		{"steady, idle, first", Steady(), 0, 0, 0, true, 0, 0, 0, 100 * time.Millisecond},
+		{"steady, idle, third", Steady(), 2, 0, 0, true, 0, 0, 0, 400 * time.Millisecond},
+		{"steady, idle, late", Steady(), 20, 0, 0, true, time.Minute, 0, 0, 5 * time.Second},
+		{"steady, suspect", Steady(), 3, 0, 1, false, 0, 0, 0, 100 * time.Millisecond},
+		{"steady, down", Steady(), 30, 0, 1, true, 9 * time.Second, 0, 0, 100 * time.Millisecond},
+		{"steady, down, after FastFor", Steady(), 90, 0, 1, true, 10 * time.Second, 0, 0, 2 * time.Second},
+		{"steady, down, after FastFor, third step", Steady(), 2, 0, 1, true, 10 * time.Second, 0, 0, 400 * time.Millisecond},
+		{"engine, idle, first", Engine(), 0, 0, 0, true, 0, 0, 0, time.Second},
+		{"engine, down, one blocked, nothing asked", Engine(), 3, 0, 1, true, time.Second, 0, 2 * time.Second, 1818181818},
+		{"engine, down, 2/s", Engine(), 3, 0, 1, true, 3 * time.Second, 4, 2 * time.Second, 454545454},
+		{"engine, down, 20/s", Engine(), 3, 0, 1, true, 3 * time.Second, 40, 2 * time.Second, 100 * time.Millisecond},
+		{"engine, down, 1 in the first 100 ms", Engine(), 0, 0, 1, true, 100 * time.Millisecond, 1, 100 * time.Millisecond, 909090909},
+		{"engine, down, 8 blocked, nothing asked", Engine(), 3, 0, 8, true, 5 * time.Second, 0, 2 * time.Second, 227272727},
+		{"engine, down, 20/s, after FastFor", Engine(), 90, 0, 1, true, 10 * time.Second, 40, 2 * time.Second, 200 * time.Millisecond},
+		{"engine, down, 20/s, after FastFor, third", Engine(), 92, 2, 1, true, 11 * time.Second, 40, 2 * time.Second, 800 * time.Millisecond},
+		{"engine, down, 2/s, after FastFor, fourth", Engine(), 30, 3, 1, true, 12 * time.Second, 4, 2 * time.Second, 3 * time.Second},
 	} {
 		if got := tc.c.Of(tc.step, tc.late, tc.waiting, tc.down, tc.downFor, tc.asked, tc.span); got != tc.want {
 			t.Errorf("%s: Of = %v, want %v", tc.name, got, tc.want)

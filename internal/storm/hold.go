@@ -83,8 +83,10 @@ type Hold struct {
 // at the check the first failed attempt's sign makes, or at the
 // database's break (DownAfter, 2, applies to the variants without Pace);
 // probes at
-// the engine's pace (pace.Engine: the check at the sign, then every 100 ms
-// while requests wait for the outage's first 10 s, doubling to 2 s, ±20 %);
+// the engine's pace (pace.Engine: the check at the sign, then while
+// requests wait 1.1 checks per connect the pool was asked for, between
+// every 100 ms and every 2 s, ±20 %, and after the outage's first 10 s
+// doubling to 3 s ±50 %);
 // a wait of at most 30 s; a probe is the dial of a waiting connect when
 // there is one. Its Probe* fields (from 250 ms, doubling, at most 3 s
 // apart, ±50 %: the schedule the model had before it ran the engine's
@@ -94,8 +96,9 @@ type Hold struct {
 //
 // The probe delays set the figures of the outage's ends, and pull against
 // each other. The first seconds of an outage that every pod sees at once
-// (the database's break) get a probe per pod every 100 ms: 5× what no
-// retry makes at 2 requests/s. The longest delay sets the end: a fleet
+// (the database's break) get a probe per pod as often as the pace allows:
+// at a steady 100 ms, 5× what no retry makes at 2 requests/s, which is
+// why the engine's pace follows the demand. The longest delay sets the end: a fleet
 // whose probers wait that long apart finds the database back over about
 // that, so the peak after recovery falls as it grows and the median pod
 // comes back after about half of it.
@@ -143,7 +146,7 @@ func (h Hold) String() string {
 			sched = fmt.Sprintf("following the demand (%.1f per connect asked for, a request waiting %v counted as asking, %v to %v ±%.0f%%, after %v to %v ±%.0f%%)",
 				c.Demand, c.PerWaiting, pace.Fast, pace.Waited, 100*pace.Jitter, pace.FastFor, c.LateMost, 100*c.LateJitter)
 		default:
-			sched = fmt.Sprintf("at the engine's pace (%v while requests wait for %v, then ×2 to %v, ±%.0f%%)", pace.Fast, pace.FastFor, c.LateMost, 100*pace.Jitter)
+			sched = fmt.Sprintf("at a steady pace (%v while requests wait for %v, then ×2 to %v, ±%.0f%%)", pace.Fast, pace.FastFor, c.LateMost, 100*pace.Jitter)
 		}
 		if c.IdleFrom != pace.Fast {
 			sched = sched[:len(sched)-1] + fmt.Sprintf("; from %v while none waits)", c.IdleFrom)
@@ -155,7 +158,7 @@ func (h Hold) String() string {
 // HoldVariants returns holdfast's defaults with one parameter of the hold
 // changed at a time, so that a value the engine picks otherwise can be
 // read off: the down count, the break, who probes, and the probe delays
-// (the pace that follows the demand; the schedule the model had before,
+// (the engine's steady pace before it followed the demand; the schedule the model had before,
 // and its longest delay: the peak after recovery against the median pod).
 func HoldVariants() []Strategy {
 	with := func(name string, change func(*Hold)) Strategy {
@@ -171,7 +174,7 @@ func HoldVariants() []Strategy {
 		with("hold: no check at a failure's sign, down after 3 failures", func(h *Hold) { h.NoSignCheck, h.DownAfter = true, 3 }),
 		with("hold: the break does not count", func(h *Hold) { h.BreakDown = false }),
 		with("hold: the prober's own connection", func(h *Hold) { h.ProbeWithHeld = false }),
-		with("hold: the pace following the demand (pace.Polite, proposed)", func(h *Hold) { p := pace.Polite(); h.Pace = &p }),
+		with("hold: a steady pace, every 100 ms while requests wait (pace.Steady, the engine's before)", func(h *Hold) { p := pace.Steady(); h.Pace = &p }),
 		with("hold: probes from 250 ms ×2 to 3 s ±50 % (the model's schedule before)", func(h *Hold) { h.Pace = nil }),
 		with("hold: probes from 100 ms ×2 to 3 s ±50 %", func(h *Hold) { h.Pace, h.ProbeInitial = nil, 100*time.Millisecond }),
 		with("hold: probes from 250 ms ×2 to 1 s ±50 %", func(h *Hold) { h.Pace, h.ProbeMax = nil, time.Second }),

@@ -18,48 +18,38 @@ const (
 	goalMedianBack = 2 * time.Second // the median pod holds a connection again
 )
 
-// The goals the defaults do not meet since the model runs the engine's
-// pace (internal/pace; RESULTS.md): the bounds they were measured within
-// at each rate of demandRates (1,000 pods, seed 1, both outages, with a
-// tenth to spare), asserted so that a change shows; the goal where it is
-// met.
+// The goals the defaults do not meet: the bounds they were measured
+// within at each rate of demandRates (1,000 pods, seed 1, both outages,
+// with room to spare), asserted so that a change shows.
 var (
-	// Peak during the outage ÷ no retry's: 4.18 / 1.86 / 0.98 / 0.48
-	// (database), 3.73 / 1.71 / 0.88 / 0.42 (token API).
-	enginePeakDuring = map[float64]float64{2: 4.6, 5: 2.1, 10: goalPeakDuring, 20: goalPeakDuring}
-	// Peak after recovery ÷ no retry's: 1.15 / 1.46 / 1.32 / 0.94
-	// (database), 1.15 / 1.39 / 1.26 / 0.92 (token API).
-	enginePeakAfterOfNone = map[float64]float64{2: 1.27, 5: 1.6, 10: 1.45, 20: 1}
-	// Total load ÷ no retry's (the goal: under a third): 1.62 / 0.72 /
-	// 0.37 / under a third (database), 1.92 / 0.85 / 0.44 / under
-	// (token API): the probes, a hundred per pod in 30 s.
-	engineTotalOfNone = map[float64]float64{2: 2.1, 5: 0.94, 10: 0.49, 20: 1.0 / 3}
+	// Peak after recovery ÷ no retry's: the engine's pace finds the
+	// database back over seconds (3 s ±50 % late in an outage), so the
+	// fleet's reconnects spread over about as long as no retry's: no
+	// higher (the goal of 3× steady is not met; RESULTS.md).
+	enginePeakAfterOfNone = 1.0
+	// Total load ÷ no retry's (the goal: under a third): a probe per
+	// connect asked for, about: 0.35 to 0.69×.
+	engineTotalOfNone = 0.75
 )
 
 // TestHoldfastDefaultsGoals runs no retry, the plain budget (the old
 // defaults), holdfast's defaults (the demand budget, the outage hold at
-// the engine's pace, the admission limit) and the defaults with the pace
-// that follows the demand (pace.Polite, which the engine does not run) at
-// 2, 5, 10 and 20 requests/s per pod through both outages, on 1,000 pods,
-// and checks issue 30's goals:
+// the engine's pace, which follows the demand, the admission limit) and
+// the defaults with the engine's steady pace of before (pace.Steady: every
+// 100 ms while requests wait) at 2, 5, 10 and 20 requests/s per pod
+// through both outages, on 1,000 pods, and checks issue 30's goals:
 //
-//   - the peak during the outage within 1.3× no retry's: met from 10
-//     requests/s; at 2 and 5 the engine's checks every 100 ms make 4.2×
-//     and 1.9× (the measured bounds are asserted, the goal logged as not
-//     met); met at every rate with pace.Polite;
+//   - the peak during the outage within 1.3× no retry's (the steady pace
+//     makes 4.2× and 1.9× at 2 and 5 requests/s: logged, and asserted
+//     over the goal at 2, so that the check tells the paces apart);
 //   - the median pod back (holding a connection) within 2 s;
 //   - retries within 5 % of first attempts in both outages (a failed
 //     connect, or a token the password function could not fetch, is a
 //     sign: the engine's prober checks at once while the connect waits
 //     for its verdict, so no connect retries on its own);
-//   - the total load under a third of no retry's: met at 20 requests/s;
-//     below, the engine's probes (a hundred per pod in 30 s) make 0.37 to
-//     1.9× no retry's (the measured bounds asserted); pace.Polite's, 0.35
-//     to 0.69× (a probe per connect asked for, about);
-//   - the peak after recovery: no higher than no retry's at 20
-//     requests/s, up to 1.5× it below (the measured bounds; the fleet
-//     finds the database back within the engine's 2 s ±20 %, all but at
-//     once); no higher than no retry's with pace.Polite; the goal of 3×
+//   - the total load under 0.75× no retry's (a probe per connect asked
+//     for, about; the goal of a third is met at 20 requests/s only);
+//   - the peak after recovery no higher than no retry's; the goal of 3×
 //     steady is not met with the median pod back within 2 s (the model's
 //     floors are logged; RESULTS.md explains, TestHoldProbeMaxTradeoff
 //     shows the other end).
@@ -74,11 +64,11 @@ func TestHoldfastDefaultsGoals(t *testing.T) {
 			t.Parallel()
 			for _, rate := range demandRates {
 				rs := map[string]*storm.Result{}
-				polite := storm.Named(storm.Holdfast)
-				ph := *polite.Hold
-				pp := pace.Polite()
-				ph.Pace, polite.Name, polite.Hold = &pp, "polite", &ph
-				for _, s := range []storm.Strategy{storm.Named(storm.NoRetry), storm.Named(storm.PlainBudget), storm.Named(storm.Holdfast), storm.Named(storm.NoHold), polite} {
+				steady := storm.Named(storm.Holdfast)
+				sh := *steady.Hold
+				sp := pace.Steady()
+				sh.Pace, steady.Name, steady.Hold = &sp, "steady", &sh
+				for _, s := range []storm.Strategy{storm.Named(storm.NoRetry), storm.Named(storm.PlainBudget), storm.Named(storm.Holdfast), storm.Named(storm.NoHold), steady} {
 					c := storm.Default(d, s)
 					c.Pods, c.RequestRate = pods, rate
 					r, err := storm.Run(c)
@@ -87,7 +77,7 @@ func TestHoldfastDefaultsGoals(t *testing.T) {
 					}
 					rs[s.Name] = r
 				}
-				none, old, hf, noHold, pol := rs[storm.NoRetry], rs[storm.PlainBudget], rs[storm.Holdfast], rs[storm.NoHold], rs["polite"]
+				none, old, hf, noHold, pol := rs[storm.NoRetry], rs[storm.PlainBudget], rs[storm.Holdfast], rs[storm.NoHold], rs["steady"]
 				during := hf.PeakOutage / none.PeakOutage
 				ofNone := hf.RetriesPerPod / none.FirstPerPod
 				t.Logf("%g requests/s: retries %.1f%% of first attempts (%.2f per pod, %.2f%% of no retry's first attempts), %.1f probes per pod; peak during %.2f× no retry's; "+
@@ -96,18 +86,14 @@ func TestHoldfastDefaultsGoals(t *testing.T) {
 					hf.PeakAfter, none.PeakAfter, hf.ReconnectedMedian.Round(time.Millisecond), hf.Floor.Round(time.Millisecond),
 					time.Duration(hf.ReconnectAttempts*float64(hf.Floor)).Round(time.Millisecond), hf.ReconnectAttempts,
 					100*old.RetryShare, old.PeakOutage/none.PeakOutage)
-				if during > enginePeakDuring[rate] {
-					t.Errorf("%g requests/s: peak during the outage %.2f× no retry's, want at most %.2f× (goal %.1f×)", rate, during, enginePeakDuring[rate], goalPeakDuring)
-				}
 				if during > goalPeakDuring {
-					t.Logf("%g requests/s: goal not met: peak during the outage %.2f× no retry's, goal %.1f× (the engine's pace: a check every 100 ms while requests wait)", rate, during, goalPeakDuring)
+					t.Errorf("%g requests/s: peak during the outage %.2f× no retry's, goal %.1f×", rate, during, goalPeakDuring)
 				}
-				polDuring := pol.PeakOutage / none.PeakOutage
-				t.Logf("%g requests/s, the pace following the demand: peak during %.2f× no retry's, %.1f probes per pod, peak after %.1f× steady, median pod back %v",
-					rate, polDuring, pol.ProbesPerPod, pol.PeakAfter, pol.ReconnectedMedian.Round(time.Millisecond))
-				if polDuring > goalPeakDuring || pol.ReconnectedMedian > goalMedianBack || pol.PeakAfter > none.PeakAfter {
-					t.Errorf("%g requests/s, the pace following the demand: peak during %.2f× no retry's, median pod back %v, peak after %.1f× (no retry %.1f×): want within %.1f×, %v and no retry's",
-						rate, polDuring, pol.ReconnectedMedian, pol.PeakAfter, none.PeakAfter, goalPeakDuring, goalMedianBack)
+				stDuring := pol.PeakOutage / none.PeakOutage
+				t.Logf("%g requests/s, the steady pace (the engine's before): peak during %.2f× no retry's, %.1f probes per pod, peak after %.1f× steady, median pod back %v",
+					rate, stDuring, pol.ProbesPerPod, pol.PeakAfter, pol.ReconnectedMedian.Round(time.Millisecond))
+				if rate == 2 && stDuring <= 3 {
+					t.Errorf("2 requests/s, the steady pace: peak during %.2f× no retry's, want over 3× (a check every 100 ms where no retry makes 2 a second): the check must tell the paces apart", stDuring)
 				}
 				if hf.ReconnectedMedian > goalMedianBack {
 					t.Errorf("%g requests/s: the median pod is back after %v, goal %v", rate, hf.ReconnectedMedian, goalMedianBack)
@@ -116,22 +102,17 @@ func TestHoldfastDefaultsGoals(t *testing.T) {
 					t.Errorf("%g requests/s: retries are %.1f%% of first attempts (%.2f per pod, %.2f%% of no retry's first attempts), goal %.0f%%",
 						rate, 100*hf.RetryShare, hf.RetriesPerPod, 100*ofNone, 100*goalRetries)
 				}
-				if hf.PeakAfter > enginePeakAfterOfNone[rate]*none.PeakAfter {
-					t.Errorf("%g requests/s: peak after recovery %.1f× steady, over %.2f× no retry's %.1f×", rate, hf.PeakAfter, enginePeakAfterOfNone[rate], none.PeakAfter)
+				if hf.PeakAfter > enginePeakAfterOfNone*none.PeakAfter {
+					t.Errorf("%g requests/s: peak after recovery %.1f× steady, over %.2f× no retry's %.1f×", rate, hf.PeakAfter, enginePeakAfterOfNone, none.PeakAfter)
 				}
 				if hf.PeakAfter > goalPeakAfter3 {
 					t.Logf("%g requests/s: goal not met: peak after recovery %.1f× steady, goal %.0f×", rate, hf.PeakAfter, goalPeakAfter3)
 				}
-				if hf.Total > engineTotalOfNone[rate]*none.Total {
-					t.Errorf("%g requests/s: total load %.1f× steady, want under %.2f× no retry's %.1f×", rate, hf.Total, engineTotalOfNone[rate], none.Total)
+				if hf.Total > engineTotalOfNone*none.Total {
+					t.Errorf("%g requests/s: total load %.1f× steady, want under %.2f× no retry's %.1f×", rate, hf.Total, engineTotalOfNone, none.Total)
 				}
 				if hf.Total > none.Total/3 {
 					t.Logf("%g requests/s: not met: total load %.1f× steady, over a third of no retry's %.1f× (the probes)", rate, hf.Total, none.Total)
-				}
-				// Measured 0.35 to 0.69× no retry's (its probes follow
-				// the demand: about one per connect asked for).
-				if pol.Total > 0.75*none.Total {
-					t.Errorf("%g requests/s, the pace following the demand: total load %.1f× steady, want under 0.75× no retry's %.1f×", rate, pol.Total, none.Total)
 				}
 				// Until the hold lands the factory's budget alone bounds the
 				// retries: fewer than the plain budget's, at most its burst
@@ -221,7 +202,7 @@ func TestHoldWhileDown(t *testing.T) {
 	}
 	// The engine's pace within the outage, at most: its shortest step
 	// (pace.Fast at the shortest jitter) for pace.FastFor, then doubling
-	// to pace.Waited.
+	// to pace.Waited (it follows the demand: never more often).
 	if h.Pace == nil || *h.Pace != pace.Engine() {
 		t.Fatal("the defaults' hold does not run the engine's pace")
 	}
@@ -237,7 +218,7 @@ func TestHoldWhileDown(t *testing.T) {
 		t.Errorf("while down: %d first attempts, %d retries, %d probes; want about none, none and at most %d (%d steps × %d pools)",
 			first, retries, probes, steps*c.Pods, steps, c.Pods)
 	}
-	if r.Reconnected > 2*time.Duration(float64(pace.Waited)*(1+pace.Jitter)) {
+	if r.Reconnected > time.Duration(float64(h.Pace.LateMost)*(1+h.Pace.LateJitter))+time.Second {
 		t.Errorf("every pod back after %v", r.Reconnected)
 	}
 	var b strings.Builder
@@ -248,9 +229,10 @@ func TestHoldWhileDown(t *testing.T) {
 
 // TestHoldPaceFollowsDemand: the probes' pace sets the busiest second of
 // a database outage that every pod sees at once. At 2 requests/s per pod
-// the engine's pace (every 100 ms while connects wait, whatever the
-// demand) puts it far over 1.3× no retry's; the pace that follows the
-// demand (pace.Polite: 1.1 checks per connect asked for) keeps it within.
+// a steady pace (pace.Steady, the engine's before: every 100 ms while
+// connects wait, whatever the demand) puts it far over 1.3× no retry's;
+// the engine's, which follows the demand (1.1 checks per connect asked
+// for), keeps it within.
 func TestHoldPaceFollowsDemand(t *testing.T) {
 	t.Parallel()
 	const pods = 1000 // at any scale: a quarter of it (250 pods) moves the peak after recovery past the bounds by chance
@@ -263,16 +245,16 @@ func TestHoldPaceFollowsDemand(t *testing.T) {
 		}
 		return r
 	}
-	polite := storm.Named(storm.Holdfast)
-	h := *polite.Hold
-	p := pace.Polite()
+	steady := storm.Named(storm.Holdfast)
+	h := *steady.Hold
+	p := pace.Steady()
 	h.Pace = &p
-	polite.Hold = &h
-	none, def, pol := run(storm.Named(storm.NoRetry)), run(storm.Named(storm.Holdfast)), run(polite)
-	t.Logf("peak during the outage ÷ no retry's: the engine's pace %.2f (%.1f probes per pod), following the demand %.2f (%.1f probes per pod)",
-		def.PeakOutage/none.PeakOutage, def.ProbesPerPod, pol.PeakOutage/none.PeakOutage, pol.ProbesPerPod)
-	if pol.PeakOutage > goalPeakDuring*none.PeakOutage || def.PeakOutage <= 3*none.PeakOutage {
-		t.Errorf("peak during: the engine's pace %.1f×, following the demand %.1f×, no retry %.1f×: want the second within %.1f× no retry's and the first over 3× (5 checks a second where no retry makes 2)",
-			def.PeakOutage, pol.PeakOutage, none.PeakOutage, goalPeakDuring)
+	steady.Hold = &h
+	none, def, st := run(storm.Named(storm.NoRetry)), run(storm.Named(storm.Holdfast)), run(steady)
+	t.Logf("peak during the outage ÷ no retry's: the engine's pace %.2f (%.1f probes per pod), a steady pace %.2f (%.1f probes per pod)",
+		def.PeakOutage/none.PeakOutage, def.ProbesPerPod, st.PeakOutage/none.PeakOutage, st.ProbesPerPod)
+	if def.PeakOutage > goalPeakDuring*none.PeakOutage || st.PeakOutage <= 3*none.PeakOutage {
+		t.Errorf("peak during: the engine's pace %.1f×, a steady pace %.1f×, no retry %.1f×: want the first within %.1f× no retry's and the second over 3× (5 checks a second where no retry makes 2)",
+			def.PeakOutage, st.PeakOutage, none.PeakOutage, goalPeakDuring)
 	}
 }
