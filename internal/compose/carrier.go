@@ -20,12 +20,16 @@ type carrier[O any] struct {
 	owner        *O
 }
 
-// poolCarrier is a carrier whose composed tracers trace acquires or
-// releases, or whose layers are told of Acquires (Layer.AcquireStart).
+// poolCarrier is a carrier whose composed tracers trace acquires, or
+// whose layers are told of Acquires (Layer.AcquireStart); releaseCarrier
+// one whose composed tracers trace releases too (pgxpool calls a
+// ReleaseTracer on every Release: installed only when needed).
 type poolCarrier[O any] struct {
 	carrier[O]
 	attach  bool // learn the pool at its first Acquire
 	hooks   acquireHooks
+	start1  func(context.Context, *pgxpool.Pool) context.Context // the one AcquireStart, when there is one
+	end1    func(context.Context)                                // the one AcquireEnd, when there is one
 	acquire pgxpool.AcquireTracer
 	release pgxpool.ReleaseTracer
 }
@@ -40,18 +44,35 @@ func newCarrier[O any](c *Composition, owner *O, t pgx.QueryTracer, attach bool,
 		acquire, _ = t.(pgxpool.AcquireTracer)
 		release, _ = t.(pgxpool.ReleaseTracer)
 	}
-	if attach || acquire != nil || release != nil || len(acq.start)+len(acq.end) > 0 {
-		return &poolCarrier[O]{carrier: base, attach: attach, hooks: acq, acquire: acquire, release: release}
+	pc := poolCarrier[O]{carrier: base, attach: attach, hooks: acq, acquire: acquire, release: release}
+	if len(acq.start) == 1 {
+		pc.start1 = acq.start[0]
+	}
+	if len(acq.end) == 1 {
+		pc.end1 = acq.end[0]
+	}
+	switch {
+	case release != nil:
+		return &releaseCarrier[O]{pc}
+	case attach || acquire != nil || len(acq.start)+len(acq.end) > 0:
+		return &pc
 	}
 	return &base
 }
+
+// releaseCarrier is a poolCarrier that traces releases.
+type releaseCarrier[O any] struct{ poolCarrier[O] }
 
 func (t *poolCarrier[O]) TraceAcquireStart(ctx context.Context, pool *pgxpool.Pool, d pgxpool.TraceAcquireStartData) context.Context {
 	if t.attach && t.c.pool.Load() == nil {
 		t.c.Attach(pool)
 	}
-	for _, h := range t.hooks.start {
-		ctx = h(ctx, pool)
+	if t.start1 != nil && t.hooks.on.Load() != 0 {
+		ctx = t.start1(ctx, pool)
+	} else if len(t.hooks.start) > 1 && t.hooks.on.Load() != 0 {
+		for _, h := range t.hooks.start {
+			ctx = h(ctx, pool)
+		}
 	}
 	if t.acquire != nil {
 		return t.acquire.TraceAcquireStart(ctx, pool, d)
@@ -60,16 +81,18 @@ func (t *poolCarrier[O]) TraceAcquireStart(ctx context.Context, pool *pgxpool.Po
 }
 
 func (t *poolCarrier[O]) TraceAcquireEnd(ctx context.Context, pool *pgxpool.Pool, d pgxpool.TraceAcquireEndData) {
-	for _, h := range t.hooks.end {
-		h(ctx)
+	if t.end1 != nil && t.hooks.on.Load() != 0 {
+		t.end1(ctx)
+	} else if len(t.hooks.end) > 1 && t.hooks.on.Load() != 0 {
+		for _, h := range t.hooks.end {
+			h(ctx)
+		}
 	}
 	if t.acquire != nil {
 		t.acquire.TraceAcquireEnd(ctx, pool, d)
 	}
 }
 
-func (t *poolCarrier[O]) TraceRelease(pool *pgxpool.Pool, d pgxpool.TraceReleaseData) {
-	if t.release != nil {
-		t.release.TraceRelease(pool, d)
-	}
+func (t *releaseCarrier[O]) TraceRelease(pool *pgxpool.Pool, d pgxpool.TraceReleaseData) {
+	t.release.TraceRelease(pool, d)
 }

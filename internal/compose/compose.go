@@ -184,11 +184,15 @@ type Layer struct {
 	// AcquireStart is told of each Acquire of the pool as it starts,
 	// before pgxpool looks for a connection (a pool-level tracer), and
 	// returns the context the Acquire goes on with; AcquireEnd is told
-	// when it ends, with that context. Each must cost one atomic load
-	// when the layer counts nothing (the outage layer counts the demand
-	// while the database is down).
+	// when it ends, with that context (the outage layer counts the
+	// demand while the database is down). Both run only while the
+	// layer's switch, which Install gives ArmAcquire (required with
+	// them), is on: while no switch is on an Acquire costs the tracer
+	// one atomic load. A layer turns its switch off only when nothing is
+	// left to count, and checks again after turning it off.
 	AcquireStart func(ctx context.Context, pool *pgxpool.Pool) context.Context
 	AcquireEnd   func(ctx context.Context)
+	ArmAcquire   func(set func(on bool))
 
 	// Connection hooks: the connector calls them, on the goroutine that
 	// builds the connection (Closed: on pgx's, when the socket closes),
@@ -271,7 +275,8 @@ type Composition struct {
 	userPing    func(context.Context, pgxpool.ShouldPingParams) bool
 	userTracer  pgx.QueryTracer
 
-	armed atomic.Uint32 // the switches of the lazy PrepareConn (Layer.Arm), one bit each
+	armed    atomic.Uint32 // the switches of the lazy PrepareConn (Layer.Arm), one bit each
+	acquires atomic.Uint32 // the switches of the Acquire hooks (Layer.ArmAcquire), one bit each
 
 	chain      pgx.QueryTracer // the composed tracer of the pool's connections
 	conns      Chain
@@ -279,10 +284,12 @@ type Composition struct {
 	setCarrier func(tracer pgx.QueryTracer, attach bool, acq acquireHooks)
 }
 
-// acquireHooks are the layers' AcquireStart and AcquireEnd, in Order.
+// acquireHooks are the layers' AcquireStart and AcquireEnd, in Order,
+// and their switches (Layer.ArmAcquire).
 type acquireHooks struct {
 	start []func(context.Context, *pgxpool.Pool) context.Context
 	end   []func(context.Context)
+	on    *atomic.Uint32
 }
 
 // Begin starts composing cfg for owner (the engine's binding of the pool,
@@ -320,6 +327,8 @@ func OwnerOf[O any](cfg *pgxpool.Config) *O {
 	case *carrier[O]:
 		return t.owner
 	case *poolCarrier[O]:
+		return t.owner
+	case *releaseCarrier[O]:
 		return t.owner
 	}
 	return nil
@@ -447,15 +456,31 @@ func (c *Composition) Install(cfg *pgxpool.Config, newConn func(ctx context.Cont
 	}
 
 	attach := false
-	var acq acquireHooks
+	acq := acquireHooks{on: &c.acquires}
 	for _, l := range layers {
 		attach = attach || (l.Attach != nil && l.AttachOnAcquire)
-		if l.AcquireStart != nil {
-			acq.start = append(acq.start, l.AcquireStart)
+		if l.AcquireStart == nil && l.AcquireEnd == nil {
+			continue
 		}
-		if l.AcquireEnd != nil {
-			acq.end = append(acq.end, l.AcquireEnd)
+		if l.ArmAcquire == nil {
+			panic("compose: a layer's Acquire hooks need its ArmAcquire") // a programming error of holdfast's
 		}
+		bit := uint32(1) << len(acq.start)
+		l.ArmAcquire(func(on bool) {
+			if on {
+				c.acquires.Or(bit)
+			} else {
+				c.acquires.And(^bit)
+			}
+		})
+		start, end := l.AcquireStart, l.AcquireEnd
+		if start == nil {
+			start = func(ctx context.Context, _ *pgxpool.Pool) context.Context { return ctx }
+		}
+		if end == nil {
+			end = func(context.Context) {}
+		}
+		acq.start, acq.end = append(acq.start, start), append(acq.end, end)
 	}
 	c.setCarrier(tracer, attach, acq)
 }

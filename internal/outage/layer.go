@@ -220,6 +220,7 @@ type Layer struct {
 	cause     atomic.Pointer[error]         // the prober's last failed check (down)
 	suspicion atomic.Pointer[roleSuspicion] // a 25006 from a server that reports no role
 	arm       func(on bool)                 // the switch of the lazy PrepareConn
+	acqArm    func(on bool)                 // the switch of the Acquire hooks (on while not up, or an Acquire counted is under way)
 
 	mu       sync.Mutex
 	failed   []string // addresses that failed since the first sign (at most maxFailed)
@@ -280,6 +281,7 @@ func (l *Layer) Layer() compose.Layer {
 		Arm:            l.setArm,
 		AcquireStart:   l.acquireStart,
 		AcquireEnd:     l.acquireEnd,
+		ArmAcquire:     l.setAcquireArm,
 		StandDownWhile: l.standDownWhile,
 	}
 }
@@ -361,6 +363,31 @@ func (l *Layer) publish(change func(*snapshot)) {
 	change(&n)
 	l.snap.Store(&n)
 	close(old.changed)
+	l.armAcquires()
+}
+
+// setAcquireArm keeps the switch of the Acquire hooks (at Install).
+func (l *Layer) setAcquireArm(set func(on bool)) {
+	l.acqArm = set
+	l.armAcquires()
+}
+
+// armAcquires turns the Acquire hooks on while the database is not up or
+// an Acquire they counted is under way, and off when neither, checking
+// again after turning them off (a change meanwhile turns them back on).
+func (l *Layer) armAcquires() {
+	if l.acqArm == nil {
+		return
+	}
+	need := func() bool { return l.snap.Load().phase != up || l.acquiring.Load() > 0 }
+	if need() {
+		l.acqArm(true)
+		return
+	}
+	l.acqArm(false)
+	if need() {
+		l.acqArm(true)
+	}
 }
 
 // standDownWhile learns the Routing of a layer that outranks this one.
@@ -523,7 +550,8 @@ type acquiringKey struct{}
 // finds no idle connection as a connect asked for (the prober's pace
 // follows the demand: pace.Asked), and as waiting until it ends: a
 // request pgxpool queues behind the connects held asks for nothing new
-// and is seen only here. One atomic load when up.
+// and is seen only here. It runs only while the hooks are on (not up, or
+// an Acquire counted under way).
 func (l *Layer) acquireStart(ctx context.Context, pool *pgxpool.Pool) context.Context {
 	if l.snap.Load().phase == up {
 		return ctx
@@ -537,14 +565,16 @@ func (l *Layer) acquireStart(ctx context.Context, pool *pgxpool.Pool) context.Co
 	return context.WithValue(ctx, acquiringKey{}, l)
 }
 
-// acquireEnd ends the wait of an Acquire acquireStart counted. One
-// atomic load when none is counted.
+// acquireEnd ends the wait of an Acquire acquireStart counted; the last
+// to end once the database is up turns the hooks off.
 func (l *Layer) acquireEnd(ctx context.Context) {
 	if l.acquiring.Load() == 0 {
 		return
 	}
 	if v, _ := ctx.Value(acquiringKey{}).(*Layer); v == l {
-		l.acquiring.Add(-1)
+		if l.acquiring.Add(-1) == 0 {
+			l.armAcquires()
+		}
 	}
 }
 
