@@ -14,6 +14,7 @@ import (
 
 	"github.com/holdfast-db/holdfast"
 	"github.com/holdfast-db/holdfast/fakes/pgtest"
+	"github.com/holdfast-db/holdfast/internal/compose"
 	"github.com/holdfast-db/holdfast/retry"
 )
 
@@ -100,8 +101,11 @@ func acquireSelect1(tb testing.TB, acquire func() (*pgxpool.Conn, error)) {
 	c.Release()
 }
 
-// With no-op providers, Configure installs no tracer at all, so the
-// Acquire path is pgxpool's own: no allocation, no lock, no call added.
+// With no-op providers, Configure installs no tracer of telemetry's: the
+// pool config's tracer traces no Release, and on Acquire only calls the
+// outage layer's hooks while their switch is on (the database not up: the
+// demand its prober's pace follows), one atomic load each way while it is
+// up: no allocation, no lock.
 // The test also checks that with the SDK the tracer is installed, and how
 // much it allocates per Acquire.
 func TestTelemetryNoopAddsNothingToAcquire(t *testing.T) {
@@ -271,7 +275,7 @@ func median(v []float64) float64 {
 // Acquire path would then call it.
 func noPoolTracer(t *testing.T, cfg *pgxpool.Config) {
 	t.Helper()
-	if _, ok := cfg.ConnConfig.Tracer.(pgxpool.AcquireTracer); ok {
+	if compose.TracesAcquire(cfg.ConnConfig.Tracer) {
 		t.Errorf("the pool config's tracer %T traces Acquire", cfg.ConnConfig.Tracer)
 	}
 	if _, ok := cfg.ConnConfig.Tracer.(pgxpool.ReleaseTracer); ok {

@@ -20,16 +20,20 @@ type carrier[O any] struct {
 	owner        *O
 }
 
-// poolCarrier is a carrier whose composed tracers trace acquires, or
-// whose layers are told of Acquires (Layer.AcquireStart); releaseCarrier
-// one whose composed tracers trace releases too (pgxpool calls a
-// ReleaseTracer on every Release: installed only when needed).
-type poolCarrier[O any] struct {
-	carrier[O]
+// poolCarrier is the carrier of a pool whose composed tracers trace
+// acquires, or whose layers are told of Acquires (Layer.AcquireStart), or
+// that learns its pool at its first Acquire; releaseCarrier one whose
+// composed tracers trace releases too (pgxpool calls a ReleaseTracer on
+// every Release: installed only when needed). They are not generic, so
+// that pgxpool's call on every Acquire is a plain method's; owner is the
+// *O of the composition's owner, for OwnerOf.
+type poolCarrier struct {
+	pgxtrace.Set
+	c       *Composition
+	owner   any
+	quiet   bool // no attach, no composed acquire tracer: only the hooks, while their switch is on
 	attach  bool // learn the pool at its first Acquire
 	hooks   acquireHooks
-	start1  func(context.Context, *pgxpool.Pool) context.Context // the one AcquireStart, when there is one
-	end1    func(context.Context)                                // the one AcquireEnd, when there is one
 	acquire pgxpool.AcquireTracer
 	release pgxpool.ReleaseTracer
 }
@@ -44,32 +48,29 @@ func newCarrier[O any](c *Composition, owner *O, t pgx.QueryTracer, attach bool,
 		acquire, _ = t.(pgxpool.AcquireTracer)
 		release, _ = t.(pgxpool.ReleaseTracer)
 	}
-	pc := poolCarrier[O]{carrier: base, attach: attach, hooks: acq, acquire: acquire, release: release}
-	if len(acq.start) == 1 {
-		pc.start1 = acq.start[0]
-	}
-	if len(acq.end) == 1 {
-		pc.end1 = acq.end[0]
-	}
+	pc := poolCarrier{Set: base.Set, c: c, owner: owner, quiet: !attach && acquire == nil,
+		attach: attach, hooks: acq, acquire: acquire, release: release}
 	switch {
 	case release != nil:
-		return &releaseCarrier[O]{pc}
-	case attach || acquire != nil || len(acq.start)+len(acq.end) > 0:
+		return &releaseCarrier{pc}
+	case attach || acquire != nil || len(acq.start) > 0:
 		return &pc
 	}
 	return &base
 }
 
 // releaseCarrier is a poolCarrier that traces releases.
-type releaseCarrier[O any] struct{ poolCarrier[O] }
+type releaseCarrier struct{ poolCarrier }
 
-func (t *poolCarrier[O]) TraceAcquireStart(ctx context.Context, pool *pgxpool.Pool, d pgxpool.TraceAcquireStartData) context.Context {
+func (t *poolCarrier) TraceAcquireStart(ctx context.Context, pool *pgxpool.Pool, d pgxpool.TraceAcquireStartData) context.Context {
+	on := t.hooks.on.Load() != 0
+	if t.quiet && !on {
+		return ctx
+	}
 	if t.attach && t.c.pool.Load() == nil {
 		t.c.Attach(pool)
 	}
-	if t.start1 != nil && t.hooks.on.Load() != 0 {
-		ctx = t.start1(ctx, pool)
-	} else if len(t.hooks.start) > 1 && t.hooks.on.Load() != 0 {
+	if on {
 		for _, h := range t.hooks.start {
 			ctx = h(ctx, pool)
 		}
@@ -80,10 +81,8 @@ func (t *poolCarrier[O]) TraceAcquireStart(ctx context.Context, pool *pgxpool.Po
 	return ctx
 }
 
-func (t *poolCarrier[O]) TraceAcquireEnd(ctx context.Context, pool *pgxpool.Pool, d pgxpool.TraceAcquireEndData) {
-	if t.end1 != nil && t.hooks.on.Load() != 0 {
-		t.end1(ctx)
-	} else if len(t.hooks.end) > 1 && t.hooks.on.Load() != 0 {
+func (t *poolCarrier) TraceAcquireEnd(ctx context.Context, pool *pgxpool.Pool, d pgxpool.TraceAcquireEndData) {
+	if t.hooks.on.Load() != 0 {
 		for _, h := range t.hooks.end {
 			h(ctx)
 		}
@@ -93,6 +92,21 @@ func (t *poolCarrier[O]) TraceAcquireEnd(ctx context.Context, pool *pgxpool.Pool
 	}
 }
 
-func (t *releaseCarrier[O]) TraceRelease(pool *pgxpool.Pool, d pgxpool.TraceReleaseData) {
+func (t *releaseCarrier) TraceRelease(pool *pgxpool.Pool, d pgxpool.TraceReleaseData) {
 	t.release.TraceRelease(pool, d)
+}
+
+// TracesAcquire reports whether t, a pool config's tracer, calls a
+// tracer on Acquire beyond the layers' Acquire hooks (which run only
+// while their switch is on): a composed tracer that traces Acquires
+// (telemetry's), or a pool learned at its first Acquire.
+func TracesAcquire(t pgx.QueryTracer) bool {
+	switch c := t.(type) {
+	case *poolCarrier:
+		return !c.quiet
+	case *releaseCarrier:
+		return !c.quiet
+	}
+	_, ok := t.(pgxpool.AcquireTracer)
+	return ok
 }

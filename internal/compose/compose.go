@@ -289,7 +289,7 @@ type Composition struct {
 type acquireHooks struct {
 	start []func(context.Context, *pgxpool.Pool) context.Context
 	end   []func(context.Context)
-	on    *atomic.Uint32
+	on    *atomic.Uint32 // nil-safe: Install always sets it
 }
 
 // Begin starts composing cfg for owner (the engine's binding of the pool,
@@ -326,10 +326,12 @@ func OwnerOf[O any](cfg *pgxpool.Config) *O {
 	switch t := cfg.ConnConfig.Tracer.(type) {
 	case *carrier[O]:
 		return t.owner
-	case *poolCarrier[O]:
-		return t.owner
-	case *releaseCarrier[O]:
-		return t.owner
+	case *poolCarrier:
+		o, _ := t.owner.(*O)
+		return o
+	case *releaseCarrier:
+		o, _ := t.owner.(*O)
+		return o
 	}
 	return nil
 }

@@ -68,3 +68,59 @@ func TestPingingToldWhenPinged(t *testing.T) {
 		}
 	}
 }
+
+// A layer's Acquire hooks run only while its switch is on: pgxpool calls
+// the pool config's tracer on every Acquire, and while every database is
+// up that call is one atomic load (the outage layer's switch is on only
+// while the database is not up). A pool without such a hook, a composed
+// Acquire tracer or an attach gets no pool tracer at all.
+func TestAcquireHooksArmed(t *testing.T) {
+	type owner struct{}
+	cfg, err := pgxpool.ParseConfig("postgres://u@localhost/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Begin(cfg, &owner{})
+	var set func(bool)
+	starts, ends := 0, 0
+	c.Add(Outage, Layer{
+		AcquireStart: func(ctx context.Context, _ *pgxpool.Pool) context.Context { starts++; return ctx },
+		AcquireEnd:   func(context.Context) { ends++ },
+		ArmAcquire:   func(s func(bool)) { set = s },
+	})
+	c.Install(cfg, func(context.Context, *pgx.ConnConfig) Conn { return nil })
+	tr, ok := cfg.ConnConfig.Tracer.(pgxpool.AcquireTracer)
+	if !ok || set == nil {
+		t.Fatalf("tracer %T, switch given %v: want an Acquire tracer and the layer's switch", cfg.ConnConfig.Tracer, set != nil)
+	}
+	if _, ok := cfg.ConnConfig.Tracer.(pgxpool.ReleaseTracer); ok || TracesAcquire(cfg.ConnConfig.Tracer) {
+		t.Errorf("tracer %T traces Release or more than the hooks on Acquire", cfg.ConnConfig.Tracer)
+	}
+	if OwnerOf[owner](cfg) == nil {
+		t.Error("OwnerOf lost the owner")
+	}
+	acquire := func() {
+		ctx := tr.TraceAcquireStart(context.Background(), nil, pgxpool.TraceAcquireStartData{})
+		tr.TraceAcquireEnd(ctx, nil, pgxpool.TraceAcquireEndData{})
+	}
+	acquire()
+	if starts+ends != 0 {
+		t.Errorf("switch off: hooks ran %d and %d times, want none", starts, ends)
+	}
+	set(true)
+	acquire()
+	set(false)
+	acquire()
+	if starts != 1 || ends != 1 {
+		t.Errorf("switch on for one Acquire: hooks ran %d and %d times, want once each", starts, ends)
+	}
+
+	plain, err := pgxpool.ParseConfig("postgres://u@localhost/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	Begin(plain, &owner{}).Install(plain, func(context.Context, *pgx.ConnConfig) Conn { return nil })
+	if _, ok := plain.ConnConfig.Tracer.(pgxpool.AcquireTracer); ok {
+		t.Errorf("no Acquire hook: tracer %T traces Acquire", plain.ConnConfig.Tracer)
+	}
+}
