@@ -12,8 +12,9 @@ import (
 // its owner (OwnerOf finds it by a type switch) and forwards to the composed tracers. pgx's
 // connections never call it (BeforeConnect gives each the composed
 // tracers themselves); pgxpool calls the pool-level methods of
-// poolCarrier, installed only when a composed tracer has them, so that a
-// pool without one pays nothing on Acquire and Release.
+// poolCarrier, installed only when a composed tracer has them or a layer
+// has Acquire hooks, so that a pool without either pays nothing on
+// Acquire and Release.
 type carrier[O any] struct {
 	pgxtrace.Set // the composed tracer
 	c            *Composition
