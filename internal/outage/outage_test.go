@@ -327,6 +327,30 @@ func TestDownThenBack(t *testing.T) {
 	}
 }
 
+// refusedChecks makes r's checks refused and records them: made gets a
+// value per check, once recorded (while its buffer lasts); checks
+// returns their times.
+func refusedChecks(r *rig) (made <-chan struct{}, checks func() []time.Time) {
+	var mu sync.Mutex
+	var at []time.Time
+	ch := make(chan struct{}, 64)
+	r.probe = func(context.Context, []string) (*pgconn.PgConn, []string, error) {
+		mu.Lock()
+		at = append(at, time.Now())
+		mu.Unlock()
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+		return nil, []string{"10.0.0.1:5432"}, refusedErr("10.0.0.1:5432")
+	}
+	return ch, func() []time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(at)
+	}
+}
+
 // While the database is down and nothing waits, the prober backs off:
 // at most one check per step, the steps doubling from 100 ms (±20 %);
 // a request that starts waiting wakes it at once, and it checks every
@@ -334,19 +358,7 @@ func TestDownThenBack(t *testing.T) {
 func TestPace(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, 10*time.Second, steadyPace)
-	var mu sync.Mutex
-	var at []time.Time
-	made := make(chan struct{}, 64) // a value per check, once recorded
-	r.probe = func(context.Context, []string) (*pgconn.PgConn, []string, error) {
-		mu.Lock()
-		at = append(at, time.Now())
-		mu.Unlock()
-		select {
-		case made <- struct{}{}:
-		default:
-		}
-		return nil, []string{"10.0.0.1:5432"}, refusedErr("10.0.0.1:5432")
-	}
+	made, checks := refusedChecks(r)
 	await := func(n int, d time.Duration) {
 		t.Helper()
 		timer := time.NewTimer(d)
@@ -358,11 +370,6 @@ func TestPace(t *testing.T) {
 				t.Fatalf("%d checks within %v", n, d)
 			}
 		}
-	}
-	checks := func() []time.Time {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(at)
 	}
 	r.arm(t)
 	r.hooks.Failed("10.0.0.1:5432", false)
@@ -645,24 +652,7 @@ func serverAddr(t *testing.T) string {
 func TestPaceFollowsDemand(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, 30*time.Second)
-	var mu sync.Mutex
-	var at []time.Time
-	made := make(chan struct{}, 64)
-	r.probe = func(context.Context, []string) (*pgconn.PgConn, []string, error) {
-		mu.Lock()
-		at = append(at, time.Now())
-		mu.Unlock()
-		select {
-		case made <- struct{}{}:
-		default:
-		}
-		return nil, []string{"10.0.0.1:5432"}, refusedErr("10.0.0.1:5432")
-	}
-	checks := func() []time.Time {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(at)
-	}
+	made, checks := refusedChecks(r)
 	bg := context.Background()
 	if ctx := r.hooks.AcquireStart(bg, nil); ctx != bg {
 		t.Error("an Acquire while the database is up was counted (its context changed)")
