@@ -127,6 +127,10 @@ type rig struct {
 	lookup atomic.Pointer[[]string]
 	// probed gets a value at each check's start (never blocking).
 	probed chan struct{}
+	// tracer is the pool config's Acquire tracer, which pgxpool calls on
+	// every Acquire: the composed one, the layer's hooks behind their
+	// switch.
+	tracer pgxpool.AcquireTracer
 }
 
 const host = "db.internal"
@@ -194,6 +198,7 @@ func newRigWith(t *testing.T, holdFor time.Duration, opts ...func(*outage.Config
 	}})
 	comp.Install(cfg, func(context.Context, *pgx.ConnConfig) compose.Conn { return &handle{} })
 	r.hooks = r.l.Layer()
+	r.tracer, _ = cfg.ConnConfig.Tracer.(pgxpool.AcquireTracer)
 	t.Cleanup(r.l.Close)
 	return r
 }
@@ -648,13 +653,19 @@ func serverAddr(t *testing.T) string {
 // as asking every 2 s), where a steady pace checks every 100 ms; the
 // Acquires that start meanwhile and find no connection are the demand:
 // 40 of them make it check every 100 ms (±20 %) at once. An Acquire while
-// the database is up is not counted: its context is left as it was.
+// the database is up is not counted: its context is left as it was. The
+// Acquires go through the pool config's tracer, as pgxpool calls it: the
+// layer's hooks run behind the switch it turns on while not up.
 func TestPaceFollowsDemand(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, 30*time.Second)
 	made, checks := refusedChecks(r)
 	bg := context.Background()
-	if ctx := r.hooks.AcquireStart(bg, nil); ctx != bg {
+	if r.tracer == nil {
+		t.Fatal("the pool config's tracer traces no Acquire: the layer cannot see the demand")
+	}
+	acquire := func() context.Context { return r.tracer.TraceAcquireStart(bg, nil, pgxpool.TraceAcquireStartData{}) }
+	if ctx := acquire(); ctx != bg {
 		t.Error("an Acquire while the database is up was counted (its context changed)")
 	}
 	r.arm(t)
@@ -692,7 +703,7 @@ func TestPaceFollowsDemand(t *testing.T) {
 	// The demand: 40 Acquires find no connection.
 	var acquired []context.Context
 	for range 40 {
-		acquired = append(acquired, r.hooks.AcquireStart(bg, nil))
+		acquired = append(acquired, acquire())
 	}
 	if acquired[0] == bg {
 		t.Error("an Acquire while the database is down was not counted")
@@ -707,7 +718,7 @@ func TestPaceFollowsDemand(t *testing.T) {
 		}
 	}
 	for _, a := range acquired {
-		r.hooks.AcquireEnd(a)
+		r.tracer.TraceAcquireEnd(a, nil, pgxpool.TraceAcquireEndData{})
 	}
 	fast := checks()[n:]
 	t.Logf("MEASURED one connect waiting: %d checks in 3 s, %v apart; 40 Acquires: the first check %v later, then %v apart",
