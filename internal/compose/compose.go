@@ -148,7 +148,7 @@ type Layer struct {
 	// PrepareConn is then one atomic load (and the always-on layers' and
 	// the config's own). A layer turns its switch off only after it found
 	// nothing left to check, and checks again after turning it off (a
-	// change meanwhile turns it back on).
+	// change meanwhile turns it back on): SetSwitch.
 	Arm func(set func(on bool))
 	// ShouldPing is asked, for a connection pgxpool is about to hand out
 	// that was idle longer than IdleAfter, whether to ping it first (a
@@ -189,7 +189,7 @@ type Layer struct {
 	// layer's switch, which Install gives ArmAcquire (required with
 	// them), is on: while no switch is on an Acquire costs the tracer
 	// one atomic load. A layer turns its switch off only when nothing is
-	// left to count, and checks again after turning it off.
+	// left to count, and checks again after turning it off: SetSwitch.
 	AcquireStart func(ctx context.Context, pool *pgxpool.Pool) context.Context
 	AcquireEnd   func(ctx context.Context)
 	ArmAcquire   func(set func(on bool))
@@ -289,7 +289,24 @@ type Composition struct {
 type acquireHooks struct {
 	start []func(context.Context, *pgxpool.Pool) context.Context
 	end   []func(context.Context)
-	on    *atomic.Uint32 // nil-safe: Install always sets it
+	on    *atomic.Uint32 // the Composition's switches of them (never nil)
+}
+
+// SetSwitch sets a layer's switch (Layer.Arm, Layer.ArmAcquire; nil
+// before Install: nothing to set) as the contract asks: on while need
+// reports true; off only when it reports false, and on again if it
+// reports true once the switch is off (a change came meanwhile).
+func SetSwitch(set func(on bool), need func() bool) {
+	if set == nil {
+		return
+	}
+	if !need() {
+		set(false)
+		if !need() {
+			return
+		}
+	}
+	set(true)
 }
 
 // Begin starts composing cfg for owner (the engine's binding of the pool,

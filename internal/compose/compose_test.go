@@ -2,6 +2,7 @@ package compose
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -122,5 +123,27 @@ func TestAcquireHooksArmed(t *testing.T) {
 	Begin(plain, &owner{}).Install(plain, func(context.Context, *pgx.ConnConfig) Conn { return nil })
 	if _, ok := plain.ConnConfig.Tracer.(pgxpool.AcquireTracer); ok {
 		t.Errorf("no Acquire hook: tracer %T traces Acquire", plain.ConnConfig.Tracer)
+	}
+}
+
+// SetSwitch follows the switches' contract: on while needed; off only when
+// not, and on again when a change came as it turned off.
+func TestSetSwitch(t *testing.T) {
+	SetSwitch(nil, func() bool { t.Fatal("need asked with no switch"); return false })
+	for _, tc := range []struct {
+		name  string
+		needs []bool // need's answers, in turn
+		want  []bool // the switch's settings
+	}{
+		{"needed", []bool{true}, []bool{true}},
+		{"not needed", []bool{false, false}, []bool{false}},
+		{"a change as it turned off", []bool{false, true}, []bool{false, true}},
+	} {
+		var got []bool
+		i := 0
+		SetSwitch(func(on bool) { got = append(got, on) }, func() bool { i++; return tc.needs[i-1] })
+		if i != len(tc.needs) || !slices.Equal(got, tc.want) {
+			t.Errorf("%s: need asked %d times, switch set %v; want %d and %v", tc.name, i, got, len(tc.needs), tc.want)
+		}
 	}
 }

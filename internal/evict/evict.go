@@ -169,18 +169,11 @@ func (e *Eviction) setArm(set func(on bool)) {
 
 // rearm turns the switch on while there is anything to check, off when
 // not: off first, then on again if a change came meanwhile.
-func (e *Eviction) rearm() {
-	if e.arm == nil {
-		return
-	}
-	if e.cur.Load() == nil && e.quota.Load() == nil {
-		e.arm(false)
-		if e.cur.Load() == nil && e.quota.Load() == nil {
-			return
-		}
-	}
-	e.arm(true)
-}
+func (e *Eviction) rearm() { compose.SetSwitch(e.arm, e.hasWork) }
+
+// hasWork reports whether PrepareConn has anything to check: a failure
+// still in force (cur), or a rebalance's quota to retire (quota).
+func (e *Eviction) hasWork() bool { return e.cur.Load() != nil || e.quota.Load() != nil }
 
 // shouldPing asks pgxpool to ping a connection idle longer than
 // PeekAfter whose server sent it anything or closed it (see Eviction).

@@ -373,22 +373,12 @@ func (l *Layer) setAcquireArm(set func(on bool)) {
 }
 
 // armAcquires turns the Acquire hooks on while the database is not up or
-// an Acquire they counted is under way, and off when neither, checking
-// again after turning them off (a change meanwhile turns them back on).
-func (l *Layer) armAcquires() {
-	if l.acqArm == nil {
-		return
-	}
-	need := func() bool { return l.snap.Load().phase != up || l.acquiring.Load() > 0 }
-	if need() {
-		l.acqArm(true)
-		return
-	}
-	l.acqArm(false)
-	if need() {
-		l.acqArm(true)
-	}
-}
+// an Acquire they counted is under way, and off when neither.
+func (l *Layer) armAcquires() { compose.SetSwitch(l.acqArm, l.countsAcquires) }
+
+// countsAcquires reports whether the Acquire hooks have anything to
+// count: the database is not up, or an Acquire they counted is under way.
+func (l *Layer) countsAcquires() bool { return l.snap.Load().phase != up || l.acquiring.Load() > 0 }
 
 // standDownWhile learns the Routing of a layer that outranks this one.
 func (l *Layer) standDownWhile(routing func() bool) {
@@ -543,7 +533,7 @@ func (l *Layer) kickProber() {
 	}
 }
 
-// acquiring marks the context of an Acquire counted as demand.
+// acquiringKey marks the context of an Acquire counted as demand.
 type acquiringKey struct{}
 
 // acquireStart counts, while the database is not up, an Acquire that
@@ -1078,21 +1068,13 @@ func (l *Layer) setArm(set func(on bool)) {
 }
 
 // rearm turns the switch on while PrepareConn has anything to check.
-func (l *Layer) rearm() {
-	if l.arm == nil {
-		return
-	}
-	need := func() bool {
-		r := Role(l.role.Load())
-		return r == RoleStandby || r == RoleReadOnly || l.suspicion.Load() != nil
-	}
-	if !need() {
-		l.arm(false)
-		if !need() {
-			return
-		}
-	}
-	l.arm(true)
+func (l *Layer) rearm() { compose.SetSwitch(l.arm, l.checksOnAcquire) }
+
+// checksOnAcquire reports whether PrepareConn has anything to check: a
+// pool meant for a standby or read-only server, or a role suspicion.
+func (l *Layer) checksOnAcquire() bool {
+	r := Role(l.role.Load())
+	return r == RoleStandby || r == RoleReadOnly || l.suspicion.Load() != nil
 }
 
 // downKind reports whether a failed check says the database is down (it
